@@ -1,0 +1,3 @@
+"""Kiln: small scripts served as MCP tools from AWS Lambda."""
+
+__version__ = "0.1.0"

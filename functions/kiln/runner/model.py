@@ -1,0 +1,47 @@
+"""What a run is asked to do and what it reports. Knows nothing about MCP or Lambda."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+Language = Literal["python", "node"]
+
+
+@dataclass(frozen=True)
+class RunRequest:
+    """One script run.
+
+    `timeout_s` is the tool's own limit; `time_left_s` is what the caller (a Lambda
+    invocation, or a configured local budget) has left. The runner applies
+    min(timeout_s, time_left_s - answer margin) and reports the limit it really applied.
+    """
+
+    language: Language
+    code: str
+    arguments: Mapping[str, Any]
+    timeout_s: float
+    time_left_s: float | None = None
+    bundle_path: Path | None = None
+    extra_env: Mapping[str, str] = field(default_factory=dict)
+    label: str = ""  # tool name and revision, for the run's log line
+
+
+@dataclass(frozen=True)
+class RunResult:
+    stdout: str
+    stderr: str
+    exit_code: int | None  # None when the run was killed at its deadline
+    timed_out: bool
+    applied_timeout_s: float
+    duration_s: float
+    stdout_truncated: bool = False
+    stderr_truncated: bool = False
+    stdout_bytes: int = 0  # bytes the script wrote, including what was cut
+    stderr_bytes: int = 0
+
+    @property
+    def failed(self) -> bool:
+        return self.timed_out or self.exit_code != 0
