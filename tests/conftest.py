@@ -1,0 +1,50 @@
+"""Shared fixtures: a real moto server over HTTP, and fresh AWS resources per test."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import pytest
+
+from kiln.aws import AwsClients, ensure_resources, make_clients
+
+# Tests never touch real AWS: fake credentials and a fixed region for every client.
+os.environ.setdefault("AWS_ACCESS_KEY_ID", "testing")
+os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "testing")
+os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
+os.environ.pop("AWS_PROFILE", None)
+
+
+@dataclass(frozen=True)
+class AwsStack:
+    endpoint_url: str
+    clients: AwsClients
+    table: str
+    bucket: str
+
+
+@pytest.fixture(scope="session")
+def moto_endpoint() -> Iterator[str]:
+    """A moto server in this process, speaking the AWS wire protocol on a loopback port."""
+    from moto.server import ThreadedMotoServer
+
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    try:
+        yield f"http://{host}:{port}"
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def aws(moto_endpoint: str) -> AwsStack:
+    """A table and a bucket of their own for one test, on the shared moto server."""
+    suffix = uuid.uuid4().hex[:10]
+    clients = make_clients(endpoint_url=moto_endpoint, region="us-east-1")
+    stack = AwsStack(moto_endpoint, clients, f"kiln-test-{suffix}", f"kiln-test-{suffix}")
+    ensure_resources(clients, table=stack.table, bucket=stack.bucket)
+    return stack

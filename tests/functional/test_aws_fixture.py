@@ -1,0 +1,8 @@
+from conftest import AwsStack
+
+
+def test_fresh_stack_has_an_empty_table_and_bucket(aws: AwsStack) -> None:
+    items = aws.clients.dynamodb.scan(TableName=aws.table)["Items"]
+    objects = aws.clients.s3.list_objects_v2(Bucket=aws.bucket).get("KeyCount")
+    assert items == []
+    assert objects == 0
