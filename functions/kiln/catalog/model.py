@@ -1,0 +1,68 @@
+"""The catalog's plain data: what an author submits, and what the catalog keeps."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+Language = Literal["python", "node"]
+
+ANNOTATION_HINTS = ("readOnlyHint", "destructiveHint", "idempotentHint", "openWorldHint")
+
+
+@dataclass(frozen=True)
+class Draft:
+    """A checked, normalised tool definition, ready to become a revision.
+
+    Produced only by `catalog.rules.check_draft`; every field already obeys the save rules.
+    """
+
+    name: str
+    description: str
+    language: Language
+    code: str
+    requirements: tuple[str, ...] = ()
+    input_schema: Mapping[str, Any] = field(
+        default_factory=lambda: {"type": "object", "properties": {}, "additionalProperties": False}
+    )
+    output_schema: Mapping[str, Any] | None = None
+    title: str | None = None
+    annotations: Mapping[str, Any] | None = None  # only keys from ANNOTATION_HINTS (+ "title")
+    timeout_seconds: float = 30.0
+    enabled: bool = True
+
+
+@dataclass(frozen=True)
+class Revision:
+    """One immutable version of a tool. Code lives in S3 under `code_key`."""
+
+    tool_id: str
+    number: int
+    description: str
+    language: Language
+    code_key: str
+    code_sha256: str
+    requirements: tuple[str, ...]
+    input_schema: Mapping[str, Any]
+    output_schema: Mapping[str, Any] | None
+    title: str | None
+    annotations: Mapping[str, Any] | None
+    timeout_seconds: float
+    bundle_id: str | None  # None when the tool needs no packages
+    created_at: str  # ISO 8601 UTC
+    created_by: str = ""
+    restored_from: int | None = None
+
+
+@dataclass(frozen=True)
+class Tool:
+    """A tool's identity and state, with its head revision."""
+
+    id: str  # never changes, renames keep it
+    name: str
+    enabled: bool
+    head: Revision
+    created_at: str
+    updated_at: str
+    deleted: bool = False
