@@ -7,8 +7,8 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from conftest import AwsStack
 
+from conftest import AwsStack
 from kiln.bundles.build import BuildError, build_bundle, target_interpreter
 from kiln.bundles.identity import default_target, parse_target
 from kiln.bundles.scheduler import LocalBuildWorker, handle_build_event, request_bundle, run_build
@@ -36,21 +36,26 @@ def test_a_saved_requirement_builds_once_in_the_background_and_is_shared(
     try:
         target = default_target("python")
         first = request_bundle(store, worker, "python", target, ["humanize==4.*"])
-        assert first is not None and first.status == "pending"
+        assert first is not None
+        assert first.status == "pending"
         assert worker.wait_idle(timeout=120)
         ready = store.get(first.id)
-        assert ready is not None and ready.status == "ready", ready
+        assert ready is not None
+        assert ready.status == "ready", ready
         second = request_bundle(store, worker, "python", target, ["humanize == 4.*"])
         assert worker.wait_idle(timeout=10)
     finally:
         worker.stop()
-    assert second is not None and second.id == first.id and second.status == "ready"
+    assert second is not None
+    assert second.id == first.id
+    assert second.status == "ready"
     assert worker.builds_started == 1
     assert (ready.build_count, ready.attempts) == (1, 1)
     manifest = store.read_manifest(first.id)
     assert manifest is not None
     [locked] = [p for p in manifest["lock"] if p["name"].lower() == "humanize"]
-    assert locked["version"].startswith("4.") and len(locked["sha256"]) == 64
+    assert locked["version"].startswith("4.")
+    assert len(locked["sha256"]) == 64
     assert manifest["zip_sha256"] == ready.sha256
     names = _zip_names(store, first.id, tmp_path)
     assert "humanize/__init__.py" in names
@@ -68,7 +73,8 @@ def test_a_requirement_that_does_not_exist_fails_with_its_pip_log_kept(
     assert "pip install failed" in failed.error
     assert "kiln-no-such-package-9f1c" in failed.error
     log = store.read_log(record.id)
-    assert log is not None and "No matching distribution found" in log
+    assert log is not None
+    assert "No matching distribution found" in log
     assert store.read_manifest(record.id) is None
 
 
@@ -106,7 +112,8 @@ def test_a_lambda_target_gets_cp313_manylinux_wheels_that_import_under_python_3_
     )  # fmt: skip
     assert check.stdout.strip() == "True a: 1"
     manifest = store.read_manifest(record.id)
-    assert manifest is not None and manifest["bytecode_compiled_by"] == interpreter
+    assert manifest is not None
+    assert manifest["bytecode_compiled_by"] == interpreter
 
 
 def test_an_arm64_lambda_target_gets_aarch64_wheels(store: BundleStore, tmp_path: Path) -> None:

@@ -3,8 +3,8 @@
 import threading
 
 import pytest
-from conftest import AwsStack
 
+from conftest import AwsStack
 from kiln.bundles.store import BundleStateError, BundleStore
 
 TARGET = "local-python3.11-x86_64"
@@ -18,7 +18,8 @@ def store(aws: AwsStack) -> BundleStore:
 def test_ensure_records_a_pending_bundle_once(store: BundleStore) -> None:
     first = store.ensure("python", TARGET, ["humanize==4.*"])
     second = store.ensure("python", TARGET, ["Humanize == 4.*"])
-    assert first is not None and second is not None
+    assert first is not None
+    assert second is not None
     assert first.id == second.id
     assert first.status == "pending"
     assert first.requirements == ("humanize==4.*",)
@@ -51,7 +52,9 @@ def test_status_moves_pending_building_ready(store: BundleStore) -> None:
     record = store.ensure("python", TARGET, ["six"])
     assert record is not None
     building = store.mark_building(record.id)
-    assert building.status == "building" and building.attempts == 1 and building.started_at
+    assert building.status == "building"
+    assert building.attempts == 1
+    assert building.started_at
     manifest = {"zip_size": 10, "unpacked_size": 30, "zip_sha256": "ab" * 32, "file_count": 2}
     ready = store.mark_ready(record.id, {**manifest, "duration_s": 1.25})
     assert ready.status == "ready"
@@ -81,7 +84,8 @@ def test_a_failed_bundle_can_be_retried_and_a_ready_one_cannot(store: BundleStor
     retried = store.retry(record.id)
     assert retried.status == "pending"
     again = store.mark_building(record.id)
-    assert again.attempts == 2 and again.error is None
+    assert again.attempts == 2
+    assert again.error is None
     store.mark_ready(
         record.id, {"zip_size": 1, "unpacked_size": 1, "zip_sha256": "0" * 64, "file_count": 1}
     )
