@@ -186,7 +186,8 @@ class BundleCache:
                         bundle_id=bundle_id,
                         status=None if record is None else record.status,
                     )
-                self._make_room((record.unpacked_size or 0) + (record.size or 0), keep=bundle_id)
+                # The budget is for unpacked bundles; the zip is deleted once unpacked.
+                self._make_room(record.unpacked_size or 0, keep=bundle_id)
                 size = self._download_and_unpack(record, final)
                 self._remember(bundle_id, size)
         self._make_room(0, keep=bundle_id)
