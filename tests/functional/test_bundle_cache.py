@@ -121,7 +121,8 @@ from kiln.bundles.cache import BundleCache
 from kiln.bundles.store import BundleStore
 endpoint, table, root, bundle = sys.argv[1:5]
 clients = make_clients(endpoint_url=endpoint, region="us-east-1")
-cache = BundleCache(BundleStore(clients.dynamodb, clients.s3, table=table, bucket=table), root=Path(root))
+store = BundleStore(clients.dynamodb, clients.s3, table=table, bucket=table)
+cache = BundleCache(store, root=Path(root))
 sys.stdin.read()  # start together
 path = cache.path_for(bundle)
 print(json.dumps({"path": str(path), "unpacks": cache.unpacks}))
@@ -270,7 +271,7 @@ def test_calls_before_the_bundle_is_ready_say_why_and_when(aws: AwsStack, tmp_pa
         cache.path_for(record.id)
     store.mark_failed(record.id, "pip install failed (exit 1): ERROR: no such version", None)
     with pytest.raises(
-        BundleNotReadyError, match="failed to build: pip install failed .*kiln bundles retry"
+        BundleNotReadyError, match=r"failed to build: pip install failed .*kiln bundles retry"
     ):
         cache.path_for(record.id)
     with pytest.raises(BundleNotReadyError, match="not in the catalog"):
