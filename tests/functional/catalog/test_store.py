@@ -6,8 +6,8 @@ import threading
 from dataclasses import replace
 
 import pytest
-from conftest import AwsStack
 
+from conftest import AwsStack
 from kiln.catalog.model import Draft
 from kiln.catalog.snapshot import CatalogSnapshots
 from kiln.catalog.store import (
@@ -187,9 +187,7 @@ def test_every_write_moves_the_catalog_version(store: CatalogStore) -> None:
 def test_a_change_is_seen_by_another_process_view_on_its_next_read(
     store: CatalogStore, aws: AwsStack
 ) -> None:
-    other = CatalogStore(
-        aws.clients.dynamodb, aws.clients.s3, table=aws.table, bucket=aws.bucket
-    )
+    other = CatalogStore(aws.clients.dynamodb, aws.clients.s3, table=aws.table, bucket=aws.bucket)
     view = CatalogSnapshots(other)
     assert view.current().tools == {}
     store.create(DRAFT)
