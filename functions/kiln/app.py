@@ -8,7 +8,9 @@ import json
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Literal, TypeVar
+from functools import cached_property
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response
@@ -28,11 +30,13 @@ from kiln.catalog.store import (
     StaleRevisionError,
     ToolNotFoundError,
 )
-from kiln.protocol import HttpRequest, McpEndpoint, ProtocolSettings
 from kiln.protocol.backend import CallContext
 from kiln.runner import Runner, RunnerSettings
 from kiln.service import CatalogBackend
 from kiln.settings import Settings
+
+if TYPE_CHECKING:
+    from kiln.protocol import McpEndpoint
 
 log = logging.getLogger("kiln.app")
 T = TypeVar("T")
@@ -66,7 +70,22 @@ class Kiln:
     snapshots: CatalogSnapshots
     runner: Runner
     backend: CatalogBackend
-    endpoint: McpEndpoint
+
+    @cached_property
+    def endpoint(self) -> McpEndpoint:
+        """The MCP endpoint, built on first use (a REST-only function never pays for it)."""
+        from kiln.protocol import McpEndpoint, ProtocolSettings
+
+        return McpEndpoint(
+            self.backend,
+            ProtocolSettings(
+                server_version=kiln.__version__,
+                instructions=self.settings.instructions,
+                max_body_bytes=self.settings.max_body_bytes,
+                allowed_origins=self.settings.allowed_origins,
+                loopback_bind=self.settings.loopback_bind,
+            ),
+        )
 
 
 def build_kiln(settings: Settings, *, clients: AwsClients | None = None) -> Kiln:
@@ -80,21 +99,11 @@ def build_kiln(settings: Settings, *, clients: AwsClients | None = None) -> Kiln
             max_concurrent_runs=settings.max_concurrent_runs,
             max_queue=settings.max_run_queue,
             max_timeout_s=settings.max_timeout_s,
-            node_binary=settings.node_binary,
+            node_binary=Path(settings.node_binary) if settings.node_binary else None,
         )
     )
     backend = CatalogBackend(snapshots, runner)
-    endpoint = McpEndpoint(
-        backend,
-        ProtocolSettings(
-            server_version=kiln.__version__,
-            instructions=settings.instructions,
-            max_body_bytes=settings.max_body_bytes,
-            allowed_origins=settings.allowed_origins,
-            loopback_bind=settings.loopback_bind,
-        ),
-    )
-    return Kiln(settings, clients, store, snapshots, runner, backend, endpoint)
+    return Kiln(settings, clients, store, snapshots, runner, backend)
 
 
 def time_left_s(request: Request, settings: Settings) -> float:
@@ -230,6 +239,8 @@ def _mount_mcp(app: FastAPI, parts: Kiln, path: str) -> None:
         body = await read_capped(request, parts.settings.max_body_bytes)
         headers = {name.lower(): value for name, value in request.headers.items()}
         ctx = CallContext(time_left_s=time_left_s(request, parts.settings))
+        from kiln.protocol import HttpRequest
+
         answer = await parts.endpoint.handle(HttpRequest(request.method, headers, body), ctx)
         return Response(answer.body, status_code=answer.status, headers=answer.headers)
 
