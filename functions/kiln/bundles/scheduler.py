@@ -24,6 +24,7 @@ from kiln.bundles.store import (
     BundleRecord,
     BundleStateError,
     BundleStore,
+    is_stale,
     log_key,
     manifest_key,
     zip_key,
@@ -45,9 +46,20 @@ def request_bundle(
     target: str,
     requirements: Sequence[str],
 ) -> BundleRecord | None:
-    """What a catalog save calls: record the bundle if new and start its build if pending."""
+    """What a catalog save calls: record the bundle if new and start its build if pending.
+
+    Saving a tool whose bundle failed (or whose builder died) tries the build again: the
+    author saving is the moment a fix or a transient failure gets its second chance.
+    """
     record = store.ensure(language, target, requirements)
-    if record is not None and record.status == "pending":
+    if record is None:
+        return None
+    if record.status == "failed" or is_stale(record):
+        try:
+            record = store.retry(record.id)
+        except BundleStateError:  # another save retried it first
+            record = store.get(record.id) or record
+    if record.status == "pending":
         scheduler.schedule(record.id)
     return record
 
