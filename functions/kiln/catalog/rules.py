@@ -36,7 +36,7 @@ MAX_SCHEMA_BYTES: Final = 64 * 1024
 MAX_SCHEMA_DEPTH: Final = 32
 MAX_TIMEOUT_SECONDS: Final = 900.0
 DEFAULT_TIMEOUT_SECONDS: Final = 30.0
-MAX_METASCHEMA_REPORTS: Final = 10
+MAX_SCHEMA_REPORTS: Final = 10
 
 DIALECT: Final = "https://json-schema.org/draft/2020-12/schema"
 
@@ -288,11 +288,14 @@ def _check_annotations(value: object, found: list[Violation]) -> dict[str, Any] 
             else:
                 found.append(_violation(f"annotations.{key}", "type", "must be true or false"))
         else:
+            shown = _shown(str(key))
             found.append(
-                _violation(
-                    f"annotations.{_shown(str(key))}",
+                Violation(
+                    f"annotations.{shown[1:-1]}",
                     "unknown_field",
-                    "is not an annotation; allowed are title, " + ", ".join(ANNOTATION_HINTS),
+                    f"annotations.{shown[1:-1]} is not an annotation; allowed are title, "
+                    + ", ".join(ANNOTATION_HINTS)
+                    + " (rule: unknown_field).",
                 )
             )
     return clean or None
@@ -435,7 +438,7 @@ def _node_requirement(field: str, entry: str, found: list[Violation]) -> tuple[s
         return None
     if spec is None:
         return name, name
-    spec = spec.strip()
+    spec = " ".join(spec.split())
     spec_lowered = spec.lower()
     if spec_lowered.startswith("npm:"):
         found.append(_violation(field, "alias_not_allowed", "must not be an npm: alias"))
@@ -632,13 +635,15 @@ def _explain(error: ValidationError) -> str:
     return f"breaks the metaschema keyword {keyword}"
 
 
+_METASCHEMA: Final = Draft202012Validator(
+    Draft202012Validator.META_SCHEMA, format_checker=Draft202012Validator.FORMAT_CHECKER
+)
+
+
 def _metaschema_violations(field: str, schema: Mapping[str, Any]) -> list[Violation]:
-    checker = Draft202012Validator(
-        Draft202012Validator.META_SCHEMA, format_checker=Draft202012Validator.FORMAT_CHECKER
-    )
     found: list[Violation] = []
     seen: set[tuple[str, str]] = set()
-    for error in checker.iter_errors(schema):
+    for error in _METASCHEMA.iter_errors(schema):
         worst = best_match(error.context) if error.context else error
         where = _path(field, list(worst.absolute_path))
         key = (where, str(worst.validator))
@@ -648,7 +653,7 @@ def _metaschema_violations(field: str, schema: Mapping[str, Any]) -> list[Violat
         found.append(
             _violation(where, "metaschema", f"{_explain(worst)}, as JSON Schema 2020-12 requires")
         )
-        if len(found) >= MAX_METASCHEMA_REPORTS:
+        if len(found) >= MAX_SCHEMA_REPORTS:
             break
     return found
 
@@ -657,18 +662,28 @@ def _is_dialect(value: object) -> bool:
     return isinstance(value, str) and value.rstrip("#") == DIALECT and value.count("#") <= 1
 
 
-def _scan(field: str, node: Mapping[str, Any]) -> tuple[list[Violation], list[tuple[str, str]]]:
+@dataclass(frozen=True)
+class _LocalRef:
+    location: str  # field path of the $ref / $dynamicRef keyword
+    ref: str
+    holder: Mapping[str, Any]  # the subschema the keyword sits in
+
+
+def _scan(
+    field: str, node: Mapping[str, Any], nodes: dict[int, Mapping[str, Any]]
+) -> tuple[list[Violation], list[_LocalRef]]:
     """Find what could leave the document, and collect the local references to resolve."""
     found: list[Violation] = []
-    local: list[tuple[str, str]] = []
+    local: list[_LocalRef] = []
     for where, subschema in _schema_nodes(node, ()):
+        nodes[id(subschema)] = subschema
         for keyword in ("$ref", "$dynamicRef"):
             ref = subschema.get(keyword)
             if not isinstance(ref, str):
                 continue
             location = _path(field, (*where, keyword))
             if ref.startswith("#"):
-                local.append((location, ref))
+                local.append(_LocalRef(location, ref, subschema))
             else:
                 found.append(
                     _violation(
@@ -706,11 +721,81 @@ def _target_field(field: str, location: str, ref: str) -> str:
     return _path(field, tokens)
 
 
+# Keywords that apply a subschema to the same instance: a loop through only these (and
+# references) never reaches a smaller piece of input, so validation would recurse forever.
+_IN_PLACE_ONE: Final = ("not", "if", "then", "else")
+_IN_PLACE_MANY: Final = ("allOf", "anyOf", "oneOf")
+
+_Edge = tuple[Mapping[str, Any], str | None]  # (next subschema, location when it is a $ref)
+
+
+def _in_place_edges(node: Mapping[str, Any], refs: Mapping[int, list[_Edge]]) -> Iterator[_Edge]:
+    for keyword in _IN_PLACE_ONE:
+        child = node.get(keyword)
+        if isinstance(child, Mapping):
+            yield child, None
+    for keyword in _IN_PLACE_MANY:
+        children = node.get(keyword)
+        if isinstance(children, list):
+            yield from ((child, None) for child in children if isinstance(child, Mapping))
+    dependent = node.get("dependentSchemas")
+    if isinstance(dependent, Mapping):
+        yield from ((child, None) for child in dependent.values() if isinstance(child, Mapping))
+    yield from refs.get(id(node), ())
+
+
+def _cycle_violations(
+    nodes: Mapping[int, Mapping[str, Any]], refs: Mapping[int, list[_Edge]]
+) -> list[Violation]:
+    found: list[Violation] = []
+    reported: set[str] = set()
+    state: dict[int, bool] = {}  # False while on the path being explored, True when done
+    for start in nodes.values():
+        if id(start) in state:
+            continue
+        state[id(start)] = False
+        path: list[tuple[Mapping[str, Any], Iterator[_Edge], str | None]] = [
+            (start, _in_place_edges(start, refs), None)
+        ]
+        while path:
+            node, edges, _ = path[-1]
+            step = next(edges, None)
+            if step is None:
+                state[id(node)] = True
+                path.pop()
+                continue
+            child, location = step
+            seen = state.get(id(child))
+            if seen is None:
+                state[id(child)] = False
+                path.append((child, _in_place_edges(child, refs), location))
+            elif seen is False:
+                if location is None:
+                    # The loop holds at least one reference; blame the latest one on the path.
+                    for entry in reversed(path):
+                        if entry[2] is not None:
+                            location = entry[2]
+                            break
+                if location is not None and location not in reported:
+                    reported.add(location)
+                    found.append(
+                        _violation(
+                            location,
+                            "ref_cycle",
+                            "leads back to itself without descending into the input, "
+                            "so validation would never end",
+                        )
+                    )
+    return found
+
+
 def _reference_violations(field: str, schema: Mapping[str, Any]) -> list[Violation]:
-    """Refuse anything that could leave the document; then resolve every local reference."""
-    found, pending = _scan(field, schema)
+    """Refuse anything that could leave the document; resolve every local reference; refuse
+    reference loops that validation could never leave."""
+    nodes: dict[int, Mapping[str, Any]] = {}
+    found, pending = _scan(field, schema, nodes)
     if found:
-        return found
+        return found[:MAX_SCHEMA_REPORTS]
     resolver = (
         Registry()
         .with_resource(
@@ -718,25 +803,31 @@ def _reference_violations(field: str, schema: Mapping[str, Any]) -> list[Violati
         )
         .resolver(base_uri=_SCHEMA_URI)
     )
-    scanned: set[int] = {id(schema)}
+    refs: dict[int, list[_Edge]] = {}
     while pending:
-        location, ref = pending.pop()
+        local = pending.pop()
         try:
-            target = resolver.lookup(ref).contents
+            target = resolver.lookup(local.ref).contents
         except Unresolvable:
-            found.append(_violation(location, "unresolved_ref", "points at nothing in this schema"))
+            found.append(
+                _violation(local.location, "unresolved_ref", "points at nothing in this schema")
+            )
             continue
-        if not isinstance(target, Mapping | bool):
-            found.append(_violation(location, "unresolved_ref", "must point at a schema"))
+        if isinstance(target, bool):
             continue
-        if isinstance(target, Mapping) and id(target) not in scanned:
+        if not isinstance(target, Mapping):
+            found.append(_violation(local.location, "unresolved_ref", "must point at a schema"))
+            continue
+        refs.setdefault(id(local.holder), []).append((target, local.location))
+        if id(target) not in nodes:
             # A pointer may aim inside a keyword the walk treats as data; what it finds is
             # used as a schema, so it must obey the same rules.
-            scanned.add(id(target))
-            problems, more = _scan(_target_field(field, location, ref), target)
+            problems, more = _scan(_target_field(field, local.location, local.ref), target, nodes)
             found.extend(problems)
             pending.extend(more)
-    return found
+    if not found:
+        found = _cycle_violations(nodes, refs)
+    return found[:MAX_SCHEMA_REPORTS]
 
 
 def _check_schema(field: str, schema: object, found: list[Violation]) -> dict[str, Any] | None:
@@ -814,9 +905,9 @@ def _canonical(payload: Mapping[Any, Any], found: list[Violation]) -> dict[str, 
             shown = _shown(str(key))
             found.append(
                 Violation(
-                    shown.strip('"'),
+                    shown[1:-1],
                     "unknown_field",
-                    f"{shown} is not a field of a tool definition (rule: unknown_field).",
+                    f"{shown[1:-1]} is not a field of a tool definition (rule: unknown_field).",
                 )
             )
             continue
