@@ -126,10 +126,11 @@ def _violation(field: str, rule: str, text: str) -> Violation:
     return Violation(field, rule, f"{field} {text} (rule: {rule}).")
 
 
-def _shown(text: str, limit: int = 64) -> str:
-    """A name as it may appear in a message: quoted, shortened, control characters escaped."""
+def _escaped(key: object, limit: int = 64) -> str:
+    """A submitted key as it may appear in a field path: shortened, control characters escaped."""
+    text = str(key)
     short = text if len(text) <= limit else text[: limit - 1] + "…"
-    return json.dumps(short, ensure_ascii=False)
+    return json.dumps(short, ensure_ascii=False)[1:-1]
 
 
 def _encodable(value: str) -> bool:
@@ -288,14 +289,11 @@ def _check_annotations(value: object, found: list[Violation]) -> dict[str, Any] 
             else:
                 found.append(_violation(f"annotations.{key}", "type", "must be true or false"))
         else:
-            shown = _shown(str(key))
             found.append(
-                Violation(
-                    f"annotations.{shown[1:-1]}",
+                _violation(
+                    f"annotations.{_escaped(key)}",
                     "unknown_field",
-                    f"annotations.{shown[1:-1]} is not an annotation; allowed are title, "
-                    + ", ".join(ANNOTATION_HINTS)
-                    + " (rule: unknown_field).",
+                    "is not an annotation; allowed are title, " + ", ".join(ANNOTATION_HINTS),
                 )
             )
     return clean or None
@@ -371,7 +369,7 @@ def _python_requirement(field: str, entry: str, found: list[Violation]) -> tuple
     return name, text
 
 
-_NPM_NAME: Final = re.compile(r"(?:@[a-z0-9][a-z0-9._~-]*/)?[a-z0-9][a-z0-9._~-]*")
+_NPM_NAME: Final = re.compile(r"(?:@[a-z0-9][a-z0-9._-]*/)?[a-z0-9][a-z0-9._-]*")
 _NPM_NAME_MAX: Final = 214
 _NPM_BANNED_NAMES: Final = frozenset({"node_modules", "favicon.ico"})
 
@@ -478,7 +476,7 @@ def _requirement_list(value: object, found: list[Violation]) -> list[object] | N
             return []
         try:
             value = json.loads(value)
-        except ValueError:
+        except (ValueError, RecursionError):
             found.append(
                 _violation(
                     "requirements", "type", "must be a list of strings (or a JSON text of one)"
@@ -531,9 +529,7 @@ def _check_requirements(
         name, text = result
         if name in seen:
             found.append(
-                _violation(
-                    field, "duplicate", f"lists {_shown(name)} again; give each package once"
-                )
+                _violation(field, "duplicate", f"lists {name} again; give each package once")
             )
             continue
         seen.add(name)
@@ -565,7 +561,7 @@ _SCHEMA_URI: Final = "urn:kiln:schema"
 def _path(field: str, parts: Iterable[str | int]) -> str:
     text = field
     for part in parts:
-        text += f"[{part}]" if isinstance(part, int) else f".{part}"
+        text += f"[{part}]" if isinstance(part, int) else f".{_escaped(part)}"
     return text
 
 
@@ -587,25 +583,30 @@ def _too_deep(value: object) -> bool:
 
 
 def _schema_nodes(
-    node: object, path: tuple[str | int, ...]
+    node: object, skip: Mapping[int, object]
 ) -> Iterator[tuple[tuple[str | int, ...], Mapping[str, Any]]]:
-    """Every object in schema position under `node`, with its path."""
-    stack: list[tuple[object, tuple[str | int, ...]]] = [(node, path)]
+    """Every object in schema position under `node`, in document order, with its path.
+
+    Objects in `skip` (and what lies under them) were walked before and are left out.
+    """
+    stack: list[tuple[object, tuple[str | int, ...]]] = [(node, ())]
     while stack:
         current, where = stack.pop()
         if isinstance(current, list):
-            stack.extend((item, (*where, i)) for i, item in enumerate(current))
+            stack.extend(reversed([(item, (*where, i)) for i, item in enumerate(current)]))
             continue
-        if not isinstance(current, Mapping):
+        if not isinstance(current, Mapping) or id(current) in skip:
             continue
         yield where, current
+        children: list[tuple[object, tuple[str | int, ...]]] = []
         for key, value in current.items():
             if key in _DATA_KEYWORDS:
                 continue
             if key in _MAP_KEYWORDS and isinstance(value, Mapping):
-                stack.extend((sub, (*where, key, name)) for name, sub in value.items())
+                children.extend((sub, (*where, key, name)) for name, sub in value.items())
             else:
-                stack.append((value, (*where, key)))
+                children.append((value, (*where, key)))
+        stack.extend(reversed(children))
 
 
 def _explain(error: ValidationError) -> str:
@@ -670,13 +671,29 @@ class _LocalRef:
 
 
 def _scan(
-    field: str, node: Mapping[str, Any], nodes: dict[int, Mapping[str, Any]]
+    field: str,
+    node: Mapping[str, Any],
+    nodes: dict[int, Mapping[str, Any]],
+    anchors: dict[str, str],
 ) -> tuple[list[Violation], list[_LocalRef]]:
     """Find what could leave the document, and collect the local references to resolve."""
     found: list[Violation] = []
     local: list[_LocalRef] = []
-    for where, subschema in _schema_nodes(node, ()):
+    for where, subschema in list(_schema_nodes(node, nodes)):
         nodes[id(subschema)] = subschema
+        for keyword in ("$anchor", "$dynamicAnchor"):
+            anchor = subschema.get(keyword)
+            if not isinstance(anchor, str):
+                continue
+            location = _path(field, (*where, keyword))
+            if anchors.setdefault(anchor, location) != location:
+                found.append(
+                    _violation(
+                        location,
+                        "duplicate_anchor",
+                        f"repeats a name already given at {anchors[anchor]}",
+                    )
+                )
         for keyword in ("$ref", "$dynamicRef"):
             ref = subschema.get(keyword)
             if not isinstance(ref, str):
@@ -793,7 +810,8 @@ def _reference_violations(field: str, schema: Mapping[str, Any]) -> list[Violati
     """Refuse anything that could leave the document; resolve every local reference; refuse
     reference loops that validation could never leave."""
     nodes: dict[int, Mapping[str, Any]] = {}
-    found, pending = _scan(field, schema, nodes)
+    anchors: dict[str, str] = {}
+    found, pending = _scan(field, schema, nodes, anchors)
     if found:
         return found[:MAX_SCHEMA_REPORTS]
     resolver = (
@@ -822,7 +840,8 @@ def _reference_violations(field: str, schema: Mapping[str, Any]) -> list[Violati
         if id(target) not in nodes:
             # A pointer may aim inside a keyword the walk treats as data; what it finds is
             # used as a schema, so it must obey the same rules.
-            problems, more = _scan(_target_field(field, local.location, local.ref), target, nodes)
+            where = _target_field(field, local.location, local.ref)
+            problems, more = _scan(where, target, nodes, anchors)
             found.extend(problems)
             pending.extend(more)
     if not found:
@@ -902,13 +921,8 @@ def _canonical(payload: Mapping[Any, Any], found: list[Violation]) -> dict[str, 
         if key in READ_ONLY_FIELDS:
             continue
         if not isinstance(key, str) or (key not in CANONICAL_FIELDS and key not in FIELD_ALIASES):
-            shown = _shown(str(key))
             found.append(
-                Violation(
-                    shown[1:-1],
-                    "unknown_field",
-                    f"{shown[1:-1]} is not a field of a tool definition (rule: unknown_field).",
-                )
+                _violation(_escaped(key), "unknown_field", "is not a field of a tool definition")
             )
             continue
         canonical = FIELD_ALIASES.get(key, key)

@@ -910,6 +910,37 @@ def test_local_reference_that_resolves_is_accepted(ref: str) -> None:
     assert normalise_schema(schema) == schema
 
 
+def test_anchor_name_given_twice_is_refused() -> None:
+    schema = {
+        "type": "object",
+        "$defs": {"a": {"$anchor": "same"}, "b": {"$anchor": "same"}},
+        "properties": {"x": {"$ref": "#same"}},
+    }
+
+    violation = assert_refused(
+        schema_refusals(schema), "input_schema.$defs.b.$anchor", "duplicate_anchor"
+    )
+    assert "input_schema.$defs.a.$anchor" in violation.message
+
+
+def test_reference_to_a_properties_object_is_checked_once() -> None:
+    schema = {
+        "type": "object",
+        "properties": {"a": {"$anchor": "a", "type": "string"}},
+        "$defs": {"props": {"allOf": [{"$ref": "#/properties"}]}},
+    }
+
+    assert normalise_schema(schema) == schema
+
+
+def test_odd_property_name_is_escaped_in_the_field_path() -> None:
+    schema = {"type": "object", "properties": {"line\nbreak": {"type": "nope"}}}
+
+    violations = schema_refusals(schema)
+
+    assert violations[0].field == "input_schema.properties.line\\nbreak.type"
+
+
 def test_dynamic_ref_to_a_dynamic_anchor_is_accepted() -> None:
     schema = {
         "type": "object",
