@@ -7,6 +7,7 @@ package name that the author needs to see to find the problem.
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import re
@@ -34,6 +35,7 @@ MAX_REQUIREMENTS: Final = 50
 MAX_REQUIREMENT_CHARS: Final = 200
 MAX_SCHEMA_BYTES: Final = 64 * 1024
 MAX_SCHEMA_DEPTH: Final = 32
+MAX_SUBSCHEMAS: Final = 1000
 MAX_TIMEOUT_SECONDS: Final = 900.0
 DEFAULT_TIMEOUT_SECONDS: Final = 30.0
 MAX_SCHEMA_REPORTS: Final = 10
@@ -872,21 +874,48 @@ def _check_schema(field: str, schema: object, found: list[Violation]) -> dict[st
             )
         )
         return None
-    copy = cast(dict[str, Any], json.loads(text))
-    if "$schema" in copy and not _is_dialect(copy["$schema"]):
-        found.append(_violation(f"{field}.$schema", "dialect", f"must be left out or be {DIALECT}"))
-        return None
-    problems = _metaschema_violations(field, copy)
+    problems = _schema_text_violations(field, text)
     if problems:
         found.extend(problems)
         return None
-    if copy.get("type") != "object":
-        found.append(_violation(f"{field}.type", "root_type", 'must be "object" at the root'))
-    problems = _reference_violations(field, copy)
-    found.extend(problems)
-    if problems or copy.get("type") != "object":
-        return None
-    return copy
+    return cast(dict[str, Any], json.loads(text))
+
+
+def _subschema_count(schema: Mapping[str, Any]) -> int:
+    """Objects and booleans outside data keywords: what the metaschema check walks one by one."""
+    count = 0
+    stack: list[object] = [schema]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, bool):
+            count += 1
+        elif isinstance(node, list):
+            stack.extend(node)
+        elif isinstance(node, Mapping):
+            count += 1
+            stack.extend(v for k, v in node.items() if k not in _DATA_KEYWORDS)
+    return count
+
+
+@functools.lru_cache(maxsize=64)
+def _schema_text_violations(field: str, text: str) -> tuple[Violation, ...]:
+    """The checks that cost time, once per distinct schema (saves often resend the same one)."""
+    schema = cast(dict[str, Any], json.loads(text))
+    if _subschema_count(schema) > MAX_SUBSCHEMAS:
+        return (
+            _violation(
+                field, "too_complex", f"must have at most {MAX_SUBSCHEMAS} subschemas in all"
+            ),
+        )
+    if "$schema" in schema and not _is_dialect(schema["$schema"]):
+        return (_violation(f"{field}.$schema", "dialect", f"must be left out or be {DIALECT}"),)
+    problems = _metaschema_violations(field, schema)
+    if problems:
+        return tuple(problems)
+    if schema.get("type") != "object":
+        problems.append(_violation(f"{field}.type", "root_type", 'must be "object" at the root'))
+    problems.extend(_reference_violations(field, schema))
+    return tuple(problems)
 
 
 def _check_input_schema(value: object, found: list[Violation], field: str) -> dict[str, Any] | None:

@@ -1061,6 +1061,27 @@ def test_recursion_that_descends_into_the_input_is_accepted(schema: dict[str, An
     assert normalise_schema(schema) == schema
 
 
+def test_schema_with_more_than_a_thousand_subschemas_is_refused() -> None:
+    schema = {"type": "object", "anyOf": [{} for _ in range(1000)]}
+
+    assert_refused(schema_refusals(schema), "input_schema", "too_complex")
+
+
+def test_values_in_data_keywords_are_not_counted_as_subschemas() -> None:
+    schema = {"type": "object", "examples": [{} for _ in range(2000)]}
+
+    assert normalise_schema(schema) == schema
+
+
+def test_checking_the_same_schema_twice_gives_independent_copies() -> None:
+    first = normalise_schema({"type": "object", "properties": {"a": {"type": "string"}}})
+    first["properties"]["a"]["type"] = "number"
+
+    second = normalise_schema({"type": "object", "properties": {"a": {"type": "string"}}})
+
+    assert second["properties"]["a"]["type"] == "string"
+
+
 def test_reports_about_one_schema_are_capped_at_ten() -> None:
     schema = {
         "type": "object",
