@@ -26,6 +26,17 @@ from referencing.jsonschema import DRAFT202012
 
 from kiln.catalog.model import ANNOTATION_HINTS, Draft, Language
 
+__all__ = [
+    "RuleError",
+    "Violation",
+    "check_draft",
+    "check_name",
+    "check_requirements",
+    "closed_empty_schema",
+    "is_semver_range",
+    "normalise_schema",
+]
+
 NAME_PATTERN: Final = re.compile(r"[a-zA-Z][a-zA-Z0-9_-]{0,62}")
 RESERVED_PREFIX: Final = "kiln_"
 MAX_DESCRIPTION_CHARS: Final = 4096

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 from typing import Any
 
@@ -260,6 +261,14 @@ def test_defaults_fill_fields_the_payload_leaves_out() -> None:
 
     assert (draft.description, draft.language, draft.timeout_seconds) == ("Old words.", "node", 5)
     assert draft.code == "print(2)"
+
+
+def test_a_saved_draft_can_serve_as_defaults_for_a_partial_update() -> None:
+    saved = check_draft(dict(ADD_VAT_PAYLOAD, requirements=["Requests==2.32.5"]))
+
+    updated = check_draft({"code": "print(3)\n"}, defaults=dataclasses.asdict(saved))
+
+    assert updated == dataclasses.replace(saved, code="print(3)\n")
 
 
 def test_defaults_with_an_unknown_field_are_a_programming_error() -> None:
