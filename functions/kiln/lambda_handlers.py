@@ -1,0 +1,54 @@
+"""Lambda entry points: `mcp` (public /mcp), `admin` (/api/*, /admin/mcp), `builder` (bundles).
+
+Each function's handler is made during the init phase (which SnapStart snapshots), and only
+the one that function uses: `kiln.lambda_handlers.mcp` never imports the admin app or the
+builder. Mangum runs with the ASGI lifespan off, because it would start and stop the app on
+every invocation; the app's resources live in these module-level objects instead, so warm
+invocations reuse them.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kiln import observability
+from kiln.aws import make_clients
+from kiln.settings import Settings
+
+settings = Settings.from_env()
+# boto3 honours AWS_REGION and AWS_ENDPOINT_URL (moto under `sam local`) by itself.
+clients = make_clients()
+
+
+def _http(role: str, name: str) -> observability.Handler:
+    from mangum import Mangum
+
+    from kiln.app import create_app
+
+    app = create_app(settings, clients=clients, role=role)
+    return observability.http_handler(Mangum(app, lifespan="off"), name=name)
+
+
+def _builder() -> observability.Handler:
+    from kiln.bundles.scheduler import handle_build_event
+
+    def build(event: dict[str, Any], context: Any) -> Any:
+        return handle_build_event(event, context, settings=settings, clients=clients)
+
+    return observability.instrument(build, name="builder")
+
+
+_FACTORIES = {
+    "mcp": lambda: _http("public", "mcp"),
+    "admin": lambda: _http("admin", "admin"),
+    "builder": _builder,
+}
+
+
+def __getattr__(name: str) -> observability.Handler:
+    # The runtime looks the handler up once, at init: that is when it gets built.
+    if name not in _FACTORIES:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    handler = _FACTORIES[name]()
+    globals()[name] = handler
+    return handler
