@@ -9,6 +9,7 @@ invocations reuse them.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from kiln import observability
@@ -16,8 +17,7 @@ from kiln.aws import make_clients
 from kiln.settings import Settings
 
 settings = Settings.from_env()
-# boto3 honours AWS_REGION and AWS_ENDPOINT_URL (moto under `sam local`) by itself.
-clients = make_clients()
+clients = make_clients(endpoint_url=settings.endpoint_url, region=settings.region)
 
 
 def _http(role: str, name: str) -> observability.Handler:
@@ -31,9 +31,12 @@ def _http(role: str, name: str) -> observability.Handler:
 
 def _builder() -> observability.Handler:
     from kiln.bundles.scheduler import handle_build_event
+    from kiln.bundles.store import BundleStore
+
+    store = BundleStore(clients.dynamodb, clients.s3, table=settings.table, bucket=settings.bucket)
 
     def build(event: dict[str, Any], context: Any) -> Any:
-        return handle_build_event(event, context, settings=settings, clients=clients)
+        return handle_build_event(event, context, store=store, workdir=Path("/tmp"))
 
     return observability.instrument(build, name="builder")
 
