@@ -10,17 +10,23 @@ invocations reuse them.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kiln import observability
 from kiln.aws import make_clients
 from kiln.settings import Settings
 
+if TYPE_CHECKING:
+    from kiln.app import Role
+
+# Lambda's only writable place; the builder's scratch space (EphemeralStorage in template.yaml).
+BUILD_DIR = Path("/tmp")  # noqa: S108
+
 settings = Settings.from_env()
 clients = make_clients(endpoint_url=settings.endpoint_url, region=settings.region)
 
 
-def _http(role: str, name: str) -> observability.Handler:
+def _http(role: Role, name: str) -> observability.Handler:
     from mangum import Mangum
 
     from kiln.app import create_app
@@ -36,7 +42,7 @@ def _builder() -> observability.Handler:
     store = BundleStore(clients.dynamodb, clients.s3, table=settings.table, bucket=settings.bucket)
 
     def build(event: dict[str, Any], context: Any) -> Any:
-        return handle_build_event(event, context, store=store, workdir=Path("/tmp"))
+        return handle_build_event(event, context, store=store, workdir=BUILD_DIR)
 
     return observability.instrument(build, name="builder")
 

@@ -1,10 +1,10 @@
 """Logs, metrics and optional traces around the Lambda entry points (AWS Lambda Powertools).
 
-Every HTTP invocation writes one JSON log line (request id, MCP method, tool, outcome, duration)
-and EMF metrics: `Requests` always, and for `tools/call` the per-tool `ToolCalls`,
-`ToolErrors` (timeouts included), `ToolTimeouts` and `ToolDuration`; `ColdStart` on the first invocation of a
-container. What happened is read from the JSON-RPC request and response bodies, so the app
-needs no hooks for it.
+Every HTTP invocation writes one JSON log line (request id, MCP method, tool, outcome,
+duration) and EMF metrics: `Requests` always, and for `tools/call` the per-tool `ToolCalls`,
+`ToolErrors` (timeouts included), `ToolTimeouts` and `ToolDuration`; `ColdStart` on the
+first invocation of a container. What happened is read from the JSON-RPC request and
+response bodies, so the app needs no hooks for it.
 """
 
 from __future__ import annotations
@@ -135,9 +135,9 @@ def instrument(handler: Handler, *, name: str) -> Handler:
         # Importing the Tracer (and the X-Ray SDK) costs ~0.6 s of cold start: only on demand.
         from aws_lambda_powertools import Tracer
 
-        wrapped = Tracer(service=os.environ.get("POWERTOOLS_SERVICE_NAME", "kiln")).capture_lambda_handler(
-            wrapped
-        )
+        wrapped = Tracer(
+            service=os.environ.get("POWERTOOLS_SERVICE_NAME", "kiln")
+        ).capture_lambda_handler(wrapped)
     return wrapped
 
 
@@ -156,7 +156,9 @@ def _record(name: str, request: RequestInfo, outcome: str, duration_ms: float) -
         per_tool.add_metric(
             name="ToolErrors", unit=MetricUnit.Count, value=int(outcome in {"error", "timeout"})
         )
-        per_tool.add_metric(name="ToolTimeouts", unit=MetricUnit.Count, value=int(outcome == "timeout"))
+        per_tool.add_metric(
+            name="ToolTimeouts", unit=MetricUnit.Count, value=int(outcome == "timeout")
+        )
         per_tool.add_metric(name="ToolDuration", unit=MetricUnit.Milliseconds, value=duration_ms)
         per_tool.flush_metrics()
     logger.info("request", extra=fields)

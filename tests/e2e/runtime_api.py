@@ -22,6 +22,7 @@ from typing import Any
 
 PREFIX = "/2018-06-01/runtime"
 FUNCTION_ARN = "arn:aws:lambda:us-east-1:123456789012:function:kiln-e2e"
+TRACE_ID = "Root=1-00000000-000000000000000000000000;Sampled=0"
 
 
 @dataclass(frozen=True)
@@ -144,7 +145,9 @@ class RuntimeApi:
             def log_message(self, format: str, *args: Any) -> None:
                 pass
 
-            def _reply(self, status: int, body: bytes = b"", headers: dict[str, str] | None = None) -> None:
+            def _reply(
+                self, status: int, body: bytes = b"", headers: dict[str, str] | None = None
+            ) -> None:
                 try:
                     self.send_response(status)
                     for name, value in (headers or {}).items():
@@ -174,7 +177,7 @@ class RuntimeApi:
                             "Lambda-Runtime-Aws-Request-Id": pending.request_id,
                             "Lambda-Runtime-Deadline-Ms": str(pending.deadline_ms),
                             "Lambda-Runtime-Invoked-Function-Arn": FUNCTION_ARN,
-                            "Lambda-Runtime-Trace-Id": "Root=1-00000000-000000000000000000000000;Sampled=0",
+                            "Lambda-Runtime-Trace-Id": TRACE_ID,
                         },
                     )
                 elif self.path == f"{PREFIX}/restore/next":
@@ -189,7 +192,11 @@ class RuntimeApi:
                 if parts == ["init", "error"] or parts == ["restore", "error"]:
                     api.init_errors.append(json.loads(body) if body else None)
                     self._reply(202, b'{"status":"OK"}')
-                elif len(parts) == 3 and parts[0] == "invocation" and parts[2] in {"response", "error"}:
+                elif (
+                    len(parts) == 3
+                    and parts[0] == "invocation"
+                    and parts[2] in {"response", "error"}
+                ):
                     found = api._answer(parts[1], parts[2], body)
                     self._reply(202 if found else 400, b'{"status":"OK"}' if found else b"{}")
                 else:

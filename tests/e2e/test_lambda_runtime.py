@@ -18,10 +18,10 @@ from typing import Any
 
 import pytest
 
+from e2e.runtime_api import Answer, RuntimeApi
 from kiln.aws import ensure_resources, make_clients
 from kiln.catalog.rules import check_draft
 from kiln.catalog.store import CatalogStore
-from e2e.runtime_api import Answer, RuntimeApi
 
 ROOT = Path(__file__).resolve().parents[2]
 EVENTS = ROOT / "tests" / "events"
@@ -181,13 +181,17 @@ def test_initialize_is_answered_by_the_cold_function(function: LambdaProcess) ->
         "capabilities": {},
         "clientInfo": {"name": "e2e", "version": "1"},
     }
-    body = answer_body(function.invoke(event_for("http-api-initialize.json", rpc("initialize", params))))
+    body = answer_body(
+        function.invoke(event_for("http-api-initialize.json", rpc("initialize", params)))
+    )
     assert body["result"]["protocolVersion"] == PROTOCOL_VERSION
     assert "tools" in body["result"]["capabilities"]
 
 
 def test_tools_list_shows_the_catalog(function: LambdaProcess) -> None:
-    body = answer_body(function.invoke(event_for("http-api-tools-list.json", rpc("tools/list", {}))))
+    body = answer_body(
+        function.invoke(event_for("http-api-tools-list.json", rpc("tools/list", {})))
+    )
     names = {tool["name"] for tool in body["result"]["tools"]}
     assert names == {"e2e_hello", "e2e_sleeper"}
 
@@ -207,7 +211,8 @@ def test_a_second_warm_invocation_still_works(function: LambdaProcess) -> None:
         message = rpc("tools/call", {"name": "e2e_hello", "arguments": {"name": f"warm{round_}"}})
         body = answer_body(function.invoke(event_for("http-api-tools-call.json", message)))
         assert json.loads(call_text(body))["hello"] == f"warm{round_}"
-    assert function.alive() and function.process.pid == pid
+    assert function.alive()
+    assert function.process.pid == pid
 
 
 def test_function_url_events_are_served_by_the_same_handler(function: LambdaProcess) -> None:
@@ -227,7 +232,9 @@ def test_a_call_longer_than_the_time_left_answers_timeout_before_the_deadline(
     assert answer.answered_ms < answer.deadline_ms, "answered after the invocation's deadline"
     # And the function is still usable afterwards.
     again = rpc("tools/call", {"name": "e2e_hello", "arguments": {"name": "after"}})
-    assert json.loads(call_text(answer_body(function.invoke(event_for("http-api-tools-call.json", again)))))
+    assert json.loads(
+        call_text(answer_body(function.invoke(event_for("http-api-tools-call.json", again))))
+    )
 
 
 def test_each_invocation_logs_request_id_tool_outcome_and_duration(function: LambdaProcess) -> None:
@@ -249,7 +256,8 @@ def test_metrics_count_calls_timeouts_and_one_cold_start(function: LambdaProcess
     sleeper = [r for r in emf if r.get("tool") == "e2e_sleeper"]
     assert [(value(r, "ToolCalls"), value(r, "ToolTimeouts")) for r in sleeper] == [(1, 1)]
     hello = [r for r in emf if r.get("tool") == "e2e_hello"]
-    assert hello and all(value(r, "ToolErrors") == 0 for r in hello)
+    assert hello
+    assert all(value(r, "ToolErrors") == 0 for r in hello)
     assert all(value(r, "ToolDuration") > 0 for r in hello)
     namespaces = {m["Namespace"] for r in emf for m in r["_aws"]["CloudWatchMetrics"]}
     assert namespaces == {"Kiln"}
@@ -262,5 +270,7 @@ def test_the_function_starts_the_snapstart_way_too(
     env = {"AWS_LAMBDA_INITIALIZATION_TYPE": "snap-start"}
     for running in start_lambda(tmp_path, moto_endpoint, table, bucket, extra_env=env):
         assert running.api.restored.is_set(), "the runtime never asked for /restore/next"
-        body = answer_body(running.invoke(event_for("http-api-tools-list.json", rpc("tools/list", {}))))
+        body = answer_body(
+            running.invoke(event_for("http-api-tools-list.json", rpc("tools/list", {})))
+        )
         assert {t["name"] for t in body["result"]["tools"]} == {"e2e_hello", "e2e_sleeper"}

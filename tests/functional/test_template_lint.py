@@ -29,7 +29,9 @@ def test_cfn_lint_finds_nothing_in_the_deploy_role_template() -> None:
     assert [str(m) for m in matches] == []
 
 
-@pytest.mark.skipif(sam_binary() is None, reason="SAM CLI not installed (set KILN_SAM or put sam on PATH)")
+@pytest.mark.skipif(
+    sam_binary() is None, reason="SAM CLI not installed (set KILN_SAM or put sam on PATH)"
+)
 def test_sam_validate_lint_accepts_the_template() -> None:
     sam = sam_binary()
     assert sam is not None

@@ -60,9 +60,9 @@ def statements(template: Mapping[str, Any], function: str) -> Iterator[dict[str,
     assert "Role" not in props, f"{function} brings its own role; its rights cannot be read here"
     assert "Policies" not in template.get("Globals", {}).get("Function", {})
     for policy in props.get("Policies", []):
-        assert isinstance(policy, Mapping) and set(policy) <= {"Version", "Statement"}, (
-            f"{function} has a policy that is not an inline statement list: {policy!r}"
-        )
+        message = f"{function} has a policy that is not an inline statement list: {policy!r}"
+        assert isinstance(policy, Mapping), message
+        assert set(policy) <= {"Version", "Statement"}, message
         for statement in policy["Statement"]:
             assert statement["Effect"] == "Allow", statement
             yield statement
@@ -139,7 +139,8 @@ def test_table_definition_equals_the_one_kiln_creates_locally(template: dict[str
     props = template["Resources"][the_one(template, "AWS::DynamoDB::Table")]["Properties"]
     for key, value in TABLE_DEFINITION.items():
         assert json.loads(json.dumps(props[key])) == value, key
-    assert "GlobalSecondaryIndexes" not in props and "LocalSecondaryIndexes" not in props
+    assert "GlobalSecondaryIndexes" not in props
+    assert "LocalSecondaryIndexes" not in props
 
 
 def test_table_has_point_in_time_recovery_and_encryption(template: dict[str, Any]) -> None:
