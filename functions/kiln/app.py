@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import hmac
 import json
 import logging
@@ -17,6 +18,7 @@ from fastapi.responses import JSONResponse, Response
 
 import kiln
 from kiln.aws import AwsClients, make_clients
+from kiln.bundles.service import Bundles, make_bundles
 from kiln.catalog.model import Revision, Tool
 from kiln.catalog.rules import RuleError, check_draft, check_name
 from kiln.catalog.snapshot import CatalogSnapshots
@@ -70,6 +72,14 @@ class Kiln:
     snapshots: CatalogSnapshots
     runner: Runner
     backend: CatalogBackend
+    bundles: Bundles | None = None
+
+    @property
+    def cursor_secret(self) -> bytes:
+        """The same in every container of a deployment, so a cursor works wherever it lands."""
+        configured = self.settings.cursor_secret
+        seed = configured or f"kiln-cursor:{self.settings.table}:{self.settings.bucket}"
+        return hashlib.sha256(seed.encode()).digest()
 
     @cached_property
     def endpoint(self) -> McpEndpoint:
@@ -84,6 +94,7 @@ class Kiln:
                 max_body_bytes=self.settings.max_body_bytes,
                 allowed_origins=self.settings.allowed_origins,
                 loopback_bind=self.settings.loopback_bind,
+                cursor_secret=self.cursor_secret,
             ),
         )
 
@@ -92,7 +103,10 @@ def build_kiln(settings: Settings, *, clients: AwsClients | None = None) -> Kiln
     clients = clients or make_clients(
         endpoint_url=settings.endpoint_url, region=settings.region, profile=settings.profile
     )
-    store = CatalogStore(clients.dynamodb, clients.s3, table=settings.table, bucket=settings.bucket)
+    bundles = make_bundles(settings, clients)
+    store = CatalogStore(
+        clients.dynamodb, clients.s3, table=settings.table, bucket=settings.bucket, bundles=bundles
+    )
     snapshots = CatalogSnapshots(store)
     runner = Runner(
         RunnerSettings(
@@ -102,8 +116,8 @@ def build_kiln(settings: Settings, *, clients: AwsClients | None = None) -> Kiln
             node_binary=Path(settings.node_binary) if settings.node_binary else None,
         )
     )
-    backend = CatalogBackend(snapshots, runner)
-    return Kiln(settings, clients, store, snapshots, runner, backend)
+    backend = CatalogBackend(snapshots, runner, bundles=bundles)
+    return Kiln(settings, clients, store, snapshots, runner, backend, bundles)
 
 
 def time_left_s(request: Request, settings: Settings) -> float:
@@ -279,6 +293,11 @@ def _mount_rest(app: FastAPI, parts: Kiln) -> None:
     def tagged(body: dict[str, Any], tool: Tool, status: int = 200) -> JSONResponse:
         return JSONResponse(body, status_code=status, headers={"ETag": etag(tool)})
 
+    if parts.bundles is not None:
+        from kiln.bundles.api import mount_bundle_routes
+
+        mount_bundle_routes(app, parts.bundles, require_author=require_author)
+
     @app.get("/api/health")
     async def health() -> dict[str, Any]:
         return {"ok": True, "version": kiln.__version__}
@@ -303,7 +322,10 @@ def _mount_rest(app: FastAPI, parts: Kiln) -> None:
         require_author(request)
         tool = await call(store.get, ref)
         code = await call(store.code, tool.head)
-        return tagged(tool_json(tool, code=code), tool)
+        body = tool_json(tool, code=code)
+        if parts.bundles is not None:
+            body["bundle"] = await call(parts.bundles.summary, tool.head.bundle_id)
+        return tagged(body, tool)
 
     @app.put("/api/tools/{ref}")
     async def replace_tool(ref: str, request: Request) -> JSONResponse:

@@ -3,9 +3,10 @@
 Python: `pip install --target` (for Lambda targets only manylinux wheels for the target's
 CPython, so nothing is compiled on the build machine), bytecode compiled by the target's
 interpreter when one is found (`unchecked-hash` pycs stay valid after unzipping, whatever
-the files' times). Node: `npm install --omit=dev --ignore-scripts`; the zip holds the
-contents of `node_modules`, so a bundle's folder goes on `NODE_PATH` as it is, just as a
-Python bundle's folder goes on `PYTHONPATH`.
+the files' times). A Python bundle's folder goes on `PYTHONPATH` as it is.
+
+Node: `npm install --omit=dev --ignore-scripts`; the zip holds `node_modules/` (plus the
+package.json and lock npm wrote), and the runner puts `<bundle>/node_modules` on `NODE_PATH`.
 """
 
 from __future__ import annotations
@@ -99,7 +100,7 @@ def build_bundle(
     else:
         say(f"npm install {' '.join(record.requirements)}")
         lock = _install_node(record, install_dir, log)
-        root = install_dir / "node_modules"
+        root = install_dir
         compiled_by = None
     files = sorted(_bundle_files(root))
     unpacked = sum(path.stat().st_size for path in files)
