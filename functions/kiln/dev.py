@@ -236,9 +236,7 @@ def run_dev(args: argparse.Namespace) -> int:
 
     from kiln.app import build_kiln, create_app
 
-    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
-    for noisy in ("werkzeug", "botocore", "moto"):
-        logging.getLogger(noisy).setLevel(logging.WARNING)
+    _configure_logging(logging.INFO)
     if not args.aws:
         _local_env()
     base = Settings.from_env()
@@ -275,17 +273,38 @@ def run_stdio(args: argparse.Namespace) -> int:
     import asyncio
 
     from kiln.app import build_kiln
+    from kiln.protocol.backend import CallContext
     from kiln.protocol.stdio import serve_stdio
 
-    logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
+    _configure_logging(logging.WARNING)
     if not args.aws:
         _local_env()
     settings = Settings.from_env()
+
+    async def serve(endpoint: Any, budget_s: float) -> None:
+        loop = asyncio.get_running_loop()
+        reader = asyncio.StreamReader()
+        await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin)
+        transport, protocol = await loop.connect_write_pipe(
+            asyncio.streams.FlowControlMixin, sys.stdout
+        )
+        writer = asyncio.StreamWriter(transport, protocol, reader, loop)
+        await serve_stdio(endpoint, reader, writer, CallContext(time_left_s=budget_s))
+
     with local_stack(args, settings) as (settings, clients, _):
         parts = build_kiln(settings, clients=clients)
         load_tool_folders(parts.store, args)
-        asyncio.run(serve_stdio(parts.endpoint))
+        asyncio.run(serve(parts.endpoint, settings.local_time_budget_s))
     return 0
+
+
+def _configure_logging(level: int) -> None:
+    """Kiln's own lines on stderr; the emulator's per-request chatter only when it matters."""
+    logging.basicConfig(
+        level=level, stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s"
+    )
+    for noisy in ("werkzeug", "botocore", "moto"):
+        logging.getLogger(noisy).setLevel(max(level, logging.WARNING))
 
 
 def _url_host(host: str) -> str:

@@ -93,4 +93,4 @@ def _signal_text(number: int) -> str:
 
 def format_seconds(seconds: float) -> str:
     """2.0, 0.25, 12.5: one decimal, two below a second."""
-    return f"{seconds:.1f}" if seconds >= 1 else f"{seconds:.2f}"
+    return f"{seconds:.1f}" if round(seconds, 2) >= 1 else f"{seconds:.2f}"

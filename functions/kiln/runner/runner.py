@@ -165,6 +165,16 @@ class Runner:
         self.settings = settings or RunnerSettings()
         self._gate = _Gate(self.settings.max_concurrent_runs, self.settings.max_queue)
 
+    @property
+    def running(self) -> int:
+        """Runs holding a slot now."""
+        return self._gate.running
+
+    @property
+    def waiting(self) -> int:
+        """Callers queued for a slot now."""
+        return self._gate.waiting
+
     async def run(self, request: RunRequest) -> RunResult:
         """Run one script to completion or to its deadline.
 
@@ -207,7 +217,7 @@ class Runner:
             env = script_environment(
                 request.language, run_dir, interpreter, request.bundle_path, request.extra_env
             )
-            return await self._supervise(request, stdin, deadline, run_dir, script, env)
+            return await self._supervise(request, stdin, deadline, interpreter, script, env)
         finally:
             await asyncio.to_thread(shutil.rmtree, run_dir, ignore_errors=True)
 
@@ -216,10 +226,11 @@ class Runner:
         request: RunRequest,
         stdin: bytes,
         deadline: Deadline,
-        run_dir: Path,
+        interpreter: Path,
         script: Path,
         env: dict[str, str],
     ) -> RunResult:
+        run_dir = script.parent
         limits = effective_limits(self.settings, request.limits)
         limit_arg = (
             f"{limits.memory_bytes},{limits.file_size_bytes},"
@@ -238,7 +249,7 @@ class Runner:
             limit_arg,
         ]
         if request.language == "node":
-            argv.append(str(find_node(self.settings.node_binary)))
+            argv.append(str(interpreter))
         status_read, status_write = os.pipe()
         argv[4] = str(status_write)
         loop = asyncio.get_running_loop()
