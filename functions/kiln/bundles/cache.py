@@ -22,6 +22,7 @@ import shutil
 import stat
 import tempfile
 import threading
+import time
 import uuid
 import zipfile
 from collections import OrderedDict
@@ -33,6 +34,7 @@ from kiln.bundles.store import BundleRecord, BundleStore, parse_iso
 
 DEFAULT_BUDGET_BYTES = 300 * 1024 * 1024  # leaves room in Lambda's default 512 MB /tmp
 SIZE_FILE = ".kiln-size"
+STALE_TMP_AFTER_S = 600.0  # no live download or unpack takes this long
 _CHUNK = 1024 * 1024
 
 
@@ -106,6 +108,7 @@ class BundleCache:
         self._id_locks: dict[str, threading.Lock] = {}
         for sub in (".tmp", ".locks", ".trash"):
             (self.root / sub).mkdir(parents=True, exist_ok=True)
+        self._sweep()
 
     # -- public ----------------------------------------------------------------------------
 
@@ -143,6 +146,16 @@ class BundleCache:
 
     def used_bytes(self) -> int:
         return sum(_size_of(entry) for entry in self._entries())
+
+    def _sweep(self) -> None:
+        """Remove what dead processes left: evictions they did not finish, old downloads."""
+        for leftover in (self.root / ".trash").iterdir():
+            _remove(leftover)
+        cutoff = time.time() - STALE_TMP_AFTER_S
+        for leftover in (self.root / ".tmp").iterdir():
+            with contextlib.suppress(FileNotFoundError):
+                if leftover.stat().st_mtime < cutoff:
+                    _remove(leftover)
 
     # -- internals -------------------------------------------------------------------------
 
