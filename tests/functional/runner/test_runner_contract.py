@@ -9,7 +9,7 @@ import pytest
 from runner_helpers import Harness
 from runner_helpers import harness_fixture as harness_fixture
 
-from kiln.runner import contract_text
+from kiln.runner import InvalidArgumentsError, contract_text
 
 
 def test_seed_exit_7_example_gives_the_exact_text(harness: Harness) -> None:
@@ -57,9 +57,15 @@ def test_script_that_never_reads_large_arguments_still_finishes(harness: Harness
     harness.assert_clean()
 
 
-def test_non_json_arguments_are_refused_before_running(harness: Harness) -> None:
-    with pytest.raises(ValueError, match="Out of range float values are not JSON compliant"):
-        harness.run("print(1)", arguments={"x": math.nan})
+def test_non_json_arguments_are_refused_naming_the_field(harness: Harness) -> None:
+    message = (
+        r"^arguments.points\[1\] is NaN or Infinity, which strict JSON cannot carry: "
+        r"a script receives its arguments as JSON$"
+    )
+    with pytest.raises(InvalidArgumentsError, match=message):
+        harness.run("print(1)", arguments={"points": [1.0, math.inf]})
+    with pytest.raises(InvalidArgumentsError, match=r"^the arguments are not JSON \(Object of"):
+        harness.run("print(1)", arguments={"when": object()})
     harness.assert_clean()
 
 
@@ -133,4 +139,27 @@ def test_each_run_logs_one_structured_line(
     assert record.stderr_bytes == 0  # type: ignore[attr-defined]
     assert record.truncated is False  # type: ignore[attr-defined]
     assert record.duration_s > 0  # type: ignore[attr-defined]
+    harness.assert_clean()
+
+
+def test_python_exit_waits_for_threads_runs_atexit_and_flushes_open_files(
+    harness: Harness,
+) -> None:
+    code = (
+        "import os, threading, time\n"
+        "log = open(os.path.join(os.environ['SHARED_DIR'], 'log.txt'), 'w')\n"
+        "log.write('never closed')\n"
+        "def late():\n    time.sleep(0.2)\n    print('thread done')\n"
+        "threading.Thread(target=late).start()\n"
+        "print('main done')\n"
+    )
+    assert harness.text(code) == "main done\nthread done"
+    assert (harness.shared / "log.txt").read_text() == "never closed"
+    harness.assert_clean()
+
+
+def test_sys_exit_with_a_message_prints_it_and_exits_1(harness: Harness) -> None:
+    assert harness.text("import sys\nsys.exit('bad config')") == (
+        "(no output)\n[stderr] bad config\n[exit 1]"
+    )
     harness.assert_clean()

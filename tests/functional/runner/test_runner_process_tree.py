@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
+import signal
 from pathlib import Path
 
 import pytest
-from runner_helpers import Harness, is_alive, processes_carrying, wait_for
+from runner_helpers import Harness, is_alive, wait_for
 from runner_helpers import harness_fixture as harness_fixture
 
 from kiln.runner import contract_text
@@ -156,7 +158,7 @@ def test_cancelled_run_kills_its_tree_and_removes_its_directory(harness: Harness
 
 
 def test_marker_scan_sees_a_live_run(harness: Harness) -> None:
-    """The cleanliness check itself can fail: a running script is found by its marker."""
+    """The cleanliness check itself can fail: a running script's processes are found."""
 
     async def look_while_running() -> list[int]:
         task = asyncio.create_task(
@@ -165,7 +167,7 @@ def test_marker_scan_sees_a_live_run(harness: Harness) -> None:
             )
         )
         await asyncio.to_thread(wait_for, lambda: (harness.shared / "daemon.pid").exists())
-        seen = processes_carrying(harness.marker)
+        seen = harness.leftovers()
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await task
@@ -173,4 +175,29 @@ def test_marker_scan_sees_a_live_run(harness: Harness) -> None:
 
     seen = asyncio.run(look_while_running())
     assert read_pid(harness.shared / "daemon.pid") in seen
+    harness.assert_clean()
+
+
+def test_script_that_kills_its_supervisor_gets_a_runner_error_and_its_daemon_dies(
+    harness: Harness,
+) -> None:
+    code = DOUBLE_FORK + "import signal\nos.kill(os.getppid(), signal.SIGKILL)\ntime.sleep(60)\n"
+    result = harness.run(code, timeout_s=5)
+    assert result.runner_error == "the run's supervisor ended without reporting (was it killed?)"
+    assert result.exit_code is None
+    assert contract_text(result).endswith(
+        "[runner error] the run's supervisor ended without reporting (was it killed?)"
+    )
+    # The script dies with its supervisor (PDEATHSIG); the helper, a subreaper too, kills the rest.
+    wait_for(lambda: not is_alive(read_pid(harness.shared / "daemon.pid")))
+    harness.assert_clean()
+
+
+def test_a_dead_helper_is_replaced_on_the_next_run(harness: Harness) -> None:
+    harness.run("print('first')")
+    helper = harness.runner.helper_pid
+    assert helper is not None
+    os.kill(helper, signal.SIGKILL)
+    assert harness.text("print('second')") == "second"
+    assert harness.runner.helper_pid != helper
     harness.assert_clean()
