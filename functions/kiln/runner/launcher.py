@@ -68,13 +68,20 @@ class Launcher:
         self._kill_locked()
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         with theirs:
-            self._process = subprocess.Popen(
-                [str(self.python), "-I", "-S", str(SUPERVISOR), str(theirs.fileno())],
-                pass_fds=(theirs.fileno(),),
-                stdin=subprocess.DEVNULL,
-                env=HELPER_ENV,
-                start_new_session=True,
-            )
+            try:
+                self._process = subprocess.Popen(
+                    [str(self.python), "-I", "-S", str(SUPERVISOR), str(theirs.fileno())],
+                    pass_fds=(theirs.fileno(),),
+                    stdin=subprocess.DEVNULL,
+                    env=HELPER_ENV,
+                    start_new_session=True,
+                )
+            except OSError as error:
+                ours.close()
+                raise LauncherError(
+                    f"cannot start the runner's helper with {self.python}: {error.strerror} "
+                    "(check RunnerSettings.python_executable)"
+                ) from error
         ours.setblocking(False)
         self._socket = ours
         return ours

@@ -44,8 +44,19 @@ from kiln.runner.nodejs import find_node
 logger = logging.getLogger("kiln.runner")
 
 SCRIPT_NAMES = {"python": "main.py", "node": "main.cjs"}
-ESM_SIGNS = ("Cannot use import statement outside a module", "ERR_REQUIRE_ESM")
-ESM_HINT = "[hint] Kiln runs Node tools as CommonJS: use require(), not import"
+# What Node prints when a CommonJS script meets ES-module code, and what to tell the author.
+ESM_HINTS = {
+    "Cannot use import statement outside a module": (
+        "[hint] Kiln runs Node tools as CommonJS: use require(), not import"
+    ),
+    "ERR_REQUIRE_ESM": (
+        "[hint] Kiln runs Node tools as CommonJS and this package is an ES module only: "
+        "pin a version that supports require(), or load it with await import() inside an "
+        "async function"
+    ),
+}
+# Node 20.19+ can require() most ES modules, but not those using top-level await.
+ESM_HINTS["ERR_REQUIRE_ASYNC_MODULE"] = ESM_HINTS["ERR_REQUIRE_ESM"]
 START_TIMEOUT_S = 10.0  # a supervisor reports its pid within milliseconds; this is a backstop
 PIPE_DRAIN_S = 1.0  # after the supervisor exits, how long an escaped holder may keep a pipe open
 
@@ -405,8 +416,10 @@ class Runner:
                 "run left processes behind",
                 extra={"tool": request.label, "leftover": status["leftover"]},
             )
-        if request.language == "node" and any(sign in stderr for sign in ESM_SIGNS):
-            stderr = stderr.rstrip("\n") + "\n" + ESM_HINT + "\n"
+        if request.language == "node":
+            hints = [hint for sign, hint in ESM_HINTS.items() if sign in stderr]
+            if hints:
+                stderr = stderr.rstrip("\n") + "\n" + hints[0] + "\n"
         return RunResult(
             stdout=stdout.text(),
             stderr=stderr,

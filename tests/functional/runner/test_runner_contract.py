@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import logging
 import math
+from pathlib import Path
 
 import pytest
-from runner_helpers import Harness
-from runner_helpers import harness_fixture as harness_fixture
 
 from kiln.runner import InvalidArgumentsError, contract_text
+from runner_helpers import Harness
+from runner_helpers import harness_fixture as harness_fixture
 
 
 def test_seed_exit_7_example_gives_the_exact_text(harness: Harness) -> None:
@@ -120,6 +121,30 @@ def test_node_es_module_syntax_gets_a_clear_hint(harness: Harness) -> None:
     assert "Cannot use import statement outside a module" in text
     assert text.endswith(
         "\n[hint] Kiln runs Node tools as CommonJS: use require(), not import\n[exit 1]"
+    )
+    harness.assert_clean()
+
+
+def test_requiring_an_es_module_only_package_gets_its_own_hint(
+    harness: Harness, tmp_path: Path
+) -> None:
+    package = tmp_path / "bundle" / "node_modules" / "esm-only"
+    package.mkdir(parents=True)
+    (package / "package.json").write_text(
+        '{"name": "esm-only", "type": "module", "main": "index.js"}'
+    )
+    # Top-level await: no Node version can require() this one.
+    (package / "index.js").write_text("await Promise.resolve();\nexport default 42;\n")
+    result = harness.run(
+        "const x = require('esm-only');\nconsole.log(x);\n",
+        language="node",
+        bundle_path=tmp_path / "bundle",
+    )
+    assert "ERR_REQUIRE_ESM" in result.stderr or "ERR_REQUIRE_ASYNC_MODULE" in result.stderr
+    assert result.stderr.endswith(
+        "[hint] Kiln runs Node tools as CommonJS and this package is an ES module only: "
+        "pin a version that supports require(), or load it with await import() inside an "
+        "async function\n"
     )
     harness.assert_clean()
 
