@@ -171,7 +171,9 @@ def heaviest_imports(env: dict[str, str], stdin: str, top: int) -> list[tuple[in
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=7)
-    parser.add_argument("--sdk-python", default=os.environ.get("SDK_PYTHON", "/work/refvenv/bin/python"))
+    parser.add_argument(
+        "--sdk-python", default=os.environ.get("SDK_PYTHON", "/work/refvenv/bin/python")
+    )
     parser.add_argument("--importtime", action="store_true")
     args = parser.parse_args()
 
