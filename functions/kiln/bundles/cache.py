@@ -76,8 +76,7 @@ def not_ready_message(record: BundleRecord | None, bundle_id: str) -> str:
         )
     return (
         f"its packages ({', '.join(record.requirements)}) are queued to be built, "
-        f"since {record.created_at if record.attempts == 0 else record.updated_at} "
-        f"({_age(record.updated_at)}); try again in a moment."
+        f"since {record.updated_at} ({_age(record.updated_at)}); try again in a moment."
     )
 
 
