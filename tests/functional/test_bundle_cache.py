@@ -335,3 +335,18 @@ def test_a_bundle_another_process_is_using_is_never_evicted(
         pinner.communicate("", timeout=30)
     cache.path_for(six.id)
     assert humanize.id not in cache.cached_ids()  # released, so it is evictable again
+
+
+def test_a_bundle_built_for_another_target_is_refused_with_what_to_do(
+    stack: AwsStack, tmp_path: Path
+) -> None:
+    store = fresh_store(stack)
+    six = ready(store, "six==1.17.0")
+    cache = BundleCache(store, root=tmp_path / "cache", targets={"lambda-python3.13-arm64"})
+    with pytest.raises(
+        BundleNotReadyError, match=r"built for local-python3\.\d+-\w+, but this"
+    ) as error:
+        cache.path_for(six.id)
+    assert "save the tool again" in str(error.value)
+    assert error.value.status == "wrong_target"
+    assert visible_entries(tmp_path / "cache") == []

@@ -26,7 +26,7 @@ import time
 import uuid
 import zipfile
 from collections import OrderedDict
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from datetime import UTC, datetime
 from pathlib import Path, PurePosixPath
 
@@ -94,8 +94,12 @@ class BundleCache:
         *,
         root: Path | None = None,
         budget_bytes: int = DEFAULT_BUDGET_BYTES,
+        targets: Collection[str] = (),
     ) -> None:
         self.store = store
+        # The targets this process can load; a bundle built for another (a function moved to
+        # arm64, say) is refused with a message instead of failing inside the tool.
+        self.targets = frozenset(targets)
         self.root = root or Path(tempfile.gettempdir()) / "kiln-bundles"
         self.budget_bytes = budget_bytes
         self.downloads = 0  # S3 downloads this process made
@@ -197,6 +201,14 @@ class BundleCache:
                         not_ready_message(record, bundle_id),
                         bundle_id=bundle_id,
                         status=None if record is None else record.status,
+                    )
+                if self.targets and record.target not in self.targets:
+                    raise BundleNotReadyError(
+                        f"its packages were built for {record.target}, but this server runs "
+                        f"{' / '.join(sorted(self.targets))}; save the tool again to build them "
+                        "for it.",
+                        bundle_id=bundle_id,
+                        status="wrong_target",
                     )
                 # The budget is for unpacked bundles; the zip is deleted once unpacked.
                 self._make_room(record.unpacked_size or 0, keep=bundle_id)
