@@ -11,9 +11,10 @@ import pytest
 
 from conftest import AwsStack
 from kiln.bundles.build import BuildError, build_bundle, target_interpreter
+from kiln.bundles.cache import BundleCache, BundleNotReadyError
 from kiln.bundles.identity import default_target, parse_target
 from kiln.bundles.scheduler import LocalBuildWorker, handle_build_event, request_bundle, run_build
-from kiln.bundles.store import BundleStore, manifest_key, zip_key
+from kiln.bundles.store import BundleStateError, BundleStore, manifest_key, zip_key
 
 pytestmark = pytest.mark.slow
 
@@ -213,3 +214,29 @@ def test_two_builders_racing_for_one_bundle_build_it_once(
 def test_the_builder_reports_an_unknown_bundle_instead_of_failing(store: BundleStore) -> None:
     answer = handle_build_event({"bundle_id": "0" * 32}, None, store=store)
     assert answer["bundles"]["0" * 32]["status"] == "missing"
+
+
+def test_a_ready_bundle_whose_zip_is_gone_says_so_and_is_rebuilt_on_the_next_save(
+    store: BundleStore, tmp_path: Path
+) -> None:
+    record = store.ensure("python", default_target("python"), ["six==1.17.0"])
+    assert record is not None
+    assert run_build(store, record.id, workdir=tmp_path).status == "ready"
+    store.s3.delete_object(Bucket=store.bucket, Key=zip_key(record.id))
+    cache = BundleCache(store, root=tmp_path / "cache")
+    with pytest.raises(BundleNotReadyError, match="missing from storage; save the tool again"):
+        cache.path_for(record.id)
+    scheduled: list[str] = []
+
+    class Keep:
+        def schedule(self, bundle_id: str) -> None:
+            scheduled.append(bundle_id)
+
+    again = request_bundle(store, Keep(), "python", default_target("python"), ["six==1.17.0"])
+    assert again is not None
+    assert again.status == "pending"
+    assert scheduled == [record.id]
+    assert run_build(store, record.id, workdir=tmp_path).status == "ready"
+    assert (cache.path_for(record.id) / "six.py").is_file()
+    with pytest.raises(BundleStateError, match="is ready"):
+        store.retry(record.id)  # its zip is back: nothing to rebuild

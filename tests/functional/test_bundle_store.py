@@ -5,7 +5,7 @@ import threading
 import pytest
 
 from conftest import AwsStack
-from kiln.bundles.store import BundleStateError, BundleStore
+from kiln.bundles.store import BundleStateError, BundleStore, zip_key
 
 TARGET = "local-python3.11-x86_64"
 
@@ -89,6 +89,7 @@ def test_a_failed_bundle_can_be_retried_and_a_ready_one_cannot(store: BundleStor
     store.mark_ready(
         record.id, {"zip_size": 1, "unpacked_size": 1, "zip_sha256": "0" * 64, "file_count": 1}
     )
+    store.s3.put_object(Bucket=store.bucket, Key=zip_key(record.id), Body=b"PK")
     with pytest.raises(BundleStateError, match="is ready"):
         store.retry(record.id)
 

@@ -63,5 +63,6 @@ def mount_bundle_routes(
             exists = await asyncio.to_thread(store.get, bundle_id)
             if exists is None:
                 return _error(404, "not_found", f"bundle {bundle_id}: no such bundle")
-            return _error(409, "bundle_state", f"{error}; only a failed build can be retried")
+            rule = "only a failed build, or a ready one whose files are gone, is built again"
+            return _error(409, "bundle_state", f"{error}; {rule}")
         return record.to_json()

@@ -244,13 +244,23 @@ class BundleCache:
         digest = hashlib.sha256()
         received = 0
         try:
-            response = self.store.s3.get_object(Bucket=self.store.bucket, Key=record.zip_key)
+            try:
+                response = self.store.s3.get_object(Bucket=self.store.bucket, Key=record.zip_key)
+            except self.store.s3.exceptions.NoSuchKey:
+                raise BundleNotReadyError(
+                    f"its packages (bundle {record.id}) are missing from storage; save the tool "
+                    f"again, or run `kiln bundles retry {record.id}`, to build them again.",
+                    bundle_id=record.id,
+                    status="missing",
+                ) from None
             body = response["Body"]
             with zip_path.open("wb") as sink:
                 for chunk in iter(lambda: body.read(_CHUNK), b""):
                     digest.update(chunk)
                     received += len(chunk)
                     sink.write(chunk)
+        except BundleNotReadyError:
+            raise
         except Exception as exc:
             raise BundleFetchError(
                 f"its packages (bundle {record.id}) could not be downloaded "

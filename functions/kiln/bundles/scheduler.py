@@ -49,13 +49,15 @@ def request_bundle(
 ) -> BundleRecord | None:
     """What a catalog save calls: record the bundle if new and start its build if pending.
 
-    Saving a tool whose bundle failed (or whose builder died) tries the build again: the
-    author saving is the moment a fix or a transient failure gets its second chance.
+    Saving a tool whose bundle failed (or whose builder died, or whose zip is gone) tries the
+    build again: the author saving is the moment a fix or a transient failure gets its second
+    chance.
     """
     record = store.ensure(language, target, requirements)
     if record is None:
         return None
-    if record.status == "failed" or is_stale(record):
+    missing = record.status == "ready" and not store.zip_exists(record.id)
+    if record.status == "failed" or is_stale(record) or missing:
         try:
             record = store.retry(record.id)
         except BundleStateError:  # another save retried it first

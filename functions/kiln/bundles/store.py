@@ -333,13 +333,25 @@ class BundleStore:
         )
 
     def retry(self, bundle_id: str) -> BundleRecord:
-        """failed (or a stale build) -> pending. A pending bundle is returned unchanged."""
+        """failed, a stale build, or ready with its zip gone -> pending.
+
+        A pending bundle is returned unchanged; anything else raises BundleStateError.
+        """
         current = self.get(bundle_id)
         if current is None:
             raise BundleStateError(f"bundle {bundle_id} does not exist")
         if current.status == "pending":
             return current
         now = now_iso()
+        if current.status == "ready" and not self.zip_exists(bundle_id):
+            # Its record says ready but its zip is gone (deleted or expired): build it again.
+            return self._transition(
+                bundle_id,
+                allowed=lambda r: r.status == "ready",
+                expected=["ready"],
+                updates={"status": "pending", "updated_at": now},
+                removes=["started_at", "finished_at"],
+            )
         stale_before = (datetime.now(UTC) - STALE_BUILD_AFTER).isoformat(timespec="milliseconds")
         return self._transition(
             bundle_id,
@@ -368,6 +380,15 @@ class BundleStore:
         )
 
     # -- files -----------------------------------------------------------------------------
+
+    def zip_exists(self, bundle_id: str) -> bool:
+        try:
+            self.s3.head_object(Bucket=self.bucket, Key=zip_key(bundle_id))
+        except self.s3.exceptions.ClientError as error:
+            if error.response.get("Error", {}).get("Code") in ("404", "NoSuchKey", "NotFound"):
+                return False
+            raise
+        return True
 
     def read_manifest(self, bundle_id: str) -> dict[str, Any] | None:
         try:
