@@ -150,7 +150,10 @@ def supervise(request: dict[str, Any], status_fd: int) -> None:
     """Run one script to its end or its deadline, kill what it left, report, exit."""
     prctl(PR_SET_CHILD_SUBREAPER, 1)
     signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGCHLD, signal.SIGTERM})
-    os.write(status_fd, f"pid {os.getpid()}\n".encode())
+    try:
+        os.write(status_fd, f"pid {os.getpid()}\n".encode())
+    except OSError:
+        os._exit(1)  # the server has gone (its end of the status pipe is closed): run nothing
     pid = os.fork()
     if pid == 0:
         start_script(request, status_fd)  # never returns
