@@ -18,6 +18,7 @@ thread. The helper is started with one blocking fork on the first run (about 20 
 from __future__ import annotations
 
 import asyncio
+import codecs
 import contextlib
 import json
 import logging
@@ -99,23 +100,10 @@ class _Output:
         return self.total > len(self.kept)
 
     def text(self) -> str:
-        data = bytes(self.kept)
-        if self.truncated:
-            # The cap may fall inside a UTF-8 sequence: drop the broken tail, not replace it.
-            data = _trim_partial(data)
-        return data.decode("utf-8", errors="replace")
-
-
-def _trim_partial(data: bytes) -> bytes:
-    """`data` without a UTF-8 sequence cut off at its end."""
-    for back in range(1, min(4, len(data)) + 1):
-        byte = data[-back]
-        if byte & 0xC0 != 0x80:  # the last lead (or ASCII) byte
-            need = (
-                1 if byte < 0x80 else 2 if byte >> 5 == 0b110 else 3 if byte >> 4 == 0b1110 else 4
-            )
-            return data if need <= back else data[:-back]
-    return data
+        # When the cap fell inside a UTF-8 sequence, the incremental decoder holds the broken
+        # tail back instead of turning it into a replacement character.
+        decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        return str(decoder.decode(bytes(self.kept), final=not self.truncated))
 
 
 class _Reader(asyncio.Protocol):

@@ -349,12 +349,15 @@ class Helper:
                 for fd in fds:
                     os.close(fd)
                 continue
+            # SIGCHLD waits until the new pid is on the list, so a quick exit is not missed.
+            signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGCHLD})
             pid = os.fork()
             if pid == 0:
                 signal.signal(signal.SIGCHLD, signal.SIG_DFL)
                 self.sock.close()
                 return json.loads(data), fds
             self.supervisors.add(pid)
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGCHLD})
             for fd in fds:
                 os.close(fd)
 
