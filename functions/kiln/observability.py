@@ -26,8 +26,13 @@ Handler = Callable[[dict[str, Any], Any], Any]
 HTTP_API_LIMIT_MS = 30_000
 MAX_LOGGED_NAME = 128
 
-logger = Logger()
-metrics = Metrics()
+# Defaults keep the handler working when the Powertools variables are not set (sam local,
+# tests); template.yaml sets them for every function.
+SERVICE = os.environ.get("POWERTOOLS_SERVICE_NAME") or "kiln"
+NAMESPACE = os.environ.get("POWERTOOLS_METRICS_NAMESPACE") or "Kiln"
+
+logger = Logger(service=SERVICE)
+metrics = Metrics(namespace=NAMESPACE, service=SERVICE)
 
 
 @dataclass(frozen=True)
@@ -135,9 +140,7 @@ def instrument(handler: Handler, *, name: str) -> Handler:
         # Importing the Tracer (and the X-Ray SDK) costs ~0.6 s of cold start: only on demand.
         from aws_lambda_powertools import Tracer
 
-        wrapped = Tracer(
-            service=os.environ.get("POWERTOOLS_SERVICE_NAME", "kiln")
-        ).capture_lambda_handler(wrapped)
+        wrapped = Tracer(service=SERVICE).capture_lambda_handler(wrapped)
     return wrapped
 
 
@@ -150,7 +153,7 @@ def _record(name: str, request: RequestInfo, outcome: str, duration_ms: float) -
         fields["tool"] = request.tool[:MAX_LOGGED_NAME]
     # Only tools that ran get a metric dimension: a made-up name must not mint a new series.
     if request.tool is not None and outcome != "rejected":
-        per_tool = EphemeralMetrics()
+        per_tool = EphemeralMetrics(namespace=NAMESPACE, service=SERVICE)
         per_tool.add_dimension(name="tool", value=request.tool)
         per_tool.add_metric(name="ToolCalls", unit=MetricUnit.Count, value=1)
         per_tool.add_metric(

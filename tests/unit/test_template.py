@@ -192,3 +192,17 @@ def test_deps_layer_pins_every_runtime_dependency_of_the_package() -> None:
 
 def canonical(name: str) -> str:
     return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def test_bundle_targets_match_the_runtime_and_the_node_layer(template: dict[str, Any]) -> None:
+    globals_ = template["Globals"]["Function"]
+    variables = globals_["Environment"]["Variables"]
+    runtime = globals_["Runtime"]  # python3.13
+    assert variables["KILN_BUNDLE_TARGET"] == {"Fn::Sub": f"lambda-{runtime}-${{Architecture}}"}
+    makefile = (ROOT / "layers/node/Makefile").read_text()
+    (node_version,) = re.findall(r"^NODE_VERSION \?= (\d+)\.", makefile, re.MULTILINE)
+    assert variables["KILN_NODE_BUNDLE_TARGET"] == {
+        "Fn::Sub": f"node{node_version}-${{Architecture}}"
+    }
+    deps = template["Resources"]["DepsLayer"]["Metadata"]["BuildMethod"]
+    assert deps == runtime
