@@ -109,7 +109,13 @@ def value(emf: dict[str, Any], metric: str) -> float:
 
 
 def start_lambda(
-    tmp: Path, endpoint: str, table: str, bucket: str, *, extra_env: dict[str, str] | None = None
+    tmp: Path,
+    endpoint: str,
+    table: str,
+    bucket: str,
+    *,
+    handler: str = "mcp",
+    extra_env: dict[str, str] | None = None,
 ) -> Iterator[LambdaProcess]:
     output = tmp / "function-output.log"
     with RuntimeApi() as api, output.open("wb") as sink:
@@ -123,7 +129,7 @@ def start_lambda(
             "AWS_LAMBDA_FUNCTION_MEMORY_SIZE": "1024",
             "AWS_LAMBDA_LOG_GROUP_NAME": "/aws/lambda/kiln-e2e-mcp",
             "AWS_LAMBDA_LOG_STREAM_NAME": "e2e",
-            "_HANDLER": "kiln.lambda_handlers.mcp",
+            "_HANDLER": f"kiln.lambda_handlers.{handler}",
             "AWS_REGION": "us-east-1",
             "AWS_ACCESS_KEY_ID": "testing",
             "AWS_SECRET_ACCESS_KEY": "testing",
@@ -137,7 +143,7 @@ def start_lambda(
             **(extra_env or {}),
         }
         process = subprocess.Popen(
-            [sys.executable, "-m", "awslambdaric", "kiln.lambda_handlers.mcp"],
+            [sys.executable, "-m", "awslambdaric", f"kiln.lambda_handlers.{handler}"],
             env=env,
             cwd=tmp,
             stdout=sink,
@@ -274,3 +280,27 @@ def test_the_function_starts_the_snapstart_way_too(
             running.invoke(event_for("http-api-tools-list.json", rpc("tools/list", {})))
         )
         assert {t["name"] for t in body["result"]["tools"]} == {"e2e_hello", "e2e_sleeper"}
+
+
+def test_the_admin_function_serves_the_rest_api(
+    catalog: tuple[str, str], moto_endpoint: str, tmp_path: Path
+) -> None:
+    table, bucket = catalog
+    for running in start_lambda(tmp_path, moto_endpoint, table, bucket, handler="admin"):
+        event = json.loads((EVENTS / "http-api-admin-health.json").read_text())
+        answer = running.invoke(event)
+        assert answer.kind == "response", answer.payload
+        assert answer.payload["statusCode"] == 200
+        assert json.loads(answer.payload["body"])["ok"] is True
+
+
+def test_the_builder_reports_an_event_without_a_bundle_as_a_function_error(
+    catalog: tuple[str, str], moto_endpoint: str, tmp_path: Path
+) -> None:
+    table, bucket = catalog
+    for running in start_lambda(tmp_path, moto_endpoint, table, bucket, handler="builder"):
+        answer = running.invoke({"bundle": "misspelt"})
+        assert answer.kind == "error"
+        assert answer.payload["errorType"] == "ValueError"
+        assert "bundle_id" in answer.payload["errorMessage"]
+        assert running.alive(), "a failed invocation must not end the runtime"
