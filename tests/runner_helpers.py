@@ -8,6 +8,7 @@ Test modules import it (`harness_fixture as harness_fixture`) to use `harness`.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import time
 import uuid
@@ -20,6 +21,7 @@ import pytest
 
 from kiln.runner import Runner, RunnerSettings, RunRequest, RunResult, contract_text
 from kiln.runner.model import Language
+from kiln.runner.supervisor import descendants
 
 MARKER_VAR = "RUN_TEST_MARKER"
 
@@ -59,18 +61,31 @@ def wait_for(predicate: Any, timeout_s: float = 5.0) -> None:
         time.sleep(0.01)
 
 
+def live_descendants(pid: int | None) -> list[int]:
+    if pid is None:
+        return []
+    return [p for p, state in descendants(pid) if state not in (b"Z", b"X")]
+
+
 @dataclass
 class Harness:
-    """A Runner with a private work root, and a marker every run's processes carry."""
+    """A Runner with a private work root, and a marker every run's processes carry.
+
+    A forked Python script keeps the helper's original environment in /proc/PID/environ,
+    so the marker finds exec'd processes (node, sleep, a subprocess); forked ones are found
+    as descendants of the runner's helper, which has none while no run is in flight.
+    """
 
     work_root: Path
     shared: Path  # a directory scripts may write pid files to; outlives the run
     settings: RunnerSettings
     marker: str = field(default_factory=lambda: f"kiln-test-{uuid.uuid4().hex}")
+    runners: list[Runner] = field(default_factory=list)  # every runner of this test
     runner: Runner = field(init=False)
 
     def __post_init__(self) -> None:
         self.runner = Runner(self.settings)
+        self.runners.append(self.runner)
 
     def request(self, code: str, language: Language = "python", **fields: Any) -> RunRequest:
         fields.setdefault("arguments", {})
@@ -85,9 +100,17 @@ class Harness:
     def text(self, code: str, language: Language = "python", **fields: Any) -> str:
         return contract_text(self.run(code, language, **fields))
 
+    def leftovers(self) -> list[int]:
+        """Processes of this test's runs still alive (supervisors exit within moments)."""
+        found = set(processes_carrying(self.marker))
+        for runner in self.runners:
+            found.update(live_descendants(runner.helper_pid))
+        return sorted(found)
+
     def assert_clean(self) -> None:
         """No process of any run alive, no run directory left, and a normal call works."""
-        assert processes_carrying(self.marker) == []
+        wait_for(lambda: not live_descendants(self.runner.helper_pid), timeout_s=2.0)
+        assert self.leftovers() == []
         assert list(self.work_root.iterdir()) == []
         ok = self.run(
             "import json, sys\nprint(json.dumps(json.load(sys.stdin)))", arguments={"a": 1}
@@ -96,7 +119,8 @@ class Harness:
         assert list(self.work_root.iterdir()) == []
 
     def with_settings(self, **changes: Any) -> Harness:
-        return Harness(self.work_root, self.shared, replace(self.settings, **changes), self.marker)
+        settings = replace(self.settings, **changes)
+        return Harness(self.work_root, self.shared, settings, self.marker, self.runners)
 
 
 @pytest.fixture(name="harness")
@@ -108,7 +132,10 @@ def harness_fixture(tmp_path: Path) -> Iterator[Harness]:
     h = Harness(work_root, shared, RunnerSettings(work_root=work_root))
     yield h
     # Whatever a test did, nothing it started may survive it.
-    leftovers = processes_carrying(h.marker)
+    leftovers = h.leftovers()
     for pid in leftovers:
-        os.kill(pid, 9)
+        with contextlib.suppress(OSError):
+            os.kill(pid, 9)
+    for runner in h.runners:
+        runner.close()
     assert leftovers == [], f"processes survived the test: {leftovers}"

@@ -3,9 +3,11 @@ use the bundle or say why they cannot, REST shows and retries bundles."""
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -170,3 +172,25 @@ def test_bundle_routes_refuse_bad_ids_unknown_bundles_and_strangers(
     assert unknown.status_code == 404
     assert "no such bundle" in unknown.json()["error"]["message"]
     assert kiln_server.api("GET", f"/api/bundles/{'0' * 32}").status_code == 404
+
+
+def test_the_example_tools_with_packages_build_and_run(
+    make_server: Callable[..., RunningKiln], kiln_settings: Settings
+) -> None:
+    from kiln.catalog.files import StoreTarget, push, tool_folders
+
+    server, worker = start(make_server, kiln_settings)
+    try:
+        root = Path(__file__).resolve().parents[2] / "examples" / "tools"
+        folders = [f for f in tool_folders(root) if f.name in ("humanize_bytes", "sort_unique")]
+        push(StoreTarget(server.parts.store, actor="test"), folders)
+        assert worker.wait_idle(180)
+        sizes = mcp_call(server, "humanize_bytes", {"sizes": [3_000_000, 1024], "binary": True})
+        assert sizes.get("isError") is not True, sizes
+        assert json.loads(sizes["content"][0]["text"]) == {"formatted": ["2.9 MiB", "1.0 KiB"]}
+        numbers = mcp_call(server, "sort_unique", {"numbers": [3, 1, 3, 2, 1]})
+        assert numbers.get("isError") is not True, numbers
+        assert json.loads(numbers["content"][0]["text"]) == {"sorted": [1, 2, 3]}
+        assert worker.builds_started == 2
+    finally:
+        worker.stop()

@@ -20,6 +20,7 @@ import shutil
 import stat
 import subprocess
 import sys
+import tempfile
 import time
 import zipfile
 from collections.abc import Callable, Iterator
@@ -241,9 +242,13 @@ def _install_node(record: BundleRecord, install_dir: Path, log: _Log) -> list[di
     (install_dir / "package.json").write_text(
         json.dumps({"name": "kiln-bundle", "private": True, "dependencies": dependencies})
     )
-    npm = shutil.which("npm")
+    npm = find_npm()
     if npm is None:
-        raise BuildError("npm is not installed on the builder", log.text())
+        raise BuildError(
+            "npm is not installed on the builder (set KILN_NPM, or KILN_NODE_BINARY with npm "
+            "beside it)",
+            log.text(),
+        )
     command = [
         npm, "install", "--prefix", str(install_dir),
         "--omit=dev", "--ignore-scripts", "--no-audit", "--no-fund",
@@ -265,12 +270,32 @@ def _install_node(record: BundleRecord, install_dir: Path, log: _Log) -> list[di
     return sorted(lock, key=lambda entry: str(entry["name"]))
 
 
+def find_npm() -> str | None:
+    """KILN_NPM, else the npm beside KILN_NODE_BINARY (the Lambda layer), else PATH's."""
+    configured = os.environ.get("KILN_NPM")
+    if configured:
+        return configured
+    node = os.environ.get("KILN_NODE_BINARY")
+    if node and (Path(node).parent / "npm").is_file():
+        return str(Path(node).parent / "npm")
+    return shutil.which("npm")
+
+
 # -- shared ---------------------------------------------------------------------------------
 
 
 def _run(command: list[str], log: _Log, *, what: str, cwd: Path) -> None:
     log.add("$ " + " ".join(command))
     env = {**os.environ, "PIP_NO_INPUT": "1", "PYTHONDONTWRITEBYTECODE": "1"}
+    node = os.environ.get("KILN_NODE_BINARY")
+    if node:  # npm runs `node` from PATH
+        env["PATH"] = f"{Path(node).parent}{os.pathsep}{env.get('PATH', '')}"
+    if not os.access(Path.home(), os.W_OK):  # Lambda: only /tmp is writable
+        scratch_home = Path(tempfile.gettempdir()) / "kiln-build-home"
+        scratch_home.mkdir(exist_ok=True)
+        env["HOME"] = str(scratch_home)
+        env.setdefault("PIP_CACHE_DIR", str(scratch_home / "pip-cache"))
+        env.setdefault("npm_config_cache", str(scratch_home / "npm-cache"))
     try:
         completed = subprocess.run(
             command,

@@ -289,23 +289,35 @@ def _flock(path: Path, operation: int) -> Iterator[bool]:
 
 
 def _unpack(zip_path: Path, into: Path) -> int:
-    """Unpack safely (no absolute paths, no `..`), keeping executable bits; returns bytes."""
-    into.mkdir()
+    """Unpack safely (no absolute paths, no `..`), keeping executable bits; returns bytes.
+
+    Plain `os` calls and one read per member: a bundle is thousands of small files, and
+    per-file overhead is most of the time a first call spends here.
+    """
+    root = str(into)
+    os.mkdir(root)
+    made = {root}
     total = 0
     with zipfile.ZipFile(zip_path) as archive:
         for info in archive.infolist():
             name = PurePosixPath(info.filename)
             if name.is_absolute() or ".." in name.parts or not name.parts:
                 raise BundleFetchError(f"bundle zip has an unsafe entry {info.filename!r}")
-            destination = into.joinpath(*name.parts)
+            destination = os.path.join(root, *name.parts)
+            folder = destination if info.is_dir() else os.path.dirname(destination)
+            if folder not in made:
+                os.makedirs(folder, exist_ok=True)
+                made.add(folder)
             if info.is_dir():
-                destination.mkdir(parents=True, exist_ok=True)
                 continue
-            destination.parent.mkdir(parents=True, exist_ok=True)
-            with archive.open(info) as source, destination.open("wb") as sink:
-                shutil.copyfileobj(source, sink, _CHUNK)
-            if (info.external_attr >> 16) & stat.S_IXUSR:
-                destination.chmod(0o755)
+            mode = 0o755 if (info.external_attr >> 16) & stat.S_IXUSR else 0o644
+            fd = os.open(destination, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
+            with os.fdopen(fd, "wb") as sink:
+                if info.file_size <= _CHUNK:
+                    sink.write(archive.read(info))
+                else:
+                    with archive.open(info) as source:
+                        shutil.copyfileobj(source, sink, _CHUNK)
             total += info.file_size
     return total
 

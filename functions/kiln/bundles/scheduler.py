@@ -33,7 +33,7 @@ from kiln.bundles.store import (
 
 logger = logging.getLogger(__name__)
 
-UploadProgress = Callable[[int], None]
+UploadProgress = Callable[[int, int], None]  # (bytes just sent, total bytes)
 
 
 class BuildScheduler(Protocol):
@@ -100,7 +100,9 @@ def run_build(
             store.bucket,
             zip_key(bundle_id),
             ExtraArgs={"ContentType": "application/zip"},
-            Callback=upload_progress,
+            Callback=None
+            if upload_progress is None
+            else functools.partial(_sent, upload_progress, int(output.manifest["zip_size"])),
         )
         store.s3.put_object(
             Bucket=store.bucket,
@@ -112,6 +114,10 @@ def run_build(
         return store.mark_ready(bundle_id, output.manifest)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _sent(upload_progress: UploadProgress, total: int, amount: int) -> None:
+    upload_progress(amount, total)
 
 
 def _put_text(store: BundleStore, key: str, text: str) -> None:

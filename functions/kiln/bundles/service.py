@@ -23,7 +23,7 @@ from kiln.bundles.scheduler import (
     LocalBuildWorker,
     request_bundle,
 )
-from kiln.bundles.store import BundleRecord, BundleStore
+from kiln.bundles.store import BundleRecord, BundleStateError, BundleStore
 
 log = logging.getLogger("kiln.bundles")
 
@@ -86,12 +86,21 @@ class Bundles:
         self.scheduler.schedule(record.id)
         return record
 
-    def resume(self) -> list[str]:
-        """Schedule every pending bundle again (a restarted `kiln dev` picks up its queue)."""
-        pending = [r.id for r in self.store.list() if r.status == "pending"]
-        for bundle_id in pending:
-            self.scheduler.schedule(bundle_id)
-        return pending
+    def resume(self, *, orphans: bool = False) -> list[str]:
+        """Schedule every pending bundle again (a restarted `kiln dev` picks up its queue).
+
+        With `orphans`, builds left `building` are started over too: right only when no
+        other process can be building them (`kiln dev` on its own emulator).
+        """
+        queued = []
+        for record in self.store.list():
+            if orphans and record.status == "building":
+                with contextlib.suppress(BundleStateError):
+                    record = self.store.requeue_orphan(record)
+            if record.status == "pending":
+                self.scheduler.schedule(record.id)
+                queued.append(record.id)
+        return queued
 
 
 def summary_json(record: BundleRecord) -> dict[str, Any]:

@@ -6,10 +6,10 @@ import asyncio
 import time
 
 import pytest
-from runner_helpers import Harness
-from runner_helpers import harness_fixture as harness_fixture
 
 from kiln.runner import RunnerBusyError, contract_text
+from runner_helpers import Harness
+from runner_helpers import harness_fixture as harness_fixture
 
 WAIT_FOR_GO = (
     "import os, time\n"

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import logging
 import math
+from pathlib import Path
 
 import pytest
+
+from kiln.runner import InvalidArgumentsError, contract_text
 from runner_helpers import Harness
 from runner_helpers import harness_fixture as harness_fixture
-
-from kiln.runner import contract_text
 
 
 def test_seed_exit_7_example_gives_the_exact_text(harness: Harness) -> None:
@@ -57,9 +58,15 @@ def test_script_that_never_reads_large_arguments_still_finishes(harness: Harness
     harness.assert_clean()
 
 
-def test_non_json_arguments_are_refused_before_running(harness: Harness) -> None:
-    with pytest.raises(ValueError, match="Out of range float values are not JSON compliant"):
-        harness.run("print(1)", arguments={"x": math.nan})
+def test_non_json_arguments_are_refused_naming_the_field(harness: Harness) -> None:
+    message = (
+        r"^arguments.points\[1\] is NaN or Infinity, which strict JSON cannot carry: "
+        r"a script receives its arguments as JSON$"
+    )
+    with pytest.raises(InvalidArgumentsError, match=message):
+        harness.run("print(1)", arguments={"points": [1.0, math.inf]})
+    with pytest.raises(InvalidArgumentsError, match=r"^the arguments are not JSON \(Object of"):
+        harness.run("print(1)", arguments={"when": object()})
     harness.assert_clean()
 
 
@@ -118,6 +125,30 @@ def test_node_es_module_syntax_gets_a_clear_hint(harness: Harness) -> None:
     harness.assert_clean()
 
 
+def test_requiring_an_es_module_only_package_gets_its_own_hint(
+    harness: Harness, tmp_path: Path
+) -> None:
+    package = tmp_path / "bundle" / "node_modules" / "esm-only"
+    package.mkdir(parents=True)
+    (package / "package.json").write_text(
+        '{"name": "esm-only", "type": "module", "main": "index.js"}'
+    )
+    # Top-level await: no Node version can require() this one.
+    (package / "index.js").write_text("await Promise.resolve();\nexport default 42;\n")
+    result = harness.run(
+        "const x = require('esm-only');\nconsole.log(x);\n",
+        language="node",
+        bundle_path=tmp_path / "bundle",
+    )
+    assert "ERR_REQUIRE_ESM" in result.stderr or "ERR_REQUIRE_ASYNC_MODULE" in result.stderr
+    assert result.stderr.endswith(
+        "[hint] Kiln runs Node tools as CommonJS and this package is an ES module only: "
+        "pin a version that supports require(), or load it with await import() inside an "
+        "async function\n"
+    )
+    harness.assert_clean()
+
+
 def test_each_run_logs_one_structured_line(
     harness: Harness, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -133,4 +164,27 @@ def test_each_run_logs_one_structured_line(
     assert record.stderr_bytes == 0  # type: ignore[attr-defined]
     assert record.truncated is False  # type: ignore[attr-defined]
     assert record.duration_s > 0  # type: ignore[attr-defined]
+    harness.assert_clean()
+
+
+def test_python_exit_waits_for_threads_runs_atexit_and_flushes_open_files(
+    harness: Harness,
+) -> None:
+    code = (
+        "import os, threading, time\n"
+        "log = open(os.path.join(os.environ['SHARED_DIR'], 'log.txt'), 'w')\n"
+        "log.write('never closed')\n"
+        "def late():\n    time.sleep(0.2)\n    print('thread done')\n"
+        "threading.Thread(target=late).start()\n"
+        "print('main done')\n"
+    )
+    assert harness.text(code) == "main done\nthread done"
+    assert (harness.shared / "log.txt").read_text() == "never closed"
+    harness.assert_clean()
+
+
+def test_sys_exit_with_a_message_prints_it_and_exits_1(harness: Harness) -> None:
+    assert harness.text("import sys\nsys.exit('bad config')") == (
+        "(no output)\n[stderr] bad config\n[exit 1]"
+    )
     harness.assert_clean()

@@ -5,10 +5,10 @@ from __future__ import annotations
 import time
 
 import pytest
-from runner_helpers import Harness
-from runner_helpers import harness_fixture as harness_fixture
 
 from kiln.runner import contract_text
+from runner_helpers import Harness
+from runner_helpers import harness_fixture as harness_fixture
 
 SLEEP = "import time\ntime.sleep(60)\n"
 

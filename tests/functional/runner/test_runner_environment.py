@@ -7,6 +7,7 @@ import stat
 from pathlib import Path
 
 import pytest
+
 from runner_helpers import Harness
 from runner_helpers import harness_fixture as harness_fixture
 

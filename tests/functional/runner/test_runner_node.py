@@ -5,11 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from runner_helpers import Harness
-from runner_helpers import harness_fixture as harness_fixture
 
 from kiln.runner import NodeUnavailableError
 from kiln.runner.nodejs import find_node
+from runner_helpers import Harness
+from runner_helpers import harness_fixture as harness_fixture
 
 
 def fake_node(directory: Path) -> Path:

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from kiln.runner import RunLimits, contract_text
 from runner_helpers import Harness
 from runner_helpers import harness_fixture as harness_fixture
-
-from kiln.runner import RunLimits, contract_text
 
 GIB = 1024 * 1024 * 1024
 MIB = 1024 * 1024

@@ -4,13 +4,20 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
 from pathlib import Path
 
 import pytest
-from runner_helpers import Harness, is_alive, processes_carrying, wait_for
-from runner_helpers import harness_fixture as harness_fixture
 
+import kiln
 from kiln.runner import contract_text
+from runner_helpers import Harness, is_alive, wait_for
+from runner_helpers import harness_fixture as harness_fixture
 
 # A script that starts a helper, waits until the helper has written its pid, then exits 0.
 DOUBLE_FORK = """
@@ -156,7 +163,7 @@ def test_cancelled_run_kills_its_tree_and_removes_its_directory(harness: Harness
 
 
 def test_marker_scan_sees_a_live_run(harness: Harness) -> None:
-    """The cleanliness check itself can fail: a running script is found by its marker."""
+    """The cleanliness check itself can fail: a running script's processes are found."""
 
     async def look_while_running() -> list[int]:
         task = asyncio.create_task(
@@ -165,7 +172,7 @@ def test_marker_scan_sees_a_live_run(harness: Harness) -> None:
             )
         )
         await asyncio.to_thread(wait_for, lambda: (harness.shared / "daemon.pid").exists())
-        seen = processes_carrying(harness.marker)
+        seen = harness.leftovers()
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await task
@@ -174,3 +181,94 @@ def test_marker_scan_sees_a_live_run(harness: Harness) -> None:
     seen = asyncio.run(look_while_running())
     assert read_pid(harness.shared / "daemon.pid") in seen
     harness.assert_clean()
+
+
+def test_script_that_kills_its_supervisor_gets_a_runner_error_and_its_daemon_dies(
+    harness: Harness,
+) -> None:
+    code = DOUBLE_FORK + "import signal\nos.kill(os.getppid(), signal.SIGKILL)\ntime.sleep(60)\n"
+    result = harness.run(code, timeout_s=5)
+    assert result.runner_error == "the run's supervisor ended without reporting (was it killed?)"
+    assert result.exit_code is None
+    assert contract_text(result).endswith(
+        "[runner error] the run's supervisor ended without reporting (was it killed?)"
+    )
+    # The script dies with its supervisor (PDEATHSIG); the helper, a subreaper too, kills the rest.
+    wait_for(lambda: not is_alive(read_pid(harness.shared / "daemon.pid")))
+    harness.assert_clean()
+
+
+def test_a_dead_helper_is_replaced_on_the_next_run(harness: Harness) -> None:
+    harness.run("print('first')")
+    helper = harness.runner.helper_pid
+    assert helper is not None
+    os.kill(helper, signal.SIGKILL)
+    assert harness.text("print('second')") == "second"
+    assert harness.runner.helper_pid != helper
+    harness.assert_clean()
+
+
+NON_ROOT_RUN = """
+import asyncio, sys
+from pathlib import Path
+from kiln.runner import Runner, RunnerSettings, RunRequest, contract_text
+code = '''
+import os, time
+n = 0
+try:
+    for _ in range(200):
+        if os.fork() == 0:
+            time.sleep(30)
+            os._exit(0)
+        n += 1
+except OSError as e:
+    print("fork refused after", n, type(e).__name__)
+'''
+async def main():
+    settings = RunnerSettings(
+        work_root=Path(sys.argv[1]), max_processes=20, python_executable=Path(sys.executable)
+    )
+    runner = Runner(settings)
+    result = await runner.run(RunRequest(language="python", code=code, arguments={}, timeout_s=20))
+    print(contract_text(result))
+    runner.close()
+asyncio.run(main())
+"""
+
+
+def nobody_can_run(python: str) -> bool:
+    probe = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", python, "-c", "pass"]
+    try:
+        return subprocess.run(probe, capture_output=True, check=False).returncode == 0
+    except FileNotFoundError:
+        return False
+
+
+def test_as_a_non_root_user_max_processes_stops_a_fork_bomb(tmp_path: Path) -> None:
+    if os.geteuid() != 0:
+        pytest.skip("needs root to drop to an unprivileged user for the run")
+    python = next((p for p in ("/usr/bin/python3", sys.executable) if nobody_can_run(p)), None)
+    if python is None:
+        pytest.skip("no Python interpreter that user 65534 may run")
+    work_root = Path(tempfile.mkdtemp(prefix="kiln-nonroot-"))
+    try:
+        work_root.chmod(0o777)
+        functions = Path(kiln.__file__).resolve().parents[1]
+        completed = subprocess.run(
+            [
+                *("setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"),
+                python,
+                "-c",
+                NON_ROOT_RUN,
+                str(work_root),
+            ],
+            env={"PYTHONPATH": str(functions), "PATH": "/usr/bin:/bin"},
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        assert completed.stdout == "fork refused after 20 BlockingIOError\n", completed.stderr
+        assert list(work_root.iterdir()) == []
+    finally:
+        shutil.rmtree(work_root, ignore_errors=True)

@@ -136,3 +136,11 @@ def test_successful_run_is_not_failed() -> None:
 )
 def test_seconds_are_shown_with_sensible_precision(seconds: float, text: str) -> None:
     assert format_seconds(seconds) == text
+
+
+def test_runner_failure_is_its_own_line_and_an_error() -> None:
+    r = result(exit_code=None, runner_error="the run's supervisor ended without reporting")
+    assert contract_text(r) == (
+        "(no output)\n[runner error] the run's supervisor ended without reporting"
+    )
+    assert r.failed
