@@ -1,6 +1,14 @@
 """The public handler driven as Lambda drives it: the real runtime interface client
 (awslambdaric) in its own process, a local stand-in for the Runtime API handing it HTTP API v2
-and Function URL events, and the catalog on a moto server over HTTP."""
+and Function URL events, and the catalog on a moto server over HTTP.
+
+By default the function runs from the source tree on this interpreter. To drive what
+`sam build` made instead (the function code plus the deps and Node layers, on the Lambda
+runtime's Python), set KILN_E2E_BUILD to the build folder and KILN_E2E_PYTHON to a Python 3.13
+that has only awslambdaric installed:
+
+    KILN_E2E_BUILD=.aws-sam/build KILN_E2E_PYTHON=/path/to/py313/bin/python pytest tests/e2e
+"""
 
 from __future__ import annotations
 
@@ -25,6 +33,22 @@ from kiln.catalog.store import CatalogStore
 
 ROOT = Path(__file__).resolve().parents[2]
 EVENTS = ROOT / "tests" / "events"
+BUILD = os.environ.get("KILN_E2E_BUILD")
+PYTHON = os.environ.get("KILN_E2E_PYTHON") or sys.executable
+
+
+def code_env() -> dict[str, str]:
+    """Where the function's code, its layers and Node come from: the build, or the sources."""
+    if not BUILD:
+        return {"PYTHONPATH": str(ROOT / "functions")}
+    build = (ROOT / BUILD).resolve()
+    return {
+        # As Lambda lays them out: /var/task, then the layers' /opt/python.
+        "PYTHONPATH": f"{build / 'McpFunction'}:{build / 'DepsLayer' / 'python'}",
+        "KILN_NODE_BINARY": str(build / "NodeLayer" / "nodejs" / "bin" / "node"),
+    }
+
+
 PROTOCOL_VERSION = "2025-11-25"
 
 HELLO = {
@@ -41,6 +65,17 @@ HELLO = {
         "properties": {"name": {"type": "string"}},
         "additionalProperties": False,
     },
+}
+NODE_HELLO = {
+    "name": "e2e_node_hello",
+    "description": "Greets by name from Node.js.",
+    "language": "node",
+    "code": (
+        "const fs = require('node:fs');\n"
+        "const args = JSON.parse(fs.readFileSync(0, 'utf8'));\n"
+        "console.log(JSON.stringify({hello: args.name || 'world', node: process.version}));\n"
+    ),
+    "input_schema": {"type": "object", "properties": {"name": {"type": "string"}}},
 }
 SLEEPER = {
     "name": "e2e_sleeper",
@@ -122,7 +157,7 @@ def start_lambda(
         env = {
             "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
             "HOME": str(tmp),
-            "PYTHONPATH": str(ROOT / "functions"),
+            **code_env(),
             "AWS_LAMBDA_RUNTIME_API": api.address,
             "AWS_LAMBDA_FUNCTION_NAME": "kiln-e2e-mcp",
             "AWS_LAMBDA_FUNCTION_VERSION": "$LATEST",
@@ -143,7 +178,7 @@ def start_lambda(
             **(extra_env or {}),
         }
         process = subprocess.Popen(
-            [sys.executable, "-m", "awslambdaric", f"kiln.lambda_handlers.{handler}"],
+            [PYTHON, "-m", "awslambdaric", f"kiln.lambda_handlers.{handler}"],
             env=env,
             cwd=tmp,
             stdout=sink,
@@ -165,7 +200,7 @@ def catalog(moto_endpoint: str) -> tuple[str, str]:
     clients = make_clients(endpoint_url=moto_endpoint, region="us-east-1")
     ensure_resources(clients, table=table, bucket=bucket)
     store = CatalogStore(clients.dynamodb, clients.s3, table=table, bucket=bucket)
-    for tool in (HELLO, SLEEPER):
+    for tool in (HELLO, NODE_HELLO, SLEEPER):
         store.create(check_draft(tool), actor="e2e")
     return table, bucket
 
@@ -199,7 +234,7 @@ def test_tools_list_shows_the_catalog(function: LambdaProcess) -> None:
         function.invoke(event_for("http-api-tools-list.json", rpc("tools/list", {})))
     )
     names = {tool["name"] for tool in body["result"]["tools"]}
-    assert names == {"e2e_hello", "e2e_sleeper"}
+    assert names == {"e2e_hello", "e2e_node_hello", "e2e_sleeper"}
 
 
 def test_tools_call_runs_the_script_in_a_child_process(function: LambdaProcess) -> None:
@@ -209,6 +244,15 @@ def test_tools_call_runs_the_script_in_a_child_process(function: LambdaProcess) 
     printed = json.loads(call_text(body))
     assert printed["hello"] == "Lambda"
     assert printed["pid"] != function.process.pid
+
+
+def test_node_tools_run_on_the_node_binary_the_function_is_given(function: LambdaProcess) -> None:
+    message = rpc("tools/call", {"name": "e2e_node_hello", "arguments": {"name": "node"}})
+    body = answer_body(function.invoke(event_for("http-api-tools-call.json", message)))
+    printed = json.loads(call_text(body))
+    assert printed["hello"] == "node"
+    if BUILD:  # the Node layer's binary, not whatever node is on PATH
+        assert printed["node"].startswith("v24."), printed
 
 
 def test_a_second_warm_invocation_still_works(function: LambdaProcess) -> None:
@@ -279,7 +323,11 @@ def test_the_function_starts_the_snapstart_way_too(
         body = answer_body(
             running.invoke(event_for("http-api-tools-list.json", rpc("tools/list", {})))
         )
-        assert {t["name"] for t in body["result"]["tools"]} == {"e2e_hello", "e2e_sleeper"}
+        assert {t["name"] for t in body["result"]["tools"]} == {
+            "e2e_hello",
+            "e2e_node_hello",
+            "e2e_sleeper",
+        }
 
 
 def test_the_admin_function_serves_the_rest_api(
