@@ -170,7 +170,8 @@ def _read_value(name: str, io: Io) -> str:
 def _table_out(rows: Sequence[Sequence[str]], out: TextIO) -> None:
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     for row in rows:
-        print("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip(), file=out)
+        line = "  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True))
+        print(line.rstrip(), file=out)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
