@@ -7,7 +7,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from kiln.runner.limits import RunLimits
+
 Language = Literal["python", "node"]
+# Which bound set the deadline: the tool's own timeout, the time left in the invocation (less
+# the margin kept to answer), or the server's maximum.
+LimitSource = Literal["tool", "invocation", "server"]
 
 
 @dataclass(frozen=True)
@@ -27,13 +32,16 @@ class RunRequest:
     bundle_path: Path | None = None
     extra_env: Mapping[str, str] = field(default_factory=dict)
     label: str = ""  # tool name and revision, for the run's log line
+    limits: RunLimits | None = None  # tighter limits this tool asks for
 
 
 @dataclass(frozen=True)
 class RunResult:
     stdout: str
     stderr: str
-    exit_code: int | None  # None when the run was killed at its deadline
+    # None when the run was killed at its deadline; -N when the script died of signal N
+    # (the subprocess module's convention), e.g. -25 for SIGXFSZ past the file size limit.
+    exit_code: int | None
     timed_out: bool
     applied_timeout_s: float
     duration_s: float
@@ -41,6 +49,8 @@ class RunResult:
     stderr_truncated: bool = False
     stdout_bytes: int = 0  # bytes the script wrote, including what was cut
     stderr_bytes: int = 0
+    limit_source: LimitSource = "tool"
+    started: bool = True  # False when no time was left to start the script at all
 
     @property
     def failed(self) -> bool:

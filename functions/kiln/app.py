@@ -1,0 +1,392 @@
+"""The FastAPI app: MCP on /mcp (and /admin/mcp), the authoring REST API under /api."""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import json
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
+
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse, Response
+
+import kiln
+from kiln.aws import AwsClients, make_clients
+from kiln.catalog.model import Revision, Tool
+from kiln.catalog.rules import RuleError, check_draft, check_name
+from kiln.catalog.snapshot import CatalogSnapshots
+from kiln.catalog.store import (
+    CatalogError,
+    CatalogStore,
+    NameMismatchError,
+    NameTakenError,
+    RevisionNotFoundError,
+    RevisionRequiredError,
+    StaleRevisionError,
+    ToolNotFoundError,
+)
+from kiln.protocol.backend import CallContext
+from kiln.runner import Runner, RunnerSettings
+from kiln.service import CatalogBackend
+from kiln.settings import Settings
+
+if TYPE_CHECKING:
+    from kiln.protocol import McpEndpoint
+
+log = logging.getLogger("kiln.app")
+T = TypeVar("T")
+Role = Literal["all", "public", "admin"]
+
+# One table maps every refusal to its HTTP status and a stable error code.
+ERRORS: dict[type[Exception], tuple[int, str]] = {
+    RuleError: (422, "invalid_tool"),
+    NameMismatchError: (422, "name_mismatch"),
+    NameTakenError: (409, "name_taken"),
+    ToolNotFoundError: (404, "not_found"),
+    RevisionNotFoundError: (404, "not_found"),
+    StaleRevisionError: (412, "stale_revision"),
+    RevisionRequiredError: (428, "revision_required"),
+}
+
+
+class ApiError(Exception):
+    def __init__(self, status: int, code: str, message: str, **extra: Any) -> None:
+        super().__init__(message)
+        self.status, self.code, self.extra = status, code, extra
+
+
+@dataclass
+class Kiln:
+    """Everything a running app holds; made once per process."""
+
+    settings: Settings
+    clients: AwsClients
+    store: CatalogStore
+    snapshots: CatalogSnapshots
+    runner: Runner
+    backend: CatalogBackend
+
+    @cached_property
+    def endpoint(self) -> McpEndpoint:
+        """The MCP endpoint, built on first use (a REST-only function never pays for it)."""
+        from kiln.protocol import McpEndpoint, ProtocolSettings
+
+        return McpEndpoint(
+            self.backend,
+            ProtocolSettings(
+                server_version=kiln.__version__,
+                instructions=self.settings.instructions,
+                max_body_bytes=self.settings.max_body_bytes,
+                allowed_origins=self.settings.allowed_origins,
+                loopback_bind=self.settings.loopback_bind,
+            ),
+        )
+
+
+def build_kiln(settings: Settings, *, clients: AwsClients | None = None) -> Kiln:
+    clients = clients or make_clients(
+        endpoint_url=settings.endpoint_url, region=settings.region, profile=settings.profile
+    )
+    store = CatalogStore(clients.dynamodb, clients.s3, table=settings.table, bucket=settings.bucket)
+    snapshots = CatalogSnapshots(store)
+    runner = Runner(
+        RunnerSettings(
+            max_concurrent_runs=settings.max_concurrent_runs,
+            max_queue=settings.max_run_queue,
+            max_timeout_s=settings.max_timeout_s,
+            node_binary=Path(settings.node_binary) if settings.node_binary else None,
+        )
+    )
+    backend = CatalogBackend(snapshots, runner)
+    return Kiln(settings, clients, store, snapshots, runner, backend)
+
+
+def time_left_s(request: Request, settings: Settings) -> float:
+    """Seconds left to answer: from the Lambda context when Mangum gives one, else a budget."""
+    context = request.scope.get("aws.context")
+    if context is not None and hasattr(context, "get_remaining_time_in_millis"):
+        return float(context.get_remaining_time_in_millis()) / 1000.0
+    return settings.local_time_budget_s
+
+
+async def read_capped(request: Request, cap: int) -> bytes:
+    """The request body, or its first cap+1 bytes: enough to tell that it is too large."""
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        chunks.append(chunk)
+        size += len(chunk)
+        if size > cap:
+            break
+    return b"".join(chunks)
+
+
+def tool_json(tool: Tool, *, code: str | None = None) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "id": tool.id,
+        "name": tool.name,
+        "enabled": tool.enabled,
+        "revision": tool.head.number,
+        **revision_fields(tool.head),
+        "created_at": tool.created_at,
+        "updated_at": tool.updated_at,
+    }
+    if tool.deleted:
+        body["deleted"] = True
+    if code is not None:
+        body["code"] = code
+    return body
+
+
+def revision_fields(revision: Revision) -> dict[str, Any]:
+    return {
+        "title": revision.title,
+        "description": revision.description,
+        "language": revision.language,
+        "requirements": list(revision.requirements),
+        "input_schema": revision.input_schema,
+        "output_schema": revision.output_schema,
+        "annotations": revision.annotations,
+        "timeout_seconds": revision.timeout_seconds,
+        "bundle_id": revision.bundle_id,
+    }
+
+
+def revision_json(revision: Revision, *, code: str | None = None) -> dict[str, Any]:
+    body = {
+        "revision": revision.number,
+        **revision_fields(revision),
+        "created_at": revision.created_at,
+        "created_by": revision.created_by,
+        "restored_from": revision.restored_from,
+    }
+    if code is not None:
+        body["code"] = code
+    return body
+
+
+def etag(tool: Tool) -> str:
+    return f'"{tool.head.number}"'
+
+
+def parse_if_match(value: str | None) -> int | None:
+    """The revision number in If-Match: `"3"`, `3` or `W/"3"`; refuses anything else."""
+    if value is None or not value.strip():
+        return None
+    text = value.strip().removeprefix("W/").strip('"')
+    if not text.isdigit():
+        raise ApiError(
+            400,
+            "bad_if_match",
+            'If-Match: must be the revision number you read, as its ETag gives it (e.g. "3")',
+        )
+    return int(text)
+
+
+def create_app(
+    settings: Settings,
+    *,
+    clients: AwsClients | None = None,
+    role: Role = "all",
+    kiln_parts: Kiln | None = None,
+) -> FastAPI:
+    """The app; `role` picks what one Lambda function serves ("public": /mcp only)."""
+    parts = kiln_parts or build_kiln(settings, clients=clients)
+    app = FastAPI(
+        title="Kiln",
+        version=kiln.__version__,
+        docs_url=None if role == "public" else "/api/docs",
+        redoc_url=None,
+        openapi_url=None if role == "public" else "/api/openapi.json",
+    )
+    app.state.kiln = parts
+
+    @app.exception_handler(ApiError)
+    async def api_error(_: Request, error: ApiError) -> JSONResponse:
+        body = {"error": {"code": error.code, "message": str(error), **error.extra}}
+        return JSONResponse(body, status_code=error.status)
+
+    @app.exception_handler(CatalogError)
+    @app.exception_handler(RuleError)
+    async def catalog_error(_: Request, error: Exception) -> JSONResponse:
+        status, code = ERRORS.get(type(error), (400, "bad_request"))
+        body: dict[str, Any] = {"code": code, "message": str(error)}
+        if isinstance(error, RuleError):
+            body["violations"] = [
+                {"field": v.field, "rule": v.rule, "message": v.message} for v in error.violations
+            ]
+        if isinstance(error, StaleRevisionError):
+            body["current_revision"] = error.current
+        return JSONResponse({"error": body}, status_code=status)
+
+    if role in ("all", "public"):
+        _mount_mcp(app, parts, "/mcp")
+    if role in ("all", "admin"):
+        _mount_rest(app, parts)
+    return app
+
+
+def _mount_mcp(app: FastAPI, parts: Kiln, path: str) -> None:
+    methods = ["GET", "POST", "DELETE", "PUT", "PATCH", "OPTIONS"]
+
+    @app.api_route(path, methods=methods, include_in_schema=False)
+    async def mcp(request: Request) -> Response:
+        body = await read_capped(request, parts.settings.max_body_bytes)
+        headers = {name.lower(): value for name, value in request.headers.items()}
+        ctx = CallContext(time_left_s=time_left_s(request, parts.settings))
+        from kiln.protocol import HttpRequest
+
+        answer = await parts.endpoint.handle(HttpRequest(request.method, headers, body), ctx)
+        return Response(answer.body, status_code=answer.status, headers=answer.headers)
+
+
+def _mount_rest(app: FastAPI, parts: Kiln) -> None:
+    settings, store = parts.settings, parts.store
+
+    async def call(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        return await asyncio.to_thread(fn, *args, **kwargs)
+
+    def require_author(request: Request) -> str:
+        """The caller's name when it holds the author key; refuses everyone else."""
+        header = request.headers.get("authorization", "")
+        scheme, _, token = header.partition(" ")
+        expected = settings.author_key
+        if scheme.lower() != "bearer" or not token.strip():
+            raise ApiError(401, "unauthorized", "Authorization: send 'Bearer <author key>'")
+        if expected is None or not hmac.compare_digest(token.strip().encode(), expected.encode()):
+            raise ApiError(401, "unauthorized", "Authorization: the key is not an author key")
+        return "author"
+
+    async def json_body(request: Request) -> Any:
+        raw = await read_capped(request, settings.max_body_bytes)
+        if len(raw) > settings.max_body_bytes:
+            raise ApiError(413, "too_large", f"body: larger than {settings.max_body_bytes} bytes")
+        try:
+            return json.loads(raw)
+        except (UnicodeDecodeError, json.JSONDecodeError) as error:
+            where = (
+                f" (line {error.lineno}, column {error.colno})"
+                if isinstance(error, json.JSONDecodeError)
+                else ""
+            )
+            raise ApiError(400, "bad_json", f"body: not valid JSON{where}") from None
+
+    def tagged(body: dict[str, Any], tool: Tool, status: int = 200) -> JSONResponse:
+        return JSONResponse(body, status_code=status, headers={"ETag": etag(tool)})
+
+    @app.get("/api/health")
+    async def health() -> dict[str, Any]:
+        return {"ok": True, "version": kiln.__version__}
+
+    @app.get("/api/tools")
+    async def list_tools(include_deleted: bool = False) -> dict[str, Any]:
+        tools = await call(store.list_tools, include_deleted=include_deleted)
+        tools.sort(key=lambda t: t.name)
+        return {"tools": [tool_json(t) for t in tools]}
+
+    @app.post("/api/tools", status_code=201)
+    async def create_tool(request: Request) -> JSONResponse:
+        actor = require_author(request)
+        draft = check_draft(await json_body(request))
+        tool = await call(store.create, draft, actor=actor)
+        response = tagged(tool_json(tool), tool, 201)
+        response.headers["Location"] = f"/api/tools/{tool.name}"
+        return response
+
+    @app.get("/api/tools/{ref}")
+    async def get_tool(ref: str, request: Request) -> JSONResponse:
+        require_author(request)
+        tool = await call(store.get, ref)
+        code = await call(store.code, tool.head)
+        return tagged(tool_json(tool, code=code), tool)
+
+    @app.put("/api/tools/{ref}")
+    async def replace_tool(ref: str, request: Request) -> JSONResponse:
+        actor = require_author(request)
+        expected = parse_if_match(request.headers.get("if-match"))
+        payload = await json_body(request)
+        draft = check_draft(payload)
+        tool = await call(store.update, ref, draft, expected_revision=expected, actor=actor)
+        return tagged(tool_json(tool), tool)
+
+    @app.get("/api/tools/{ref}/revisions")
+    async def list_revisions(ref: str, request: Request) -> dict[str, Any]:
+        require_author(request)
+        revisions = await call(store.revisions, ref)
+        return {"revisions": [revision_json(r) for r in revisions]}
+
+    @app.get("/api/tools/{ref}/revisions/{number}")
+    async def get_revision(ref: str, number: int, request: Request) -> dict[str, Any]:
+        require_author(request)
+        revision = await call(store.revision, ref, number)
+        return revision_json(revision, code=await call(store.code, revision))
+
+    @app.post("/api/tools/{ref}/revisions/{number}/restore")
+    async def restore_revision(ref: str, number: int, request: Request) -> JSONResponse:
+        actor = require_author(request)
+        expected = parse_if_match(request.headers.get("if-match"))
+        tool = await call(store.restore, ref, number, expected_revision=expected, actor=actor)
+        return tagged(tool_json(tool), tool)
+
+    @app.post("/api/tools/{ref}/enable")
+    async def enable_tool(ref: str, request: Request) -> JSONResponse:
+        actor = require_author(request)
+        tool = await call(store.set_enabled, ref, True, actor=actor)
+        return tagged(tool_json(tool), tool)
+
+    @app.post("/api/tools/{ref}/disable")
+    async def disable_tool(ref: str, request: Request) -> JSONResponse:
+        actor = require_author(request)
+        tool = await call(store.set_enabled, ref, False, actor=actor)
+        return tagged(tool_json(tool), tool)
+
+    @app.post("/api/tools/{ref}/rename")
+    async def rename_tool(ref: str, request: Request) -> JSONResponse:
+        actor = require_author(request)
+        payload = await json_body(request)
+        new_name = payload.get("name") if isinstance(payload, dict) else None
+        if not isinstance(new_name, str):
+            raise ApiError(422, "invalid_tool", 'name: required; send {"name": "<new name>"}')
+        check_name(new_name)
+        tool = await call(store.rename, ref, new_name, actor=actor)
+        response = tagged(tool_json(tool), tool)
+        response.headers["Location"] = f"/api/tools/{tool.name}"
+        return response
+
+    @app.delete("/api/tools/{ref}")
+    async def delete_tool(ref: str, request: Request) -> JSONResponse:
+        actor = require_author(request)
+        tool = await call(store.delete, ref, actor=actor)
+        return JSONResponse(tool_json(tool))
+
+    @app.post("/api/tools/{ref}/run")
+    async def run_tool(ref: str, request: Request) -> dict[str, Any]:
+        """Run a tool as an author test run: stdout, stderr, exit and timing, separately."""
+        require_author(request)
+        payload = await json_body(request)
+        arguments = payload.get("arguments", {}) if isinstance(payload, dict) else None
+        if not isinstance(arguments, dict):
+            raise ApiError(422, "invalid_arguments", "arguments: must be a JSON object")
+        tool = await call(store.get, ref)
+        outcome, result = await parts.backend.execute(
+            tool, arguments, time_left_s=time_left_s(request, settings)
+        )
+        if result is None:
+            return {"ok": False, "error": outcome.text, "text": outcome.text}
+        return {
+            "ok": not result.failed,
+            "stdout": result.stdout,
+            "stderr": result.stderr,
+            "exit_code": result.exit_code,
+            "timed_out": result.timed_out,
+            "duration_ms": round(result.duration_s * 1000, 1),
+            "applied_timeout_s": result.applied_timeout_s,
+            "stdout_truncated": result.stdout_truncated,
+            "stderr_truncated": result.stderr_truncated,
+            "text": outcome.text,
+        }

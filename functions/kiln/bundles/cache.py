@@ -1,0 +1,331 @@
+"""Ready bundles, downloaded once per process and unpacked once per machine under /tmp.
+
+Layout under `root` (default `<tmp>/kiln-bundles`):
+
+    <id>/              a complete bundle; it appears only by an atomic rename
+    .tmp/              downloads and half-unpacked folders, never used by a run
+    .locks/<id>.lock   flock: exclusive while unpacking or evicting, shared while in use
+    .trash/            evicted bundles on their way out
+
+Ten threads (or processes) asking for the same new bundle at once unpack it once: a per-bundle
+threading lock inside the process, and the bundle's flock across processes. After the first
+call a process answers from memory: no S3 or DynamoDB request, one `stat`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import os
+import shutil
+import stat
+import tempfile
+import threading
+import uuid
+import zipfile
+from collections import OrderedDict
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path, PurePosixPath
+
+from kiln.bundles.store import BundleRecord, BundleStore, parse_iso
+
+DEFAULT_BUDGET_BYTES = 300 * 1024 * 1024  # leaves room in Lambda's default 512 MB /tmp
+SIZE_FILE = ".kiln-size"
+_CHUNK = 1024 * 1024
+
+
+class BundleError(Exception):
+    """A bundle a call needs cannot be used; the message says what to do about it."""
+
+
+class BundleNotReadyError(BundleError):
+    """The bundle is pending, building or failed (or unknown)."""
+
+    def __init__(self, message: str, *, bundle_id: str, status: str | None) -> None:
+        super().__init__(message)
+        self.bundle_id = bundle_id
+        self.status = status
+
+
+class BundleFetchError(BundleError):
+    """The bundle is ready but its files could not be downloaded or unpacked."""
+
+
+def not_ready_message(record: BundleRecord | None, bundle_id: str) -> str:
+    """What a caller reads when a tool's packages cannot be used yet."""
+    if record is None:
+        return (
+            f"This tool's packages (bundle {bundle_id}) are not in the catalog; save the tool "
+            "again to rebuild them."
+        )
+    if record.status == "failed":
+        return (
+            f"This tool cannot run: its packages ({', '.join(record.requirements)}) failed to "
+            f"build: {record.error or 'no reason recorded'}. Fix the requirements and save the "
+            f"tool again, or retry the build (kiln bundles retry {record.id})."
+        )
+    if record.status == "building":
+        since = record.started_at or record.updated_at
+        return (
+            f"This tool's packages ({', '.join(record.requirements)}) are being built, since "
+            f"{since} ({_age(since)}); try again in a moment."
+        )
+    return (
+        f"This tool's packages ({', '.join(record.requirements)}) are queued to be built, "
+        f"since {record.created_at if record.attempts == 0 else record.updated_at} "
+        f"({_age(record.updated_at)}); try again in a moment."
+    )
+
+
+def _age(stamp: str) -> str:
+    seconds = max(0, int((datetime.now(UTC) - parse_iso(stamp)).total_seconds()))
+    return f"{seconds} s ago" if seconds < 120 else f"{seconds // 60} min ago"
+
+
+class BundleCache:
+    """Maps a ready bundle id to a folder to put on PYTHONPATH / NODE_PATH."""
+
+    def __init__(
+        self,
+        store: BundleStore,
+        *,
+        root: Path | None = None,
+        budget_bytes: int = DEFAULT_BUDGET_BYTES,
+    ) -> None:
+        self.store = store
+        self.root = root or Path(tempfile.gettempdir()) / "kiln-bundles"
+        self.budget_bytes = budget_bytes
+        self.downloads = 0  # S3 downloads this process made
+        self.unpacks = 0  # bundles this process unpacked
+        self.evictions = 0
+        self._known: OrderedDict[str, int] = OrderedDict()  # id -> unpacked bytes, LRU order
+        self._pins: dict[str, int] = {}
+        self._guard = threading.Lock()
+        self._id_locks: dict[str, threading.Lock] = {}
+        for sub in (".tmp", ".locks", ".trash"):
+            (self.root / sub).mkdir(parents=True, exist_ok=True)
+
+    # -- public ----------------------------------------------------------------------------
+
+    def path_for(self, bundle_id: str) -> Path:
+        """The bundle's folder, downloading and unpacking it on first use.
+
+        Raises BundleNotReadyError (pending, building, failed, unknown) or BundleFetchError.
+        Prefer `use()` around a run: a folder in use is never evicted.
+        """
+        path = self._warm(bundle_id)
+        return path if path is not None else self._fetch(bundle_id)
+
+    @contextlib.contextmanager
+    def use(self, bundle_id: str) -> Iterator[Path]:
+        """`path_for`, and the bundle stays pinned (never evicted) until the block ends."""
+        with self._guard:
+            self._pins[bundle_id] = self._pins.get(bundle_id, 0) + 1
+        try:
+            while True:
+                path = self.path_for(bundle_id)
+                with _flock(self._lock_path(bundle_id), fcntl.LOCK_SH):
+                    # Another process may have evicted it between the two steps.
+                    if path.is_dir():
+                        yield path
+                        return
+        finally:
+            with self._guard:
+                self._pins[bundle_id] -= 1
+                if not self._pins[bundle_id]:
+                    del self._pins[bundle_id]
+
+    def cached_ids(self) -> list[str]:
+        """Bundles unpacked under root, least recently used first."""
+        return [entry.name for entry in self._entries()]
+
+    def used_bytes(self) -> int:
+        return sum(_size_of(entry) for entry in self._entries())
+
+    # -- internals -------------------------------------------------------------------------
+
+    def _warm(self, bundle_id: str) -> Path | None:
+        with self._guard:
+            if bundle_id not in self._known:
+                return None
+            self._known.move_to_end(bundle_id)
+        path = self.root / bundle_id
+        try:
+            os.utime(path)  # cross-process recency for eviction; also proves it exists
+        except FileNotFoundError:
+            with self._guard:
+                self._known.pop(bundle_id, None)
+            return None
+        return path
+
+    def _id_lock(self, bundle_id: str) -> threading.Lock:
+        with self._guard:
+            return self._id_locks.setdefault(bundle_id, threading.Lock())
+
+    def _lock_path(self, bundle_id: str) -> Path:
+        return self.root / ".locks" / f"{bundle_id}.lock"
+
+    def _fetch(self, bundle_id: str) -> Path:
+        _check_id(bundle_id)
+        with self._id_lock(bundle_id):
+            warm = self._warm(bundle_id)
+            if warm is not None:
+                return warm
+            with _flock(self._lock_path(bundle_id), fcntl.LOCK_EX):
+                final = self.root / bundle_id
+                if final.is_dir():  # another process unpacked it
+                    self._remember(bundle_id, _size_of(final))
+                    os.utime(final)
+                    return final
+                record = self.store.get(bundle_id)
+                if record is None or record.status != "ready":
+                    raise BundleNotReadyError(
+                        not_ready_message(record, bundle_id),
+                        bundle_id=bundle_id,
+                        status=None if record is None else record.status,
+                    )
+                self._make_room((record.unpacked_size or 0) + (record.size or 0), keep=bundle_id)
+                size = self._download_and_unpack(record, final)
+                self._remember(bundle_id, size)
+        self._make_room(0, keep=bundle_id)
+        return final
+
+    def _remember(self, bundle_id: str, size: int) -> None:
+        with self._guard:
+            self._known[bundle_id] = size
+            self._known.move_to_end(bundle_id)
+
+    def _download_and_unpack(self, record: BundleRecord, final: Path) -> int:
+        tmp = self.root / ".tmp"
+        for leftover in tmp.glob(f"{record.id}.*"):  # from a process that died mid-unpack
+            _remove(leftover)
+        stem = tmp / f"{record.id}.{os.getpid()}.{uuid.uuid4().hex[:8]}"
+        zip_path, unpack_dir = stem.with_suffix(".zip"), stem.with_suffix(".dir")
+        try:
+            self._download(record, zip_path)
+            size = _unpack(zip_path, unpack_dir)
+            (unpack_dir / SIZE_FILE).write_text(str(size))
+            os.rename(unpack_dir, final)  # the one step that makes a bundle visible
+            self.unpacks += 1
+            return size
+        finally:
+            _remove(zip_path)
+            _remove(unpack_dir)
+
+    def _download(self, record: BundleRecord, zip_path: Path) -> None:
+        self.downloads += 1
+        digest = hashlib.sha256()
+        received = 0
+        try:
+            response = self.store.s3.get_object(Bucket=self.store.bucket, Key=record.zip_key)
+            body = response["Body"]
+            with zip_path.open("wb") as sink:
+                for chunk in iter(lambda: body.read(_CHUNK), b""):
+                    digest.update(chunk)
+                    received += len(chunk)
+                    sink.write(chunk)
+        except Exception as exc:
+            raise BundleFetchError(
+                f"This tool's packages (bundle {record.id}) could not be downloaded "
+                f"({type(exc).__name__}: {exc}); try again."
+            ) from exc
+        if record.sha256 and digest.hexdigest() != record.sha256:
+            raise BundleFetchError(
+                f"This tool's packages (bundle {record.id}) arrived damaged ({received} of "
+                f"{record.size} bytes, hash mismatch); nothing was unpacked; try again."
+            )
+
+    def _entries(self) -> list[Path]:
+        entries = [e for e in self.root.iterdir() if not e.name.startswith(".") and e.is_dir()]
+        return sorted(entries, key=lambda e: e.stat().st_mtime)
+
+    def _make_room(self, needed: int, *, keep: str) -> None:
+        """Evict least recently used bundles, never one in use, until `needed` more fits."""
+        entries = [(e, _size_of(e)) for e in self._entries()]
+        total = sum(size for _, size in entries)
+        for entry, size in entries:
+            if total + needed <= self.budget_bytes:
+                return
+            if entry.name == keep:
+                continue
+            with self._guard:
+                if self._pins.get(entry.name):
+                    continue
+            if self._evict(entry):
+                total -= size
+
+    def _evict(self, entry: Path) -> bool:
+        with _flock(self._lock_path(entry.name), fcntl.LOCK_EX | fcntl.LOCK_NB) as locked:
+            if not locked or not entry.is_dir():
+                return False
+            trash = self.root / ".trash" / f"{entry.name}.{uuid.uuid4().hex[:8]}"
+            os.rename(entry, trash)
+            with self._guard:
+                self._known.pop(entry.name, None)
+        shutil.rmtree(trash, ignore_errors=True)
+        self.evictions += 1
+        return True
+
+
+@contextlib.contextmanager
+def _flock(path: Path, operation: int) -> Iterator[bool]:
+    """Hold an flock on `path`; yields False when a non-blocking lock is taken elsewhere."""
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        try:
+            fcntl.flock(fd, operation)
+        except BlockingIOError:
+            yield False
+            return
+        try:
+            yield True
+        finally:
+            fcntl.flock(fd, fcntl.LOCK_UN)
+    finally:
+        os.close(fd)
+
+
+def _unpack(zip_path: Path, into: Path) -> int:
+    """Unpack safely (no absolute paths, no `..`), keeping executable bits; returns bytes."""
+    into.mkdir()
+    total = 0
+    with zipfile.ZipFile(zip_path) as archive:
+        for info in archive.infolist():
+            name = PurePosixPath(info.filename)
+            if name.is_absolute() or ".." in name.parts or not name.parts:
+                raise BundleFetchError(f"bundle zip has an unsafe entry {info.filename!r}")
+            destination = into.joinpath(*name.parts)
+            if info.is_dir():
+                destination.mkdir(parents=True, exist_ok=True)
+                continue
+            destination.parent.mkdir(parents=True, exist_ok=True)
+            with archive.open(info) as source, destination.open("wb") as sink:
+                shutil.copyfileobj(source, sink, _CHUNK)
+            if (info.external_attr >> 16) & stat.S_IXUSR:
+                destination.chmod(0o755)
+            total += info.file_size
+    return total
+
+
+def _size_of(entry: Path) -> int:
+    try:
+        return int((entry / SIZE_FILE).read_text())
+    except (OSError, ValueError):
+        return sum(p.stat().st_size for p in entry.rglob("*") if p.is_file())
+
+
+def _remove(path: Path) -> None:
+    if path.is_dir():
+        shutil.rmtree(path, ignore_errors=True)
+    else:
+        with contextlib.suppress(FileNotFoundError):
+            path.unlink()
+
+
+def _check_id(bundle_id: str) -> None:
+    if not bundle_id or not all(c in "0123456789abcdef" for c in bundle_id):
+        raise BundleNotReadyError(
+            f"{bundle_id!r} is not a bundle id", bundle_id=bundle_id, status=None
+        )

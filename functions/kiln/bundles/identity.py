@@ -1,0 +1,175 @@
+"""A bundle's identity: what it is built for, and the hash that names it.
+
+Targets name where a bundle's files will be imported:
+
+| target                      | who uses it                                     |
+| --------------------------- | ----------------------------------------------- |
+| `local-python3.11-x86_64`   | `kiln dev` on this machine (its own interpreter) |
+| `lambda-python3.13-x86_64`  | the Lambda functions (manylinux wheels only)     |
+| `lambda-python3.13-arm64`   | the same on Graviton                             |
+| `node20-x86_64`             | Node tools (pure-JS packages, install scripts off) |
+
+The Python target in force comes from `KILN_BUNDLE_TARGET` (set on the Lambda functions by
+the template); without it, the local interpreter's own target. The Node target comes from
+`KILN_NODE_BUNDLE_TARGET`, else `node20-<arch>`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import platform
+import re
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.utils import canonicalize_name
+
+LANGUAGES = ("python", "node")
+
+# Bump when the build recipe changes in a way that changes a bundle's files for the same
+# requirements; old bundles then stay untouched and new ids are built.
+RECIPE_VERSION = 1
+
+_TARGET_RE = re.compile(
+    r"^(?:(?P<kind>local|lambda)-python(?P<py>3\.\d{1,2})|node(?P<node>\d{2}))-(?P<arch>x86_64|arm64)$"
+)
+_NODE_NAME_RE = re.compile(r"^(?:@[a-z0-9][a-z0-9._~-]*/)?[a-z0-9][a-z0-9._~-]*$")
+
+
+class RequirementError(ValueError):
+    """A requirement or target that a bundle cannot be built from."""
+
+
+@dataclass(frozen=True)
+class Target:
+    """A parsed target name."""
+
+    name: str
+    language: str  # "python" | "node"
+    kind: str  # "local" | "lambda" | "node"
+    arch: str  # "x86_64" | "arm64"
+    python_version: str | None = None  # "3.13" for Python targets
+    node_major: int | None = None
+
+    @property
+    def is_lambda(self) -> bool:
+        return self.kind == "lambda"
+
+    @property
+    def manylinux_platforms(self) -> tuple[str, ...]:
+        """pip `--platform` tags for a Lambda target (Amazon Linux 2023: glibc 2.34)."""
+        machine = "x86_64" if self.arch == "x86_64" else "aarch64"
+        return (f"manylinux2014_{machine}", f"manylinux_2_28_{machine}")
+
+
+def parse_target(name: str) -> Target:
+    """Parse a target name; raises RequirementError naming the accepted forms."""
+    match = _TARGET_RE.match(name)
+    if match is None:
+        raise RequirementError(
+            f"bundle target {name!r} is not one Kiln knows: use local-python3.X-ARCH, "
+            "lambda-python3.X-ARCH or nodeNN-ARCH, with ARCH x86_64 or arm64 "
+            "(for example lambda-python3.13-x86_64)"
+        )
+    arch = match["arch"]
+    if match["node"]:
+        return Target(name, "node", "node", arch, node_major=int(match["node"]))
+    return Target(name, "python", match["kind"], arch, python_version=match["py"])
+
+
+def machine_arch() -> str:
+    machine = platform.machine().lower()
+    return "arm64" if machine in ("aarch64", "arm64") else "x86_64"
+
+
+def default_target(language: str) -> str:
+    """The target bundles are built for and fetched by in this process."""
+    if language == "python":
+        configured = os.environ.get("KILN_BUNDLE_TARGET", "").strip()
+        if configured:
+            parse_target(configured)
+            return configured
+        return f"local-python{sys.version_info.major}.{sys.version_info.minor}-{machine_arch()}"
+    if language == "node":
+        configured = os.environ.get("KILN_NODE_BUNDLE_TARGET", "").strip()
+        if configured:
+            parse_target(configured)
+            return configured
+        return f"node20-{machine_arch()}"
+    raise RequirementError(f"language must be one of {', '.join(LANGUAGES)}")
+
+
+def normalise_requirement(language: str, requirement: str) -> str:
+    """One requirement in canonical form, so that spelling never changes a bundle's id."""
+    text = requirement.strip()
+    if not text:
+        raise RequirementError("requirements: an entry is empty")
+    if language == "python":
+        try:
+            parsed = Requirement(text)
+        except InvalidRequirement as exc:
+            raise RequirementError(
+                f"requirements: {text!r} is not a valid pip requirement ({exc})"
+            ) from exc
+        if parsed.url:
+            raise RequirementError(
+                f"requirements: {parsed.name!r} points at a URL; "
+                "only packages from PyPI are allowed"
+            )
+        extras = (
+            f"[{','.join(sorted(canonicalize_name(e) for e in parsed.extras))}]"
+            if parsed.extras
+            else ""
+        )
+        specs = ",".join(sorted(str(s) for s in parsed.specifier))
+        marker = f"; {parsed.marker}" if parsed.marker else ""
+        return f"{canonicalize_name(parsed.name)}{extras}{specs}{marker}"
+    if language == "node":
+        name, spec = split_node_requirement(text)
+        return f"{name}@{spec}" if spec else name
+    raise RequirementError(f"language must be one of {', '.join(LANGUAGES)}")
+
+
+def split_node_requirement(text: str) -> tuple[str, str]:
+    """`lodash@4.17.21` -> ("lodash", "4.17.21"); `@scope/pkg@^1` -> ("@scope/pkg", "^1")."""
+    at = text.find("@", 1)
+    name, spec = (text[:at], text[at + 1 :]) if at > 0 else (text, "")
+    name, spec = name.strip().lower(), spec.strip()
+    if not _NODE_NAME_RE.match(name):
+        raise RequirementError(f"requirements: {text!r} is not a valid npm package name")
+    if any(spec.startswith(p) for p in ("file:", "git", "http:", "https:", "link:", "/", ".")):
+        raise RequirementError(
+            f"requirements: {name!r} points outside the npm registry; "
+            "only registry versions are allowed"
+        )
+    return name, spec
+
+
+def normalise_requirements(language: str, requirements: Sequence[str]) -> tuple[str, ...]:
+    """Sorted, de-duplicated canonical requirements."""
+    return tuple(sorted({normalise_requirement(language, r) for r in requirements}))
+
+
+def bundle_id(language: str, target: str, requirements: Sequence[str]) -> str | None:
+    """The content-address of a bundle; None when there is nothing to install."""
+    normalised = normalise_requirements(language, requirements)
+    if not normalised:
+        return None
+    parsed = parse_target(target)
+    if parsed.language != language:
+        raise RequirementError(f"bundle target {target!r} is not a {language} target")
+    canonical = json.dumps(
+        {
+            "recipe": RECIPE_VERSION,
+            "language": language,
+            "target": target,
+            "requirements": normalised,
+        },
+        sort_keys=True,
+        separators=(",", ":"),
+    )
+    return hashlib.sha256(canonical.encode()).hexdigest()[:32]

@@ -1,0 +1,227 @@
+"""Who builds a bundle, and when: never inside a request.
+
+`kiln dev` runs a LocalBuildWorker (background threads in the same process); in AWS the
+admin function hands bundle ids to the builder function with an asynchronous invoke, and
+the builder runs `handle_build_event`. Both end in `run_build`, the one place that moves a
+bundle through pending -> building -> ready | failed and publishes its files.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import queue
+import shutil
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any, Protocol
+
+from kiln.bundles.build import BuildError, Progress, build_bundle
+from kiln.bundles.store import (
+    BundleRecord,
+    BundleStateError,
+    BundleStore,
+    log_key,
+    manifest_key,
+    zip_key,
+)
+
+logger = logging.getLogger(__name__)
+
+UploadProgress = Callable[[int], None]
+
+
+class BuildScheduler(Protocol):
+    def schedule(self, bundle_id: str) -> None: ...
+
+
+def request_bundle(
+    store: BundleStore,
+    scheduler: BuildScheduler,
+    language: str,
+    target: str,
+    requirements: Sequence[str],
+) -> BundleRecord | None:
+    """What a catalog save calls: record the bundle if new and start its build if pending."""
+    record = store.ensure(language, target, requirements)
+    if record is not None and record.status == "pending":
+        scheduler.schedule(record.id)
+    return record
+
+
+def run_build(
+    store: BundleStore,
+    bundle_id: str,
+    *,
+    workdir: Path | None = None,
+    progress: Progress | None = None,
+    upload_progress: UploadProgress | None = None,
+) -> BundleRecord:
+    """Build and publish one pending bundle. A bundle not pending is returned as it is."""
+    try:
+        record = store.mark_building(bundle_id)
+    except BundleStateError:
+        current = store.get(bundle_id)
+        if current is None:
+            raise
+        return current
+    scratch = Path(tempfile.mkdtemp(prefix=f"kiln-build-{bundle_id[:8]}-", dir=workdir))
+    try:
+        try:
+            output = build_bundle(record, workdir=scratch, progress=progress)
+        except BuildError as exc:
+            _put_text(store, log_key(bundle_id), exc.log)
+            return store.mark_failed(bundle_id, exc.reason, log_key(bundle_id))
+        except Exception as exc:  # the builder's own bug must still end the build
+            logger.exception("bundle %s: build crashed", bundle_id)
+            reason = f"the builder crashed: {type(exc).__name__}: {exc}"
+            _put_text(store, log_key(bundle_id), reason + "\n")
+            return store.mark_failed(bundle_id, reason, log_key(bundle_id))
+        if progress:
+            progress(f"uploading {output.manifest['zip_size'] / 2**20:.1f} MB")
+        store.s3.upload_file(
+            str(output.zip_path),
+            store.bucket,
+            zip_key(bundle_id),
+            ExtraArgs={"ContentType": "application/zip"},
+            Callback=upload_progress,
+        )
+        store.s3.put_object(
+            Bucket=store.bucket,
+            Key=manifest_key(bundle_id),
+            Body=json.dumps(output.manifest, indent=2).encode(),
+            ContentType="application/json",
+        )
+        _put_text(store, log_key(bundle_id), output.log)
+        return store.mark_ready(bundle_id, output.manifest)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _put_text(store: BundleStore, key: str, text: str) -> None:
+    store.s3.put_object(
+        Bucket=store.bucket, Key=key, Body=text.encode(), ContentType="text/plain; charset=utf-8"
+    )
+
+
+class LocalBuildWorker:
+    """Builds scheduled bundles on background threads (kiln dev, tests)."""
+
+    def __init__(
+        self, store: BundleStore, *, threads: int = 1, workdir: Path | None = None
+    ) -> None:
+        self.store = store
+        self.workdir = workdir
+        self.builds_started = 0  # builds this worker ran (counted for tests and logs)
+        self._threads_wanted = threads
+        self._queue: queue.Queue[str | None] = queue.Queue()
+        self._queued: set[str] = set()
+        self._active = 0
+        self._lock = threading.Lock()
+        self._idle = threading.Condition(self._lock)
+        self._threads: list[threading.Thread] = []
+
+    def start(self) -> LocalBuildWorker:
+        with self._lock:
+            if self._threads:
+                return self
+            for number in range(self._threads_wanted):
+                thread = threading.Thread(
+                    target=self._loop, name=f"kiln-bundle-builder-{number}", daemon=True
+                )
+                thread.start()
+                self._threads.append(thread)
+        return self
+
+    def stop(self, timeout: float = 30.0) -> None:
+        """Finish the build in hand, drop the queue, and join the threads."""
+        with self._lock:
+            threads, self._threads = self._threads, []
+            self._queued.clear()
+        for _ in threads:
+            self._queue.put(None)
+        for thread in threads:
+            thread.join(timeout)
+
+    def schedule(self, bundle_id: str) -> None:
+        with self._lock:
+            if bundle_id in self._queued:
+                return
+            self._queued.add(bundle_id)
+        self._queue.put(bundle_id)
+
+    def wait_idle(self, timeout: float) -> bool:
+        """Wait until nothing is queued or building; False at the deadline."""
+        deadline = time.monotonic() + timeout
+        with self._idle:
+            while self._queued or self._active:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                self._idle.wait(left)
+        return True
+
+    def _loop(self) -> None:
+        while True:
+            bundle_id = self._queue.get()
+            if bundle_id is None:
+                return
+            with self._lock:
+                if bundle_id not in self._queued:  # dropped by stop()
+                    continue
+                self._active += 1
+            try:
+                record = self.store.get(bundle_id)
+                if record is not None and record.status == "pending":
+                    with self._lock:
+                        self.builds_started += 1
+                    result = run_build(self.store, bundle_id, workdir=self.workdir)
+                    logger.info("bundle %s: %s", bundle_id, result.status)
+            except Exception:
+                logger.exception("bundle %s: build did not finish", bundle_id)
+            finally:
+                with self._idle:
+                    self._active -= 1
+                    self._queued.discard(bundle_id)
+                    self._idle.notify_all()
+
+
+class LambdaBuildScheduler:
+    """Hands a bundle id to the builder function with an asynchronous invoke."""
+
+    def __init__(self, lambda_client: Any, function_name: str) -> None:
+        self.lambda_client = lambda_client
+        self.function_name = function_name
+
+    def schedule(self, bundle_id: str) -> None:
+        self.lambda_client.invoke(
+            FunctionName=self.function_name,
+            InvocationType="Event",
+            Payload=json.dumps({"bundle_id": bundle_id}).encode(),
+        )
+
+
+def handle_build_event(
+    event: Mapping[str, Any],
+    context: Any,
+    *,
+    store: BundleStore,
+    workdir: Path | None = None,
+) -> dict[str, Any]:
+    """The builder function's work: build the bundle(s) named in the event.
+
+    Accepts `{"bundle_id": ID}` or `{"bundle_ids": [ID, ...]}`; answers each bundle's status.
+    """
+    ids = list(event.get("bundle_ids") or [])
+    if event.get("bundle_id"):
+        ids.append(event["bundle_id"])
+    if not ids or not all(isinstance(i, str) and i for i in ids):
+        raise ValueError('the builder needs {"bundle_id": "<id>"} or {"bundle_ids": [...]}')
+    results = {}
+    for bundle_id in ids:
+        record = run_build(store, bundle_id, workdir=workdir)
+        results[bundle_id] = {"status": record.status, "error": record.error}
+    return {"bundles": results}

@@ -1,0 +1,505 @@
+"""The catalog in DynamoDB (metadata, revisions) and S3 (code). boto3 clients are passed in.
+
+Items in the single table (string keys `pk`, `sk`):
+
+| pk                  | sk            | what                                                  |
+| ------------------- | ------------- | ----------------------------------------------------- |
+| `CATALOG`           | `VERSION`     | `version`: bumped by every write, in the same transaction |
+| `TOOLS`             | `<tool id>`   | a tool's state and a copy of its head revision        |
+| `TOOL#<tool id>`    | `REV#<n:08d>` | one immutable revision                                |
+| `NAME#<lower name>` | `NAME`        | the claim that makes a name unique (case-insensitively) |
+
+Every write is one DynamoDB transaction whose conditions make it all-or-nothing: a taken
+name, a stale revision or a concurrent change cancels it and nothing is written. Code goes
+to S3 first under a content address (`code/<sha256>.<ext>`), so a cancelled write leaves at
+most an unreferenced object and never a half-written tool.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import uuid
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import asdict, replace
+from datetime import UTC, datetime
+from typing import Any, Protocol
+
+from botocore.exceptions import ClientError
+
+from kiln.catalog.model import Draft, Revision, Tool
+
+VERSION_KEY = {"pk": {"S": "CATALOG"}, "sk": {"S": "VERSION"}}
+CODE_EXTENSIONS = {"python": "py", "node": "js"}
+
+
+class CatalogError(Exception):
+    """Base of the catalog's refusals; the app maps each subclass to one HTTP status."""
+
+
+class ToolNotFoundError(CatalogError):
+    pass
+
+
+class RevisionNotFoundError(CatalogError):
+    pass
+
+
+class NameTakenError(CatalogError):
+    pass
+
+
+class StaleRevisionError(CatalogError):
+    def __init__(self, message: str, *, current: int) -> None:
+        super().__init__(message)
+        self.current = current
+
+
+class RevisionRequiredError(CatalogError):
+    pass
+
+
+class NameMismatchError(CatalogError):
+    pass
+
+
+class BundleHook(Protocol):
+    def prepare(self, language: str, requirements: tuple[str, ...]) -> str | None:
+        """Return the bundle id for these requirements, scheduling its build if it is new."""
+        ...
+
+
+def utc_now() -> str:
+    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def _s(value: str) -> dict[str, str]:
+    return {"S": value}
+
+
+def revision_to_json(revision: Revision) -> str:
+    return json.dumps(asdict(revision), separators=(",", ":"), sort_keys=True)
+
+
+def revision_from_json(text: str) -> Revision:
+    data = json.loads(text)
+    data["requirements"] = tuple(data["requirements"])
+    return Revision(**data)
+
+
+def _tool_from_item(item: Mapping[str, Any]) -> Tool:
+    return Tool(
+        id=item["sk"]["S"],
+        name=item["name"]["S"],
+        enabled=item["enabled"]["BOOL"],
+        head=revision_from_json(item["head"]["S"]),
+        created_at=item["created_at"]["S"],
+        updated_at=item["updated_at"]["S"],
+        deleted=item.get("deleted", {"BOOL": False})["BOOL"],
+    )
+
+
+def _cancel_codes(error: ClientError) -> list[str]:
+    reasons = error.response.get("CancellationReasons") or []
+    return [reason.get("Code", "None") for reason in reasons]
+
+
+class CatalogStore:
+    def __init__(
+        self,
+        dynamodb: Any,
+        s3: Any,
+        *,
+        table: str,
+        bucket: str,
+        bundles: BundleHook | None = None,
+        clock: Callable[[], str] = utc_now,
+    ) -> None:
+        self._ddb = dynamodb
+        self._s3 = s3
+        self.table = table
+        self.bucket = bucket
+        self._bundles = bundles
+        self._now = clock
+
+    def set_bundle_hook(self, bundles: BundleHook | None) -> None:
+        self._bundles = bundles
+
+    # -- reads -------------------------------------------------------------------------
+
+    def catalog_version(self) -> int:
+        """The catalog's version number: one strongly consistent read."""
+        item = self._ddb.get_item(TableName=self.table, Key=VERSION_KEY, ConsistentRead=True).get(
+            "Item"
+        )
+        return int(item["version"]["N"]) if item else 0
+
+    def list_tools(self, *, include_deleted: bool = False) -> list[Tool]:
+        tools = [_tool_from_item(item) for item in self._query("TOOLS")]
+        return [tool for tool in tools if include_deleted or not tool.deleted]
+
+    def get(self, ref: str) -> Tool:
+        """A live tool by exact name, or any tool (deleted too) by `id:<tool id>`."""
+        if ref.startswith("id:"):
+            tool = self._get_by_id(ref[3:])
+            if tool is None:
+                raise ToolNotFoundError(f"no tool has the id {ref[3:]!r}")
+            return tool
+        claim = self._ddb.get_item(
+            TableName=self.table,
+            Key={"pk": _s(f"NAME#{ref.lower()}"), "sk": _s("NAME")},
+            ConsistentRead=True,
+        ).get("Item")
+        tool = self._get_by_id(claim["tool_id"]["S"]) if claim else None
+        if tool is None or tool.deleted or tool.name != ref:
+            raise ToolNotFoundError(f"no tool is named {ref!r}")
+        return tool
+
+    def revisions(self, ref: str) -> list[Revision]:
+        tool = self.get(ref)
+        return [revision_from_json(item["rev"]["S"]) for item in self._query(f"TOOL#{tool.id}")]
+
+    def revision(self, ref: str, number: int) -> Revision:
+        tool = self.get(ref)
+        item = self._ddb.get_item(
+            TableName=self.table,
+            Key={"pk": _s(f"TOOL#{tool.id}"), "sk": _s(f"REV#{number:08d}")},
+            ConsistentRead=True,
+        ).get("Item")
+        if item is None:
+            raise RevisionNotFoundError(f"tool {tool.name!r} has no revision {number}")
+        return revision_from_json(item["rev"]["S"])
+
+    def code(self, revision: Revision) -> str:
+        body = self._s3.get_object(Bucket=self.bucket, Key=revision.code_key)["Body"].read()
+        return str(body.decode("utf-8"))
+
+    # -- writes ------------------------------------------------------------------------
+
+    def create(self, draft: Draft, *, actor: str = "") -> Tool:
+        """Create a tool; refused with NameTakenError if the name is in use (no race)."""
+        now = self._now()
+        tool_id = uuid.uuid4().hex
+        revision = self._new_revision(tool_id, 1, draft, actor=actor, now=now)
+        tool = Tool(tool_id, draft.name, draft.enabled, revision, now, now)
+        try:
+            self._transact(
+                [
+                    self._put_name(draft.name, tool_id),
+                    {
+                        "Put": {
+                            "TableName": self.table,
+                            "Item": self._tool_item(tool),
+                            "ConditionExpression": "attribute_not_exists(pk)",
+                        }
+                    },
+                    self._put_revision(revision),
+                ]
+            )
+        except ClientError as error:
+            if _cancel_codes(error)[:1] == ["ConditionalCheckFailed"]:
+                raise NameTakenError(f"name: a tool named {draft.name!r} already exists") from None
+            raise
+        return tool
+
+    def update(
+        self, ref: str, draft: Draft, *, expected_revision: int | None, actor: str = ""
+    ) -> Tool:
+        """Add a revision; `expected_revision` is the head the author read (If-Match)."""
+        if expected_revision is None:
+            raise RevisionRequiredError(
+                "If-Match: required; send the revision you read (its ETag) so that a change "
+                "made in the meantime is not overwritten"
+            )
+        current = self.get(ref)
+        if draft.name != current.name:
+            raise NameMismatchError(
+                f"name: the body names {draft.name!r} but the path names {current.name!r}; "
+                f"rename with POST /api/tools/{current.name}/rename"
+            )
+        self._check_head(current, expected_revision)
+        revision = self._new_revision(
+            current.id, expected_revision + 1, draft, actor=actor, now=self._now()
+        )
+        return self._commit_revision(current, revision, enabled=draft.enabled)
+
+    def restore(
+        self, ref: str, number: int, *, expected_revision: int | None, actor: str = ""
+    ) -> Tool:
+        """Make a new head revision that copies revision `number`."""
+        if expected_revision is None:
+            raise RevisionRequiredError("If-Match: required; send the revision you read (its ETag)")
+        current = self.get(ref)
+        old = self.revision(ref, number)
+        self._check_head(current, expected_revision)
+        revision = replace(
+            old,
+            number=expected_revision + 1,
+            created_at=self._now(),
+            created_by=actor,
+            restored_from=number,
+        )
+        return self._commit_revision(current, revision, enabled=current.enabled)
+
+    def set_enabled(self, ref: str, enabled: bool, *, actor: str = "") -> Tool:
+        tool = self.get(ref)
+        now = self._now()
+        self._transact(
+            [
+                {
+                    "Update": {
+                        "TableName": self.table,
+                        "Key": {"pk": _s("TOOLS"), "sk": _s(tool.id)},
+                        "UpdateExpression": "SET enabled = :e, updated_at = :now",
+                        "ConditionExpression": "#n = :name AND deleted = :false",
+                        "ExpressionAttributeNames": {"#n": "name"},
+                        "ExpressionAttributeValues": {
+                            ":e": {"BOOL": enabled},
+                            ":now": _s(now),
+                            ":name": _s(tool.name),
+                            ":false": {"BOOL": False},
+                        },
+                    }
+                }
+            ],
+            on_conflict=lambda: ToolNotFoundError(f"tool {ref!r} changed or was deleted; retry"),
+        )
+        return replace(tool, enabled=enabled, updated_at=now)
+
+    def rename(self, ref: str, new_name: str, *, actor: str = "") -> Tool:
+        """Rename a tool; its id, revisions and state stay."""
+        tool = self.get(ref)
+        if new_name == tool.name:
+            return tool
+        now = self._now()
+        ops: list[dict[str, Any]] = []
+        if new_name.lower() != tool.name.lower():
+            ops.append(self._put_name(new_name, tool.id))
+            ops.append(self._delete_name(tool))
+        ops.append(
+            {
+                "Update": {
+                    "TableName": self.table,
+                    "Key": {"pk": _s("TOOLS"), "sk": _s(tool.id)},
+                    "UpdateExpression": "SET #n = :new, updated_at = :now",
+                    "ConditionExpression": "#n = :old AND deleted = :false",
+                    "ExpressionAttributeNames": {"#n": "name"},
+                    "ExpressionAttributeValues": {
+                        ":new": _s(new_name),
+                        ":old": _s(tool.name),
+                        ":now": _s(now),
+                        ":false": {"BOOL": False},
+                    },
+                }
+            }
+        )
+        try:
+            self._transact(ops)
+        except ClientError as error:
+            codes = _cancel_codes(error)
+            if len(ops) == 3 and codes[:1] == ["ConditionalCheckFailed"]:
+                raise NameTakenError(f"name: a tool named {new_name!r} already exists") from None
+            if "ConditionalCheckFailed" in codes:
+                raise ToolNotFoundError(f"tool {ref!r} changed or was deleted; retry") from None
+            raise
+        return replace(tool, name=new_name, updated_at=now)
+
+    def delete(self, ref: str, *, actor: str = "") -> Tool:
+        """Delete a tool: its name is freed, its history stays readable by id."""
+        tool = self.get(ref)
+        now = self._now()
+        self._transact(
+            [
+                self._delete_name(tool),
+                {
+                    "Update": {
+                        "TableName": self.table,
+                        "Key": {"pk": _s("TOOLS"), "sk": _s(tool.id)},
+                        "UpdateExpression": "SET deleted = :true, enabled = :false, "
+                        "updated_at = :now, deleted_at = :now",
+                        "ConditionExpression": "deleted = :false",
+                        "ExpressionAttributeValues": {
+                            ":true": {"BOOL": True},
+                            ":false": {"BOOL": False},
+                            ":now": _s(now),
+                        },
+                    }
+                },
+            ],
+            on_conflict=lambda: ToolNotFoundError(f"tool {ref!r} changed or was deleted; retry"),
+        )
+        return replace(tool, deleted=True, enabled=False, updated_at=now)
+
+    # -- internals ---------------------------------------------------------------------
+
+    def _new_revision(
+        self, tool_id: str, number: int, draft: Draft, *, actor: str, now: str
+    ) -> Revision:
+        code = draft.code.encode("utf-8")
+        digest = hashlib.sha256(code).hexdigest()
+        key = f"code/{digest}.{CODE_EXTENSIONS[draft.language]}"
+        self._s3.put_object(
+            Bucket=self.bucket,
+            Key=key,
+            Body=code,
+            ContentType="text/plain; charset=utf-8",
+            ChecksumAlgorithm="SHA256",
+        )
+        bundle_id = (
+            self._bundles.prepare(draft.language, draft.requirements)
+            if self._bundles is not None and draft.requirements
+            else None
+        )
+        return Revision(
+            tool_id=tool_id,
+            number=number,
+            description=draft.description,
+            language=draft.language,
+            code_key=key,
+            code_sha256=digest,
+            requirements=draft.requirements,
+            input_schema=draft.input_schema,
+            output_schema=draft.output_schema,
+            title=draft.title,
+            annotations=draft.annotations,
+            timeout_seconds=draft.timeout_seconds,
+            bundle_id=bundle_id,
+            created_at=now,
+            created_by=actor,
+        )
+
+    def _check_head(self, tool: Tool, expected: int) -> None:
+        if tool.head.number != expected:
+            raise StaleRevisionError(
+                f"If-Match: revision {expected} is not the current one "
+                f"(revision {tool.head.number} is); read the tool again and reapply your change",
+                current=tool.head.number,
+            )
+
+    def _commit_revision(self, tool: Tool, revision: Revision, *, enabled: bool) -> Tool:
+        now = revision.created_at
+        try:
+            self._transact(
+                [
+                    self._put_revision(revision),
+                    {
+                        "Update": {
+                            "TableName": self.table,
+                            "Key": {"pk": _s("TOOLS"), "sk": _s(tool.id)},
+                            "UpdateExpression": "SET head = :head, head_number = :n, "
+                            "enabled = :e, updated_at = :now",
+                            "ConditionExpression": "head_number = :expected AND deleted = :false",
+                            "ExpressionAttributeValues": {
+                                ":head": _s(revision_to_json(revision)),
+                                ":n": {"N": str(revision.number)},
+                                ":expected": {"N": str(revision.number - 1)},
+                                ":e": {"BOOL": enabled},
+                                ":now": _s(now),
+                                ":false": {"BOOL": False},
+                            },
+                        }
+                    },
+                ]
+            )
+        except ClientError as error:
+            if "ConditionalCheckFailed" in _cancel_codes(error):
+                latest = self._get_by_id(tool.id)
+                current = latest.head.number if latest else tool.head.number
+                raise StaleRevisionError(
+                    f"If-Match: revision {revision.number - 1} is not the current one "
+                    f"(another write came first; revision {current} is current); "
+                    "read the tool again and reapply your change",
+                    current=current,
+                ) from None
+            raise
+        return replace(tool, head=revision, enabled=enabled, updated_at=now)
+
+    def _tool_item(self, tool: Tool) -> dict[str, Any]:
+        return {
+            "pk": _s("TOOLS"),
+            "sk": _s(tool.id),
+            "name": _s(tool.name),
+            "enabled": {"BOOL": tool.enabled},
+            "deleted": {"BOOL": tool.deleted},
+            "head": _s(revision_to_json(tool.head)),
+            "head_number": {"N": str(tool.head.number)},
+            "created_at": _s(tool.created_at),
+            "updated_at": _s(tool.updated_at),
+        }
+
+    def _put_revision(self, revision: Revision) -> dict[str, Any]:
+        return {
+            "Put": {
+                "TableName": self.table,
+                "Item": {
+                    "pk": _s(f"TOOL#{revision.tool_id}"),
+                    "sk": _s(f"REV#{revision.number:08d}"),
+                    "rev": _s(revision_to_json(revision)),
+                },
+                "ConditionExpression": "attribute_not_exists(pk)",
+            }
+        }
+
+    def _put_name(self, name: str, tool_id: str) -> dict[str, Any]:
+        return {
+            "Put": {
+                "TableName": self.table,
+                "Item": {
+                    "pk": _s(f"NAME#{name.lower()}"),
+                    "sk": _s("NAME"),
+                    "tool_id": _s(tool_id),
+                    "name": _s(name),
+                },
+                "ConditionExpression": "attribute_not_exists(pk)",
+            }
+        }
+
+    def _delete_name(self, tool: Tool) -> dict[str, Any]:
+        return {
+            "Delete": {
+                "TableName": self.table,
+                "Key": {"pk": _s(f"NAME#{tool.name.lower()}"), "sk": _s("NAME")},
+                "ConditionExpression": "tool_id = :id",
+                "ExpressionAttributeValues": {":id": _s(tool.id)},
+            }
+        }
+
+    def _transact(
+        self,
+        operations: list[dict[str, Any]],
+        *,
+        on_conflict: Callable[[], Exception] | None = None,
+    ) -> None:
+        bump = {
+            "Update": {
+                "TableName": self.table,
+                "Key": VERSION_KEY,
+                "UpdateExpression": "ADD version :one",
+                "ExpressionAttributeValues": {":one": {"N": "1"}},
+            }
+        }
+        try:
+            self._ddb.transact_write_items(TransactItems=[*operations, bump])
+        except ClientError as error:
+            is_conflict = error.response["Error"]["Code"] == "TransactionCanceledException"
+            if on_conflict is not None and is_conflict:
+                raise on_conflict() from None
+            raise
+
+    def _get_by_id(self, tool_id: str) -> Tool | None:
+        item = self._ddb.get_item(
+            TableName=self.table,
+            Key={"pk": _s("TOOLS"), "sk": _s(tool_id)},
+            ConsistentRead=True,
+        ).get("Item")
+        return _tool_from_item(item) if item else None
+
+    def _query(self, pk: str) -> Iterator[dict[str, Any]]:
+        paginator = self._ddb.get_paginator("query")
+        for page in paginator.paginate(
+            TableName=self.table,
+            KeyConditionExpression="pk = :pk",
+            ExpressionAttributeValues={":pk": _s(pk)},
+            ConsistentRead=True,
+        ):
+            yield from page["Items"]

@@ -1,0 +1,171 @@
+"""The `kiln` command: parse, call, print."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+DEFAULT_URL = "http://127.0.0.1:8000"
+
+
+def _client(args: argparse.Namespace):  # type: ignore[no-untyped-def]
+    from kiln.client import KilnClient
+
+    key = args.key or os.environ.get("KILN_AUTHOR_KEY")
+    if not key:
+        saved = Path(args.state_dir) / "author_key"
+        key = saved.read_text("utf-8").strip() if saved.is_file() else None
+    return KilnClient(args.url, key)
+
+
+def cmd_dev(args: argparse.Namespace) -> int:
+    from kiln.dev import run_dev
+
+    return run_dev(args)
+
+
+def cmd_stdio(args: argparse.Namespace) -> int:
+    from kiln.dev import run_stdio
+
+    return run_stdio(args)
+
+
+def cmd_tools_push(args: argparse.Namespace) -> int:
+    from kiln.catalog.files import FolderError, push, tool_folders
+    from kiln.client import ApiCallError, HttpTarget
+
+    try:
+        folders = [folder for root in args.dirs for folder in tool_folders(Path(root))]
+        results = push(HttpTarget(_client(args)), folders)
+    except (FolderError, ApiCallError) as error:
+        print(f"kiln tools push: {error}", file=sys.stderr)
+        return 1
+    for result in results:
+        print(f"{result.action:9} {result.name}")
+    return 0
+
+
+def cmd_tools_pull(args: argparse.Namespace) -> int:
+    from kiln.catalog.files import draft_from_tool_json, write_folder
+    from kiln.client import ApiCallError
+
+    client = _client(args)
+    try:
+        listing, _ = client.request("GET", "/api/tools")
+        for summary in listing["tools"]:
+            body = client.tool(summary["name"])
+            if body is not None:
+                folder = write_folder(Path(args.dir), draft_from_tool_json(body, body["code"]))
+                print(f"wrote     {folder}")
+    except ApiCallError as error:
+        print(f"kiln tools pull: {error}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def cmd_tools_list(args: argparse.Namespace) -> int:
+    from kiln.client import ApiCallError
+
+    try:
+        listing, _ = _client(args).request("GET", "/api/tools")
+    except ApiCallError as error:
+        print(f"kiln tools list: {error}", file=sys.stderr)
+        return 1
+    for tool in listing["tools"]:
+        state = "enabled " if tool["enabled"] else "disabled"
+        print(f"{tool['name']:32} {state} r{tool['revision']:<4} {tool['language']}")
+    return 0
+
+
+def cmd_tools_call(args: argparse.Namespace) -> int:
+    from kiln.client import ApiCallError
+
+    try:
+        arguments = json.loads(args.args)
+    except json.JSONDecodeError as error:
+        print(f"kiln tools call: --args is not valid JSON ({error.msg})", file=sys.stderr)
+        return 2
+    try:
+        body, _ = _client(args).request(
+            "POST", f"/api/tools/{args.name}/run", {"arguments": arguments}
+        )
+    except ApiCallError as error:
+        print(f"kiln tools call: {error}", file=sys.stderr)
+        return 1
+    print(body.get("text", ""))
+    return 0 if body.get("ok") else 1
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="kiln", description="Small scripts as MCP tools.")
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    dev = commands.add_parser("dev", help="run Kiln locally on an embedded AWS emulator")
+    dev.add_argument("--host", default="127.0.0.1")
+    dev.add_argument("--port", type=int, default=8000)
+    dev.add_argument(
+        "--tools",
+        action="append",
+        default=[],
+        metavar="DIR",
+        help="also load the tool folders in DIR (repeatable)",
+    )
+    dev.add_argument("--no-examples", action="store_true", help="do not load examples/tools")
+    dev.add_argument("--state-dir", default=".kiln", help="where local state is kept")
+    dev.add_argument("--author-key", default=os.environ.get("KILN_AUTHOR_KEY"))
+    dev.add_argument(
+        "--aws",
+        action="store_true",
+        help="use the AWS account of the environment instead of the emulator",
+    )
+    dev.set_defaults(func=cmd_dev)
+
+    stdio = commands.add_parser("stdio", help="serve MCP over stdin/stdout")
+    stdio.add_argument("--tools", action="append", default=[], metavar="DIR")
+    stdio.add_argument("--no-examples", action="store_true")
+    stdio.add_argument("--state-dir", default=".kiln")
+    stdio.add_argument("--aws", action="store_true")
+    stdio.set_defaults(func=cmd_stdio)
+
+    tools = commands.add_parser("tools", help="manage tools on a Kiln server").add_subparsers(
+        dest="tools_command", required=True
+    )
+
+    def remote(sub: argparse.ArgumentParser) -> argparse.ArgumentParser:
+        sub.add_argument("--url", default=os.environ.get("KILN_URL", DEFAULT_URL))
+        sub.add_argument("--key", default=None, help="author key (default: KILN_AUTHOR_KEY)")
+        sub.add_argument("--state-dir", default=".kiln", help=argparse.SUPPRESS)
+        return sub
+
+    push = remote(tools.add_parser("push", help="create or update tools from folders"))
+    push.add_argument("dirs", nargs="+", metavar="DIR")
+    push.set_defaults(func=cmd_tools_push)
+    pull = remote(tools.add_parser("pull", help="write the catalog's tools as folders"))
+    pull.add_argument("dir", metavar="DIR")
+    pull.set_defaults(func=cmd_tools_pull)
+    remote(tools.add_parser("list", help="list tools")).set_defaults(func=cmd_tools_list)
+    call = remote(tools.add_parser("call", help="run a tool (author test run)"))
+    call.add_argument("name")
+    call.add_argument("--args", default="{}", help="arguments as a JSON object")
+    call.set_defaults(func=cmd_tools_call)
+
+    for module in ("kiln.bundles.cli", "kiln.auth.cli"):
+        try:
+            register = __import__(module, fromlist=["register"]).register
+        except ImportError:
+            continue
+        register(commands)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    return int(args.func(args))
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

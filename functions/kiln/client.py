@@ -1,0 +1,89 @@
+"""A small client for a Kiln server's REST API (what `kiln tools …` talks to)."""
+
+from __future__ import annotations
+
+import json
+import urllib.error
+import urllib.parse
+import urllib.request
+from typing import Any
+
+from kiln.catalog.files import draft_from_tool_json, draft_manifest
+from kiln.catalog.model import Draft
+
+
+class ApiCallError(Exception):
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(f"HTTP {status}: {message}")
+        self.status = status
+
+
+class KilnClient:
+    def __init__(self, base_url: str, key: str | None, *, timeout_s: float = 120.0) -> None:
+        self.base_url = base_url.rstrip("/")
+        self.key = key
+        self.timeout_s = timeout_s
+
+    def request(
+        self, method: str, path: str, body: Any = None, headers: dict[str, str] | None = None
+    ) -> tuple[Any, dict[str, str]]:
+        data = None if body is None else json.dumps(body).encode()
+        if not self.base_url.startswith(("http://", "https://")):
+            raise ApiCallError(0, f"--url: must start with http:// or https://: {self.base_url}")
+        request = urllib.request.Request(  # noqa: S310  (scheme checked above)
+            self.base_url + path, data=data, method=method
+        )
+        request.add_header("Accept", "application/json")
+        if data is not None:
+            request.add_header("Content-Type", "application/json")
+        if self.key:
+            request.add_header("Authorization", f"Bearer {self.key}")
+        for name, value in (headers or {}).items():
+            request.add_header(name, value)
+        try:
+            with urllib.request.urlopen(request, timeout=self.timeout_s) as response:  # noqa: S310
+                return json.loads(response.read() or b"null"), dict(response.headers)
+        except urllib.error.HTTPError as error:
+            raw = error.read()
+            try:
+                message = json.loads(raw)["error"]["message"]
+            except (ValueError, KeyError, TypeError):
+                message = raw.decode("utf-8", "replace")[:500]
+            raise ApiCallError(error.code, message) from None
+
+    def tool(self, name: str) -> dict[str, Any] | None:
+        try:
+            body, _ = self.request("GET", f"/api/tools/{urllib.parse.quote(name)}")
+        except ApiCallError as error:
+            if error.status == 404:
+                return None
+            raise
+        return dict(body)
+
+
+class HttpTarget:
+    """Pushes tool folders through a server's REST API (`kiln tools push`)."""
+
+    def __init__(self, client: KilnClient) -> None:
+        self._client = client
+
+    def current(self, name: str) -> tuple[Draft, int] | None:
+        body = self._client.tool(name)
+        if body is None:
+            return None
+        return draft_from_tool_json(body, body["code"]), int(body["revision"])
+
+    def create(self, draft: Draft) -> None:
+        self._client.request("POST", "/api/tools", _payload(draft))
+
+    def update(self, draft: Draft, revision: int) -> None:
+        self._client.request(
+            "PUT",
+            f"/api/tools/{urllib.parse.quote(draft.name)}",
+            _payload(draft),
+            headers={"If-Match": f'"{revision}"'},
+        )
+
+
+def _payload(draft: Draft) -> dict[str, Any]:
+    return {**draft_manifest(draft), "code": draft.code}

@@ -1,0 +1,260 @@
+"""`kiln dev`: the whole stack on a laptop, one command.
+
+An embedded moto server (in this process, on a free loopback port) stands in for DynamoDB
+and S3, unless AWS_ENDPOINT_URL or `--aws` points elsewhere. Moto keeps everything in
+memory, so the local stack mirrors the table and bucket into `--state-dir` (after every
+change, within a second, and at shutdown) and loads them back at start: tools created
+through the API survive a restart.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import hashlib
+import json
+import logging
+import os
+import secrets
+import sys
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from kiln.aws import AwsClients, ensure_resources, make_clients
+from kiln.catalog.files import FolderError, PushResult, StoreTarget, push, tool_folders
+from kiln.catalog.store import CatalogStore
+from kiln.settings import Settings
+
+log = logging.getLogger("kiln.dev")
+
+DEFAULT_EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "tools"
+
+
+@contextmanager
+def embedded_moto() -> Iterator[str]:
+    """A moto server on a free loopback port for as long as the block runs."""
+    from moto.server import ThreadedMotoServer
+
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    try:
+        yield f"http://{host}:{port}"
+    finally:
+        server.stop()
+
+
+def author_key(state_dir: Path, given: str | None) -> str:
+    """The given key, else the one kept in the state directory, else a new one kept there."""
+    if given:
+        return given
+    path = state_dir / "author_key"
+    if path.is_file():
+        return path.read_text("utf-8").strip()
+    key = "kiln_author_" + secrets.token_urlsafe(24)
+    state_dir.mkdir(parents=True, exist_ok=True)
+    path.touch(mode=0o600)
+    path.write_text(key + "\n", "utf-8")
+    return key
+
+
+@dataclass
+class StateMirror:
+    """Copies the local table and bucket to disk, and back at start."""
+
+    clients: AwsClients
+    table: str
+    bucket: str
+    state_dir: Path
+
+    def __post_init__(self) -> None:
+        self._fingerprint = ""
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+
+    @property
+    def _table_file(self) -> Path:
+        return self.state_dir / "dynamodb.json"
+
+    @property
+    def _objects_dir(self) -> Path:
+        return self.state_dir / "s3"
+
+    def restore(self) -> int:
+        """Load saved items and objects into the (empty) local stack; returns items loaded."""
+        if not self._table_file.is_file():
+            return 0
+        items = json.loads(self._table_file.read_text("utf-8"))
+        for item in items:
+            self.clients.dynamodb.put_item(TableName=self.table, Item=item)
+        index_file = self._objects_dir / "index.json"
+        index = json.loads(index_file.read_text("utf-8")) if index_file.is_file() else {}
+        for key, name in index.items():
+            body = (self._objects_dir / name).read_bytes()
+            self.clients.s3.put_object(Bucket=self.bucket, Key=key, Body=body)
+        self._fingerprint = self._snapshot_fingerprint(items, index)
+        return len(items)
+
+    def save(self) -> bool:
+        """Write the current state if it changed; True when something was written."""
+        with self._lock:
+            items = self._scan()
+            keys = self._object_keys()
+            index = {key: hashlib.sha256(key.encode()).hexdigest() for key in keys}
+            fingerprint = self._snapshot_fingerprint(items, index)
+            if fingerprint == self._fingerprint:
+                return False
+            self._objects_dir.mkdir(parents=True, exist_ok=True)
+            for key, name in index.items():
+                path = self._objects_dir / name
+                if not path.exists():
+                    body = self.clients.s3.get_object(Bucket=self.bucket, Key=key)["Body"].read()
+                    _atomic_write(path, body)
+            _atomic_write(self._objects_dir / "index.json", json.dumps(index).encode())
+            _atomic_write(self._table_file, json.dumps(items).encode())
+            for stale in self._objects_dir.iterdir():
+                if stale.name != "index.json" and stale.name not in index.values():
+                    stale.unlink(missing_ok=True)
+            self._fingerprint = fingerprint
+            return True
+
+    def start(self, interval_s: float = 1.0) -> None:
+        def loop() -> None:
+            while not self._stop.wait(interval_s):
+                try:
+                    self.save()
+                except Exception:  # a failed save is retried on the next tick
+                    log.exception("saving local state failed")
+
+        self._thread = threading.Thread(target=loop, name="kiln-state", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+        self.save()
+
+    def _scan(self) -> list[dict[str, Any]]:
+        items: list[dict[str, Any]] = []
+        for page in self.clients.dynamodb.get_paginator("scan").paginate(TableName=self.table):
+            items.extend(page["Items"])
+        items.sort(key=lambda item: (item["pk"]["S"], item["sk"]["S"]))
+        return items
+
+    def _object_keys(self) -> list[str]:
+        keys: list[str] = []
+        for page in self.clients.s3.get_paginator("list_objects_v2").paginate(Bucket=self.bucket):
+            keys.extend(obj["Key"] for obj in page.get("Contents", []))
+        return keys
+
+    @staticmethod
+    def _snapshot_fingerprint(items: list[dict[str, Any]], index: dict[str, str]) -> str:
+        blob = json.dumps([items, sorted(index)], sort_keys=True).encode()
+        return base64.b16encode(hashlib.sha256(blob).digest()).decode()
+
+
+def _atomic_write(path: Path, data: bytes) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_bytes(data)
+    tmp.replace(path)
+
+
+@contextmanager
+def local_stack(
+    args: argparse.Namespace, settings: Settings
+) -> Iterator[tuple[Settings, AwsClients]]:
+    """The AWS side of a local run: the emulator with mirrored state, or the environment's AWS."""
+    state_dir = Path(args.state_dir)
+    if args.aws or settings.endpoint_url:
+        clients = make_clients(
+            endpoint_url=settings.endpoint_url, region=settings.region, profile=settings.profile
+        )
+        ensure_resources(clients, table=settings.table, bucket=settings.bucket)
+        yield settings, clients
+        return
+    with embedded_moto() as endpoint:
+        settings = settings.with_(endpoint_url=endpoint, region=settings.region or "us-east-1")
+        clients = make_clients(endpoint_url=endpoint, region=settings.region)
+        ensure_resources(clients, table=settings.table, bucket=settings.bucket)
+        mirror = StateMirror(clients, settings.table, settings.bucket, state_dir / "aws")
+        mirror.restore()
+        mirror.start()
+        try:
+            yield settings, clients
+        finally:
+            mirror.stop()
+
+
+def load_tool_folders(store: CatalogStore, args: argparse.Namespace) -> list[PushResult]:
+    roots = [] if args.no_examples or not DEFAULT_EXAMPLES.is_dir() else [DEFAULT_EXAMPLES]
+    roots += [Path(d) for d in args.tools]
+    folders = [folder for root in roots for folder in tool_folders(root)]
+    return push(StoreTarget(store, actor="kiln dev"), folders)
+
+
+def _local_env() -> None:
+    # The emulator accepts any credentials; make sure boto3 finds some and a region.
+    os.environ.setdefault("AWS_ACCESS_KEY_ID", "kiln-local")
+    os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "kiln-local")
+    os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
+
+
+def run_dev(args: argparse.Namespace) -> int:
+    """Serve Kiln on uvicorn over the local stack until interrupted."""
+    import uvicorn
+
+    from kiln.app import build_kiln, create_app
+
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    if not args.aws:
+        _local_env()
+    base = Settings.from_env()
+    key = author_key(Path(args.state_dir), args.author_key)
+    settings = base.with_(author_key=key, bind_host=args.host)
+    try:
+        with local_stack(args, settings) as (settings, clients):
+            parts = build_kiln(settings, clients=clients)
+            for result in load_tool_folders(parts.store, args):
+                log.info("%s %s", result.action, result.name)
+            app = create_app(settings, kiln_parts=parts)
+            url = f"http://{_url_host(args.host)}:{args.port}"
+            print(f"Kiln is serving MCP at {url}/mcp", flush=True)
+            print(f"REST API at {url}/api  (author key: {key})", flush=True)
+            config = uvicorn.Config(
+                app, host=args.host, port=args.port, log_level="warning", lifespan="off"
+            )
+            uvicorn.Server(config).run()
+    except FolderError as error:
+        print(f"kiln dev: {error}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def run_stdio(args: argparse.Namespace) -> int:
+    """Serve MCP over stdin/stdout against the configured (or local) catalog."""
+    import asyncio
+
+    from kiln.app import build_kiln
+    from kiln.protocol.stdio import serve_stdio
+
+    logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
+    if not args.aws:
+        _local_env()
+    settings = Settings.from_env()
+    with local_stack(args, settings) as (settings, clients):
+        parts = build_kiln(settings, clients=clients)
+        load_tool_folders(parts.store, args)
+        asyncio.run(serve_stdio(parts.endpoint))
+    return 0
+
+
+def _url_host(host: str) -> str:
+    if host in ("0.0.0.0", "::"):
+        return "127.0.0.1"
+    return f"[{host}]" if ":" in host else host

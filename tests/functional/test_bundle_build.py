@@ -1,0 +1,165 @@
+"""Real builds with real pip and npm: local worker, Lambda targets, failures, limits."""
+
+import json
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from conftest import AwsStack
+from kiln.bundles.build import BuildError, build_bundle, target_interpreter
+from kiln.bundles.identity import default_target, parse_target
+from kiln.bundles.scheduler import LocalBuildWorker, handle_build_event, request_bundle, run_build
+from kiln.bundles.store import BundleStore, manifest_key, zip_key
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture
+def store(aws: AwsStack) -> BundleStore:
+    return BundleStore(aws.clients.dynamodb, aws.clients.s3, table=aws.table, bucket=aws.bucket)
+
+
+def _zip_names(store: BundleStore, bundle_id: str, tmp_path: Path) -> list[str]:
+    path = tmp_path / "bundle.zip"
+    store.s3.download_file(store.bucket, zip_key(bundle_id), str(path))
+    with zipfile.ZipFile(path) as archive:
+        return archive.namelist()
+
+
+def test_a_saved_requirement_builds_once_in_the_background_and_is_shared(
+    store: BundleStore, tmp_path: Path
+) -> None:
+    worker = LocalBuildWorker(store, workdir=tmp_path).start()
+    try:
+        target = default_target("python")
+        first = request_bundle(store, worker, "python", target, ["humanize==4.*"])
+        assert first is not None
+        assert first.status == "pending"
+        assert worker.wait_idle(timeout=120)
+        ready = store.get(first.id)
+        assert ready is not None
+        assert ready.status == "ready", ready
+        second = request_bundle(store, worker, "python", target, ["humanize == 4.*"])
+        assert worker.wait_idle(timeout=10)
+    finally:
+        worker.stop()
+    assert second is not None
+    assert second.id == first.id
+    assert second.status == "ready"
+    assert worker.builds_started == 1
+    assert (ready.build_count, ready.attempts) == (1, 1)
+    manifest = store.read_manifest(first.id)
+    assert manifest is not None
+    [locked] = [p for p in manifest["lock"] if p["name"].lower() == "humanize"]
+    assert locked["version"].startswith("4.")
+    assert len(locked["sha256"]) == 64
+    assert manifest["zip_sha256"] == ready.sha256
+    names = _zip_names(store, first.id, tmp_path)
+    assert "humanize/__init__.py" in names
+    assert any(n.startswith("humanize/__pycache__/") for n in names)  # compiled at build time
+
+
+def test_a_requirement_that_does_not_exist_fails_with_its_pip_log_kept(
+    store: BundleStore, tmp_path: Path
+) -> None:
+    record = store.ensure("python", default_target("python"), ["kiln-no-such-package-9f1c==1.0"])
+    assert record is not None
+    failed = run_build(store, record.id, workdir=tmp_path)
+    assert failed.status == "failed"
+    assert failed.error is not None
+    assert "pip install failed" in failed.error
+    assert "kiln-no-such-package-9f1c" in failed.error
+    log = store.read_log(record.id)
+    assert log is not None
+    assert "No matching distribution found" in log
+    assert store.read_manifest(record.id) is None
+
+
+def test_a_bundle_over_the_size_limit_is_refused_with_a_clear_message(
+    store: BundleStore, tmp_path: Path
+) -> None:
+    record = store.ensure("python", default_target("python"), ["six"])
+    assert record is not None
+    with pytest.raises(
+        BuildError, match=r"over the bundle limit of 0 MB \(KILN_BUNDLE_MAX_UNPACKED_MB\)"
+    ):
+        build_bundle(record, workdir=tmp_path, max_bytes=1000)
+
+
+def test_a_lambda_target_gets_cp313_manylinux_wheels_that_import_under_python_3_13(
+    store: BundleStore, tmp_path: Path
+) -> None:
+    interpreter = target_interpreter(parse_target("lambda-python3.13-x86_64"))
+    if interpreter is None:
+        pytest.skip("no CPython 3.13 on this machine (pyenv install 3.13)")
+    record = store.ensure("python", "lambda-python3.13-x86_64", ["pyyaml==6.*"])
+    assert record is not None
+    result = handle_build_event({"bundle_id": record.id}, None, store=store, workdir=tmp_path)
+    assert result["bundles"][record.id]["status"] == "ready", store.read_log(record.id)
+    names = _zip_names(store, record.id, tmp_path)
+    assert any(n.endswith(".cpython-313-x86_64-linux-gnu.so") for n in names)
+    assert any(".cpython-313.pyc" in n for n in names)
+    unpacked = tmp_path / "unpacked"
+    with zipfile.ZipFile(tmp_path / "bundle.zip") as archive:
+        archive.extractall(unpacked)
+    check = subprocess.run(
+        [interpreter, "-c", f"import sys; sys.path.insert(0, {str(unpacked)!r}); import yaml; "
+         "print(yaml.__with_libyaml__, yaml.safe_dump({'a': 1}).strip())"],
+        capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    assert check.stdout.strip() == "True a: 1"
+    manifest = store.read_manifest(record.id)
+    assert manifest is not None
+    assert manifest["bytecode_compiled_by"] == interpreter
+
+
+def test_an_arm64_lambda_target_gets_aarch64_wheels(store: BundleStore, tmp_path: Path) -> None:
+    record = store.ensure("python", "lambda-python3.13-arm64", ["pyyaml==6.*"])
+    assert record is not None
+    done = run_build(store, record.id, workdir=tmp_path)
+    assert done.status == "ready", store.read_log(record.id)
+    names = _zip_names(store, record.id, tmp_path)
+    assert any(n.endswith(".cpython-313-aarch64-linux-gnu.so") for n in names)
+
+
+def test_a_node_bundle_holds_node_modules_contents_and_requires_from_node_path(
+    store: BundleStore, tmp_path: Path
+) -> None:
+    record = store.ensure("node", default_target("node"), ["lodash@4.17.21"])
+    assert record is not None
+    done = run_build(store, record.id, workdir=tmp_path)
+    assert done.status == "ready", store.read_log(record.id)
+    manifest = store.read_manifest(record.id)
+    assert manifest is not None
+    assert {"name": "lodash", "version": "4.17.21"}.items() <= manifest["lock"][0].items()
+    names = _zip_names(store, record.id, tmp_path)
+    assert "lodash/package.json" in names
+    unpacked = tmp_path / "unpacked"
+    with zipfile.ZipFile(tmp_path / "bundle.zip") as archive:
+        archive.extractall(unpacked)
+    script = (
+        "console.log(JSON.stringify(require('lodash').sortBy(require('lodash').uniq([3,1,3]))))"
+    )
+    check = subprocess.run(
+        ["node", "-e", script], env={"NODE_PATH": str(unpacked), "PATH": "/usr/bin:/bin"},
+        capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    assert json.loads(check.stdout) == [1, 3]
+
+
+def test_the_builder_event_must_name_a_bundle(store: BundleStore) -> None:
+    with pytest.raises(ValueError, match="bundle_id"):
+        handle_build_event({}, None, store=store)
+
+
+def test_zips_are_deterministic(store: BundleStore, tmp_path: Path) -> None:
+    record = store.ensure("python", default_target("python"), ["six==1.17.0"])
+    assert record is not None
+    one = build_bundle(record, workdir=tmp_path / "one")
+    two = build_bundle(record, workdir=tmp_path / "two")
+    assert one.manifest["zip_sha256"] == two.manifest["zip_sha256"]
+    assert sys.version_info >= (3, 11)
+    assert manifest_key(record.id).endswith(".manifest.json")

@@ -1,0 +1,109 @@
+"""Bundle records: conditional creation and status transitions, on the moto server."""
+
+import threading
+
+import pytest
+
+from conftest import AwsStack
+from kiln.bundles.store import BundleStateError, BundleStore
+
+TARGET = "local-python3.11-x86_64"
+
+
+@pytest.fixture
+def store(aws: AwsStack) -> BundleStore:
+    return BundleStore(aws.clients.dynamodb, aws.clients.s3, table=aws.table, bucket=aws.bucket)
+
+
+def test_ensure_records_a_pending_bundle_once(store: BundleStore) -> None:
+    first = store.ensure("python", TARGET, ["humanize==4.*"])
+    second = store.ensure("python", TARGET, ["Humanize == 4.*"])
+    assert first is not None
+    assert second is not None
+    assert first.id == second.id
+    assert first.status == "pending"
+    assert first.requirements == ("humanize==4.*",)
+    assert [r.id for r in store.list()] == [first.id]
+
+
+def test_racing_ensures_leave_one_record(store: BundleStore) -> None:
+    results = []
+    barrier = threading.Barrier(8)
+
+    def ensure() -> None:
+        barrier.wait()
+        results.append(store.ensure("python", TARGET, ["six"]))
+
+    threads = [threading.Thread(target=ensure) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len({r.id for r in results if r}) == 1
+    assert len(store.list()) == 1
+
+
+def test_ensure_without_requirements_needs_no_bundle(store: BundleStore) -> None:
+    assert store.ensure("python", TARGET, []) is None
+    assert store.list() == []
+
+
+def test_status_moves_pending_building_ready(store: BundleStore) -> None:
+    record = store.ensure("python", TARGET, ["six"])
+    assert record is not None
+    building = store.mark_building(record.id)
+    assert building.status == "building"
+    assert building.attempts == 1
+    assert building.started_at
+    manifest = {"zip_size": 10, "unpacked_size": 30, "zip_sha256": "ab" * 32, "file_count": 2}
+    ready = store.mark_ready(record.id, {**manifest, "duration_s": 1.25})
+    assert ready.status == "ready"
+    assert (ready.size, ready.unpacked_size, ready.build_count) == (10, 30, 1)
+    assert ready.duration_s == 1.25
+    assert store.get(record.id) == ready
+
+
+def test_only_one_builder_takes_a_pending_bundle(store: BundleStore) -> None:
+    record = store.ensure("python", TARGET, ["six"])
+    assert record is not None
+    store.mark_building(record.id)
+    with pytest.raises(BundleStateError, match="is building, not pending"):
+        store.mark_building(record.id)
+
+
+def test_a_failed_bundle_can_be_retried_and_a_ready_one_cannot(store: BundleStore) -> None:
+    record = store.ensure("python", TARGET, ["six"])
+    assert record is not None
+    store.mark_building(record.id)
+    failed = store.mark_failed(record.id, "pip install failed", "bundles/x.log")
+    assert (failed.status, failed.error, failed.log_key) == (
+        "failed",
+        "pip install failed",
+        "bundles/x.log",
+    )
+    retried = store.retry(record.id)
+    assert retried.status == "pending"
+    again = store.mark_building(record.id)
+    assert again.attempts == 2
+    assert again.error is None
+    store.mark_ready(
+        record.id, {"zip_size": 1, "unpacked_size": 1, "zip_sha256": "0" * 64, "file_count": 1}
+    )
+    with pytest.raises(BundleStateError, match="is ready"):
+        store.retry(record.id)
+
+
+def test_a_fresh_build_in_progress_cannot_be_retried(store: BundleStore) -> None:
+    record = store.ensure("python", TARGET, ["six"])
+    assert record is not None
+    store.mark_building(record.id)
+    with pytest.raises(BundleStateError, match="is building"):
+        store.retry(record.id)
+
+
+def test_unknown_bundles_are_named_in_the_error(store: BundleStore) -> None:
+    assert store.get("0" * 32) is None
+    with pytest.raises(BundleStateError, match="does not exist"):
+        store.retry("0" * 32)
+    with pytest.raises(BundleStateError, match="does not exist"):
+        store.mark_building("0" * 32)

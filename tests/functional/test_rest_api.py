@@ -1,0 +1,264 @@
+"""The authoring REST API, through real HTTP into the app, over the moto server."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from conftest import AwsStack
+from harness import RunningKiln
+
+SEED_ADD_VAT: dict[str, Any] = {
+    "name": "add_vat",
+    "description": "Add UK VAT to a net amount and return net, VAT and gross.",
+    "language": "python3",
+    "code": (
+        "import json\nimport sys\nfrom decimal import Decimal, ROUND_HALF_UP\n\n"
+        'args = json.load(sys.stdin)\nnet = Decimal(str(args["net"]))\n'
+        'rate = Decimal(str(args.get("rate", 20)))\n'
+        'vat = (net * rate / 100).quantize(Decimal("0.01"), rounding=ROUND_HALF_UP)\n'
+        'print(json.dumps({"net": str(net), "rate": str(rate), "vat": str(vat), '
+        '"gross": str(net + vat)}))\n'
+    ),
+    "requirements": [],
+    "json_schema": {
+        "type": "object",
+        "properties": {
+            "net": {"type": "number", "minimum": 0},
+            "rate": {"type": "number", "minimum": 0, "maximum": 100},
+        },
+        "required": ["net"],
+        "additionalProperties": False,
+    },
+    "is_active": True,
+}
+
+TOOL = {
+    "name": "greet",
+    "description": "Say hello.",
+    "language": "python",
+    "code": "import json, sys\nargs = json.load(sys.stdin)\nprint('hi', args.get('who', 'you'))\n",
+}
+
+
+def catalog_state(aws: AwsStack) -> tuple[list[Any], list[str]]:
+    items = aws.clients.dynamodb.scan(TableName=aws.table)["Items"]
+    items.sort(key=lambda i: (i["pk"]["S"], i["sk"]["S"]))
+    objects = aws.clients.s3.list_objects_v2(Bucket=aws.bucket).get("Contents", [])
+    return items, sorted(o["Key"] for o in objects)
+
+
+def test_seed_add_vat_payload_posts_unchanged_under_another_name(kiln_server: RunningKiln) -> None:
+    payload = {**SEED_ADD_VAT, "name": "add_vat_seed"}
+    created = kiln_server.api("POST", "/api/tools", json=payload)
+    assert created.status_code == 201, created.text
+    body = created.json()
+    assert body["language"] == "python"
+    assert body["enabled"] is True
+    assert body["input_schema"] == SEED_ADD_VAT["json_schema"]
+    assert created.headers["ETag"] == '"1"'
+
+
+def test_created_tool_is_listed_without_source_and_read_with_it(kiln_server: RunningKiln) -> None:
+    kiln_server.api("POST", "/api/tools", json=TOOL)
+    listing = kiln_server.api("GET", "/api/tools", key=None).json()["tools"]
+    assert [t["name"] for t in listing] == ["greet"]
+    assert "code" not in listing[0]
+    one = kiln_server.api("GET", "/api/tools/greet")
+    assert one.json()["code"] == TOOL["code"]
+    assert one.headers["ETag"] == '"1"'
+
+
+def test_source_reads_and_writes_need_the_author_key(kiln_server: RunningKiln) -> None:
+    kiln_server.api("POST", "/api/tools", json=TOOL)
+    assert kiln_server.api("GET", "/api/tools/greet", key=None).status_code == 401
+    assert kiln_server.api("GET", "/api/tools/greet", key="wrong").status_code == 401
+    refused = kiln_server.api("POST", "/api/tools", key="wrong", json={**TOOL, "name": "x"})
+    assert refused.status_code == 401
+    assert "author key" in refused.json()["error"]["message"]
+
+
+def test_concurrent_updates_with_one_if_match_let_exactly_one_win(
+    kiln_server: RunningKiln,
+) -> None:
+    kiln_server.api("POST", "/api/tools", json=TOOL)
+    statuses: list[int] = []
+    barrier = threading.Barrier(2)
+
+    def put(word: str) -> None:
+        barrier.wait()
+        response = kiln_server.api(
+            "PUT",
+            "/api/tools/greet",
+            headers={"If-Match": '"1"'},
+            json={**TOOL, "code": f"print({word!r})\n"},
+        )
+        statuses.append(response.status_code)
+
+    threads = [threading.Thread(target=put, args=(w,)) for w in ("one", "two")]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sorted(statuses) == [200, 412]
+    revisions = kiln_server.api("GET", "/api/tools/greet/revisions").json()["revisions"]
+    assert [r["revision"] for r in revisions] == [1, 2]
+    first = kiln_server.api("GET", "/api/tools/greet/revisions/1").json()
+    assert first["code"] == TOOL["code"]
+    restored = kiln_server.api(
+        "POST", "/api/tools/greet/revisions/1/restore", headers={"If-Match": '"2"'}
+    )
+    assert restored.status_code == 200, restored.text
+    assert restored.json()["revision"] == 3
+    assert kiln_server.api("GET", "/api/tools/greet").json()["code"] == TOOL["code"]
+
+
+def test_update_without_if_match_gets_428_and_a_stale_one_412(kiln_server: RunningKiln) -> None:
+    kiln_server.api("POST", "/api/tools", json=TOOL)
+    missing = kiln_server.api("PUT", "/api/tools/greet", json=TOOL)
+    assert missing.status_code == 428
+    assert "If-Match" in missing.json()["error"]["message"]
+    stale = kiln_server.api("PUT", "/api/tools/greet", headers={"If-Match": '"7"'}, json=TOOL)
+    assert stale.status_code == 412
+    assert stale.json()["error"]["current_revision"] == 1
+    garbage = kiln_server.api("PUT", "/api/tools/greet", headers={"If-Match": "abc"}, json=TOOL)
+    assert garbage.status_code == 400
+
+
+def test_rename_disable_enable_and_delete(kiln_server: RunningKiln) -> None:
+    tool_id = kiln_server.api("POST", "/api/tools", json=TOOL).json()["id"]
+    renamed = kiln_server.api("POST", "/api/tools/greet/rename", json={"name": "hello"})
+    assert renamed.status_code == 200
+    assert renamed.json()["id"] == tool_id
+    assert kiln_server.api("POST", "/api/tools/hello/disable").json()["enabled"] is False
+    assert kiln_server.api("POST", "/api/tools/hello/enable").json()["enabled"] is True
+    assert kiln_server.api("DELETE", "/api/tools/hello").status_code == 200
+    assert kiln_server.api("GET", "/api/tools/hello").status_code == 404
+    history = kiln_server.api("GET", f"/api/tools/id:{tool_id}/revisions")
+    assert [r["revision"] for r in history.json()["revisions"]] == [1]
+    again = kiln_server.api("POST", "/api/tools", json={**TOOL, "name": "hello"})
+    assert again.status_code == 201
+    assert again.json()["id"] != tool_id
+
+
+def test_creating_a_taken_name_gets_409(kiln_server: RunningKiln) -> None:
+    kiln_server.api("POST", "/api/tools", json=TOOL)
+    taken = kiln_server.api("POST", "/api/tools", json=TOOL)
+    assert taken.status_code == 409
+    assert "name" in taken.json()["error"]["message"]
+
+
+BAD_INPUTS = {
+    "name does not match the pattern": ({**TOOL, "name": "9lives"}, "name"),
+    "name is too long": ({**TOOL, "name": "a" * 64}, "name"),
+    "name is reserved": ({**TOOL, "name": "kiln_create_tool"}, "name"),
+    "description is missing": (
+        {k: v for k, v in TOOL.items() if k != "description"},
+        "description",
+    ),
+    "language is unknown": ({**TOOL, "language": "ruby"}, "language"),
+    "code is empty": ({**TOOL, "code": "   "}, "code"),
+    "code is over 256 KiB": ({**TOOL, "code": "#" * (256 * 1024 + 1)}, "code"),
+    "requirement is not PEP 508": (
+        {**TOOL, "requirements": ["not a requirement!!"]},
+        "requirements",
+    ),
+    "requirement is a URL": (
+        {**TOOL, "requirements": ["pkg @ https://example.com/pkg.whl"]},
+        "requirements",
+    ),
+    "requirement is an index option": (
+        {**TOOL, "requirements": ["--index-url=https://evil.example"]},
+        "requirements",
+    ),
+    "requirement is editable": ({**TOOL, "requirements": ["-e ./src"]}, "requirements"),
+    "node requirement is a git URL": (
+        {**TOOL, "language": "node", "requirements": ["lodash@git+https://x/y.git"]},
+        "requirements",
+    ),
+    "schema names another dialect": (
+        {
+            **TOOL,
+            "input_schema": {
+                "$schema": "http://json-schema.org/draft-07/schema#",
+                "type": "object",
+            },
+        },
+        "input_schema",
+    ),
+    "schema is invalid against the metaschema": (
+        {**TOOL, "input_schema": {"type": "object", "properties": {"a": {"type": "integr"}}}},
+        "input_schema",
+    ),
+    "schema root is not an object": ({**TOOL, "input_schema": {"type": "array"}}, "input_schema"),
+    "schema has a remote ref": (
+        {
+            **TOOL,
+            "input_schema": {
+                "type": "object",
+                "properties": {"a": {"$ref": "https://x.example/s.json"}},
+            },
+        },
+        "input_schema",
+    ),
+    "schema has a dangling local ref": (
+        {
+            **TOOL,
+            "input_schema": {"type": "object", "properties": {"a": {"$ref": "#/$defs/missing"}}},
+        },
+        "input_schema",
+    ),
+    "body is not an object": ([TOOL], "body"),
+}
+
+
+@pytest.mark.parametrize(("payload", "field"), BAD_INPUTS.values(), ids=BAD_INPUTS.keys())
+def test_bad_input_is_refused_naming_the_field_and_changes_nothing(
+    kiln_server: RunningKiln, aws: AwsStack, payload: Any, field: str
+) -> None:
+    kiln_server.api("POST", "/api/tools", json={**TOOL, "name": "existing"})
+    before = catalog_state(aws)
+    response = kiln_server.api("POST", "/api/tools", json=payload)
+    assert 400 <= response.status_code < 500, response.text
+    error = response.json()["error"]
+    assert error["violations"][0]["field"].startswith(field)
+    assert error["violations"][0]["rule"]
+    assert field.split(".")[0] in error["message"]
+    assert catalog_state(aws) == before
+    update = kiln_server.api(
+        "PUT", "/api/tools/existing", headers={"If-Match": '"1"'}, json=payload
+    )
+    assert 400 <= update.status_code < 500
+    assert catalog_state(aws) == before
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [b"{not json", b"", b"\xff\xfe", b'{"name": "x",}'],
+    ids=["broken JSON", "empty body", "not UTF-8", "trailing comma"],
+)
+def test_malformed_json_gets_400_not_500(kiln_server: RunningKiln, raw: bytes) -> None:
+    response = kiln_server.api(
+        "POST", "/api/tools", content=raw, headers={"Content-Type": "application/json"}
+    )
+    assert response.status_code == 400
+    assert response.json()["error"]["code"] == "bad_json"
+
+
+def test_schema_violation_messages_do_not_echo_submitted_values(kiln_server: RunningKiln) -> None:
+    secret = "s3cr3t-value-that-must-not-echo"
+    payload = {**TOOL, "input_schema": {"type": "object", "properties": {"a": {"type": secret}}}}
+    response = kiln_server.api("POST", "/api/tools", json=payload)
+    assert response.status_code == 422
+    assert secret not in response.text
+
+
+def test_every_example_tool_folder_passes_the_save_rules() -> None:
+    from kiln.catalog.files import read_folder, tool_folders
+
+    root = Path(__file__).resolve().parents[2] / "examples" / "tools"
+    drafts = [read_folder(folder) for folder in tool_folders(root)]
+    assert "add_vat" in {d.name for d in drafts}
