@@ -6,8 +6,8 @@ from collections.abc import Iterator
 
 import jwt
 import pytest
-from kiln_auth_support import Issuer, new_rsa_key, running_issuer
 
+from auth_support import Issuer, new_rsa_key, running_issuer
 from kiln.auth.jwt import JwtVerifier, ScopeNames, TokenError
 
 AUD = "https://kiln.example/mcp"

@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-from kiln_auth_support import Issuer, running_issuer
 
+from auth_support import Issuer, running_issuer
 from conftest import AwsStack
 from kiln.auth.jwt import JwtVerifier
 from kiln.auth.keys import KeyStore
