@@ -20,8 +20,19 @@ from kiln.auth.secrets import SecretError, SecretStore
 from kiln.auth.settings import AuthSettings, AuthSettingsError
 from kiln.aws import make_clients
 
-# Turns a tool name into its id (the catalog's); the identity when no catalog is at hand.
+# Turns the TOOL argument (a name, or `id:<tool id>`) into the tool's id: (clients, table, ref).
 ToolResolver = Callable[[Any, str, str], str]
+
+
+def catalog_tool_id(clients: Any, table: str, ref: str) -> str:
+    """The id of the live tool named `ref`, from the catalog (secrets follow ids, not names)."""
+    from kiln.catalog.store import CatalogStore, ToolNotFoundError
+
+    store = CatalogStore(clients.dynamodb, clients.s3, table=table, bucket="")
+    try:
+        return store.get(ref).id
+    except ToolNotFoundError as error:
+        raise CliError(str(error)) from None
 
 
 class CliError(Exception):
@@ -36,20 +47,32 @@ class Io:
     env: Mapping[str, str]
 
 
-def register(subparsers: Any, *, resolve_tool: ToolResolver | None = None) -> None:
+Handler = Callable[[argparse.Namespace, "Io"], None]
+
+
+def _command(handler: Handler) -> Callable[[argparse.Namespace], int]:
+    """What `kiln`'s main calls as `args.func(args)`."""
+
+    def func(args: argparse.Namespace) -> int:
+        return run(handler, args)
+
+    return func
+
+
+def register(subparsers: Any, *, resolve_tool: ToolResolver = catalog_tool_id) -> None:
     """Add the `keys` and `secrets` command groups to the `kiln` parser."""
     keys = subparsers.add_parser("keys", help="API keys: create, list, revoke")
     key_commands = keys.add_subparsers(dest="keys_command", metavar="COMMAND", required=True)
     create = key_commands.add_parser("create", help="create a key and print it (shown once)")
     create.add_argument("--name", required=True, help="a unique name, e.g. ci or alice-laptop")
     create.add_argument("--scope", required=True, choices=["call", "author"])
-    create.set_defaults(func=_keys_create)
+    create.set_defaults(func=_command(_keys_create))
     key_commands.add_parser("ls", help="list keys (never their secrets)").set_defaults(
-        func=_keys_ls
+        func=_command(_keys_ls)
     )
     revoke = key_commands.add_parser("revoke", help="revoke a key by name")
     revoke.add_argument("name")
-    revoke.set_defaults(func=_keys_revoke)
+    revoke.set_defaults(func=_command(_keys_revoke))
 
     secrets = subparsers.add_parser("secrets", help="per-tool secrets: set, list, remove")
     secret_commands = secrets.add_subparsers(
@@ -60,24 +83,23 @@ def register(subparsers: Any, *, resolve_tool: ToolResolver | None = None) -> No
     )
     put.add_argument("tool")
     put.add_argument("name")
-    put.set_defaults(func=_secrets_set)
+    put.set_defaults(func=_command(_secrets_set))
     show = secret_commands.add_parser("ls", help="list a tool's secret names (never values)")
     show.add_argument("tool")
-    show.set_defaults(func=_secrets_ls)
+    show.set_defaults(func=_command(_secrets_ls))
     remove = secret_commands.add_parser("rm", help="remove a tool's secret")
     remove.add_argument("tool")
     remove.add_argument("name")
-    remove.set_defaults(func=_secrets_rm)
+    remove.set_defaults(func=_command(_secrets_rm))
     for parser in (put, show, remove):
         parser.set_defaults(resolve_tool=resolve_tool)
 
 
-def run(args: argparse.Namespace, io: Io | None = None) -> int:
-    """Run a parsed `keys`/`secrets` command; returns the exit status."""
+def run(handler: Handler, args: argparse.Namespace, io: Io | None = None) -> int:
+    """Run one `keys`/`secrets` command; returns the exit status."""
     io = io or Io(sys.stdin, sys.stdout, sys.stderr, os.environ)
     redact.install()
     try:
-        handler: Callable[[argparse.Namespace, Io], None] = args.func
         handler(args, io)
     except (CliError, KeyStoreError, SecretError, AuthSettingsError) as exc:
         print(f"kiln: error: {exc}", file=io.stderr)
@@ -103,9 +125,7 @@ def _secret_store(io: Io) -> tuple[SecretStore, Any]:
 
 
 def _tool_id(args: argparse.Namespace, io: Io, clients: Any) -> str:
-    resolve: ToolResolver | None = getattr(args, "resolve_tool", None)
-    if resolve is None:
-        return str(args.tool)
+    resolve: ToolResolver = getattr(args, "resolve_tool", catalog_tool_id)
     return resolve(clients, _table(io), args.tool)
 
 
@@ -178,7 +198,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Stand-alone entry (`python -m kiln.auth.cli`), the same commands as `kiln keys|secrets`."""
     parser = argparse.ArgumentParser(prog="kiln")
     register(parser.add_subparsers(dest="command", metavar="COMMAND", required=True))
-    return run(parser.parse_args(argv))
+    args = parser.parse_args(argv)
+    return int(args.func(args))
 
 
 if __name__ == "__main__":
