@@ -12,9 +12,11 @@ from kiln.auth.keys import (
     InvalidScopeError,
     KeyNameTakenError,
     KeyNotFoundError,
+    KeyRecord,
     KeyStore,
     hash_secret,
 )
+from leakguard import Planted
 
 
 class Clock:
@@ -32,11 +34,24 @@ def clock() -> Clock:
     return Clock()
 
 
+class PlantingKeyStore(KeyStore):
+    """The real store; every secret it hands out is planted for the session's leak guard."""
+
+    planted: Planted
+
+    def create(self, name: str, scope: str) -> tuple[KeyRecord, str]:
+        record, secret = super().create(name, scope)
+        self.planted.add(secret)
+        return record, secret
+
+
 @pytest.fixture
-def store(aws: AwsStack, clock: Clock) -> KeyStore:
-    return KeyStore(
+def store(aws: AwsStack, clock: Clock, planted_secrets: Planted) -> KeyStore:
+    store = PlantingKeyStore(
         aws.clients.dynamodb, table=aws.table, clock=lambda: clock.tick, now=lambda: clock.wall
     )
+    store.planted = planted_secrets
+    return store
 
 
 def _items(aws: AwsStack) -> list[dict[str, object]]:

@@ -15,6 +15,7 @@ from kiln.auth.secrets import (
     SecretStore,
     secret_env,
 )
+from leakguard import Planted
 
 
 class Tick:
@@ -38,9 +39,22 @@ def tick() -> Tick:
     return Tick()
 
 
+class PlantingSecretStore(SecretStore):
+    """The real store; every value set through it is planted for the session's leak guard."""
+
+    planted: Planted
+
+    def set(self, tool_id: str, name: str, value: str) -> None:
+        if len(value) >= 8:
+            self.planted.add(value)
+        super().set(tool_id, name, value)
+
+
 @pytest.fixture
-def store(ssm: Any, prefix: str, tick: Tick) -> SecretStore:
-    return SecretStore(ssm, prefix, clock=lambda: tick.now)
+def store(ssm: Any, prefix: str, tick: Tick, planted_secrets: Planted) -> SecretStore:
+    store = PlantingSecretStore(ssm, prefix, clock=lambda: tick.now)
+    store.planted = planted_secrets
+    return store
 
 
 def test_value_is_stored_as_securestring_under_the_tools_path(
