@@ -30,7 +30,9 @@ def keys(aws: AwsStack) -> KeyStore:
 @pytest.fixture
 def auth(keys: KeyStore, issuer: Issuer) -> Authenticator:
     return Authenticator(
-        keys=keys, verifier=JwtVerifier(issuer=issuer.url, jwks_url=issuer.jwks_url)
+        keys=keys,
+        verifier=JwtVerifier(issuer=issuer.url, jwks_url=issuer.jwks_url),
+        public_url=BASE,
     )
 
 
@@ -131,3 +133,14 @@ def test_bad_credential_is_401_even_when_anonymous_is_allowed(keys: KeyStore) ->
     with pytest.raises(AuthError) as caught:
         _check(auth, "Bearer kiln_call_" + "A" * 43)
     assert caught.value.status == 401
+
+
+def test_audience_never_comes_from_the_request_url(keys: KeyStore, issuer: Issuer) -> None:
+    auth = Authenticator(
+        keys=keys,
+        verifier=JwtVerifier(issuer=issuer.url, jwks_url=issuer.jwks_url),
+        audiences=["api://kiln"],
+    )
+    token = issuer.token(aud=f"{BASE}/mcp")  # BASE is only what the request claims to be
+    with pytest.raises(AuthError, match="audience"):
+        _check(auth, f"Bearer {token}")

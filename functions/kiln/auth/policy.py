@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import hashlib
+import hmac
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -61,12 +63,23 @@ class Authenticator:
         scopes: ScopeNames = ScopeNames(),  # noqa: B008 (frozen, immutable)
         anonymous_calls: bool = False,
         audiences: Sequence[str] = (),
+        public_url: str | None = None,
+        static_keys: Mapping[str, tuple[str, Permission]] | None = None,
     ) -> None:
+        """`static_keys`: secret -> (name, permission) of keys configured outside the store,
+        such as KILN_AUTHOR_KEY, the key `kiln dev` prints.
+        A JWT must name one of `audiences`, or `public_url` (the server's fixed base URL) or
+        `public_url` + the route's path; never a URL taken from the request's Host."""
         self._keys = keys
+        self._static = [
+            (hashlib.sha256(secret.encode()).digest(), name, permission)
+            for secret, (name, permission) in (static_keys or {}).items()
+        ]
         self._verifier = verifier
         self._scopes = verifier.scopes if verifier else scopes
         self._anonymous_calls = anonymous_calls
         self._audiences = tuple(audiences)
+        self._public_url = public_url.rstrip("/") if public_url else None
 
     def authenticate(
         self,
@@ -94,7 +107,7 @@ class Authenticator:
         if not token or any(c.isspace() for c in token):
             raise fail(400, "the Bearer credential is empty or malformed", "invalid_request")
 
-        principal = self._identify(token, resource_path=resource_path, base_url=base_url)
+        principal = self._identify(token, resource_path=resource_path)
         if principal is None:
             raise fail(401, "the API key is unknown or revoked", "invalid_token")
         if isinstance(principal, str):
@@ -121,8 +134,12 @@ class Authenticator:
         parts.append(f'resource_metadata="{metadata_url(base_url, resource_path)}"')
         return "Bearer " + ", ".join(parts)
 
-    def _identify(self, token: str, *, resource_path: str, base_url: str) -> Principal | str | None:
+    def _identify(self, token: str, *, resource_path: str) -> Principal | str | None:
         """A Principal, None for an unknown key, or the reason a token is refused."""
+        digest = hashlib.sha256(token.encode()).digest()
+        for expected, name, permission in self._static:
+            if hmac.compare_digest(digest, expected):
+                return Principal("key", name, _GRANTS[permission])
         if token.startswith("kiln_"):
             record = self._keys.authenticate(token) if self._keys else None
             if record is None:
@@ -130,11 +147,9 @@ class Authenticator:
             return Principal("key", record.name, _GRANTS[record.scope])
         if self._verifier is None:
             return "the bearer credential is not a Kiln API key"
-        audiences = (
-            *self._audiences,
-            resource_url(base_url, resource_path),
-            resource_url(base_url, ""),
-        )
+        audiences = list(self._audiences)
+        if self._public_url:
+            audiences += [resource_url(self._public_url, resource_path), self._public_url]
         try:
             verified = self._verifier.verify(token, audiences=audiences)
         except TokenError as exc:

@@ -10,8 +10,8 @@ REDACTED = "[REDACTED]"
 _PATTERNS = (
     # A Kiln API key anywhere, even glued to other text.
     (re.compile(r"kiln_(call|author)_[A-Za-z0-9_-]{16,}"), r"kiln_\1_" + REDACTED),
-    # Whatever follows "Bearer" in a header someone printed.
-    (re.compile(r"(?i)\b(bearer)(\s+|%20)[A-Za-z0-9._~+/=-]+"), r"\1\2" + REDACTED),
+    # Whatever follows "Bearer" in a header someone printed (8+ characters: not prose).
+    (re.compile(r"(?i)\b(bearer)(\s+|%20)[A-Za-z0-9._~+/=-]{8,}"), r"\1\2" + REDACTED),
     # A JWT on its own (three base64url parts, the first one a JSON header).
     (re.compile(r"eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]*"), REDACTED),
 )

@@ -1,17 +1,15 @@
-"""Access-control configuration, read from the environment once at startup.
+"""OAuth and secrets configuration, read from the environment once at startup.
 
-- KILN_PUBLIC_ANONYMOUS: `/mcp` and REST reads answer without a credential (default off).
-- KILN_PUBLIC_URL: this server's base URL, e.g. `https://abc.lambda-url.eu-west-1.on.aws`
-  (default: taken from each request; required, or KILN_OAUTH_AUDIENCE, in OAuth mode).
-- KILN_OAUTH_ISSUER: turns on OAuth resource-server mode, accepting JWTs from this issuer.
+The rest of access control lives in `kiln.settings.Settings`: KILN_PUBLIC_ANONYMOUS,
+KILN_ALLOWED_ORIGINS, KILN_AUTHOR_KEY and KILN_PUBLIC_BASE_URL (read here too, for a check).
+
+- KILN_OAUTH_ISSUER: turns on OAuth resource-server mode, accepting JWTs from this issuer
+  (compared with the `iss` claim exactly as written).
 - KILN_OAUTH_JWKS_URL: the issuer's JWKS (default: discovered from the issuer's metadata).
-- KILN_OAUTH_AUDIENCE: extra accepted audiences, comma-separated.
+- KILN_OAUTH_AUDIENCE: extra accepted audiences, comma-separated. Tokens are always accepted
+  for `<KILN_PUBLIC_BASE_URL>` and `<KILN_PUBLIC_BASE_URL>/<path>` of the route they hit.
 - KILN_OAUTH_CALL_SCOPE / KILN_OAUTH_AUTHOR_SCOPE: scope strings granting call / author
   (default `kiln:call` / `kiln:author`).
-- KILN_ALLOWED_ORIGINS: browser Origins allowed, comma-separated, `*` for any (default: the
-  protocol's own, loopback origins only).
-- KILN_ALLOWED_HOSTS: Host values allowed, comma-separated, `*` for any (default: the
-  protocol's own).
 - KILN_SECRETS_PREFIX: SSM Parameter Store path prefix of per-tool secrets (default `/kiln`).
 """
 
@@ -23,9 +21,6 @@ from dataclasses import dataclass
 
 from kiln.auth.jwt import DEFAULT_AUTHOR_SCOPE, DEFAULT_CALL_SCOPE, ScopeNames
 
-_TRUE = {"1", "true", "yes", "on"}
-_FALSE = {"0", "false", "no", "off", ""}
-
 
 class AuthSettingsError(ValueError):
     pass
@@ -33,14 +28,11 @@ class AuthSettingsError(ValueError):
 
 @dataclass(frozen=True)
 class AuthSettings:
-    anonymous_calls: bool = False
     public_url: str | None = None
     oauth_issuer: str | None = None
     oauth_jwks_url: str | None = None
     oauth_audiences: tuple[str, ...] = ()
     scopes: ScopeNames = ScopeNames()  # noqa: RUF009 (frozen, immutable)
-    allowed_origins: tuple[str, ...] | None = None  # None: the protocol's own default
-    allowed_hosts: tuple[str, ...] | None = None
     secrets_prefix: str = "/kiln"
 
     @property
@@ -56,12 +48,12 @@ class AuthSettings:
         env = os.environ if env is None else env
         # The issuer is compared with the `iss` claim character for character: keep it as given.
         issuer = _url(env, "KILN_OAUTH_ISSUER", exact=True)
-        public_url = _url(env, "KILN_PUBLIC_URL")
+        public_url = _url(env, "KILN_PUBLIC_BASE_URL")
         audiences = _list(env, "KILN_OAUTH_AUDIENCE") or ()
         if issuer and not (public_url or audiences):
             # Deriving the audience from the request's Host would let a caller choose it.
             raise AuthSettingsError(
-                "KILN_OAUTH_ISSUER needs KILN_PUBLIC_URL or KILN_OAUTH_AUDIENCE: "
+                "KILN_OAUTH_ISSUER needs KILN_PUBLIC_BASE_URL or KILN_OAUTH_AUDIENCE: "
                 "the audience a token must carry cannot come from the request"
             )
         prefix = env.get("KILN_SECRETS_PREFIX", "/kiln").strip() or "/kiln"
@@ -70,7 +62,6 @@ class AuthSettings:
                 "KILN_SECRETS_PREFIX must start with '/' and not end with '/', e.g. /kiln"
             )
         return cls(
-            anonymous_calls=_flag(env, "KILN_PUBLIC_ANONYMOUS"),
             public_url=public_url,
             oauth_issuer=issuer,
             oauth_jwks_url=_url(env, "KILN_OAUTH_JWKS_URL"),
@@ -79,19 +70,8 @@ class AuthSettings:
                 call=env.get("KILN_OAUTH_CALL_SCOPE", "").strip() or DEFAULT_CALL_SCOPE,
                 author=env.get("KILN_OAUTH_AUTHOR_SCOPE", "").strip() or DEFAULT_AUTHOR_SCOPE,
             ),
-            allowed_origins=_list(env, "KILN_ALLOWED_ORIGINS"),
-            allowed_hosts=_list(env, "KILN_ALLOWED_HOSTS"),
             secrets_prefix=prefix,
         )
-
-
-def _flag(env: Mapping[str, str], name: str) -> bool:
-    value = env.get(name, "").strip().lower()
-    if value in _TRUE:
-        return True
-    if value in _FALSE:
-        return False
-    raise AuthSettingsError(f"{name} must be one of 1/0, true/false, yes/no, on/off")
 
 
 def _url(env: Mapping[str, str], name: str, *, exact: bool = False) -> str | None:
