@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import hmac
 import json
 import logging
@@ -71,6 +72,13 @@ class Kiln:
     runner: Runner
     backend: CatalogBackend
 
+    @property
+    def cursor_secret(self) -> bytes:
+        """The same in every container of a deployment, so a cursor works wherever it lands."""
+        configured = self.settings.cursor_secret
+        seed = configured or f"kiln-cursor:{self.settings.table}:{self.settings.bucket}"
+        return hashlib.sha256(seed.encode()).digest()
+
     @cached_property
     def endpoint(self) -> McpEndpoint:
         """The MCP endpoint, built on first use (a REST-only function never pays for it)."""
@@ -84,6 +92,7 @@ class Kiln:
                 max_body_bytes=self.settings.max_body_bytes,
                 allowed_origins=self.settings.allowed_origins,
                 loopback_bind=self.settings.loopback_bind,
+                cursor_secret=self.cursor_secret,
             ),
         )
 

@@ -18,7 +18,7 @@ import os
 import secrets
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -136,7 +136,7 @@ class StateMirror:
 
     def stop(self) -> None:
         self._stop.set()
-        if self._thread is not None:
+        if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join(timeout=5)
         self.save()
 
@@ -165,10 +165,35 @@ def _atomic_write(path: Path, data: bytes) -> None:
     tmp.replace(path)
 
 
+class ShutdownHook:
+    """ASGI wrapper that runs `on_shutdown` during the server's graceful shutdown.
+
+    uvicorn re-raises SIGTERM/SIGINT once it has shut down, so code after `Server.run()`
+    may never run; the lifespan shutdown is the last sure moment to save local state.
+    """
+
+    def __init__(self, app: Any, on_shutdown: Callable[[], None]) -> None:
+        self.app = app
+        self.on_shutdown = on_shutdown
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "lifespan":
+            await self.app(scope, receive, send)
+            return
+        while True:
+            message = await receive()
+            if message["type"] == "lifespan.startup":
+                await send({"type": "lifespan.startup.complete"})
+            elif message["type"] == "lifespan.shutdown":
+                self.on_shutdown()
+                await send({"type": "lifespan.shutdown.complete"})
+                return
+
+
 @contextmanager
 def local_stack(
     args: argparse.Namespace, settings: Settings
-) -> Iterator[tuple[Settings, AwsClients]]:
+) -> Iterator[tuple[Settings, AwsClients, Callable[[], None]]]:
     """The AWS side of a local run: the emulator with mirrored state, or the environment's AWS."""
     state_dir = Path(args.state_dir)
     if args.aws or settings.endpoint_url:
@@ -176,7 +201,7 @@ def local_stack(
             endpoint_url=settings.endpoint_url, region=settings.region, profile=settings.profile
         )
         ensure_resources(clients, table=settings.table, bucket=settings.bucket)
-        yield settings, clients
+        yield settings, clients, lambda: None
         return
     with embedded_moto() as endpoint:
         settings = settings.with_(endpoint_url=endpoint, region=settings.region or "us-east-1")
@@ -186,7 +211,7 @@ def local_stack(
         mirror.restore()
         mirror.start()
         try:
-            yield settings, clients
+            yield settings, clients, mirror.stop
         finally:
             mirror.stop()
 
@@ -211,14 +236,14 @@ def run_dev(args: argparse.Namespace) -> int:
 
     from kiln.app import build_kiln, create_app
 
-    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    _configure_logging(logging.INFO)
     if not args.aws:
         _local_env()
     base = Settings.from_env()
     key = author_key(Path(args.state_dir), args.author_key)
     settings = base.with_(author_key=key, bind_host=args.host)
     try:
-        with local_stack(args, settings) as (settings, clients):
+        with local_stack(args, settings) as (settings, clients, save_state):
             parts = build_kiln(settings, clients=clients)
             for result in load_tool_folders(parts.store, args):
                 log.info("%s %s", result.action, result.name)
@@ -227,7 +252,11 @@ def run_dev(args: argparse.Namespace) -> int:
             print(f"Kiln is serving MCP at {url}/mcp", flush=True)
             print(f"REST API at {url}/api  (author key: {key})", flush=True)
             config = uvicorn.Config(
-                app, host=args.host, port=args.port, log_level="warning", lifespan="off"
+                ShutdownHook(app, save_state),
+                host=args.host,
+                port=args.port,
+                log_level="warning",
+                lifespan="on",
             )
             uvicorn.Server(config).run()
     except FolderError as error:
@@ -241,17 +270,38 @@ def run_stdio(args: argparse.Namespace) -> int:
     import asyncio
 
     from kiln.app import build_kiln
+    from kiln.protocol.backend import CallContext
     from kiln.protocol.stdio import serve_stdio
 
-    logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
+    _configure_logging(logging.WARNING)
     if not args.aws:
         _local_env()
     settings = Settings.from_env()
-    with local_stack(args, settings) as (settings, clients):
+
+    async def serve(endpoint: Any, budget_s: float) -> None:
+        loop = asyncio.get_running_loop()
+        reader = asyncio.StreamReader()
+        await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin)
+        transport, protocol = await loop.connect_write_pipe(
+            asyncio.streams.FlowControlMixin, sys.stdout
+        )
+        writer = asyncio.StreamWriter(transport, protocol, reader, loop)
+        await serve_stdio(endpoint, reader, writer, CallContext(time_left_s=budget_s))
+
+    with local_stack(args, settings) as (settings, clients, _):
         parts = build_kiln(settings, clients=clients)
         load_tool_folders(parts.store, args)
-        asyncio.run(serve_stdio(parts.endpoint))
+        asyncio.run(serve(parts.endpoint, settings.local_time_budget_s))
     return 0
+
+
+def _configure_logging(level: int) -> None:
+    """Kiln's own lines on stderr; the emulator's per-request chatter only when it matters."""
+    logging.basicConfig(
+        level=level, stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s"
+    )
+    for noisy in ("werkzeug", "botocore", "moto"):
+        logging.getLogger(noisy).setLevel(max(level, logging.WARNING))
 
 
 def _url_host(host: str) -> str:

@@ -58,6 +58,7 @@ class Settings:
     builder_function: str | None = None
     bundle_cache_dir: Path | None = None
     public_base_url: str | None = None  # how clients reach this server (OAuth metadata)
+    cursor_secret: str | None = None  # signs tools/list cursors; one value for every container
     extra: Mapping[str, str] = field(default_factory=dict)
 
     @classmethod
@@ -87,6 +88,7 @@ class Settings:
             builder_function=e.get("KILN_BUILDER_FUNCTION") or None,
             bundle_cache_dir=Path(cache_dir) if cache_dir else None,
             public_base_url=e.get("KILN_PUBLIC_BASE_URL") or None,
+            cursor_secret=e.get("KILN_CURSOR_SECRET") or None,
         )
 
     def with_(self, **changes: object) -> Settings:

@@ -7,6 +7,7 @@ package name that the author needs to see to find the problem.
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import re
@@ -25,6 +26,17 @@ from referencing.jsonschema import DRAFT202012
 
 from kiln.catalog.model import ANNOTATION_HINTS, Draft, Language
 
+__all__ = [
+    "RuleError",
+    "Violation",
+    "check_draft",
+    "check_name",
+    "check_requirements",
+    "closed_empty_schema",
+    "is_semver_range",
+    "normalise_schema",
+]
+
 NAME_PATTERN: Final = re.compile(r"[a-zA-Z][a-zA-Z0-9_-]{0,62}")
 RESERVED_PREFIX: Final = "kiln_"
 MAX_DESCRIPTION_CHARS: Final = 4096
@@ -34,9 +46,10 @@ MAX_REQUIREMENTS: Final = 50
 MAX_REQUIREMENT_CHARS: Final = 200
 MAX_SCHEMA_BYTES: Final = 64 * 1024
 MAX_SCHEMA_DEPTH: Final = 32
+MAX_SUBSCHEMAS: Final = 1000
 MAX_TIMEOUT_SECONDS: Final = 900.0
 DEFAULT_TIMEOUT_SECONDS: Final = 30.0
-MAX_METASCHEMA_REPORTS: Final = 10
+MAX_SCHEMA_REPORTS: Final = 10
 
 DIALECT: Final = "https://json-schema.org/draft/2020-12/schema"
 
@@ -126,10 +139,11 @@ def _violation(field: str, rule: str, text: str) -> Violation:
     return Violation(field, rule, f"{field} {text} (rule: {rule}).")
 
 
-def _shown(text: str, limit: int = 64) -> str:
-    """A name as it may appear in a message: quoted, shortened, control characters escaped."""
+def _escaped(key: object, limit: int = 64) -> str:
+    """A submitted key as it may appear in a field path: shortened, control characters escaped."""
+    text = str(key)
     short = text if len(text) <= limit else text[: limit - 1] + "…"
-    return json.dumps(short, ensure_ascii=False)
+    return json.dumps(short, ensure_ascii=False)[1:-1]
 
 
 def _encodable(value: str) -> bool:
@@ -290,7 +304,7 @@ def _check_annotations(value: object, found: list[Violation]) -> dict[str, Any] 
         else:
             found.append(
                 _violation(
-                    f"annotations.{_shown(str(key))}",
+                    f"annotations.{_escaped(key)}",
                     "unknown_field",
                     "is not an annotation; allowed are title, " + ", ".join(ANNOTATION_HINTS),
                 )
@@ -368,7 +382,7 @@ def _python_requirement(field: str, entry: str, found: list[Violation]) -> tuple
     return name, text
 
 
-_NPM_NAME: Final = re.compile(r"(?:@[a-z0-9][a-z0-9._~-]*/)?[a-z0-9][a-z0-9._~-]*")
+_NPM_NAME: Final = re.compile(r"(?:@[a-z0-9][a-z0-9._-]*/)?[a-z0-9][a-z0-9._-]*")
 _NPM_NAME_MAX: Final = 214
 _NPM_BANNED_NAMES: Final = frozenset({"node_modules", "favicon.ico"})
 
@@ -435,7 +449,7 @@ def _node_requirement(field: str, entry: str, found: list[Violation]) -> tuple[s
         return None
     if spec is None:
         return name, name
-    spec = spec.strip()
+    spec = " ".join(spec.split())
     spec_lowered = spec.lower()
     if spec_lowered.startswith("npm:"):
         found.append(_violation(field, "alias_not_allowed", "must not be an npm: alias"))
@@ -475,7 +489,7 @@ def _requirement_list(value: object, found: list[Violation]) -> list[object] | N
             return []
         try:
             value = json.loads(value)
-        except ValueError:
+        except (ValueError, RecursionError):
             found.append(
                 _violation(
                     "requirements", "type", "must be a list of strings (or a JSON text of one)"
@@ -528,9 +542,7 @@ def _check_requirements(
         name, text = result
         if name in seen:
             found.append(
-                _violation(
-                    field, "duplicate", f"lists {_shown(name)} again; give each package once"
-                )
+                _violation(field, "duplicate", f"lists {name} again; give each package once")
             )
             continue
         seen.add(name)
@@ -562,7 +574,7 @@ _SCHEMA_URI: Final = "urn:kiln:schema"
 def _path(field: str, parts: Iterable[str | int]) -> str:
     text = field
     for part in parts:
-        text += f"[{part}]" if isinstance(part, int) else f".{part}"
+        text += f"[{part}]" if isinstance(part, int) else f".{_escaped(part)}"
     return text
 
 
@@ -584,25 +596,30 @@ def _too_deep(value: object) -> bool:
 
 
 def _schema_nodes(
-    node: object, path: tuple[str | int, ...]
+    node: object, skip: Mapping[int, object]
 ) -> Iterator[tuple[tuple[str | int, ...], Mapping[str, Any]]]:
-    """Every object in schema position under `node`, with its path."""
-    stack: list[tuple[object, tuple[str | int, ...]]] = [(node, path)]
+    """Every object in schema position under `node`, in document order, with its path.
+
+    Objects in `skip` (and what lies under them) were walked before and are left out.
+    """
+    stack: list[tuple[object, tuple[str | int, ...]]] = [(node, ())]
     while stack:
         current, where = stack.pop()
         if isinstance(current, list):
-            stack.extend((item, (*where, i)) for i, item in enumerate(current))
+            stack.extend(reversed([(item, (*where, i)) for i, item in enumerate(current)]))
             continue
-        if not isinstance(current, Mapping):
+        if not isinstance(current, Mapping) or id(current) in skip:
             continue
         yield where, current
+        children: list[tuple[object, tuple[str | int, ...]]] = []
         for key, value in current.items():
             if key in _DATA_KEYWORDS:
                 continue
             if key in _MAP_KEYWORDS and isinstance(value, Mapping):
-                stack.extend((sub, (*where, key, name)) for name, sub in value.items())
+                children.extend((sub, (*where, key, name)) for name, sub in value.items())
             else:
-                stack.append((value, (*where, key)))
+                children.append((value, (*where, key)))
+        stack.extend(reversed(children))
 
 
 def _explain(error: ValidationError) -> str:
@@ -632,13 +649,15 @@ def _explain(error: ValidationError) -> str:
     return f"breaks the metaschema keyword {keyword}"
 
 
+_METASCHEMA: Final = Draft202012Validator(
+    Draft202012Validator.META_SCHEMA, format_checker=Draft202012Validator.FORMAT_CHECKER
+)
+
+
 def _metaschema_violations(field: str, schema: Mapping[str, Any]) -> list[Violation]:
-    checker = Draft202012Validator(
-        Draft202012Validator.META_SCHEMA, format_checker=Draft202012Validator.FORMAT_CHECKER
-    )
     found: list[Violation] = []
     seen: set[tuple[str, str]] = set()
-    for error in checker.iter_errors(schema):
+    for error in _METASCHEMA.iter_errors(schema):
         worst = best_match(error.context) if error.context else error
         where = _path(field, list(worst.absolute_path))
         key = (where, str(worst.validator))
@@ -648,7 +667,7 @@ def _metaschema_violations(field: str, schema: Mapping[str, Any]) -> list[Violat
         found.append(
             _violation(where, "metaschema", f"{_explain(worst)}, as JSON Schema 2020-12 requires")
         )
-        if len(found) >= MAX_METASCHEMA_REPORTS:
+        if len(found) >= MAX_SCHEMA_REPORTS:
             break
     return found
 
@@ -657,18 +676,44 @@ def _is_dialect(value: object) -> bool:
     return isinstance(value, str) and value.rstrip("#") == DIALECT and value.count("#") <= 1
 
 
-def _scan(field: str, node: Mapping[str, Any]) -> tuple[list[Violation], list[tuple[str, str]]]:
+@dataclass(frozen=True)
+class _LocalRef:
+    location: str  # field path of the $ref / $dynamicRef keyword
+    ref: str
+    holder: Mapping[str, Any]  # the subschema the keyword sits in
+
+
+def _scan(
+    field: str,
+    node: Mapping[str, Any],
+    nodes: dict[int, Mapping[str, Any]],
+    anchors: dict[str, str],
+) -> tuple[list[Violation], list[_LocalRef]]:
     """Find what could leave the document, and collect the local references to resolve."""
     found: list[Violation] = []
-    local: list[tuple[str, str]] = []
-    for where, subschema in _schema_nodes(node, ()):
+    local: list[_LocalRef] = []
+    for where, subschema in list(_schema_nodes(node, nodes)):
+        nodes[id(subschema)] = subschema
+        for keyword in ("$anchor", "$dynamicAnchor"):
+            anchor = subschema.get(keyword)
+            if not isinstance(anchor, str):
+                continue
+            location = _path(field, (*where, keyword))
+            if anchors.setdefault(anchor, location) != location:
+                found.append(
+                    _violation(
+                        location,
+                        "duplicate_anchor",
+                        f"repeats a name already given at {anchors[anchor]}",
+                    )
+                )
         for keyword in ("$ref", "$dynamicRef"):
             ref = subschema.get(keyword)
             if not isinstance(ref, str):
                 continue
             location = _path(field, (*where, keyword))
             if ref.startswith("#"):
-                local.append((location, ref))
+                local.append(_LocalRef(location, ref, subschema))
             else:
                 found.append(
                     _violation(
@@ -706,11 +751,82 @@ def _target_field(field: str, location: str, ref: str) -> str:
     return _path(field, tokens)
 
 
+# Keywords that apply a subschema to the same instance: a loop through only these (and
+# references) never reaches a smaller piece of input, so validation would recurse forever.
+_IN_PLACE_ONE: Final = ("not", "if", "then", "else")
+_IN_PLACE_MANY: Final = ("allOf", "anyOf", "oneOf")
+
+_Edge = tuple[Mapping[str, Any], str | None]  # (next subschema, location when it is a $ref)
+
+
+def _in_place_edges(node: Mapping[str, Any], refs: Mapping[int, list[_Edge]]) -> Iterator[_Edge]:
+    for keyword in _IN_PLACE_ONE:
+        child = node.get(keyword)
+        if isinstance(child, Mapping):
+            yield child, None
+    for keyword in _IN_PLACE_MANY:
+        children = node.get(keyword)
+        if isinstance(children, list):
+            yield from ((child, None) for child in children if isinstance(child, Mapping))
+    dependent = node.get("dependentSchemas")
+    if isinstance(dependent, Mapping):
+        yield from ((child, None) for child in dependent.values() if isinstance(child, Mapping))
+    yield from refs.get(id(node), ())
+
+
+def _cycle_violations(
+    nodes: Mapping[int, Mapping[str, Any]], refs: Mapping[int, list[_Edge]]
+) -> list[Violation]:
+    found: list[Violation] = []
+    reported: set[str] = set()
+    state: dict[int, bool] = {}  # False while on the path being explored, True when done
+    for start in nodes.values():
+        if id(start) in state:
+            continue
+        state[id(start)] = False
+        path: list[tuple[Mapping[str, Any], Iterator[_Edge], str | None]] = [
+            (start, _in_place_edges(start, refs), None)
+        ]
+        while path:
+            node, edges, _ = path[-1]
+            step = next(edges, None)
+            if step is None:
+                state[id(node)] = True
+                path.pop()
+                continue
+            child, location = step
+            seen = state.get(id(child))
+            if seen is None:
+                state[id(child)] = False
+                path.append((child, _in_place_edges(child, refs), location))
+            elif seen is False:
+                if location is None:
+                    # The loop holds at least one reference; blame the latest one on the path.
+                    for entry in reversed(path):
+                        if entry[2] is not None:
+                            location = entry[2]
+                            break
+                if location is not None and location not in reported:
+                    reported.add(location)
+                    found.append(
+                        _violation(
+                            location,
+                            "ref_cycle",
+                            "leads back to itself without descending into the input, "
+                            "so validation would never end",
+                        )
+                    )
+    return found
+
+
 def _reference_violations(field: str, schema: Mapping[str, Any]) -> list[Violation]:
-    """Refuse anything that could leave the document; then resolve every local reference."""
-    found, pending = _scan(field, schema)
+    """Refuse anything that could leave the document; resolve every local reference; refuse
+    reference loops that validation could never leave."""
+    nodes: dict[int, Mapping[str, Any]] = {}
+    anchors: dict[str, str] = {}
+    found, pending = _scan(field, schema, nodes, anchors)
     if found:
-        return found
+        return found[:MAX_SCHEMA_REPORTS]
     resolver = (
         Registry()
         .with_resource(
@@ -718,25 +834,32 @@ def _reference_violations(field: str, schema: Mapping[str, Any]) -> list[Violati
         )
         .resolver(base_uri=_SCHEMA_URI)
     )
-    scanned: set[int] = {id(schema)}
+    refs: dict[int, list[_Edge]] = {}
     while pending:
-        location, ref = pending.pop()
+        local = pending.pop()
         try:
-            target = resolver.lookup(ref).contents
+            target = resolver.lookup(local.ref).contents
         except Unresolvable:
-            found.append(_violation(location, "unresolved_ref", "points at nothing in this schema"))
+            found.append(
+                _violation(local.location, "unresolved_ref", "points at nothing in this schema")
+            )
             continue
-        if not isinstance(target, Mapping | bool):
-            found.append(_violation(location, "unresolved_ref", "must point at a schema"))
+        if isinstance(target, bool):
             continue
-        if isinstance(target, Mapping) and id(target) not in scanned:
+        if not isinstance(target, Mapping):
+            found.append(_violation(local.location, "unresolved_ref", "must point at a schema"))
+            continue
+        refs.setdefault(id(local.holder), []).append((target, local.location))
+        if id(target) not in nodes:
             # A pointer may aim inside a keyword the walk treats as data; what it finds is
             # used as a schema, so it must obey the same rules.
-            scanned.add(id(target))
-            problems, more = _scan(_target_field(field, location, ref), target)
+            where = _target_field(field, local.location, local.ref)
+            problems, more = _scan(where, target, nodes, anchors)
             found.extend(problems)
             pending.extend(more)
-    return found
+    if not found:
+        found = _cycle_violations(nodes, refs)
+    return found[:MAX_SCHEMA_REPORTS]
 
 
 def _check_schema(field: str, schema: object, found: list[Violation]) -> dict[str, Any] | None:
@@ -762,21 +885,48 @@ def _check_schema(field: str, schema: object, found: list[Violation]) -> dict[st
             )
         )
         return None
-    copy = cast(dict[str, Any], json.loads(text))
-    if "$schema" in copy and not _is_dialect(copy["$schema"]):
-        found.append(_violation(f"{field}.$schema", "dialect", f"must be left out or be {DIALECT}"))
-        return None
-    problems = _metaschema_violations(field, copy)
+    problems = _schema_text_violations(field, text)
     if problems:
         found.extend(problems)
         return None
-    if copy.get("type") != "object":
-        found.append(_violation(f"{field}.type", "root_type", 'must be "object" at the root'))
-    problems = _reference_violations(field, copy)
-    found.extend(problems)
-    if problems or copy.get("type") != "object":
-        return None
-    return copy
+    return cast(dict[str, Any], json.loads(text))
+
+
+def _subschema_count(schema: Mapping[str, Any]) -> int:
+    """Objects and booleans outside data keywords: what the metaschema check walks one by one."""
+    count = 0
+    stack: list[object] = [schema]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, bool):
+            count += 1
+        elif isinstance(node, list):
+            stack.extend(node)
+        elif isinstance(node, Mapping):
+            count += 1
+            stack.extend(v for k, v in node.items() if k not in _DATA_KEYWORDS)
+    return count
+
+
+@functools.lru_cache(maxsize=64)
+def _schema_text_violations(field: str, text: str) -> tuple[Violation, ...]:
+    """The checks that cost time, once per distinct schema (saves often resend the same one)."""
+    schema = cast(dict[str, Any], json.loads(text))
+    if _subschema_count(schema) > MAX_SUBSCHEMAS:
+        return (
+            _violation(
+                field, "too_complex", f"must have at most {MAX_SUBSCHEMAS} subschemas in all"
+            ),
+        )
+    if "$schema" in schema and not _is_dialect(schema["$schema"]):
+        return (_violation(f"{field}.$schema", "dialect", f"must be left out or be {DIALECT}"),)
+    problems = _metaschema_violations(field, schema)
+    if problems:
+        return tuple(problems)
+    if schema.get("type") != "object":
+        problems.append(_violation(f"{field}.type", "root_type", 'must be "object" at the root'))
+    problems.extend(_reference_violations(field, schema))
+    return tuple(problems)
 
 
 def _check_input_schema(value: object, found: list[Violation], field: str) -> dict[str, Any] | None:
@@ -811,13 +961,8 @@ def _canonical(payload: Mapping[Any, Any], found: list[Violation]) -> dict[str, 
         if key in READ_ONLY_FIELDS:
             continue
         if not isinstance(key, str) or (key not in CANONICAL_FIELDS and key not in FIELD_ALIASES):
-            shown = _shown(str(key))
             found.append(
-                Violation(
-                    shown.strip('"'),
-                    "unknown_field",
-                    f"{shown} is not a field of a tool definition (rule: unknown_field).",
-                )
+                _violation(_escaped(key), "unknown_field", "is not a field of a tool definition")
             )
             continue
         canonical = FIELD_ALIASES.get(key, key)

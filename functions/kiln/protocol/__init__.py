@@ -1,0 +1,16 @@
+"""MCP for Kiln: both protocol eras on one stateless endpoint, pure and transport-agnostic."""
+
+from kiln.protocol.backend import CallContext, ToolBackend, ToolOutcome, ToolView
+from kiln.protocol.http import HttpRequest, HttpResponse, McpEndpoint
+from kiln.protocol.settings import ProtocolSettings
+
+__all__ = [
+    "CallContext",
+    "HttpRequest",
+    "HttpResponse",
+    "McpEndpoint",
+    "ProtocolSettings",
+    "ToolBackend",
+    "ToolOutcome",
+    "ToolView",
+]

@@ -19,7 +19,6 @@ class ToolView:
     annotations: Mapping[str, Any] | None = None  # readOnlyHint, destructiveHint, ...
     updated_at: str = ""  # ISO 8601 UTC; tools/list orders by this, newest first, then name
     meta: Mapping[str, Any] | None = None  # extra `_meta` for versions that know it
-    content_blocks: bool = False  # the tool opted in to printing MCP content blocks
 
 
 @dataclass(frozen=True)
@@ -28,7 +27,8 @@ class ToolOutcome:
 
     text: str  # the contract text: stdout or "(no output)", then [stderr] / [exit N] / [timeout]
     is_error: bool
-    stdout: str = ""  # the raw stdout of a successful run, for structuredContent / content blocks
+    stdout: str = ""  # the raw stdout, for structuredContent and the `kiln/content` shape
+    # (protocol/content.py); `text` should start with it, so notes after it are kept
 
 
 @dataclass(frozen=True)

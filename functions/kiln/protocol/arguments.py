@@ -1,0 +1,198 @@
+"""Tool argument validation against JSON Schema Draft 2020-12, with messages that never echo input.
+
+jsonschema's own messages quote the offending value (`-1 is less than the minimum of 0`), and
+arguments may carry secrets, so each failure is described from the schema side only: the
+field path and the rule it broke (`net: must be ≥ 0`, `(root): missing required property
+'net'`). Compiled validators are cached by a fingerprint of the schema.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections import OrderedDict
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from jsonschema import Draft202012Validator
+from jsonschema.exceptions import SchemaError, ValidationError
+from referencing import Registry
+from referencing.exceptions import NoSuchResource, Unresolvable
+
+_CACHE_SIZE = 256
+
+
+class SchemaProblem(Exception):
+    """The tool's own schema is unusable (invalid, or a `$ref` that cannot be resolved)."""
+
+
+def _refuse_remote(uri: str) -> Any:
+    # Never fetch remote `$ref`s (digest §4.2: 2026 forbids auto-dereferencing network refs).
+    raise NoSuchResource(ref=uri)  # type: ignore[call-arg]
+
+
+_REGISTRY: Registry[Any] = Registry(retrieve=_refuse_remote)  # type: ignore[call-arg]
+
+
+def schema_fingerprint(schema: Mapping[str, Any]) -> str:
+    text = json.dumps(schema, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+class ValidatorCache:
+    """Compiled Draft 2020-12 validators, keyed by schema fingerprint, least recently used out."""
+
+    def __init__(self, size: int = _CACHE_SIZE) -> None:
+        self._size = size
+        self._validators: OrderedDict[str, Draft202012Validator] = OrderedDict()
+
+    def get(self, schema: Mapping[str, Any]) -> Draft202012Validator:
+        key = schema_fingerprint(schema)
+        validator = self._validators.get(key)
+        if validator is not None:
+            self._validators.move_to_end(key)
+            return validator
+        try:
+            Draft202012Validator.check_schema(schema)
+        except SchemaError as exc:
+            where = _path(exc.absolute_path) if exc.absolute_path else "(root)"
+            raise SchemaProblem(f"the schema is not valid JSON Schema 2020-12 at {where}") from exc
+        validator = Draft202012Validator(schema, registry=_REGISTRY)
+        self._validators[key] = validator
+        if len(self._validators) > self._size:
+            self._validators.popitem(last=False)
+        return validator
+
+    def problems(self, schema: Mapping[str, Any], instance: Any) -> list[str]:
+        """Every rule `instance` breaks, as `path: rule` lines; empty when it is valid."""
+        validator = self.get(schema)
+        try:
+            errors = list(validator.iter_errors(instance))
+        except Unresolvable as exc:
+            raise SchemaProblem("the schema has a $ref that cannot be resolved") from exc
+        lines: list[str] = []
+        for error in errors:
+            for line in describe(error):
+                if line not in lines:
+                    lines.append(line)
+        return sorted(lines)
+
+
+def _path(parts: Iterable[Any]) -> str:
+    out = ""
+    for part in parts:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            out += f".{part}" if out else str(part)
+    return out or "(root)"
+
+
+def _show(value: Any) -> str:
+    """A schema value (never an instance value) for a message."""
+    return json.dumps(value, ensure_ascii=False)
+
+
+def _plural(count: Any, word: str) -> str:
+    return f"{count} {word}" + ("" if count == 1 else "s")
+
+
+def _extras(instance: Mapping[str, Any], schema: Mapping[str, Any]) -> list[str]:
+    properties = schema.get("properties", {})
+    patterns = schema.get("patternProperties", {})
+    return sorted(
+        key
+        for key in instance
+        if key not in properties and not any(re.search(p, key) for p in patterns)
+    )
+
+
+def describe(error: ValidationError) -> list[str]:
+    """Messages for one jsonschema error, built from the keyword and the schema only."""
+    where = _path(error.absolute_path)
+    keyword = error.validator if isinstance(error.validator, str) else None
+    schema = error.schema if isinstance(error.schema, Mapping) else {}
+    value: Any = error.validator_value
+    instance = error.instance
+    if "propertyNames" in error.relative_schema_path:
+        return [f"{where}: has a property name that breaks the propertyNames rule ({keyword})"]
+    if keyword == "required" and isinstance(instance, Mapping):
+        return [
+            f"{where}: missing required property '{name}'" for name in value if name not in instance
+        ]
+    if keyword == "additionalProperties" and isinstance(instance, Mapping):
+        return [
+            f"{_path([*error.absolute_path, key])}: is not allowed (additionalProperties is false)"
+            for key in _extras(instance, schema)
+        ]
+    if keyword == "unevaluatedProperties":
+        return [f"{where}: has properties not allowed by unevaluatedProperties"]
+    if keyword == "dependentRequired" and isinstance(instance, Mapping):
+        return [
+            f"{where}: property '{needed}' is required when '{present}' is present"
+            for present, needs in value.items()
+            if present in instance
+            for needed in needs
+            if needed not in instance
+        ]
+    return [f"{where}: {_rule(keyword, value)}"]
+
+
+def _rule(keyword: str | None, value: Any) -> str:
+    if keyword is None:
+        return "is not allowed (the schema is false here)"
+    match keyword:
+        case "type":
+            kinds = value if isinstance(value, list) else [value]
+            return "must be of type " + " or ".join(kinds)
+        case "minimum":
+            return f"must be ≥ {_show(value)}"
+        case "maximum":
+            return f"must be ≤ {_show(value)}"
+        case "exclusiveMinimum":
+            return f"must be > {_show(value)}"
+        case "exclusiveMaximum":
+            return f"must be < {_show(value)}"
+        case "multipleOf":
+            return f"must be a multiple of {_show(value)}"
+        case "minLength":
+            return f"must be at least {_plural(value, 'character')} long"
+        case "maxLength":
+            return f"must be at most {_plural(value, 'character')} long"
+        case "pattern":
+            return f"must match the pattern {_show(value)}"
+        case "format":
+            return f"must be a valid {value}"
+        case "minItems":
+            return f"must have at least {_plural(value, 'item')}"
+        case "maxItems":
+            return f"must have at most {_plural(value, 'item')}"
+        case "uniqueItems":
+            return "must not contain duplicate items"
+        case "contains" | "minContains" | "maxContains":
+            return f"does not contain the required matching items ({keyword})"
+        case "minProperties":
+            return f"must have at least {_plural(value, 'property')}"
+        case "maxProperties":
+            return f"must have at most {_plural(value, 'property')}"
+        case "enum":
+            return "must be one of " + ", ".join(_show(v) for v in value)
+        case "const":
+            return f"must equal {_show(value)}"
+        case "anyOf":
+            return "must match at least one of the schemas in anyOf"
+        case "oneOf":
+            return "must match exactly one of the schemas in oneOf"
+        case "not":
+            return "must not match the schema in not"
+        case "unevaluatedItems":
+            return "has items not allowed by unevaluatedItems"
+        case "items" | "prefixItems":
+            return f"has items not allowed by {keyword}"
+    return f"breaks the {keyword!r} rule"
+
+
+def summarize(tool_name: str, problems: Sequence[str]) -> str:
+    lines = "\n".join(f"- {p}" for p in problems)
+    return f"Invalid arguments for tool '{tool_name}':\n{lines}"

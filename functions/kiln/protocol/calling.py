@@ -1,0 +1,197 @@
+"""tools/call: find the tool, check its arguments, run it, shape what it printed into a result.
+
+Protocol problems (no such tool, malformed params) are JSON-RPC errors; everything about the
+tool itself (arguments that break its schema, a failed run, output that breaks its
+outputSchema) is an `isError` result whose text says exactly what to fix.
+
+What a result carries, for a successful run:
+- the script contract's text (`ToolOutcome.text`) as one text block; or
+- the blocks of a `kiln/content` object the tool printed (see `content.py`); and
+- `structuredContent` when the tool declares an `output_schema` and the client's revision
+  knows structured results (2025-06-18 on): stdout parsed as JSON and validated against it.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from mcp_types import CallToolResult, TextContent
+
+from kiln.protocol.arguments import SchemaProblem, ValidatorCache, summarize
+from kiln.protocol.backend import CallContext, ToolBackend, ToolOutcome, ToolView
+from kiln.protocol.content import (
+    ContentShapeError,
+    claims_shape,
+    for_version,
+    load_json,
+    parse_shape,
+)
+from kiln.protocol.errors import InternalError, InvalidParamsError, RequestId
+from kiln.protocol.wire import MODERN_VERSIONS, at_least, structured_allowed
+
+log = logging.getLogger(__name__)
+
+_JSON_TYPE = {dict: "an object", list: "an array", str: "a string", bool: "a boolean"}
+
+
+def _kind(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return "a number"
+    return _JSON_TYPE.get(type(value), "something else")
+
+
+def text_block(text: str) -> dict[str, Any]:
+    return TextContent(text=text).model_dump(by_alias=True, exclude_none=True)
+
+
+def result(
+    blocks: list[dict[str, Any]], *, is_error: bool, structured: Any = None
+) -> dict[str, Any]:
+    """A CallToolResult built through the official model."""
+    data: dict[str, Any] = {"content": blocks, "isError": is_error}
+    if structured is not None:
+        data["structuredContent"] = structured
+    return CallToolResult.model_validate(data).model_dump(
+        by_alias=True, exclude_none=True, mode="json"
+    )
+
+
+def tool_error(*lines: str) -> dict[str, Any]:
+    return result([text_block(line) for line in lines if line], is_error=True)
+
+
+class ToolCaller:
+    def __init__(self, backend: ToolBackend, validators: ValidatorCache | None = None) -> None:
+        self._backend = backend
+        self._validators = validators or ValidatorCache()
+
+    async def call(
+        self, params: dict[str, Any], *, version: str, ctx: CallContext, request_id: RequestId
+    ) -> dict[str, Any]:
+        name = params.get("name")
+        if not isinstance(name, str):
+            raise InvalidParamsError(
+                "Invalid params: tools/call needs params.name as a string", request_id=request_id
+            )
+        try:
+            tool = await self._backend.get_tool(name, ctx)
+        except Exception as exc:
+            log.exception("backend.get_tool failed for %s", name)
+            raise InternalError("Internal error", request_id=request_id) from exc
+        if tool is None:
+            raise InvalidParamsError(f"Unknown tool: {name}", request_id=request_id)
+
+        arguments = params.get("arguments", {})
+        if not isinstance(arguments, dict):
+            return tool_error(
+                f"Invalid arguments for tool '{name}':\n"
+                f"- arguments: must be an object, got {_kind(arguments)}"
+            )
+        try:
+            problems = self._validators.problems(tool.input_schema, arguments)
+        except SchemaProblem as exc:
+            return tool_error(
+                f"Tool '{name}' cannot run: {exc} (inputSchema). Its author must fix the tool."
+            )
+        if problems:
+            return tool_error(summarize(name, problems))
+
+        try:
+            outcome = await self._backend.call_tool(tool, arguments, ctx)
+        except Exception as exc:
+            log.exception("backend.call_tool failed for %s", name)
+            raise InternalError("Internal error", request_id=request_id) from exc
+        return self.shape(tool, outcome, version)
+
+    def shape(self, tool: ToolView, outcome: ToolOutcome, version: str) -> dict[str, Any]:
+        """The CallToolResult for what the run produced, as `version` can receive it."""
+        if outcome.is_error:
+            return result([text_block(outcome.text)], is_error=True)
+        parsed = _try_json(outcome.stdout)
+        if claims_shape(parsed):
+            return self._content_result(tool, outcome, parsed, version)
+        if not structured_allowed(version, tool):
+            return result([text_block(outcome.text)], is_error=False)
+        if parsed is _NOT_JSON:
+            return tool_error(
+                f"Tool '{tool.name}' declares an outputSchema, but its stdout is not a JSON "
+                "value, so it cannot become structuredContent. Its output was:",
+                outcome.text,
+            )
+        problem = self._output_problem(tool, parsed, version)
+        if problem:
+            return tool_error(problem, outcome.text)
+        return result([text_block(outcome.text)], is_error=False, structured=parsed)
+
+    def _output_problem(self, tool: ToolView, value: Any, version: str) -> str | None:
+        assert tool.output_schema is not None
+        if version not in MODERN_VERSIONS and not isinstance(value, dict):
+            return (
+                f"Tool '{tool.name}' printed {_kind(value)}, but structuredContent must be "
+                f"a JSON object in MCP {version}. Its output was:"
+            )
+        try:
+            problems = self._validators.problems(tool.output_schema, value)
+        except SchemaProblem as exc:
+            return f"Tool '{tool.name}' has an unusable outputSchema: {exc}. Its output was:"
+        if problems:
+            lines = "\n".join(f"- {p}" for p in problems)
+            return (
+                f"Tool '{tool.name}' printed output that does not match its outputSchema:\n"
+                f"{lines}\nIts output was:"
+            )
+        return None
+
+    def _content_result(
+        self, tool: ToolView, outcome: ToolOutcome, parsed: dict[str, Any], version: str
+    ) -> dict[str, Any]:
+        try:
+            reply = parse_shape(parsed)
+        except ContentShapeError as exc:
+            return tool_error(
+                f"Tool '{tool.name}' printed a 'kiln/content' object that is not valid:\n{exc}"
+            )
+        blocks = for_version(reply.blocks, version)
+        notes = _notes_after_stdout(outcome)
+        if notes:
+            blocks.append(text_block(notes))
+        structured = None
+        if at_least(version, "2025-06-18") and not reply.is_error:
+            if tool.output_schema is not None and structured_allowed(version, tool):
+                if not reply.has_structured:
+                    return tool_error(
+                        f"Tool '{tool.name}' declares an outputSchema, but its 'kiln/content' "
+                        "object has no structuredContent."
+                    )
+                problem = self._output_problem(tool, reply.structured, version)
+                if problem:
+                    return tool_error(problem.removesuffix(" Its output was:"))
+                structured = reply.structured
+            elif reply.has_structured and (
+                version in MODERN_VERSIONS or isinstance(reply.structured, dict)
+            ):
+                structured = reply.structured
+        return result(blocks, is_error=reply.is_error, structured=structured)
+
+
+_NOT_JSON: Any = object()
+
+
+def _try_json(stdout: str) -> Any:
+    text = stdout.strip()
+    if not text:
+        return _NOT_JSON
+    try:
+        return load_json(text)
+    except ValueError:
+        return _NOT_JSON
+
+
+def _notes_after_stdout(outcome: ToolOutcome) -> str:
+    """What the contract text adds after stdout (`[stderr] …`), so it is not lost."""
+    if outcome.stdout and outcome.text.startswith(outcome.stdout):
+        return outcome.text[len(outcome.stdout) :].strip()
+    return ""

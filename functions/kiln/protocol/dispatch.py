@@ -1,0 +1,227 @@
+"""From a JSON body to a reply: parse, batches, era, method table, error mapping.
+
+Transport-agnostic: HTTP (`http.py`) and stdio (`stdio.py`) both call `Dispatcher.handle_body`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from kiln.protocol.backend import CallContext, ToolBackend
+from kiln.protocol.calling import ToolCaller
+from kiln.protocol.classify import (
+    VERSION_HEADER,
+    Envelope,
+    claims_modern,
+    classify,
+    header,
+)
+from kiln.protocol.content import load_json
+from kiln.protocol.cursor import CursorCodec
+from kiln.protocol.errors import (
+    InternalError,
+    InvalidRequestError,
+    MethodNotFoundError,
+    ParseError,
+    ProtocolError,
+    RequestId,
+    UnsupportedVersionError,
+    error_object,
+    error_status,
+)
+from kiln.protocol.legacy import LegacyEra, negotiate
+from kiln.protocol.listing import ToolLister, dumps
+from kiln.protocol.modern import ModernEra
+from kiln.protocol.settings import ProtocolSettings
+from kiln.protocol.wire import BATCH_VERSION, LEGACY_VERSIONS, MAX_BATCH, MODERN_VERSIONS
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Reply:
+    """A transport-neutral answer: `body` None means "accepted, nothing to say" (HTTP 202)."""
+
+    status: int
+    body: bytes | None
+    negotiated: str | None = None  # the version a legacy `initialize` agreed on
+
+
+def _envelope(request_id: RequestId, result: bytes) -> bytes:
+    return b'{"jsonrpc":"2.0","id":' + dumps(request_id) + b',"result":' + result + b"}"
+
+
+def error_reply(error: ProtocolError) -> Reply:
+    return Reply(error_status(error), dumps(error_object(error)))
+
+
+Handler = Callable[[Envelope, CallContext], Awaitable[bytes]]
+
+
+class Dispatcher:
+    def __init__(self, backend: ToolBackend, settings: ProtocolSettings) -> None:
+        self._backend = backend
+        self._legacy = LegacyEra(settings)
+        self._modern = ModernEra(settings)
+        codec = CursorCodec(settings.cursor_secret or os.urandom(32))
+        self._lister = ToolLister(codec, page_size=settings.page_size, ttl_ms=settings.list_ttl_ms)
+        self._caller = ToolCaller(backend)
+        self._legacy_methods: dict[str, Handler] = {
+            "initialize": self._initialize,
+            "ping": self._ping,
+            "tools/list": self._tools_list,
+            "tools/call": self._tools_call,
+        }
+        # subscriptions/listen is declined (digest §5.9 option a): discover advertises no
+        # listChanged and no subscribe, so a 404 / -32601 is the documented feature absence.
+        self._modern_methods: dict[str, Handler] = {
+            "server/discover": self._discover,
+            "tools/list": self._tools_list,
+            "tools/call": self._tools_call,
+        }
+
+    async def handle_body(
+        self,
+        body: bytes,
+        headers: Mapping[str, str],
+        ctx: CallContext,
+        *,
+        http: bool = True,
+        legacy_version: str | None = None,
+    ) -> Reply:
+        """Answer one POST body (or one stdio line)."""
+        try:
+            message = load_json(body.decode("utf-8"))
+        except (UnicodeDecodeError, ValueError):
+            return error_reply(ParseError("Parse error: the body is not valid JSON"))
+        if isinstance(message, list):
+            return await self._batch(
+                message, headers, ctx, http=http, legacy_version=legacy_version
+            )
+        return await self._one(message, headers, ctx, http=http, legacy_version=legacy_version)
+
+    async def _one(
+        self,
+        message: Any,
+        headers: Mapping[str, str],
+        ctx: CallContext,
+        *,
+        http: bool,
+        legacy_version: str | None,
+    ) -> Reply:
+        envelope: Envelope | None = None
+        try:
+            envelope = classify(message, headers, http=http, legacy_version=legacy_version)
+            if envelope is None or envelope.is_notification:
+                return Reply(202, None)
+            table = self._modern_methods if envelope.modern else self._legacy_methods
+            handler = table.get(envelope.method)
+            if handler is None:
+                raise MethodNotFoundError(
+                    f"Method not found: {envelope.method}",
+                    request_id=envelope.request_id,
+                    modern=envelope.modern,
+                )
+            result = await handler(envelope, ctx)
+        except ProtocolError as error:
+            if envelope is not None and envelope.modern:
+                error.modern = True
+            return error_reply(error)
+        except Exception:
+            log.exception("unexpected failure answering a request")
+            rid = envelope.request_id if envelope else None
+            modern = envelope.modern if envelope else False
+            return error_reply(InternalError("Internal error", request_id=rid, modern=modern))
+        negotiated = None
+        if envelope.method == "initialize":
+            negotiated = negotiate(str(envelope.params.get("protocolVersion")))
+        return Reply(200, _envelope(envelope.request_id, result), negotiated)
+
+    async def _batch(
+        self,
+        messages: list[Any],
+        headers: Mapping[str, str],
+        ctx: CallContext,
+        *,
+        http: bool,
+        legacy_version: str | None,
+    ) -> Reply:
+        version = header(headers, VERSION_HEADER) if http else legacy_version
+        if version in MODERN_VERSIONS or any(claims_modern(m) for m in messages):
+            return error_reply(
+                InvalidRequestError(
+                    "Invalid Request: 2026-07-28 does not allow JSON-RPC batches", modern=True
+                )
+            )
+        if version is not None and version not in LEGACY_VERSIONS:
+            return error_reply(
+                UnsupportedVersionError(
+                    f"Bad Request: unsupported MCP-Protocol-Version header {version!r}",
+                    data={"supported": list(LEGACY_VERSIONS), "requested": version},
+                )
+            )
+        if version is not None and version != BATCH_VERSION:
+            return error_reply(
+                InvalidRequestError(
+                    f"Invalid Request: JSON-RPC batches exist only in {BATCH_VERSION}, "
+                    f"not in {version}"
+                )
+            )
+        if not 1 <= len(messages) <= MAX_BATCH:
+            return error_reply(
+                InvalidRequestError(
+                    f"Invalid Request: a batch holds 1 to {MAX_BATCH} messages, "
+                    f"this one holds {len(messages)}"
+                )
+            )
+        if any(isinstance(m, dict) and m.get("method") == "initialize" for m in messages):
+            return error_reply(
+                InvalidRequestError("Invalid Request: initialize must not be part of a batch")
+            )
+        replies = await asyncio.gather(
+            *(self._one(m, headers, ctx, http=http, legacy_version=BATCH_VERSION) for m in messages)
+        )
+        bodies = [r.body for r in replies if r.body is not None]
+        if not bodies:
+            return Reply(202, None)
+        return Reply(200, b"[" + b",".join(bodies) + b"]")
+
+    def _finish(self, envelope: Envelope) -> Callable[[dict[str, Any]], dict[str, Any]]:
+        return self._modern.finish if envelope.modern else self._legacy.finish
+
+    async def _initialize(self, envelope: Envelope, ctx: CallContext) -> bytes:
+        return dumps(self._legacy.initialize(envelope.params, envelope.request_id))
+
+    async def _ping(self, envelope: Envelope, ctx: CallContext) -> bytes:
+        return b"{}"
+
+    async def _discover(self, envelope: Envelope, ctx: CallContext) -> bytes:
+        return dumps(self._modern.discover())
+
+    async def _tools_list(self, envelope: Envelope, ctx: CallContext) -> bytes:
+        try:
+            tools = await self._backend.list_tools(ctx)
+        except Exception as exc:
+            log.exception("backend.list_tools failed")
+            raise InternalError(
+                "Internal error", request_id=envelope.request_id, modern=envelope.modern
+            ) from exc
+        return self._lister.page(
+            tools,
+            envelope.params,
+            version=envelope.version,
+            private=ctx.principal is not None,
+            finish=self._finish(envelope),
+            request_id=envelope.request_id,
+        )
+
+    async def _tools_call(self, envelope: Envelope, ctx: CallContext) -> bytes:
+        result = await self._caller.call(
+            envelope.params, version=envelope.version, ctx=ctx, request_id=envelope.request_id
+        )
+        return dumps(self._finish(envelope)(result))

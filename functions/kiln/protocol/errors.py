@@ -1,0 +1,131 @@
+"""Protocol errors and the one table that maps them to JSON-RPC codes and HTTP statuses.
+
+Every problem the protocol layer detects is raised as one of the exceptions below and turned
+into a JSON-RPC error body by `error_reply`. Tool-level problems (bad arguments, a failed run)
+are not exceptions: they are `isError` results built in `calling.py`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from mcp_types import (
+    HEADER_MISMATCH,
+    INTERNAL_ERROR,
+    INVALID_PARAMS,
+    INVALID_REQUEST,
+    METHOD_NOT_FOUND,
+    PARSE_ERROR,
+    UNSUPPORTED_PROTOCOL_VERSION,
+)
+from mcp_types.jsonrpc import ErrorData, JSONRPCError
+
+RequestId = int | str | None
+
+
+class ProtocolError(Exception):
+    """Base: a request the protocol layer refuses. `request_id` is echoed when known."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        request_id: RequestId = None,
+        data: Any = None,
+        modern: bool = False,
+    ) -> None:
+        super().__init__(message)
+        self.message = message
+        self.request_id = request_id
+        self.data = data
+        self.modern = modern  # raised on the 2026-07-28 path (decides the HTTP status)
+
+
+class ParseError(ProtocolError):
+    """The body is not JSON."""
+
+
+class InvalidRequestError(ProtocolError):
+    """The body is JSON but not an acceptable JSON-RPC message (shape, batch rules)."""
+
+
+class TransportError(ProtocolError):
+    """An HTTP-level refusal (method, Origin, Host, media type, size). Carries its own status."""
+
+    def __init__(self, message: str, *, status: int, headers: dict[str, str] | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.headers = headers or {}
+
+
+class MissingMetaError(ProtocolError):
+    """A modern request without the required `params._meta` keys."""
+
+
+class HeaderMismatchError(ProtocolError):
+    """A modern request whose MCP headers are missing or disagree with the body."""
+
+
+class UnsupportedVersionError(ProtocolError):
+    """A protocol version this server does not speak (modern `_meta` or a legacy header)."""
+
+
+class MethodNotFoundError(ProtocolError):
+    """A method this server does not serve in the request's era."""
+
+
+class InvalidParamsError(ProtocolError):
+    """Params the method cannot use: unknown tool, bad cursor, wrong types."""
+
+
+class InternalError(ProtocolError):
+    """Something failed inside Kiln; the message never carries internals."""
+
+
+@dataclass(frozen=True)
+class ErrorRule:
+    code: int
+    legacy_status: int  # HTTP status when the request is legacy era (or the era is unknown)
+    modern_status: int  # HTTP status when the request claimed the 2026-07-28 envelope
+
+
+# The one place where errors become codes and statuses (digest §2.4, §2.5, §5.4).
+ERROR_TABLE: dict[type[ProtocolError], ErrorRule] = {
+    ParseError: ErrorRule(PARSE_ERROR, 400, 400),
+    InvalidRequestError: ErrorRule(INVALID_REQUEST, 400, 400),
+    TransportError: ErrorRule(INVALID_REQUEST, 400, 400),  # status comes from the error itself
+    MissingMetaError: ErrorRule(INVALID_PARAMS, 400, 400),
+    HeaderMismatchError: ErrorRule(HEADER_MISMATCH, 400, 400),
+    UnsupportedVersionError: ErrorRule(UNSUPPORTED_PROTOCOL_VERSION, 400, 400),
+    MethodNotFoundError: ErrorRule(METHOD_NOT_FOUND, 200, 404),
+    InvalidParamsError: ErrorRule(INVALID_PARAMS, 200, 200),
+    InternalError: ErrorRule(INTERNAL_ERROR, 200, 200),
+}
+
+
+def rule_for(error: ProtocolError) -> ErrorRule:
+    for cls in type(error).__mro__:
+        rule = ERROR_TABLE.get(cls)
+        if rule is not None:
+            return rule
+    return ERROR_TABLE[InternalError]
+
+
+def error_status(error: ProtocolError) -> int:
+    if isinstance(error, TransportError):
+        return error.status
+    rule = rule_for(error)
+    return rule.modern_status if error.modern else rule.legacy_status
+
+
+def error_object(error: ProtocolError) -> dict[str, Any]:
+    """The JSON-RPC error response for `error` (`id` null when the request id is unknown)."""
+    wire = JSONRPCError(
+        jsonrpc="2.0",
+        id=error.request_id,
+        error=ErrorData(code=rule_for(error).code, message=error.message, data=error.data),
+    ).model_dump(mode="json")
+    if error.data is None:
+        del wire["error"]["data"]
+    return wire

@@ -1,0 +1,111 @@
+"""MCP over Streamable HTTP (POST in, JSON out), as plain data: no web framework here.
+
+The app turns its request into an `HttpRequest` (header names lower-cased), awaits
+`McpEndpoint.handle`, and sends back the `HttpResponse`. Checks run in the digest's order
+(§5.4): method, Host (loopback binds), Origin, size, media type, then the JSON-RPC layer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from urllib.parse import urlsplit
+
+from kiln.protocol.backend import CallContext, ToolBackend
+from kiln.protocol.dispatch import Dispatcher, Reply, error_reply
+from kiln.protocol.errors import TransportError
+from kiln.protocol.settings import ProtocolSettings
+
+_LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "[::1]", "::1"})
+_JSON = "application/json"
+
+
+@dataclass(frozen=True)
+class HttpRequest:
+    method: str
+    headers: Mapping[str, str]  # names lower-cased
+    body: bytes = b""
+
+
+@dataclass(frozen=True)
+class HttpResponse:
+    status: int
+    headers: dict[str, str] = field(default_factory=dict)
+    body: bytes = b""
+
+
+def _host_name(host: str) -> str:
+    host = host.strip().lower()
+    if host.startswith("["):
+        return host[: host.find("]") + 1] if "]" in host else host
+    return host.rsplit(":", 1)[0] if host.count(":") == 1 else host
+
+
+def _is_loopback_origin(origin: str) -> bool:
+    try:
+        parts = urlsplit(origin)
+        hostname = parts.hostname
+    except ValueError:
+        return False
+    return parts.scheme in {"http", "https"} and hostname in {"localhost", "127.0.0.1", "::1"}
+
+
+class McpEndpoint:
+    """One MCP endpoint: both protocol eras, decided per request."""
+
+    def __init__(self, backend: ToolBackend, settings: ProtocolSettings | None = None) -> None:
+        self.settings = settings or ProtocolSettings()
+        self.dispatcher = Dispatcher(backend, self.settings)
+
+    async def handle(self, request: HttpRequest, ctx: CallContext) -> HttpResponse:
+        try:
+            self._check_transport(request)
+        except TransportError as error:
+            reply = error_reply(error)
+            return self._response(reply, extra=error.headers)
+        reply = await self.dispatcher.handle_body(request.body, request.headers, ctx)
+        return self._response(reply)
+
+    @staticmethod
+    def _response(reply: Reply, extra: Mapping[str, str] | None = None) -> HttpResponse:
+        headers = dict(extra or {})
+        if reply.body is None:
+            return HttpResponse(reply.status, headers, b"")
+        headers["content-type"] = _JSON
+        return HttpResponse(reply.status, headers, reply.body)
+
+    def _check_transport(self, request: HttpRequest) -> None:
+        settings = self.settings
+        if request.method.upper() != "POST":
+            raise TransportError(
+                f"Method not allowed: {request.method.upper()}; this endpoint takes POST only "
+                "(no SSE stream, no sessions)",
+                status=405,
+                headers={"allow": "POST"},
+            )
+        host = request.headers.get("host")
+        if settings.loopback_bind and host is not None and _host_name(host) not in _LOOPBACK_NAMES:
+            raise TransportError(
+                "Misdirected request: this server is bound to loopback and answers only "
+                "localhost, 127.0.0.1 or [::1] as Host",
+                status=421,
+            )
+        origin = request.headers.get("origin")
+        if origin is not None and not self._origin_allowed(origin):
+            raise TransportError(
+                "Forbidden: the request's Origin is not allowed on this server", status=403
+            )
+        if len(request.body) > settings.max_body_bytes:
+            raise TransportError(
+                f"Payload too large: the body is {len(request.body)} bytes, "
+                f"the limit is {settings.max_body_bytes}",
+                status=413,
+            )
+        media_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
+        if media_type != _JSON:
+            raise TransportError(f"Unsupported media type: send Content-Type: {_JSON}", status=415)
+
+    def _origin_allowed(self, origin: str) -> bool:
+        if origin in self.settings.allowed_origins:
+            return True
+        return self.settings.loopback_bind and _is_loopback_origin(origin)

@@ -1,0 +1,55 @@
+"""The legacy era (2024-11-05 … 2025-11-25): the `initialize` handshake, `ping`, plain results."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from mcp_types import Implementation, InitializeResult, ServerCapabilities, ToolsCapability
+
+from kiln.protocol.errors import InvalidParamsError, RequestId
+from kiln.protocol.settings import ProtocolSettings
+from kiln.protocol.wire import LATEST_LEGACY, LEGACY_VERSIONS, server_info
+
+
+def negotiate(requested: str) -> str:
+    """Echo a supported version; answer the latest legacy one otherwise (never an error)."""
+    return requested if requested in LEGACY_VERSIONS else LATEST_LEGACY
+
+
+class LegacyEra:
+    def __init__(self, settings: ProtocolSettings) -> None:
+        self._initialize = {v: self._initialize_result(settings, v) for v in LEGACY_VERSIONS}
+
+    @staticmethod
+    def _initialize_result(settings: ProtocolSettings, version: str) -> dict[str, Any]:
+        result = InitializeResult(
+            protocol_version=version,
+            # Tools only; no listChanged: a stateless JSON server has no stream to announce on.
+            capabilities=ServerCapabilities(tools=ToolsCapability()),
+            server_info=Implementation(name=settings.server_name, version=settings.server_version),
+            instructions=settings.instructions,
+        ).model_dump(by_alias=True, exclude_none=True, mode="json")
+        result["serverInfo"] = server_info(
+            name=settings.server_name,
+            version=settings.server_version,
+            title=settings.title,
+            description=settings.description,
+            website_url=settings.website_url,
+            protocol_version=version,
+        )
+        return result
+
+    def initialize(self, params: dict[str, Any], request_id: RequestId) -> dict[str, Any]:
+        requested = params.get("protocolVersion")
+        if not isinstance(requested, str):
+            raise InvalidParamsError(
+                "Invalid params: initialize needs params.protocolVersion as a string",
+                request_id=request_id,
+            )
+        return self._initialize[negotiate(requested)]
+
+    @staticmethod
+    def finish(result: dict[str, Any]) -> dict[str, Any]:
+        """Legacy results carry none of the 2026-only fields."""
+        result.pop("resultType", None)
+        return result

@@ -1,0 +1,134 @@
+"""tools/list: deterministic order, signed cursors, fields per version, cached serialised pages.
+
+The backend hands over the tools the caller may see. Each distinct list (recognised by the
+identity of its `ToolView` objects, so a backend that keeps its catalog in memory costs one
+pointer comparison per tool) is sorted and fingerprinted once; each page is rendered through
+the `mcp-types` models and serialised once per (version, offset, cache scope), then served
+as bytes. The hot path therefore never touches pydantic.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from mcp_types import ListToolsResult, Tool
+from pydantic import ValidationError
+
+from kiln.protocol.backend import ToolView
+from kiln.protocol.cursor import CursorCodec, CursorError
+from kiln.protocol.errors import InvalidParamsError, RequestId
+from kiln.protocol.wire import MODERN_VERSIONS, tool_for_version, tool_model
+
+log = logging.getLogger(__name__)
+
+_SNAPSHOTS = 8  # distinct lists kept (callers with different views, old and new catalogs)
+
+Finish = Callable[[dict[str, Any]], dict[str, Any]]
+
+
+def dumps(value: Any) -> bytes:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode()
+
+
+def order(tools: Sequence[ToolView]) -> list[ToolView]:
+    """Recently updated first; ties by name."""
+    by_name = sorted(tools, key=lambda t: t.name)
+    return sorted(by_name, key=lambda t: t.updated_at, reverse=True)
+
+
+@dataclass
+class _Snapshot:
+    source: tuple[ToolView, ...]  # keeps the objects alive, so their ids stay meaningful
+    dumped: list[dict[str, Any]]  # superset Tool dicts, in list order
+    fingerprint: str
+    pages: dict[tuple[str, int, str], bytes] = field(default_factory=dict)
+
+
+def _dump_tool(tool: ToolView) -> dict[str, Any]:
+    try:
+        model = tool_model(tool)
+    except ValidationError:
+        # Annotations the catalog should have refused; list the tool without them.
+        log.warning("tool %s has invalid annotations; listing it without them", tool.name)
+        model = Tool(
+            name=tool.name, description=tool.description, input_schema=dict(tool.input_schema)
+        )
+    return model.model_dump(by_alias=True, exclude_none=True, mode="json")
+
+
+class ToolLister:
+    def __init__(self, codec: CursorCodec, *, page_size: int, ttl_ms: int) -> None:
+        self._codec = codec
+        self._page_size = max(1, page_size)
+        self._ttl_ms = ttl_ms
+        self._snapshots: OrderedDict[tuple[int, ...], _Snapshot] = OrderedDict()
+
+    def _snapshot(self, tools: Sequence[ToolView]) -> _Snapshot:
+        key = tuple(id(t) for t in tools)
+        snap = self._snapshots.get(key)
+        if snap is not None and all(a is b for a, b in zip(snap.source, tools, strict=True)):
+            self._snapshots.move_to_end(key)
+            return snap
+        dumped = [_dump_tool(t) for t in order(tools)]
+        fingerprint = hashlib.sha256(dumps(dumped)).hexdigest()[:32]
+        snap = _Snapshot(tuple(tools), dumped, fingerprint)
+        self._snapshots[key] = snap
+        if len(self._snapshots) > _SNAPSHOTS:
+            self._snapshots.popitem(last=False)
+        return snap
+
+    def page(
+        self,
+        tools: Sequence[ToolView],
+        params: dict[str, Any],
+        *,
+        version: str,
+        private: bool,
+        finish: Finish,
+        request_id: RequestId,
+    ) -> bytes:
+        """The serialised tools/list result for the page `params.cursor` points at."""
+        snap = self._snapshot(tools)
+        offset = self._offset(params, snap.fingerprint, request_id)
+        scope = "private" if private else "public"
+        key = (version, offset, scope)
+        cached = snap.pages.get(key)
+        if cached is None:
+            cached = dumps(self._render(snap, offset, version, scope, finish))
+            snap.pages[key] = cached
+        return cached
+
+    def _offset(self, params: dict[str, Any], fingerprint: str, request_id: RequestId) -> int:
+        if "cursor" not in params or params["cursor"] is None:
+            return 0
+        cursor = params["cursor"]
+        if not isinstance(cursor, str):
+            raise InvalidParamsError(
+                "Invalid params: cursor must be a string", request_id=request_id
+            )
+        try:
+            return self._codec.decode(cursor, fingerprint)
+        except CursorError as exc:
+            raise InvalidParamsError(f"Invalid cursor: {exc}", request_id=request_id) from exc
+
+    def _render(
+        self, snap: _Snapshot, offset: int, version: str, scope: str, finish: Finish
+    ) -> dict[str, Any]:
+        end = offset + self._page_size
+        tools = [tool_for_version(d, version) for d in snap.dumped[offset:end]]
+        next_cursor = self._codec.encode(end, snap.fingerprint) if end < len(snap.dumped) else None
+        result = ListToolsResult.model_validate(
+            {"tools": tools, "nextCursor": next_cursor, "ttlMs": self._ttl_ms, "cacheScope": scope}
+        ).model_dump(by_alias=True, exclude_none=True, mode="json")
+        # The superset model re-adds nothing the version lacks, but keep each tool exactly as cut.
+        result["tools"] = tools
+        if version not in MODERN_VERSIONS:
+            for key in ("ttlMs", "cacheScope"):
+                result.pop(key, None)
+        return finish(result)

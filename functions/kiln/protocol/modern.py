@@ -1,0 +1,46 @@
+"""The stateless era (2026-07-28): `server/discover`, `resultType`, serverInfo in every `_meta`."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from mcp_types import (
+    SERVER_INFO_META_KEY,
+    DiscoverResult,
+    ServerCapabilities,
+    ToolsCapability,
+)
+
+from kiln.protocol.settings import ProtocolSettings
+from kiln.protocol.wire import MODERN_VERSIONS, server_info
+
+
+class ModernEra:
+    def __init__(self, settings: ProtocolSettings) -> None:
+        self._server_info = server_info(
+            name=settings.server_name,
+            version=settings.server_version,
+            title=settings.title,
+            description=settings.description,
+            website_url=settings.website_url,
+            protocol_version=MODERN_VERSIONS[-1],
+        )
+        self._discover = self.finish(
+            DiscoverResult(
+                supported_versions=list(MODERN_VERSIONS),
+                # No listChanged and no subscriptions: subscriptions/listen is declined (-32601).
+                capabilities=ServerCapabilities(tools=ToolsCapability()),
+                instructions=settings.instructions,
+                ttl_ms=settings.discover_ttl_ms,
+                cache_scope="public",  # the same for every caller
+            ).model_dump(by_alias=True, exclude_none=True, mode="json")
+        )
+
+    def discover(self) -> dict[str, Any]:
+        return self._discover
+
+    def finish(self, result: dict[str, Any]) -> dict[str, Any]:
+        """Every modern result: `resultType` and serverInfo in `_meta`."""
+        result.setdefault("resultType", "complete")
+        result["_meta"] = {**result.get("_meta", {}), SERVER_INFO_META_KEY: self._server_info}
+        return result

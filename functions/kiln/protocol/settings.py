@@ -1,0 +1,24 @@
+"""What the protocol layer is configured with (the app builds this from Kiln's settings)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import kiln
+
+
+@dataclass(frozen=True)
+class ProtocolSettings:
+    server_name: str = "kiln"
+    server_version: str = kiln.__version__
+    title: str | None = "Kiln"
+    description: str | None = "Small Python and Node scripts served as MCP tools."
+    website_url: str | None = None
+    instructions: str | None = None
+    max_body_bytes: int = 1024 * 1024
+    page_size: int = 50
+    list_ttl_ms: int = 0  # catalog changes show on the next request, so lists go stale at once
+    discover_ttl_ms: int = 300_000
+    allowed_origins: tuple[str, ...] = ()  # exact origins, e.g. "https://app.example.com"
+    loopback_bind: bool = False  # True: only loopback Host names, and loopback Origins allowed
+    cursor_secret: bytes = b""  # empty: a random per-process secret (set it when scaled out)

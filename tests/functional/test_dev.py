@@ -1,0 +1,93 @@
+"""`kiln dev` as a user runs it: a real process, a real port, state that survives a restart."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import httpx
+
+from harness import free_port
+
+KEY = "dev-test-author-key"
+
+
+@contextmanager
+def kiln_dev(state_dir: Path, port: int, *extra: str) -> Iterator[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "KILN_"))}
+    state_dir.mkdir(parents=True, exist_ok=True)
+    log = (state_dir / "dev.log").open("a")
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "kiln.cli",
+            "dev",
+            "--port",
+            str(port),
+            "--state-dir",
+            str(state_dir),
+            "--author-key",
+            KEY,
+            *extra,
+        ],
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            assert process.poll() is None, (state_dir / "dev.log").read_text()
+            try:
+                if httpx.get(url + "/api/health", timeout=1).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            assert time.monotonic() < deadline, "kiln dev did not start within 60 s"
+            time.sleep(0.1)
+        yield url
+    finally:
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+        log.close()
+
+
+def test_a_tool_created_through_the_api_survives_a_restart(tmp_path: Path) -> None:
+    port = free_port()
+    tool = {"name": "kept", "description": "d", "language": "python", "code": "print(1)\n"}
+    auth = {"Authorization": f"Bearer {KEY}"}
+    with kiln_dev(tmp_path, port, "--no-examples") as url:
+        created = httpx.post(url + "/api/tools", json=tool, headers=auth)
+        assert created.status_code == 201, created.text
+    with kiln_dev(tmp_path, port, "--no-examples") as url:
+        again = httpx.get(url + "/api/tools/kept", headers=auth)
+        assert again.status_code == 200
+        assert again.json()["code"] == tool["code"]
+
+
+def test_examples_and_extra_tool_folders_are_loaded_and_unchanged_ones_untouched(
+    tmp_path: Path,
+) -> None:
+    extra = tmp_path / "more" / "shout"
+    extra.mkdir(parents=True)
+    (extra / "tool.json").write_text('{"description": "Upper-case a text."}')
+    (extra / "main.py").write_text("import sys\nprint(sys.stdin.read().upper())\n")
+    port = free_port()
+    with kiln_dev(tmp_path / "state", port, "--tools", str(tmp_path / "more")) as url:
+        names = {t["name"]: t["revision"] for t in httpx.get(url + "/api/tools").json()["tools"]}
+    assert {"add_vat", "shout"} <= set(names)
+    with kiln_dev(tmp_path / "state", port, "--tools", str(tmp_path / "more")) as url:
+        again = {t["name"]: t["revision"] for t in httpx.get(url + "/api/tools").json()["tools"]}
+    assert again == names
