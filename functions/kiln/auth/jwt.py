@@ -6,9 +6,10 @@ import json
 import urllib.request
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import jwt as pyjwt
+if TYPE_CHECKING:
+    import jwt as pyjwt
 
 # Asymmetric algorithms only: a resource server never shares a signing secret, and "none" or
 # HS256 with a public key as the secret are the classic forgeries.
@@ -63,6 +64,8 @@ class JwtVerifier:
 
     def verify(self, token: str, *, audiences: Iterable[str]) -> VerifiedToken:
         """Raises TokenError for any token this server must not accept."""
+        import jwt as pyjwt  # PyJWT and cryptography load only when a token arrives
+
         try:
             header = pyjwt.get_unverified_header(token)
         except pyjwt.PyJWTError:
@@ -106,6 +109,8 @@ class JwtVerifier:
         )
 
     def _jwks(self) -> pyjwt.PyJWKClient:
+        import jwt as pyjwt
+
         if self._client is None:
             url = self._jwks_url or discover_jwks_url(self.issuer, timeout_s=self._timeout)
             self._client = pyjwt.PyJWKClient(url, cache_keys=True, lifespan=300, timeout=5)

@@ -44,7 +44,7 @@ class SecretNotFoundError(SecretError):
     pass
 
 
-class MissingSecretsError(SecretError):
+class MissingSecretsError(SecretError, LookupError):
     def __init__(self, tool_id: str, names: Iterable[str]) -> None:
         self.names = tuple(sorted(names))
         listed = ", ".join(self.names)
