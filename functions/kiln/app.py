@@ -19,6 +19,7 @@ import kiln
 from kiln.auth import redact
 from kiln.auth.audit import record_write
 from kiln.auth.policy import AuthError, Permission, Principal
+from kiln.auth.process import protect_process
 from kiln.auth.web import AccessControl, auth_error_response
 from kiln.aws import AwsClients, make_clients
 from kiln.catalog.model import Revision, Tool
@@ -178,6 +179,7 @@ def revision_fields(revision: Revision) -> dict[str, Any]:
         "annotations": revision.annotations,
         "timeout_seconds": revision.timeout_seconds,
         "bundle_id": revision.bundle_id,
+        "secrets": list(revision.secrets),  # names only; values are never returned
     }
 
 
@@ -221,6 +223,7 @@ def create_app(
 ) -> FastAPI:
     """The app; `role` picks what one Lambda function serves ("public": /mcp only)."""
     redact.install()  # no key or bearer token reaches a log line from here on
+    protect_process()  # tools cannot read this process's environ (AWS credentials, keys)
     parts = kiln_parts or build_kiln(settings, clients=clients)
     app = FastAPI(
         title="Kiln",

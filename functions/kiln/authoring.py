@@ -81,6 +81,12 @@ _DEFINITION: dict[str, Any] = {
     "annotations": {"type": "object", "description": "readOnlyHint, destructiveHint, ..."},
     "timeout_seconds": {"type": "number", "exclusiveMinimum": 0, "maximum": 900},
     "enabled": {"type": "boolean"},
+    "secrets": {
+        "type": "array",
+        "items": {"type": "string"},
+        "description": "Names of secrets the script reads from its environment (values are "
+        "set by an operator with `kiln secrets set`).",
+    },
 }
 _NAME = {"type": "string", "description": "The tool's name."}
 
@@ -157,6 +163,7 @@ def definition(tool: Tool, code: str) -> dict[str, Any]:
         "annotations": head.annotations,
         "timeout_seconds": head.timeout_seconds,
         "enabled": tool.enabled,
+        "secrets": list(head.secrets),
     }
 
 
