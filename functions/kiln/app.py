@@ -22,6 +22,7 @@ from kiln.auth.policy import AuthError, Permission, Principal
 from kiln.auth.process import protect_process
 from kiln.auth.web import AccessControl, auth_error_response
 from kiln.aws import AwsClients, make_clients
+from kiln.bundles.service import Bundles, make_bundles
 from kiln.catalog.model import Revision, Tool
 from kiln.catalog.rules import RuleError, check_draft, check_name
 from kiln.catalog.snapshot import CatalogSnapshots
@@ -76,6 +77,7 @@ class Kiln:
     runner: Runner
     backend: CatalogBackend
     access: AccessControl
+    bundles: Bundles | None = None
 
     @property
     def cursor_secret(self) -> bytes:
@@ -116,7 +118,10 @@ def build_kiln(settings: Settings, *, clients: AwsClients | None = None) -> Kiln
     clients = clients or make_clients(
         endpoint_url=settings.endpoint_url, region=settings.region, profile=settings.profile
     )
-    store = CatalogStore(clients.dynamodb, clients.s3, table=settings.table, bucket=settings.bucket)
+    bundles = make_bundles(settings, clients)
+    store = CatalogStore(
+        clients.dynamodb, clients.s3, table=settings.table, bucket=settings.bucket, bundles=bundles
+    )
     snapshots = CatalogSnapshots(store)
     runner = Runner(
         RunnerSettings(
@@ -127,8 +132,8 @@ def build_kiln(settings: Settings, *, clients: AwsClients | None = None) -> Kiln
         )
     )
     access = AccessControl(settings, clients)
-    backend = CatalogBackend(snapshots, runner, secrets=access)
-    return Kiln(settings, clients, store, snapshots, runner, backend, access)
+    backend = CatalogBackend(snapshots, runner, bundles=bundles, secrets=access)
+    return Kiln(settings, clients, store, snapshots, runner, backend, access, bundles)
 
 
 def time_left_s(request: Request, settings: Settings) -> float:
@@ -323,6 +328,15 @@ def _mount_rest(app: FastAPI, parts: Kiln) -> None:
     def tagged(body: dict[str, Any], tool: Tool, status: int = 200) -> JSONResponse:
         return JSONResponse(body, status_code=status, headers={"ETag": etag(tool)})
 
+    if parts.bundles is not None:
+        from kiln.bundles.api import mount_bundle_routes
+
+        mount_bundle_routes(
+            app,
+            parts.bundles,
+            require_author=lambda request: parts.access.require_now(request, "author", ""),
+        )
+
     @app.get("/api/health")
     async def health() -> dict[str, Any]:
         return {"ok": True, "version": kiln.__version__}
@@ -349,7 +363,10 @@ def _mount_rest(app: FastAPI, parts: Kiln) -> None:
         await require(request)
         tool = await call(store.get, ref)
         code = await call(store.code, tool.head)
-        return tagged(tool_json(tool, code=code), tool)
+        body = tool_json(tool, code=code)
+        if parts.bundles is not None:
+            body["bundle"] = await call(parts.bundles.summary, tool.head.bundle_id)
+        return tagged(body, tool)
 
     @app.put("/api/tools/{ref}")
     async def replace_tool(ref: str, request: Request) -> JSONResponse:

@@ -245,6 +245,9 @@ def run_dev(args: argparse.Namespace) -> int:
     try:
         with local_stack(args, settings) as (settings, clients, save_state):
             parts = build_kiln(settings, clients=clients)
+            if parts.bundles is not None:
+                # Builds a previous run left; on the embedded emulator no one else builds.
+                parts.bundles.resume(orphans=not (args.aws or base.endpoint_url))
             for result in load_tool_folders(parts.store, args):
                 log.info("%s %s", result.action, result.name)
             app = create_app(settings, kiln_parts=parts)

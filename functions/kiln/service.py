@@ -5,10 +5,11 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Mapping, Sequence
+from contextlib import AbstractContextManager, ExitStack
 from pathlib import Path
 from typing import Any, Protocol
 
-from kiln.bundles.cache import BundleNotReadyError
+from kiln.bundles.cache import BundleError
 from kiln.catalog.model import Tool
 from kiln.catalog.snapshot import CatalogSnapshots
 from kiln.protocol.backend import CallContext, ToolOutcome, ToolView
@@ -19,8 +20,11 @@ log = logging.getLogger("kiln.service")
 
 
 class BundlePaths(Protocol):
-    def path_for(self, bundle_id: str) -> Path:
-        """The unpacked bundle's directory; raises an error saying why it is not ready."""
+    def use(self, bundle_id: str) -> AbstractContextManager[Path]:
+        """The unpacked bundle's directory, kept (never evicted) while the block runs.
+
+        Raises BundleError (not ready, failed, or not downloadable) with a message to show.
+        """
         ...
 
 
@@ -94,10 +98,21 @@ class CatalogBackend:
         The RunResult is None when the tool could not start (bundle not ready, runner busy).
         """
         head = tool.head
-        try:
-            bundle_path = await self._bundle_path(head.bundle_id)
-        except BundleNotReadyError as error:
-            return ToolOutcome(f"Tool {tool.name!r} cannot run yet: {error}", True), None
+        with ExitStack() as pinned:
+            try:
+                bundle_path = await self._bundle_path(head.bundle_id, pinned)
+            except BundleError as error:
+                return ToolOutcome(f"Tool {tool.name!r} cannot run: {error}", True), None
+            return await self._run(tool, arguments, bundle_path, time_left_s)
+
+    async def _run(
+        self,
+        tool: Tool,
+        arguments: Mapping[str, Any],
+        bundle_path: Path | None,
+        time_left_s: float | None,
+    ) -> tuple[ToolOutcome, RunResult | None]:
+        head = tool.head
         code = await asyncio.to_thread(self._snapshots.code, head)
         try:
             extra_env = (
@@ -123,7 +138,7 @@ class CatalogBackend:
             return ToolOutcome(str(error), True), None
         return ToolOutcome(contract_text(result), result.failed, stdout=result.stdout), result
 
-    async def _bundle_path(self, bundle_id: str | None) -> Path | None:
+    async def _bundle_path(self, bundle_id: str | None, pinned: ExitStack) -> Path | None:
         if bundle_id is None or self._bundles is None:
             return None
-        return await asyncio.to_thread(self._bundles.path_for, bundle_id)
+        return await asyncio.to_thread(pinned.enter_context, self._bundles.use(bundle_id))

@@ -12,8 +12,9 @@ from kiln.settings import Settings
 
 
 @pytest.fixture
-def kiln_settings(aws: AwsStack) -> Settings:
+def kiln_settings(aws: AwsStack, tmp_path_factory: pytest.TempPathFactory) -> Settings:
     return Settings(
+        bundle_cache_dir=tmp_path_factory.mktemp("bundle-cache"),
         table=aws.table,
         bucket=aws.bucket,
         endpoint_url=aws.endpoint_url,

@@ -125,7 +125,7 @@ def test_an_arm64_lambda_target_gets_aarch64_wheels(store: BundleStore, tmp_path
     assert any(n.endswith(".cpython-313-aarch64-linux-gnu.so") for n in names)
 
 
-def test_a_node_bundle_holds_node_modules_contents_and_requires_from_node_path(
+def test_a_node_bundle_holds_node_modules_and_requires_from_node_path(
     store: BundleStore, tmp_path: Path
 ) -> None:
     record = store.ensure("node", default_target("node"), ["lodash@4.17.21"])
@@ -136,7 +136,7 @@ def test_a_node_bundle_holds_node_modules_contents_and_requires_from_node_path(
     assert manifest is not None
     assert {"name": "lodash", "version": "4.17.21"}.items() <= manifest["lock"][0].items()
     names = _zip_names(store, record.id, tmp_path)
-    assert "lodash/package.json" in names
+    assert "node_modules/lodash/package.json" in names
     unpacked = tmp_path / "unpacked"
     with zipfile.ZipFile(tmp_path / "bundle.zip") as archive:
         archive.extractall(unpacked)
@@ -144,7 +144,8 @@ def test_a_node_bundle_holds_node_modules_contents_and_requires_from_node_path(
         "console.log(JSON.stringify(require('lodash').sortBy(require('lodash').uniq([3,1,3]))))"
     )
     check = subprocess.run(
-        ["node", "-e", script], env={"NODE_PATH": str(unpacked), "PATH": "/usr/bin:/bin"},
+        ["node", "-e", script],
+        env={"NODE_PATH": str(unpacked / "node_modules"), "PATH": "/usr/bin:/bin"},
         capture_output=True, text=True, check=True,
     )  # fmt: skip
     assert json.loads(check.stdout) == [1, 3]

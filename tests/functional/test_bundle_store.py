@@ -107,3 +107,17 @@ def test_unknown_bundles_are_named_in_the_error(store: BundleStore) -> None:
         store.retry("0" * 32)
     with pytest.raises(BundleStateError, match="does not exist"):
         store.mark_building("0" * 32)
+
+
+def test_an_orphaned_build_is_requeued_only_if_it_is_still_the_same_build(
+    store: BundleStore,
+) -> None:
+    record = store.ensure("python", TARGET, ["six"])
+    assert record is not None
+    building = store.mark_building(record.id)
+    requeued = store.requeue_orphan(building)
+    assert requeued.status == "pending"
+    assert requeued.started_at is None
+    store.mark_building(record.id)
+    with pytest.raises(BundleStateError):
+        store.requeue_orphan(building)  # a newer build started since

@@ -91,3 +91,27 @@ def test_examples_and_extra_tool_folders_are_loaded_and_unchanged_ones_untouched
     with kiln_dev(tmp_path / "state", port, "--tools", str(tmp_path / "more")) as url:
         again = {t["name"]: t["revision"] for t in httpx.get(url + "/api/tools").json()["tools"]}
     assert again == names
+
+
+def test_kiln_dev_lists_add_vat_and_calling_it_returns_the_seed_numbers(tmp_path: Path) -> None:
+    port = free_port()
+    headers = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
+    with kiln_dev(tmp_path, port) as url:
+        listed = httpx.post(
+            url + "/mcp", headers=headers, json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"}
+        ).json()
+        called = httpx.post(
+            url + "/mcp",
+            headers=headers,
+            json={
+                "jsonrpc": "2.0",
+                "id": 2,
+                "method": "tools/call",
+                "params": {"name": "add_vat", "arguments": {"net": 99.99}},
+            },
+        ).json()
+    assert "add_vat" in {tool["name"] for tool in listed["result"]["tools"]}
+    assert called["result"]["isError"] is False
+    text = called["result"]["content"][0]["text"]
+    assert '"gross": "119.99"' in text
+    assert '"vat": "20.00"' in text

@@ -84,4 +84,19 @@ def test_default_target_follows_the_environment(monkeypatch: pytest.MonkeyPatch)
     monkeypatch.setenv("KILN_BUNDLE_TARGET", "python3.13")
     with pytest.raises(RequirementError):
         default_target("python")
-    assert default_target("node").startswith("node20-")
+    monkeypatch.setenv("KILN_NODE_BUNDLE_TARGET", "node20-x86_64")
+    assert default_target("node") == "node20-x86_64"
+    monkeypatch.setenv("KILN_NODE_BUNDLE_TARGET", "node20")
+    with pytest.raises(RequirementError):
+        default_target("node")
+
+
+def test_inside_lambda_the_default_target_is_the_functions_own_runtime(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv("KILN_BUNDLE_TARGET", raising=False)
+    monkeypatch.setenv("AWS_LAMBDA_FUNCTION_NAME", "kiln-dev-admin")
+    target = parse_target(default_target("python"))
+    assert target.is_lambda
+    monkeypatch.setenv("KILN_NODE_BUNDLE_TARGET", "node24-arm64")
+    assert default_target("node") == "node24-arm64"

@@ -3,9 +3,10 @@
 Python: `pip install --target` (for Lambda targets only manylinux wheels for the target's
 CPython, so nothing is compiled on the build machine), bytecode compiled by the target's
 interpreter when one is found (`unchecked-hash` pycs stay valid after unzipping, whatever
-the files' times). Node: `npm install --omit=dev --ignore-scripts`; the zip holds the
-contents of `node_modules`, so a bundle's folder goes on `NODE_PATH` as it is, just as a
-Python bundle's folder goes on `PYTHONPATH`.
+the files' times). A Python bundle's folder goes on `PYTHONPATH` as it is.
+
+Node: `npm install --omit=dev --ignore-scripts`; the zip holds `node_modules/` (plus the
+package.json and lock npm wrote), and the runner puts `<bundle>/node_modules` on `NODE_PATH`.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import shutil
 import stat
 import subprocess
 import sys
+import tempfile
 import time
 import zipfile
 from collections.abc import Callable, Iterator
@@ -99,7 +101,7 @@ def build_bundle(
     else:
         say(f"npm install {' '.join(record.requirements)}")
         lock = _install_node(record, install_dir, log)
-        root = install_dir / "node_modules"
+        root = install_dir
         compiled_by = None
     files = sorted(_bundle_files(root))
     unpacked = sum(path.stat().st_size for path in files)
@@ -240,9 +242,13 @@ def _install_node(record: BundleRecord, install_dir: Path, log: _Log) -> list[di
     (install_dir / "package.json").write_text(
         json.dumps({"name": "kiln-bundle", "private": True, "dependencies": dependencies})
     )
-    npm = shutil.which("npm")
+    npm = find_npm()
     if npm is None:
-        raise BuildError("npm is not installed on the builder", log.text())
+        raise BuildError(
+            "npm is not installed on the builder (set KILN_NPM, or KILN_NODE_BINARY with npm "
+            "beside it)",
+            log.text(),
+        )
     command = [
         npm, "install", "--prefix", str(install_dir),
         "--omit=dev", "--ignore-scripts", "--no-audit", "--no-fund",
@@ -264,12 +270,32 @@ def _install_node(record: BundleRecord, install_dir: Path, log: _Log) -> list[di
     return sorted(lock, key=lambda entry: str(entry["name"]))
 
 
+def find_npm() -> str | None:
+    """KILN_NPM, else the npm beside KILN_NODE_BINARY (the Lambda layer), else PATH's."""
+    configured = os.environ.get("KILN_NPM")
+    if configured:
+        return configured
+    node = os.environ.get("KILN_NODE_BINARY")
+    if node and (Path(node).parent / "npm").is_file():
+        return str(Path(node).parent / "npm")
+    return shutil.which("npm")
+
+
 # -- shared ---------------------------------------------------------------------------------
 
 
 def _run(command: list[str], log: _Log, *, what: str, cwd: Path) -> None:
     log.add("$ " + " ".join(command))
     env = {**os.environ, "PIP_NO_INPUT": "1", "PYTHONDONTWRITEBYTECODE": "1"}
+    node = os.environ.get("KILN_NODE_BINARY")
+    if node:  # npm runs `node` from PATH
+        env["PATH"] = f"{Path(node).parent}{os.pathsep}{env.get('PATH', '')}"
+    if not os.access(Path.home(), os.W_OK):  # Lambda: only /tmp is writable
+        scratch_home = Path(tempfile.gettempdir()) / "kiln-build-home"
+        scratch_home.mkdir(exist_ok=True)
+        env["HOME"] = str(scratch_home)
+        env.setdefault("PIP_CACHE_DIR", str(scratch_home / "pip-cache"))
+        env.setdefault("npm_config_cache", str(scratch_home / "npm-cache"))
     try:
         completed = subprocess.run(
             command,

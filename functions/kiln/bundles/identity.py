@@ -7,20 +7,24 @@ Targets name where a bundle's files will be imported:
 | `local-python3.11-x86_64`   | `kiln dev` on this machine (its own interpreter) |
 | `lambda-python3.13-x86_64`  | the Lambda functions (manylinux wheels only)     |
 | `lambda-python3.13-arm64`   | the same on Graviton                             |
-| `node20-x86_64`             | Node tools (pure-JS packages, install scripts off) |
+| `node24-x86_64`             | Node tools (pure-JS packages, install scripts off) |
 
-The Python target in force comes from `KILN_BUNDLE_TARGET` (set on the Lambda functions by
-the template); without it, the local interpreter's own target. The Node target comes from
-`KILN_NODE_BUNDLE_TARGET`, else `node20-<arch>`.
+The Python target in force comes from `KILN_BUNDLE_TARGET`; without it, inside Lambda the
+function's runtime (`lambda-python<its version>-<its arch>`), elsewhere the interpreter's own
+`local-…` target. The Node target comes from `KILN_NODE_BUNDLE_TARGET`, else the major
+version of the Node.js that runs tools (`KILN_NODE_BINARY` or `node` on PATH).
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
 import platform
 import re
+import shutil
+import subprocess
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -93,14 +97,34 @@ def default_target(language: str) -> str:
         if configured:
             parse_target(configured)
             return configured
-        return f"local-python{sys.version_info.major}.{sys.version_info.minor}-{machine_arch()}"
+        # Inside Lambda the function's own runtime is the target; elsewhere this interpreter.
+        kind = "lambda" if os.environ.get("AWS_LAMBDA_FUNCTION_NAME") else "local"
+        version = f"{sys.version_info.major}.{sys.version_info.minor}"
+        return f"{kind}-python{version}-{machine_arch()}"
     if language == "node":
         configured = os.environ.get("KILN_NODE_BUNDLE_TARGET", "").strip()
         if configured:
             parse_target(configured)
             return configured
-        return f"node20-{machine_arch()}"
+        return f"node{node_major()}-{machine_arch()}"
     raise RequirementError(f"language must be one of {', '.join(LANGUAGES)}")
+
+
+@functools.cache
+def node_major() -> int:
+    """The major version of the Node.js that runs tools here (KILN_NODE_BINARY or PATH)."""
+    node = os.environ.get("KILN_NODE_BINARY") or shutil.which("node")
+    if node:
+        try:
+            version = subprocess.run(
+                [node, "--version"], capture_output=True, text=True, timeout=10, check=False
+            ).stdout
+            match = re.match(r"v(\d+)\.", version.strip())
+            if match:
+                return int(match[1])
+        except OSError:
+            pass
+    return 20
 
 
 def normalise_requirement(language: str, requirement: str) -> str:

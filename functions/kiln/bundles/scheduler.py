@@ -8,6 +8,7 @@ bundle through pending -> building -> ready | failed and publishes its files.
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import queue
@@ -24,6 +25,7 @@ from kiln.bundles.store import (
     BundleRecord,
     BundleStateError,
     BundleStore,
+    is_stale,
     log_key,
     manifest_key,
     zip_key,
@@ -31,7 +33,7 @@ from kiln.bundles.store import (
 
 logger = logging.getLogger(__name__)
 
-UploadProgress = Callable[[int], None]
+UploadProgress = Callable[[int, int], None]  # (bytes just sent, total bytes)
 
 
 class BuildScheduler(Protocol):
@@ -45,9 +47,20 @@ def request_bundle(
     target: str,
     requirements: Sequence[str],
 ) -> BundleRecord | None:
-    """What a catalog save calls: record the bundle if new and start its build if pending."""
+    """What a catalog save calls: record the bundle if new and start its build if pending.
+
+    Saving a tool whose bundle failed (or whose builder died) tries the build again: the
+    author saving is the moment a fix or a transient failure gets its second chance.
+    """
     record = store.ensure(language, target, requirements)
-    if record is not None and record.status == "pending":
+    if record is None:
+        return None
+    if record.status == "failed" or is_stale(record):
+        try:
+            record = store.retry(record.id)
+        except BundleStateError:  # another save retried it first
+            record = store.get(record.id) or record
+    if record.status == "pending":
         scheduler.schedule(record.id)
     return record
 
@@ -87,7 +100,9 @@ def run_build(
             store.bucket,
             zip_key(bundle_id),
             ExtraArgs={"ContentType": "application/zip"},
-            Callback=upload_progress,
+            Callback=None
+            if upload_progress is None
+            else functools.partial(_sent, upload_progress, int(output.manifest["zip_size"])),
         )
         store.s3.put_object(
             Bucket=store.bucket,
@@ -101,6 +116,10 @@ def run_build(
         shutil.rmtree(scratch, ignore_errors=True)
 
 
+def _sent(upload_progress: UploadProgress, total: int, amount: int) -> None:
+    upload_progress(amount, total)
+
+
 def _put_text(store: BundleStore, key: str, text: str) -> None:
     store.s3.put_object(
         Bucket=store.bucket, Key=key, Body=text.encode(), ContentType="text/plain; charset=utf-8"
@@ -111,10 +130,16 @@ class LocalBuildWorker:
     """Builds scheduled bundles on background threads (kiln dev, tests)."""
 
     def __init__(
-        self, store: BundleStore, *, threads: int = 1, workdir: Path | None = None
+        self,
+        store: BundleStore,
+        *,
+        threads: int = 1,
+        workdir: Path | None = None,
+        progress: Callable[[str, str], None] | None = None,
     ) -> None:
         self.store = store
         self.workdir = workdir
+        self.progress = progress or _log_progress  # (bundle id, message)
         self.builds_started = 0  # builds this worker ran (counted for tests and logs)
         self._threads_wanted = threads
         self._queue: queue.Queue[str | None] = queue.Queue()
@@ -178,7 +203,12 @@ class LocalBuildWorker:
                 if record is not None and record.status == "pending":
                     with self._lock:
                         self.builds_started += 1
-                    result = run_build(self.store, bundle_id, workdir=self.workdir)
+                    result = run_build(
+                        self.store,
+                        bundle_id,
+                        workdir=self.workdir,
+                        progress=functools.partial(self.progress, bundle_id),
+                    )
                     logger.info("bundle %s: %s", bundle_id, result.status)
             except Exception:
                 logger.exception("bundle %s: build did not finish", bundle_id)
@@ -187,6 +217,10 @@ class LocalBuildWorker:
                     self._active -= 1
                     self._queued.discard(bundle_id)
                     self._idle.notify_all()
+
+
+def _log_progress(bundle_id: str, message: str) -> None:
+    logger.info("bundle %s: %s", bundle_id, message)
 
 
 class LambdaBuildScheduler:

@@ -41,7 +41,7 @@ class BundleStateError(Exception):
 
 
 def now_iso() -> str:
-    return datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def parse_iso(value: str) -> datetime:
@@ -340,7 +340,7 @@ class BundleStore:
         if current.status == "pending":
             return current
         now = now_iso()
-        stale_before = (datetime.now(UTC) - STALE_BUILD_AFTER).isoformat(timespec="seconds")
+        stale_before = (datetime.now(UTC) - STALE_BUILD_AFTER).isoformat(timespec="milliseconds")
         return self._transition(
             bundle_id,
             allowed=lambda r: r.status == "failed" or is_stale(r),
@@ -349,6 +349,22 @@ class BundleStore:
             removes=["started_at", "finished_at"],
             also="#status = :failed OR started_at < :stale",
             also_values={":failed": "failed", ":stale": stale_before.replace("+00:00", "Z")},
+        )
+
+    def requeue_orphan(self, record: BundleRecord) -> BundleRecord:
+        """building -> pending for a build whose builder is known to be gone.
+
+        Only for a caller that knows it (a restarted `kiln dev` on its own emulator); the
+        condition on `attempts` makes sure it is still the same, unfinished build.
+        """
+        return self._transition(
+            record.id,
+            allowed=lambda r: r.status == "building" and r.attempts == record.attempts,
+            expected=["building"],
+            updates={"status": "pending", "updated_at": now_iso()},
+            removes=["started_at"],
+            also="attempts = :seen",
+            also_values={":seen": record.attempts},
         )
 
     # -- files -----------------------------------------------------------------------------

@@ -94,8 +94,8 @@ def _show(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False)
 
 
-def _plural(count: Any, word: str) -> str:
-    return f"{count} {word}" + ("" if count == 1 else "s")
+def _plural(count: Any, word: str, plural: str | None = None) -> str:
+    return f"{count} {word if count == 1 else (plural or word + 's')}"
 
 
 def _extras(instance: Mapping[str, Any], schema: Mapping[str, Any]) -> list[str]:
@@ -115,6 +115,10 @@ def describe(error: ValidationError) -> list[str]:
     schema = error.schema if isinstance(error.schema, Mapping) else {}
     value: Any = error.validator_value
     instance = error.instance
+    if keyword is None:
+        # A `false` subschema; jsonschema drops the property path for these, so name the keyword.
+        under = error.relative_schema_path[-1] if error.relative_schema_path else "the schema"
+        return [f"{where}: has a value the schema forbids (a false subschema under {under})"]
     if "propertyNames" in error.relative_schema_path:
         return [f"{where}: has a property name that breaks the propertyNames rule ({keyword})"]
     if keyword == "required" and isinstance(instance, Mapping):
@@ -139,9 +143,7 @@ def describe(error: ValidationError) -> list[str]:
     return [f"{where}: {_rule(keyword, value)}"]
 
 
-def _rule(keyword: str | None, value: Any) -> str:
-    if keyword is None:
-        return "is not allowed (the schema is false here)"
+def _rule(keyword: str, value: Any) -> str:
     match keyword:
         case "type":
             kinds = value if isinstance(value, list) else [value]
@@ -173,9 +175,9 @@ def _rule(keyword: str | None, value: Any) -> str:
         case "contains" | "minContains" | "maxContains":
             return f"does not contain the required matching items ({keyword})"
         case "minProperties":
-            return f"must have at least {_plural(value, 'property')}"
+            return f"must have at least {_plural(value, 'property', 'properties')}"
         case "maxProperties":
-            return f"must have at most {_plural(value, 'property')}"
+            return f"must have at most {_plural(value, 'property', 'properties')}"
         case "enum":
             return "must be one of " + ", ".join(_show(v) for v in value)
         case "const":

@@ -14,7 +14,8 @@ Lines, in this order, joined with "\\n" and with no trailing newline:
    maximum`; `[timeout] not started: no time was left in the invocation` when the run was
    refused before starting; `[killed by signal SIGXFSZ: file size limit exceeded]` when the
    script died of a signal; `[exit N]` for any other non-zero exit. Exit 124 is `[exit 124]`:
-   only the runner's own clock makes a timeout.
+   only the runner's own clock makes a timeout. `[runner error] ...` when the runner itself
+   failed and the script's outcome is unknown.
 
 So a script that prints nothing, writes "failure details\\n" to stderr and exits 7 gives
 exactly "(no output)\\n[stderr] failure details\\n[exit 7]".
@@ -67,6 +68,8 @@ def _truncated(stream: str, kept: str, total: int) -> str:
 
 
 def _outcome(result: RunResult) -> str:
+    if result.runner_error is not None and not result.timed_out:
+        return f"[runner error] {result.runner_error}"
     if result.timed_out:
         if not result.started:
             if result.limit_source == "invocation":
@@ -93,4 +96,4 @@ def _signal_text(number: int) -> str:
 
 def format_seconds(seconds: float) -> str:
     """2.0, 0.25, 12.5: one decimal, two below a second."""
-    return f"{seconds:.1f}" if seconds >= 1 else f"{seconds:.2f}"
+    return f"{seconds:.1f}" if round(seconds, 2) >= 1 else f"{seconds:.2f}"

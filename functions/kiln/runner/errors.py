@@ -15,3 +15,7 @@ class RunnerBusyError(Exception):
 
 class NodeUnavailableError(Exception):
     """No Node.js binary could be found for a Node tool."""
+
+
+class InvalidArgumentsError(ValueError):
+    """The arguments cannot be written to the script as strict JSON."""

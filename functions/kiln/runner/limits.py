@@ -10,8 +10,11 @@ server's container into the OOM killer.
 
 RLIMIT_NPROC counts every process and thread of the user, the server's own included, and
 root ignores it. The runner therefore sets it only when it is not root, to the user's
-current task count plus `max_processes`; as root (this machine, most containers) the
-process-tree kill is what stops a fork bomb.
+current task count plus `max_processes` (so concurrent runs share some headroom; it is a
+brake, not an exact quota). A test runs a fork bomb as user 65534 and sees the 21st fork
+refused. As root (the development container here) only the process-tree kill stops a fork
+bomb, which it does at the script's exit or deadline. In Lambda the function runs as an
+unprivileged user, so the limit applies there.
 """
 
 from __future__ import annotations

@@ -51,7 +51,10 @@ class RunResult:
     stderr_bytes: int = 0
     limit_source: LimitSource = "tool"
     started: bool = True  # False when no time was left to start the script at all
+    # Set when the runner itself failed (its helper died, a supervisor was killed): the
+    # script's own outcome is unknown, and exit_code is None.
+    runner_error: str | None = None
 
     @property
     def failed(self) -> bool:
-        return self.timed_out or self.exit_code != 0
+        return self.timed_out or self.exit_code != 0 or self.runner_error is not None

@@ -1,14 +1,18 @@
 """Run one author script as a child process: deadline, caps, clean environment, whole tree killed.
 
-The server side of a run. Each run gets a supervisor process (see `supervisor.py` for the
-process-tree design); this module picks the deadline, prepares the private directory and
-the environment, feeds stdin, reads stdout and stderr as they come through an asyncio
-subprocess protocol (bytes past a cap are counted and dropped, so memory stays flat however
-much a script prints), and turns the supervisor's status line into a `RunResult`.
+The server side of a run (see `supervisor.py` for the process design). For each run this
+module picks the deadline, prepares the private directory and the environment, hands the
+run to the helper process with four pipes (stdin, stdout, stderr, status), feeds stdin,
+reads stdout and stderr as they come (bytes past a cap are counted and dropped, so memory
+stays flat however much a script prints), and turns the status pipe into a `RunResult`.
 
-Nothing here blocks the event loop for longer than a few small file operations: the child
-is spawned and read by asyncio, and removing the run directory (which may hold large files)
-happens in a worker thread.
+The supervisor enforces the deadline itself; the server keeps a backstop timer (deadline +
+`kill_grace_s`), and if the supervisor does not answer SIGTERM it kills the tree from here by
+walking /proc. A cancelled `run` stops its supervisor the same way before returning.
+
+Nothing here blocks the event loop beyond a few small system calls: pipes are read by
+asyncio, and removing the run directory (which may hold large files) happens in a worker
+thread. The helper is started with one blocking fork on the first run (about 20 ms).
 """
 
 from __future__ import annotations
@@ -17,28 +21,43 @@ import asyncio
 import contextlib
 import json
 import logging
+import math
 import os
 import shutil
 import signal
 import tempfile
 import time
-from collections.abc import AsyncIterator
+import weakref
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from kiln.runner import supervisor
 from kiln.runner.environment import script_environment
-from kiln.runner.errors import RunnerBusyError
-from kiln.runner.limits import EffectiveLimits, RunnerSettings, effective_limits
+from kiln.runner.errors import InvalidArgumentsError, RunnerBusyError
+from kiln.runner.launcher import Launcher, LauncherError, close_quietly
+from kiln.runner.limits import RunnerSettings, effective_limits
 from kiln.runner.model import LimitSource, RunRequest, RunResult
 from kiln.runner.nodejs import find_node
 
 logger = logging.getLogger("kiln.runner")
 
-SUPERVISOR = Path(supervisor.__file__)
 SCRIPT_NAMES = {"python": "main.py", "node": "main.cjs"}
-ESM_SIGNS = ("Cannot use import statement outside a module", "ERR_REQUIRE_ESM")
-ESM_HINT = "[hint] Kiln runs Node tools as CommonJS: use require(), not import"
+# What Node prints when a CommonJS script meets ES-module code, and what to tell the author.
+ESM_HINTS = {
+    "Cannot use import statement outside a module": (
+        "[hint] Kiln runs Node tools as CommonJS: use require(), not import"
+    ),
+    "ERR_REQUIRE_ESM": (
+        "[hint] Kiln runs Node tools as CommonJS and this package is an ES module only: "
+        "pin a version that supports require(), or load it with await import() inside an "
+        "async function"
+    ),
+}
+# Node 20.19+ can require() most ES modules, but not those using top-level await.
+ESM_HINTS["ERR_REQUIRE_ASYNC_MODULE"] = ESM_HINTS["ERR_REQUIRE_ESM"]
+START_TIMEOUT_S = 10.0  # a supervisor reports its pid within milliseconds; this is a backstop
 PIPE_DRAIN_S = 1.0  # after the supervisor exits, how long an escaped holder may keep a pipe open
 
 
@@ -99,26 +118,58 @@ def _trim_partial(data: bytes) -> bytes:
     return data
 
 
-class _RunProtocol(asyncio.SubprocessProtocol):
-    def __init__(self, limits: EffectiveLimits) -> None:
-        self.stdout = _Output(limits.stdout_cap_bytes)
-        self.stderr = _Output(limits.stderr_cap_bytes)
-        loop = asyncio.get_running_loop()
-        self.exited: asyncio.Future[None] = loop.create_future()
-        self.pipes_closed: asyncio.Future[None] = loop.create_future()
-        self._open = {1, 2}
+class _Reader(asyncio.Protocol):
+    """Feeds one pipe into a capped buffer; `closed` resolves at end of file."""
 
-    def pipe_data_received(self, fd: int, data: bytes) -> None:
-        (self.stdout if fd == 1 else self.stderr).feed(data)
+    def __init__(self, sink: _Output) -> None:
+        self.sink = sink
+        self.closed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
 
-    def pipe_connection_lost(self, fd: int, exc: Exception | None) -> None:
-        self._open.discard(fd)
-        if not self._open and not self.pipes_closed.done():
-            self.pipes_closed.set_result(None)
+    def data_received(self, data: bytes) -> None:
+        self.sink.feed(data)
 
-    def process_exited(self) -> None:
-        if not self.exited.done():
-            self.exited.set_result(None)
+    def connection_lost(self, exc: Exception | None) -> None:
+        if not self.closed.done():
+            self.closed.set_result(None)
+
+
+class _NotStarted(LauncherError):
+    def __init__(self) -> None:
+        super().__init__("the runner's helper process failed before the script started")
+
+
+class _Status(_Reader):
+    """The supervisor's status pipe: `pid N` first, `outcome ...` and `leftover N` at the end.
+
+    End of file means the supervisor has exited: it holds the only write end.
+    """
+
+    def __init__(self) -> None:
+        super().__init__(_Output(64 * 1024))
+        self.pid: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+
+    def data_received(self, data: bytes) -> None:
+        super().data_received(data)
+        if not self.pid.done() and b"\n" in self.sink.kept:
+            first = bytes(self.sink.kept).split(b"\n", 1)[0].split()
+            if len(first) == 2 and first[0] == b"pid":
+                self.pid.set_result(int(first[1]))
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        super().connection_lost(exc)
+        if not self.pid.done():
+            self.pid.set_exception(_NotStarted())
+
+    def fields(self) -> dict[str, str]:
+        status: dict[str, str] = {}
+        for line in bytes(self.sink.kept).decode(errors="replace").splitlines():
+            key, _, value = line.partition(" ")
+            status[key] = value
+        return status
+
+
+def _returning(reader: _Reader) -> Callable[[], _Reader]:
+    return lambda: reader
 
 
 class _Gate:
@@ -164,14 +215,37 @@ class Runner:
     def __init__(self, settings: RunnerSettings | None = None) -> None:
         self.settings = settings or RunnerSettings()
         self._gate = _Gate(self.settings.max_concurrent_runs, self.settings.max_queue)
+        self._launcher = Launcher(self.settings.python_executable)
+        # The helper exits when its socket closes; this also reaps it when the Runner goes.
+        self._finalizer = weakref.finalize(self, self._launcher.close)
+
+    def close(self) -> None:
+        """Stop the helper process (runs already started finish on their own)."""
+        self._finalizer()
+
+    @property
+    def helper_pid(self) -> int | None:
+        """The pid of the helper that forks supervisors, once started."""
+        return self._launcher.pid
+
+    @property
+    def running(self) -> int:
+        """Runs holding a slot now."""
+        return self._gate.running
+
+    @property
+    def waiting(self) -> int:
+        """Callers queued for a slot now."""
+        return self._gate.waiting
 
     async def run(self, request: RunRequest) -> RunResult:
         """Run one script to completion or to its deadline.
 
         Raises RunnerBusyError when the queue is full, NodeUnavailableError for a Node tool
-        when no Node.js is found, ValueError for arguments that are not JSON (NaN, ...).
+        when no Node.js is found, InvalidArgumentsError (a ValueError) for arguments that
+        strict JSON cannot carry (NaN, Infinity).
         """
-        stdin = json.dumps(dict(request.arguments), allow_nan=False).encode()
+        stdin = _json_arguments(request.arguments)
         queued_at = time.monotonic()
         async with self._gate.slot():
             waited = time.monotonic() - queued_at
@@ -188,7 +262,20 @@ class Runner:
                     started=False,
                 )
             else:
-                result = await self._run_in_private_dir(request, stdin, deadline)
+                try:
+                    result = await self._run_in_private_dir(request, stdin, deadline)
+                except LauncherError as error:
+                    result = RunResult(
+                        stdout="",
+                        stderr="",
+                        exit_code=None,
+                        timed_out=False,
+                        applied_timeout_s=deadline.seconds,
+                        duration_s=0.0,
+                        limit_source=deadline.source,
+                        started=False,
+                        runner_error=str(error),
+                    )
         _log(request, result)
         return result
 
@@ -207,7 +294,12 @@ class Runner:
             env = script_environment(
                 request.language, run_dir, interpreter, request.bundle_path, request.extra_env
             )
-            return await self._supervise(request, stdin, deadline, run_dir, script, env)
+            try:
+                return await self._supervise(request, stdin, deadline, interpreter, script, env)
+            except _NotStarted:
+                # The helper died or failed before the script ran: safe to try once more.
+                self._launcher.discard()
+                return await self._supervise(request, stdin, deadline, interpreter, script, env)
         finally:
             await asyncio.to_thread(shutil.rmtree, run_dir, ignore_errors=True)
 
@@ -216,96 +308,93 @@ class Runner:
         request: RunRequest,
         stdin: bytes,
         deadline: Deadline,
-        run_dir: Path,
+        interpreter: Path,
         script: Path,
         env: dict[str, str],
     ) -> RunResult:
         limits = effective_limits(self.settings, request.limits)
-        limit_arg = (
-            f"{limits.memory_bytes},{limits.file_size_bytes},"
-            f"{limits.open_files},{limits.max_processes}"
-        )
-        argv = [
-            str(self.settings.python_executable),
-            "-I",
-            "-S",
-            str(SUPERVISOR),
-            "",  # the status pipe's fd, filled in below
-            repr(deadline.seconds),
-            request.language,
-            str(run_dir),
-            str(script),
-            limit_arg,
-        ]
-        if request.language == "node":
-            argv.append(str(find_node(self.settings.node_binary)))
-        status_read, status_write = os.pipe()
-        argv[4] = str(status_write)
+        order = {
+            "language": request.language,
+            "run_dir": str(script.parent),
+            "script": str(script),
+            "timeout_s": deadline.seconds,
+            "env": env,
+            "node": str(interpreter),
+            "limits": {
+                "memory_bytes": limits.memory_bytes,
+                "file_size_bytes": limits.file_size_bytes,
+                "open_files": limits.open_files,
+                "max_processes": limits.max_processes,
+            },
+        }
         loop = asyncio.get_running_loop()
+        stdout, stderr = _Output(limits.stdout_cap_bytes), _Output(limits.stderr_cap_bytes)
+        readers = [_Reader(stdout), _Reader(stderr)]
+        status = _Status()
+        stdin_read, stdin_write = os.pipe()
+        pipes = [os.pipe() for _ in range(3)]  # stdout, stderr, status: we read, they write
+        # From here on every descriptor of ours is owned by a file object, theirs by `theirs`.
+        ours_in = os.fdopen(stdin_write, "wb", buffering=0)
+        ours_out = [os.fdopen(r, "rb", buffering=0) for r, _ in pipes]
+        theirs = [stdin_read, *(w for _, w in pipes)]
+        transports: list[asyncio.BaseTransport] = []
         started = time.monotonic()
         try:
-            transport, protocol = await loop.subprocess_exec(
-                lambda: _RunProtocol(limits),
-                *argv,
-                stdin=asyncio.subprocess.PIPE,
-                stdout=asyncio.subprocess.PIPE,
-                stderr=asyncio.subprocess.PIPE,
-                env=env,
-                cwd=run_dir,
-                start_new_session=True,
-                pass_fds=(status_write,),
-            )
-        finally:
-            os.close(status_write)
-        try:
-            stdin_pipe = transport.get_pipe_transport(0)
-            assert isinstance(stdin_pipe, asyncio.WriteTransport)
-            stdin_pipe.write(stdin)
-            stdin_pipe.close()  # closes once written; a script that never reads is fine
-            timed_out = await self._wait(transport, protocol, deadline)
+            try:
+                self._launcher.launch(order, theirs)
+            finally:
+                close_quietly(theirs)
+            for file, reader in zip(ours_out, [*readers, status], strict=True):
+                read_transport, _ = await loop.connect_read_pipe(_returning(reader), file)
+                transports.append(read_transport)
+            stdin_transport, _ = await loop.connect_write_pipe(asyncio.BaseProtocol, ours_in)
+            transports.append(stdin_transport)
+            assert isinstance(stdin_transport, asyncio.WriteTransport)
+            stdin_transport.write(stdin)
+            stdin_transport.close()  # closes once written; a script that never reads is fine
+            pid = await asyncio.wait_for(asyncio.shield(status.pid), START_TIMEOUT_S)
+            timed_out = await self._wait(pid, status, deadline)
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(asyncio.shield(protocol.pipes_closed), PIPE_DRAIN_S)
+                await asyncio.wait_for(
+                    asyncio.gather(readers[0].closed, readers[1].closed), PIPE_DRAIN_S
+                )
             duration = time.monotonic() - started
-            status = _read_status(status_read)
         finally:
-            os.close(status_read)
-            if transport.get_returncode() is None:
-                await self._stop(transport, protocol)
-            transport.close()
-        return self._result(request, protocol, status, timed_out, deadline, duration)
+            if status.pid.done() and not status.pid.exception() and not status.closed.done():
+                await self._stop(status.pid.result(), status)
+            for transport in transports:
+                transport.close()
+            for file in [ours_in, *ours_out]:
+                file.close()  # a no-op for those a transport already closed
+        return self._result(request, stdout, stderr, status.fields(), timed_out, deadline, duration)
 
-    async def _wait(
-        self,
-        transport: asyncio.SubprocessTransport,
-        protocol: _RunProtocol,
-        deadline: Deadline,
-    ) -> bool:
+    async def _wait(self, pid: int, status: _Status, deadline: Deadline) -> bool:
         """Wait for the supervisor; True if it had to be stopped by the server's own timer."""
         # The supervisor enforces the deadline itself; this timer is the backstop.
         backstop = deadline.seconds + self.settings.kill_grace_s
         try:
-            await asyncio.wait_for(asyncio.shield(protocol.exited), backstop)
+            await asyncio.wait_for(asyncio.shield(status.closed), backstop)
         except TimeoutError:
-            await self._stop(transport, protocol)
+            await self._stop(pid, status)
             return True
         return False
 
-    async def _stop(self, transport: asyncio.SubprocessTransport, protocol: _RunProtocol) -> None:
+    async def _stop(self, pid: int, status: _Status) -> None:
         """Ask the supervisor to kill the tree; if it does not, kill the tree from here."""
+        if status.closed.done():
+            return  # it has exited: the pid may already belong to someone else
         with contextlib.suppress(ProcessLookupError):
-            transport.send_signal(signal.SIGTERM)
+            os.kill(pid, signal.SIGTERM)
         try:
-            await asyncio.wait_for(asyncio.shield(protocol.exited), self.settings.kill_grace_s)
+            await asyncio.wait_for(asyncio.shield(status.closed), self.settings.kill_grace_s)
         except TimeoutError:
-            pid = transport.get_pid()
             await asyncio.to_thread(_kill_tree_from, pid)
-            with contextlib.suppress(ProcessLookupError):
-                transport.kill()
 
     def _result(
         self,
         request: RunRequest,
-        protocol: _RunProtocol,
+        stdout: _Output,
+        stderr_output: _Output,
         status: dict[str, str],
         server_timed_out: bool,
         deadline: Deadline,
@@ -314,51 +403,65 @@ class Runner:
         outcome = status.get("outcome", "")
         timed_out = server_timed_out or outcome == "timeout"
         exit_code: int | None = None
-        stderr = protocol.stderr.text()
+        runner_error: str | None = None
+        stderr = stderr_output.text()
         if outcome.startswith("exit "):
             exit_code = int(outcome.split()[1])
-        elif outcome.startswith("error ") or (not outcome and not timed_out):
-            exit_code = 1
-            stderr += f"\n[runner] the supervisor failed: {outcome or 'no status'}"
         elif outcome == "stopped" and not timed_out:
-            exit_code = -signal.SIGTERM
+            runner_error = "the run was stopped from outside (its supervisor got SIGTERM)"
+        elif not outcome and not timed_out:
+            runner_error = "the run's supervisor ended without reporting (was it killed?)"
         if status.get("leftover", "0") != "0":
             logger.warning(
                 "run left processes behind",
                 extra={"tool": request.label, "leftover": status["leftover"]},
             )
-        if request.language == "node" and any(sign in stderr for sign in ESM_SIGNS):
-            stderr = stderr.rstrip("\n") + "\n" + ESM_HINT + "\n"
+        if request.language == "node":
+            hints = [hint for sign, hint in ESM_HINTS.items() if sign in stderr]
+            if hints:
+                stderr = stderr.rstrip("\n") + "\n" + hints[0] + "\n"
         return RunResult(
-            stdout=protocol.stdout.text(),
+            stdout=stdout.text(),
             stderr=stderr,
             exit_code=None if timed_out else exit_code,
             timed_out=timed_out,
             applied_timeout_s=deadline.seconds,
             duration_s=duration,
-            stdout_truncated=protocol.stdout.truncated,
-            stderr_truncated=protocol.stderr.truncated,
-            stdout_bytes=protocol.stdout.total,
-            stderr_bytes=protocol.stderr.total,
+            stdout_truncated=stdout.truncated,
+            stderr_truncated=stderr_output.truncated,
+            stdout_bytes=stdout.total,
+            stderr_bytes=stderr_output.total,
             limit_source=deadline.source,
+            runner_error=runner_error,
         )
 
 
-def _read_status(fd: int) -> dict[str, str]:
-    """The supervisor's status lines ("exit 7", "timeout", "leftover 0") as a dict."""
-    os.set_blocking(fd, False)
-    data = b""
-    with contextlib.suppress(BlockingIOError):
-        while chunk := os.read(fd, 4096):
-            data += chunk
-    status: dict[str, str] = {}
-    lines = data.decode(errors="replace").splitlines()
-    if lines:
-        status["outcome"] = lines[0]
-    for line in lines[1:]:
-        key, _, value = line.partition(" ")
-        status[key] = value
-    return status
+def _json_arguments(arguments: Mapping[str, Any]) -> bytes:
+    try:
+        return json.dumps(dict(arguments), allow_nan=False).encode()
+    except (TypeError, ValueError) as error:
+        path = _non_finite_path(arguments, "arguments")
+        if path:
+            reason = f"{path} is NaN or Infinity, which strict JSON cannot carry"
+        else:
+            reason = f"the arguments are not JSON ({error})"
+        raise InvalidArgumentsError(f"{reason}: a script receives its arguments as JSON") from None
+
+
+def _non_finite_path(value: Any, path: str) -> str:
+    if isinstance(value, float) and not math.isfinite(value):
+        return path
+    if isinstance(value, Mapping):
+        items: Any = ((f"{path}.{key}", item) for key, item in value.items())
+    elif isinstance(value, list | tuple):
+        items = ((f"{path}[{index}]", item) for index, item in enumerate(value))
+    else:
+        return ""
+    for item_path, item in items:
+        found = _non_finite_path(item, item_path)
+        if found:
+            return found
+    return ""
 
 
 def _kill_tree_from(root: int) -> None:

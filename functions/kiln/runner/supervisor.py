@@ -1,88 +1,87 @@
-"""The per-run supervisor: a small process between the server and one author script.
+"""The helper process that starts runs, and the per-run supervisor it forks.
 
-Why a separate process. Killing "everything a script started" needs an ancestor that every
-such process stays under, even after a double fork or `setsid()`. Linux gives exactly that
-with PR_SET_CHILD_SUBREAPER: orphans are reparented to the nearest subreaper ancestor
-instead of to init. Lambda allows the prctl (no cgroups, no namespaces needed). Making the
-server itself the subreaper would mix the orphans of concurrent runs (and of anything else
-the server starts) in one heap; one supervisor per run keeps each run's processes apart, so
-"this run's processes" is simply "this supervisor's descendants".
+Three kinds of process, each with one job:
 
-What it does:
+    server (asyncio) --socket--> helper (one per Runner, long-lived)
+                                   └─ fork ─> supervisor (one per run, child subreaper)
+                                                └─ fork ─> script (own session; Python runs
+                                                           in place, Node is exec'd)
 
-1. becomes a child subreaper, blocks SIGCHLD/SIGTERM (handled with sigtimedwait, no handlers);
-2. forks the script process, which starts its own session (its pid is its session and group
-   id), closes the status pipe, applies the resource limits and asks to be killed if the
-   supervisor dies (PR_SET_PDEATHSIG);
+Why a supervisor per run. Killing "everything a script started" needs an ancestor that all
+of it stays under, even after a double fork or `setsid()`. Linux gives exactly that with
+PR_SET_CHILD_SUBREAPER: orphans are reparented to the nearest subreaper ancestor instead of
+to init, and Lambda allows the prctl (no cgroups or namespaces needed). One subreaper per run
+keeps the processes of concurrent runs apart, so "this run's processes" is simply "this
+supervisor's descendants". The supervisor:
+
+1. becomes a child subreaper, blocks SIGCHLD and SIGTERM (handled with sigtimedwait) and
+   writes `pid N` to the run's status pipe;
+2. forks the script process, which starts its own session, closes the status pipe, applies
+   the resource limits and asks to be SIGKILLed if the supervisor dies (PR_SET_PDEATHSIG);
 3. waits for the script to exit, for the deadline, or for SIGTERM from the server;
 4. kills the tree: SIGKILL to the script's process group, then repeatedly walks
-   /proc/*/stat for processes whose parent chain leads here and SIGKILLs them, reaping as it
-   goes, until it has no child left. As a subreaper, "no child left" means "no descendant
-   left": any surviving descendant would have been reparented here. When the script exits
-   and nothing else is running (the usual case) the first reap already says so, and /proc
-   is never read;
-5. writes one status line to the server's pipe and exits 0.
+   /proc/*/stat for processes whose parent chain leads to it and SIGKILLs them, reaping as
+   it goes, until it has no child left. As a subreaper, "no child left" means "no
+   descendant left": a surviving descendant would have been reparented to it. When the
+   script exits and nothing else runs (the usual case) the first reap already says so and
+   /proc is never read;
+5. writes `outcome ...` and `leftover N` to the status pipe and exits.
 
-A Python tool does not start a second interpreter: the forked child runs the script in the
-supervisor's own fresh interpreter (`python -I -S` plus the bundle directory added with
-`site.addsitedir`, so the server's site-packages and the user site stay out and the bundle's
-.pth files work). That keeps a Python call close to one bare interpreter start. A Node tool
-execs the Node binary on `main.cjs` from the child.
+Why a long-lived helper. Starting an interpreter per run would cost a whole Python start
+before the script even begins; forking a small, already started interpreter costs about a
+millisecond. The helper is started once with `python -I -S` (no site-packages, no user site,
+no environment variables read), so a forked Python script sees only the standard library
+and its bundle (added with `site.addsitedir`, so the bundle's .pth files work), and runs as
+`__main__` in place, unbuffered, as `python -u main.py` would. The helper is a subreaper too:
+if a hostile script kills its own supervisor, the orphans land on the helper, which kills
+them. It exits when the server closes its socket.
 
-This file is run as a script by `python -I -S`, so it imports only built-in modules
-(`posix`, `_signal`, `_ctypes`, `resource`): its start-up time is part of every call.
-Usage: supervisor.py STATUS_FD TIMEOUT_S LANGUAGE RUN_DIR SCRIPT LIMITS [NODE_BINARY]
-where LIMITS is `memory,file_size,open_files,max_processes` in bytes / counts.
+Requests arrive on a SOCK_SEQPACKET socket: one JSON message per run, with the run's stdin,
+stdout, stderr and status pipe ends attached as file descriptors (SCM_RIGHTS).
 
-Threat model: this stops ordinary and careless scripts (daemons, setsid, fork bombs, runaway
-output). A hostile script running as the same user can still SIGKILL its supervisor; then
-the server's backstop (walking /proc from the supervisor's pid) still finds most of the tree.
+Known limits: every run forked from one helper shares that helper's hash seed (str hashes
+are predictable across runs of one container); a script running as the server's own user can
+still kill its supervisor and helper, but not escape the server's backstop walk of /proc.
 """
 
 from __future__ import annotations
 
-import _signal  # type: ignore[import-not-found]  # built in; `signal` costs ~2 ms to import
-import posix
+import contextlib
+import ctypes
+import gc
+import json
+import os
+import resource
+import signal
+import site  # imported here so that a script's bundle costs no import; -S stops site.main()
+import socket
 import sys
 import time
+from collections.abc import Sequence
+from typing import Any, NoReturn
 
 PR_SET_PDEATHSIG = 1
 PR_SET_CHILD_SUBREAPER = 36
 KILL_PATIENCE_S = 5.0  # how long to keep killing before reporting leftovers
+MAX_REQUEST_BYTES = 1 << 20
+SCRIPT_FDS = 4  # stdin, stdout, stderr, status
 
-SIGKILL: int = _signal.SIGKILL
-SIGTERM: int = _signal.SIGTERM
-SIGCHLD: int = _signal.SIGCHLD
+_libc = ctypes.CDLL(None, use_errno=True)
 
 
-def prctl(option: int, arg: int) -> int:
-    """Call libc prctl(2) through the built-in `_ctypes` (importing `ctypes` costs ~3 ms)."""
-    import _ctypes
-
-    class CInt(_ctypes._SimpleCData):  # type: ignore[type-arg]
-        _type_ = "i"
-
-    class CFunction(_ctypes.CFuncPtr):
-        _flags_ = _ctypes.FUNCFLAG_CDECL | _ctypes.FUNCFLAG_USE_ERRNO
-        _restype_ = CInt
-
-    libc = _ctypes.dlopen(None, _ctypes.RTLD_LOCAL)  # type: ignore[arg-type]  # None: the program
-    function = CFunction(_ctypes.dlsym(libc, "prctl"))
-    return int(function(option, arg, 0, 0, 0))
+def prctl(option: int, arg: int) -> None:
+    if _libc.prctl(option, arg, 0, 0, 0) != 0:
+        errno = ctypes.get_errno()
+        raise OSError(errno, f"prctl({option}) failed: {os.strerror(errno)}")
 
 
 def read_stat(pid: str) -> tuple[int, bytes] | None:
     """(ppid, state) of a process from /proc/PID/stat, or None when it is gone."""
     try:
-        fd = posix.open(f"/proc/{pid}/stat", posix.O_RDONLY)
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            data = f.read()
     except OSError:
         return None
-    try:
-        data = posix.read(fd, 1024)
-    except OSError:
-        return None
-    finally:
-        posix.close(fd)
     # "pid (comm) state ppid ...": comm may hold spaces and ")", so split after the last ")".
     fields = data[data.rfind(b")") + 2 :].split(b" ", 2)
     if len(fields) < 2:
@@ -91,14 +90,13 @@ def read_stat(pid: str) -> tuple[int, bytes] | None:
 
 
 def descendants(root: int) -> list[tuple[int, bytes]]:
-    """Every live process whose parent chain leads to `root`, as (pid, state)."""
+    """Every process whose parent chain leads to `root`, as (pid, state)."""
     children: dict[int, list[tuple[int, bytes]]] = {}
-    for name in posix.listdir("/proc"):
-        if not name.isdigit():
-            continue
-        stat = read_stat(name)
-        if stat is not None:
-            children.setdefault(stat[0], []).append((int(name), stat[1]))
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            stat = read_stat(name)
+            if stat is not None:
+                children.setdefault(stat[0], []).append((int(name), stat[1]))
     found: list[tuple[int, bytes]] = []
     queue = [root]
     while queue:
@@ -108,11 +106,20 @@ def descendants(root: int) -> list[tuple[int, bytes]]:
     return found
 
 
+def kill_all(pids: Sequence[int]) -> None:
+    for pid in pids:
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGKILL)
+
+
+# --- the supervisor -------------------------------------------------------------------------
+
+
 def reap(main: int, statuses: dict[int, int]) -> bool:
     """Reap every exited child; True when no child is left at all."""
     while True:
         try:
-            pid, status = posix.waitpid(-1, posix.WNOHANG)
+            pid, status = os.waitpid(-1, os.WNOHANG)
         except ChildProcessError:
             return True
         if pid == 0:
@@ -125,74 +132,108 @@ def kill_tree(main: int, statuses: dict[int, int]) -> int:
     """Kill every descendant; returns how many could not be killed (normally 0)."""
     if reap(main, statuses):
         return 0
-    try:  # noqa: SIM105 - contextlib costs start-up time here
-        posix.killpg(main, SIGKILL)
-    except OSError:
-        pass
-    me = posix.getpid()
+    with contextlib.suppress(OSError):
+        os.killpg(main, signal.SIGKILL)
+    me = os.getpid()
     give_up = time.monotonic() + KILL_PATIENCE_S
     while True:
         if reap(main, statuses):
             return 0
         alive = [pid for pid, state in descendants(me) if state not in (b"Z", b"X")]
-        for pid in alive:
-            try:  # noqa: SIM105
-                posix.kill(pid, SIGKILL)
-            except OSError:
-                pass
+        kill_all(alive)
         if time.monotonic() > give_up:
             return len(alive)
-        _signal.sigtimedwait({SIGCHLD}, 0.005)
+        signal.sigtimedwait({signal.SIGCHLD}, 0.005)
 
 
-def set_limits(limits: str) -> None:
-    import resource
+def supervise(request: dict[str, Any], status_fd: int) -> None:
+    """Run one script to its end or its deadline, kill what it left, report, exit."""
+    prctl(PR_SET_CHILD_SUBREAPER, 1)
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGCHLD, signal.SIGTERM})
+    os.write(status_fd, f"pid {os.getpid()}\n".encode())
+    pid = os.fork()
+    if pid == 0:
+        start_script(request, status_fd)  # never returns
+    statuses: dict[int, int] = {}
+    outcome = ""
+    give_up = time.monotonic() + float(request["timeout_s"])
+    while pid not in statuses:
+        left = give_up - time.monotonic()
+        if left <= 0:
+            outcome = "timeout"
+            break
+        info = signal.sigtimedwait({signal.SIGCHLD, signal.SIGTERM}, left)
+        if info is not None and info.si_signo == signal.SIGTERM:
+            outcome = "stopped"
+            break
+        reap(pid, statuses)
+    leftover = kill_tree(pid, statuses)
+    if not outcome:
+        outcome = f"exit {os.waitstatus_to_exitcode(statuses[pid])}"
+    os.write(status_fd, f"outcome {outcome}\nleftover {leftover}\n".encode())
+    os._exit(0)
 
-    memory, file_size, open_files, max_processes = (int(v) for v in limits.split(","))
+
+def start_script(request: dict[str, Any], status_fd: int) -> NoReturn:
+    """In the script's own process: session, limits, then run Python in place or exec Node."""
+    os.setsid()
+    os.close(status_fd)
+    signal.pthread_sigmask(signal.SIG_SETMASK, set())
+    prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    set_limits(request["limits"])
+    os.chdir(request["run_dir"])
+    if request["language"] == "python":
+        run_python(request["run_dir"], request["script"], request["env"].get("PYTHONPATH"))
+    node = request["node"]
+    # Python starts with SIGPIPE and SIGXFSZ ignored, and exec keeps ignored signals ignored.
+    signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+    signal.signal(signal.SIGXFSZ, signal.SIG_DFL)
+    try:
+        os.execve(node, [node, request["script"]], request["env"])  # noqa: S606
+    except OSError as exc:
+        os.write(2, f"cannot start Node.js at {node}: {exc.strerror}\n".encode())
+        os._exit(127)
+
+
+def set_limits(limits: dict[str, int]) -> None:
+    memory, file_size = limits["memory_bytes"], limits["file_size_bytes"]
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     resource.setrlimit(resource.RLIMIT_DATA, (memory, memory))
     resource.setrlimit(resource.RLIMIT_FSIZE, (file_size, file_size))
-    resource.setrlimit(resource.RLIMIT_NOFILE, (open_files, open_files))
-    uid = posix.geteuid()
+    resource.setrlimit(resource.RLIMIT_NOFILE, (limits["open_files"], limits["open_files"]))
+    uid = os.geteuid()
     if uid != 0:
         # RLIMIT_NPROC counts all tasks of the user (see limits.py); root ignores it anyway.
-        total = user_tasks(uid) + max_processes
+        total = user_tasks(uid) + limits["max_processes"]
         resource.setrlimit(resource.RLIMIT_NPROC, (total, total))
 
 
 def user_tasks(uid: int) -> int:
     count = 0
-    for name in posix.listdir("/proc"):
+    for name in os.listdir("/proc"):
         if name.isdigit():
-            try:
-                if posix.stat(f"/proc/{name}").st_uid == uid:
-                    count += len(posix.listdir(f"/proc/{name}/task"))
-            except OSError:
-                pass
+            with contextlib.suppress(OSError):
+                if os.stat(f"/proc/{name}").st_uid == uid:
+                    count += len(os.listdir(f"/proc/{name}/task"))
     return count
 
 
-def run_python(run_dir: str, script: str) -> None:
-    """Run the script as `__main__` in this (freshly forked) interpreter, as `python -u` would."""
-    import _io
+def run_python(run_dir: str, script: str, bundle: str | None) -> NoReturn:
+    """Run the script as `__main__` in this forked interpreter, as `python -u main.py` would."""
+    import io
 
     sys.argv[:] = [script]
     sys.path[:0] = [run_dir]
-    bundle = posix.environ.get(b"PYTHONPATH", b"").decode()
     if bundle:
-        import site
-
         sys.path.insert(1, bundle)
         site.addsitedir(bundle)  # already on the path: this only runs the bundle's .pth files
     sys.dont_write_bytecode = True
-    sys.stdin = _io.TextIOWrapper(
-        _io.FileIO(0, "r", closefd=False), encoding="utf-8", errors="strict"
+    sys.stdin = io.TextIOWrapper(io.FileIO(0, "r", closefd=False), encoding="utf-8")
+    sys.stdout = io.TextIOWrapper(
+        io.FileIO(1, "w", closefd=False), encoding="utf-8", write_through=True
     )
-    sys.stdout = _io.TextIOWrapper(
-        _io.FileIO(1, "w", closefd=False), encoding="utf-8", errors="strict", write_through=True
-    )
-    sys.stderr = _io.TextIOWrapper(
-        _io.FileIO(2, "w", closefd=False),
+    sys.stderr = io.TextIOWrapper(
+        io.FileIO(2, "w", closefd=False),
         encoding="utf-8",
         errors="backslashreplace",
         write_through=True,
@@ -204,66 +245,133 @@ def run_python(run_dir: str, script: str) -> None:
         with open(script, "rb") as source:
             code = compile(source.read(), script, "exec")
         exec(code, main.__dict__)  # noqa: S102 - running the author's script is the job
-    except SystemExit:
-        raise
+    except SystemExit as exc:
+        finish(main, exit_code(exc))
     except BaseException as exc:
         tb = exc.__traceback__
         while tb is not None and tb.tb_frame.f_code.co_filename != script:
-            tb = tb.tb_next  # hide the supervisor's own frames, as a plain `python main.py` would
+            tb = tb.tb_next  # hide the helper's own frames, as a plain `python main.py` would
         sys.excepthook(type(exc), exc.with_traceback(tb), tb)
-        raise SystemExit(1) from None
+        finish(main, 1)
+    finish(main, 0)
 
 
-def start_script(status_fd: int, language: str, run_dir: str, script: str, limits: str) -> None:
-    """In the forked child: become the script."""
-    posix.setsid()
-    posix.close(status_fd)
-    _signal.pthread_sigmask(_signal.SIG_SETMASK, set())
-    prctl(PR_SET_PDEATHSIG, SIGKILL)
-    set_limits(limits)
-    posix.chdir(run_dir)
-    if language == "python":
-        run_python(run_dir, script)
-        return
-    node = sys.argv[7]
-    # Python starts with SIGPIPE and SIGXFSZ ignored, and exec keeps ignored signals ignored.
-    _signal.signal(_signal.SIGPIPE, _signal.SIG_DFL)
-    _signal.signal(_signal.SIGXFSZ, _signal.SIG_DFL)
+def exit_code(exc: SystemExit) -> int:
+    """The status `python main.py` exits with after `sys.exit(value)`."""
+    if exc.code is None:
+        return 0
+    if isinstance(exc.code, int):
+        return exc.code & 0xFF
+    print(exc.code, file=sys.stderr)
+    return 1
+
+
+def finish(main: Any, code: int) -> NoReturn:
+    """Exit as the interpreter would, without tearing down the helper's inherited modules.
+
+    A full interpreter shutdown in a forked child frees every object the helper ever made,
+    writing to each copy-on-write page: tens of milliseconds. What a script can observe of
+    shutdown is kept: non-daemon threads are joined, atexit handlers run, the script's
+    globals are released (so unclosed files are flushed), the standard streams are flushed.
+    """
     try:
-        posix.execv(node, [node, script])
-    except OSError as exc:
-        posix.write(2, f"cannot start Node.js at {node}: {exc.strerror}\n".encode())
-        posix._exit(127)
+        threading = sys.modules.get("threading")
+        if threading is not None:
+            threading._shutdown()
+        import atexit
+
+        atexit._run_exitfuncs()
+        main.__dict__.clear()
+        for stream in (sys.stdout, sys.stderr):
+            with contextlib.suppress(Exception):
+                stream.flush()
+    finally:
+        os._exit(code)
+
+
+# --- the helper -----------------------------------------------------------------------------
+
+
+class Helper:
+    """Waits for run requests and forks a supervisor for each."""
+
+    def __init__(self, sock: socket.socket) -> None:
+        self.sock = sock
+        self.supervisors: set[int] = set()
+
+    def reap(self, *_: object) -> None:
+        """SIGCHLD: reap supervisors; kill anything else that was reparented here."""
+        lost_one = False
+        while True:
+            try:
+                pid, status = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                break
+            if pid == 0:
+                break
+            if pid in self.supervisors:
+                self.supervisors.discard(pid)
+                lost_one = lost_one or not os.WIFEXITED(status)
+        if lost_one:  # a supervisor was killed: the orphans of its run are now ours
+            self.kill_strays()
+
+    def kill_strays(self) -> None:
+        """Kill every descendant that is not a live supervisor or under one."""
+        for _ in range(100):
+            ours = set(self.supervisors)
+            for supervisor in self.supervisors:
+                ours.update(pid for pid, _ in descendants(supervisor))
+            strays = [pid for pid, _ in descendants(os.getpid()) if pid not in ours]
+            kill_all(strays)
+            for pid in strays:  # the direct children among them are ours to reap
+                with contextlib.suppress(ChildProcessError):
+                    os.waitpid(pid, os.WNOHANG)
+            if not strays:
+                return
+            time.sleep(0.005)
+
+    def serve(self) -> tuple[dict[str, Any], list[int]] | None:
+        """Fork a supervisor per request; in the child, return its request and descriptors."""
+        prctl(PR_SET_CHILD_SUBREAPER, 1)
+        signal.signal(signal.SIGCHLD, self.reap)
+        gc.freeze()  # forked children's collections then leave the helper's objects (and pages) be
+        while True:
+            try:
+                data, fds, _, _ = socket.recv_fds(self.sock, MAX_REQUEST_BYTES, SCRIPT_FDS)
+            except OSError:
+                return None
+            if not data:
+                return None  # the server closed its end: nothing more will come
+            if len(fds) != SCRIPT_FDS:
+                for fd in fds:
+                    os.close(fd)
+                continue
+            pid = os.fork()
+            if pid == 0:
+                signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+                self.sock.close()
+                return json.loads(data), fds
+            self.supervisors.add(pid)
+            for fd in fds:
+                os.close(fd)
+
+
+def become_supervisor(request: dict[str, Any], fds: list[int]) -> None:
+    stdin, stdout, stderr, status = fds
+    for target, fd in enumerate((stdin, stdout, stderr)):
+        os.dup2(fd, target)
+        os.close(fd)
+    os.environ.clear()
+    os.environ.update(request["env"])
+    supervise(request, status)
 
 
 def main() -> None:
-    status_fd, timeout_s = int(sys.argv[1]), float(sys.argv[2])
-    language, run_dir, script, limits = sys.argv[3:7]
-    if prctl(PR_SET_CHILD_SUBREAPER, 1) != 0:
-        posix.write(status_fd, b"error cannot become a child subreaper\n")
+    sock = socket.socket(fileno=int(sys.argv[1]))
+    work = Helper(sock).serve()
+    if work is None:
         return
-    _signal.pthread_sigmask(_signal.SIG_BLOCK, {SIGCHLD, SIGTERM})
-    pid = posix.fork()
-    if pid == 0:
-        start_script(status_fd, language, run_dir, script, limits)
-        return
-    statuses: dict[int, int] = {}
-    outcome = ""
-    give_up = time.monotonic() + timeout_s
-    while pid not in statuses:
-        left = give_up - time.monotonic()
-        if left <= 0:
-            outcome = "timeout"
-            break
-        info = _signal.sigtimedwait({SIGCHLD, SIGTERM}, left)
-        if info is not None and info.si_signo == SIGTERM:
-            outcome = "stopped"
-            break
-        reap(pid, statuses)
-    leftover = kill_tree(pid, statuses)
-    if not outcome:
-        outcome = f"exit {posix.waitstatus_to_exitcode(statuses[pid])}"
-    posix.write(status_fd, f"{outcome}\nleftover {leftover}\n".encode())
+    become_supervisor(*work)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,248 @@
+"""Cold start: a fresh process importing Kiln's Lambda handler and answering its first
+`tools/list`, beside the official MCP Python SDK's stateless app doing the same, in one run.
+
+Both sides get the same HTTP API v2 event through the same adapter (Mangum 0.22) in-process,
+so the difference is what each imports and builds before it can answer. Kiln's catalog is on
+a moto server (over HTTP) seeded with the same three tools the SDK app lists.
+
+usage: python bench/coldstart/run.py [--rounds 7] [--sdk-python /work/refvenv/bin/python]
+The SDK side needs a Python with `mcp==2.3.0 mangum==0.22.0` (kept out of Kiln's venv).
+Prints the median wall time from spawning each process to its answer, and the ratio
+(goal: Kiln at most 0.5x the SDK). `--importtime` also prints Kiln's heaviest imports.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+EVENT = ROOT / "tests" / "events" / "http-api-tools-list.json"
+
+TOOLS = [
+    {
+        "name": "add_vat",
+        "description": "Add VAT to a net amount.",
+        "language": "python",
+        "code": "import json,sys\nprint(json.dumps(json.load(sys.stdin)))\n",
+        "input_schema": {
+            "type": "object",
+            "properties": {"net": {"type": "number"}, "rate": {"type": "number"}},
+            "required": ["net"],
+        },
+    },
+    {
+        "name": "echo",
+        "description": "Echo the given text back.",
+        "language": "python",
+        "code": "import json,sys\nprint(json.load(sys.stdin)['text'])\n",
+        "input_schema": {
+            "type": "object",
+            "properties": {"text": {"type": "string"}},
+            "required": ["text"],
+        },
+    },
+    {
+        "name": "fail",
+        "description": "Always fails (isError=true).",
+        "language": "python",
+        "code": "import sys\nsys.exit(1)\n",
+        "input_schema": {"type": "object", "properties": {"message": {"type": "string"}}},
+    },
+]
+
+# What each fresh process runs: import, build, answer one event, print the status line.
+KILN_CHILD = """
+import json, sys, time
+event = json.loads(sys.stdin.read())
+started = time.perf_counter()
+from kiln.lambda_handlers import mcp  # Lambda's init phase (what SnapStart snapshots)
+initialised = time.perf_counter()
+response = mcp(event, Context())
+answered = time.perf_counter()
+body = json.loads(response["body"])
+print(response["statusCode"], len(body["result"]["tools"]), flush=True)
+print("split", initialised - started, answered - initialised, flush=True)
+"""
+
+SDK_CHILD = """
+import json, sys
+event = json.loads(sys.stdin.read())
+from mangum import Mangum
+import mcp.types as t
+from mcp.server import Server
+
+def obj(props, req):
+    return {"type": "object", "properties": props, "required": req}
+
+TOOLS = [
+    t.Tool(name="add_vat", description="Add VAT to a net amount.",
+           input_schema=obj({"net": {"type": "number"}, "rate": {"type": "number"}}, ["net"])),
+    t.Tool(name="echo", description="Echo the given text back.",
+           input_schema=obj({"text": {"type": "string"}}, ["text"])),
+    t.Tool(name="fail", description="Always fails (isError=true).",
+           input_schema=obj({"message": {"type": "string"}}, [])),
+]
+
+async def list_tools(ctx, params):
+    return t.ListToolsResult(tools=TOOLS)
+
+async def call_tool(ctx, params):
+    raise NotImplementedError
+
+server = Server("ref-tools-only", version="0.0.1", on_list_tools=list_tools, on_call_tool=call_tool)
+app = server.streamable_http_app(stateless_http=True, json_response=True)
+response = Mangum(app, lifespan="auto")(event, Context())
+body = json.loads(response["body"])
+print(response["statusCode"], len(body["result"]["tools"]), flush=True)
+"""
+
+CONTEXT = """
+import time
+class Context:
+    aws_request_id = "bench"
+    function_name = "kiln-bench"
+    memory_limit_in_mb = 1024
+    invoked_function_arn = "arn:aws:lambda:us-east-1:123456789012:function:kiln-bench"
+    def __init__(self):
+        self._deadline = time.time() + 30
+    def get_remaining_time_in_millis(self):
+        return int((self._deadline - time.time()) * 1000)
+"""
+
+
+def event() -> str:
+    data = json.loads(EVENT.read_text())
+    data["requestContext"]["timeEpoch"] = int(time.time() * 1000)
+    # The SDK app checks Host against DNS-rebinding rules; neither side needs the API's host.
+    data["headers"]["host"] = "127.0.0.1:8000"
+    return json.dumps(data)
+
+
+def timed(argv: list[str], env: dict[str, str], stdin: str) -> tuple[float, list[float]]:
+    """Wall time from spawn to exit, and the child's own `split` line (Kiln: init, first call)."""
+    started = time.perf_counter()
+    done = subprocess.run(argv, env=env, input=stdin, capture_output=True, text=True, timeout=60)
+    elapsed = time.perf_counter() - started
+    lines = done.stdout.strip().splitlines()  # Kiln's JSON log lines come first
+    split = [float(x) for line in lines if line.startswith("split ") for x in line.split()[1:]]
+    if done.returncode != 0 or "200 3" not in lines:
+        raise SystemExit(f"{argv[0]} failed:\n{done.stdout}\n{done.stderr[-3000:]}")
+    return elapsed, split
+
+
+def seed(endpoint: str, table: str, bucket: str) -> None:
+    sys.path.insert(0, str(ROOT / "functions"))
+    from kiln.aws import ensure_resources, make_clients
+    from kiln.catalog.rules import check_draft
+    from kiln.catalog.store import CatalogStore
+
+    clients = make_clients(endpoint_url=endpoint, region="us-east-1")
+    ensure_resources(clients, table=table, bucket=bucket)
+    store = CatalogStore(clients.dynamodb, clients.s3, table=table, bucket=bucket)
+    for tool in TOOLS:
+        store.create(check_draft(tool), actor="bench")
+
+
+def heaviest_imports(env: dict[str, str], stdin: str, top: int) -> list[tuple[int, str]]:
+    code = CONTEXT + KILN_CHILD
+    done = subprocess.run(
+        [sys.executable, "-X", "importtime", "-c", code],
+        env=env,
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    rows = []
+    for line in done.stderr.splitlines():
+        if not line.startswith("import time:") or "cumulative" in line:
+            continue
+        _, cumulative, name = line.removeprefix("import time:").split("|")
+        depth = (len(name) - len(name.lstrip())) // 2
+        if depth <= 1:  # top-level packages and the handler's direct imports
+            rows.append((int(cumulative), name.strip()))
+    return sorted(rows, reverse=True)[:top]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument(
+        "--sdk-python", default=os.environ.get("SDK_PYTHON", "/work/refvenv/bin/python")
+    )
+    parser.add_argument("--importtime", action="store_true")
+    args = parser.parse_args()
+
+    os.environ.setdefault("AWS_ACCESS_KEY_ID", "testing")
+    os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "testing")
+    import logging
+
+    from moto.server import ThreadedMotoServer
+
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)
+
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    try:
+        host, port = server.get_host_and_port()
+        endpoint = f"http://{host}:{port}"
+        name = f"kiln-bench-{uuid.uuid4().hex[:8]}"
+        seed(endpoint, name, name)
+        with tempfile.TemporaryDirectory() as scratch:
+            base = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": scratch}
+            kiln_env = {
+                **base,
+                "PYTHONPATH": str(ROOT / "functions"),
+                "AWS_REGION": "us-east-1",
+                "AWS_ACCESS_KEY_ID": "testing",
+                "AWS_SECRET_ACCESS_KEY": "testing",
+                "AWS_ENDPOINT_URL": endpoint,
+                "AWS_LAMBDA_FUNCTION_NAME": "kiln-bench",
+                "KILN_TABLE": name,
+                "KILN_BUCKET": name,
+                "POWERTOOLS_METRICS_NAMESPACE": "KilnBench",
+                "POWERTOOLS_SERVICE_NAME": "kiln",
+            }
+            kiln_argv = [sys.executable, "-c", CONTEXT + KILN_CHILD]
+            sdk_argv = [args.sdk_python, "-c", CONTEXT + SDK_CHILD]
+            # One warm-up each (disk cache, .pyc files), then alternate so drift hits both.
+            timed(kiln_argv, kiln_env, event())
+            timed(sdk_argv, base, event())
+            kiln_times, sdk_times, inits, firsts = [], [], [], []
+            for _ in range(args.rounds):
+                kiln_s, (init_s, first_s) = timed(kiln_argv, kiln_env, event())
+                kiln_times.append(kiln_s)
+                inits.append(init_s)
+                firsts.append(first_s)
+                sdk_times.append(timed(sdk_argv, base, event())[0])
+            kiln_s, sdk_s = statistics.median(kiln_times), statistics.median(sdk_times)
+            print(f"python {sys.version.split()[0]}, {args.rounds} rounds, median wall time")
+            print(f"kiln handler, fresh process to first tools/list: {kiln_s * 1000:7.1f} ms")
+            print(f"official SDK stateless app, same:                {sdk_s * 1000:7.1f} ms")
+            print(f"ratio kiln/sdk: {kiln_s / sdk_s:.2f}x (goal <= 0.50x)")
+            init_ms, first_ms = statistics.median(inits) * 1000, statistics.median(firsts) * 1000
+            print(
+                f"kiln inside its process: init (import + build) {init_ms:.1f} ms,"
+                f" first tools/list {first_ms:.1f} ms (SnapStart restores the init from a snapshot)"
+            )
+            if args.importtime:
+                print("kiln's heaviest imports (cumulative ms):")
+                for micros, module in heaviest_imports(kiln_env, event(), 15):
+                    print(f"  {micros / 1000:7.1f}  {module}")
+    finally:
+        server.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

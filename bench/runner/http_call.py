@@ -1,0 +1,154 @@
+"""End-to-end `tools/call` latency over HTTP, beside a bare interpreter start.
+
+Run: PYTHONPATH=functions python bench/runner/http_call.py [--rounds N]
+
+Starts `kiln dev` as a real process (embedded moto, uvicorn on a free loopback port) with
+two trivial tools, one Python and one Node, then times MCP `tools/call` POSTs with a kept-alive
+HTTP client, interleaved round by round with a bare start of the same interpreter
+(`python -I -S -c pass`, `node -e 0`). Prints medians and ratios; the goal is 1.5x of bare.
+Also times `tools/list`, which runs no script, as the floor the server adds to every call.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import httpx
+
+from kiln.runner.nodejs import find_node
+
+HEADERS = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
+TOOLS = {
+    "bench_py": ("main.py", "print('ok')\n"),
+    "bench_node": ("main.js", "console.log('ok');\n"),
+}
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def write_tools(root: Path) -> None:
+    for name, (script, code) in TOOLS.items():
+        folder = root / name
+        folder.mkdir(parents=True)
+        (folder / script).write_text(code)
+        manifest = {"description": f"Benchmark tool {name}: prints ok.", "input_schema": {}}
+        (folder / "tool.json").write_text(json.dumps(manifest))
+
+
+@contextmanager
+def kiln_dev(work: Path) -> Iterator[str]:
+    port = free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "KILN_"))}
+    log = (work / "dev.log").open("w")
+    process = subprocess.Popen(
+        [
+            *(sys.executable, "-m", "kiln.cli", "dev", "--port", str(port), "--no-examples"),
+            *("--state-dir", str(work / "state"), "--author-key", "bench-key"),
+            *("--tools", str(work / "tools")),
+        ],
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        give_up = time.monotonic() + 60
+        while True:
+            if process.poll() is not None:
+                raise SystemExit((work / "dev.log").read_text())
+            try:
+                if httpx.get(url + "/api/health", timeout=1).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            if time.monotonic() > give_up:
+                raise SystemExit("kiln dev did not start within 60 s")
+            time.sleep(0.1)
+        yield url
+    finally:
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+        log.close()
+
+
+def timed(fn: Callable[[], object]) -> float:
+    started = time.perf_counter()
+    fn()
+    return time.perf_counter() - started
+
+
+def main(rounds: int) -> None:
+    node = str(find_node())
+    with tempfile.TemporaryDirectory(prefix="kiln-bench-") as tmp:
+        work = Path(tmp)
+        write_tools(work / "tools")
+        with kiln_dev(work) as url, httpx.Client(base_url=url, headers=HEADERS) as client:
+            ids = iter(range(1, 1_000_000))
+
+            def call(name: str) -> Callable[[], object]:
+                def once() -> None:
+                    body = {
+                        "jsonrpc": "2.0",
+                        "id": next(ids),
+                        "method": "tools/call",
+                        "params": {"name": name, "arguments": {}},
+                    }
+                    result = client.post("/mcp", json=body).json()["result"]
+                    assert not result["isError"], result
+                    assert result["content"][0]["text"] == "ok", result
+
+                return once
+
+            def list_tools() -> None:
+                body = {"jsonrpc": "2.0", "id": next(ids), "method": "tools/list"}
+                assert client.post("/mcp", json=body).status_code == 200
+
+            cases: dict[str, Callable[[], object]] = {
+                "bare python -I -S -c pass": lambda: subprocess.run(
+                    [sys.executable, "-I", "-S", "-c", "pass"], check=True
+                ),
+                "bare node -e 0": lambda: subprocess.run([node, "-e", "0"], check=True),
+                "tools/list (no script)": list_tools,
+                "tools/call python print": call("bench_py"),
+                "tools/call node print": call("bench_node"),
+            }
+            for _ in range(3):
+                for fn in cases.values():
+                    fn()
+            samples: dict[str, list[float]] = {name: [] for name in cases}
+            for _ in range(rounds):
+                for name, fn in cases.items():
+                    samples[name].append(timed(fn))
+    medians = {name: statistics.median(values) for name, values in samples.items()}
+    print(f"HTTP end to end through `kiln dev`, median of {rounds} rounds")
+    for name, median in medians.items():
+        node_case = "node" in name
+        base = medians["bare node -e 0" if node_case else "bare python -I -S -c pass"]
+        ratio = f"{median / base:4.2f}x bare" if "tools/call" in name or "bare" in name else ""
+        print(f"  {name:28s} {median * 1000:7.1f} ms   {ratio}")
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=40)
+    main(parser.parse_args().rounds)

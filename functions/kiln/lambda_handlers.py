@@ -1,0 +1,63 @@
+"""Lambda entry points: `mcp` (public /mcp), `admin` (/api/*, /admin/mcp), `builder` (bundles).
+
+Each function's handler is made during the init phase (which SnapStart snapshots), and only
+the one that function uses: `kiln.lambda_handlers.mcp` never imports the admin app or the
+builder. Mangum runs with the ASGI lifespan off, because it would start and stop the app on
+every invocation; the app's resources live in these module-level objects instead, so warm
+invocations reuse them.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from kiln import observability
+from kiln.aws import make_clients
+from kiln.settings import Settings
+
+if TYPE_CHECKING:
+    from kiln.app import Role
+
+# Lambda's only writable place; the builder's scratch space (EphemeralStorage in template.yaml).
+BUILD_DIR = Path("/tmp")  # noqa: S108
+
+settings = Settings.from_env()
+clients = make_clients(endpoint_url=settings.endpoint_url, region=settings.region)
+
+
+def _http(role: Role, name: str) -> observability.Handler:
+    from mangum import Mangum
+
+    from kiln.app import create_app
+
+    app = create_app(settings, clients=clients, role=role)
+    return observability.http_handler(Mangum(app, lifespan="off"), name=name)
+
+
+def _builder() -> observability.Handler:
+    from kiln.bundles.scheduler import handle_build_event
+    from kiln.bundles.store import BundleStore
+
+    store = BundleStore(clients.dynamodb, clients.s3, table=settings.table, bucket=settings.bucket)
+
+    def build(event: dict[str, Any], context: Any) -> Any:
+        return handle_build_event(event, context, store=store, workdir=BUILD_DIR)
+
+    return observability.instrument(build, name="builder")
+
+
+_FACTORIES = {
+    "mcp": lambda: _http("public", "mcp"),
+    "admin": lambda: _http("admin", "admin"),
+    "builder": _builder,
+}
+
+
+def __getattr__(name: str) -> observability.Handler:
+    # The runtime looks the handler up once, at init: that is when it gets built.
+    if name not in _FACTORIES:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    handler = _FACTORIES[name]()
+    globals()[name] = handler
+    return handler

@@ -1,0 +1,177 @@
+"""Logs, metrics and optional traces around the Lambda entry points (AWS Lambda Powertools).
+
+Every HTTP invocation writes one JSON log line (request id, MCP method, tool, outcome,
+duration) and EMF metrics: `Requests` always, and for `tools/call` the per-tool `ToolCalls`,
+`ToolErrors` (timeouts included), `ToolTimeouts` and `ToolDuration`; `ColdStart` on the
+first invocation of a container. What happened is read from the JSON-RPC request and
+response bodies, so the app needs no hooks for it.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from aws_lambda_powertools import Logger, Metrics
+from aws_lambda_powertools.metrics import EphemeralMetrics, MetricUnit
+
+Handler = Callable[[dict[str, Any], Any], Any]
+
+# API Gateway HTTP APIs cut every integration at 30 s, whatever the function's own limit.
+HTTP_API_LIMIT_MS = 30_000
+MAX_LOGGED_NAME = 128
+
+# Defaults keep the handler working when the Powertools variables are not set (sam local,
+# tests); template.yaml sets them for every function.
+SERVICE = os.environ.get("POWERTOOLS_SERVICE_NAME") or "kiln"
+NAMESPACE = os.environ.get("POWERTOOLS_METRICS_NAMESPACE") or "Kiln"
+
+logger = Logger(service=SERVICE)
+metrics = Metrics(namespace=NAMESPACE, service=SERVICE)
+
+
+@dataclass(frozen=True)
+class RequestInfo:
+    method: str | None
+    tool: str | None
+
+
+def tracing_enabled() -> bool:
+    return os.environ.get("KILN_TRACING", "").strip().lower() in {"1", "true", "yes", "on"}
+
+
+def describe_request(event: Mapping[str, Any]) -> RequestInfo:
+    """The JSON-RPC method and, for tools/call, the tool name of an HTTP event's body."""
+    message = _json_body(event.get("body"), bool(event.get("isBase64Encoded")))
+    if not isinstance(message, dict):
+        return RequestInfo(None, None)
+    method = message.get("method")
+    params = message.get("params")
+    tool = params.get("name") if method == "tools/call" and isinstance(params, dict) else None
+    return RequestInfo(
+        method if isinstance(method, str) else None, tool if isinstance(tool, str) else None
+    )
+
+
+def describe_response(response: Mapping[str, Any]) -> str:
+    """`ok`, `error` (an isError result), `timeout` (a `[timeout]` run) or `rejected`.
+
+    `rejected` is a request that never reached a tool: a JSON-RPC error or an HTTP error.
+    """
+    status = response.get("statusCode", 200)
+    message = _json_body(response.get("body"), bool(response.get("isBase64Encoded")))
+    if not isinstance(message, dict):
+        return "rejected" if isinstance(status, int) and status >= 400 else "ok"
+    if "error" in message:
+        return "rejected"
+    result = message.get("result")
+    if isinstance(result, dict) and result.get("isError"):
+        texts = [c.get("text", "") for c in result.get("content") or [] if isinstance(c, dict)]
+        if any(line.startswith("[timeout") for t in texts for line in str(t).splitlines()):
+            return "timeout"
+        return "error"
+    return "ok"
+
+
+class FrontDoorContext:
+    """The Lambda context, with the time left cut to what the HTTP API in front still allows.
+
+    A call through the HTTP API is dropped by API Gateway at 30 s even when the function may
+    run longer; the runner must answer before that. Function URL calls keep the whole limit.
+    """
+
+    def __init__(self, context: Any, api_deadline_ms: int) -> None:
+        self._context = context
+        self._api_deadline_ms = api_deadline_ms
+
+    def get_remaining_time_in_millis(self) -> int:
+        api_left = self._api_deadline_ms - int(time.time() * 1000)
+        return max(0, min(int(self._context.get_remaining_time_in_millis()), api_left))
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._context, name)
+
+
+def front_door_context(event: Mapping[str, Any], context: Any) -> Any:
+    """Wrap `context` for HTTP API events; Function URL and other events pass through."""
+    request_context = event.get("requestContext")
+    if not isinstance(request_context, dict) or context is None:
+        return context
+    domain = str(request_context.get("domainName", ""))
+    started_ms = request_context.get("timeEpoch")
+    if ".lambda-url." in domain or not isinstance(started_ms, int):
+        return context
+    api_deadline_ms = started_ms + HTTP_API_LIMIT_MS
+    # A replayed event (sam local invoke -e, a test) carries an old timeEpoch: the API that
+    # sent it is long gone, so only the function's own limit counts.
+    if not 0 < api_deadline_ms - time.time() * 1000 <= HTTP_API_LIMIT_MS:
+        return context
+    return FrontDoorContext(context, api_deadline_ms)
+
+
+def http_handler(adapter: Handler, *, name: str) -> Handler:
+    """An HTTP entry point: `adapter` (Mangum) wrapped with logging, metrics and traces."""
+
+    def handle(event: dict[str, Any], context: Any) -> Any:
+        request = describe_request(event)
+        started = time.perf_counter()
+        outcome = "crashed"  # replaced below unless the adapter raises
+        try:
+            response = adapter(event, front_door_context(event, context))
+            outcome = describe_response(response)
+            return response
+        finally:
+            duration_ms = round((time.perf_counter() - started) * 1000, 1)
+            _record(name, request, outcome, duration_ms)
+
+    return instrument(handle, name=name)
+
+
+def instrument(handler: Handler, *, name: str) -> Handler:
+    """Request id in every log line, EMF metrics flushed per invocation, optional tracing."""
+    wrapped = metrics.log_metrics(handler, capture_cold_start_metric=True)
+    wrapped = logger.inject_lambda_context(wrapped, clear_state=True)
+    if tracing_enabled():
+        # Importing the Tracer (and the X-Ray SDK) costs ~0.6 s of cold start: only on demand.
+        from aws_lambda_powertools import Tracer
+
+        wrapped = Tracer(service=SERVICE).capture_lambda_handler(wrapped)
+    return wrapped
+
+
+def _record(name: str, request: RequestInfo, outcome: str, duration_ms: float) -> None:
+    metrics.add_metric(name="Requests", unit=MetricUnit.Count, value=1)
+    fields: dict[str, Any] = {"entry": name, "outcome": outcome, "duration_ms": duration_ms}
+    if request.method:
+        fields["method"] = request.method
+    if request.tool is not None:
+        fields["tool"] = request.tool[:MAX_LOGGED_NAME]
+    # Only tools that ran get a metric dimension: a made-up name must not mint a new series.
+    if request.tool is not None and outcome != "rejected":
+        per_tool = EphemeralMetrics(namespace=NAMESPACE, service=SERVICE)
+        per_tool.add_dimension(name="tool", value=request.tool)
+        per_tool.add_metric(name="ToolCalls", unit=MetricUnit.Count, value=1)
+        per_tool.add_metric(
+            name="ToolErrors", unit=MetricUnit.Count, value=int(outcome in {"error", "timeout"})
+        )
+        per_tool.add_metric(
+            name="ToolTimeouts", unit=MetricUnit.Count, value=int(outcome == "timeout")
+        )
+        per_tool.add_metric(name="ToolDuration", unit=MetricUnit.Milliseconds, value=duration_ms)
+        per_tool.flush_metrics()
+    logger.info("request", extra=fields)
+
+
+def _json_body(body: Any, is_base64: bool) -> Any:
+    if not body:
+        return None
+    try:
+        raw = base64.b64decode(body) if is_base64 else body
+        return json.loads(raw)
+    except (ValueError, TypeError):
+        return None

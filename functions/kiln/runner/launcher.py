@@ -1,0 +1,111 @@
+"""The server's handle on the helper process that forks supervisors (see `supervisor.py`)."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import socket
+import subprocess
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from kiln.runner import supervisor
+
+SUPERVISOR = Path(supervisor.__file__)
+HELPER_ENV = {"LANG": "C.UTF-8", "LC_ALL": "C.UTF-8", "PATH": "/usr/local/bin:/usr/bin:/bin"}
+
+
+class LauncherError(Exception):
+    """The helper process could not take a run."""
+
+
+class Launcher:
+    """Starts the helper on first use, restarts it if it died, stops it on `close`."""
+
+    def __init__(self, python: Path) -> None:
+        self.python = python
+        self._process: subprocess.Popen[bytes] | None = None
+        self._socket: socket.socket | None = None
+        self._lock = threading.Lock()  # runs may be launched from more than one event loop
+
+    @property
+    def pid(self) -> int | None:
+        return self._process.pid if self._process is not None else None
+
+    def launch(self, request: dict[str, Any], fds: Sequence[int]) -> None:
+        """Hand one run to the helper; `fds` are the script's stdin, stdout, stderr, status."""
+        payload = json.dumps(request).encode()
+        if len(payload) > supervisor.MAX_REQUEST_BYTES:
+            raise LauncherError("the run request is too large (its environment exceeds 1 MiB)")
+        with self._lock:
+            for attempt in range(2):
+                sock = self._ensure_started()
+                try:
+                    socket.send_fds(sock, [payload], list(fds))
+                    return
+                except (BrokenPipeError, ConnectionResetError, BlockingIOError) as error:
+                    self._kill_locked()  # dead, or so stuck that its socket is full
+                    if attempt == 1:
+                        raise LauncherError(
+                            f"the runner's helper process failed: {error}"
+                        ) from error
+
+    def discard(self) -> None:
+        """Drop the current helper; the next launch starts a new one."""
+        with self._lock:
+            self._kill_locked()
+
+    def close(self) -> None:
+        with self._lock:
+            self._stop_locked()
+
+    def _ensure_started(self) -> socket.socket:
+        if self._process is not None and self._process.poll() is None and self._socket:
+            return self._socket
+        self._kill_locked()
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        with theirs:
+            try:
+                self._process = subprocess.Popen(
+                    [str(self.python), "-I", "-S", str(SUPERVISOR), str(theirs.fileno())],
+                    pass_fds=(theirs.fileno(),),
+                    stdin=subprocess.DEVNULL,
+                    env=HELPER_ENV,
+                    start_new_session=True,
+                )
+            except OSError as error:
+                ours.close()
+                raise LauncherError(
+                    f"cannot start the runner's helper with {self.python}: {error.strerror} "
+                    "(check RunnerSettings.python_executable)"
+                ) from error
+        ours.setblocking(False)
+        self._socket = ours
+        return ours
+
+    def _stop_locked(self) -> None:
+        if self._socket is not None:
+            self._socket.close()  # the helper exits when it sees the socket close
+            self._socket = None
+        process, self._process = self._process, None
+        if process is not None:
+            try:
+                process.wait(timeout=2)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+
+    def _kill_locked(self) -> None:
+        """Drop a helper that died or hangs, without waiting on it politely."""
+        if self._process is not None and self._process.poll() is None:
+            self._process.kill()
+        self._stop_locked()
+
+
+def close_quietly(fds: Sequence[int]) -> None:
+    for fd in fds:
+        with contextlib.suppress(OSError):
+            os.close(fd)

@@ -1,0 +1,205 @@
+"""A local stand-in for the AWS Lambda Runtime API, for driving a real runtime client.
+
+The runtime interface client (`python -m awslambdaric module.handler`) long-polls
+`GET /2018-06-01/runtime/invocation/next`, runs the handler and posts the result to
+`.../invocation/{id}/response` or `.../invocation/{id}/error`; a failed init is posted to
+`.../init/error`. Under SnapStart it also asks `GET .../restore/next` once after init.
+`RuntimeApi.invoke` queues one event with a deadline and waits for the answer, as the Lambda
+service does. Only the parts of the API a runtime client uses are here.
+"""
+
+from __future__ import annotations
+
+import json
+import queue
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+PREFIX = "/2018-06-01/runtime"
+FUNCTION_ARN = "arn:aws:lambda:us-east-1:123456789012:function:kiln-e2e"
+TRACE_ID = "Root=1-00000000-000000000000000000000000;Sampled=0"
+
+
+@dataclass(frozen=True)
+class Answer:
+    kind: str  # "response" or "error"
+    payload: Any
+    request_id: str
+    deadline_ms: int
+    answered_ms: int  # wall clock, ms since the epoch, when the runtime posted the answer
+
+
+@dataclass
+class _Pending:
+    request_id: str
+    body: bytes
+    deadline_ms: int
+    answered: threading.Event = field(default_factory=threading.Event)
+    answer: Answer | None = None
+
+
+class RuntimeApiError(AssertionError):
+    """The runtime did not answer as Lambda expects (init failed, crashed, or ran out of time)."""
+
+
+class RuntimeApi:
+    """Serve the Runtime API on 127.0.0.1; `address` goes into AWS_LAMBDA_RUNTIME_API."""
+
+    def __init__(self) -> None:
+        self._next: queue.Queue[_Pending] = queue.Queue()
+        self._by_id: dict[str, _Pending] = {}
+        self._lock = threading.Lock()
+        self._stopping = threading.Event()
+        self.init_errors: list[Any] = []
+        self.restored = threading.Event()
+        self.polled = threading.Event()  # set on the first /next: init is complete
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler_class())
+        self._server.daemon_threads = True
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+
+    @property
+    def address(self) -> str:
+        host, port = self._server.server_address[:2]
+        return f"{host}:{port}"
+
+    def __enter__(self) -> RuntimeApi:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stopping.set()
+        self._server.shutdown()
+        self._server.server_close()
+
+    def wait_ready(self, timeout_s: float, alive: Callable[[], bool] = lambda: True) -> None:
+        """Wait until the runtime finished init and asks for work."""
+        deadline = time.monotonic() + timeout_s
+        while not self.polled.wait(0.02):
+            if self.init_errors:
+                raise RuntimeApiError(f"init failed: {self.init_errors[0]}")
+            if not alive():
+                raise RuntimeApiError("the runtime exited during init")
+            if time.monotonic() > deadline:
+                raise RuntimeApiError(f"the runtime did not finish init within {timeout_s} s")
+
+    def invoke(
+        self,
+        event: Any,
+        *,
+        timeout_s: float = 30.0,
+        grace_s: float = 5.0,
+        alive: Callable[[], bool] = lambda: True,
+    ) -> Answer:
+        """Hand `event` to the runtime with `timeout_s` left, and wait for its answer."""
+        request_id = str(uuid.uuid4())
+        deadline_ms = int((time.time() + timeout_s) * 1000)
+        pending = _Pending(request_id, json.dumps(event).encode(), deadline_ms)
+        with self._lock:
+            self._by_id[request_id] = pending
+        self._next.put(pending)
+        give_up = time.monotonic() + timeout_s + grace_s
+        while not pending.answered.wait(0.02):
+            if not alive():
+                raise RuntimeApiError(f"the runtime exited during invocation {request_id}")
+            if time.monotonic() > give_up:
+                raise RuntimeApiError(f"no answer to {request_id} within {timeout_s + grace_s} s")
+        assert pending.answer is not None
+        return pending.answer
+
+    # ------------------------------------------------------------------ HTTP side
+
+    def _take_next(self) -> _Pending | None:
+        while not self._stopping.is_set():
+            try:
+                return self._next.get(timeout=0.1)
+            except queue.Empty:
+                continue
+        return None
+
+    def _answer(self, request_id: str, kind: str, body: bytes) -> bool:
+        with self._lock:
+            pending = self._by_id.pop(request_id, None)
+        if pending is None:
+            return False
+        try:
+            payload = json.loads(body) if body else None
+        except ValueError:
+            payload = body.decode("utf-8", "replace")
+        pending.answer = Answer(
+            kind, payload, request_id, pending.deadline_ms, int(time.time() * 1000)
+        )
+        pending.answered.set()
+        return True
+
+    def _handler_class(self) -> type[BaseHTTPRequestHandler]:
+        api = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+            def _reply(
+                self, status: int, body: bytes = b"", headers: dict[str, str] | None = None
+            ) -> None:
+                try:
+                    self.send_response(status)
+                    for name, value in (headers or {}).items():
+                        self.send_header(name, value)
+                    self.send_header("Content-Length", str(len(body)))
+                    self.end_headers()
+                    self.wfile.write(body)
+                except (BrokenPipeError, ConnectionResetError):
+                    pass  # the runtime was stopped while it waited for work
+
+            def _body(self) -> bytes:
+                length = int(self.headers.get("Content-Length") or 0)
+                return self.rfile.read(length) if length else b""
+
+            def do_GET(self) -> None:
+                if self.path == f"{PREFIX}/invocation/next":
+                    api.polled.set()
+                    pending = api._take_next()
+                    if pending is None:
+                        self._reply(503)
+                        return
+                    self._reply(
+                        200,
+                        pending.body,
+                        {
+                            "Content-Type": "application/json",
+                            "Lambda-Runtime-Aws-Request-Id": pending.request_id,
+                            "Lambda-Runtime-Deadline-Ms": str(pending.deadline_ms),
+                            "Lambda-Runtime-Invoked-Function-Arn": FUNCTION_ARN,
+                            "Lambda-Runtime-Trace-Id": TRACE_ID,
+                        },
+                    )
+                elif self.path == f"{PREFIX}/restore/next":
+                    api.restored.set()
+                    self._reply(200)
+                else:
+                    self._reply(404)
+
+            def do_POST(self) -> None:
+                body = self._body()
+                parts = self.path.removeprefix(f"{PREFIX}/").split("/")
+                if parts == ["init", "error"] or parts == ["restore", "error"]:
+                    api.init_errors.append(json.loads(body) if body else None)
+                    self._reply(202, b'{"status":"OK"}')
+                elif (
+                    len(parts) == 3
+                    and parts[0] == "invocation"
+                    and parts[2] in {"response", "error"}
+                ):
+                    found = api._answer(parts[1], parts[2], body)
+                    self._reply(202 if found else 400, b'{"status":"OK"}' if found else b"{}")
+                else:
+                    self._reply(404)
+
+        return Handler

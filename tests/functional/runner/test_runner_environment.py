@@ -1,0 +1,148 @@
+"""The script's environment: an allow-list, a private directory, the bundle on its path."""
+
+from __future__ import annotations
+
+import json
+import stat
+from pathlib import Path
+
+import pytest
+
+from runner_helpers import Harness
+from runner_helpers import harness_fixture as harness_fixture
+
+PRINT_ENV_PY = "import json, os\nprint(json.dumps(dict(os.environ)))\n"
+PRINT_ENV_NODE = "console.log(JSON.stringify(process.env))\n"
+
+
+@pytest.fixture
+def planted_secrets(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    values = ["planted-aws-secret-0123", "planted-author-key-4567", "planted-token-89"]
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", values[0])
+    monkeypatch.setenv("KILN_AUTHOR_KEY", values[1])
+    monkeypatch.setenv("AWS_SESSION_TOKEN", values[2])
+    return values
+
+
+@pytest.mark.parametrize(("language", "code"), [("python", PRINT_ENV_PY), ("node", PRINT_ENV_NODE)])
+def test_script_sees_no_server_secrets_only_the_allow_list(
+    harness: Harness, planted_secrets: list[str], language: str, code: str
+) -> None:
+    result = harness.run(code, language=language)  # type: ignore[arg-type]
+    env = json.loads(result.stdout)
+    for value in planted_secrets:
+        assert value not in result.stdout
+    assert not [name for name in env if name.startswith(("AWS_", "KILN_"))]
+    allowed = {
+        "PATH",
+        "LANG",
+        "LC_ALL",
+        "HOME",
+        "TMPDIR",
+        "PYTHONDONTWRITEBYTECODE",
+        "PYTHONUNBUFFERED",
+        "PYTHONIOENCODING",
+        "RUN_TEST_MARKER",
+        "SHARED_DIR",
+    }
+    assert set(env) - {"PWD", "SHLVL", "_"} <= allowed  # a shell or node may add those
+    assert env["PATH"].endswith("/usr/local/bin:/usr/bin:/bin")
+    assert env["LC_ALL"] == "C.UTF-8"
+    assert env["HOME"] == env["TMPDIR"]
+    harness.assert_clean()
+
+
+def test_tool_settings_cannot_replace_the_runners_own_variables(harness: Harness) -> None:
+    result = harness.run(
+        PRINT_ENV_PY, extra_env={"API_TOKEN": "tool-secret", "HOME": "/root", "PATH": "/evil"}
+    )
+    env = json.loads(result.stdout)
+    assert env["API_TOKEN"] == "tool-secret"
+    assert env["HOME"] != "/root"
+    assert "/evil" not in env["PATH"]
+    harness.assert_clean()
+
+
+def test_invalid_tool_setting_name_is_refused(harness: Harness) -> None:
+    with pytest.raises(
+        ValueError, match="extra_env name 'A=B' is not a valid environment variable"
+    ):
+        harness.run("print(1)", extra_env={"A=B": "x"})
+    harness.assert_clean()
+
+
+def test_each_run_gets_a_fresh_private_directory_that_is_removed(harness: Harness) -> None:
+    code = (
+        "import json, os, stat, tempfile\n"
+        "here = os.getcwd()\n"
+        "open('left-behind.txt', 'w').write('x')\n"
+        "print(json.dumps({'cwd': here, 'mode': stat.S_IMODE(os.stat(here).st_mode),\n"
+        "  'home': os.environ['HOME'], 'tmp': tempfile.gettempdir(),\n"
+        "  'files': sorted(os.listdir(here))}))\n"
+    )
+    first = json.loads(harness.run(code).stdout)
+    second = json.loads(harness.run(code).stdout)
+    assert first["cwd"] != second["cwd"]
+    assert Path(first["cwd"]).parent == harness.work_root
+    assert first["mode"] == stat.S_IRWXU
+    assert first["home"] == first["tmp"] == first["cwd"]
+    assert second["files"] == ["left-behind.txt", "main.py"]  # nothing from the first run
+    assert not Path(first["cwd"]).exists()
+    harness.assert_clean()
+
+
+def test_directory_is_removed_after_a_timeout(harness: Harness) -> None:
+    code = "import os, time\nopen('partial.txt', 'w').write('x' * 1000)\ntime.sleep(60)\n"
+    result = harness.run(code, timeout_s=0.5)
+    assert result.timed_out
+    harness.assert_clean()
+
+
+def test_python_bundle_is_importable_and_its_pth_files_run(
+    harness: Harness, tmp_path: Path
+) -> None:
+    bundle = tmp_path / "bundle"
+    (bundle / "greeting").mkdir(parents=True)
+    (bundle / "greeting" / "__init__.py").write_text("def hello(n):\n    return f'hello {n}'\n")
+    (bundle / "extra").mkdir()
+    (bundle / "extra" / "shouting.py").write_text("LOUD = True\n")
+    (bundle / "extra.pth").write_text("extra\n")
+    code = (
+        "import json, sys\nfrom greeting import hello\nimport shouting\n"
+        "print(hello(json.load(sys.stdin)['name']), shouting.LOUD)\n"
+    )
+    result = harness.run(code, arguments={"name": "kiln"}, bundle_path=bundle)
+    assert result.stdout == "hello kiln True\n"
+    harness.assert_clean()
+
+
+def test_python_tool_does_not_see_the_servers_site_packages(harness: Harness) -> None:
+    result = harness.run("import fastapi\n")
+    assert result.exit_code == 1
+    assert "ModuleNotFoundError: No module named 'fastapi'" in result.stderr
+    harness.assert_clean()
+
+
+def test_python_tool_writes_no_bytecode_into_its_bundle(harness: Harness, tmp_path: Path) -> None:
+    bundle = tmp_path / "bundle"
+    bundle.mkdir()
+    (bundle / "helper.py").write_text("X = 1\n")
+    harness.run("import helper\nprint(helper.X)", bundle_path=bundle)
+    assert not (bundle / "__pycache__").exists()
+    harness.assert_clean()
+
+
+def test_node_bundle_is_found_through_node_path(harness: Harness, tmp_path: Path) -> None:
+    package = tmp_path / "bundle" / "node_modules" / "greet"
+    package.mkdir(parents=True)
+    (package / "index.js").write_text("module.exports = (n) => `hello ${n}`;\n")
+    code = (
+        "const fs = require('node:fs');\nconst greet = require('greet');\n"
+        "const args = JSON.parse(fs.readFileSync(0, 'utf8'));\n"
+        "console.log(greet(args.name));\n"
+    )
+    result = harness.run(
+        code, language="node", arguments={"name": "kiln"}, bundle_path=tmp_path / "bundle"
+    )
+    assert result.stdout == "hello kiln\n"
+    harness.assert_clean()

@@ -1,0 +1,281 @@
+"""The per-process bundle cache: download once, unpack atomically, reuse, evict LRU."""
+
+import json
+import os
+import subprocess
+import sys
+import threading
+import uuid
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from conftest import AwsStack
+from kiln.aws import ensure_resources, make_clients
+from kiln.bundles.cache import BundleCache, BundleFetchError, BundleNotReadyError
+from kiln.bundles.identity import default_target
+from kiln.bundles.scheduler import run_build
+from kiln.bundles.store import BundleRecord, BundleStore
+
+TARGET = default_target("python")
+
+
+@pytest.fixture(scope="module")
+def stack(moto_endpoint: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[AwsStack]:
+    """One table and bucket with three real, ready bundles, shared by this module's tests."""
+    name = f"kiln-cache-{uuid.uuid4().hex[:8]}"
+    clients = make_clients(endpoint_url=moto_endpoint, region="us-east-1")
+    ensure_resources(clients, table=name, bucket=name)
+    store = BundleStore(clients.dynamodb, clients.s3, table=name, bucket=name)
+    workdir = tmp_path_factory.mktemp("builds")
+    for requirements in (["humanize==4.*"], ["six==1.17.0"], ["idna==3.*"]):
+        record = store.ensure("python", TARGET, requirements)
+        assert record is not None
+        assert run_build(store, record.id, workdir=workdir).status == "ready"
+    return AwsStack(moto_endpoint, clients, name, name)
+
+
+def fresh_store(stack: AwsStack) -> BundleStore:
+    """A store on new clients, as a new process would have."""
+    clients = make_clients(endpoint_url=stack.endpoint_url, region="us-east-1")
+    return BundleStore(clients.dynamodb, clients.s3, table=stack.table, bucket=stack.bucket)
+
+
+def ready(store: BundleStore, *requirements: str) -> BundleRecord:
+    record = store.ensure("python", TARGET, list(requirements))
+    assert record is not None
+    assert record.status == "ready"
+    return record
+
+
+def count_requests(client: Any) -> Counter[str]:
+    calls: Counter[str] = Counter()
+
+    def count(model: Any, **_: Any) -> None:
+        calls[model.name] += 1
+
+    client.meta.events.register("before-call", count)
+    return calls
+
+
+def visible_entries(root: Path) -> list[str]:
+    return sorted(p.name for p in root.iterdir() if not p.name.startswith("."))
+
+
+def test_first_call_downloads_once_and_the_next_fifty_make_no_request(
+    stack: AwsStack, tmp_path: Path
+) -> None:
+    store = fresh_store(stack)
+    humanize = ready(store, "humanize==4.*")
+    s3_calls, dynamodb_calls = count_requests(store.s3), count_requests(store.dynamodb)
+    cache = BundleCache(store, root=tmp_path / "cache")
+    path = cache.path_for(humanize.id)
+    assert s3_calls == {"GetObject": 1}
+    assert dynamodb_calls == {"GetItem": 1}
+    for _ in range(50):
+        assert cache.path_for(humanize.id) == path
+    with cache.use(humanize.id) as used:
+        assert used == path
+    assert s3_calls == {"GetObject": 1}
+    assert dynamodb_calls == {"GetItem": 1}
+    assert (cache.downloads, cache.unpacks) == (1, 1)
+    run = subprocess.run(
+        [sys.executable, "-c", "import humanize; print(humanize.naturalsize(3_000_000))"],
+        env={"PYTHONPATH": str(path), "PATH": os.environ["PATH"]},
+        capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    assert run.stdout.strip() == "3.0 MB"
+
+
+def test_ten_concurrent_first_calls_unpack_once(stack: AwsStack, tmp_path: Path) -> None:
+    store = fresh_store(stack)
+    humanize = ready(store, "humanize==4.*")
+    s3_calls = count_requests(store.s3)
+    cache = BundleCache(store, root=tmp_path / "cache")
+    barrier = threading.Barrier(10)
+    paths: list[Path] = []
+
+    def call() -> None:
+        barrier.wait()
+        paths.append(cache.path_for(humanize.id))
+
+    threads = [threading.Thread(target=call) for _ in range(10)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len(paths) == 10
+    assert len(set(paths)) == 1
+    assert (cache.downloads, cache.unpacks) == (1, 1)
+    assert s3_calls == {"GetObject": 1}
+
+
+CHILD = """
+import json, sys
+from pathlib import Path
+from kiln.aws import make_clients
+from kiln.bundles.cache import BundleCache
+from kiln.bundles.store import BundleStore
+endpoint, table, root, bundle = sys.argv[1:5]
+clients = make_clients(endpoint_url=endpoint, region="us-east-1")
+store = BundleStore(clients.dynamodb, clients.s3, table=table, bucket=table)
+cache = BundleCache(store, root=Path(root))
+sys.stdin.read()  # start together
+path = cache.path_for(bundle)
+print(json.dumps({"path": str(path), "unpacks": cache.unpacks}))
+"""
+
+
+@pytest.mark.slow
+def test_processes_sharing_a_cache_folder_unpack_once(stack: AwsStack, tmp_path: Path) -> None:
+    humanize = ready(fresh_store(stack), "humanize==4.*")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    children = [
+        subprocess.Popen(
+            [
+                sys.executable,
+                "-c",
+                CHILD,
+                stack.endpoint_url,
+                stack.table,
+                str(tmp_path),
+                humanize.id,
+            ],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            env=env,
+            text=True,
+        )
+        for _ in range(4)
+    ]
+    outputs = [child.communicate("go", timeout=60)[0] for child in children]
+    results = [json.loads(out) for out in outputs]
+    assert {r["path"] for r in results} == {str(tmp_path / humanize.id)}
+    assert sum(r["unpacks"] for r in results) == 1
+
+
+def test_a_download_cut_halfway_leaves_nothing_a_later_call_would_use(
+    stack: AwsStack, tmp_path: Path
+) -> None:
+    store = fresh_store(stack)
+    humanize = ready(store, "humanize==4.*")
+    root = tmp_path / "cache"
+    cache = BundleCache(store, root=root)
+
+    class CutBody:
+        def __init__(self, body: Any, size: int) -> None:
+            self.body, self.left = body, size // 2
+
+        def read(self, amount: int = -1) -> bytes:
+            if self.left <= 0:
+                raise ConnectionResetError("connection cut by the test")
+            chunk = self.body.read(min(amount, self.left) if amount > 0 else self.left)
+            self.left -= len(chunk)
+            return bytes(chunk)
+
+    def cut(parsed: dict[str, Any], **_: Any) -> None:
+        parsed["Body"] = CutBody(parsed["Body"], int(parsed["ContentLength"]))
+
+    store.s3.meta.events.register("after-call.s3.GetObject", cut)
+    with pytest.raises(BundleFetchError, match="could not be downloaded"):
+        cache.path_for(humanize.id)
+    assert visible_entries(root) == []
+    assert list((root / ".tmp").iterdir()) == []
+    store.s3.meta.events.unregister("after-call.s3.GetObject", cut)
+    path = cache.path_for(humanize.id)
+    assert (path / "humanize" / "__init__.py").is_file()
+    assert cache.downloads == 2
+
+
+def test_a_damaged_zip_is_refused_and_never_unpacked(stack: AwsStack, tmp_path: Path) -> None:
+    store = fresh_store(stack)
+    six = ready(store, "six==1.17.0")
+    good = store.s3.get_object(Bucket=store.bucket, Key=six.zip_key)["Body"].read()
+    store.s3.put_object(Bucket=store.bucket, Key=six.zip_key, Body=good[: len(good) // 2])
+    try:
+        cache = BundleCache(store, root=tmp_path / "cache")
+        with pytest.raises(BundleFetchError, match="arrived damaged"):
+            cache.path_for(six.id)
+        assert visible_entries(tmp_path / "cache") == []
+    finally:
+        store.s3.put_object(Bucket=store.bucket, Key=six.zip_key, Body=good)
+    assert (cache.path_for(six.id) / "six.py").is_file()
+
+
+def test_leftovers_of_a_process_that_died_mid_unpack_are_never_used(
+    stack: AwsStack, tmp_path: Path
+) -> None:
+    store = fresh_store(stack)
+    six = ready(store, "six==1.17.0")
+    root = tmp_path / "cache"
+    cache = BundleCache(store, root=root)
+    half = root / ".tmp" / f"{six.id}.999.dead.dir"
+    half.mkdir()
+    (half / "six.py").write_text("raise ImportError('half unpacked')\n")
+    path = cache.path_for(six.id)
+    assert "half unpacked" not in (path / "six.py").read_text()
+    assert list((root / ".tmp").iterdir()) == []
+
+
+def test_least_recently_used_bundles_are_evicted_to_keep_within_budget(
+    stack: AwsStack, tmp_path: Path
+) -> None:
+    store = fresh_store(stack)
+    humanize, six, idna = (ready(store, r) for r in ("humanize==4.*", "six==1.17.0", "idna==3.*"))
+    sizes = {r.id: int(r.unpacked_size or 0) for r in (humanize, six, idna)}
+    budget = sizes[humanize.id] + max(sizes[six.id], sizes[idna.id]) + 4096
+    assert sum(sizes.values()) > budget
+    cache = BundleCache(store, root=tmp_path / "cache", budget_bytes=budget)
+    cache.path_for(humanize.id)
+    cache.path_for(six.id)
+    cache.path_for(humanize.id)  # six is now the least recently used
+    cache.path_for(idna.id)
+    assert cache.cached_ids()[-1] == idna.id
+    assert six.id not in cache.cached_ids()
+    assert humanize.id in cache.cached_ids()
+    assert cache.used_bytes() <= budget
+    assert cache.evictions == 1
+    # An evicted bundle comes back on its next call.
+    assert (cache.path_for(six.id) / "six.py").is_file()
+    assert cache.used_bytes() <= budget
+
+
+def test_a_bundle_in_use_is_never_evicted(stack: AwsStack, tmp_path: Path) -> None:
+    store = fresh_store(stack)
+    humanize, six, idna = (ready(store, r) for r in ("humanize==4.*", "six==1.17.0", "idna==3.*"))
+    budget = int(humanize.unpacked_size or 0) + 4096
+    cache = BundleCache(store, root=tmp_path / "cache", budget_bytes=budget)
+    with cache.use(humanize.id) as path:
+        cache.path_for(six.id)
+        cache.path_for(idna.id)
+        assert (path / "humanize" / "__init__.py").is_file()
+        assert humanize.id in cache.cached_ids()
+    assert six.id not in cache.cached_ids()
+
+
+def test_calls_before_the_bundle_is_ready_say_why_and_when(aws: AwsStack, tmp_path: Path) -> None:
+    store = BundleStore(aws.clients.dynamodb, aws.clients.s3, table=aws.table, bucket=aws.bucket)
+    cache = BundleCache(store, root=tmp_path / "cache")
+    record = store.ensure("python", TARGET, ["humanize==4.*"])
+    assert record is not None
+    with pytest.raises(
+        BundleNotReadyError, match=r"queued to be built, since .*Z \(\d+ s ago\)"
+    ) as queued:
+        cache.path_for(record.id)
+    assert queued.value.status == "pending"
+    store.mark_building(record.id)
+    with pytest.raises(BundleNotReadyError, match=r"\(humanize==4\.\*\) are being built, since"):
+        cache.path_for(record.id)
+    store.mark_failed(record.id, "pip install failed (exit 1): ERROR: no such version", None)
+    with pytest.raises(
+        BundleNotReadyError, match=r"failed to build: pip install failed .*kiln bundles retry"
+    ):
+        cache.path_for(record.id)
+    with pytest.raises(BundleNotReadyError, match="not in the catalog"):
+        cache.path_for("0" * 32)
+    with pytest.raises(BundleNotReadyError, match="is not a bundle id"):
+        cache.path_for("../etc")
+    assert visible_entries(tmp_path / "cache") == []

@@ -1,0 +1,141 @@
+"""Helpers for runner tests: a harness around Runner, and /proc checks for leftovers.
+
+The `harness` fixture lives here, not in a conftest.py: a second conftest.py in a directory
+without __init__.py would replace the `conftest` module that other tests import from.
+Test modules import it (`harness_fixture as harness_fixture`) to use `harness`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from kiln.runner import Runner, RunnerSettings, RunRequest, RunResult, contract_text
+from kiln.runner.model import Language
+from kiln.runner.supervisor import descendants
+
+MARKER_VAR = "RUN_TEST_MARKER"
+
+
+def processes_carrying(marker: str) -> list[int]:
+    """Live processes whose environment or command line holds `marker`."""
+    found = []
+    needle = marker.encode()
+    for name in os.listdir("/proc"):
+        if not name.isdigit() or int(name) == os.getpid():
+            continue
+        for part in ("environ", "cmdline"):
+            try:
+                data = Path(f"/proc/{name}/{part}").read_bytes()
+            except OSError:
+                continue
+            if needle in data:
+                found.append(int(name))
+                break
+    return found
+
+
+def is_alive(pid: int) -> bool:
+    """True when `pid` exists and is not a zombie."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_bytes()
+    except OSError:
+        return False
+    return stat[stat.rfind(b")") + 2 :][:1] != b"Z"
+
+
+def wait_for(predicate: Any, timeout_s: float = 5.0) -> None:
+    give_up = time.monotonic() + timeout_s
+    while not predicate():
+        if time.monotonic() > give_up:
+            raise AssertionError(f"condition not met within {timeout_s} s")
+        time.sleep(0.01)
+
+
+def live_descendants(pid: int | None) -> list[int]:
+    if pid is None:
+        return []
+    return [p for p, state in descendants(pid) if state not in (b"Z", b"X")]
+
+
+@dataclass
+class Harness:
+    """A Runner with a private work root, and a marker every run's processes carry.
+
+    A forked Python script keeps the helper's original environment in /proc/PID/environ,
+    so the marker finds exec'd processes (node, sleep, a subprocess); forked ones are found
+    as descendants of the runner's helper, which has none while no run is in flight.
+    """
+
+    work_root: Path
+    shared: Path  # a directory scripts may write pid files to; outlives the run
+    settings: RunnerSettings
+    marker: str = field(default_factory=lambda: f"kiln-test-{uuid.uuid4().hex}")
+    runners: list[Runner] = field(default_factory=list)  # every runner of this test
+    runner: Runner = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.runner = Runner(self.settings)
+        self.runners.append(self.runner)
+
+    def request(self, code: str, language: Language = "python", **fields: Any) -> RunRequest:
+        fields.setdefault("arguments", {})
+        fields.setdefault("timeout_s", 10.0)
+        env = {MARKER_VAR: self.marker, "SHARED_DIR": str(self.shared)}
+        env.update(fields.pop("extra_env", {}))
+        return RunRequest(language=language, code=code, extra_env=env, **fields)
+
+    def run(self, code: str, language: Language = "python", **fields: Any) -> RunResult:
+        return asyncio.run(self.runner.run(self.request(code, language, **fields)))
+
+    def text(self, code: str, language: Language = "python", **fields: Any) -> str:
+        return contract_text(self.run(code, language, **fields))
+
+    def leftovers(self) -> list[int]:
+        """Processes of this test's runs still alive (supervisors exit within moments)."""
+        found = set(processes_carrying(self.marker))
+        for runner in self.runners:
+            found.update(live_descendants(runner.helper_pid))
+        return sorted(found)
+
+    def assert_clean(self) -> None:
+        """No process of any run alive, no run directory left, and a normal call works."""
+        wait_for(lambda: not live_descendants(self.runner.helper_pid), timeout_s=2.0)
+        assert self.leftovers() == []
+        assert list(self.work_root.iterdir()) == []
+        ok = self.run(
+            "import json, sys\nprint(json.dumps(json.load(sys.stdin)))", arguments={"a": 1}
+        )
+        assert contract_text(ok) == '{"a": 1}'
+        assert list(self.work_root.iterdir()) == []
+
+    def with_settings(self, **changes: Any) -> Harness:
+        settings = replace(self.settings, **changes)
+        return Harness(self.work_root, self.shared, settings, self.marker, self.runners)
+
+
+@pytest.fixture(name="harness")
+def harness_fixture(tmp_path: Path) -> Iterator[Harness]:
+    work_root = tmp_path / "runs"
+    shared = tmp_path / "shared"
+    work_root.mkdir()
+    shared.mkdir()
+    h = Harness(work_root, shared, RunnerSettings(work_root=work_root))
+    yield h
+    # Whatever a test did, nothing it started may survive it.
+    leftovers = h.leftovers()
+    for pid in leftovers:
+        with contextlib.suppress(OSError):
+            os.kill(pid, 9)
+    for runner in h.runners:
+        runner.close()
+    assert leftovers == [], f"processes survived the test: {leftovers}"

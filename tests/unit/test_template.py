@@ -1,0 +1,208 @@
+"""template.yaml, read as data: who may do what to the catalog, and what the storage looks like."""
+
+from __future__ import annotations
+
+import json
+import re
+import tomllib
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import pytest
+from cfnlint.decode import decode
+from packaging.requirements import Requirement
+
+from kiln.aws import TABLE_DEFINITION
+
+ROOT = Path(__file__).resolve().parents[2]
+TEMPLATE = ROOT / "template.yaml"
+
+READ_ONLY_TABLE_ACTIONS = {
+    "dynamodb:GetItem",
+    "dynamodb:BatchGetItem",
+    "dynamodb:Query",
+    "dynamodb:Scan",
+    "dynamodb:DescribeTable",
+}
+READ_ONLY_BUCKET_ACTIONS = {
+    "s3:GetObject",
+    "s3:GetObjectVersion",
+    "s3:GetObjectTagging",
+    "s3:ListBucket",
+}
+
+
+@pytest.fixture(scope="module")
+def template() -> dict[str, Any]:
+    data, problems = decode(str(TEMPLATE))
+    assert not problems, problems
+    assert data is not None
+    return dict(data)
+
+
+def resources_of_type(template: Mapping[str, Any], kind: str) -> dict[str, Any]:
+    return {k: v for k, v in template["Resources"].items() if v["Type"] == kind}
+
+
+def the_one(template: Mapping[str, Any], kind: str) -> str:
+    (name,) = resources_of_type(template, kind)
+    return name
+
+
+def statements(template: Mapping[str, Any], function: str) -> Iterator[dict[str, Any]]:
+    """Every Allow statement of a function's inline policies; anything else fails the test.
+
+    A managed policy or a SAM policy template cannot be read here, so it is refused rather
+    than trusted.
+    """
+    props = template["Resources"][function]["Properties"]
+    assert "Role" not in props, f"{function} brings its own role; its rights cannot be read here"
+    assert "Policies" not in template.get("Globals", {}).get("Function", {})
+    for policy in props.get("Policies", []):
+        message = f"{function} has a policy that is not an inline statement list: {policy!r}"
+        assert isinstance(policy, Mapping), message
+        assert set(policy) <= {"Version", "Statement"}, message
+        for statement in policy["Statement"]:
+            assert statement["Effect"] == "Allow", statement
+            yield statement
+
+
+def as_list(value: Any) -> list[Any]:
+    return list(value) if isinstance(value, list) else [value]
+
+
+def refers_to(resource: Any, logical_id: str) -> bool:
+    text = json.dumps(resource)
+    if text.strip('"') == "*":
+        return True
+    return re.search(rf"\b{re.escape(logical_id)}\b", text) is not None
+
+
+def actions_on(template: Mapping[str, Any], function: str, logical_id: str) -> set[str]:
+    found: set[str] = set()
+    for statement in statements(template, function):
+        if any(refers_to(r, logical_id) for r in as_list(statement["Resource"])):
+            found.update(as_list(statement["Action"]))
+    return found
+
+
+def test_public_function_can_only_read_the_table(template: dict[str, Any]) -> None:
+    table = the_one(template, "AWS::DynamoDB::Table")
+    actions = actions_on(template, "McpFunction", table)
+    assert actions, "the public function must be able to read the catalog"
+    assert actions <= READ_ONLY_TABLE_ACTIONS, actions - READ_ONLY_TABLE_ACTIONS
+
+
+def test_public_function_can_only_read_the_bucket(template: dict[str, Any]) -> None:
+    bucket = the_one(template, "AWS::S3::Bucket")
+    actions = actions_on(template, "McpFunction", bucket)
+    assert actions, "the public function must be able to read code and bundles"
+    assert actions <= READ_ONLY_BUCKET_ACTIONS, actions - READ_ONLY_BUCKET_ACTIONS
+
+
+def test_public_function_has_no_rights_beyond_the_table_and_the_bucket(
+    template: dict[str, Any],
+) -> None:
+    table = the_one(template, "AWS::DynamoDB::Table")
+    bucket = the_one(template, "AWS::S3::Bucket")
+    for statement in statements(template, "McpFunction"):
+        for resource in as_list(statement["Resource"]):
+            assert refers_to(resource, table) or refers_to(resource, bucket), statement
+
+
+@pytest.mark.parametrize("function", ["McpFunction", "AdminFunction", "BuilderFunction"])
+def test_no_function_has_a_wildcard_action_or_resource(
+    template: dict[str, Any], function: str
+) -> None:
+    for statement in statements(template, function):
+        for action in as_list(statement["Action"]):
+            assert "*" not in action, f"{function}: wildcard action {action}"
+        for resource in as_list(statement["Resource"]):
+            assert resource != "*", f"{function}: wildcard resource in {statement}"
+
+
+def test_only_the_admin_function_may_start_bundle_builds(template: dict[str, Any]) -> None:
+    for function in resources_of_type(template, "AWS::Serverless::Function"):
+        invokes = actions_on(template, function, "BuilderFunction")
+        assert ("lambda:InvokeFunction" in invokes) == (function == "AdminFunction"), function
+
+
+def test_the_builder_writes_only_bundle_objects(template: dict[str, Any]) -> None:
+    for statement in statements(template, "BuilderFunction"):
+        if any(a.startswith("s3:Put") for a in as_list(statement["Action"])):
+            for resource in as_list(statement["Resource"]):
+                assert json.dumps(resource).endswith('/bundles/*"}'), resource
+
+
+def test_table_definition_equals_the_one_kiln_creates_locally(template: dict[str, Any]) -> None:
+    props = template["Resources"][the_one(template, "AWS::DynamoDB::Table")]["Properties"]
+    for key, value in TABLE_DEFINITION.items():
+        assert json.loads(json.dumps(props[key])) == value, key
+    assert "GlobalSecondaryIndexes" not in props
+    assert "LocalSecondaryIndexes" not in props
+
+
+def test_table_has_point_in_time_recovery_and_encryption(template: dict[str, Any]) -> None:
+    props = template["Resources"][the_one(template, "AWS::DynamoDB::Table")]["Properties"]
+    assert props["PointInTimeRecoverySpecification"] == {"PointInTimeRecoveryEnabled": True}
+    assert props["SSESpecification"]["SSEEnabled"] is True
+
+
+def test_bucket_is_private_versioned_encrypted_and_tls_only(template: dict[str, Any]) -> None:
+    bucket = the_one(template, "AWS::S3::Bucket")
+    props = template["Resources"][bucket]["Properties"]
+    assert set(props["PublicAccessBlockConfiguration"].values()) == {True}
+    assert len(props["PublicAccessBlockConfiguration"]) == 4
+    assert props["VersioningConfiguration"] == {"Status": "Enabled"}
+    assert props["BucketEncryption"]["ServerSideEncryptionConfiguration"]
+    rules = {r["Id"]: r for r in props["LifecycleConfiguration"]["Rules"]}
+    assert "NoncurrentVersionExpiration" in rules["expire-noncurrent-versions"]
+    assert rules["expire-unused-bundles"]["Prefix"] == "bundles/"
+    (policy,) = resources_of_type(template, "AWS::S3::BucketPolicy").values()
+    (deny,) = policy["Properties"]["PolicyDocument"]["Statement"]
+    assert deny["Effect"] == "Deny"
+    assert deny["Condition"] == {"Bool": {"aws:SecureTransport": "false"}}
+
+
+def test_http_api_is_throttled(template: dict[str, Any]) -> None:
+    api = template["Resources"][the_one(template, "AWS::Serverless::HttpApi")]["Properties"]
+    settings = api["DefaultRouteSettings"]
+    assert {"ThrottlingRateLimit", "ThrottlingBurstLimit"} <= set(settings)
+
+
+def test_handlers_name_the_entry_points_of_kiln_lambda_handlers(template: dict[str, Any]) -> None:
+    source = (ROOT / "functions/kiln/lambda_handlers.py").read_text()
+    for name, function in resources_of_type(template, "AWS::Serverless::Function").items():
+        module, _, attribute = function["Properties"]["Handler"].rpartition(".")
+        assert module == "kiln.lambda_handlers", name
+        assert f'"{attribute}":' in source, f"{name}: no entry point {attribute!r}"
+
+
+def test_deps_layer_pins_every_runtime_dependency_of_the_package() -> None:
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    lines = (ROOT / "layers/deps/requirements.txt").read_text().splitlines()
+    pins = [Requirement(line) for line in lines if line.strip() and not line.startswith("#")]
+    pinned = {canonical(r.name) for r in pins}
+    for requirement in pins:
+        assert str(requirement.specifier).startswith("=="), f"{requirement} is not pinned"
+    for dependency in project["dependencies"]:
+        assert canonical(Requirement(dependency).name) in pinned, dependency
+
+
+def canonical(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def test_bundle_targets_match_the_runtime_and_the_node_layer(template: dict[str, Any]) -> None:
+    globals_ = template["Globals"]["Function"]
+    variables = globals_["Environment"]["Variables"]
+    runtime = globals_["Runtime"]  # python3.13
+    assert variables["KILN_BUNDLE_TARGET"] == {"Fn::Sub": f"lambda-{runtime}-${{Architecture}}"}
+    makefile = (ROOT / "layers/node/Makefile").read_text()
+    (node_version,) = re.findall(r"^NODE_VERSION \?= (\d+)\.", makefile, re.MULTILINE)
+    assert variables["KILN_NODE_BUNDLE_TARGET"] == {
+        "Fn::Sub": f"node{node_version}-${{Architecture}}"
+    }
+    deps = template["Resources"]["DepsLayer"]["Metadata"]["BuildMethod"]
+    assert deps == runtime
