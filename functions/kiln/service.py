@@ -114,7 +114,14 @@ class CatalogBackend:
     ) -> tuple[ToolOutcome, RunResult | None]:
         head = tool.head
         code = await asyncio.to_thread(self._snapshots.code, head)
-        extra_env = dict(self._secrets.values_for(tool)) if self._secrets is not None else {}
+        try:
+            extra_env = (
+                dict(await asyncio.to_thread(self._secrets.values_for, tool))
+                if self._secrets is not None
+                else {}
+            )
+        except LookupError as error:  # a declared secret is not set
+            return ToolOutcome(f"Tool {tool.name!r} cannot run: {error}", True), None
         request = RunRequest(
             language=head.language,
             code=code,

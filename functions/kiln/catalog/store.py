@@ -84,6 +84,7 @@ def revision_to_json(revision: Revision) -> str:
 def revision_from_json(text: str) -> Revision:
     data = json.loads(text)
     data["requirements"] = tuple(data["requirements"])
+    data["secrets"] = tuple(data.get("secrets", ()))
     return Revision(**data)
 
 
@@ -366,6 +367,7 @@ class CatalogStore:
             bundle_id=bundle_id,
             created_at=now,
             created_by=actor,
+            secrets=draft.secrets,
         )
 
     def _check_head(self, tool: Tool, expected: int) -> None:
