@@ -48,11 +48,37 @@ WRITE_OPERATIONS = frozenset(
 DEFAULT_EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "tools"
 
 
+_SERIALISED = threading.RLock()
+
+
+def _serialise_dynamodb_writes() -> None:
+    """Make moto's DynamoDB writes atomic with respect to each other, as DynamoDB's are.
+
+    moto's server answers on many threads and checks a write's conditions without a lock,
+    so two racing conditional writes could both pass. DynamoDB never lets that happen, and
+    Kiln's guarantees (unique names, If-Match) rest on it: the emulator must not either.
+    """
+    from moto.dynamodb.models import DynamoDBBackend
+
+    for name in ("put_item", "update_item", "delete_item", "transact_write_items"):
+        method = getattr(DynamoDBBackend, name)
+        if getattr(method, "_kiln_serialised", False):
+            continue
+
+        def locked(*args: Any, _method: Any = method, **kwargs: Any) -> Any:
+            with _SERIALISED:
+                return _method(*args, **kwargs)
+
+        locked._kiln_serialised = True  # type: ignore[attr-defined]
+        setattr(DynamoDBBackend, name, locked)
+
+
 @contextmanager
 def embedded_moto() -> Iterator[str]:
     """A moto server on a free loopback port for as long as the block runs."""
     from moto.server import ThreadedMotoServer
 
+    _serialise_dynamodb_writes()
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
     server.start()
     host, port = server.get_host_and_port()
