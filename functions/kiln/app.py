@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import hmac
 import json
 import logging
 from collections.abc import Callable
@@ -17,6 +16,11 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response
 
 import kiln
+from kiln.auth import redact
+from kiln.auth.audit import record_write
+from kiln.auth.policy import AuthError, Permission, Principal
+from kiln.auth.process import protect_process
+from kiln.auth.web import AccessControl, auth_error_response
 from kiln.aws import AwsClients, make_clients
 from kiln.bundles.service import Bundles, make_bundles
 from kiln.catalog.model import Revision, Tool
@@ -72,6 +76,7 @@ class Kiln:
     snapshots: CatalogSnapshots
     runner: Runner
     backend: CatalogBackend
+    access: AccessControl
     bundles: Bundles | None = None
 
     @property
@@ -84,10 +89,20 @@ class Kiln:
     @cached_property
     def endpoint(self) -> McpEndpoint:
         """The MCP endpoint, built on first use (a REST-only function never pays for it)."""
+        return self._endpoint(self.backend)
+
+    @cached_property
+    def admin_endpoint(self) -> McpEndpoint:
+        """`/admin/mcp`: the catalog's tools plus the built-in kiln_* authoring tools."""
+        from kiln.authoring import AdminBackend
+
+        return self._endpoint(AdminBackend(self.backend, self.store))
+
+    def _endpoint(self, backend: Any) -> McpEndpoint:
         from kiln.protocol import McpEndpoint, ProtocolSettings
 
         return McpEndpoint(
-            self.backend,
+            backend,
             ProtocolSettings(
                 server_version=kiln.__version__,
                 instructions=self.settings.instructions,
@@ -116,8 +131,9 @@ def build_kiln(settings: Settings, *, clients: AwsClients | None = None) -> Kiln
             node_binary=Path(settings.node_binary) if settings.node_binary else None,
         )
     )
-    backend = CatalogBackend(snapshots, runner, bundles=bundles)
-    return Kiln(settings, clients, store, snapshots, runner, backend, bundles)
+    access = AccessControl(settings, clients)
+    backend = CatalogBackend(snapshots, runner, bundles=bundles, secrets=access)
+    return Kiln(settings, clients, store, snapshots, runner, backend, access, bundles)
 
 
 def time_left_s(request: Request, settings: Settings) -> float:
@@ -168,6 +184,7 @@ def revision_fields(revision: Revision) -> dict[str, Any]:
         "annotations": revision.annotations,
         "timeout_seconds": revision.timeout_seconds,
         "bundle_id": revision.bundle_id,
+        "secrets": list(revision.secrets),  # names only; values are never returned
     }
 
 
@@ -210,6 +227,8 @@ def create_app(
     kiln_parts: Kiln | None = None,
 ) -> FastAPI:
     """The app; `role` picks what one Lambda function serves ("public": /mcp only)."""
+    redact.install()  # no key or bearer token reaches a log line from here on
+    protect_process()  # tools cannot read this process's environ (AWS credentials, keys)
     parts = kiln_parts or build_kiln(settings, clients=clients)
     app = FastAPI(
         title="Kiln",
@@ -225,6 +244,15 @@ def create_app(
         body = {"error": {"code": error.code, "message": str(error), **error.extra}}
         return JSONResponse(body, status_code=error.status)
 
+    @app.exception_handler(AuthError)
+    async def auth_error(_: Request, error: AuthError) -> Response:
+        return auth_error_response(error)
+
+    @app.get("/.well-known/oauth-protected-resource", include_in_schema=False)
+    @app.get("/.well-known/oauth-protected-resource/{resource:path}", include_in_schema=False)
+    async def protected_resource(request: Request) -> Response:
+        return parts.access.metadata_response(request)
+
     @app.exception_handler(CatalogError)
     @app.exception_handler(RuleError)
     async def catalog_error(_: Request, error: Exception) -> JSONResponse:
@@ -239,23 +267,32 @@ def create_app(
         return JSONResponse({"error": body}, status_code=status)
 
     if role in ("all", "public"):
-        _mount_mcp(app, parts, "/mcp")
+        _mount_mcp(app, parts, "/mcp", "call")
     if role in ("all", "admin"):
+        _mount_mcp(app, parts, "/admin/mcp", "author")
         _mount_rest(app, parts)
     return app
 
 
-def _mount_mcp(app: FastAPI, parts: Kiln, path: str) -> None:
+def _mount_mcp(app: FastAPI, parts: Kiln, path: str, need: Permission) -> None:
     methods = ["GET", "POST", "DELETE", "PUT", "PATCH", "OPTIONS"]
 
     @app.api_route(path, methods=methods, include_in_schema=False)
     async def mcp(request: Request) -> Response:
+        try:
+            principal = await parts.access.require(request, need, path)
+        except AuthError as error:
+            return auth_error_response(error, jsonrpc=True)
         body = await read_capped(request, parts.settings.max_body_bytes)
         headers = {name.lower(): value for name, value in request.headers.items()}
-        ctx = CallContext(time_left_s=time_left_s(request, parts.settings))
+        ctx = CallContext(
+            time_left_s=time_left_s(request, parts.settings),
+            principal=None if principal.kind == "anonymous" else principal,
+        )
         from kiln.protocol import HttpRequest
 
-        answer = await parts.endpoint.handle(HttpRequest(request.method, headers, body), ctx)
+        endpoint = parts.admin_endpoint if need == "author" else parts.endpoint
+        answer = await endpoint.handle(HttpRequest(request.method, headers, body), ctx)
         return Response(answer.body, status_code=answer.status, headers=answer.headers)
 
 
@@ -265,16 +302,14 @@ def _mount_rest(app: FastAPI, parts: Kiln) -> None:
     async def call(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         return await asyncio.to_thread(fn, *args, **kwargs)
 
-    def require_author(request: Request) -> str:
-        """The caller's name when it holds the author key; refuses everyone else."""
-        header = request.headers.get("authorization", "")
-        scheme, _, token = header.partition(" ")
-        expected = settings.author_key
-        if scheme.lower() != "bearer" or not token.strip():
-            raise ApiError(401, "unauthorized", "Authorization: send 'Bearer <author key>'")
-        if expected is None or not hmac.compare_digest(token.strip().encode(), expected.encode()):
-            raise ApiError(401, "unauthorized", "Authorization: the key is not an author key")
-        return "author"
+    async def require(request: Request, need: Permission = "author") -> Principal:
+        """The caller, when it may do what `need` names; AuthError (401/403) for anyone else."""
+        return await parts.access.require(request, need, "")
+
+    def audit(who: Principal, action: str, tool: Tool) -> None:
+        record_write(
+            who, action=action, tool_name=tool.name, tool_id=tool.id, revision=tool.head.number
+        )
 
     async def json_body(request: Request) -> Any:
         raw = await read_capped(request, settings.max_body_bytes)
@@ -296,30 +331,36 @@ def _mount_rest(app: FastAPI, parts: Kiln) -> None:
     if parts.bundles is not None:
         from kiln.bundles.api import mount_bundle_routes
 
-        mount_bundle_routes(app, parts.bundles, require_author=require_author)
+        mount_bundle_routes(
+            app,
+            parts.bundles,
+            require_author=lambda request: parts.access.require_now(request, "author", ""),
+        )
 
     @app.get("/api/health")
     async def health() -> dict[str, Any]:
         return {"ok": True, "version": kiln.__version__}
 
     @app.get("/api/tools")
-    async def list_tools(include_deleted: bool = False) -> dict[str, Any]:
+    async def list_tools(request: Request, include_deleted: bool = False) -> dict[str, Any]:
+        await require(request, "author" if include_deleted else "call")
         tools = await call(store.list_tools, include_deleted=include_deleted)
         tools.sort(key=lambda t: t.name)
         return {"tools": [tool_json(t) for t in tools]}
 
     @app.post("/api/tools", status_code=201)
     async def create_tool(request: Request) -> JSONResponse:
-        actor = require_author(request)
+        who = await require(request)
         draft = check_draft(await json_body(request))
-        tool = await call(store.create, draft, actor=actor)
+        tool = await call(store.create, draft, actor=who.label)
+        audit(who, "create", tool)
         response = tagged(tool_json(tool), tool, 201)
         response.headers["Location"] = f"/api/tools/{tool.name}"
         return response
 
     @app.get("/api/tools/{ref}")
     async def get_tool(ref: str, request: Request) -> JSONResponse:
-        require_author(request)
+        await require(request)
         tool = await call(store.get, ref)
         code = await call(store.code, tool.head)
         body = tool_json(tool, code=code)
@@ -329,67 +370,73 @@ def _mount_rest(app: FastAPI, parts: Kiln) -> None:
 
     @app.put("/api/tools/{ref}")
     async def replace_tool(ref: str, request: Request) -> JSONResponse:
-        actor = require_author(request)
+        who = await require(request)
         expected = parse_if_match(request.headers.get("if-match"))
         payload = await json_body(request)
         draft = check_draft(payload)
-        tool = await call(store.update, ref, draft, expected_revision=expected, actor=actor)
+        tool = await call(store.update, ref, draft, expected_revision=expected, actor=who.label)
+        audit(who, "update", tool)
         return tagged(tool_json(tool), tool)
 
     @app.get("/api/tools/{ref}/revisions")
     async def list_revisions(ref: str, request: Request) -> dict[str, Any]:
-        require_author(request)
+        await require(request)
         revisions = await call(store.revisions, ref)
         return {"revisions": [revision_json(r) for r in revisions]}
 
     @app.get("/api/tools/{ref}/revisions/{number}")
     async def get_revision(ref: str, number: int, request: Request) -> dict[str, Any]:
-        require_author(request)
+        await require(request)
         revision = await call(store.revision, ref, number)
         return revision_json(revision, code=await call(store.code, revision))
 
     @app.post("/api/tools/{ref}/revisions/{number}/restore")
     async def restore_revision(ref: str, number: int, request: Request) -> JSONResponse:
-        actor = require_author(request)
+        who = await require(request)
         expected = parse_if_match(request.headers.get("if-match"))
-        tool = await call(store.restore, ref, number, expected_revision=expected, actor=actor)
+        tool = await call(store.restore, ref, number, expected_revision=expected, actor=who.label)
+        audit(who, "restore", tool)
         return tagged(tool_json(tool), tool)
 
     @app.post("/api/tools/{ref}/enable")
     async def enable_tool(ref: str, request: Request) -> JSONResponse:
-        actor = require_author(request)
-        tool = await call(store.set_enabled, ref, True, actor=actor)
+        who = await require(request)
+        tool = await call(store.set_enabled, ref, True, actor=who.label)
+        audit(who, "enable", tool)
         return tagged(tool_json(tool), tool)
 
     @app.post("/api/tools/{ref}/disable")
     async def disable_tool(ref: str, request: Request) -> JSONResponse:
-        actor = require_author(request)
-        tool = await call(store.set_enabled, ref, False, actor=actor)
+        who = await require(request)
+        tool = await call(store.set_enabled, ref, False, actor=who.label)
+        audit(who, "disable", tool)
         return tagged(tool_json(tool), tool)
 
     @app.post("/api/tools/{ref}/rename")
     async def rename_tool(ref: str, request: Request) -> JSONResponse:
-        actor = require_author(request)
+        who = await require(request)
         payload = await json_body(request)
         new_name = payload.get("name") if isinstance(payload, dict) else None
         if not isinstance(new_name, str):
             raise ApiError(422, "invalid_tool", 'name: required; send {"name": "<new name>"}')
         check_name(new_name)
-        tool = await call(store.rename, ref, new_name, actor=actor)
+        tool = await call(store.rename, ref, new_name, actor=who.label)
+        audit(who, "rename", tool)
         response = tagged(tool_json(tool), tool)
         response.headers["Location"] = f"/api/tools/{tool.name}"
         return response
 
     @app.delete("/api/tools/{ref}")
     async def delete_tool(ref: str, request: Request) -> JSONResponse:
-        actor = require_author(request)
-        tool = await call(store.delete, ref, actor=actor)
+        who = await require(request)
+        tool = await call(store.delete, ref, actor=who.label)
+        audit(who, "delete", tool)
         return JSONResponse(tool_json(tool))
 
     @app.post("/api/tools/{ref}/run")
     async def run_tool(ref: str, request: Request) -> dict[str, Any]:
         """Run a tool as an author test run: stdout, stderr, exit and timing, separately."""
-        require_author(request)
+        await require(request)
         payload = await json_body(request)
         arguments = payload.get("arguments", {}) if isinstance(payload, dict) else None
         if not isinstance(arguments, dict):

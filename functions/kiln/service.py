@@ -62,12 +62,8 @@ class CatalogBackend:
         self._secrets = secrets
         self._views: tuple[int, list[ToolView]] | None = None
 
-    async def _enabled(self) -> dict[str, Tool]:
-        snapshot = await asyncio.to_thread(self._snapshots.current)
-        return {name: tool for name, tool in snapshot.tools.items() if tool.enabled}
-
     async def list_tools(self, ctx: CallContext) -> Sequence[ToolView]:
-        snapshot = await asyncio.to_thread(self._snapshots.current)
+        snapshot = await self._snapshots.fresh()
         cached = self._views
         if cached is not None and cached[0] == snapshot.version:
             return cached[1]
@@ -76,14 +72,16 @@ class CatalogBackend:
         return views
 
     async def get_tool(self, name: str, ctx: CallContext) -> ToolView | None:
-        tool = (await self._enabled()).get(name)
-        return tool_view(tool) if tool is not None else None
+        tool = (await self._snapshots.fresh()).tools.get(name)
+        return tool_view(tool) if tool is not None and tool.enabled else None
 
     async def call_tool(
         self, tool: ToolView, arguments: Mapping[str, Any], ctx: CallContext
     ) -> ToolOutcome:
-        found = (await self._enabled()).get(tool.name)
-        if found is None:
+        # get_tool has just read the catalog for this request: no second version read.
+        latest = self._snapshots.latest or await self._snapshots.fresh()
+        found = latest.tools.get(tool.name)
+        if found is None or not found.enabled:
             return ToolOutcome(
                 f"Tool {tool.name!r} was disabled or removed; list tools again.", True
             )
@@ -114,7 +112,14 @@ class CatalogBackend:
     ) -> tuple[ToolOutcome, RunResult | None]:
         head = tool.head
         code = await asyncio.to_thread(self._snapshots.code, head)
-        extra_env = dict(self._secrets.values_for(tool)) if self._secrets is not None else {}
+        try:
+            extra_env = (
+                dict(await asyncio.to_thread(self._secrets.values_for, tool))
+                if self._secrets is not None
+                else {}
+            )
+        except LookupError as error:  # a declared secret is not set
+            return ToolOutcome(f"Tool {tool.name!r} cannot run: {error}", True), None
         request = RunRequest(
             language=head.language,
             code=code,

@@ -7,6 +7,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from kiln.auth.settings import AuthSettings
+
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
 
 
@@ -60,6 +62,7 @@ class Settings:
     public_base_url: str | None = None  # how clients reach this server (OAuth metadata)
     cursor_secret: str | None = None  # signs tools/list cursors; one value for every container
     extra: Mapping[str, str] = field(default_factory=dict)
+    auth: AuthSettings = field(default_factory=AuthSettings)  # OAuth mode, scopes, secrets
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -89,6 +92,7 @@ class Settings:
             bundle_cache_dir=Path(cache_dir) if cache_dir else None,
             public_base_url=e.get("KILN_PUBLIC_BASE_URL") or None,
             cursor_secret=e.get("KILN_CURSOR_SECRET") or None,
+            auth=AuthSettings.from_env(e),
         )
 
     def with_(self, **changes: object) -> Settings:

@@ -74,6 +74,10 @@ def draft_manifest(draft: Draft) -> dict[str, Any]:
     data = asdict(draft)
     data.pop("code")
     data["requirements"] = list(draft.requirements)
+    if draft.secrets:
+        data["secrets"] = list(draft.secrets)
+    else:
+        data.pop("secrets")
     return {key: value for key, value in data.items() if value is not None}
 
 
@@ -145,6 +149,7 @@ def draft_from_tool_json(body: Mapping[str, Any], code: str) -> Draft:
             "annotations",
             "timeout_seconds",
             "enabled",
+            "secrets",
         )
         if body.get(key) is not None
     }
@@ -179,6 +184,7 @@ def draft_of(tool: Tool, code: str) -> Draft:
         annotations=head.annotations,
         timeout_seconds=head.timeout_seconds,
         enabled=tool.enabled,
+        secrets=head.secrets,
     )
 
 

@@ -31,6 +31,7 @@ class Draft:
     annotations: Mapping[str, Any] | None = None  # only keys from ANNOTATION_HINTS (+ "title")
     timeout_seconds: float = 30.0
     enabled: bool = True
+    secrets: tuple[str, ...] = ()  # names of the per-tool secrets the script reads from its env
 
 
 @dataclass(frozen=True)
@@ -53,6 +54,7 @@ class Revision:
     created_at: str  # ISO 8601 UTC
     created_by: str = ""
     restored_from: int | None = None
+    secrets: tuple[str, ...] = ()  # declared secret names (values live in SSM, never here)
 
 
 @dataclass(frozen=True)

@@ -24,6 +24,7 @@ from referencing import Registry, Resource
 from referencing.exceptions import Unresolvable
 from referencing.jsonschema import DRAFT202012
 
+from kiln.auth.secrets import InvalidSecretError, check_secret_name
 from kiln.catalog.model import ANNOTATION_HINTS, Draft, Language
 
 __all__ = [
@@ -96,6 +97,7 @@ CANONICAL_FIELDS: Final = (
     "annotations",
     "timeout_seconds",
     "enabled",
+    "secrets",
 )
 
 FIELD_ALIASES: Final[Mapping[str, str]] = {
@@ -981,6 +983,29 @@ def _canonical(payload: Mapping[Any, Any], found: list[Violation]) -> dict[str, 
     return fields
 
 
+MAX_SECRETS: Final = 20
+
+
+def _check_secrets(value: object, found: list[Violation]) -> tuple[str, ...]:
+    """Declared secret names: env-variable style, unique, none the runner reserves."""
+    if value is _MISSING or value is None:
+        return ()
+    if not isinstance(value, list | tuple) or len(value) > MAX_SECRETS:
+        found.append(
+            _violation("secrets", "type", f"must be a list of at most {MAX_SECRETS} names")
+        )
+        return ()
+    names: list[str] = []
+    for index, name in enumerate(value):
+        try:
+            names.append(check_secret_name(name))
+        except InvalidSecretError as error:
+            found.append(_violation(f"secrets[{index}]", "secret_name", str(error)))
+    if len(set(names)) != len(names):
+        found.append(_violation("secrets", "unique", "must not name a secret twice"))
+    return tuple(sorted(set(names)))
+
+
 def check_draft(payload: Mapping[str, Any], *, defaults: Mapping[str, Any] | None = None) -> Draft:
     """Validate and normalise a submitted tool definition; raise RuleError listing every violation.
 
@@ -1012,6 +1037,7 @@ def check_draft(payload: Mapping[str, Any], *, defaults: Mapping[str, Any] | Non
     annotations = _check_annotations(get("annotations"), found)
     timeout = _check_timeout(get("timeout_seconds"), found)
     enabled = _check_enabled(get("enabled"), found)
+    secrets = _check_secrets(get("secrets"), found)
 
     if found:
         raise RuleError(found)
@@ -1033,4 +1059,5 @@ def check_draft(payload: Mapping[str, Any], *, defaults: Mapping[str, Any] | Non
         annotations=annotations,
         timeout_seconds=timeout,
         enabled=enabled,
+        secrets=secrets,
     )

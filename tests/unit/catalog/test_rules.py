@@ -1248,3 +1248,16 @@ def test_whole_draft_round_trips_through_json() -> None:
 
     assert draft.requirements == ("lodash@4.17.21",)
     assert json.loads(json.dumps(draft.input_schema)) == CONFORMANCE_SCHEMA
+
+
+def test_declared_secrets_are_checked_sorted_and_unique() -> None:
+    draft = check_draft(tool(secrets=["B_TOKEN", "A_TOKEN"]))
+    assert draft.secrets == ("A_TOKEN", "B_TOKEN")
+    with pytest.raises(RuleError) as caught:
+        check_draft(tool(secrets=["lower", "AWS_SECRET_ACCESS_KEY", "X", "X"]))
+    fields = [(v.field, v.rule) for v in caught.value.violations]
+    assert ("secrets[0]", "secret_name") in fields
+    assert ("secrets[1]", "secret_name") in fields
+    assert ("secrets", "unique") in fields
+    with pytest.raises(RuleError, match="list of at most 20 names"):
+        check_draft(tool(secrets="A_TOKEN"))

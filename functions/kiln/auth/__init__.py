@@ -1,0 +1,1 @@
+"""Access control: API keys, OAuth tokens, who may do what, per-tool secrets, audit."""

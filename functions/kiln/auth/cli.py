@@ -1,0 +1,206 @@
+"""`kiln keys …` and `kiln secrets …`: parse, call the store, print.
+
+Clients come from the standard AWS environment (AWS_REGION / AWS_DEFAULT_REGION, credentials,
+AWS_ENDPOINT_URL for moto or a local stack) and the table from KILN_TABLE.
+"""
+
+from __future__ import annotations
+
+import argparse
+import getpass
+import os
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, TextIO
+
+from kiln.auth import redact
+from kiln.auth.keys import KeyStore, KeyStoreError
+from kiln.auth.secrets import SecretError, SecretStore
+from kiln.auth.settings import AuthSettings, AuthSettingsError
+from kiln.aws import make_clients
+
+# Turns the TOOL argument (a name, or `id:<tool id>`) into the tool's id: (clients, table, ref).
+ToolResolver = Callable[[Any, str, str], str]
+
+
+def catalog_tool_id(clients: Any, table: str, ref: str) -> str:
+    """The id of the live tool named `ref`, from the catalog (secrets follow ids, not names)."""
+    from kiln.catalog.store import CatalogStore, ToolNotFoundError
+
+    store = CatalogStore(clients.dynamodb, clients.s3, table=table, bucket="")
+    try:
+        return store.get(ref).id
+    except ToolNotFoundError as error:
+        raise CliError(str(error)) from None
+
+
+class CliError(Exception):
+    pass
+
+
+@dataclass
+class Io:
+    stdin: TextIO
+    stdout: TextIO
+    stderr: TextIO
+    env: Mapping[str, str]
+
+
+Handler = Callable[[argparse.Namespace, "Io"], None]
+
+
+def _command(handler: Handler) -> Callable[[argparse.Namespace], int]:
+    """What `kiln`'s main calls as `args.func(args)`."""
+
+    def func(args: argparse.Namespace) -> int:
+        return run(handler, args)
+
+    return func
+
+
+def register(subparsers: Any, *, resolve_tool: ToolResolver = catalog_tool_id) -> None:
+    """Add the `keys` and `secrets` command groups to the `kiln` parser."""
+    keys = subparsers.add_parser("keys", help="API keys: create, list, revoke")
+    key_commands = keys.add_subparsers(dest="keys_command", metavar="COMMAND", required=True)
+    create = key_commands.add_parser("create", help="create a key and print it (shown once)")
+    create.add_argument("--name", required=True, help="a unique name, e.g. ci or alice-laptop")
+    create.add_argument("--scope", required=True, choices=["call", "author"])
+    create.set_defaults(func=_command(_keys_create))
+    key_commands.add_parser("ls", help="list keys (never their secrets)").set_defaults(
+        func=_command(_keys_ls)
+    )
+    revoke = key_commands.add_parser("revoke", help="revoke a key by name")
+    revoke.add_argument("name")
+    revoke.set_defaults(func=_command(_keys_revoke))
+
+    secrets = subparsers.add_parser("secrets", help="per-tool secrets: set, list, remove")
+    secret_commands = secrets.add_subparsers(
+        dest="secrets_command", metavar="COMMAND", required=True
+    )
+    put = secret_commands.add_parser(
+        "set", help="set a secret; the value is read from stdin or a hidden prompt"
+    )
+    put.add_argument("tool")
+    put.add_argument("name")
+    put.set_defaults(func=_command(_secrets_set))
+    show = secret_commands.add_parser("ls", help="list a tool's secret names (never values)")
+    show.add_argument("tool")
+    show.set_defaults(func=_command(_secrets_ls))
+    remove = secret_commands.add_parser("rm", help="remove a tool's secret")
+    remove.add_argument("tool")
+    remove.add_argument("name")
+    remove.set_defaults(func=_command(_secrets_rm))
+    for parser in (put, show, remove):
+        parser.set_defaults(resolve_tool=resolve_tool)
+
+
+def run(handler: Handler, args: argparse.Namespace, io: Io | None = None) -> int:
+    """Run one `keys`/`secrets` command; returns the exit status."""
+    io = io or Io(sys.stdin, sys.stdout, sys.stderr, os.environ)
+    redact.install()
+    try:
+        handler(args, io)
+    except (CliError, KeyStoreError, SecretError, AuthSettingsError) as exc:
+        print(f"kiln: error: {exc}", file=io.stderr)
+        return 1
+    return 0
+
+
+def _table(io: Io) -> str:
+    table = io.env.get("KILN_TABLE", "").strip()
+    if not table:
+        raise CliError("set KILN_TABLE to the catalog's DynamoDB table name")
+    return table
+
+
+def _key_store(io: Io) -> KeyStore:
+    return KeyStore(make_clients().dynamodb, table=_table(io))
+
+
+def _secret_store(io: Io) -> tuple[SecretStore, Any]:
+    clients = make_clients()
+    prefix = AuthSettings.from_env(io.env).secrets_prefix
+    return SecretStore(clients.session.client("ssm"), prefix), clients
+
+
+def _tool_id(args: argparse.Namespace, io: Io, clients: Any) -> str:
+    resolve: ToolResolver = getattr(args, "resolve_tool", catalog_tool_id)
+    return resolve(clients, _table(io), args.tool)
+
+
+def _keys_create(args: argparse.Namespace, io: Io) -> None:
+    record, secret = _key_store(io).create(args.name, args.scope)
+    print(secret, file=io.stdout)
+    print(
+        f"created {record.scope} key {record.name!r} (id {record.key_id}); "
+        "store it now: it is shown only once",
+        file=io.stderr,
+    )
+
+
+def _keys_ls(args: argparse.Namespace, io: Io) -> None:
+    rows = [("NAME", "SCOPE", "ID", "CREATED", "LAST USED", "STATUS")]
+    for r in _key_store(io).list():
+        status = f"revoked {r.revoked_at}" if r.revoked_at else "active"
+        rows.append((r.name, r.scope, r.key_id, r.created_at, r.last_used_at or "never", status))
+    _table_out(rows, io.stdout)
+
+
+def _keys_revoke(args: argparse.Namespace, io: Io) -> None:
+    record = _key_store(io).revoke(args.name)
+    print(f"revoked key {record.name!r} (id {record.key_id})", file=io.stdout)
+
+
+def _secrets_set(args: argparse.Namespace, io: Io) -> None:
+    store, clients = _secret_store(io)
+    tool_id = _tool_id(args, io, clients)
+    value = _read_value(args.name, io)
+    store.set(tool_id, args.name, value)
+    print(f"set secret {args.name} for tool {args.tool}", file=io.stdout)
+
+
+def _secrets_ls(args: argparse.Namespace, io: Io) -> None:
+    store, clients = _secret_store(io)
+    for name in store.names(_tool_id(args, io, clients)):
+        print(name, file=io.stdout)
+
+
+def _secrets_rm(args: argparse.Namespace, io: Io) -> None:
+    store, clients = _secret_store(io)
+    store.delete(_tool_id(args, io, clients), args.name)
+    print(f"removed secret {args.name} from tool {args.tool}", file=io.stdout)
+
+
+def _read_value(name: str, io: Io) -> str:
+    """From a hidden prompt on a terminal, else all of stdin less one trailing newline."""
+    if io.stdin.isatty():
+        value = getpass.getpass(f"value for {name} (hidden): ")
+    else:
+        value = io.stdin.read()
+        if value.endswith("\r\n"):
+            value = value[:-2]
+        elif value.endswith("\n"):
+            value = value[:-1]
+    if not value:
+        raise CliError("no secret value given: pipe it on stdin or type it at the prompt")
+    return value
+
+
+def _table_out(rows: Sequence[Sequence[str]], out: TextIO) -> None:
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    for row in rows:
+        line = "  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True))
+        print(line.rstrip(), file=out)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Stand-alone entry (`python -m kiln.auth.cli`), the same commands as `kiln keys|secrets`."""
+    parser = argparse.ArgumentParser(prog="kiln")
+    register(parser.add_subparsers(dest="command", metavar="COMMAND", required=True))
+    args = parser.parse_args(argv)
+    return int(args.func(args))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

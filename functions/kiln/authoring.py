@@ -1,0 +1,257 @@
+"""The admin endpoint's tools: the catalog's own tools plus built-in `kiln_*` authoring tools.
+
+An author's MCP client (on `/admin/mcp`, with an author key) can read the contract, create a
+tool, read one with its source, list its revisions and update it, carrying the revision it
+read so that nobody's change is overwritten.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import Any
+
+from kiln.auth.audit import created_by, record_write
+from kiln.auth.policy import Principal
+from kiln.catalog.model import Revision, Tool
+from kiln.catalog.rules import RuleError, check_draft
+from kiln.catalog.store import CatalogError, CatalogStore
+from kiln.protocol.backend import CallContext, ToolBackend, ToolOutcome, ToolView
+
+INSTRUCTIONS = """\
+# Writing a Kiln tool
+
+A tool is a Python or Node script with a name, a description, an optional list of packages
+and a JSON Schema for its inputs. Kiln runs the script as a child process for each call.
+
+## The contract
+- **Input**: one JSON object on stdin (the call's arguments). Read all of stdin and parse it.
+  Schema defaults are not filled in: give fallbacks in code.
+- **Output**: print once, to stdout. The client receives the printed text. Print JSON if a
+  program will read it; with an `output_schema`, stdout must be JSON matching it.
+- **Errors**: write details to stderr and exit non-zero. The result then carries
+  `[stderr] ...` and `[exit N]` and is marked as an error. A successful run should write
+  nothing to stderr, or the text gets a `[stderr]` part.
+- **Time**: each tool has `timeout_seconds` (default 30, at most 900); at the limit the
+  whole process tree is killed and the result says `[timeout]`.
+- **Packages**: list them in `requirements` (pip specifiers for Python, npm names for Node);
+  they are installed once when the tool is saved, never during a call.
+- **Secrets**: never put them in code. An operator sets them with
+  `kiln secrets set TOOL NAME`; the tool reads them from its environment. Never print them.
+- **Environment**: a fresh working directory, no cloud credentials, no network promises.
+
+## Python
+```python
+import json, sys
+args = json.load(sys.stdin)
+name = args.get("name", "world")
+print(json.dumps({"message": f"Hello {name}"}))
+```
+
+## Node
+```javascript
+const fs = require('node:fs');
+const args = JSON.parse(fs.readFileSync(0, 'utf8'));
+console.log(JSON.stringify({ message: `Hello ${args.name || 'world'}` }));
+```
+
+## Using these tools
+- `kiln_create_tool`: name, description, language (`python` or `node`), code, and
+  optionally requirements, input_schema, output_schema, title, annotations, timeout_seconds,
+  enabled. Names: a letter, then letters, digits, `_` or `-`; `kiln_` is reserved.
+- `kiln_get_tool`: the definition, its source and its current `revision`.
+- `kiln_update_tool`: `name`, the `revision` you read, and only the fields to change. If
+  someone saved in between, you are told the current revision: read again, reapply.
+- `kiln_list_revisions`: every revision with who made it and when.
+"""
+
+_DEFINITION: dict[str, Any] = {
+    "title": {"type": "string", "description": "A short human-readable title."},
+    "description": {"type": "string", "description": "What the tool does, for the model."},
+    "language": {"type": "string", "enum": ["python", "node"]},
+    "code": {"type": "string", "description": "The whole script."},
+    "requirements": {
+        "type": "array",
+        "items": {"type": "string"},
+        "description": "pip specifiers (Python) or npm packages (Node).",
+    },
+    "input_schema": {"type": "object", "description": "JSON Schema of the arguments."},
+    "output_schema": {"type": "object", "description": "JSON Schema of the printed JSON."},
+    "annotations": {"type": "object", "description": "readOnlyHint, destructiveHint, ..."},
+    "timeout_seconds": {"type": "number", "exclusiveMinimum": 0, "maximum": 900},
+    "enabled": {"type": "boolean"},
+    "secrets": {
+        "type": "array",
+        "items": {"type": "string"},
+        "description": "Names of secrets the script reads from its environment (values are "
+        "set by an operator with `kiln secrets set`).",
+    },
+}
+_NAME = {"type": "string", "description": "The tool's name."}
+
+
+def _schema(properties: Mapping[str, Any], required: Sequence[str]) -> dict[str, Any]:
+    return {
+        "type": "object",
+        "properties": dict(properties),
+        "required": list(required),
+        "additionalProperties": False,
+    }
+
+
+_READ_ONLY = {"readOnlyHint": True, "destructiveHint": False, "idempotentHint": True}
+VIEWS: dict[str, ToolView] = {
+    view.name: view
+    for view in (
+        ToolView(
+            "kiln_instructions",
+            "How to write a Kiln tool: the script contract, examples, and how to use the "
+            "kiln_* authoring tools. Read this before creating a tool.",
+            _schema({}, []),
+            title="Kiln: how to write a tool",
+            annotations={**_READ_ONLY, "openWorldHint": False},
+        ),
+        ToolView(
+            "kiln_create_tool",
+            "Create a new tool in the catalog. Fails if the name is taken or a rule is broken "
+            "(every broken rule is listed).",
+            _schema({"name": _NAME, **_DEFINITION}, ["name", "description", "language", "code"]),
+            title="Kiln: create a tool",
+            annotations={"readOnlyHint": False, "destructiveHint": False, "openWorldHint": False},
+        ),
+        ToolView(
+            "kiln_update_tool",
+            "Save a new revision of a tool: give its name, the revision you read (from "
+            "kiln_get_tool) and only the fields to change.",
+            _schema(
+                {"name": _NAME, "revision": {"type": "integer", "minimum": 1}, **_DEFINITION},
+                ["name", "revision"],
+            ),
+            title="Kiln: update a tool",
+            annotations={"readOnlyHint": False, "destructiveHint": True, "openWorldHint": False},
+        ),
+        ToolView(
+            "kiln_get_tool",
+            "Read a tool: its definition, its source code and its current revision.",
+            _schema({"name": _NAME}, ["name"]),
+            title="Kiln: read a tool",
+            annotations={**_READ_ONLY, "openWorldHint": False},
+        ),
+        ToolView(
+            "kiln_list_revisions",
+            "List a tool's revisions, newest last, with who saved each and when.",
+            _schema({"name": _NAME}, ["name"]),
+            title="Kiln: list a tool's revisions",
+            annotations={**_READ_ONLY, "openWorldHint": False},
+        ),
+    )
+}
+
+
+def definition(tool: Tool, code: str) -> dict[str, Any]:
+    head = tool.head
+    return {
+        "name": tool.name,
+        "title": head.title,
+        "description": head.description,
+        "language": head.language,
+        "code": code,
+        "requirements": list(head.requirements),
+        "input_schema": head.input_schema,
+        "output_schema": head.output_schema,
+        "annotations": head.annotations,
+        "timeout_seconds": head.timeout_seconds,
+        "enabled": tool.enabled,
+        "secrets": list(head.secrets),
+    }
+
+
+def _revision(revision: Revision) -> dict[str, Any]:
+    return {
+        "revision": revision.number,
+        "created_at": revision.created_at,
+        "created_by": revision.created_by,
+        "restored_from": revision.restored_from,
+        "description": revision.description,
+        "code_sha256": revision.code_sha256,
+    }
+
+
+def _ok(body: Any) -> ToolOutcome:
+    text = body if isinstance(body, str) else json.dumps(body, ensure_ascii=False, indent=1)
+    return ToolOutcome(text, False, stdout=text)
+
+
+Handler = Callable[[Mapping[str, Any], Principal | None], Awaitable[ToolOutcome]]
+
+
+class AdminBackend:
+    """`ToolBackend` for `/admin/mcp`: every catalog tool, then the `kiln_*` tools."""
+
+    def __init__(self, catalog: ToolBackend, store: CatalogStore) -> None:
+        self._catalog = catalog
+        self._store = store
+        self._handlers: dict[str, Handler] = {
+            "kiln_instructions": self._instructions,
+            "kiln_create_tool": self._create,
+            "kiln_update_tool": self._update,
+            "kiln_get_tool": self._get,
+            "kiln_list_revisions": self._revisions,
+        }
+
+    async def list_tools(self, ctx: CallContext) -> Sequence[ToolView]:
+        return [*await self._catalog.list_tools(ctx), *VIEWS.values()]
+
+    async def get_tool(self, name: str, ctx: CallContext) -> ToolView | None:
+        return VIEWS.get(name) or await self._catalog.get_tool(name, ctx)
+
+    async def call_tool(
+        self, tool: ToolView, arguments: Mapping[str, Any], ctx: CallContext
+    ) -> ToolOutcome:
+        handler = self._handlers.get(tool.name)
+        if handler is None:
+            return await self._catalog.call_tool(tool, arguments, ctx)
+        principal = ctx.principal if isinstance(ctx.principal, Principal) else None
+        try:
+            return await handler(arguments, principal)
+        except RuleError as error:
+            lines = [f"- {v.field}: {v.message} ({v.rule})" for v in error.violations]
+            return ToolOutcome("The tool was not saved:\n" + "\n".join(lines), True)
+        except CatalogError as error:
+            return ToolOutcome(str(error), True)
+
+    async def _instructions(self, _: Mapping[str, Any], __: Principal | None) -> ToolOutcome:
+        return _ok(INSTRUCTIONS)
+
+    async def _create(self, args: Mapping[str, Any], who: Principal | None) -> ToolOutcome:
+        draft = check_draft(args)
+        tool = await asyncio.to_thread(self._store.create, draft, actor=created_by(who))
+        record_write(
+            who, action="create", tool_name=tool.name, tool_id=tool.id, revision=tool.head.number
+        )
+        return _ok({"created": tool.name, "revision": tool.head.number, "id": tool.id})
+
+    async def _update(self, args: Mapping[str, Any], who: Principal | None) -> ToolOutcome:
+        name = str(args["name"])
+        expected = int(args["revision"])
+        current = await asyncio.to_thread(self._store.get, name)
+        code = await asyncio.to_thread(self._store.code, current.head)
+        changes = {k: v for k, v in args.items() if k != "revision"}
+        draft = check_draft(changes, defaults=definition(current, code))
+        tool = await asyncio.to_thread(
+            self._store.update, name, draft, expected_revision=expected, actor=created_by(who)
+        )
+        record_write(
+            who, action="update", tool_name=tool.name, tool_id=tool.id, revision=tool.head.number
+        )
+        return _ok({"updated": tool.name, "revision": tool.head.number})
+
+    async def _get(self, args: Mapping[str, Any], _: Principal | None) -> ToolOutcome:
+        tool = await asyncio.to_thread(self._store.get, str(args["name"]))
+        code = await asyncio.to_thread(self._store.code, tool.head)
+        return _ok({**definition(tool, code), "revision": tool.head.number, "id": tool.id})
+
+    async def _revisions(self, args: Mapping[str, Any], _: Principal | None) -> ToolOutcome:
+        revisions = await asyncio.to_thread(self._store.revisions, str(args["name"]))
+        return _ok({"name": args["name"], "revisions": [_revision(r) for r in revisions]})
