@@ -529,7 +529,11 @@ def _kill_tree_from(root: int) -> None:
 def _log(request: RunRequest, result: RunResult) -> None:
     logger.info(
         "tool run %s",
-        "timed out" if result.timed_out else f"exit {result.exit_code}",
+        "timed out"
+        if result.timed_out
+        else "failed in the runner"
+        if result.runner_error
+        else f"exit {result.exit_code}",
         extra={
             "tool": request.label,
             "language": request.language,
@@ -541,5 +545,6 @@ def _log(request: RunRequest, result: RunResult) -> None:
             "stdout_bytes": result.stdout_bytes,
             "stderr_bytes": result.stderr_bytes,
             "truncated": result.stdout_truncated or result.stderr_truncated,
+            "runner_error": result.runner_error,
         },
     )
