@@ -13,7 +13,13 @@ from kiln.bundles.cache import BundleError
 from kiln.catalog.model import Tool
 from kiln.catalog.snapshot import CatalogSnapshots
 from kiln.protocol.backend import CallContext, ToolOutcome, ToolView
-from kiln.runner import NodeUnavailableError, Runner, RunnerBusyError, contract_text
+from kiln.runner import (
+    InvalidArgumentsError,
+    NodeUnavailableError,
+    Runner,
+    RunnerBusyError,
+    contract_text,
+)
 from kiln.runner.model import RunRequest, RunResult
 
 log = logging.getLogger("kiln.service")
@@ -132,7 +138,7 @@ class CatalogBackend:
         )
         try:
             result = await self._runner.run(request)
-        except (RunnerBusyError, NodeUnavailableError) as error:
+        except (RunnerBusyError, NodeUnavailableError, InvalidArgumentsError) as error:
             return ToolOutcome(str(error), True), None
         return ToolOutcome(contract_text(result), result.failed, stdout=result.stdout), result
 
