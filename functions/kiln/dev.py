@@ -321,6 +321,8 @@ def run_dev(args: argparse.Namespace) -> int:
     except FolderError as error:
         print(f"kiln dev: {error}", file=sys.stderr)
         return 1
+    except KeyboardInterrupt:  # uvicorn re-raises Ctrl-C once it has shut down cleanly
+        print("kiln dev: stopped", file=sys.stderr)
     return 0
 
 
