@@ -2,6 +2,7 @@
 
 Measures, in one run and against the same moto server:
 
+  baseline  the first tools/call of a tool without packages in a fresh app
   cold      the first tools/call in a fresh app with an empty bundle cache (a new Lambda
             container): fetch the record, download, unpack, run
   warm      the next calls of that app: the bundle is already on disk
@@ -47,6 +48,10 @@ from kiln.bundles.scheduler import run_build  # noqa: E402
 from kiln.settings import Settings  # noqa: E402
 
 REQUIREMENTS = ["rich==13.*", "requests==2.*", "humanize==4.*"]
+PLAIN = """import json, sys
+args = json.load(sys.stdin)
+print(json.dumps({"size": "%.1f MB" % (args["bytes"] / 1e6)}))
+"""
 CODE = """import json, sys
 import humanize, requests, rich
 from rich.text import Text
@@ -98,12 +103,12 @@ def serve(settings: Settings, clients: AwsClients) -> Iterator[str]:
         thread.join(timeout=10)
 
 
-def call(http: httpx.Client, url: str) -> float:
+def call(http: httpx.Client, url: str, name: str = "bench_tool") -> float:
     body = {
         "jsonrpc": "2.0",
         "id": 1,
         "method": "tools/call",
-        "params": {"name": "bench_tool", "arguments": {"bytes": 15_000_000}},
+        "params": {"name": name, "arguments": {"bytes": 15_000_000}},
     }
     headers = {
         "Accept": "application/json, text/event-stream",
@@ -169,6 +174,14 @@ def main() -> int:
         assert parts.bundles is not None
         parts.bundles.scheduler = _Ignore()  # the bench builds it itself, timed
         tool = parts.store.create(draft, actor="bench")
+        plain = {
+            "name": "bench_plain",
+            "description": "Bench tool without packages.",
+            "language": "python",
+            "code": PLAIN,
+            "input_schema": {"type": "object", "properties": {"bytes": {"type": "integer"}}},
+        }
+        parts.store.create(check_draft(plain), actor="bench")  # fmt: skip
         bundle_id = tool.head.bundle_id
         assert bundle_id is not None
         started = time.perf_counter()
@@ -184,17 +197,21 @@ def main() -> int:
 
         cold: list[float] = []
         warm: list[float] = []
+        plain_cold: list[float] = []
         with httpx.Client(timeout=300) as http:
             for sample in range(args.samples):
                 settings = base.with_(bundle_cache_dir=caches / f"cold-{sample}")
                 with serve(settings, clients) as url:
                     cold.append(call(http, url))
                     warm.extend(call(http, url) for _ in range(args.warm_calls))
+                with serve(settings.with_(bundle_cache_dir=caches / "plain"), clients) as url:
+                    plain_cold.append(call(http, url, "bench_plain"))
         pip = [predecessor(no_cache=False) for _ in range(args.samples)]
         pip_cold = [] if args.skip_pip_cold else [predecessor(True) for _ in range(args.samples)]
         shutil.rmtree(caches, ignore_errors=True)
 
-    rows = [("cold first call (download + unpack + run)", cold), ("warm call", warm),
+    rows = [("fresh app, first call, tool without packages (baseline)", plain_cold),
+            ("fresh app, first call (download + unpack + run)", cold), ("warm call", warm),
             ("predecessor: pip install at call time (pip cache warm)", pip)]  # fmt: skip
     if pip_cold:
         rows.append(("predecessor: pip install, no pip cache", pip_cold))
@@ -207,6 +224,7 @@ def main() -> int:
     m_cold, m_warm, m_pip = (statistics.median(v) for v in (cold, warm, pip))
     print()
     print(f"cold / warm                          {m_cold / m_warm:7.1f}x")
+    print(f"cold / fresh app without packages    {m_cold / statistics.median(plain_cold):7.1f}x")
     print(f"predecessor (pip, cache) / cold      {m_pip / m_cold:7.1f}x")
     print(f"predecessor (pip, cache) / warm      {m_pip / m_warm:7.1f}x")
     if pip_cold:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import queue
+import sys
 import threading
 import time
 import uuid
@@ -43,6 +44,15 @@ class _Pending:
     answer: Answer | None = None
 
 
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        # A runtime killed while it long-polls /next resets its connection: not an error here.
+        if not isinstance(sys.exc_info()[1], ConnectionError):
+            super().handle_error(request, client_address)
+
+
 class RuntimeApiError(AssertionError):
     """The runtime did not answer as Lambda expects (init failed, crashed, or ran out of time)."""
 
@@ -58,8 +68,7 @@ class RuntimeApi:
         self.init_errors: list[Any] = []
         self.restored = threading.Event()
         self.polled = threading.Event()  # set on the first /next: init is complete
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler_class())
-        self._server.daemon_threads = True
+        self._server = _Server(("127.0.0.1", 0), self._handler_class())
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
 
     @property
@@ -155,7 +164,7 @@ class RuntimeApi:
                     self.send_header("Content-Length", str(len(body)))
                     self.end_headers()
                     self.wfile.write(body)
-                except (BrokenPipeError, ConnectionResetError):
+                except ConnectionError:
                     pass  # the runtime was stopped while it waited for work
 
             def _body(self) -> bytes:

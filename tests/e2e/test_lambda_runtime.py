@@ -1,6 +1,14 @@
 """The public handler driven as Lambda drives it: the real runtime interface client
 (awslambdaric) in its own process, a local stand-in for the Runtime API handing it HTTP API v2
-and Function URL events, and the catalog on a moto server over HTTP."""
+and Function URL events, and the catalog on a moto server over HTTP.
+
+By default the function runs from the source tree on this interpreter. To drive what
+`sam build` made instead (the function code plus the deps and Node layers, on the Lambda
+runtime's Python), set KILN_E2E_BUILD to the build folder and KILN_E2E_PYTHON to a Python 3.13
+that has only awslambdaric installed:
+
+    KILN_E2E_BUILD=.aws-sam/build KILN_E2E_PYTHON=/path/to/py313/bin/python pytest tests/e2e
+"""
 
 from __future__ import annotations
 
@@ -25,6 +33,22 @@ from kiln.catalog.store import CatalogStore
 
 ROOT = Path(__file__).resolve().parents[2]
 EVENTS = ROOT / "tests" / "events"
+BUILD = os.environ.get("KILN_E2E_BUILD")
+PYTHON = os.environ.get("KILN_E2E_PYTHON") or sys.executable
+
+
+def code_env() -> dict[str, str]:
+    """Where the function's code, its layers and Node come from: the build, or the sources."""
+    if not BUILD:
+        return {"PYTHONPATH": str(ROOT / "functions")}
+    build = (ROOT / BUILD).resolve()
+    return {
+        # As Lambda lays them out: /var/task, then the layers' /opt/python.
+        "PYTHONPATH": f"{build / 'McpFunction'}:{build / 'DepsLayer' / 'python'}",
+        "KILN_NODE_BINARY": str(build / "NodeLayer" / "nodejs" / "bin" / "node"),
+    }
+
+
 PROTOCOL_VERSION = "2025-11-25"
 
 HELLO = {
@@ -41,6 +65,17 @@ HELLO = {
         "properties": {"name": {"type": "string"}},
         "additionalProperties": False,
     },
+}
+NODE_HELLO = {
+    "name": "e2e_node_hello",
+    "description": "Greets by name from Node.js.",
+    "language": "node",
+    "code": (
+        "const fs = require('node:fs');\n"
+        "const args = JSON.parse(fs.readFileSync(0, 'utf8'));\n"
+        "console.log(JSON.stringify({hello: args.name || 'world', node: process.version}));\n"
+    ),
+    "input_schema": {"type": "object", "properties": {"name": {"type": "string"}}},
 }
 SLEEPER = {
     "name": "e2e_sleeper",
@@ -109,21 +144,27 @@ def value(emf: dict[str, Any], metric: str) -> float:
 
 
 def start_lambda(
-    tmp: Path, endpoint: str, table: str, bucket: str, *, extra_env: dict[str, str] | None = None
+    tmp: Path,
+    endpoint: str,
+    table: str,
+    bucket: str,
+    *,
+    handler: str = "mcp",
+    extra_env: dict[str, str] | None = None,
 ) -> Iterator[LambdaProcess]:
     output = tmp / "function-output.log"
     with RuntimeApi() as api, output.open("wb") as sink:
         env = {
             "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
             "HOME": str(tmp),
-            "PYTHONPATH": str(ROOT / "functions"),
+            **code_env(),
             "AWS_LAMBDA_RUNTIME_API": api.address,
             "AWS_LAMBDA_FUNCTION_NAME": "kiln-e2e-mcp",
             "AWS_LAMBDA_FUNCTION_VERSION": "$LATEST",
             "AWS_LAMBDA_FUNCTION_MEMORY_SIZE": "1024",
             "AWS_LAMBDA_LOG_GROUP_NAME": "/aws/lambda/kiln-e2e-mcp",
             "AWS_LAMBDA_LOG_STREAM_NAME": "e2e",
-            "_HANDLER": "kiln.lambda_handlers.mcp",
+            "_HANDLER": f"kiln.lambda_handlers.{handler}",
             "AWS_REGION": "us-east-1",
             "AWS_ACCESS_KEY_ID": "testing",
             "AWS_SECRET_ACCESS_KEY": "testing",
@@ -137,7 +178,7 @@ def start_lambda(
             **(extra_env or {}),
         }
         process = subprocess.Popen(
-            [sys.executable, "-m", "awslambdaric", "kiln.lambda_handlers.mcp"],
+            [PYTHON, "-m", "awslambdaric", f"kiln.lambda_handlers.{handler}"],
             env=env,
             cwd=tmp,
             stdout=sink,
@@ -159,7 +200,7 @@ def catalog(moto_endpoint: str) -> tuple[str, str]:
     clients = make_clients(endpoint_url=moto_endpoint, region="us-east-1")
     ensure_resources(clients, table=table, bucket=bucket)
     store = CatalogStore(clients.dynamodb, clients.s3, table=table, bucket=bucket)
-    for tool in (HELLO, SLEEPER):
+    for tool in (HELLO, NODE_HELLO, SLEEPER):
         store.create(check_draft(tool), actor="e2e")
     return table, bucket
 
@@ -193,7 +234,7 @@ def test_tools_list_shows_the_catalog(function: LambdaProcess) -> None:
         function.invoke(event_for("http-api-tools-list.json", rpc("tools/list", {})))
     )
     names = {tool["name"] for tool in body["result"]["tools"]}
-    assert names == {"e2e_hello", "e2e_sleeper"}
+    assert names == {"e2e_hello", "e2e_node_hello", "e2e_sleeper"}
 
 
 def test_tools_call_runs_the_script_in_a_child_process(function: LambdaProcess) -> None:
@@ -203,6 +244,15 @@ def test_tools_call_runs_the_script_in_a_child_process(function: LambdaProcess) 
     printed = json.loads(call_text(body))
     assert printed["hello"] == "Lambda"
     assert printed["pid"] != function.process.pid
+
+
+def test_node_tools_run_on_the_node_binary_the_function_is_given(function: LambdaProcess) -> None:
+    message = rpc("tools/call", {"name": "e2e_node_hello", "arguments": {"name": "node"}})
+    body = answer_body(function.invoke(event_for("http-api-tools-call.json", message)))
+    printed = json.loads(call_text(body))
+    assert printed["hello"] == "node"
+    if BUILD:  # the Node layer's binary, not whatever node is on PATH
+        assert printed["node"].startswith("v24."), printed
 
 
 def test_a_second_warm_invocation_still_works(function: LambdaProcess) -> None:
@@ -224,17 +274,31 @@ def test_function_url_events_are_served_by_the_same_handler(function: LambdaProc
 def test_a_call_longer_than_the_time_left_answers_timeout_before_the_deadline(
     function: LambdaProcess,
 ) -> None:
+    seen = len(function.records())
     message = rpc("tools/call", {"name": "e2e_sleeper", "arguments": {}})
     answer = function.invoke(event_for("http-api-tools-call.json", message), timeout_s=3.0)
     body = answer_body(answer)
     assert body["result"]["isError"] is True
     assert "[timeout]" in call_text(body)
     assert answer.answered_ms < answer.deadline_ms, "answered after the invocation's deadline"
+    # Logged and counted as a timeout.
+    new = function.records()[seen:]
+    (line,) = [
+        r
+        for r in new
+        if r.get("message") == "request" and r.get("function_request_id") == answer.request_id
+    ]
+    assert (line["tool"], line["outcome"]) == ("e2e_sleeper", "timeout")
+    (emf,) = [r for r in new if r.get("tool") == "e2e_sleeper" and "_aws" in r]
+    assert (value(emf, "ToolCalls"), value(emf, "ToolTimeouts"), value(emf, "ToolErrors")) == (
+        1,
+        1,
+        1,
+    )
     # And the function is still usable afterwards.
     again = rpc("tools/call", {"name": "e2e_hello", "arguments": {"name": "after"}})
-    assert json.loads(
-        call_text(answer_body(function.invoke(event_for("http-api-tools-call.json", again))))
-    )
+    body = answer_body(function.invoke(event_for("http-api-tools-call.json", again)))
+    assert json.loads(call_text(body))["hello"] == "after"
 
 
 def test_each_invocation_logs_request_id_tool_outcome_and_duration(function: LambdaProcess) -> None:
@@ -246,20 +310,22 @@ def test_each_invocation_logs_request_id_tool_outcome_and_duration(function: Lam
     assert line["outcome"] == "ok"
     assert line["method"] == "tools/call"
     assert line["duration_ms"] > 0
-    assert any(r.get("outcome") == "timeout" and r.get("tool") == "e2e_sleeper" for r in lines)
 
 
-def test_metrics_count_calls_timeouts_and_one_cold_start(function: LambdaProcess) -> None:
-    emf = [r for r in function.records() if "_aws" in r]
-    cold_starts = [r for r in emf if "ColdStart" in r]
-    assert len(cold_starts) == 1
-    sleeper = [r for r in emf if r.get("tool") == "e2e_sleeper"]
-    assert [(value(r, "ToolCalls"), value(r, "ToolTimeouts")) for r in sleeper] == [(1, 1)]
-    hello = [r for r in emf if r.get("tool") == "e2e_hello"]
-    assert hello
-    assert all(value(r, "ToolErrors") == 0 for r in hello)
-    assert all(value(r, "ToolDuration") > 0 for r in hello)
-    namespaces = {m["Namespace"] for r in emf for m in r["_aws"]["CloudWatchMetrics"]}
+def test_metrics_count_calls_errors_duration_and_one_cold_start(function: LambdaProcess) -> None:
+    seen = len(function.records())
+    message = rpc("tools/call", {"name": "e2e_hello", "arguments": {}})
+    answer_body(function.invoke(event_for("http-api-tools-call.json", message)))
+    (emf,) = [r for r in function.records()[seen:] if r.get("tool") == "e2e_hello" and "_aws" in r]
+    assert (value(emf, "ToolCalls"), value(emf, "ToolErrors"), value(emf, "ToolTimeouts")) == (
+        1,
+        0,
+        0,
+    )
+    assert value(emf, "ToolDuration") > 0
+    everything = [r for r in function.records() if "_aws" in r]
+    assert len([r for r in everything if "ColdStart" in r]) == 1
+    namespaces = {m["Namespace"] for r in everything for m in r["_aws"]["CloudWatchMetrics"]}
     assert namespaces == {"Kiln"}
 
 
@@ -273,4 +339,32 @@ def test_the_function_starts_the_snapstart_way_too(
         body = answer_body(
             running.invoke(event_for("http-api-tools-list.json", rpc("tools/list", {})))
         )
-        assert {t["name"] for t in body["result"]["tools"]} == {"e2e_hello", "e2e_sleeper"}
+        assert {t["name"] for t in body["result"]["tools"]} == {
+            "e2e_hello",
+            "e2e_node_hello",
+            "e2e_sleeper",
+        }
+
+
+def test_the_admin_function_serves_the_rest_api(
+    catalog: tuple[str, str], moto_endpoint: str, tmp_path: Path
+) -> None:
+    table, bucket = catalog
+    for running in start_lambda(tmp_path, moto_endpoint, table, bucket, handler="admin"):
+        event = json.loads((EVENTS / "http-api-admin-health.json").read_text())
+        answer = running.invoke(event)
+        assert answer.kind == "response", answer.payload
+        assert answer.payload["statusCode"] == 200
+        assert json.loads(answer.payload["body"])["ok"] is True
+
+
+def test_the_builder_reports_an_event_without_a_bundle_as_a_function_error(
+    catalog: tuple[str, str], moto_endpoint: str, tmp_path: Path
+) -> None:
+    table, bucket = catalog
+    for running in start_lambda(tmp_path, moto_endpoint, table, bucket, handler="builder"):
+        answer = running.invoke({"bundle": "misspelt"})
+        assert answer.kind == "error"
+        assert answer.payload["errorType"] == "ValueError"
+        assert "bundle_id" in answer.payload["errorMessage"]
+        assert running.alive(), "a failed invocation must not end the runtime"

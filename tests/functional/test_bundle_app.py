@@ -194,3 +194,65 @@ def test_the_example_tools_with_packages_build_and_run(
         assert worker.builds_started == 2
     finally:
         worker.stop()
+
+
+def count_bundle_downloads(aws: AwsStack) -> list[str]:
+    keys: list[str] = []
+
+    def count(params: dict[str, Any], **_: Any) -> None:
+        if str(params.get("Key", "")).startswith("bundles/"):
+            keys.append(params["Key"])
+
+    aws.clients.s3.meta.events.register("before-parameter-build.s3.GetObject", count)
+    return keys
+
+
+def test_a_fresh_server_downloads_once_then_answers_fifty_calls_from_its_cache(
+    make_server: Callable[..., RunningKiln], kiln_settings: Settings, aws: AwsStack, tmp_path: Path
+) -> None:
+    builder, worker = start(make_server, kiln_settings)
+    try:
+        created = builder.api("POST", "/api/tools", json={**HUMANIZE, "name": "humanize_bytes"})
+        assert worker.wait_idle(120)
+        bundle_id = created.json()["bundle_id"]
+    finally:
+        worker.stop()
+    fresh = make_server(kiln_settings.with_(bundle_cache_dir=tmp_path / "fresh"))
+    downloads = count_bundle_downloads(aws)
+    results = [mcp_call(fresh, "humanize_bytes", {"bytes": 2048}) for _ in range(51)]
+    assert all('"2.0 kB"' in r["content"][0]["text"] for r in results)
+    assert downloads == [f"bundles/{bundle_id}.zip"]
+    assert fresh.parts.bundles is not None
+    assert fresh.parts.bundles.cache.unpacks == 1
+
+
+def test_ten_concurrent_first_calls_on_a_fresh_server_unpack_once(
+    make_server: Callable[..., RunningKiln], kiln_settings: Settings, aws: AwsStack, tmp_path: Path
+) -> None:
+    builder, worker = start(make_server, kiln_settings)
+    try:
+        builder.api("POST", "/api/tools", json={**HUMANIZE, "name": "humanize_bytes"})
+        assert worker.wait_idle(120)
+    finally:
+        worker.stop()
+    fresh = make_server(
+        kiln_settings.with_(bundle_cache_dir=tmp_path / "fresh", max_concurrent_runs=10)
+    )
+    downloads = count_bundle_downloads(aws)
+    barrier = threading.Barrier(10)
+    texts: list[str] = []
+
+    def first_call() -> None:
+        barrier.wait()
+        texts.append(mcp_call(fresh, "humanize_bytes", {"bytes": 5})["content"][0]["text"])
+
+    threads = [threading.Thread(target=first_call) for _ in range(10)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(120)
+    assert len(texts) == 10
+    assert all('"5 Bytes"' in text for text in texts)
+    assert len(downloads) == 1
+    assert fresh.parts.bundles is not None
+    assert fresh.parts.bundles.cache.unpacks == 1

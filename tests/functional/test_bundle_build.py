@@ -3,6 +3,7 @@
 import json
 import subprocess
 import sys
+import threading
 import zipfile
 from pathlib import Path
 
@@ -164,3 +165,51 @@ def test_zips_are_deterministic(store: BundleStore, tmp_path: Path) -> None:
     assert one.manifest["zip_sha256"] == two.manifest["zip_sha256"]
     assert sys.version_info >= (3, 11)
     assert manifest_key(record.id).endswith(".manifest.json")
+
+
+def test_a_bundle_over_the_configured_limit_ends_failed_saying_so(
+    store: BundleStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("KILN_BUNDLE_MAX_UNPACKED_MB", "0.01")
+    record = store.ensure("python", default_target("python"), ["six==1.17.0"])
+    assert record is not None
+    failed = run_build(store, record.id, workdir=tmp_path)
+    assert failed.status == "failed"
+    assert failed.error is not None
+    assert "over the bundle limit of 0 MB (KILN_BUNDLE_MAX_UNPACKED_MB)" in failed.error
+    assert "# refused:" in (store.read_log(record.id) or "")
+    assert (
+        store.s3.list_objects_v2(Bucket=store.bucket, Prefix=f"bundles/{record.id}.zip").get(
+            "KeyCount"
+        )
+        == 0
+    )
+
+
+def test_two_builders_racing_for_one_bundle_build_it_once(
+    store: BundleStore, tmp_path: Path
+) -> None:
+    record = store.ensure("python", default_target("python"), ["six==1.17.0"])
+    assert record is not None
+    results = []
+    barrier = threading.Barrier(2)
+
+    def builder(n: int) -> None:
+        barrier.wait()
+        results.append(run_build(store, record.id, workdir=tmp_path))
+
+    threads = [threading.Thread(target=builder, args=(n,)) for n in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(120)
+    done = store.get(record.id)
+    assert done is not None
+    assert done.status == "ready"
+    assert (done.attempts, done.build_count) == (1, 1)
+    assert len(results) == 2
+
+
+def test_the_builder_reports_an_unknown_bundle_instead_of_failing(store: BundleStore) -> None:
+    answer = handle_build_event({"bundle_id": "0" * 32}, None, store=store)
+    assert answer["bundles"]["0" * 32]["status"] == "missing"

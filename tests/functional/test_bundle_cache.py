@@ -279,3 +279,74 @@ def test_calls_before_the_bundle_is_ready_say_why_and_when(aws: AwsStack, tmp_pa
     with pytest.raises(BundleNotReadyError, match="is not a bundle id"):
         cache.path_for("../etc")
     assert visible_entries(tmp_path / "cache") == []
+
+
+def test_a_new_cache_sweeps_what_dead_processes_left(stack: AwsStack, tmp_path: Path) -> None:
+    root = tmp_path / "cache"
+    BundleCache(fresh_store(stack), root=root)
+    (root / ".trash" / "abc.1234").mkdir()
+    old = root / ".tmp" / "abc.1.dead.zip"
+    old.write_bytes(b"half")
+    os.utime(old, (0, 0))
+    live = root / ".tmp" / "abd.2.live.zip"
+    live.write_bytes(b"in progress")
+    BundleCache(fresh_store(stack), root=root)
+    assert list((root / ".trash").iterdir()) == []
+    assert [p.name for p in (root / ".tmp").iterdir()] == [live.name]
+
+
+PINNER = """
+import sys
+from pathlib import Path
+from kiln.aws import make_clients
+from kiln.bundles.cache import BundleCache
+from kiln.bundles.store import BundleStore
+endpoint, table, root, bundle = sys.argv[1:5]
+clients = make_clients(endpoint_url=endpoint, region="us-east-1")
+store = BundleStore(clients.dynamodb, clients.s3, table=table, bucket=table)
+with BundleCache(store, root=Path(root)).use(bundle) as path:
+    print(path, flush=True)
+    sys.stdin.read()  # hold the bundle until the test closes stdin
+"""
+
+
+@pytest.mark.slow
+def test_a_bundle_another_process_is_using_is_never_evicted(
+    stack: AwsStack, tmp_path: Path
+) -> None:
+    store = fresh_store(stack)
+    humanize, six, idna = (ready(store, r) for r in ("humanize==4.*", "six==1.17.0", "idna==3.*"))
+    root = tmp_path / "cache"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    pinner = subprocess.Popen(
+        [sys.executable, "-c", PINNER, stack.endpoint_url, stack.table, str(root), humanize.id],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env, text=True,
+    )  # fmt: skip
+    try:
+        assert pinner.stdout is not None
+        held = Path(pinner.stdout.readline().strip())
+        cache = BundleCache(store, root=root, budget_bytes=int(humanize.unpacked_size or 0))
+        cache.path_for(six.id)
+        cache.path_for(idna.id)
+        assert held.is_dir()
+        assert humanize.id in cache.cached_ids()
+        assert cache.evictions == 1  # six made room for idna; humanize was held
+    finally:
+        pinner.communicate("", timeout=30)
+    cache.path_for(six.id)
+    assert humanize.id not in cache.cached_ids()  # released, so it is evictable again
+
+
+def test_a_bundle_built_for_another_target_is_refused_with_what_to_do(
+    stack: AwsStack, tmp_path: Path
+) -> None:
+    store = fresh_store(stack)
+    six = ready(store, "six==1.17.0")
+    cache = BundleCache(store, root=tmp_path / "cache", targets={"lambda-python3.13-arm64"})
+    with pytest.raises(
+        BundleNotReadyError, match=r"built for local-python3\.\d+-\w+, but this"
+    ) as error:
+        cache.path_for(six.id)
+    assert "save the tool again" in str(error.value)
+    assert error.value.status == "wrong_target"
+    assert visible_entries(tmp_path / "cache") == []

@@ -22,10 +22,11 @@ import shutil
 import stat
 import tempfile
 import threading
+import time
 import uuid
 import zipfile
 from collections import OrderedDict
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from datetime import UTC, datetime
 from pathlib import Path, PurePosixPath
 
@@ -33,6 +34,7 @@ from kiln.bundles.store import BundleRecord, BundleStore, parse_iso
 
 DEFAULT_BUDGET_BYTES = 300 * 1024 * 1024  # leaves room in Lambda's default 512 MB /tmp
 SIZE_FILE = ".kiln-size"
+STALE_TMP_AFTER_S = 600.0  # no live download or unpack takes this long
 _CHUNK = 1024 * 1024
 
 
@@ -74,8 +76,7 @@ def not_ready_message(record: BundleRecord | None, bundle_id: str) -> str:
         )
     return (
         f"its packages ({', '.join(record.requirements)}) are queued to be built, "
-        f"since {record.created_at if record.attempts == 0 else record.updated_at} "
-        f"({_age(record.updated_at)}); try again in a moment."
+        f"since {record.updated_at} ({_age(record.updated_at)}); try again in a moment."
     )
 
 
@@ -93,8 +94,12 @@ class BundleCache:
         *,
         root: Path | None = None,
         budget_bytes: int = DEFAULT_BUDGET_BYTES,
+        targets: Collection[str] = (),
     ) -> None:
         self.store = store
+        # The targets this process can load; a bundle built for another (a function moved to
+        # arm64, say) is refused with a message instead of failing inside the tool.
+        self.targets = frozenset(targets)
         self.root = root or Path(tempfile.gettempdir()) / "kiln-bundles"
         self.budget_bytes = budget_bytes
         self.downloads = 0  # S3 downloads this process made
@@ -106,6 +111,7 @@ class BundleCache:
         self._id_locks: dict[str, threading.Lock] = {}
         for sub in (".tmp", ".locks", ".trash"):
             (self.root / sub).mkdir(parents=True, exist_ok=True)
+        self._sweep()
 
     # -- public ----------------------------------------------------------------------------
 
@@ -143,6 +149,16 @@ class BundleCache:
 
     def used_bytes(self) -> int:
         return sum(_size_of(entry) for entry in self._entries())
+
+    def _sweep(self) -> None:
+        """Remove what dead processes left: evictions they did not finish, old downloads."""
+        for leftover in (self.root / ".trash").iterdir():
+            _remove(leftover)
+        cutoff = time.time() - STALE_TMP_AFTER_S
+        for leftover in (self.root / ".tmp").iterdir():
+            with contextlib.suppress(FileNotFoundError):
+                if leftover.stat().st_mtime < cutoff:
+                    _remove(leftover)
 
     # -- internals -------------------------------------------------------------------------
 
@@ -185,6 +201,14 @@ class BundleCache:
                         not_ready_message(record, bundle_id),
                         bundle_id=bundle_id,
                         status=None if record is None else record.status,
+                    )
+                if self.targets and record.target not in self.targets:
+                    raise BundleNotReadyError(
+                        f"its packages were built for {record.target}, but this server runs "
+                        f"{' / '.join(sorted(self.targets))}; save the tool again to build them "
+                        "for it.",
+                        bundle_id=bundle_id,
+                        status="wrong_target",
                     )
                 # The budget is for unpacked bundles; the zip is deleted once unpacked.
                 self._make_room(record.unpacked_size or 0, keep=bundle_id)

@@ -210,7 +210,10 @@ def cmd_build(args: argparse.Namespace) -> int:
             raise RequirementError(f"--target {target} is not a {language} target")
         identity = bundle_id(language, target, requirements)
     except Exception as error:
-        return _fail("build", error)
+        hint = ""
+        if isinstance(error, RequirementError) and not args.language and args.requirements:
+            hint = " (npm packages need --language node)"
+        return _fail("build", f"{error}{hint}")
     if identity is None:
         print("nothing to build: no requirements", file=sys.stderr)
         return 0

@@ -254,8 +254,13 @@ def handle_build_event(
         ids.append(event["bundle_id"])
     if not ids or not all(isinstance(i, str) and i for i in ids):
         raise ValueError('the builder needs {"bundle_id": "<id>"} or {"bundle_ids": [...]}')
-    results = {}
+    results: dict[str, dict[str, Any]] = {}
     for bundle_id in ids:
-        record = run_build(store, bundle_id, workdir=workdir)
+        try:
+            record = run_build(store, bundle_id, workdir=workdir)
+        except BundleStateError as error:  # no such bundle: nothing to retry either
+            logger.warning("builder: %s", error)
+            results[bundle_id] = {"status": "missing", "error": str(error)}
+            continue
         results[bundle_id] = {"status": record.status, "error": record.error}
     return {"bundles": results}

@@ -130,13 +130,15 @@ def make_bundles(
     if scheduler is None:
         scheduler = _scheduler(settings, clients, store)
     budget_mb = os.environ.get("KILN_BUNDLE_CACHE_MB", "").strip()
+    python_target = getattr(settings, "bundle_target", None) or default_target("python")
+    node_target = default_target("node")
     cache = BundleCache(
         store,
         root=cache_root or getattr(settings, "bundle_cache_dir", None),
         budget_bytes=int(float(budget_mb) * 2**20) if budget_mb else DEFAULT_BUDGET_BYTES,
+        targets=(python_target, node_target),
     )
-    python_target = getattr(settings, "bundle_target", None) or default_target("python")
-    return Bundles(store, scheduler, cache, python_target=python_target)
+    return Bundles(store, scheduler, cache, python_target=python_target, node_target=node_target)
 
 
 def _scheduler(settings: Any, clients: Any, store: BundleStore) -> BuildScheduler:

@@ -195,13 +195,13 @@ class Dispatcher:
         return self._modern.finish if envelope.modern else self._legacy.finish
 
     async def _initialize(self, envelope: Envelope, ctx: CallContext) -> bytes:
-        return dumps(self._legacy.initialize(envelope.params, envelope.request_id))
+        return self._legacy.initialize(envelope.params, envelope.request_id)
 
     async def _ping(self, envelope: Envelope, ctx: CallContext) -> bytes:
         return b"{}"
 
     async def _discover(self, envelope: Envelope, ctx: CallContext) -> bytes:
-        return dumps(self._modern.discover())
+        return self._modern.discover()
 
     async def _tools_list(self, envelope: Envelope, ctx: CallContext) -> bytes:
         try:

@@ -7,6 +7,7 @@ from typing import Any
 from mcp_types import Implementation, InitializeResult, ServerCapabilities, ToolsCapability
 
 from kiln.protocol.errors import InvalidParamsError, RequestId
+from kiln.protocol.listing import dumps
 from kiln.protocol.settings import ProtocolSettings
 from kiln.protocol.wire import LATEST_LEGACY, LEGACY_VERSIONS, server_info
 
@@ -18,7 +19,8 @@ def negotiate(requested: str) -> str:
 
 class LegacyEra:
     def __init__(self, settings: ProtocolSettings) -> None:
-        self._initialize = {v: self._initialize_result(settings, v) for v in LEGACY_VERSIONS}
+        # Static per version: rendered through the models and serialised once.
+        self._initialize = {v: dumps(self._initialize_result(settings, v)) for v in LEGACY_VERSIONS}
 
     @staticmethod
     def _initialize_result(settings: ProtocolSettings, version: str) -> dict[str, Any]:
@@ -39,7 +41,7 @@ class LegacyEra:
         )
         return result
 
-    def initialize(self, params: dict[str, Any], request_id: RequestId) -> dict[str, Any]:
+    def initialize(self, params: dict[str, Any], request_id: RequestId) -> bytes:
         requested = params.get("protocolVersion")
         if not isinstance(requested, str):
             raise InvalidParamsError(

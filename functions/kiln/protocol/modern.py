@@ -11,6 +11,7 @@ from mcp_types import (
     ToolsCapability,
 )
 
+from kiln.protocol.listing import dumps
 from kiln.protocol.settings import ProtocolSettings
 from kiln.protocol.wire import MODERN_VERSIONS, server_info
 
@@ -25,18 +26,21 @@ class ModernEra:
             website_url=settings.website_url,
             protocol_version=MODERN_VERSIONS[-1],
         )
-        self._discover = self.finish(
-            DiscoverResult(
-                supported_versions=list(MODERN_VERSIONS),
-                # No listChanged and no subscriptions: subscriptions/listen is declined (-32601).
-                capabilities=ServerCapabilities(tools=ToolsCapability()),
-                instructions=settings.instructions,
-                ttl_ms=settings.discover_ttl_ms,
-                cache_scope="public",  # the same for every caller
-            ).model_dump(by_alias=True, exclude_none=True, mode="json")
+        self._discover = dumps(
+            self.finish(
+                DiscoverResult(
+                    supported_versions=list(MODERN_VERSIONS),
+                    # No listChanged, no subscriptions: subscriptions/listen is declined (-32601).
+                    capabilities=ServerCapabilities(tools=ToolsCapability()),
+                    instructions=settings.instructions,
+                    ttl_ms=settings.discover_ttl_ms,
+                    cache_scope="public",  # the same for every caller
+                ).model_dump(by_alias=True, exclude_none=True, mode="json")
+            )
         )
 
-    def discover(self) -> dict[str, Any]:
+    def discover(self) -> bytes:
+        """The serialised discover result (static: built once)."""
         return self._discover
 
     def finish(self, result: dict[str, Any]) -> dict[str, Any]:

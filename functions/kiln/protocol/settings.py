@@ -16,7 +16,7 @@ class ProtocolSettings:
     website_url: str | None = None
     instructions: str | None = None
     max_body_bytes: int = 1024 * 1024
-    page_size: int = 50
+    page_size: int = 100  # one page for typical catalogs; clients page beyond it
     list_ttl_ms: int = 0  # catalog changes show on the next request, so lists go stale at once
     discover_ttl_ms: int = 300_000
     allowed_origins: tuple[str, ...] = ()  # exact origins, e.g. "https://app.example.com"

@@ -18,6 +18,7 @@ thread. The helper is started with one blocking fork on the first run (about 20 
 from __future__ import annotations
 
 import asyncio
+import codecs
 import contextlib
 import json
 import logging
@@ -99,23 +100,10 @@ class _Output:
         return self.total > len(self.kept)
 
     def text(self) -> str:
-        data = bytes(self.kept)
-        if self.truncated:
-            # The cap may fall inside a UTF-8 sequence: drop the broken tail, not replace it.
-            data = _trim_partial(data)
-        return data.decode("utf-8", errors="replace")
-
-
-def _trim_partial(data: bytes) -> bytes:
-    """`data` without a UTF-8 sequence cut off at its end."""
-    for back in range(1, min(4, len(data)) + 1):
-        byte = data[-back]
-        if byte & 0xC0 != 0x80:  # the last lead (or ASCII) byte
-            need = (
-                1 if byte < 0x80 else 2 if byte >> 5 == 0b110 else 3 if byte >> 4 == 0b1110 else 4
-            )
-            return data if need <= back else data[:-back]
-    return data
+        # When the cap fell inside a UTF-8 sequence, the incremental decoder holds the broken
+        # tail back instead of turning it into a replacement character.
+        decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        return str(decoder.decode(bytes(self.kept), final=not self.truncated))
 
 
 class _Reader(asyncio.Protocol):
@@ -159,6 +147,7 @@ class _Status(_Reader):
         super().connection_lost(exc)
         if not self.pid.done():
             self.pid.set_exception(_NotStarted())
+            self.pid.exception()  # whoever waits gets it; nobody waiting is fine too
 
     def fields(self) -> dict[str, str]:
         status: dict[str, str] = {}
@@ -166,6 +155,48 @@ class _Status(_Reader):
             key, _, value = line.partition(" ")
             status[key] = value
         return status
+
+
+class _StdinFeeder:
+    """Writes the arguments to the script's stdin as it reads them, then closes it.
+
+    A script that never reads stdin is fine: what does not fit in the pipe waits, and is
+    dropped when the run ends.
+    """
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, fd: int, data: bytes) -> None:
+        self.loop = loop
+        self.fd: int | None = fd
+        self.data = memoryview(data)
+        self.watching = False
+        os.set_blocking(fd, False)
+
+    def start(self) -> None:
+        self._write()
+        if self.fd is not None:
+            self.loop.add_writer(self.fd, self._write)
+            self.watching = True
+
+    def _write(self) -> None:
+        if self.fd is None:
+            return
+        try:
+            while self.data:
+                self.data = self.data[os.write(self.fd, self.data) :]
+        except BlockingIOError:
+            return  # the pipe is full: wait until the script reads
+        except OSError:
+            pass  # the script closed its stdin or exited: nothing more to give it
+        self.close()
+
+    def close(self) -> None:
+        if self.fd is None:
+            return
+        if self.watching:
+            self.loop.remove_writer(self.fd)
+            self.watching = False
+        os.close(self.fd)
+        self.fd = None
 
 
 def _returning(reader: _Reader) -> Callable[[], _Reader]:
@@ -334,25 +365,28 @@ class Runner:
         stdin_read, stdin_write = os.pipe()
         pipes = [os.pipe() for _ in range(3)]  # stdout, stderr, status: we read, they write
         # From here on every descriptor of ours is owned by a file object, theirs by `theirs`.
-        ours_in = os.fdopen(stdin_write, "wb", buffering=0)
+        feeder = _StdinFeeder(loop, stdin_write, stdin)
         ours_out = [os.fdopen(r, "rb", buffering=0) for r, _ in pipes]
         theirs = [stdin_read, *(w for _, w in pipes)]
         transports: list[asyncio.BaseTransport] = []
+        launched = False
         started = time.monotonic()
         try:
-            try:
-                self._launcher.launch(order, theirs)
-            finally:
-                close_quietly(theirs)
+            # Readers first: once launched, the status pipe must be read whatever happens next.
             for file, reader in zip(ours_out, [*readers, status], strict=True):
                 read_transport, _ = await loop.connect_read_pipe(_returning(reader), file)
                 transports.append(read_transport)
-            stdin_transport, _ = await loop.connect_write_pipe(asyncio.BaseProtocol, ours_in)
-            transports.append(stdin_transport)
-            assert isinstance(stdin_transport, asyncio.WriteTransport)
-            stdin_transport.write(stdin)
-            stdin_transport.close()  # closes once written; a script that never reads is fine
-            pid = await asyncio.wait_for(asyncio.shield(status.pid), START_TIMEOUT_S)
+            try:
+                self._launcher.launch(order, theirs)
+                launched = True
+            finally:
+                close_quietly(theirs)
+                theirs.clear()  # closed: the numbers may be reused at once, never close again
+            feeder.start()
+            try:
+                pid = await asyncio.wait_for(asyncio.shield(status.pid), START_TIMEOUT_S)
+            except TimeoutError:
+                raise _NotStarted() from None  # the helper is stuck; a fresh one will be tried
             timed_out = await self._wait(pid, status, deadline)
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(
@@ -360,11 +394,13 @@ class Runner:
                 )
             duration = time.monotonic() - started
         finally:
-            if status.pid.done() and not status.pid.exception() and not status.closed.done():
-                await self._stop(status.pid.result(), status)
+            close_quietly(theirs)  # still ours if we failed before launching
+            if launched and not status.closed.done():
+                await self._stop_when_started(status)
+            feeder.close()
             for transport in transports:
                 transport.close()
-            for file in [ours_in, *ours_out]:
+            for file in ours_out:
                 file.close()  # a no-op for those a transport already closed
         return self._result(request, stdout, stderr, status.fields(), timed_out, deadline, duration)
 
@@ -378,6 +414,16 @@ class Runner:
             await self._stop(pid, status)
             return True
         return False
+
+    async def _stop_when_started(self, status: _Status) -> None:
+        """On the way out (cancelled, failed): make sure a launched run is not left running."""
+        if not status.pid.done():
+            with contextlib.suppress(TimeoutError, LauncherError):
+                await asyncio.wait_for(asyncio.shield(status.pid), self.settings.kill_grace_s)
+        if not status.pid.done():
+            self._launcher.discard()  # a helper that cannot say what it started is replaced
+        elif status.pid.exception() is None:
+            await self._stop(status.pid.result(), status)
 
     async def _stop(self, pid: int, status: _Status) -> None:
         """Ask the supervisor to kill the tree; if it does not, kill the tree from here."""

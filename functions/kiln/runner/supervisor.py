@@ -150,7 +150,10 @@ def supervise(request: dict[str, Any], status_fd: int) -> None:
     """Run one script to its end or its deadline, kill what it left, report, exit."""
     prctl(PR_SET_CHILD_SUBREAPER, 1)
     signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGCHLD, signal.SIGTERM})
-    os.write(status_fd, f"pid {os.getpid()}\n".encode())
+    try:
+        os.write(status_fd, f"pid {os.getpid()}\n".encode())
+    except OSError:
+        os._exit(1)  # the server has gone (its end of the status pipe is closed): run nothing
     pid = os.fork()
     if pid == 0:
         start_script(request, status_fd)  # never returns
@@ -346,12 +349,15 @@ class Helper:
                 for fd in fds:
                     os.close(fd)
                 continue
+            # SIGCHLD waits until the new pid is on the list, so a quick exit is not missed.
+            signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGCHLD})
             pid = os.fork()
             if pid == 0:
                 signal.signal(signal.SIGCHLD, signal.SIG_DFL)
                 self.sock.close()
                 return json.loads(data), fds
             self.supervisors.add(pid)
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGCHLD})
             for fd in fds:
                 os.close(fd)
 

@@ -38,7 +38,7 @@ def test_full_queue_is_refused_at_once_with_busy_try_again(harness: Harness) -> 
             RunnerBusyError, match=r"^busy, try again: 1 tool runs in progress and 1 waiting"
         ):
             await busy.runner.run(busy.request("print('never runs')"))
-        assert time.monotonic() - started < 0.05
+        assert time.monotonic() - started < 1.0  # no slot can free up before "go" exists
         (busy.shared / "go").touch()
         return [contract_text(r) for r in await asyncio.gather(running, queued)]
 
@@ -90,7 +90,7 @@ def test_eight_slow_tools_run_at_once_while_the_event_loop_stays_responsive(
     texts, elapsed, worst_gap = asyncio.run(scenario())
     assert texts == ["slept"] * 8
     assert elapsed < 3.0  # all eight at once, not one after another (8 s)
-    assert worst_gap < 0.1, f"the event loop stalled for {worst_gap * 1000:.0f} ms"
+    assert worst_gap < 0.25, f"the event loop stalled for {worst_gap * 1000:.0f} ms"
     wide.assert_clean()
 
 

@@ -58,6 +58,16 @@ def test_script_that_never_reads_large_arguments_still_finishes(harness: Harness
     harness.assert_clean()
 
 
+def test_arguments_larger_than_a_pipe_are_fed_as_the_script_reads(harness: Harness) -> None:
+    code = "import json, sys\nprint(len(json.load(sys.stdin)['blob']))\n"
+    assert harness.text(code, arguments={"blob": "x" * 3_000_000}) == "3000000"
+    node = (
+        "const fs = require('node:fs');\nconsole.log(JSON.parse(fs.readFileSync(0)).blob.length);\n"
+    )
+    assert harness.text(node, language="node", arguments={"blob": "y" * 3_000_000}) == "3000000"
+    harness.assert_clean()
+
+
 def test_non_json_arguments_are_refused_naming_the_field(harness: Harness) -> None:
     message = (
         r"^arguments.points\[1\] is NaN or Infinity, which strict JSON cannot carry: "

@@ -272,3 +272,23 @@ def test_as_a_non_root_user_max_processes_stops_a_fork_bomb(tmp_path: Path) -> N
         assert list(work_root.iterdir()) == []
     finally:
         shutil.rmtree(work_root, ignore_errors=True)
+
+
+def test_cancelling_at_any_point_of_a_run_leaves_nothing_behind(harness: Harness) -> None:
+    code = DOUBLE_FORK + "import time\ntime.sleep(60)\n"
+
+    async def cancel_after(spins: int) -> None:
+        task = asyncio.create_task(harness.runner.run(harness.request(code)))
+        for _ in range(spins):
+            await asyncio.sleep(0)
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+    async def every_point() -> None:
+        for spins in range(12):
+            await cancel_after(spins)
+        await cancel_after(200)
+
+    asyncio.run(every_point())
+    harness.assert_clean()

@@ -59,7 +59,8 @@ def test_invalid_cursor_gets_invalid_params(client: Client) -> None:
 
 
 def test_forged_cursor_with_another_offset_gets_invalid_params() -> None:
-    client = Client(McpEndpoint(many_tools(120), ProtocolSettings(cursor_secret=b"s")))
+    settings = ProtocolSettings(cursor_secret=b"s", page_size=50)
+    client = Client(McpEndpoint(many_tools(120), settings))
     cursor = body(client.legacy("tools/list"))["result"]["nextCursor"]
     import base64
 
@@ -72,15 +73,15 @@ def test_forged_cursor_with_another_offset_gets_invalid_params() -> None:
 
 def test_cursor_from_another_secret_gets_invalid_params() -> None:
     tools = many_tools(60)
-    ours = Client(McpEndpoint(tools, ProtocolSettings(cursor_secret=b"ours")))
-    theirs = Client(McpEndpoint(tools, ProtocolSettings(cursor_secret=b"theirs")))
+    ours = Client(McpEndpoint(tools, ProtocolSettings(cursor_secret=b"ours", page_size=50)))
+    theirs = Client(McpEndpoint(tools, ProtocolSettings(cursor_secret=b"theirs", page_size=50)))
     cursor = body(theirs.legacy("tools/list"))["result"]["nextCursor"]
     assert body(ours.legacy("tools/list", {"cursor": cursor}))["error"]["code"] == -32602
 
 
 def test_cursor_is_refused_after_the_list_changes() -> None:
     backend = many_tools(60)
-    client = Client(McpEndpoint(backend, ProtocolSettings(cursor_secret=b"s")))
+    client = Client(McpEndpoint(backend, ProtocolSettings(cursor_secret=b"s", page_size=50)))
     cursor = body(client.legacy("tools/list"))["result"]["nextCursor"]
     backend.add(add_vat_tool())
     error = body(client.legacy("tools/list", {"cursor": cursor}))["error"]
@@ -89,7 +90,7 @@ def test_cursor_is_refused_after_the_list_changes() -> None:
 
 
 def test_cursors_work_across_endpoints_sharing_a_secret() -> None:
-    settings = ProtocolSettings(cursor_secret=b"shared")
+    settings = ProtocolSettings(cursor_secret=b"shared", page_size=50)
     one = Client(McpEndpoint(many_tools(60), settings))
     two = Client(McpEndpoint(many_tools(60), settings))
     cursor = body(one.legacy("tools/list"))["result"]["nextCursor"]
@@ -99,6 +100,11 @@ def test_cursors_work_across_endpoints_sharing_a_secret() -> None:
 def test_single_page_list_has_no_next_cursor(client: Client) -> None:
     assert "nextCursor" not in body(client.legacy("tools/list"))["result"]
     assert "nextCursor" not in body(client.modern("tools/list"))["result"]
+
+
+def test_default_page_holds_a_hundred_tools() -> None:
+    client = Client(McpEndpoint(many_tools(120), ProtocolSettings()))
+    assert len(body(client.legacy("tools/list"))["result"]["tools"]) == 100
 
 
 def test_pages_cover_every_tool_once_in_order_newest_first_then_by_name() -> None:
