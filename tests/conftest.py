@@ -32,15 +32,10 @@ class AwsStack:
 @pytest.fixture(scope="session")
 def moto_endpoint() -> Iterator[str]:
     """A moto server in this process, speaking the AWS wire protocol on a loopback port."""
-    from moto.server import ThreadedMotoServer
+    from kiln.dev import embedded_moto
 
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    host, port = server.get_host_and_port()
-    try:
-        yield f"http://{host}:{port}"
-    finally:
-        server.stop()
+    with embedded_moto() as endpoint:
+        yield endpoint
 
 
 @pytest.fixture

@@ -31,7 +31,46 @@ from kiln.settings import Settings
 
 log = logging.getLogger("kiln.dev")
 
+WRITE_OPERATIONS = frozenset(
+    {
+        "PutItem",
+        "UpdateItem",
+        "DeleteItem",
+        "BatchWriteItem",
+        "TransactWriteItems",
+        "PutObject",
+        "DeleteObject",
+        "DeleteObjects",
+        "CopyObject",
+        "CompleteMultipartUpload",
+    }
+)
 DEFAULT_EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "tools"
+
+
+_SERIALISED = threading.RLock()
+
+
+def _serialise_dynamodb_writes() -> None:
+    """Make moto's DynamoDB writes atomic with respect to each other, as DynamoDB's are.
+
+    moto's server answers on many threads and checks a write's conditions without a lock,
+    so two racing conditional writes could both pass. DynamoDB never lets that happen, and
+    Kiln's guarantees (unique names, If-Match) rest on it: the emulator must not either.
+    """
+    from moto.dynamodb.models import DynamoDBBackend
+
+    for name in ("put_item", "update_item", "delete_item", "transact_write_items"):
+        method = getattr(DynamoDBBackend, name)
+        if getattr(method, "_kiln_serialised", False):
+            continue
+
+        def locked(*args: Any, _method: Any = method, **kwargs: Any) -> Any:
+            with _SERIALISED:
+                return _method(*args, **kwargs)
+
+        locked._kiln_serialised = True  # type: ignore[attr-defined]
+        setattr(DynamoDBBackend, name, locked)
 
 
 @contextmanager
@@ -39,6 +78,7 @@ def embedded_moto() -> Iterator[str]:
     """A moto server on a free loopback port for as long as the block runs."""
     from moto.server import ThreadedMotoServer
 
+    _serialise_dynamodb_writes()
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
     server.start()
     host, port = server.get_host_and_port()
@@ -64,7 +104,11 @@ def author_key(state_dir: Path, given: str | None) -> str:
 
 @dataclass
 class StateMirror:
-    """Copies the local table and bucket to disk, and back at start."""
+    """Copies the local table and bucket to disk, and back at start.
+
+    It saves only after a write went through these clients (a botocore hook marks the
+    state dirty), so an idle or read-only server does no scanning at all.
+    """
 
     clients: AwsClients
     table: str
@@ -76,6 +120,11 @@ class StateMirror:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
+        self._dirty = threading.Event()
+
+    def _mark_dirty(self, model: Any, **_: Any) -> None:
+        if model.name in WRITE_OPERATIONS:
+            self._dirty.set()
 
     @property
     def _table_file(self) -> Path:
@@ -124,11 +173,18 @@ class StateMirror:
             return True
 
     def start(self, interval_s: float = 1.0) -> None:
+        self.clients.dynamodb.meta.events.register("after-call.dynamodb", self._mark_dirty)
+        self.clients.s3.meta.events.register("after-call.s3", self._mark_dirty)
+
         def loop() -> None:
             while not self._stop.wait(interval_s):
+                if not self._dirty.is_set():
+                    continue
+                self._dirty.clear()
                 try:
                     self.save()
                 except Exception:  # a failed save is retried on the next tick
+                    self._dirty.set()
                     log.exception("saving local state failed")
 
         self._thread = threading.Thread(target=loop, name="kiln-state", daemon=True)

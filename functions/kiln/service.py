@@ -13,7 +13,13 @@ from kiln.bundles.cache import BundleError
 from kiln.catalog.model import Tool
 from kiln.catalog.snapshot import CatalogSnapshots
 from kiln.protocol.backend import CallContext, ToolOutcome, ToolView
-from kiln.runner import NodeUnavailableError, Runner, RunnerBusyError, contract_text
+from kiln.runner import (
+    InvalidArgumentsError,
+    NodeUnavailableError,
+    Runner,
+    RunnerBusyError,
+    contract_text,
+)
 from kiln.runner.model import RunRequest, RunResult
 
 log = logging.getLogger("kiln.service")
@@ -62,12 +68,8 @@ class CatalogBackend:
         self._secrets = secrets
         self._views: tuple[int, list[ToolView]] | None = None
 
-    async def _enabled(self) -> dict[str, Tool]:
-        snapshot = await asyncio.to_thread(self._snapshots.current)
-        return {name: tool for name, tool in snapshot.tools.items() if tool.enabled}
-
     async def list_tools(self, ctx: CallContext) -> Sequence[ToolView]:
-        snapshot = await asyncio.to_thread(self._snapshots.current)
+        snapshot = await self._snapshots.fresh()
         cached = self._views
         if cached is not None and cached[0] == snapshot.version:
             return cached[1]
@@ -76,14 +78,16 @@ class CatalogBackend:
         return views
 
     async def get_tool(self, name: str, ctx: CallContext) -> ToolView | None:
-        tool = (await self._enabled()).get(name)
-        return tool_view(tool) if tool is not None else None
+        tool = (await self._snapshots.fresh()).tools.get(name)
+        return tool_view(tool) if tool is not None and tool.enabled else None
 
     async def call_tool(
         self, tool: ToolView, arguments: Mapping[str, Any], ctx: CallContext
     ) -> ToolOutcome:
-        found = (await self._enabled()).get(tool.name)
-        if found is None:
+        # get_tool has just read the catalog for this request: no second version read.
+        latest = self._snapshots.latest or await self._snapshots.fresh()
+        found = latest.tools.get(tool.name)
+        if found is None or not found.enabled:
             return ToolOutcome(
                 f"Tool {tool.name!r} was disabled or removed; list tools again.", True
             )
@@ -134,7 +138,7 @@ class CatalogBackend:
         )
         try:
             result = await self._runner.run(request)
-        except (RunnerBusyError, NodeUnavailableError) as error:
+        except (RunnerBusyError, NodeUnavailableError, InvalidArgumentsError) as error:
             return ToolOutcome(str(error), True), None
         return ToolOutcome(contract_text(result), result.failed, stdout=result.stdout), result
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
+
 from mcp_helpers import McpServer, start_kiln
 
 LEGACY = ["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"]

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
+
 from mcp_helpers import MODERN, McpServer, meta, start_kiln
 
 PING = {"jsonrpc": "2.0", "id": 1, "method": "ping"}

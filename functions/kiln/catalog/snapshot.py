@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass, field
@@ -25,7 +26,35 @@ class CatalogSnapshots:
         self._snapshot: Snapshot | None = None
         self._code: OrderedDict[str, str] = OrderedDict()
         self._code_cache_entries = code_cache_entries
+        self._read: asyncio.Task[Snapshot] | None = None
+        self._reads_started = 0
+        self._read_number = 0
         self.reloads = 0
+
+    @property
+    def latest(self) -> Snapshot | None:
+        """The snapshot the last read produced, without reading anything."""
+        return self._snapshot
+
+    async def fresh(self) -> Snapshot:
+        """`current()` for async callers, sharing reads between concurrent requests.
+
+        A request never settles for a read that began before it arrived (that read could
+        miss a write the caller has just seen acknowledged); it joins the first read that
+        starts after it arrived. Under load one version read then serves every request
+        that came in while the previous one was in flight.
+        """
+        arrived = self._reads_started
+        while True:
+            read = self._read
+            if read is None or read.done():
+                self._reads_started += 1
+                self._read_number = self._reads_started
+                read = self._read = asyncio.ensure_future(asyncio.to_thread(self.current))
+                return await asyncio.shield(read)
+            if self._read_number > arrived:
+                return await asyncio.shield(read)
+            await asyncio.wait({read})
 
     def current(self) -> Snapshot:
         """The catalog as of now: one strongly consistent read, plus a reload if it changed."""

@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import random
+import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import asdict, replace
@@ -29,6 +31,7 @@ from botocore.exceptions import ClientError
 
 from kiln.catalog.model import Draft, Revision, Tool
 
+TRANSACTION_ATTEMPTS = 5
 VERSION_KEY = {"pk": {"S": "CATALOG"}, "sk": {"S": "VERSION"}}
 CODE_EXTENSIONS = {"python": "py", "node": "js"}
 
@@ -480,13 +483,22 @@ class CatalogStore:
                 "ExpressionAttributeValues": {":one": {"N": "1"}},
             }
         }
-        try:
-            self._ddb.transact_write_items(TransactItems=[*operations, bump])
-        except ClientError as error:
-            is_conflict = error.response["Error"]["Code"] == "TransactionCanceledException"
-            if on_conflict is not None and is_conflict:
-                raise on_conflict() from None
-            raise
+        for attempt in range(TRANSACTION_ATTEMPTS):
+            try:
+                self._ddb.transact_write_items(TransactItems=[*operations, bump])
+                return
+            except ClientError as error:
+                codes = _cancel_codes(error)
+                # Every write also bumps the version item, so two writes at the same moment
+                # collide there (TransactionConflict) even when both are valid: try again.
+                racing = "TransactionConflict" in codes and "ConditionalCheckFailed" not in codes
+                if racing and attempt + 1 < TRANSACTION_ATTEMPTS:
+                    time.sleep(random.uniform(0.01, 0.05) * (attempt + 1))
+                    continue
+                is_conflict = error.response["Error"]["Code"] == "TransactionCanceledException"
+                if on_conflict is not None and is_conflict:
+                    raise on_conflict() from None
+                raise
 
     def _get_by_id(self, tool_id: str) -> Tool | None:
         item = self._ddb.get_item(

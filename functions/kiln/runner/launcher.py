@@ -105,6 +105,34 @@ class Launcher:
         self._stop_locked()
 
 
+_shared: dict[Path, tuple[Launcher, int]] = {}
+_shared_lock = threading.Lock()
+
+
+def acquire(python: Path) -> Launcher:
+    """The process-wide launcher for `python`: one helper serves every Runner of a process."""
+    with _shared_lock:
+        launcher, users = _shared.get(python, (None, 0))
+        if launcher is None:
+            launcher = Launcher(python)
+        _shared[python] = (launcher, users + 1)
+        return launcher
+
+
+def release(launcher: Launcher) -> None:
+    """One Runner is done with `launcher`; the last one stops its helper."""
+    with _shared_lock:
+        shared, users = _shared.get(launcher.python, (None, 0))
+        if shared is not launcher:
+            launcher.close()
+            return
+        if users > 1:
+            _shared[launcher.python] = (launcher, users - 1)
+            return
+        del _shared[launcher.python]
+    launcher.close()
+
+
 def close_quietly(fds: Sequence[int]) -> None:
     for fd in fds:
         with contextlib.suppress(OSError):

@@ -34,10 +34,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kiln.runner import supervisor
+from kiln.runner import launcher, supervisor
 from kiln.runner.environment import script_environment
 from kiln.runner.errors import InvalidArgumentsError, RunnerBusyError
-from kiln.runner.launcher import Launcher, LauncherError, close_quietly
+from kiln.runner.launcher import LauncherError, close_quietly
 from kiln.runner.limits import RunnerSettings, effective_limits
 from kiln.runner.model import LimitSource, RunRequest, RunResult
 from kiln.runner.nodejs import find_node
@@ -246,12 +246,13 @@ class Runner:
     def __init__(self, settings: RunnerSettings | None = None) -> None:
         self.settings = settings or RunnerSettings()
         self._gate = _Gate(self.settings.max_concurrent_runs, self.settings.max_queue)
-        self._launcher = Launcher(self.settings.python_executable)
-        # The helper exits when its socket closes; this also reaps it when the Runner goes.
-        self._finalizer = weakref.finalize(self, self._launcher.close)
+        # One helper process serves every Runner of this process; the last Runner to close
+        # (or be collected) stops it.
+        self._launcher = launcher.acquire(self.settings.python_executable)
+        self._finalizer = weakref.finalize(self, launcher.release, self._launcher)
 
     def close(self) -> None:
-        """Stop the helper process (runs already started finish on their own)."""
+        """Let go of the helper process (the last Runner stops it; started runs finish)."""
         self._finalizer()
 
     @property
@@ -528,7 +529,11 @@ def _kill_tree_from(root: int) -> None:
 def _log(request: RunRequest, result: RunResult) -> None:
     logger.info(
         "tool run %s",
-        "timed out" if result.timed_out else f"exit {result.exit_code}",
+        "timed out"
+        if result.timed_out
+        else "failed in the runner"
+        if result.runner_error
+        else f"exit {result.exit_code}",
         extra={
             "tool": request.label,
             "language": request.language,
@@ -540,5 +545,6 @@ def _log(request: RunRequest, result: RunResult) -> None:
             "stdout_bytes": result.stdout_bytes,
             "stderr_bytes": result.stderr_bytes,
             "truncated": result.stdout_truncated or result.stderr_truncated,
+            "runner_error": result.runner_error,
         },
     )

