@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
 import socket
 import statistics
@@ -71,6 +72,7 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--rounds", type=int, default=300)
     rounds = parser.parse_args().rounds
+    logging.getLogger("werkzeug").setLevel(logging.WARNING)  # moto's request log
     for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
         os.environ.setdefault(name, "bench")
     moto = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)

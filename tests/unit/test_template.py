@@ -107,8 +107,27 @@ def test_public_function_has_no_rights_beyond_the_table_and_the_bucket(
     table = the_one(template, "AWS::DynamoDB::Table")
     bucket = the_one(template, "AWS::S3::Bucket")
     for statement in statements(template, "McpFunction"):
+        if statement.get("Sid") == "ReadToolSecrets":
+            continue  # its own test below
         for resource in as_list(statement["Resource"]):
             assert refers_to(resource, table) or refers_to(resource, bucket), statement
+
+
+SECRETS_RESOURCE = {
+    "Fn::Sub": "arn:${AWS::Partition}:ssm:${AWS::Region}:${AWS::AccountId}"
+    ":parameter/kiln/${Stage}/*"
+}
+
+
+@pytest.mark.parametrize("function", ["McpFunction", "AdminFunction"])
+def test_functions_may_only_read_their_stages_tool_secrets(
+    template: dict[str, Any], function: str
+) -> None:
+    (statement,) = [s for s in statements(template, function) if s.get("Sid") == "ReadToolSecrets"]
+    assert as_list(statement["Action"]) == ["ssm:GetParametersByPath"]
+    assert as_list(statement["Resource"]) == [SECRETS_RESOURCE]
+    variables = template["Globals"]["Function"]["Environment"]["Variables"]
+    assert variables["KILN_SECRETS_PREFIX"] == {"Fn::Sub": "/kiln/${Stage}"}
 
 
 @pytest.mark.parametrize("function", ["McpFunction", "AdminFunction", "BuilderFunction"])

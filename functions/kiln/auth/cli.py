@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any, TextIO
 
 from kiln.auth import redact
+from kiln.auth.audit import record_write
 from kiln.auth.keys import KeyStore, KeyStoreError
 from kiln.auth.secrets import SecretError, SecretStore
 from kiln.auth.settings import AuthSettings, AuthSettingsError
@@ -157,6 +158,7 @@ def _secrets_set(args: argparse.Namespace, io: Io) -> None:
     tool_id = _tool_id(args, io, clients)
     value = _read_value(args.name, io)
     store.set(tool_id, args.name, value)
+    record_write(None, action="secret.set", tool_name=args.tool, tool_id=tool_id, secret=args.name)
     print(f"set secret {args.name} for tool {args.tool}", file=io.stdout)
 
 
@@ -168,7 +170,11 @@ def _secrets_ls(args: argparse.Namespace, io: Io) -> None:
 
 def _secrets_rm(args: argparse.Namespace, io: Io) -> None:
     store, clients = _secret_store(io)
-    store.delete(_tool_id(args, io, clients), args.name)
+    tool_id = _tool_id(args, io, clients)
+    store.delete(tool_id, args.name)
+    record_write(
+        None, action="secret.delete", tool_name=args.tool, tool_id=tool_id, secret=args.name
+    )
     print(f"removed secret {args.name} from tool {args.tool}", file=io.stdout)
 
 
