@@ -252,3 +252,28 @@ def test_every_example_tool_folder_passes_the_save_rules() -> None:
     root = Path(__file__).resolve().parents[2] / "examples" / "tools"
     drafts = [read_folder(folder) for folder in tool_folders(root)]
     assert "add_vat" in {d.name for d in drafts}
+
+
+def test_a_foreign_origin_is_refused_on_the_rest_api_before_any_key_is_checked(
+    kiln_server: RunningKiln,
+) -> None:
+    foreign = {"Origin": "https://evil.example"}
+    listed = kiln_server.api("GET", "/api/tools", key=None, headers=foreign)
+    assert listed.status_code == 403
+    assert listed.json()["error"]["code"] == "forbidden_origin"
+    write = kiln_server.api("POST", "/api/tools", key="wrong", headers=foreign, json=TOOL)
+    assert write.status_code == 403
+    local = kiln_server.api(
+        "GET", "/api/tools", key=None, headers={"Origin": "http://localhost:3000"}
+    )
+    assert local.status_code == 200
+
+
+def test_a_foreign_host_is_refused_on_a_loopback_bind(kiln_server: RunningKiln) -> None:
+    response = kiln_server.api("GET", "/api/tools", key=None, headers={"Host": "evil.example"})
+    assert response.status_code == 421
+    mcp = kiln_server.mcp(
+        {"jsonrpc": "2.0", "id": 1, "method": "ping"}, headers={"Host": "evil.example"}
+    )
+    assert mcp.status_code == 421
+    assert mcp.json()["error"]["code"] == -32600

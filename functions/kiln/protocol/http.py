@@ -9,14 +9,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from urllib.parse import urlsplit
 
 from kiln.protocol.backend import CallContext, ToolBackend
 from kiln.protocol.dispatch import Dispatcher, Reply, error_reply
 from kiln.protocol.errors import TransportError
+from kiln.protocol.guard import host_allowed, origin_allowed
 from kiln.protocol.settings import ProtocolSettings
 
-_LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "[::1]", "::1"})
 _JSON = "application/json"
 
 
@@ -32,22 +31,6 @@ class HttpResponse:
     status: int
     headers: dict[str, str] = field(default_factory=dict)
     body: bytes = b""
-
-
-def _host_name(host: str) -> str:
-    host = host.strip().lower()
-    if host.startswith("["):
-        return host[: host.find("]") + 1] if "]" in host else host
-    return host.rsplit(":", 1)[0] if host.count(":") == 1 else host
-
-
-def _is_loopback_origin(origin: str) -> bool:
-    try:
-        parts = urlsplit(origin)
-        hostname = parts.hostname
-    except ValueError:
-        return False
-    return parts.scheme in {"http", "https"} and hostname in {"localhost", "127.0.0.1", "::1"}
 
 
 class McpEndpoint:
@@ -83,15 +66,16 @@ class McpEndpoint:
                 status=405,
                 headers={"allow": "POST"},
             )
-        host = request.headers.get("host")
-        if settings.loopback_bind and host is not None and _host_name(host) not in _LOOPBACK_NAMES:
+        if not host_allowed(request.headers.get("host"), loopback_bind=settings.loopback_bind):
             raise TransportError(
                 "Misdirected request: this server is bound to loopback and answers only "
                 "localhost, 127.0.0.1 or [::1] as Host",
                 status=421,
             )
         origin = request.headers.get("origin")
-        if origin is not None and not self._origin_allowed(origin):
+        if not origin_allowed(
+            origin, allowed=settings.allowed_origins, loopback_bind=settings.loopback_bind
+        ):
             raise TransportError(
                 "Forbidden: the request's Origin is not allowed on this server", status=403
             )
@@ -104,8 +88,3 @@ class McpEndpoint:
         media_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
         if media_type != _JSON:
             raise TransportError(f"Unsupported media type: send Content-Type: {_JSON}", status=415)
-
-    def _origin_allowed(self, origin: str) -> bool:
-        if origin in self.settings.allowed_origins:
-            return True
-        return self.settings.loopback_bind and _is_loopback_origin(origin)

@@ -1,0 +1,37 @@
+"""DNS-rebinding protection shared by every route: which Origin and Host values to answer."""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+from urllib.parse import urlsplit
+
+LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "[::1]", "::1"})
+
+
+def host_name(host: str) -> str:
+    """The name part of a Host header: `[::1]:8000` → `[::1]`, `localhost:8000` → `localhost`."""
+    host = host.strip().lower()
+    if host.startswith("["):
+        return host[: host.find("]") + 1] if "]" in host else host
+    return host.rsplit(":", 1)[0] if host.count(":") == 1 else host
+
+
+def host_allowed(host: str | None, *, loopback_bind: bool) -> bool:
+    """A server bound to loopback answers only loopback names (a rebinding page has another)."""
+    return not loopback_bind or host is None or host_name(host) in LOOPBACK_NAMES
+
+
+def is_loopback_origin(origin: str) -> bool:
+    try:
+        parts = urlsplit(origin)
+        hostname = parts.hostname
+    except ValueError:
+        return False
+    return parts.scheme in {"http", "https"} and hostname in {"localhost", "127.0.0.1", "::1"}
+
+
+def origin_allowed(origin: str | None, *, allowed: Collection[str], loopback_bind: bool) -> bool:
+    """No Origin (not a browser) passes; one that is present must be on the allow-list."""
+    if origin is None or origin in allowed:
+        return True
+    return loopback_bind and is_loopback_origin(origin)
