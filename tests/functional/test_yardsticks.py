@@ -1,0 +1,67 @@
+"""The third-party yardsticks in ../shared/tools, run against a real Kiln server.
+
+The official MCP conformance suite (both wires, with the fixture tools loaded) and three real
+MCP clients. They install their own pinned toolchains into ~/.cache on first use.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from mcp_helpers import McpServer, start_kiln
+
+ROOT = Path(__file__).resolve().parents[2]
+YARDSTICKS = Path(os.environ.get("KILN_YARDSTICKS", ROOT.parent / "shared" / "tools"))
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(
+        not (YARDSTICKS / "conformance.sh").is_file(),
+        reason=f"the yardsticks are not at {YARDSTICKS} (set KILN_YARDSTICKS)",
+    ),
+]
+
+
+@pytest.fixture(scope="module")
+def server(moto_endpoint: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[McpServer]:
+    yield from start_kiln(moto_endpoint, tmp_path_factory.mktemp("yardsticks"))
+
+
+def run(*command: str | Path, timeout: float = 600) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(part) for part in command],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+
+
+def test_the_official_conformance_suite_passes_every_applicable_scenario_on_both_wires(
+    server: McpServer, tmp_path: Path
+) -> None:
+    done = run("bash", YARDSTICKS / "conformance.sh", server.url, tmp_path / "out")
+    lines = done.stdout.strip().splitlines()
+    assert lines, done.stderr[-3000:]
+    assert lines[-1] == "conformance: 25 passed, 0 failed of 25", done.stdout[-3000:]
+
+
+@pytest.mark.parametrize("client", ["py", "ts", "inspector"])
+def test_a_real_mcp_client_lists_and_calls_add_vat(server: McpServer, client: str) -> None:
+    done = run(
+        "bash",
+        YARDSTICKS / "probe.sh",
+        client,
+        server.url,
+        "--tool",
+        "add_vat",
+        "--args",
+        '{"net": 99.99}',
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "119.99" in done.stdout
