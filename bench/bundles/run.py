@@ -45,6 +45,7 @@ import uvicorn  # noqa: E402
 from kiln.app import build_kiln, create_app  # noqa: E402
 from kiln.aws import AwsClients, ensure_resources, make_clients  # noqa: E402
 from kiln.bundles.scheduler import run_build  # noqa: E402
+from kiln.dev import embedded_moto  # noqa: E402
 from kiln.settings import Settings  # noqa: E402
 
 REQUIREMENTS = ["rich==13.*", "requests==2.*", "humanize==4.*"]
@@ -66,19 +67,6 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
-
-
-@contextmanager
-def moto() -> Iterator[str]:
-    from moto.server import ThreadedMotoServer
-
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    host, port = server.get_host_and_port()
-    try:
-        yield f"http://{host}:{port}"
-    finally:
-        server.stop()
 
 
 @contextmanager
@@ -154,7 +142,7 @@ def main() -> int:
     args = parser.parse_args()
     logging.getLogger("werkzeug").setLevel(logging.ERROR)  # moto's request log
 
-    with moto() as endpoint:
+    with embedded_moto() as endpoint:
         name = f"kiln-bench-{uuid.uuid4().hex[:8]}"
         clients = make_clients(endpoint_url=endpoint, region="us-east-1")
         ensure_resources(clients, table=name, bucket=name)

@@ -444,19 +444,19 @@ def _mount_rest(app: FastAPI, parts: Kiln) -> None:
         audit(who, "restore", tool)
         return tagged(tool_json(tool), tool)
 
+    async def switch(ref: str, request: Request, enabled: bool) -> JSONResponse:
+        who = await require(request)
+        tool = await call(store.set_enabled, ref, enabled, actor=who.label)
+        audit(who, "enable" if enabled else "disable", tool)
+        return tagged(tool_json(tool), tool)
+
     @app.post("/api/tools/{ref}/enable")
     async def enable_tool(ref: str, request: Request) -> JSONResponse:
-        who = await require(request)
-        tool = await call(store.set_enabled, ref, True, actor=who.label)
-        audit(who, "enable", tool)
-        return tagged(tool_json(tool), tool)
+        return await switch(ref, request, True)
 
     @app.post("/api/tools/{ref}/disable")
     async def disable_tool(ref: str, request: Request) -> JSONResponse:
-        who = await require(request)
-        tool = await call(store.set_enabled, ref, False, actor=who.label)
-        audit(who, "disable", tool)
-        return tagged(tool_json(tool), tool)
+        return await switch(ref, request, False)
 
     @app.post("/api/tools/{ref}/rename")
     async def rename_tool(ref: str, request: Request) -> JSONResponse:
