@@ -343,7 +343,10 @@ def _mount_mcp(app: FastAPI, parts: Kiln, path: str, need: Permission) -> None:
 
 
 def _mount_rest(app: FastAPI, parts: Kiln) -> None:
+    from kiln.protocol.arguments import ValidatorCache, summarize
+
     settings, store = parts.settings, parts.store
+    validators = ValidatorCache()
 
     async def call(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         return await asyncio.to_thread(fn, *args, **kwargs)
@@ -488,6 +491,9 @@ def _mount_rest(app: FastAPI, parts: Kiln) -> None:
         if not isinstance(arguments, dict):
             raise ApiError(422, "invalid_arguments", "arguments: must be a JSON object")
         tool = await call(store.get, ref)
+        problems = validators.problems(tool.head.input_schema, arguments)
+        if problems:
+            raise ApiError(422, "invalid_arguments", summarize(tool.name, problems))
         outcome, result = await parts.backend.execute(
             tool, arguments, time_left_s=time_left_s(request, settings)
         )
