@@ -40,6 +40,11 @@ def cmd_tools_push(args: argparse.Namespace) -> int:
 
     try:
         folders = [folder for root in args.dirs for folder in tool_folders(Path(root))]
+        if not folders:
+            raise FolderError(
+                f"no tool folders in {', '.join(args.dirs)} (a tool folder holds tool.json "
+                "and main.py or main.js)"
+            )
         results = push(HttpTarget(_client(args)), folders)
     except (FolderError, ApiCallError) as error:
         print(f"kiln tools push: {error}", file=sys.stderr)

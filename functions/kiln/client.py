@@ -14,7 +14,7 @@ from kiln.catalog.model import Draft
 
 class ApiCallError(Exception):
     def __init__(self, status: int, message: str) -> None:
-        super().__init__(f"HTTP {status}: {message}")
+        super().__init__(f"HTTP {status}: {message}" if status else message)
         self.status = status
 
 
@@ -50,6 +50,11 @@ class KilnClient:
             except (ValueError, KeyError, TypeError):
                 message = raw.decode("utf-8", "replace")[:500]
             raise ApiCallError(error.code, message) from None
+        except (urllib.error.URLError, OSError) as error:
+            reason = getattr(error, "reason", error)
+            raise ApiCallError(
+                0, f"cannot reach {self.base_url} ({reason}); is the server running? (--url)"
+            ) from None
 
     def tool(self, name: str) -> dict[str, Any] | None:
         try:

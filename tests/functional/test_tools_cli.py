@@ -98,3 +98,31 @@ def test_list_and_call_show_the_tool_and_its_output(
     assert invalid.returncode == 1
     assert "x: must be of type integer" in invalid.stderr
     assert "twenty" not in invalid.stderr
+
+
+def test_an_unreachable_server_gets_a_clear_message_not_a_traceback(tmp_path: Path) -> None:
+    from harness import free_port
+
+    make_tool(tmp_path, "lonely", "print(1)\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("KILN_")}
+    env["KILN_URL"] = f"http://127.0.0.1:{free_port()}"
+    for args in (["tools", "list"], ["tools", "push", str(tmp_path)], ["bundles", "ls"]):
+        done = subprocess.run(
+            [sys.executable, "-m", "kiln.cli", *args],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        assert done.returncode == 1, (args, done.stderr)
+        assert "cannot reach" in done.stderr, (args, done.stderr)
+        assert "Traceback" not in done.stderr
+
+
+def test_pushing_a_directory_without_tool_folders_says_so(
+    kiln_server: RunningKiln, tmp_path: Path
+) -> None:
+    done = kiln(kiln_server, "push", str(tmp_path))
+    assert done.returncode == 1
+    assert "no tool folders" in done.stderr
