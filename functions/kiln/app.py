@@ -6,6 +6,7 @@ import asyncio
 import hashlib
 import json
 import logging
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cached_property
@@ -13,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from fastapi import FastAPI, Request
+from fastapi.middleware.cors import CORSMiddleware
 from fastapi.responses import JSONResponse, Response
 
 import kiln
@@ -211,13 +213,25 @@ def parse_if_match(value: str | None) -> int | None:
     if value is None or not value.strip():
         return None
     text = value.strip().removeprefix("W/").strip('"')
-    if not text.isdigit():
+    if not re.fullmatch(r"[0-9]{1,9}", text):
         raise ApiError(
             400,
             "bad_if_match",
             'If-Match: must be the revision number you read, as its ETag gives it (e.g. "3")',
         )
     return int(text)
+
+
+LOOPBACK_ORIGIN = r"https?://(localhost|127\.0\.0\.1|\[::1\])(:[0-9]+)?"
+CORS_HEADERS = [
+    "Authorization",
+    "Content-Type",
+    "Accept",
+    "If-Match",
+    "MCP-Protocol-Version",
+    "Mcp-Method",
+    "Mcp-Name",
+]
 
 
 class RebindingGuard:
@@ -279,6 +293,16 @@ def create_app(
         openapi_url=None if role == "public" else "/api/openapi.json",
     )
     app.state.kiln = parts
+    # Browsers on an allowed origin may call the API (preflights answered); the guard, added
+    # last and so run first, has already refused every other origin.
+    app.add_middleware(
+        CORSMiddleware,
+        allow_origins=list(settings.allowed_origins),
+        allow_origin_regex=LOOPBACK_ORIGIN if settings.loopback_bind else None,
+        allow_methods=["GET", "POST", "PUT", "DELETE"],
+        allow_headers=CORS_HEADERS,
+        expose_headers=["ETag", "Location", "WWW-Authenticate"],
+    )
     app.add_middleware(
         RebindingGuard,
         allowed_origins=settings.allowed_origins,
@@ -366,7 +390,7 @@ def _mount_rest(app: FastAPI, parts: Kiln) -> None:
             raise ApiError(413, "too_large", f"body: larger than {settings.max_body_bytes} bytes")
         try:
             return json.loads(raw)
-        except (UnicodeDecodeError, json.JSONDecodeError) as error:
+        except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as error:
             where = (
                 f" (line {error.lineno}, column {error.colno})"
                 if isinstance(error, json.JSONDecodeError)
@@ -383,7 +407,7 @@ def _mount_rest(app: FastAPI, parts: Kiln) -> None:
         mount_bundle_routes(
             app,
             parts.bundles,
-            require_author=lambda request: parts.access.require_now(request, "author", ""),
+            require_author=lambda request: parts.access.require(request, "author", ""),
         )
 
     @app.get("/api/health")

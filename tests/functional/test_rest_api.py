@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -11,6 +12,7 @@ import pytest
 
 from conftest import AwsStack
 from harness import RunningKiln
+from kiln.settings import Settings
 
 REPO = Path(__file__).resolve().parents[2]
 # The predecessor's add_vat.json, byte for byte but for its name (add_vat comes with kiln dev).
@@ -277,3 +279,72 @@ def test_a_foreign_host_is_refused_on_a_loopback_bind(kiln_server: RunningKiln) 
     )
     assert mcp.status_code == 421
     assert mcp.json()["error"]["code"] == -32600
+
+
+def test_json_nested_past_the_parser_gets_400_not_500(kiln_server: RunningKiln) -> None:
+    deep = b"[" * 100_000
+    rest = kiln_server.api(
+        "POST", "/api/tools", content=deep, headers={"Content-Type": "application/json"}
+    )
+    assert rest.status_code == 400
+    assert rest.json()["error"]["code"] == "bad_json"
+    mcp = kiln_server.http.post(
+        kiln_server.url + "/mcp", content=deep, headers={"Content-Type": "application/json"}
+    )
+    assert mcp.status_code == 400
+    assert mcp.json()["error"]["code"] == -32700
+
+
+@pytest.mark.parametrize(
+    "value",
+    [b"\xb2", b"9" * 5000, b"-1", b"1.5"],
+    ids=["a non-ASCII digit", "5000 digits", "negative", "decimal"],
+)
+def test_an_if_match_that_is_not_a_revision_number_gets_400(
+    kiln_server: RunningKiln, value: bytes
+) -> None:
+    kiln_server.api("POST", "/api/tools", json=TOOL)
+    response = kiln_server.api("PUT", "/api/tools/greet", headers={"If-Match": value}, json=TOOL)
+    assert response.status_code == 400
+    assert response.json()["error"]["code"] == "bad_if_match"
+
+
+def test_a_deleted_tool_cannot_be_updated_or_restored_through_its_id(
+    kiln_server: RunningKiln,
+) -> None:
+    tool_id = kiln_server.api("POST", "/api/tools", json=TOOL).json()["id"]
+    kiln_server.api("DELETE", "/api/tools/greet")
+    update = kiln_server.api(
+        "PUT", f"/api/tools/id:{tool_id}", headers={"If-Match": '"1"'}, json=TOOL
+    )
+    assert update.status_code == 404
+    assert "deleted" in update.json()["error"]["message"]
+    restore = kiln_server.api(
+        "POST", f"/api/tools/id:{tool_id}/revisions/1/restore", headers={"If-Match": '"1"'}
+    )
+    assert restore.status_code == 404
+    huge = kiln_server.api("GET", f"/api/tools/id:{tool_id}/revisions/{10**12}")
+    assert huge.status_code == 404
+
+
+def test_a_browser_on_an_allowed_origin_gets_its_preflight_answered(
+    make_server: Callable[..., RunningKiln], kiln_settings: Settings
+) -> None:
+    server = make_server(kiln_settings.with_(allowed_origins=("https://app.example",)))
+    preflight = {
+        "Origin": "https://app.example",
+        "Access-Control-Request-Method": "POST",
+        "Access-Control-Request-Headers": "content-type, mcp-protocol-version",
+    }
+    allowed = server.http.options(server.url + "/mcp", headers=preflight)
+    assert allowed.status_code == 200
+    assert allowed.headers["access-control-allow-origin"] == "https://app.example"
+    foreign = server.http.options(
+        server.url + "/mcp", headers={**preflight, "Origin": "https://x.example"}
+    )
+    assert foreign.status_code == 403
+    listed = server.mcp(
+        {"jsonrpc": "2.0", "id": 1, "method": "ping"}, headers={"Origin": "https://app.example"}
+    )
+    assert listed.status_code == 200
+    assert listed.headers["access-control-allow-origin"] == "https://app.example"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import re
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -21,7 +21,7 @@ def _error(status: int, code: str, message: str) -> JSONResponse:
 
 
 def mount_bundle_routes(
-    app: FastAPI, bundles: Bundles, *, require_author: Callable[[Request], Any]
+    app: FastAPI, bundles: Bundles, *, require_author: Callable[[Request], Awaitable[Any]]
 ) -> None:
     """GET /api/bundles, GET /api/bundles/{id}[?log=true], POST /api/bundles/{id}/retry."""
     store = bundles.store
@@ -33,13 +33,13 @@ def mount_bundle_routes(
 
     @app.get("/api/bundles")
     async def list_bundles(request: Request) -> dict[str, Any]:
-        require_author(request)
+        await require_author(request)
         records = await asyncio.to_thread(store.list)
         return {"bundles": [record.to_json() for record in records]}
 
     @app.get("/api/bundles/{bundle_id}", response_model=None)
     async def get_bundle(bundle_id: str, request: Request, log: bool = False) -> Any:
-        require_author(request)
+        await require_author(request)
         if (refused := bad_id(bundle_id)) is not None:
             return refused
         record = await asyncio.to_thread(store.get, bundle_id)
@@ -54,7 +54,7 @@ def mount_bundle_routes(
 
     @app.post("/api/bundles/{bundle_id}/retry", status_code=202, response_model=None)
     async def retry_bundle(bundle_id: str, request: Request) -> Any:
-        require_author(request)
+        await require_author(request)
         if (refused := bad_id(bundle_id)) is not None:
             return refused
         try:

@@ -32,6 +32,7 @@ from botocore.exceptions import ClientError
 from kiln.catalog.model import Draft, Revision, Tool
 
 TRANSACTION_ATTEMPTS = 5
+MAX_REVISION = 99_999_999  # revision sort keys are REV#<8 digits>
 VERSION_KEY = {"pk": {"S": "CATALOG"}, "sk": {"S": "VERSION"}}
 CODE_EXTENSIONS = {"python": "py", "node": "js"}
 
@@ -165,6 +166,8 @@ class CatalogStore:
 
     def revision(self, ref: str, number: int) -> Revision:
         tool = self.get(ref)
+        if not 1 <= number <= MAX_REVISION:
+            raise RevisionNotFoundError(f"tool {tool.name!r} has no revision {number}")
         item = self._ddb.get_item(
             TableName=self.table,
             Key={"pk": _s(f"TOOL#{tool.id}"), "sk": _s(f"REV#{number:08d}")},
@@ -177,6 +180,13 @@ class CatalogStore:
     def code(self, revision: Revision) -> str:
         body = self._s3.get_object(Bucket=self.bucket, Key=revision.code_key)["Body"].read()
         return str(body.decode("utf-8"))
+
+    def _live(self, ref: str) -> Tool:
+        """Like `get`, but a deleted tool (reachable by id) cannot be changed."""
+        tool = self.get(ref)
+        if tool.deleted:
+            raise ToolNotFoundError(f"tool {tool.name!r} was deleted; its history is read-only")
+        return tool
 
     # -- writes ------------------------------------------------------------------------
 
@@ -215,7 +225,7 @@ class CatalogStore:
                 "If-Match: required; send the revision you read (its ETag) so that a change "
                 "made in the meantime is not overwritten"
             )
-        current = self.get(ref)
+        current = self._live(ref)
         if draft.name != current.name:
             raise NameMismatchError(
                 f"name: the body names {draft.name!r} but the path names {current.name!r}; "
@@ -233,7 +243,7 @@ class CatalogStore:
         """Make a new head revision that copies revision `number`."""
         if expected_revision is None:
             raise RevisionRequiredError("If-Match: required; send the revision you read (its ETag)")
-        current = self.get(ref)
+        current = self._live(ref)
         old = self.revision(ref, number)
         self._check_head(current, expected_revision)
         revision = replace(

@@ -97,7 +97,7 @@ class Dispatcher:
         """Answer one POST body (or one stdio line)."""
         try:
             message = load_json(body.decode("utf-8"))
-        except (UnicodeDecodeError, ValueError):
+        except (UnicodeDecodeError, ValueError, RecursionError):  # nested past the parser
             return error_reply(ParseError("Parse error: the body is not valid JSON"))
         if isinstance(message, list):
             return await self._batch(
