@@ -8,6 +8,7 @@ import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from urllib.parse import quote
 
 DEFAULT_URL = "http://127.0.0.1:8000"
 
@@ -96,7 +97,7 @@ def cmd_tools_call(args: argparse.Namespace) -> int:
         return 2
     try:
         body, _ = _client(args).request(
-            "POST", f"/api/tools/{args.name}/run", {"arguments": arguments}
+            "POST", f"/api/tools/{quote(args.name, safe='')}/run", {"arguments": arguments}
         )
     except ApiCallError as error:
         print(f"kiln tools call: {error}", file=sys.stderr)

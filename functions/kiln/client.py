@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import http.client
 import json
 import urllib.error
 import urllib.parse
@@ -10,6 +11,8 @@ from typing import Any
 
 from kiln.catalog.files import draft_from_tool_json, draft_manifest
 from kiln.catalog.model import Draft
+
+DEFAULT_URL = "http://127.0.0.1:8000"
 
 
 class ApiCallError(Exception):
@@ -28,8 +31,11 @@ class KilnClient:
         self, method: str, path: str, body: Any = None, headers: dict[str, str] | None = None
     ) -> tuple[Any, dict[str, str]]:
         data = None if body is None else json.dumps(body).encode()
-        if not self.base_url.startswith(("http://", "https://")):
-            raise ApiCallError(0, f"--url: must start with http:// or https://: {self.base_url}")
+        parts = urllib.parse.urlsplit(self.base_url)
+        if parts.scheme not in ("http", "https") or not parts.netloc:
+            raise ApiCallError(
+                0, f"--url: give a full http(s) URL such as {DEFAULT_URL}, not {self.base_url!r}"
+            )
         request = urllib.request.Request(  # noqa: S310  (scheme checked above)
             self.base_url + path, data=data, method=method
         )
@@ -42,7 +48,7 @@ class KilnClient:
             request.add_header(name, value)
         try:
             with urllib.request.urlopen(request, timeout=self.timeout_s) as response:  # noqa: S310
-                return json.loads(response.read() or b"null"), dict(response.headers)
+                raw, answer_headers = response.read(), dict(response.headers)
         except urllib.error.HTTPError as error:
             raw = error.read()
             try:
@@ -54,6 +60,14 @@ class KilnClient:
             reason = getattr(error, "reason", error)
             raise ApiCallError(
                 0, f"cannot reach {self.base_url} ({reason}); is the server running? (--url)"
+            ) from None
+        except (ValueError, http.client.HTTPException) as error:  # bad port, spaces, ...
+            raise ApiCallError(0, f"--url: {error}") from None
+        try:
+            return json.loads(raw or b"null"), answer_headers
+        except ValueError:
+            raise ApiCallError(
+                0, f"{self.base_url}{path} did not answer JSON; is --url a Kiln server?"
             ) from None
 
     def tool(self, name: str) -> dict[str, Any] | None:

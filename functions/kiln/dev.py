@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import base64
+import fcntl
 import hashlib
 import json
 import logging
@@ -25,7 +26,15 @@ from pathlib import Path
 from typing import Any
 
 from kiln.aws import AwsClients, ensure_resources, make_clients
-from kiln.catalog.files import FolderError, PushResult, StoreTarget, push, tool_folders
+from kiln.catalog.files import (
+    FolderError,
+    PushResult,
+    StoreTarget,
+    draft_digest,
+    push,
+    read_folder,
+    tool_folders,
+)
 from kiln.catalog.store import CatalogStore
 from kiln.settings import Settings
 
@@ -153,8 +162,12 @@ class StateMirror:
         """Write the current state if it changed; True when something was written."""
         with self._lock:
             items = self._scan()
-            keys = self._object_keys()
-            index = {key: hashlib.sha256(key.encode()).hexdigest() for key in keys}
+            # A file is saved under a name made of its key and its ETag, so an object
+            # overwritten under the same key is saved again (and its old copy cleaned up).
+            index = {
+                key: hashlib.sha256(f"{key}\0{etag}".encode()).hexdigest()
+                for key, etag in self._objects()
+            }
             fingerprint = self._snapshot_fingerprint(items, index)
             if fingerprint == self._fingerprint:
                 return False
@@ -203,15 +216,15 @@ class StateMirror:
         items.sort(key=lambda item: (item["pk"]["S"], item["sk"]["S"]))
         return items
 
-    def _object_keys(self) -> list[str]:
-        keys: list[str] = []
+    def _objects(self) -> list[tuple[str, str]]:
+        found: list[tuple[str, str]] = []
         for page in self.clients.s3.get_paginator("list_objects_v2").paginate(Bucket=self.bucket):
-            keys.extend(obj["Key"] for obj in page.get("Contents", []))
-        return keys
+            found.extend((obj["Key"], obj["ETag"]) for obj in page.get("Contents", []))
+        return found
 
     @staticmethod
     def _snapshot_fingerprint(items: list[dict[str, Any]], index: dict[str, str]) -> str:
-        blob = json.dumps([items, sorted(index)], sort_keys=True).encode()
+        blob = json.dumps([items, sorted(index.items())], sort_keys=True).encode()
         return base64.b16encode(hashlib.sha256(blob).digest()).decode()
 
 
@@ -246,11 +259,20 @@ class ShutdownHook:
                 return
 
 
+class StateInUseError(RuntimeError):
+    """Another kiln process owns the state directory's emulator."""
+
+
 @contextmanager
 def local_stack(
-    args: argparse.Namespace, settings: Settings
+    args: argparse.Namespace, settings: Settings, *, share: bool = False
 ) -> Iterator[tuple[Settings, AwsClients, Callable[[], None]]]:
-    """The AWS side of a local run: the emulator with mirrored state, or the environment's AWS."""
+    """The AWS side of a local run: the emulator with mirrored state, or the environment's AWS.
+
+    One process at a time owns a state directory (a file lock): two emulators loading and
+    saving the same files would undo each other's writes. With `share`, a second process
+    (`kiln stdio` beside `kiln dev`) uses the owner's emulator instead of starting its own.
+    """
     state_dir = Path(args.state_dir)
     if args.aws or settings.endpoint_url:
         clients = make_clients(
@@ -259,24 +281,53 @@ def local_stack(
         ensure_resources(clients, table=settings.table, bucket=settings.bucket)
         yield settings, clients, lambda: None
         return
-    with embedded_moto() as endpoint:
-        settings = settings.with_(endpoint_url=endpoint, region=settings.region or "us-east-1")
-        clients = make_clients(endpoint_url=endpoint, region=settings.region)
-        ensure_resources(clients, table=settings.table, bucket=settings.bucket)
-        mirror = StateMirror(clients, settings.table, settings.bucket, state_dir / "aws")
-        mirror.restore()
-        mirror.start()
+    state_dir.mkdir(parents=True, exist_ok=True)
+    endpoint_file = state_dir / "endpoint"
+    with (state_dir / "lock").open("a") as lock:
         try:
-            yield settings, clients, mirror.stop
-        finally:
-            mirror.stop()
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            if not share or not endpoint_file.is_file():
+                raise StateInUseError(
+                    f"{state_dir} is in use by another kiln process (kiln dev?); stop it, "
+                    "or give this one another --state-dir"
+                ) from None
+            endpoint = endpoint_file.read_text("utf-8").strip()
+            region = settings.region or "us-east-1"
+            clients = make_clients(endpoint_url=endpoint, region=region)
+            yield settings.with_(endpoint_url=endpoint, region=region), clients, lambda: None
+            return
+        with embedded_moto() as endpoint:
+            settings = settings.with_(endpoint_url=endpoint, region=settings.region or "us-east-1")
+            clients = make_clients(endpoint_url=endpoint, region=settings.region)
+            ensure_resources(clients, table=settings.table, bucket=settings.bucket)
+            mirror = StateMirror(clients, settings.table, settings.bucket, state_dir / "aws")
+            mirror.restore()
+            mirror.start()
+            endpoint_file.write_text(endpoint, "utf-8")
+            try:
+                yield settings, clients, mirror.stop
+            finally:
+                endpoint_file.unlink(missing_ok=True)
+                mirror.stop()
 
 
 def load_tool_folders(store: CatalogStore, args: argparse.Namespace) -> list[PushResult]:
+    """Push the tool folders that changed since the last start.
+
+    A folder that is as it was when last loaded is left alone, so what was changed through
+    the API since (an edit, a disable, a delete, a rename) survives a restart.
+    """
     roots = [] if args.no_examples or not DEFAULT_EXAMPLES.is_dir() else [DEFAULT_EXAMPLES]
     roots += [Path(d) for d in args.tools]
     folders = [folder for root in roots for folder in tool_folders(root)]
-    return push(StoreTarget(store, actor="kiln dev"), folders)
+    record = Path(args.state_dir) / "loaded.json"
+    loaded = json.loads(record.read_text("utf-8")) if record.is_file() else {}
+    results = push(StoreTarget(store, actor="kiln dev"), folders, unchanged_since=loaded)
+    digests = {draft.name: draft_digest(draft) for draft in map(read_folder, folders)}
+    record.parent.mkdir(parents=True, exist_ok=True)
+    _atomic_write(record, json.dumps({**loaded, **digests}, indent=2).encode())
+    return results
 
 
 def _local_env() -> None:
@@ -318,7 +369,7 @@ def run_dev(args: argparse.Namespace) -> int:
                 lifespan="on",
             )
             uvicorn.Server(config).run()
-    except FolderError as error:
+    except (FolderError, StateInUseError) as error:
         print(f"kiln dev: {error}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:  # uvicorn re-raises Ctrl-C once it has shut down cleanly
@@ -343,17 +394,38 @@ def run_stdio(args: argparse.Namespace) -> int:
         loop = asyncio.get_running_loop()
         reader = asyncio.StreamReader()
         await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin)
-        transport, protocol = await loop.connect_write_pipe(
-            asyncio.streams.FlowControlMixin, sys.stdout
-        )
-        writer = asyncio.StreamWriter(transport, protocol, reader, loop)
+        writer: Any
+        try:
+            transport, protocol = await loop.connect_write_pipe(
+                asyncio.streams.FlowControlMixin, sys.stdout
+            )
+            writer = asyncio.StreamWriter(transport, protocol, reader, loop)
+        except ValueError:  # stdout is a regular file, not a pipe: plain blocking writes
+            writer = _FileWriter(sys.stdout.buffer)
         await serve_stdio(endpoint, reader, writer, CallContext(time_left_s=budget_s))
 
-    with local_stack(args, settings) as (settings, clients, _):
-        parts = build_kiln(settings, clients=clients)
-        load_tool_folders(parts.store, args)
-        asyncio.run(serve(parts.endpoint, settings.local_time_budget_s))
+    try:
+        with local_stack(args, settings, share=True) as (settings, clients, _):
+            parts = build_kiln(settings, clients=clients)
+            load_tool_folders(parts.store, args)
+            asyncio.run(serve(parts.endpoint, settings.local_time_budget_s))
+    except (FolderError, StateInUseError) as error:
+        print(f"kiln stdio: {error}", file=sys.stderr)
+        return 1
     return 0
+
+
+class _FileWriter:
+    """The two StreamWriter methods `serve_stdio` uses, over a plain binary file."""
+
+    def __init__(self, stream: Any) -> None:
+        self._stream = stream
+
+    def write(self, data: bytes) -> None:
+        self._stream.write(data)
+
+    async def drain(self) -> None:
+        self._stream.flush()
 
 
 def _configure_logging(level: int) -> None:

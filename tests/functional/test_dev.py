@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -115,3 +116,90 @@ def test_kiln_dev_lists_add_vat_and_calling_it_returns_the_seed_numbers(tmp_path
     text = called["result"]["content"][0]["text"]
     assert '"gross": "119.99"' in text
     assert '"vat": "20.00"' in text
+
+
+def dev_env() -> dict[str, str]:
+    return {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "KILN_"))}
+
+
+def test_changes_made_through_the_api_to_folder_tools_survive_a_restart(tmp_path: Path) -> None:
+    folders = tmp_path / "tools"
+    for name in ("one", "two", "three"):
+        (folders / name).mkdir(parents=True)
+        (folders / name / "tool.json").write_text('{"description": "Echo."}')
+        (folders / name / "main.py").write_text(f"print({name!r})\n")
+    auth = {"Authorization": f"Bearer {KEY}"}
+    port = free_port()
+    state = tmp_path / "state"
+    args = ("--no-examples", "--tools", str(folders))
+    with kiln_dev(state, port, *args) as url:
+        one = httpx.get(url + "/api/tools/one", headers=auth).json()
+        edited = {**one, "description": "Edited through the API."}
+        put = httpx.put(url + "/api/tools/one", json=edited, headers={**auth, "If-Match": '"1"'})
+        assert put.status_code == 200, put.text
+        assert httpx.post(url + "/api/tools/two/disable", headers=auth).status_code == 200
+        assert httpx.delete(url + "/api/tools/three", headers=auth).status_code == 200
+    (folders / "two" / "main.py").write_text("print('two, edited on disk')\n")
+    with kiln_dev(state, port, *args) as url:
+        tools = {t["name"]: t for t in httpx.get(url + "/api/tools", headers=auth).json()["tools"]}
+    assert tools["one"]["description"] == "Edited through the API."
+    assert tools["one"]["revision"] == 2
+    assert "three" not in tools  # deleted stays deleted
+    assert tools["two"]["revision"] == 2  # its folder changed on disk, so it was updated
+
+
+def test_a_second_kiln_dev_on_the_same_state_is_refused_and_kiln_stdio_shares_it(
+    tmp_path: Path,
+) -> None:
+    auth = {"Authorization": f"Bearer {KEY}"}
+    with kiln_dev(tmp_path, free_port(), "--no-examples") as url:
+        tool = {"name": "shared", "description": "d", "language": "python", "code": "print(7)\n"}
+        assert httpx.post(url + "/api/tools", json=tool, headers=auth).status_code == 201
+        second = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "kiln.cli",
+                "dev",
+                "--port",
+                str(free_port()),
+                "--state-dir",
+                str(tmp_path),
+                "--no-examples",
+            ],
+            env=dev_env(),
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        assert second.returncode == 1
+        assert "in use by another kiln process" in second.stderr
+        request = {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "tools/call",
+            "params": {"name": "shared", "arguments": {}},
+        }
+        out = tmp_path / "stdio.out"
+        with out.open("wb") as sink:  # a regular file, not a pipe
+            stdio = subprocess.run(
+                [
+                    sys.executable,
+                    "-m",
+                    "kiln.cli",
+                    "stdio",
+                    "--state-dir",
+                    str(tmp_path),
+                    "--no-examples",
+                ],
+                input=(json.dumps(request) + "\n").encode(),
+                env=dev_env(),
+                stdout=sink,
+                stderr=subprocess.PIPE,
+                timeout=60,
+                check=False,
+            )
+        assert stdio.returncode == 0, stdio.stderr
+        answer = json.loads(out.read_text().splitlines()[0])
+        assert answer["result"]["content"][0]["text"] == "7"

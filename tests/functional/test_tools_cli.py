@@ -126,3 +126,18 @@ def test_pushing_a_directory_without_tool_folders_says_so(
     done = kiln(kiln_server, "push", str(tmp_path))
     assert done.returncode == 1
     assert "no tool folders" in done.stderr
+
+
+def test_a_malformed_url_gets_a_clear_message_not_a_traceback() -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("KILN_")}
+    for url in ("http://127.0.0.1:notaport", "http://host/x y", "http://", "ftp://x"):
+        done = subprocess.run(
+            [sys.executable, "-m", "kiln.cli", "tools", "list", "--url", url],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        assert done.returncode == 1, (url, done.stderr)
+        assert done.stderr.startswith("kiln tools list: --url:"), (url, done.stderr)

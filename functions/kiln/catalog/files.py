@@ -10,6 +10,7 @@ same fields as the REST API, except `code`, which is the script file.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass
@@ -46,6 +47,8 @@ def read_folder(folder: Path) -> Draft:
     """The checked draft a tool folder describes; FolderError names the folder and field."""
     try:
         manifest = json.loads((folder / MANIFEST).read_text("utf-8"))
+    except UnicodeDecodeError:
+        raise FolderError(f"{folder / MANIFEST}: not UTF-8 text") from None
     except json.JSONDecodeError as error:
         raise FolderError(
             f"{folder / MANIFEST}: not valid JSON ({error.msg}, line {error.lineno})"
@@ -62,7 +65,10 @@ def read_folder(folder: Path) -> Draft:
         )
     language = "python" if scripts[0] == "main.py" else "node"
     payload = {"name": folder.name, "language": language, **manifest}
-    payload["code"] = (folder / scripts[0]).read_text("utf-8")
+    try:
+        payload["code"] = (folder / scripts[0]).read_text("utf-8")
+    except UnicodeDecodeError:
+        raise FolderError(f"{folder / scripts[0]}: not UTF-8 text") from None
     try:
         return check_draft(payload)
     except RuleError as error:
@@ -109,11 +115,23 @@ class PushResult:
     action: Action
 
 
-def push(target: SyncTarget, folders: Iterable[Path]) -> list[PushResult]:
+def draft_digest(draft: Draft) -> str:
+    """A fingerprint of everything a folder defines (what `unchanged_since` compares)."""
+    text = json.dumps({**draft_manifest(draft), "code": draft.code}, sort_keys=True)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def push(
+    target: SyncTarget,
+    folders: Iterable[Path],
+    *,
+    unchanged_since: Mapping[str, str] | None = None,
+) -> list[PushResult]:
     """Create or update a tool per folder; tools whose folder did not change stay untouched.
 
     Every folder is read and checked before anything is written, so one bad folder means
-    nothing is pushed.
+    nothing is pushed. A folder whose digest equals `unchanged_since[name]` is skipped
+    without looking at the catalog at all.
     """
     drafts = [read_folder(folder) for folder in folders]
     names = [draft.name for draft in drafts]
@@ -122,6 +140,9 @@ def push(target: SyncTarget, folders: Iterable[Path]) -> list[PushResult]:
         raise FolderError(f"two folders define the same tool name: {', '.join(duplicates)}")
     results = []
     for draft in drafts:
+        if unchanged_since and unchanged_since.get(draft.name) == draft_digest(draft):
+            results.append(PushResult(draft.name, "unchanged"))
+            continue
         existing = target.current(draft.name)
         if existing is None:
             target.create(draft)
@@ -162,6 +183,7 @@ __all__ = [
     "StoreTarget",
     "SyncTarget",
     "Violation",
+    "draft_digest",
     "draft_from_tool_json",
     "push",
     "read_folder",
