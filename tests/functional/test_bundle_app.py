@@ -256,3 +256,25 @@ def test_ten_concurrent_first_calls_on_a_fresh_server_unpack_once(
     assert len(downloads) == 1
     assert fresh.parts.bundles is not None
     assert fresh.parts.bundles.cache.unpacks == 1
+
+
+def test_a_refused_save_starts_no_build(
+    make_server: Callable[..., RunningKiln], kiln_settings: Settings
+) -> None:
+    server, worker = start(make_server, kiln_settings)
+    try:
+        plain = {**HUMANIZE, "requirements": [], "name": "taken"}
+        assert server.api("POST", "/api/tools", json=plain).status_code == 201
+        clash = server.api("POST", "/api/tools", json={**HUMANIZE, "name": "taken"})
+        assert clash.status_code == 409
+        stale = server.api(
+            "PUT",
+            "/api/tools/taken",
+            json={**HUMANIZE, "name": "taken"},
+            headers={"If-Match": '"9"'},
+        )
+        assert stale.status_code == 412
+        assert server.api("GET", "/api/bundles").json()["bundles"] == []
+        assert worker.builds_started == 0
+    finally:
+        worker.stop()

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from kiln.bundles.cache import DEFAULT_BUDGET_BYTES, BundleCache
-from kiln.bundles.identity import default_target
+from kiln.bundles.identity import bundle_id, default_target
 from kiln.bundles.scheduler import (
     BuildScheduler,
     LambdaBuildScheduler,
@@ -53,6 +53,10 @@ class Bundles:
         return self.node_target if language == "node" else self.python_target
 
     # -- catalog save hook (kiln.catalog.store.BundleHook) ----------------------------------
+
+    def identify(self, language: str, requirements: tuple[str, ...]) -> str | None:
+        """The bundle id a tool with these requirements uses, computed without side effects."""
+        return bundle_id(language, self.target_for(language), requirements)
 
     def prepare(self, language: str, requirements: tuple[str, ...]) -> str | None:
         """The bundle id for a tool being saved; starts its build if it is not built yet."""

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import random
 import time
 import uuid
@@ -31,6 +32,7 @@ from botocore.exceptions import ClientError
 
 from kiln.catalog.model import Draft, Revision, Tool
 
+log = logging.getLogger("kiln.catalog")
 TRANSACTION_ATTEMPTS = 5
 MAX_REVISION = 99_999_999  # revision sort keys are REV#<8 digits>
 VERSION_KEY = {"pk": {"S": "CATALOG"}, "sk": {"S": "VERSION"}}
@@ -68,8 +70,12 @@ class NameMismatchError(CatalogError):
 
 
 class BundleHook(Protocol):
+    def identify(self, language: str, requirements: tuple[str, ...]) -> str | None:
+        """The bundle id for these requirements (no side effects); None when none is needed."""
+        ...
+
     def prepare(self, language: str, requirements: tuple[str, ...]) -> str | None:
-        """Return the bundle id for these requirements, scheduling its build if it is new."""
+        """Make sure that bundle exists or is being built; called once a save has committed."""
         ...
 
 
@@ -214,6 +220,7 @@ class CatalogStore:
             if _cancel_codes(error)[:1] == ["ConditionalCheckFailed"]:
                 raise NameTakenError(f"name: a tool named {draft.name!r} already exists") from None
             raise
+        self._prepare_bundle(revision)
         return tool
 
     def update(
@@ -360,7 +367,7 @@ class CatalogStore:
             ChecksumAlgorithm="SHA256",
         )
         bundle_id = (
-            self._bundles.prepare(draft.language, draft.requirements)
+            self._bundles.identify(draft.language, draft.requirements)
             if self._bundles is not None and draft.requirements
             else None
         )
@@ -427,7 +434,17 @@ class CatalogStore:
                     current=current,
                 ) from None
             raise
+        self._prepare_bundle(revision)
         return replace(tool, head=revision, enabled=enabled, updated_at=now)
+
+    def _prepare_bundle(self, revision: Revision) -> None:
+        # Only after the write committed: a refused save must not start a build.
+        if self._bundles is None or revision.bundle_id is None:
+            return
+        try:
+            self._bundles.prepare(revision.language, revision.requirements)
+        except Exception:  # the tool is saved; its calls will say the bundle is missing
+            log.exception("could not start the bundle build for %s", revision.bundle_id)
 
     def _tool_item(self, tool: Tool) -> dict[str, Any]:
         return {
