@@ -10,7 +10,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from urllib.parse import quote
 
-DEFAULT_URL = "http://127.0.0.1:8000"
+from kiln.auth.cli import register as register_auth
+from kiln.bundles.cli import register as register_bundles
+from kiln.settings import LOCAL_URL
 
 
 def _client(args: argparse.Namespace):  # type: ignore[no-untyped-def]
@@ -142,7 +144,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
 
     def remote(sub: argparse.ArgumentParser) -> argparse.ArgumentParser:
-        sub.add_argument("--url", default=os.environ.get("KILN_URL", DEFAULT_URL))
+        sub.add_argument("--url", default=os.environ.get("KILN_URL", LOCAL_URL))
         sub.add_argument("--key", default=None, help="author key (default: KILN_AUTHOR_KEY)")
         sub.add_argument("--state-dir", default=".kiln", help=argparse.SUPPRESS)
         return sub
@@ -159,12 +161,8 @@ def build_parser() -> argparse.ArgumentParser:
     call.add_argument("--args", default="{}", help="arguments as a JSON object")
     call.set_defaults(func=cmd_tools_call)
 
-    for module in ("kiln.bundles.cli", "kiln.auth.cli"):
-        try:
-            register = __import__(module, fromlist=["register"]).register
-        except ImportError:
-            continue
-        register(commands)
+    register_bundles(commands)
+    register_auth(commands)
     return parser
 
 

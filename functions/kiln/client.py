@@ -11,8 +11,7 @@ from typing import Any
 
 from kiln.catalog.files import draft_from_tool_json, draft_manifest
 from kiln.catalog.model import Draft
-
-DEFAULT_URL = "http://127.0.0.1:8000"
+from kiln.settings import LOCAL_URL
 
 
 class ApiCallError(Exception):
@@ -34,7 +33,7 @@ class KilnClient:
         parts = urllib.parse.urlsplit(self.base_url)
         if parts.scheme not in ("http", "https") or not parts.netloc:
             raise ApiCallError(
-                0, f"--url: give a full http(s) URL such as {DEFAULT_URL}, not {self.base_url!r}"
+                0, f"--url: give a full http(s) URL such as {LOCAL_URL}, not {self.base_url!r}"
             )
         request = urllib.request.Request(  # noqa: S310  (scheme checked above)
             self.base_url + path, data=data, method=method

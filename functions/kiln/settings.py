@@ -10,6 +10,7 @@ from pathlib import Path
 from kiln.auth.settings import AuthSettings
 
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
+LOCAL_URL = "http://127.0.0.1:8000"  # where `kiln dev` serves by default
 
 
 def _bool(value: str | None, default: bool) -> bool:

@@ -84,15 +84,6 @@ class AccessControl:
             base_url=base,
         )
 
-    def require_now(self, request: Request, need: Permission, resource_path: str) -> Principal:
-        """`require` for synchronous callers; blocks on a key lookup the cache cannot answer."""
-        return self.authenticator.authenticate(
-            request.headers.get("authorization"),
-            need=need,
-            resource_path=resource_path,
-            base_url=self.base_url(request),
-        )
-
     def metadata_response(self, request: Request) -> Response:
         resource_path = resource_path_for(request.url.path)
         if resource_path is None:

@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 from typing import Any, TextIO
 
-DEFAULT_URL = "http://127.0.0.1:8000"
+from kiln.settings import LOCAL_URL
 
 
 class Progress:
@@ -291,7 +291,7 @@ def register(subparsers: Any) -> None:
     commands = bundles.add_subparsers(dest="bundles_command", required=True)
 
     def source(sub: argparse.ArgumentParser) -> argparse.ArgumentParser:
-        sub.add_argument("--url", default=os.environ.get("KILN_URL", DEFAULT_URL))
+        sub.add_argument("--url", default=os.environ.get("KILN_URL", LOCAL_URL))
         sub.add_argument("--key", default=None, help="author key (default: KILN_AUTHOR_KEY)")
         sub.add_argument("--state-dir", default=".kiln", help=argparse.SUPPRESS)
         sub.add_argument(

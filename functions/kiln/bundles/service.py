@@ -71,9 +71,6 @@ class Bundles:
         """The unpacked folder, pinned while the block runs; raises BundleError if unusable."""
         return self.cache.use(bundle_id)
 
-    def path_for(self, bundle_id: str) -> Path:
-        return self.cache.path_for(bundle_id)
-
     # -- REST and CLI views ------------------------------------------------------------------
 
     def summary(self, bundle_id: str | None) -> dict[str, Any] | None:
