@@ -140,9 +140,7 @@ def private_uid_range(size: int = 64) -> tuple[int, int]:
 def test_settings(work_root: Path, shared: Path) -> RunnerSettings:
     """Runner settings for a test: its own uid range, and a directory runs share with it."""
     shared.chmod(0o1777)  # runs of other uids write pid files here
-    return RunnerSettings(
-        work_root=work_root, run_uids=private_uid_range(), shared_dirs=(shared,)
-    )
+    return RunnerSettings(work_root=work_root, run_uids=private_uid_range(), shared_dirs=(shared,))
 
 
 @pytest.fixture(name="harness")

@@ -80,6 +80,26 @@ def mark_as_run() -> None:
     )
 
 
+# CAP_CHOWN, CAP_KILL, CAP_SETGID, CAP_SETUID: what giving each run its own uid takes.
+UID_SWITCH_CAPABILITIES = (0, 5, 6, 7)
+
+
+def can_switch_uid() -> bool:
+    """True when this process may run scripts as other uids (root with its capabilities).
+
+    Root without capabilities (a container started with them dropped) is no better placed
+    than Lambda's one unprivileged uid, and is treated the same way.
+    """
+    if os.geteuid() != 0:
+        return False
+    try:
+        with open("/proc/self/status", "rb") as f:
+            effective = next(int(line.split()[1], 16) for line in f if line.startswith(b"CapEff:"))
+    except (OSError, StopIteration, ValueError):
+        return False
+    return all(effective >> bit & 1 for bit in UID_SWITCH_CAPABILITIES)
+
+
 def seccomp_filters(pid: int | str) -> int | None:
     """How many seccomp filters a process carries; None when it is gone or /proc cannot say."""
     try:

@@ -125,7 +125,7 @@ class Runner:
 
     def __init__(self, settings: RunnerSettings | None = None) -> None:
         self.settings = settings = settings or RunnerSettings()
-        root = os.geteuid() == 0
+        root = contain.can_switch_uid()
         self._uids: UidPool | None = None
         if root and settings.run_uids is not None:
             self._uids = UidPool(*settings.run_uids, settings.uid_lock_dir)
