@@ -24,10 +24,10 @@ from kiln.protocol.content import (
     ContentShapeError,
     claims_shape,
     for_version,
-    load_json,
     parse_shape,
 )
-from kiln.protocol.errors import InternalError, InvalidParamsError, RequestId
+from kiln.protocol.errors import InternalError, InvalidParamsError, RequestId, clip
+from kiln.protocol.jsontext import load_json, lone_surrogate_path, may_hold_surrogates
 from kiln.protocol.wire import MODERN_VERSIONS, at_least, structured_allowed
 
 log = logging.getLogger(__name__)
@@ -82,7 +82,7 @@ class ToolCaller:
             log.exception("backend.get_tool failed for %s", name)
             raise InternalError("Internal error", request_id=request_id) from exc
         if tool is None:
-            raise InvalidParamsError(f"Unknown tool: {name}", request_id=request_id)
+            raise InvalidParamsError(f"Unknown tool: {clip(name)}", request_id=request_id)
 
         arguments = params.get("arguments", {})
         if not isinstance(arguments, dict):
@@ -111,6 +111,13 @@ class ToolCaller:
         if outcome.is_error:
             return result([text_block(outcome.text)], is_error=True)
         parsed = _try_json(outcome.stdout)
+        where = lone_surrogate_path(parsed) if may_hold_surrogates(outcome.stdout) else None
+        if where is not None:
+            return tool_error(
+                f"Tool '{tool.name}' printed JSON whose {where} holds a \\u escape for a lone "
+                "UTF-16 surrogate, which is not valid Unicode; it must print the character "
+                "itself or a valid surrogate pair."
+            )
         if claims_shape(parsed):
             return self._content_result(tool, outcome, parsed, version)
         if not structured_allowed(version, tool):

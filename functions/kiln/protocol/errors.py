@@ -23,6 +23,18 @@ from mcp_types.jsonrpc import ErrorData, JSONRPCError
 
 RequestId = int | str | None
 
+_SHOWN_CHARS = 64
+
+
+def clip(value: str, limit: int = _SHOWN_CHARS) -> str:
+    """A caller-sent string for a message: enough to identify it, never all of it."""
+    return value if len(value) <= limit else value[:limit] + "…"
+
+
+def shown(value: str, limit: int = _SHOWN_CHARS) -> str:
+    """`clip`, quoted."""
+    return repr(clip(value, limit))
+
 
 class ProtocolError(Exception):
     """Base: a request the protocol layer refuses. `request_id` is echoed when known."""
