@@ -26,6 +26,7 @@ from referencing.jsonschema import DRAFT202012
 
 from kiln.auth.secrets import InvalidSecretError, check_secret_name
 from kiln.catalog.model import ANNOTATION_HINTS, Draft, Language
+from kiln.safe_schema import pattern_problem
 
 __all__ = [
     "RuleError",
@@ -674,6 +675,27 @@ def _metaschema_violations(field: str, schema: Mapping[str, Any]) -> list[Violat
     return found
 
 
+def _pattern_violations(field: str, schema: Mapping[str, Any]) -> list[Violation]:
+    """Patterns RE2 cannot evaluate (in linear time) are refused here, not left to stall calls."""
+    found: list[Violation] = []
+    for where, node in _schema_nodes(schema, {}):
+        places: list[tuple[tuple[str | int, ...], object]] = [
+            ((*where, "pattern"), node.get("pattern"))
+        ]
+        keyed = node.get("patternProperties")
+        if isinstance(keyed, Mapping):
+            places += [((*where, "patternProperties", key), key) for key in keyed]
+        for place, pattern in places:
+            why = pattern_problem(pattern) if isinstance(pattern, str) else None
+            if why is not None:
+                text = (
+                    "must be a regular expression RE2 can evaluate (no lookaround or "
+                    f"backreferences), which keeps every check linear in time; RE2 says: {why}"
+                )
+                found.append(_violation(_path(field, place), "pattern", text))
+    return found[:MAX_SCHEMA_REPORTS]
+
+
 def _is_dialect(value: object) -> bool:
     return isinstance(value, str) and value.rstrip("#") == DIALECT and value.count("#") <= 1
 
@@ -922,7 +944,7 @@ def _schema_text_violations(field: str, text: str) -> tuple[Violation, ...]:
         )
     if "$schema" in schema and not _is_dialect(schema["$schema"]):
         return (_violation(f"{field}.$schema", "dialect", f"must be left out or be {DIALECT}"),)
-    problems = _metaschema_violations(field, schema)
+    problems = _metaschema_violations(field, schema) or _pattern_violations(field, schema)
     if problems:
         return tuple(problems)
     if schema.get("type") != "object":

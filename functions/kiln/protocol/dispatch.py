@@ -92,7 +92,7 @@ class Dispatcher:
         self._modern = ModernEra(settings)
         codec = CursorCodec(settings.cursor_secret or os.urandom(32))
         self._lister = ToolLister(codec, page_size=settings.page_size, ttl_ms=settings.list_ttl_ms)
-        self._caller = ToolCaller(backend)
+        self._caller = ToolCaller(backend, budget_s=settings.schema_budget_s)
         self._legacy_methods: dict[str, Handler] = {
             "initialize": self._initialize,
             "ping": self._ping,
