@@ -68,6 +68,11 @@ class ViewCatalog:
         self._revisions: OrderedDict[tuple[str, int], Revision] = OrderedDict()
         self._revision_cache = revision_cache
 
+    def views_ready(self, version: int) -> dict[str, View] | None:
+        """What `views_at` would answer, if it needs no I/O; else None."""
+        with self._lock:
+            return self._views if version == self._version else None
+
     def views_at(self, version: int) -> dict[str, View]:
         """Every view as of catalog `version` (blocking: one query when the version moved)."""
         with self._lock:
