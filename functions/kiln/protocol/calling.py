@@ -27,7 +27,13 @@ from kiln.protocol.content import (
     for_version,
     parse_shape,
 )
-from kiln.protocol.errors import InternalError, InvalidParamsError, RequestId, clip
+from kiln.protocol.errors import (
+    InternalError,
+    InvalidParamsError,
+    ProtocolError,
+    RequestId,
+    clip,
+)
 from kiln.protocol.jsontext import load_json, lone_surrogate_path, may_hold_surrogates
 from kiln.protocol.wire import MODERN_VERSIONS, at_least, structured_allowed
 
@@ -116,6 +122,9 @@ class ToolCaller:
 
         try:
             outcome = await self._backend.call_tool(tool, arguments, ctx)
+        except ProtocolError as error:  # a refusal the backend decided (a spent quota)
+            error.request_id = request_id
+            raise
         except Exception as exc:
             log.exception("backend.call_tool failed for %s", name)
             raise InternalError("Internal error", request_id=request_id) from exc
