@@ -48,6 +48,7 @@ def tool_view(tool: Tool) -> ToolView:
         output_schema=head.output_schema,
         annotations=head.annotations,
         updated_at=tool.updated_at,
+        task_support=head.task,
     )
 
 
@@ -80,6 +81,14 @@ class CatalogBackend:
     async def get_tool(self, name: str, ctx: CallContext) -> ToolView | None:
         tool = (await self._snapshots.fresh()).tools.get(name)
         return tool_view(tool) if tool is not None and tool.enabled else None
+
+    async def find(self, name: str) -> Tool | None:
+        """The enabled catalog tool with this name, read fresh (the task worker's lookup)."""
+        tool = (await self._snapshots.fresh()).tools.get(name)
+        return tool if tool is not None and tool.enabled else None
+
+    def view(self, tool: Tool) -> ToolView:
+        return tool_view(tool)
 
     async def call_tool(
         self, tool: ToolView, arguments: Mapping[str, Any], ctx: CallContext

@@ -171,6 +171,7 @@ def draft_from_tool_json(body: Mapping[str, Any], code: str) -> Draft:
             "timeout_seconds",
             "enabled",
             "secrets",
+            "task",
         )
         if body.get(key) is not None
     }
@@ -207,6 +208,7 @@ def draft_of(tool: Tool, code: str) -> Draft:
         timeout_seconds=head.timeout_seconds,
         enabled=tool.enabled,
         secrets=head.secrets,
+        task=head.task,
     )
 
 

@@ -388,6 +388,7 @@ class CatalogStore:
             created_at=now,
             created_by=actor,
             secrets=draft.secrets,
+            task=draft.task,
         )
 
     def _check_head(self, tool: Tool, expected: int) -> None:
