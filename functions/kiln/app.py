@@ -120,7 +120,7 @@ class Kiln:
             starter = LambdaStarter(client, config.worker_function)
         else:
             starter = LocalPool(self.task_worker, max_running=config.max_running_per_process)
-        return TaskService(self.task_store, starter, config)
+        return TaskService(self.task_store, starter, config, self.backend)
 
     @property
     def cursor_secret(self) -> bytes:
@@ -230,6 +230,7 @@ def revision_fields(revision: Revision) -> dict[str, Any]:
         "bundle_id": revision.bundle_id,
         "secrets": list(revision.secrets),  # names only; values are never returned
         "task": revision.task,
+        "tags": list(revision.tags),
     }
 
 

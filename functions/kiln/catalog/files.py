@@ -84,6 +84,10 @@ def draft_manifest(draft: Draft) -> dict[str, Any]:
         data["secrets"] = list(draft.secrets)
     else:
         data.pop("secrets")
+    if draft.tags:
+        data["tags"] = list(draft.tags)
+    else:
+        data.pop("tags")
     return {key: value for key, value in data.items() if value is not None}
 
 
@@ -172,6 +176,7 @@ def draft_from_tool_json(body: Mapping[str, Any], code: str) -> Draft:
             "enabled",
             "secrets",
             "task",
+            "tags",
         )
         if body.get(key) is not None
     }
@@ -209,6 +214,7 @@ def draft_of(tool: Tool, code: str) -> Draft:
         enabled=tool.enabled,
         secrets=head.secrets,
         task=head.task,
+        tags=head.tags,
     )
 
 

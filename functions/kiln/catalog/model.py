@@ -35,6 +35,7 @@ class Draft:
     enabled: bool = True
     secrets: tuple[str, ...] = ()  # names of the per-tool secrets the script reads from its env
     task: TaskMode | None = None
+    tags: tuple[str, ...] = ()  # short labels that views select tools by
 
 
 @dataclass(frozen=True)
@@ -59,6 +60,7 @@ class Revision:
     restored_from: int | None = None
     secrets: tuple[str, ...] = ()  # declared secret names (values live in SSM, never here)
     task: TaskMode | None = None
+    tags: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

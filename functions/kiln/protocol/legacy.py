@@ -13,7 +13,7 @@ from mcp_types import (
 )
 
 from kiln.protocol.errors import InvalidParamsError, RequestId
-from kiln.protocol.listing import dumps
+from kiln.protocol.jsontext import dumps
 from kiln.protocol.settings import ProtocolSettings
 from kiln.protocol.wire import LATEST_LEGACY, LEGACY_VERSIONS, server_info
 

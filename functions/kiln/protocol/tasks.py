@@ -166,7 +166,7 @@ class TaskMethods:
         rid = envelope.request_id
         tool = await self._caller.find(envelope.params, ctx=ctx, request_id=rid)
         as_task = self._wants_task(tool, envelope)
-        checked = self._caller.check_arguments(tool, envelope.params.get("arguments", {}))
+        checked = await self._caller.check_arguments(tool, envelope.params.get("arguments", {}))
         if isinstance(checked, dict):
             return checked
         _, arguments = checked
@@ -184,6 +184,9 @@ class TaskMethods:
             )
         except TaskRefusedError as refusal:
             return tool_error(str(refusal))
+        except ProtocolError as error:  # a refusal the backend decided (a spent quota)
+            error.request_id = rid
+            raise
         if envelope.modern:
             return {**modern_task(record), "resultType": "task"}
         return _dump(CreateTaskResult(task=_legacy_task(record)))

@@ -18,6 +18,7 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
+from kiln.catalog.model import Tool
 from kiln.protocol.backend import (
     CallContext,
     TaskCursorError,
@@ -47,6 +48,15 @@ def principal_label(ctx: CallContext) -> str:
     """Who owns the tasks this caller creates: the API key or token subject, or anonymous."""
     label = getattr(ctx.principal, "label", None)
     return label if isinstance(label, str) and label != ANONYMOUS else ANONYMOUS
+
+
+class TaskTools(Protocol):
+    async def admit_task(
+        self, name: str, arguments: Mapping[str, Any], ctx: CallContext
+    ) -> Tool | None:
+        """The tool the task will run, admitted against the caller's quotas (may raise a
+        ProtocolError such as RateLimitedError); None when it is no longer callable."""
+        ...
 
 
 class Starter(Protocol):
@@ -134,12 +144,14 @@ class TaskService:
         store: TaskStore,
         starter: Starter,
         settings: TaskSettings,
+        tools: TaskTools,
         *,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self._store = store
         self._starter = starter
         self._settings = settings
+        self._tools = tools
         self._clock = clock
 
     def _ttl_ms(self, requested: int | None) -> int:
@@ -162,12 +174,16 @@ class TaskService:
                 f"Kiln is running as many tasks as it may ({self._settings.max_running_per_process}"
                 "); try again when one has ended"
             )
+        found = await self._tools.admit_task(tool.name, arguments, ctx)
+        if found is None:
+            raise TaskRefusedError(f"Tool {tool.name!r} was disabled or removed; list tools again.")
         now = self._clock()
         ttl = self._ttl_ms(ttl_ms)
         item = TaskItem(
             owner=owner_key(principal_label(ctx)),
             task_id=secrets.token_urlsafe(32),  # 256 random bits: the id is a capability
             tool=tool.name,
+            revision=found.head.number,
             version=version,
             arguments=dict(arguments),
             status="working",

@@ -48,6 +48,7 @@ class TaskItem:
     owner: str
     task_id: str
     tool: str
+    revision: int  # the tool revision the task runs (a view may pin an older one)
     version: str  # the MCP revision the result is shaped for
     arguments: Mapping[str, Any]
     status: str
@@ -122,6 +123,7 @@ class TaskStore:
             owner=raw["pk"]["S"][len(TASK_PREFIX) :],
             task_id=raw["sk"]["S"][2:],
             tool=raw["tool"]["S"],
+            revision=int(raw["revision"]["N"]),
             version=raw["version"]["S"],
             arguments=self._load(raw, "arguments") or {},
             status=raw["status"]["S"],
@@ -143,6 +145,7 @@ class TaskStore:
         record = {
             **_key(item.owner, item.task_id),
             "tool": {"S": item.tool},
+            "revision": _n(item.revision),
             "version": {"S": item.version},
             "status": {"S": item.status},
             "created_at": {"S": item.created_at},

@@ -29,8 +29,8 @@ log = logging.getLogger("kiln.tasks")
 class ToolRunner(Protocol):
     """What the worker needs from the catalog backend (`kiln.service.CatalogBackend`)."""
 
-    async def find(self, name: str) -> Tool | None:
-        """The enabled catalog tool with this name, read fresh."""
+    async def find(self, name: str, revision: int) -> Tool | None:
+        """The enabled catalog tool with this name, at this revision."""
         ...
 
     def view(self, tool: Tool) -> ToolView: ...
@@ -76,7 +76,7 @@ class TaskWorker:
             return item.status if item else "missing"
         if not await self._renew(item):
             return "cancelled"
-        tool = await self._tools.find(item.tool)
+        tool = await self._tools.find(item.tool, item.revision)
         if tool is None:
             return await self._fail(
                 item, f"Tool '{item.tool}' was removed or disabled before its task ran"
@@ -101,7 +101,9 @@ class TaskWorker:
             log.exception("task %s: the run failed", task_id)
             return await self._fail(item, "Internal error: the run could not finish")
         try:
-            result = self._shaper.shape(self._tools.view(tool), outcome, item.version)
+            # Output validation may be costly: off the event loop, as for calls.
+            view = self._tools.view(tool)
+            result = await asyncio.to_thread(self._shaper.shape, view, outcome, item.version)
         except RunFailedError as error:
             return await self._settle(item, "failed", error=error_object(error)["error"])
         return await self._settle(item, "completed", result=result)
