@@ -40,7 +40,7 @@ from kiln.catalog.store import (
     utc_now,
 )
 from kiln.protocol.backend import CallContext
-from kiln.protocol.guard import host_allowed, origin_allowed
+from kiln.protocol.guard import host_allowed, origin_allowed, same_origin
 from kiln.runner import Runner, RunnerSettings
 from kiln.service import CatalogBackend
 from kiln.settings import Settings
@@ -309,7 +309,7 @@ class RebindingGuard:
                 "localhost, 127.0.0.1 or [::1] as Host"
             )
         origin = headers.get("origin")
-        allowed = origin_allowed(
+        allowed = same_origin(origin, headers.get("host")) or origin_allowed(
             origin, allowed=self.allowed_origins, loopback_bind=self.loopback_bind
         )
         if not allowed:
@@ -383,8 +383,18 @@ def create_app(
         _mount_mcp(app, parts, "/mcp", "call")
     if role in ("all", "admin"):
         _mount_mcp(app, parts, "/admin/mcp", "author")
+        _mount_studio(app)
         _mount_rest(app, parts)
     return app
+
+
+def _mount_studio(app: FastAPI) -> None:
+    """The studio's pages and its two extra routes; before /api/tools/{ref} so that
+    /api/tools/validate is not read as a tool name."""
+    from kiln.studio import assets, routes
+
+    app.include_router(assets.router)
+    app.include_router(routes.router)
 
 
 def _mount_mcp(app: FastAPI, parts: Kiln, path: str, need: Permission) -> None:
@@ -411,6 +421,9 @@ def _mount_mcp(app: FastAPI, parts: Kiln, path: str, need: Permission) -> None:
 
 def _mount_rest(app: FastAPI, parts: Kiln) -> None:
     from kiln.protocol.arguments import ValidatorCache, summarize
+    from kiln.protocol.calling import ToolCaller
+    from kiln.protocol.wire import LATEST_LEGACY
+    from kiln.service import tool_view
 
     settings, store = parts.settings, parts.store
     validators = ValidatorCache()
@@ -564,8 +577,14 @@ def _mount_rest(app: FastAPI, parts: Kiln) -> None:
         outcome, result = await parts.backend.execute(
             tool, arguments, time_left_s=time_left_s(request, settings)
         )
+        mcp_result = ToolCaller(parts.backend).shape(tool_view(tool), outcome, LATEST_LEGACY)
         if result is None:
-            return {"ok": False, "error": outcome.text, "text": outcome.text}
+            return {
+                "ok": False,
+                "error": outcome.text,
+                "text": outcome.text,
+                "mcp_result": mcp_result,
+            }
         return {
             "ok": not result.failed,
             "stdout": result.stdout,
@@ -577,4 +596,5 @@ def _mount_rest(app: FastAPI, parts: Kiln) -> None:
             "stdout_truncated": result.stdout_truncated,
             "stderr_truncated": result.stderr_truncated,
             "text": outcome.text,
+            "mcp_result": mcp_result,  # the CallToolResult an MCP client would get
         }

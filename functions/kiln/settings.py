@@ -73,6 +73,9 @@ class Settings:
     local_time_budget_s: float = 60.0  # "time left" outside Lambda
     max_concurrent_runs: int = 4
     max_run_queue: int = 32
+    max_connections: int = 1000  # kiln dev: open HTTP connections (lowered to fit the fd limit)
+    idle_timeout_s: float = 5.0  # kiln dev: a connection with no request in progress
+    request_timeout_s: float = 10.0  # kiln dev: from a request's first byte to its last
     node_binary: str | None = None
     bundle_target: str | None = None
     builder_function: str | None = None
@@ -105,6 +108,9 @@ class Settings:
             local_time_budget_s=_float(e.get("KILN_LOCAL_TIME_BUDGET_S"), cls.local_time_budget_s),
             max_concurrent_runs=_int(e.get("KILN_MAX_CONCURRENT_RUNS"), cls.max_concurrent_runs),
             max_run_queue=_int(e.get("KILN_MAX_RUN_QUEUE"), cls.max_run_queue),
+            max_connections=_int(e.get("KILN_MAX_CONNECTIONS"), cls.max_connections),
+            idle_timeout_s=_float(e.get("KILN_IDLE_TIMEOUT_S"), cls.idle_timeout_s),
+            request_timeout_s=_float(e.get("KILN_REQUEST_TIMEOUT_S"), cls.request_timeout_s),
             node_binary=e.get("KILN_NODE_BINARY") or None,
             bundle_target=e.get("KILN_BUNDLE_TARGET") or None,
             builder_function=e.get("KILN_BUILDER_FUNCTION") or None,
