@@ -8,6 +8,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from kiln.auth.settings import AuthSettings
+from kiln.tasks.settings import TaskSettings
 
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
 LOCAL_URL = "http://127.0.0.1:8000"  # where `kiln dev` serves by default
@@ -56,6 +57,22 @@ def _int(value: str | None, default: int) -> int:
     return default if value is None or value.strip() == "" else int(value)
 
 
+def _task_settings(e: Mapping[str, str]) -> TaskSettings:
+    d = TaskSettings()
+    return TaskSettings(
+        ttl_ms=_int(e.get("KILN_TASK_TTL_MS"), d.ttl_ms),
+        poll_interval_ms=_int(e.get("KILN_TASK_POLL_INTERVAL_MS"), d.poll_interval_ms),
+        heartbeat_s=_float(e.get("KILN_TASK_HEARTBEAT_S"), d.heartbeat_s),
+        lease_s=_float(e.get("KILN_TASK_LEASE_S"), d.lease_s),
+        start_grace_s=_float(e.get("KILN_TASK_START_GRACE_S"), d.start_grace_s),
+        max_running_per_principal=_int(
+            e.get("KILN_MAX_TASKS_PER_CALLER"), d.max_running_per_principal
+        ),
+        max_running_per_process=_int(e.get("KILN_MAX_RUNNING_TASKS"), d.max_running_per_process),
+        worker_function=e.get("KILN_WORKER_FUNCTION") or None,
+    )
+
+
 @dataclass(frozen=True)
 class Settings:
     table: str = "kiln"
@@ -89,6 +106,7 @@ class Settings:
     cursor_secret: str | None = None  # signs tools/list cursors; one value for every container
     extra: Mapping[str, str] = field(default_factory=dict)
     auth: AuthSettings = field(default_factory=AuthSettings)  # OAuth mode, scopes, secrets
+    tasks: TaskSettings = field(default_factory=TaskSettings)  # long-running tools
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -127,6 +145,7 @@ class Settings:
             public_base_url=e.get("KILN_PUBLIC_BASE_URL") or None,
             cursor_secret=e.get("KILN_CURSOR_SECRET") or None,
             auth=AuthSettings.from_env(e),
+            tasks=_task_settings(e),
         )
 
     def with_(self, **changes: object) -> Settings:
