@@ -176,6 +176,7 @@ def build_kiln(settings: Settings, *, clients: AwsClients | None = None) -> Kiln
             run_uids=settings.run_uids,
             disk_quota_bytes=settings.run_disk_quota_mb * 1024 * 1024,
             sweep_shared_temp=settings.sweep_shared_temp,
+            shared_dirs=tuple(Path(d) for d in settings.run_shared_dirs),
         )
     )
     access = AccessControl(settings, clients)

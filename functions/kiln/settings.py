@@ -99,6 +99,7 @@ class Settings:
     run_uids: tuple[int, int] | None = (60000, 61000)  # KILN_RUN_UIDS=60000-60999, or "off"
     run_disk_quota_mb: int = 256
     sweep_shared_temp: bool = False  # on by default in Lambda, where /tmp is the runs' only
+    run_shared_dirs: tuple[str, ...] = ()  # directories every run may read and write as is
     bundle_target: str | None = None
     builder_function: str | None = None
     bundle_cache_dir: Path | None = None
@@ -139,6 +140,7 @@ class Settings:
             sweep_shared_temp=_bool(
                 e.get("KILN_SWEEP_SHARED_TEMP"), bool(e.get("AWS_LAMBDA_FUNCTION_NAME"))
             ),
+            run_shared_dirs=_list(e.get("KILN_RUN_SHARED_DIRS")),
             bundle_target=e.get("KILN_BUNDLE_TARGET") or None,
             builder_function=e.get("KILN_BUILDER_FUNCTION") or None,
             bundle_cache_dir=Path(cache_dir) if cache_dir else None,

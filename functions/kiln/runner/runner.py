@@ -62,6 +62,7 @@ ESM_HINTS = {
 ESM_HINTS["ERR_REQUIRE_ASYNC_MODULE"] = ESM_HINTS["ERR_REQUIRE_ESM"]
 START_TIMEOUT_S = 10.0  # a supervisor reports its pid within milliseconds; this is a backstop
 PIPE_DRAIN_S = 1.0  # after the supervisor exits, how long an escaped holder may keep a pipe open
+ORPHAN_SETTLE_S = 0.2  # after a supervisor died, how long orphans are looked for
 
 
 @dataclass(frozen=True)
@@ -240,11 +241,20 @@ class Runner:
         isolation.clean_up(record)
         if record.uid is not None:
             return  # its uid is all it had: killed (by the supervisor, or by clean_up)
-        helper_alive = self._launcher.alive()
-        if not (record.reported and helper_alive):
+        if record.reported and self._launcher.alive():
+            return  # the supervisor killed the whole tree, as a subreaper sees it
+        # Its supervisor died (a tool may have killed it, and the helper too): the orphans are
+        # on their way to the helper or, if that died, to the server. Keep killing marked
+        # children of both while the kernel settles them.
+        settle_until = time.monotonic() + ORPHAN_SETTLE_S
+        while True:
+            helper_alive = self._launcher.alive()
             helper = self._launcher.pid
             roots = [os.getpid(), *([helper] if helper is not None and helper_alive else [])]
             isolation.kill_marked(roots, self._own_filters)
+            if time.monotonic() > settle_until:
+                break
+            time.sleep(0.02)
         if not helper_alive:
             if record.supervisor is not None:  # an orphan of the dead helper, now ours
                 with contextlib.suppress(ChildProcessError):
