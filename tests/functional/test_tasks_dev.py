@@ -41,9 +41,10 @@ def kiln_dev(state: Path, port: int, tools: Path) -> Iterator[subprocess.Popen[b
     env.update(lease)
     state.mkdir(parents=True, exist_ok=True)
     with (state / "dev.log").open("a") as log:
+        command = [sys.executable, "-m", "kiln.cli", "dev", "--port", str(port)]
+        command += ["--state-dir", str(state), "--tools", str(tools)]
         process = subprocess.Popen(
-            [sys.executable, "-m", "kiln.cli", "dev", "--port", str(port)]
-            + ["--state-dir", str(state), "--tools", str(tools)],
+            command,
             env=env,
             stdout=log,
             stderr=subprocess.STDOUT,
