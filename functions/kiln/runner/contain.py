@@ -113,14 +113,19 @@ def can_switch_uid() -> bool:
 
 def seccomp_filters(pid: int | str) -> int | None:
     """How many seccomp filters a process carries; None when it is gone or /proc cannot say."""
+    mode = None
     try:
         with open(f"/proc/{pid}/status", "rb") as f:
             for line in f:
                 if line.startswith(b"Seccomp_filters:"):
                     return int(line.split()[1])
+                if line.startswith(b"Seccomp:"):
+                    mode = int(line.split()[1])
     except (OSError, ValueError):
         return None
-    return None
+    # Before Linux 5.9 only the mode shows: filtered (2) or not, which still tells a marked
+    # process from a server that has no filter of its own.
+    return None if mode is None else int(mode == SECCOMP_MODE_FILTER)
 
 
 def is_marked(pid: int | str, own_filters: int | None) -> bool:
