@@ -316,7 +316,7 @@ def _bind(fd: int, target: str, *, read_only: bool) -> None:
         _mount(None, target, None, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV)
 
 
-def _blocker(path: str) -> str | None:
+def blocker(path: str) -> str | None:
     """The topmost directory above `path` that others may not enter, if any."""
     current = "/"
     for part in path.strip("/").split("/")[:-1]:
@@ -370,11 +370,11 @@ def private_mounts(
     for directory in shared:
         _bind(temp, directory, read_only=False)
     outside = [p for p in keep if not _under(p, shared)]
-    for blocker in sorted({b for p in outside if (b := _blocker(p)) is not None}):
-        _mount("kiln-mask", blocker, "tmpfs", MS_NOSUID | MS_NODEV, "size=64k,mode=0755")
+    for closed in sorted({b for p in outside if (b := blocker(p)) is not None}):
+        _mount("kiln-mask", closed, "tmpfs", MS_NOSUID | MS_NODEV, "size=64k,mode=0755")
     for path, fd in keep.items():
         with contextlib.suppress(OSError):
-            if os.path.samestat(os.stat(path), os.fstat(fd)) and _blocker(path) is None:
+            if os.path.samestat(os.stat(path), os.fstat(fd)) and blocker(path) is None:
                 continue  # reachable as it is
         if stat.S_ISDIR(os.fstat(fd).st_mode):
             os.makedirs(path, 0o755, exist_ok=True)

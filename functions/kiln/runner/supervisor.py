@@ -222,6 +222,14 @@ def isolate(request: dict[str, Any]) -> str:
             request["shared_dirs"],
         )
     except contain.MountsUnavailableError:
+        for path in request["read_only"]:
+            blocker = contain.blocker(path)
+            if blocker is not None:
+                raise OSError(
+                    f"the run's uid cannot reach {path} ({blocker} is closed to other users) "
+                    "and this process may not mount (no CAP_SYS_ADMIN): make it readable to "
+                    "all, or install it elsewhere"
+                ) from None
         for path in (request["run_dir"], script):
             os.chown(path, uid, uid)
         return "uid"
