@@ -177,6 +177,7 @@ def build_kiln(settings: Settings, *, clients: AwsClients | None = None) -> Kiln
             disk_quota_bytes=settings.run_disk_quota_mb * 1024 * 1024,
             sweep_shared_temp=settings.sweep_shared_temp,
             shared_dirs=tuple(Path(d) for d in settings.run_shared_dirs),
+            serialize_shared_uid_runs=settings.serialize_shared_uid_runs,
         )
     )
     access = AccessControl(settings, clients)

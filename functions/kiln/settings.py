@@ -100,6 +100,8 @@ class Settings:
     run_disk_quota_mb: int = 256
     sweep_shared_temp: bool = False  # on by default in Lambda, where /tmp is the runs' only
     run_shared_dirs: tuple[str, ...] = ()  # directories every run may read and write as is
+    # Runs sharing one uid (no root) go one at a time unless this is turned off (trusted tools).
+    serialize_shared_uid_runs: bool = True
     bundle_target: str | None = None
     builder_function: str | None = None
     bundle_cache_dir: Path | None = None
@@ -141,6 +143,9 @@ class Settings:
                 e.get("KILN_SWEEP_SHARED_TEMP"), bool(e.get("AWS_LAMBDA_FUNCTION_NAME"))
             ),
             run_shared_dirs=_list(e.get("KILN_RUN_SHARED_DIRS")),
+            serialize_shared_uid_runs=_bool(
+                e.get("KILN_SERIALIZE_SHARED_UID_RUNS"), cls.serialize_shared_uid_runs
+            ),
             bundle_target=e.get("KILN_BUNDLE_TARGET") or None,
             builder_function=e.get("KILN_BUILDER_FUNCTION") or None,
             bundle_cache_dir=Path(cache_dir) if cache_dir else None,
