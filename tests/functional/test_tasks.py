@@ -47,7 +47,17 @@ print(f"slept {args['seconds']}")
 
 
 @pytest.fixture(scope="module")
-def server(moto_endpoint: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[McpServer]:
+def shared_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Where tools may write for the test to read (each run has its own uid and /tmp)."""
+    shared = tmp_path_factory.mktemp("tasks-shared")
+    shared.chmod(0o1777)
+    return shared
+
+
+@pytest.fixture(scope="module")
+def server(
+    moto_endpoint: str, tmp_path_factory: pytest.TempPathFactory, shared_dir: Path
+) -> Iterator[McpServer]:
     tmp = tmp_path_factory.mktemp("tasks")
     tools = tmp / "tools"
     tree = write_tool(
@@ -88,6 +98,7 @@ def server(moto_endpoint: str, tmp_path_factory: pytest.TempPathFactory) -> Iter
         extra=[tree, long, printer],
         tasks=FAST_LEASES,
         local_time_budget_s=3.0,  # what a request has: a sync call is cut after about 2 s
+        run_shared_dirs=(str(shared_dir),),
     )
 
 
@@ -228,9 +239,9 @@ def test_unknown_ids_get_invalid_params(server: McpServer) -> None:
 
 
 def test_cancelling_a_running_task_leaves_no_process_behind(
-    server: McpServer, tmp_path: Path
+    server: McpServer, shared_dir: Path
 ) -> None:
-    pids_file = tmp_path / "pids"
+    pids_file = shared_dir / "pids"
     created = call_task(server, "tree", {"pids": str(pids_file), "seconds": 120})
     pids = wait_for(lambda: pids_file.exists() and pids_file.read_text().split())
     ack = server.modern(
