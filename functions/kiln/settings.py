@@ -19,7 +19,7 @@ from kiln.auth.settings import AuthSettings, AuthSettingsError
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
 LOCAL_URL = "http://127.0.0.1:8000"  # where `kiln dev` serves by default
 T = TypeVar("T")
-_OURS = ("KILN_", "AWS_", "POWERTOOLS_")  # prefixes of the variables `given` records
+_OURS = ("KILN_", "AWS_", "POWERTOOLS_", "PYENV_ROOT")  # what `given` records
 
 
 class SettingsError(ValueError):
@@ -45,24 +45,21 @@ def _boolean(value: str) -> bool:
     raise ValueError("expected true or false (1/0, yes/no, on/off)")
 
 
-def _positive_int(value: str) -> int:
-    try:
-        number = int(value)
-    except ValueError:
-        raise ValueError("expected a whole number, e.g. 4") from None
-    if number < 1:
-        raise ValueError("must be at least 1")
-    return number
+def _whole_number(minimum: int) -> Callable[[str], int]:
+    def parse(value: str) -> int:
+        try:
+            number = int(value)
+        except ValueError:
+            raise ValueError("expected a whole number, e.g. 4") from None
+        if number < minimum:
+            raise ValueError("must be at least 1" if minimum == 1 else "must not be negative")
+        return number
+
+    return parse
 
 
-def _non_negative_int(value: str) -> int:
-    try:
-        number = int(value)
-    except ValueError:
-        raise ValueError("expected a whole number, e.g. 32") from None
-    if number < 0:
-        raise ValueError("must not be negative")
-    return number
+_positive_int = _whole_number(1)
+_non_negative_int = _whole_number(0)
 
 
 def _positive_float(value: str) -> float:
