@@ -106,6 +106,9 @@ class Settings:
     local_time_budget_s: float = 60.0  # KILN_LOCAL_TIME_BUDGET_S: "time left" outside Lambda
     max_concurrent_runs: int = 4  # KILN_MAX_CONCURRENT_RUNS
     max_run_queue: int = 32  # KILN_MAX_RUN_QUEUE
+    max_connections: int = 1000  # KILN_MAX_CONNECTIONS: kiln dev (lowered to fit the fd limit)
+    idle_timeout_s: float = 5.0  # KILN_IDLE_TIMEOUT_S: kiln dev, a connection with no request
+    request_timeout_s: float = 10.0  # KILN_REQUEST_TIMEOUT_S: kiln dev, first byte to last
     node_binary: str | None = None  # KILN_NODE_BINARY: runs Node tools, and npm beside it
     npm: str | None = None  # KILN_NPM: the npm that builds Node bundles
     bundle_target: str | None = None  # KILN_BUNDLE_TARGET: Python bundles' target
@@ -155,6 +158,11 @@ class Settings:
                 e, "KILN_MAX_CONCURRENT_RUNS", cls.max_concurrent_runs, _positive_int
             ),
             max_run_queue=_parse(e, "KILN_MAX_RUN_QUEUE", cls.max_run_queue, _non_negative_int),
+            max_connections=_parse(e, "KILN_MAX_CONNECTIONS", cls.max_connections, _positive_int),
+            idle_timeout_s=_parse(e, "KILN_IDLE_TIMEOUT_S", cls.idle_timeout_s, _positive_float),
+            request_timeout_s=_parse(
+                e, "KILN_REQUEST_TIMEOUT_S", cls.request_timeout_s, _positive_float
+            ),
             node_binary=_parse(e, "KILN_NODE_BINARY", None, _text),
             npm=_parse(e, "KILN_NPM", None, _text),
             bundle_target=_parse(e, "KILN_BUNDLE_TARGET", None, _text),

@@ -89,6 +89,11 @@ _DEFINITION: dict[str, Any] = {
         "description": "Names of secrets the script reads from its environment (values are "
         "set by an operator with `kiln secrets set`).",
     },
+    "tags": {
+        "type": "array",
+        "items": {"type": "string"},
+        "description": "Short lower-case labels; views can select tools by tag.",
+    },
 }
 _NAME = {"type": "string", "description": "The tool's name."}
 

@@ -24,7 +24,8 @@ def revision_fields(revision: Revision) -> dict[str, Any]:
         "annotations": revision.annotations,
         "timeout_seconds": revision.timeout_seconds,
         "bundle_id": revision.bundle_id,
-        "secrets": list(revision.secrets),
+        "secrets": list(revision.secrets),  # names only; values are never returned
+        "tags": list(revision.tags),
     }
 
 
@@ -83,6 +84,7 @@ def draft_of(tool: Tool, code: str) -> Draft:
         timeout_seconds=head.timeout_seconds,
         enabled=tool.enabled,
         secrets=head.secrets,
+        tags=head.tags,
     )
 
 

@@ -94,6 +94,7 @@ def revision_from_json(text: str) -> Revision:
     data = json.loads(text)
     data["requirements"] = tuple(data["requirements"])
     data["secrets"] = tuple(data.get("secrets", ()))
+    data["tags"] = tuple(data.get("tags", ()))
     return Revision(**data)
 
 
@@ -386,6 +387,7 @@ class CatalogStore:
             created_at=now,
             created_by=actor,
             secrets=draft.secrets,
+            tags=draft.tags,
         )
 
     def _check_head(self, tool: Tool, expected: int) -> None:

@@ -23,6 +23,18 @@ from mcp_types.jsonrpc import ErrorData, JSONRPCError
 
 RequestId = int | str | None
 
+_SHOWN_CHARS = 64
+
+
+def clip(value: str, limit: int = _SHOWN_CHARS) -> str:
+    """A caller-sent string for a message: enough to identify it, never all of it."""
+    return value if len(value) <= limit else value[:limit] + "…"
+
+
+def shown(value: str, limit: int = _SHOWN_CHARS) -> str:
+    """`clip`, quoted."""
+    return repr(clip(value, limit))
+
 
 class ProtocolError(Exception):
     """Base: a request the protocol layer refuses. `request_id` is echoed when known."""
@@ -83,6 +95,19 @@ class InternalError(ProtocolError):
     """Something failed inside Kiln; the message never carries internals."""
 
 
+RATE_LIMITED = -32029  # implementation-defined server error (JSON-RPC -32000..-32099)
+
+
+class RateLimitedError(ProtocolError):
+    """A call refused by a quota: HTTP 429 with Retry-After; inside a batch, just the error.
+
+    `data` says which quota, its limit and when it resets."""
+
+    def __init__(self, message: str, *, retry_after_s: int, data: Any = None) -> None:
+        super().__init__(message, data=data)
+        self.retry_after_s = retry_after_s
+
+
 @dataclass(frozen=True)
 class ErrorRule:
     code: int
@@ -101,6 +126,7 @@ ERROR_TABLE: dict[type[ProtocolError], ErrorRule] = {
     MethodNotFoundError: ErrorRule(METHOD_NOT_FOUND, 200, 404),
     InvalidParamsError: ErrorRule(INVALID_PARAMS, 200, 200),
     InternalError: ErrorRule(INTERNAL_ERROR, 200, 200),
+    RateLimitedError: ErrorRule(RATE_LIMITED, 429, 429),
 }
 
 

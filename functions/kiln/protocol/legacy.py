@@ -7,7 +7,7 @@ from typing import Any
 from mcp_types import Implementation, InitializeResult, ServerCapabilities, ToolsCapability
 
 from kiln.protocol.errors import InvalidParamsError, RequestId
-from kiln.protocol.listing import dumps
+from kiln.protocol.jsontext import dumps
 from kiln.protocol.settings import ProtocolSettings
 from kiln.protocol.wire import LATEST_LEGACY, LEGACY_VERSIONS, server_info
 

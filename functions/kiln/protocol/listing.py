@@ -10,7 +10,6 @@ as bytes. The hot path therefore never touches pydantic.
 from __future__ import annotations
 
 import hashlib
-import json
 import logging
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
@@ -23,6 +22,7 @@ from pydantic import ValidationError
 from kiln.protocol.backend import ToolView
 from kiln.protocol.cursor import CursorCodec, CursorError
 from kiln.protocol.errors import InvalidParamsError, RequestId
+from kiln.protocol.jsontext import dumps
 from kiln.protocol.wire import MODERN_VERSIONS, tool_for_version, tool_model
 
 log = logging.getLogger(__name__)
@@ -30,10 +30,6 @@ log = logging.getLogger(__name__)
 _SNAPSHOTS = 8  # distinct lists kept (callers with different views, old and new catalogs)
 
 Finish = Callable[[dict[str, Any]], dict[str, Any]]
-
-
-def dumps(value: Any) -> bytes:
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode()
 
 
 def order(tools: Sequence[ToolView]) -> list[ToolView]:

@@ -11,7 +11,7 @@ from mcp_types import (
     ToolsCapability,
 )
 
-from kiln.protocol.listing import dumps
+from kiln.protocol.jsontext import dumps
 from kiln.protocol.settings import ProtocolSettings
 from kiln.protocol.wire import MODERN_VERSIONS, server_info
 

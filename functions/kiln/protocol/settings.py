@@ -16,6 +16,7 @@ class ProtocolSettings:
     website_url: str | None = None
     instructions: str | None = None
     max_body_bytes: int = 1024 * 1024
+    schema_budget_s: float = 1.0  # checking one value against a schema gives up after this
     page_size: int = 100  # one page for typical catalogs; clients page beyond it
     list_ttl_ms: int = 0  # catalog changes show on the next request, so lists go stale at once
     discover_ttl_ms: int = 300_000
