@@ -11,6 +11,8 @@ from fastapi import FastAPI
 import kiln
 from kiln.api import bundles, errors, health, mcp, middleware, tools
 from kiln.stack import Kiln, Role
+from kiln.studio import assets as studio_assets
+from kiln.studio import routes as studio_routes
 
 
 def create_app(parts: Kiln, *, role: Role = "all") -> FastAPI:
@@ -30,6 +32,10 @@ def create_app(parts: Kiln, *, role: Role = "all") -> FastAPI:
         app.include_router(mcp.public_router)
     if role in ("all", "admin"):
         app.include_router(mcp.admin_router)
+        # The studio's pages and routes go before /api/tools/{ref}, so that
+        # /api/tools/validate is not read as a tool name.
+        app.include_router(studio_assets.router)
+        app.include_router(studio_routes.router)
         app.include_router(health.router)
         app.include_router(tools.router)
         app.include_router(bundles.router)

@@ -353,6 +353,7 @@ def run_dev(args: argparse.Namespace) -> int:
             url = f"http://{_url_host(args.host)}:{args.port}"
             print(f"Kiln is serving MCP at {url}/mcp", flush=True)
             print(f"REST API at {url}/api  (author key: {key})", flush=True)
+            print(f"Studio at {url}/studio/  (sign in with the author key)", flush=True)
             uvicorn.Server(_server_config(ShutdownHook(app, save_state), args, settings)).run()
     except (FolderError, StateInUseError) as error:
         print(f"kiln dev: {error}", file=sys.stderr)

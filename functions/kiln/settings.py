@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from kiln.auth.settings import AuthSettings, AuthSettingsError
+from kiln.tasks.settings import TaskSettings
 
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
 LOCAL_URL = "http://127.0.0.1:8000"  # where `kiln dev` serves by default
@@ -86,6 +87,31 @@ def _url(value: str) -> str:
     return value.rstrip("/")
 
 
+def _task_settings(e: Mapping[str, str]) -> TaskSettings:
+    d = TaskSettings()
+    try:
+        return TaskSettings(
+            ttl_ms=_parse(e, "KILN_TASK_TTL_MS", d.ttl_ms, _positive_int),
+            poll_interval_ms=_parse(
+                e, "KILN_TASK_POLL_INTERVAL_MS", d.poll_interval_ms, _positive_int
+            ),
+            heartbeat_s=_parse(e, "KILN_TASK_HEARTBEAT_S", d.heartbeat_s, _positive_float),
+            lease_s=_parse(e, "KILN_TASK_LEASE_S", d.lease_s, _positive_float),
+            start_grace_s=_parse(e, "KILN_TASK_START_GRACE_S", d.start_grace_s, _positive_float),
+            max_running_per_principal=_parse(
+                e, "KILN_MAX_TASKS_PER_CALLER", d.max_running_per_principal, _positive_int
+            ),
+            max_running_per_process=_parse(
+                e, "KILN_MAX_RUNNING_TASKS", d.max_running_per_process, _positive_int
+            ),
+            worker_function=_parse(e, "KILN_WORKER_FUNCTION", None, _text),
+        )
+    except ValueError as error:  # a rule across variables (lease longer than heartbeat)
+        if isinstance(error, SettingsError):
+            raise
+        raise SettingsError(f"KILN_TASK_LEASE_S / KILN_TASK_HEARTBEAT_S: {error}") from None
+
+
 @dataclass(frozen=True)
 class Settings:
     """The whole configuration of one Kiln process (variable names in the comments)."""
@@ -125,6 +151,7 @@ class Settings:
     metrics_namespace: str = "Kiln"  # POWERTOOLS_METRICS_NAMESPACE
     tracing: bool = False  # KILN_TRACING: X-Ray traces through Powertools
     auth: AuthSettings = field(default_factory=AuthSettings)  # KILN_OAUTH_*, KILN_SECRETS_PREFIX
+    tasks: TaskSettings = field(default_factory=TaskSettings)  # KILN_TASK_*: long-running tools
     given: frozenset[str] = frozenset()  # the variables that were set (not left to defaults)
 
     @classmethod
@@ -181,6 +208,7 @@ class Settings:
             ),
             tracing=_parse(e, "KILN_TRACING", cls.tracing, _boolean),
             auth=auth,
+            tasks=_task_settings(e),
             given=frozenset(
                 name for name, value in e.items() if name.startswith(_OURS) and value.strip()
             ),

@@ -32,6 +32,9 @@ if TYPE_CHECKING:
 
     from kiln.observability import Telemetry
     from kiln.protocol import McpEndpoint
+    from kiln.tasks.service import TaskService
+    from kiln.tasks.store import TaskStore
+    from kiln.tasks.worker import TaskWorker
 
 Role = Literal["all", "public", "admin"]
 
@@ -80,6 +83,43 @@ class Kiln:
     bundles: Bundles
     authoring: AuthoringService
 
+    @cached_property
+    def task_worker(self) -> TaskWorker:
+        """Runs one stored task (in this process's pool, or in the worker function)."""
+        from kiln.catalog.store import utc_now
+        from kiln.protocol.calling import ToolCaller
+        from kiln.tasks.worker import TaskWorker
+
+        return TaskWorker(
+            self.task_store,
+            self.backend,
+            ToolCaller(self.backend),
+            self.settings.tasks,
+            now_iso=utc_now,
+        )
+
+    @cached_property
+    def task_store(self) -> TaskStore:
+        from kiln.tasks.store import TaskStore
+
+        c = self.clients
+        return TaskStore(c.dynamodb, c.s3, table=self.settings.table, bucket=self.settings.bucket)
+
+    @cached_property
+    def tasks(self) -> TaskService:
+        """Tasks of the public endpoint: a worker function in AWS, a local pool elsewhere."""
+        from kiln.tasks.service import LambdaStarter, LocalPool, Starter, TaskService
+
+        config = self.settings.tasks
+        starter: Starter
+        if config.worker_function:
+            session = self.clients.session
+            client = session.client("lambda") if session is not None else None
+            starter = LambdaStarter(client, config.worker_function)
+        else:
+            starter = LocalPool(self.task_worker, max_running=config.max_running_per_process)
+        return TaskService(self.task_store, starter, config, self.backend)
+
     @property
     def cursor_secret(self) -> bytes:
         """The same in every container of a deployment, so a cursor works wherever it lands."""
@@ -90,7 +130,7 @@ class Kiln:
     @cached_property
     def endpoint(self) -> McpEndpoint:
         """The MCP endpoint, built on first use (a REST-only function never pays for it)."""
-        return self._endpoint(self.backend)
+        return self._endpoint(self.backend, tasks=self.tasks)
 
     @cached_property
     def admin_endpoint(self) -> McpEndpoint:
@@ -99,7 +139,7 @@ class Kiln:
 
         return self._endpoint(AdminBackend(self.backend, self.authoring))
 
-    def _endpoint(self, backend: Any) -> McpEndpoint:
+    def _endpoint(self, backend: Any, tasks: TaskService | None = None) -> McpEndpoint:
         from kiln.protocol import McpEndpoint, ProtocolSettings
 
         return McpEndpoint(
@@ -112,6 +152,7 @@ class Kiln:
                 loopback_bind=self.settings.loopback_bind,
                 cursor_secret=self.cursor_secret,
             ),
+            tasks=tasks,
         )
 
 

@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from kiln.settings import LOCAL_URL, Settings, SettingsError
+from kiln.tasks.settings import TaskSettings
 
 # variable -> (field, a value to set, what the field then holds)
 VARIABLES: dict[str, tuple[str, str, Any]] = {
@@ -111,8 +112,8 @@ def test_with_nothing_set_every_field_has_its_default() -> None:
     assert settings == Settings()
 
 
-def test_every_field_but_auth_and_given_is_covered_by_the_tables_here() -> None:
-    fields = set(Settings.__dataclass_fields__) - {"auth", "given"}
+def test_every_field_but_the_nested_ones_is_covered_by_the_tables_here() -> None:
+    fields = set(Settings.__dataclass_fields__) - {"auth", "tasks", "given"}
     assert fields == set(DEFAULTS) == {field for field, _, _ in VARIABLES.values()}
 
 
@@ -167,3 +168,29 @@ def test_oauth_settings_are_read_into_the_auth_part() -> None:
 def test_an_oauth_issuer_without_an_audience_is_refused() -> None:
     with pytest.raises(SettingsError, match="KILN_OAUTH_ISSUER needs KILN_PUBLIC_BASE_URL"):
         Settings.from_env({"KILN_OAUTH_ISSUER": "https://login.example"})
+
+
+TASK_VARIABLES: dict[str, tuple[str, str, Any]] = {
+    "KILN_TASK_TTL_MS": ("ttl_ms", "60000", 60000),
+    "KILN_TASK_POLL_INTERVAL_MS": ("poll_interval_ms", "250", 250),
+    "KILN_TASK_HEARTBEAT_S": ("heartbeat_s", "2", 2.0),
+    "KILN_TASK_LEASE_S": ("lease_s", "20", 20.0),
+    "KILN_TASK_START_GRACE_S": ("start_grace_s", "10", 10.0),
+    "KILN_MAX_TASKS_PER_CALLER": ("max_running_per_principal", "3", 3),
+    "KILN_MAX_RUNNING_TASKS": ("max_running_per_process", "7", 7),
+    "KILN_WORKER_FUNCTION": ("worker_function", "kiln-worker", "kiln-worker"),
+}
+
+
+@pytest.mark.parametrize("variable", sorted(TASK_VARIABLES))
+def test_each_task_variable_sets_its_task_setting(variable: str) -> None:
+    field, value, expected = TASK_VARIABLES[variable]
+    assert getattr(Settings.from_env({variable: value}).tasks, field) == expected
+    assert getattr(Settings.from_env({}).tasks, field) == getattr(TaskSettings(), field)
+
+
+def test_a_task_lease_no_longer_than_the_heartbeat_is_refused_naming_both() -> None:
+    with pytest.raises(SettingsError, match=r"KILN_TASK_LEASE_S / KILN_TASK_HEARTBEAT_S"):
+        Settings.from_env({"KILN_TASK_LEASE_S": "2", "KILN_TASK_HEARTBEAT_S": "5"})
+    with pytest.raises(SettingsError, match="^KILN_TASK_TTL_MS: must be at least 1"):
+        Settings.from_env({"KILN_TASK_TTL_MS": "0"})

@@ -8,7 +8,7 @@ from fastapi import FastAPI
 from fastapi.middleware.cors import CORSMiddleware
 from fastapi.responses import JSONResponse
 
-from kiln.protocol.guard import host_allowed, origin_allowed
+from kiln.protocol.guard import host_allowed, origin_allowed, same_origin
 from kiln.settings import Settings
 
 LOOPBACK_ORIGIN = r"https?://(localhost|127\.0\.0\.1|\[::1\])(:[0-9]+)?"
@@ -55,7 +55,7 @@ class RebindingGuard:
                 "localhost, 127.0.0.1 or [::1] as Host"
             )
         origin = headers.get("origin")
-        allowed = origin_allowed(
+        allowed = same_origin(origin, headers.get("host")) or origin_allowed(
             origin, allowed=self.allowed_origins, loopback_bind=self.loopback_bind
         )
         if not allowed:

@@ -15,6 +15,9 @@ from fastapi.responses import JSONResponse
 from kiln.api.common import blocking, if_match, json_body, kiln_of, require, tagged, time_left_s
 from kiln.api.errors import ApiError
 from kiln.authoring.serialise import revision_json, tool_json
+from kiln.protocol.calling import ToolCaller
+from kiln.protocol.wire import LATEST_LEGACY
+from kiln.service import tool_view
 
 router = APIRouter(prefix="/api/tools", tags=["tools"])
 
@@ -123,7 +126,8 @@ async def run_tool(ref: str, request: Request) -> dict[str, Any]:
     await require(request)
     payload = await json_body(request)
     arguments = payload.get("arguments", {}) if isinstance(payload, dict) else None
-    authoring = kiln_of(request).authoring
-    tool = await blocking(authoring.get, ref)
-    run = await authoring.test_run(tool, arguments, time_left_s=time_left_s(request))
-    return run.to_json()
+    parts = kiln_of(request)
+    tool = await blocking(parts.authoring.get, ref)
+    run = await parts.authoring.test_run(tool, arguments, time_left_s=time_left_s(request))
+    shaped = ToolCaller(parts.backend).shape(tool_view(tool), run.outcome, LATEST_LEGACY)
+    return {**run.to_json(), "mcp_result": shaped}  # the CallToolResult an MCP client gets

@@ -83,6 +83,11 @@ _DEFINITION: dict[str, Any] = {
     "annotations": {"type": "object", "description": "readOnlyHint, destructiveHint, ..."},
     "timeout_seconds": {"type": "number", "exclusiveMinimum": 0, "maximum": 900},
     "enabled": {"type": "boolean"},
+    "task": {
+        "type": ["string", "null"],
+        "enum": ["optional", "required", None],
+        "description": "Let calls run as MCP tasks, past the request (long-running tools).",
+    },
     "secrets": {
         "type": "array",
         "items": {"type": "string"},

@@ -25,6 +25,7 @@ def revision_fields(revision: Revision) -> dict[str, Any]:
         "timeout_seconds": revision.timeout_seconds,
         "bundle_id": revision.bundle_id,
         "secrets": list(revision.secrets),  # names only; values are never returned
+        "task": revision.task,
         "tags": list(revision.tags),
     }
 
@@ -84,6 +85,7 @@ def draft_of(tool: Tool, code: str) -> Draft:
         timeout_seconds=head.timeout_seconds,
         enabled=tool.enabled,
         secrets=head.secrets,
+        task=head.task,
         tags=head.tags,
     )
 

@@ -175,6 +175,7 @@ def draft_from_tool_json(body: Mapping[str, Any], code: str) -> Draft:
             "timeout_seconds",
             "enabled",
             "secrets",
+            "task",
             "tags",
         )
         if body.get(key) is not None
