@@ -192,5 +192,5 @@ def test_each_task_variable_sets_its_task_setting(variable: str) -> None:
 def test_a_task_lease_no_longer_than_the_heartbeat_is_refused_naming_both() -> None:
     with pytest.raises(SettingsError, match=r"KILN_TASK_LEASE_S / KILN_TASK_HEARTBEAT_S"):
         Settings.from_env({"KILN_TASK_LEASE_S": "2", "KILN_TASK_HEARTBEAT_S": "5"})
-    with pytest.raises(SettingsError, match="^KILN_TASK_TTL_MS: must be at least 1"):
+    with pytest.raises(SettingsError, match=r"^KILN_TASK_TTL_MS: must be at least 1"):
         Settings.from_env({"KILN_TASK_TTL_MS": "0"})
