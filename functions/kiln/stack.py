@@ -66,6 +66,10 @@ def runner_settings(settings: Settings) -> RunnerSettings:
         max_queue=settings.max_run_queue,
         max_timeout_s=settings.max_timeout_s,
         node_binary=Path(settings.node_binary) if settings.node_binary else None,
+        run_uids=settings.run_uids,
+        disk_quota_bytes=settings.run_disk_quota_mb * 1024 * 1024,
+        sweep_shared_temp=settings.sweep_shared_temp,
+        shared_dirs=tuple(Path(d) for d in settings.run_shared_dirs),
     )
 
 

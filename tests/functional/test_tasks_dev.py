@@ -31,8 +31,11 @@ print("done")
 
 
 @contextmanager
-def kiln_dev(state: Path, port: int, tools: Path) -> Iterator[subprocess.Popen[bytes]]:
+def kiln_dev(
+    state: Path, port: int, tools: Path, shared: Path
+) -> Iterator[subprocess.Popen[bytes]]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "KILN_"))}
+    env["KILN_RUN_SHARED_DIRS"] = str(shared)  # runs have their own uid and /tmp
     lease = {
         "KILN_TASK_HEARTBEAT_S": "0.3",
         "KILN_TASK_LEASE_S": "3",
@@ -100,11 +103,14 @@ def test_killing_kiln_dev_mid_run_leaves_the_task_failed_not_working(tmp_path: P
     manifest = {"description": "Starts a child and sleeps.", "timeout_seconds": 300}
     manifest |= {"task": "optional", "input_schema": {"type": "object"}}
     (tools / "tool.json").write_text(json.dumps(manifest))
-    pids_file = tmp_path / "pids"
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o1777)
+    pids_file = shared / "pids"
     state, port = tmp_path / "state", free_port()
     pids: list[str] = []
     try:
-        with kiln_dev(state, port, tools.parent) as process:
+        with kiln_dev(state, port, tools.parent, shared) as process:
             arguments = {"pids": str(pids_file), "seconds": 120}
             created = modern(port, "tools/call", {"name": "tree", "arguments": arguments}, "tree")
             task_id = created["taskId"]
@@ -120,7 +126,7 @@ def test_killing_kiln_dev_mid_run_leaves_the_task_failed_not_working(tmp_path: P
                 time.sleep(0.1)
             process.kill()  # SIGKILL: the worker pool dies with no chance to report
             process.wait()
-        with kiln_dev(state, port, tools.parent):
+        with kiln_dev(state, port, tools.parent, shared):
             deadline = time.monotonic() + 30
             while True:
                 task = modern(port, "tasks/get", {"taskId": task_id}, task_id)

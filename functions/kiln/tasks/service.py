@@ -27,7 +27,7 @@ from kiln.protocol.backend import (
     ToolView,
 )
 from kiln.tasks.settings import TaskSettings
-from kiln.tasks.store import TaskItem, TaskLimitError, TaskStore, owner_key
+from kiln.tasks.store import TaskItem, TaskLimitError, TaskStore, TaskTooLargeError, owner_key
 from kiln.tasks.worker import TaskWorker, internal_error
 
 log = logging.getLogger("kiln.tasks")
@@ -197,6 +197,10 @@ class TaskService:
         cap = self._settings.max_running_per_principal
         try:
             await asyncio.to_thread(self._store.create, item, max_running=cap)
+        except TaskTooLargeError as error:
+            raise TaskRefusedError(
+                f"Tool {tool.name!r} was not started as a task: {error}"
+            ) from error
         except TaskLimitError as error:
             raise TaskRefusedError(
                 f"Too many running tasks: this caller already has {cap} working, the limit; "
