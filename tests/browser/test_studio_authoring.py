@@ -6,9 +6,9 @@ import json
 import re
 from typing import Any
 
-from studio_browser import Dev, assert_accessible, shoot, sign_in
+from playwright.sync_api import expect
 
-expect = __import__("playwright.sync_api", fromlist=["expect"]).expect
+from studio_browser import Dev, assert_accessible, shoot, sign_in
 
 TWO_FIELDS = """import json
 import sys

@@ -76,9 +76,13 @@ class Starter(Protocol):
 class LocalPool:
     """Runs tasks in this process's event loop, at most `max_running` at once."""
 
-    def __init__(self, worker: TaskWorker, *, max_running: int) -> None:
+    def __init__(self, worker: TaskWorker, *, max_running: int, runner_slots: int = 4) -> None:
         self._worker = worker
         self._max_running = max_running
+        # Task runs take at most all but one of the runner's slots, so calls made inside
+        # requests are never queued behind long tasks alone; the other tasks wait their turn
+        # here, with their leases kept (never refused as "busy" by the runner's queue).
+        self._slot = asyncio.Semaphore(max(1, runner_slots - 1))
         self._runs: dict[str, tuple[asyncio.Task[str], asyncio.Event]] = {}
 
     def busy(self) -> bool:
@@ -90,7 +94,9 @@ class LocalPool:
 
     async def start(self, owner: str, task_id: str) -> None:
         event = asyncio.Event()
-        run = asyncio.create_task(self._worker.run(owner, task_id, cancelled=event))
+        run = asyncio.create_task(
+            self._worker.run(owner, task_id, cancelled=event, slot=self._slot)
+        )
         self._runs[task_id] = (run, event)
         run.add_done_callback(lambda done: self._finished(task_id, done))
 

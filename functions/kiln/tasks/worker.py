@@ -69,8 +69,13 @@ class TaskWorker:
         *,
         time_left_s: float | None = None,
         cancelled: asyncio.Event | None = None,
+        slot: asyncio.Semaphore | None = None,
     ) -> str:
-        """Run the task to its end; returns the status it ends in (or found it in)."""
+        """Run the task to its end; returns the status it ends in (or found it in).
+
+        `slot` bounds how many task runs of this process use the runner at once; a task
+        waiting for one keeps its lease and can be cancelled meanwhile.
+        """
         item = await asyncio.to_thread(self._store.get, owner, task_id)
         if item is None or item.status != "working":
             return item.status if item else "missing"
@@ -81,9 +86,7 @@ class TaskWorker:
             return await self._fail(
                 item, f"Tool '{item.tool}' was removed or disabled before its task ran"
             )
-        run = asyncio.create_task(
-            self._tools.execute(tool, item.arguments, time_left_s=time_left_s)
-        )
+        run = asyncio.create_task(self._execute(tool, item, time_left_s, slot))
         try:
             watched = await self._watch(item, run, cancelled)
         except asyncio.CancelledError:
@@ -107,6 +110,14 @@ class TaskWorker:
         except RunFailedError as error:
             return await self._settle(item, "failed", error=error_object(error)["error"])
         return await self._settle(item, "completed", result=result)
+
+    async def _execute(
+        self, tool: Tool, item: TaskItem, time_left_s: float | None, slot: asyncio.Semaphore | None
+    ) -> tuple[ToolOutcome, Any]:
+        if slot is None:
+            return await self._tools.execute(tool, item.arguments, time_left_s=time_left_s)
+        async with slot:
+            return await self._tools.execute(tool, item.arguments, time_left_s=time_left_s)
 
     async def _watch(
         self, item: TaskItem, run: asyncio.Task[Any], cancelled: asyncio.Event | None
