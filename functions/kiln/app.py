@@ -126,6 +126,11 @@ class Kiln:
             )
         return TaskService(self.task_store, starter, config, self.backend)
 
+    async def stop_tasks(self) -> None:
+        """Stop the task runs this process holds (kiln dev's shutdown)."""
+        if "tasks" in self.__dict__:  # built only once /mcp was used
+            await self.tasks.close()
+
     @property
     def cursor_secret(self) -> bytes:
         """The same in every container of a deployment, so a cursor works wherever it lands."""

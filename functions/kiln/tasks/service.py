@@ -72,6 +72,10 @@ class Starter(Protocol):
         """A hint that the task was cancelled (the worker also finds out by itself)."""
         ...
 
+    async def close(self) -> None:
+        """Stop the runs this process holds (at shutdown)."""
+        ...
+
 
 class LocalPool:
     """Runs tasks in this process's event loop, at most `max_running` at once."""
@@ -143,6 +147,9 @@ class LambdaStarter:
     def cancelled(self, task_id: str) -> None:
         return None
 
+    async def close(self) -> None:
+        return None  # the worker function's runs are not this process's
+
 
 class TaskService:
     def __init__(
@@ -159,6 +166,10 @@ class TaskService:
         self._settings = settings
         self._tools = tools
         self._clock = clock
+
+    async def close(self) -> None:
+        """Stop this process's task runs; their tasks end `failed`, saying why."""
+        await self._starter.close()
 
     def _ttl_ms(self, requested: int | None) -> int:
         # A task outlives the longest run (900 s) by ten minutes, so its result can be read.

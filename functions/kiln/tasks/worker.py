@@ -40,6 +40,9 @@ class ToolRunner(Protocol):
     ) -> tuple[ToolOutcome, Any]: ...
 
 
+STOPPED = "The server stopped while this task ran, and its run was stopped; call the tool again."
+
+
 def internal_error(message: str) -> dict[str, Any]:
     return {"code": -32603, "message": message}
 
@@ -90,11 +93,13 @@ class TaskWorker:
         try:
             watched = await self._watch(item, run, cancelled)
         except asyncio.CancelledError:
-            # This worker is being stopped (shutdown): stop the run with it. The task keeps
-            # its status; its lease runs out and the next reader fails it.
+            # This worker is being stopped (the server shuts down): stop the run with it and
+            # say so in the task. Should that write fail too, the lease runs out instead.
             run.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await run
+            with contextlib.suppress(Exception):
+                await self._fail(item, STOPPED)
             raise
         if not watched:
             return "cancelled"
