@@ -152,3 +152,14 @@ def unreachable_by_keyboard(page: Any, limit: int = 300) -> list[str]:
         sorted(reached),
     )
     return list(missing)
+
+
+def set_code(page: Any, code: str) -> None:
+    editor = page.get_by_role("textbox", name="Code")
+    editor.click()
+    page.keyboard.press("Control+A")
+    page.keyboard.press("Delete")
+    # CodeMirror auto-indents typed newlines; inserting the text at once keeps it as written.
+    # The old text is deleted first: Chromium's native replace of a highlighted selection
+    # copies its colours into a style attribute, which the studio's CSP (rightly) refuses.
+    page.keyboard.insert_text(code)
