@@ -23,7 +23,7 @@ from kiln.auth.audit import record_write
 from kiln.auth.policy import AuthError, Permission, Principal
 from kiln.auth.process import protect_process
 from kiln.auth.web import AccessControl, auth_error_response
-from kiln.aws import AwsClients, make_clients
+from kiln.aws import AwsClients, StoreUnavailableError, make_clients
 from kiln.bundles.service import Bundles, make_bundles
 from kiln.catalog.model import Revision, Tool
 from kiln.catalog.rules import RuleError, check_draft, check_name
@@ -335,6 +335,16 @@ def create_app(
         if isinstance(error, StaleRevisionError):
             body["current_revision"] = error.current
         return JSONResponse({"error": body}, status_code=status)
+
+    @app.exception_handler(StoreUnavailableError)
+    async def store_unavailable(_: Request, error: StoreUnavailableError) -> JSONResponse:
+        log.warning("store unavailable: %s", error)
+        body = {
+            "code": "catalog_unavailable",
+            "message": "the catalog store did not answer in time; retry shortly",
+        }
+        headers = {"Retry-After": str(error.retry_after_s)}
+        return JSONResponse({"error": body}, status_code=503, headers=headers)
 
     if role in ("all", "public"):
         _mount_mcp(app, parts, "/mcp", "call")

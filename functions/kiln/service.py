@@ -4,15 +4,17 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Mapping, Sequence
-from contextlib import AbstractContextManager, ExitStack
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager, ExitStack, contextmanager
 from pathlib import Path
 from typing import Any, Protocol
 
+from kiln.aws import StoreUnavailableError
 from kiln.bundles.cache import BundleError
 from kiln.catalog.model import Tool
 from kiln.catalog.snapshot import CatalogSnapshots
 from kiln.protocol.backend import CallContext, ToolOutcome, ToolView
+from kiln.protocol.errors import UnavailableError
 from kiln.runner import (
     InvalidArgumentsError,
     NodeUnavailableError,
@@ -51,6 +53,19 @@ def tool_view(tool: Tool) -> ToolView:
     )
 
 
+@contextmanager
+def catalog_reads() -> Iterator[None]:
+    """A store that does not answer becomes MCP's "catalog unavailable" error."""
+    try:
+        yield
+    except StoreUnavailableError as error:
+        log.warning("catalog unavailable: %s", error)
+        raise UnavailableError(
+            "Catalog unavailable: the tool catalog did not answer in time; retry shortly",
+            data={"retryAfterSeconds": error.retry_after_s},
+        ) from error
+
+
 class CatalogBackend:
     """The `ToolBackend` of the public endpoint: enabled catalog tools, run by the runner."""
 
@@ -69,7 +84,8 @@ class CatalogBackend:
         self._views: tuple[int, list[ToolView]] | None = None
 
     async def list_tools(self, ctx: CallContext) -> Sequence[ToolView]:
-        snapshot = await self._snapshots.fresh()
+        with catalog_reads():
+            snapshot = await self._snapshots.fresh()
         cached = self._views
         if cached is not None and cached[0] == snapshot.version:
             return cached[1]
@@ -78,7 +94,8 @@ class CatalogBackend:
         return views
 
     async def get_tool(self, name: str, ctx: CallContext) -> ToolView | None:
-        tool = (await self._snapshots.fresh()).tools.get(name)
+        with catalog_reads():
+            tool = (await self._snapshots.fresh()).tools.get(name)
         return tool_view(tool) if tool is not None and tool.enabled else None
 
     async def call_tool(
@@ -91,7 +108,8 @@ class CatalogBackend:
             return ToolOutcome(
                 f"Tool {tool.name!r} was disabled or removed; list tools again.", True
             )
-        outcome, _ = await self.execute(found, arguments, time_left_s=ctx.time_left_s)
+        with catalog_reads():  # the code and secrets are read from the store too
+            outcome, _ = await self.execute(found, arguments, time_left_s=ctx.time_left_s)
         return outcome
 
     async def execute(

@@ -27,7 +27,7 @@ from kiln.protocol.content import (
     load_json,
     parse_shape,
 )
-from kiln.protocol.errors import InternalError, InvalidParamsError, RequestId
+from kiln.protocol.errors import InternalError, InvalidParamsError, RequestId, UnavailableError
 from kiln.protocol.wire import MODERN_VERSIONS, at_least, structured_allowed
 
 log = logging.getLogger(__name__)
@@ -78,6 +78,8 @@ class ToolCaller:
             )
         try:
             tool = await self._backend.get_tool(name, ctx)
+        except UnavailableError as exc:
+            raise exc.for_request(request_id) from None
         except Exception as exc:
             log.exception("backend.get_tool failed for %s", name)
             raise InternalError("Internal error", request_id=request_id) from exc
@@ -101,6 +103,8 @@ class ToolCaller:
 
         try:
             outcome = await self._backend.call_tool(tool, arguments, ctx)
+        except UnavailableError as exc:
+            raise exc.for_request(request_id) from None
         except Exception as exc:
             log.exception("backend.call_tool failed for %s", name)
             raise InternalError("Internal error", request_id=request_id) from exc

@@ -30,6 +30,7 @@ from kiln.protocol.errors import (
     ParseError,
     ProtocolError,
     RequestId,
+    UnavailableError,
     UnsupportedVersionError,
     error_object,
     error_status,
@@ -206,6 +207,8 @@ class Dispatcher:
     async def _tools_list(self, envelope: Envelope, ctx: CallContext) -> bytes:
         try:
             tools = await self._backend.list_tools(ctx)
+        except UnavailableError as exc:
+            raise exc.for_request(envelope.request_id, modern=envelope.modern) from None
         except Exception as exc:
             log.exception("backend.list_tools failed")
             raise InternalError(
