@@ -81,11 +81,21 @@ _DEFINITION: dict[str, Any] = {
     "annotations": {"type": "object", "description": "readOnlyHint, destructiveHint, ..."},
     "timeout_seconds": {"type": "number", "exclusiveMinimum": 0, "maximum": 900},
     "enabled": {"type": "boolean"},
+    "task": {
+        "type": ["string", "null"],
+        "enum": ["optional", "required", None],
+        "description": "Let calls run as MCP tasks, past the request (long-running tools).",
+    },
     "secrets": {
         "type": "array",
         "items": {"type": "string"},
         "description": "Names of secrets the script reads from its environment (values are "
         "set by an operator with `kiln secrets set`).",
+    },
+    "tags": {
+        "type": "array",
+        "items": {"type": "string"},
+        "description": "Short lower-case labels; views can select tools by tag.",
     },
 }
 _NAME = {"type": "string", "description": "The tool's name."}
@@ -164,6 +174,8 @@ def definition(tool: Tool, code: str) -> dict[str, Any]:
         "timeout_seconds": head.timeout_seconds,
         "enabled": tool.enabled,
         "secrets": list(head.secrets),
+        "task": head.task,
+        "tags": list(head.tags),
     }
 
 

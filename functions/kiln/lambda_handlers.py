@@ -1,4 +1,5 @@
-"""Lambda entry points: `mcp` (public /mcp), `admin` (/api/*, /admin/mcp), `builder` (bundles).
+"""Lambda entry points: `mcp` (public /mcp), `admin` (/api/*, /admin/mcp), `builder` (bundles),
+`worker` (MCP tasks: long tool runs, invoked asynchronously by `mcp`).
 
 Each function's handler is made during the init phase (which SnapStart snapshots), and only
 the one that function uses: `kiln.lambda_handlers.mcp` never imports the admin app or the
@@ -47,10 +48,27 @@ def _builder() -> observability.Handler:
     return observability.instrument(build, name="builder")
 
 
+def _worker() -> observability.Handler:
+    from kiln.app import build_kiln
+    from kiln.auth import redact
+    from kiln.auth.process import protect_process
+    from kiln.tasks.worker import handle_event
+
+    redact.install()
+    protect_process()  # tools cannot read this process's environ (AWS credentials)
+    worker = build_kiln(settings, clients=clients).task_worker
+
+    def run(event: dict[str, Any], context: Any) -> Any:
+        return handle_event(event, context, worker)
+
+    return observability.instrument(run, name="worker")
+
+
 _FACTORIES = {
     "mcp": lambda: _http("public", "mcp"),
     "admin": lambda: _http("admin", "admin"),
     "builder": _builder,
+    "worker": _worker,
 }
 
 

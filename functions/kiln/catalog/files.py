@@ -84,6 +84,10 @@ def draft_manifest(draft: Draft) -> dict[str, Any]:
         data["secrets"] = list(draft.secrets)
     else:
         data.pop("secrets")
+    if draft.tags:
+        data["tags"] = list(draft.tags)
+    else:
+        data.pop("tags")
     return {key: value for key, value in data.items() if value is not None}
 
 
@@ -171,6 +175,8 @@ def draft_from_tool_json(body: Mapping[str, Any], code: str) -> Draft:
             "timeout_seconds",
             "enabled",
             "secrets",
+            "task",
+            "tags",
         )
         if body.get(key) is not None
     }
@@ -207,6 +213,8 @@ def draft_of(tool: Tool, code: str) -> Draft:
         timeout_seconds=head.timeout_seconds,
         enabled=tool.enabled,
         secrets=head.secrets,
+        task=head.task,
+        tags=head.tags,
     )
 
 

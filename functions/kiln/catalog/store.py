@@ -95,6 +95,7 @@ def revision_from_json(text: str) -> Revision:
     data = json.loads(text)
     data["requirements"] = tuple(data["requirements"])
     data["secrets"] = tuple(data.get("secrets", ()))
+    data["tags"] = tuple(data.get("tags", ()))
     return Revision(**data)
 
 
@@ -388,6 +389,8 @@ class CatalogStore:
             created_at=now,
             created_by=actor,
             secrets=draft.secrets,
+            task=draft.task,
+            tags=draft.tags,
         )
 
     def _check_head(self, tool: Tool, expected: int) -> None:
