@@ -58,7 +58,7 @@ class StoreDeadlines:
     request's budget (API Gateway's 29 s)."""
 
     connect_s: float = 1.0
-    read_s: float = 2.0
+    read_s: float = 3.0
     attempts: int = 2
 
     @property

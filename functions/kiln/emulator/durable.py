@@ -213,7 +213,9 @@ class DurableEmulator:
         token = _token_of(body)
         if token is not None:
             digest = hashlib.sha256(body).hexdigest()
-            self.tokens[token] = _Token(digest, at, response)
+            # Only what a repeated call's answer needs: tokens are kept for 10 minutes.
+            kept = [(k, v) for k, v in response.headers if k.lower() == "content-type"]
+            self.tokens[token] = _Token(digest, at, Response(response.status, kept, response.body))
             self.tokens.move_to_end(token)
         horizon = self._clock() - TOKEN_WINDOW_S
         while self.tokens and next(iter(self.tokens.values())).at < horizon:
