@@ -75,14 +75,16 @@ class _StoreErrors:
             return super()._make_api_call(operation_name, api_params)  # type: ignore[misc]
         except (BotoConnectionError, HTTPClientError) as error:
             raise StoreUnavailableError(
-                f"{operation_name}: the store did not answer ({type(error).__name__})"
+                f"the catalog store did not answer in time ({operation_name}: "
+                f"{type(error).__name__}); retry shortly"
             ) from error
         except ClientError as error:
             status = error.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0)
             code = error.response.get("Error", {}).get("Code", "")
             if status >= 500 or code in _UNAVAILABLE_CODES:
                 raise StoreUnavailableError(
-                    f"{operation_name}: the store is unavailable ({code or status})"
+                    f"the catalog store is unavailable ({operation_name}: {code or status}); "
+                    "retry shortly"
                 ) from error
             raise
 
