@@ -129,7 +129,7 @@ async def _send(client: httpx.AsyncClient, url: str, case: Case, tally: Tally) -
         tally.unsendable += 1  # the HTTP client itself refuses to send these header bytes
         return
     except httpx.HTTPError as error:
-        tally.dropped.append((type(error).__name__, case))
+        tally.dropped.append((f"{type(error).__name__}: {error}"[:200], case))
         return
     tally.record(case, response.status_code, response.content)
 
@@ -138,7 +138,11 @@ async def fuzz(url: str, requests: int, seed: int, concurrency: int) -> Tally:
     fuzzer = Fuzzer(seed)
     tally = Tally()
     queue: asyncio.Queue[Case | None] = asyncio.Queue(maxsize=concurrency * 4)
-    limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
+    # Idle connections are dropped before the server would close them (it does at 5 s), so a
+    # request never races a server-side close on a pooled connection.
+    limits = httpx.Limits(
+        max_connections=concurrency, max_keepalive_connections=concurrency, keepalive_expiry=2
+    )
     async with httpx.AsyncClient(timeout=60, limits=limits) as client:
 
         async def worker() -> None:
@@ -247,7 +251,8 @@ def report(tally: Tally, seconds: float, problems: list[str], log_bytes: int) ->
         for status, case, body in items[:5]:
             print(f"  {label}: {status} {case.method} {case.path} {case.body[:120]!r} -> {body!r}")
     for kind, case in tally.dropped[:5]:
-        print(f"  dropped: {kind} {case.method} {case.path} {case.body[:120]!r}")
+        print(f"  dropped: {kind} {case.method} {case.path} {len(case.body)} bytes")
+        print(f"    headers {case.headers!r:.300} body {case.body[:200]!r}")
     return not (tally.server_errors or tally.mcp_not_json or tally.dropped or problems)
 
 
