@@ -25,7 +25,7 @@ from referencing.exceptions import Unresolvable
 from referencing.jsonschema import DRAFT202012
 
 from kiln.auth.secrets import InvalidSecretError, check_secret_name
-from kiln.catalog.model import ANNOTATION_HINTS, Draft, Language
+from kiln.catalog.model import ANNOTATION_HINTS, Draft, Language, TaskMode
 from kiln.safe_schema import pattern_problem
 
 __all__ = [
@@ -99,6 +99,7 @@ CANONICAL_FIELDS: Final = (
     "timeout_seconds",
     "enabled",
     "secrets",
+    "task",
     "tags",
 )
 
@@ -275,6 +276,22 @@ def _check_timeout(value: object, found: list[Violation]) -> float | None:
         )
         return None
     return seconds
+
+
+def _check_task(value: object, found: list[Violation]) -> TaskMode | None:
+    if value is _MISSING or value is None or value == "forbidden":
+        return None
+    if value in ("optional", "required"):
+        return value
+    found.append(
+        _violation(
+            "task",
+            "enum",
+            'must be "optional" (calls may run as MCP tasks) or "required" (they always do); '
+            "leave it out for tools that answer inside the request",
+        )
+    )
+    return None
 
 
 def _check_enabled(value: object, found: list[Violation]) -> bool:
@@ -1085,6 +1102,7 @@ def check_draft(payload: Mapping[str, Any], *, defaults: Mapping[str, Any] | Non
     timeout = _check_timeout(get("timeout_seconds"), found)
     enabled = _check_enabled(get("enabled"), found)
     secrets = _check_secrets(get("secrets"), found)
+    task = _check_task(get("task"), found)
     tags = _check_tags(get("tags"), found)
 
     if found:
@@ -1108,5 +1126,6 @@ def check_draft(payload: Mapping[str, Any], *, defaults: Mapping[str, Any] | Non
         timeout_seconds=timeout,
         enabled=enabled,
         secrets=secrets,
+        task=task,
         tags=tags,
     )

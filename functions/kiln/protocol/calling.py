@@ -85,6 +85,16 @@ class ToolCaller:
     async def call(
         self, params: dict[str, Any], *, version: str, ctx: CallContext, request_id: RequestId
     ) -> dict[str, Any]:
+        prepared = await self.prepare(params, ctx=ctx, request_id=request_id)
+        if isinstance(prepared, dict):
+            return prepared
+        tool, arguments = prepared
+        return await self.run(tool, arguments, version=version, ctx=ctx, request_id=request_id)
+
+    async def find(
+        self, params: dict[str, Any], *, ctx: CallContext, request_id: RequestId
+    ) -> ToolView:
+        """The tool `params.name` names; -32602 when there is none."""
         name = params.get("name")
         if not isinstance(name, str):
             raise InvalidParamsError(
@@ -97,8 +107,19 @@ class ToolCaller:
             raise InternalError("Internal error", request_id=request_id) from exc
         if tool is None:
             raise InvalidParamsError(f"Unknown tool: {clip(name)}", request_id=request_id)
+        return tool
 
-        arguments = params.get("arguments", {})
+    async def prepare(
+        self, params: dict[str, Any], *, ctx: CallContext, request_id: RequestId
+    ) -> tuple[ToolView, dict[str, Any]] | dict[str, Any]:
+        """The tool and its checked arguments, or the isError result that says what is wrong."""
+        tool = await self.find(params, ctx=ctx, request_id=request_id)
+        return await self.check_arguments(tool, params.get("arguments", {}))
+
+    async def check_arguments(
+        self, tool: ToolView, arguments: Any
+    ) -> tuple[ToolView, dict[str, Any]] | dict[str, Any]:
+        name = tool.name
         if not isinstance(arguments, dict):
             return tool_error(
                 f"Invalid arguments for tool '{name}':\n"
@@ -119,25 +140,41 @@ class ToolCaller:
             )
         if problems:
             return tool_error(summarize(name, problems))
+        return tool, arguments
 
+    async def run(
+        self,
+        tool: ToolView,
+        arguments: dict[str, Any],
+        *,
+        version: str,
+        ctx: CallContext,
+        request_id: RequestId,
+    ) -> dict[str, Any]:
         try:
             outcome = await self._backend.call_tool(tool, arguments, ctx)
         except ProtocolError as error:  # a refusal the backend decided (a spent quota)
             error.request_id = request_id
             raise
         except Exception as exc:
-            log.exception("backend.call_tool failed for %s", name)
+            log.exception("backend.call_tool failed for %s", tool.name)
             raise InternalError("Internal error", request_id=request_id) from exc
-        if tool.output_schema is None:
-            return self.shape(tool, outcome, version)
-        # Output validation can cost as much as input validation: off the event loop too.
-        return await asyncio.to_thread(self.shape, tool, outcome, version)
+        try:
+            if tool.output_schema is None:
+                return self.shape(tool, outcome, version)
+            # Output validation can cost as much as input validation: off the event loop too.
+            return await asyncio.to_thread(self.shape, tool, outcome, version)
+        except RunFailedError as error:
+            error.request_id = request_id
+            raise
 
     def shape(self, tool: ToolView, outcome: ToolOutcome, version: str) -> dict[str, Any]:
         """The CallToolResult for what the run produced, as `version` can receive it."""
         if outcome.is_error:
             return result([text_block(outcome.text)], is_error=True)
         parsed = _try_json(outcome.stdout)
+        if isinstance(parsed, dict) and ERROR_MARKER in parsed:
+            raise _run_failure(tool, parsed)
         where = lone_surrogate_path(parsed) if may_hold_surrogates(outcome.stdout) else None
         if where is not None:
             return tool_error(
@@ -214,6 +251,30 @@ class ToolCaller:
 
 
 _NOT_JSON: Any = object()
+
+# A tool that must end its call in a JSON-RPC error instead of a result (for a task: `failed`
+# with that error) prints exactly {"kiln/error": {"message": "...", "data": <optional>}}.
+ERROR_MARKER = "kiln/error"
+
+
+class RunFailedError(InternalError):
+    """The run ended in a protocol-level failure: there is no CallToolResult for it."""
+
+
+def _run_failure(tool: ToolView, parsed: dict[str, Any]) -> RunFailedError:
+    body = parsed[ERROR_MARKER]
+    if set(parsed) != {ERROR_MARKER} or not isinstance(body, dict):
+        return RunFailedError(
+            f"Tool '{tool.name}' printed a '{ERROR_MARKER}' object that is not valid: it must "
+            f"be the only key, holding an object with a string 'message'"
+        )
+    message = body.get("message")
+    if not isinstance(message, str) or set(body) - {"message", "data"}:
+        return RunFailedError(
+            f"Tool '{tool.name}' printed a '{ERROR_MARKER}' object that is not valid: "
+            "it holds a string 'message' and optionally 'data', nothing else"
+        )
+    return RunFailedError(f"Tool '{tool.name}' failed: {message}", data=body.get("data"))
 
 
 def _try_json(stdout: str) -> Any:

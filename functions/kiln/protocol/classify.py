@@ -32,7 +32,15 @@ METHOD_HEADER = "mcp-method"
 NAME_HEADER = "mcp-name"
 
 # Which body field `Mcp-Name` mirrors, per method (2026-07-28 streamable-http §Standard Headers).
-_NAME_FIELD = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
+# The tasks extension (SEP-2663) adds its task methods, which name `params.taskId`.
+_NAME_FIELD = {
+    "tools/call": "name",
+    "prompts/get": "name",
+    "resources/read": "uri",
+    "tasks/get": "taskId",
+    "tasks/update": "taskId",
+    "tasks/cancel": "taskId",
+}
 _OWS = " \t"
 
 

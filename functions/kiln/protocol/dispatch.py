@@ -12,7 +12,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from kiln.protocol.backend import CallContext, ToolBackend
+from kiln.protocol.backend import CallContext, TaskBackend, ToolBackend
 from kiln.protocol.calling import ToolCaller
 from kiln.protocol.classify import (
     VERSION_HEADER,
@@ -42,6 +42,7 @@ from kiln.protocol.legacy import LegacyEra, negotiate
 from kiln.protocol.listing import ToolLister
 from kiln.protocol.modern import ModernEra
 from kiln.protocol.settings import ProtocolSettings
+from kiln.protocol.tasks import TASKS_VERSION, TaskMethods
 from kiln.protocol.wire import BATCH_VERSION, LEGACY_VERSIONS, MAX_BATCH, MODERN_VERSIONS
 
 log = logging.getLogger(__name__)
@@ -91,13 +92,25 @@ class _SurrogateCheck:
 
 
 class Dispatcher:
-    def __init__(self, backend: ToolBackend, settings: ProtocolSettings) -> None:
+    def __init__(
+        self, backend: ToolBackend, settings: ProtocolSettings, tasks: TaskBackend | None = None
+    ) -> None:
         self._backend = backend
-        self._legacy = LegacyEra(settings)
-        self._modern = ModernEra(settings)
+        self._legacy = LegacyEra(settings, tasks=tasks is not None)
+        self._modern = ModernEra(settings, tasks=tasks is not None)
         codec = CursorCodec(settings.cursor_secret or os.urandom(32))
-        self._lister = ToolLister(codec, page_size=settings.page_size, ttl_ms=settings.list_ttl_ms)
+        self._lister = ToolLister(
+            codec,
+            page_size=settings.page_size,
+            ttl_ms=settings.list_ttl_ms,
+            tasks=tasks is not None,
+        )
         self._caller = ToolCaller(backend, budget_s=settings.schema_budget_s)
+        self._tasks = (
+            TaskMethods(tasks, self._caller, result_wait_s=settings.task_result_wait_s)
+            if tasks is not None
+            else None
+        )
         self._legacy_methods: dict[str, Handler] = {
             "initialize": self._initialize,
             "ping": self._ping,
@@ -111,6 +124,37 @@ class Dispatcher:
             "tools/list": self._tools_list,
             "tools/call": self._tools_call,
         }
+        if self._tasks is not None:
+            # tasks/result and tasks/list are not part of the extension: -32601 there.
+            self._modern_methods.update(
+                {
+                    "tasks/get": self._task_method(self._tasks.get),
+                    "tasks/update": self._task_method(self._tasks.update),
+                    "tasks/cancel": self._task_method(self._tasks.cancel),
+                }
+            )
+            self._legacy_methods.update(
+                {
+                    "tasks/get": self._task_method(self._tasks.get),
+                    "tasks/result": self._task_method(self._tasks.result),
+                    "tasks/list": self._task_method(self._tasks.list),
+                    "tasks/cancel": self._task_method(self._tasks.cancel),
+                }
+            )
+
+    def _task_method(
+        self, method: Callable[[Envelope, CallContext], Awaitable[dict[str, Any]]]
+    ) -> Handler:
+        async def handler(envelope: Envelope, ctx: CallContext) -> bytes:
+            if not envelope.modern and envelope.version != TASKS_VERSION:
+                raise MethodNotFoundError(
+                    f"Method not found: {envelope.method} exists only in MCP {TASKS_VERSION} "
+                    "and, as the tasks extension, in 2026-07-28",
+                    request_id=envelope.request_id,
+                )
+            return dumps(self._finish(envelope)(await method(envelope, ctx)))
+
+        return handler
 
     async def handle_body(
         self,
@@ -261,7 +305,10 @@ class Dispatcher:
         )
 
     async def _tools_call(self, envelope: Envelope, ctx: CallContext) -> bytes:
-        result = await self._caller.call(
-            envelope.params, version=envelope.version, ctx=ctx, request_id=envelope.request_id
-        )
+        if self._tasks is not None:
+            result = await self._tasks.tools_call(envelope, ctx)
+        else:
+            result = await self._caller.call(
+                envelope.params, version=envelope.version, ctx=ctx, request_id=envelope.request_id
+            )
         return dumps(self._finish(envelope)(result))

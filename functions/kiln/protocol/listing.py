@@ -59,7 +59,10 @@ def _dump_tool(tool: ToolView) -> dict[str, Any]:
 
 
 class ToolLister:
-    def __init__(self, codec: CursorCodec, *, page_size: int, ttl_ms: int) -> None:
+    def __init__(
+        self, codec: CursorCodec, *, page_size: int, ttl_ms: int, tasks: bool = False
+    ) -> None:
+        self._tasks = tasks  # False: no task support is listed (the endpoint has no tasks)
         self._codec = codec
         self._page_size = max(1, page_size)
         self._ttl_ms = ttl_ms
@@ -118,6 +121,9 @@ class ToolLister:
     ) -> dict[str, Any]:
         end = offset + self._page_size
         tools = [tool_for_version(d, version) for d in snap.dumped[offset:end]]
+        if not self._tasks:
+            for tool in tools:
+                tool.pop("execution", None)
         next_cursor = self._codec.encode(end, snap.fingerprint) if end < len(snap.dumped) else None
         result = ListToolsResult.model_validate(
             {"tools": tools, "nextCursor": next_cursor, "ttlMs": self._ttl_ms, "cacheScope": scope}
