@@ -23,10 +23,10 @@ from hypothesis import strategies as st
 
 from conftest import AwsStack
 from harness import AUTHOR_KEY
-from kiln.app import build_kiln
 from kiln.protocol import McpEndpoint
 from kiln.protocol.stdio import serve_stdio
 from kiln.settings import Settings
+from kiln.stack import build_kiln
 from mcp_helpers import MODERN, McpServer, meta, start_kiln
 
 CI_BUDGET = settings(
