@@ -121,8 +121,17 @@ class Kiln:
             client = session.client("lambda") if session is not None else None
             starter = LambdaStarter(client, config.worker_function)
         else:
-            starter = LocalPool(self.task_worker, max_running=config.max_running_per_process)
+            starter = LocalPool(
+                self.task_worker,
+                max_running=config.max_running_per_process,
+                runner_slots=self.settings.max_concurrent_runs,
+            )
         return TaskService(self.task_store, starter, config, self.backend)
+
+    async def stop_tasks(self) -> None:
+        """Stop the task runs this process holds (kiln dev's shutdown)."""
+        if "tasks" in self.__dict__:  # built only once /mcp was used
+            await self.tasks.close()
 
     @property
     def cursor_secret(self) -> bytes:
