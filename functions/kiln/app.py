@@ -9,7 +9,7 @@ from __future__ import annotations
 from fastapi import FastAPI
 
 import kiln
-from kiln.api import bundles, errors, health, mcp, middleware, studio, tools
+from kiln.api import bundles, errors, health, mcp, middleware, studio, tasks, tools
 from kiln.stack import Kiln, Role
 from kiln.studio import assets as studio_assets
 
@@ -38,4 +38,5 @@ def create_app(parts: Kiln, *, role: Role = "all") -> FastAPI:
         app.include_router(health.router)
         app.include_router(tools.router)
         app.include_router(bundles.router)
+        app.include_router(tasks.router)
     return app

@@ -10,5 +10,6 @@ tools       /api/tools... -> kiln.authoring
 bundles     /api/bundles...
 studio      /api/whoami and /api/tools/validate (the studio's dry-run save); its pages are
             kiln.studio.assets
+tasks       /api/tasks/{id}: authors' runs as MCP tasks (started by /api/tools/{ref}/run)
 health      /api/health and the OAuth protected-resource metadata
 """
