@@ -377,7 +377,12 @@ def _server_config(app: Any, args: argparse.Namespace, settings: Settings) -> An
     """uvicorn's config with Kiln's connection limits (see kiln.connections)."""
     import uvicorn
 
-    from kiln.connections import ConnectionLimits, hardened_protocol, limit_log_rate
+    from kiln.connections import (
+        ConnectionLimits,
+        connection_cap,
+        hardened_protocol,
+        limit_log_rate,
+    )
 
     limits = ConnectionLimits(
         idle_timeout_s=settings.idle_timeout_s,
@@ -392,6 +397,9 @@ def _server_config(app: Any, args: argparse.Namespace, settings: Settings) -> An
         log_level="warning",
         lifespan="on",
         http=hardened_protocol(limits),
+        # asyncio accepts up to `backlog` sockets per wake-up before any connection is set up;
+        # a small one lets the connection cap evict idle ones before descriptors run out.
+        backlog=max(16, connection_cap(limits) // 4),
         timeout_keep_alive=max(1, round(limits.idle_timeout_s)),
         h11_max_incomplete_event_size=limits.max_header_bytes,
     )
