@@ -8,13 +8,16 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Request
 from fastapi.responses import Response
+from starlette.exceptions import HTTPException
 
 from kiln.api.common import kiln_of, read_capped, time_left_s
 from kiln.api.errors import jsonrpc_response
 from kiln.auth.policy import AuthError, Permission
 from kiln.protocol.backend import CallContext
 
-METHODS = ["GET", "POST", "DELETE", "PUT", "PATCH", "OPTIONS"]
+# Every method reaches the protocol layer, which answers all but POST with a JSON-RPC 405;
+# methods outside this list get the same answer from the app's routing error handler.
+METHODS = ["GET", "POST", "DELETE", "PUT", "PATCH", "OPTIONS", "TRACE"]
 public_router = APIRouter(include_in_schema=False)
 admin_router = APIRouter(include_in_schema=False)
 
@@ -46,3 +49,10 @@ async def public_mcp(request: Request) -> Response:
 @admin_router.api_route("/admin/mcp", methods=METHODS)
 async def admin_mcp(request: Request) -> Response:
     return await _serve(request, "author", "/admin/mcp")
+
+
+@public_router.api_route("/mcp/{rest:path}", methods=METHODS)
+@admin_router.api_route("/admin/mcp/{rest:path}", methods=METHODS)
+async def below_mcp(rest: str) -> Response:
+    """Paths below an MCP endpoint: a JSON-RPC 404 (not a redirect to the endpoint)."""
+    raise HTTPException(404)

@@ -11,6 +11,7 @@ The methods block (boto3): async callers run them with `asyncio.to_thread`.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -26,8 +27,9 @@ from kiln.protocol.arguments import SchemaProblem, ValidatorCache, summarize
 from kiln.protocol.backend import ToolOutcome
 from kiln.runner.model import RunResult
 
+ARGUMENTS_BUDGET_S = 1.0  # checking test-run arguments against a schema gives up after this
+
 log = logging.getLogger("kiln.authoring")
-SCHEMA_BUDGET_S = 1.0  # as long as an MCP call's arguments may take to check
 
 
 class ArgumentsRejectedError(ValueError):
@@ -189,29 +191,30 @@ class AuthoringService:
 
     # -- test runs ---------------------------------------------------------------------
 
+    def check_arguments(self, tool: Tool, arguments: object) -> Mapping[str, Any]:
+        """The arguments, if they are an object matching the tool's input schema."""
+        if not isinstance(arguments, Mapping):
+            raise ArgumentsRejectedError("arguments: must be a JSON object")
+        try:
+            problems = self._validators.problems(
+                tool.head.input_schema, arguments, budget_s=ARGUMENTS_BUDGET_S
+            )
+        except SchemaProblem as problem:  # TooCostlyError too: over the time budget
+            raise ArgumentsRejectedError(f"input_schema: {problem}") from None
+        if problems:
+            raise ArgumentsRejectedError(summarize(tool.name, problems))
+        return arguments
+
     async def test_run(
         self, tool: Tool, arguments: object, *, time_left_s: float | None
     ) -> TestRun:
         """Run the tool's head as an author's test (disabled tools run too)."""
         if self._executor is None:
             raise RuntimeError("this authoring service was made without an executor")
-        checked = await self._checked_arguments(tool, arguments)
+        # Off the event loop: a costly schema must not hold up other requests.
+        checked = await asyncio.to_thread(self.check_arguments, tool, arguments)
         outcome, result = await self._executor.execute(tool, checked, time_left_s=time_left_s)
         return TestRun(outcome, result)
-
-    async def _checked_arguments(self, tool: Tool, arguments: object) -> Mapping[str, Any]:
-        """The arguments, if they are an object matching the tool's input schema (checked on
-        a worker thread within a time budget, as MCP calls are)."""
-        if not isinstance(arguments, Mapping):
-            raise ArgumentsRejectedError("arguments: must be a JSON object")
-        schema = tool.head.input_schema
-        try:
-            problems = await self._validators.check(schema, arguments, budget_s=SCHEMA_BUDGET_S)
-        except SchemaProblem as problem:
-            raise ArgumentsRejectedError(f"input_schema: {problem}") from None
-        if problems:
-            raise ArgumentsRejectedError(summarize(tool.name, problems))
-        return arguments
 
     # -- internals ---------------------------------------------------------------------
 
