@@ -62,6 +62,9 @@ class Settings:
     bundle_cache_dir: Path | None = None
     public_base_url: str | None = None  # how clients reach this server (OAuth metadata)
     cursor_secret: str | None = None  # signs tools/list cursors; one value for every container
+    ledger: bool = True  # record every tools/call (kiln.access.ledger)
+    ledger_retention_days: int = 30
+    ledger_digest_key: str | None = None  # HMAC key of the ledger's argument digests
     extra: Mapping[str, str] = field(default_factory=dict)
     auth: AuthSettings = field(default_factory=AuthSettings)  # OAuth mode, scopes, secrets
 
@@ -93,6 +96,11 @@ class Settings:
             bundle_cache_dir=Path(cache_dir) if cache_dir else None,
             public_base_url=e.get("KILN_PUBLIC_BASE_URL") or None,
             cursor_secret=e.get("KILN_CURSOR_SECRET") or None,
+            ledger=_bool(e.get("KILN_LEDGER"), cls.ledger),
+            ledger_retention_days=_int(
+                e.get("KILN_LEDGER_RETENTION_DAYS"), cls.ledger_retention_days
+            ),
+            ledger_digest_key=e.get("KILN_LEDGER_DIGEST_KEY") or None,
             auth=AuthSettings.from_env(e),
         )
 
