@@ -81,6 +81,11 @@ _DEFINITION: dict[str, Any] = {
     "annotations": {"type": "object", "description": "readOnlyHint, destructiveHint, ..."},
     "timeout_seconds": {"type": "number", "exclusiveMinimum": 0, "maximum": 900},
     "enabled": {"type": "boolean"},
+    "task": {
+        "type": ["string", "null"],
+        "enum": ["optional", "required", None],
+        "description": "Let calls run as MCP tasks, past the request (long-running tools).",
+    },
     "secrets": {
         "type": "array",
         "items": {"type": "string"},
@@ -169,6 +174,7 @@ def definition(tool: Tool, code: str) -> dict[str, Any]:
         "timeout_seconds": head.timeout_seconds,
         "enabled": tool.enabled,
         "secrets": list(head.secrets),
+        "task": head.task,
         "tags": list(head.tags),
     }
 

@@ -175,6 +175,7 @@ def draft_from_tool_json(body: Mapping[str, Any], code: str) -> Draft:
             "timeout_seconds",
             "enabled",
             "secrets",
+            "task",
             "tags",
         )
         if body.get(key) is not None
@@ -212,6 +213,7 @@ def draft_of(tool: Tool, code: str) -> Draft:
         timeout_seconds=head.timeout_seconds,
         enabled=tool.enabled,
         secrets=head.secrets,
+        task=head.task,
         tags=head.tags,
     )
 

@@ -7,6 +7,8 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 Language = Literal["python", "node"]
+# Whether calls may run as MCP tasks (long-running, past the request): None means never.
+TaskMode = Literal["optional", "required"]
 
 ANNOTATION_HINTS = ("readOnlyHint", "destructiveHint", "idempotentHint", "openWorldHint")
 
@@ -32,6 +34,7 @@ class Draft:
     timeout_seconds: float = 30.0
     enabled: bool = True
     secrets: tuple[str, ...] = ()  # names of the per-tool secrets the script reads from its env
+    task: TaskMode | None = None
     tags: tuple[str, ...] = ()  # short labels that views select tools by
 
 
@@ -56,6 +59,7 @@ class Revision:
     created_by: str = ""
     restored_from: int | None = None
     secrets: tuple[str, ...] = ()  # declared secret names (values live in SSM, never here)
+    task: TaskMode | None = None
     tags: tuple[str, ...] = ()
 
 

@@ -389,6 +389,7 @@ class CatalogStore:
             created_at=now,
             created_by=actor,
             secrets=draft.secrets,
+            task=draft.task,
             tags=draft.tags,
         )
 
