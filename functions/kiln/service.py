@@ -146,24 +146,13 @@ class CatalogBackend:
     async def admit_task(
         self, name: str, arguments: Mapping[str, Any], ctx: CallContext
     ) -> Tool | None:
-        """The tool a task for this request will run (its view's revision), admitted against
-        the caller's call quotas now, as a call inside the request would be."""
+        """The tool a task for this request will run (its view's revision). The call was
+        admitted against the caller's quotas by `get_tool`, which the protocol asks first."""
         latest = self._snapshots.latest or await self._snapshots.fresh()
-        view, tools = await self._visible(latest, ctx)
+        _, tools = await self._visible(latest, ctx)
         found = tools.get(name)
         if found is None or not found.enabled:
             return None
-        caller = caller_of(ctx.principal, view)
-        if self._gate is not None and caller.limits:
-            gate, digest = self._gate, self._gate.digest(arguments)
-            try:
-                await asyncio.to_thread(
-                    gate.admit, caller, found, digest=digest, started=time.time()
-                )
-            except QuotaExceededError as refused:
-                raise RateLimitedError(
-                    str(refused), retry_after_s=refused.retry_after_s, data=refused.data()
-                ) from None
         return found
 
     async def find(self, name: str, revision: int) -> Tool | None:
