@@ -37,6 +37,8 @@ def read_view_file(path: Path) -> View:
         body = json.loads(path.read_text("utf-8"))
     except UnicodeDecodeError:
         raise ViewFileError(f"{path}: not UTF-8 text") from None
+    except OSError as error:
+        raise ViewFileError(f"{path}: cannot be read ({error.strerror})") from None
     except json.JSONDecodeError as error:
         raise ViewFileError(f"{path}: not valid JSON ({error.msg}, line {error.lineno})") from None
     if not isinstance(body, dict):
