@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -12,17 +11,13 @@ from urllib.parse import quote
 
 from kiln.auth.cli import register as register_auth
 from kiln.bundles.cli import register as register_bundles
-from kiln.settings import LOCAL_URL
+from kiln.settings import LOCAL_URL, Settings, SettingsError
 
 
 def _client(args: argparse.Namespace):  # type: ignore[no-untyped-def]
-    from kiln.client import KilnClient
+    from kiln.client import connect
 
-    key = args.key or os.environ.get("KILN_AUTHOR_KEY")
-    if not key:
-        saved = Path(args.state_dir) / "author_key"
-        key = saved.read_text("utf-8").strip() if saved.is_file() else None
-    return KilnClient(args.url, key)
+    return connect(args.settings, url=args.url, key=args.key, state_dir=args.state_dir)
 
 
 def cmd_dev(args: argparse.Namespace) -> int:
@@ -127,7 +122,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     dev.add_argument("--no-examples", action="store_true", help="do not load examples/tools")
     dev.add_argument("--state-dir", default=".kiln", help="where local state is kept")
-    dev.add_argument("--author-key", default=os.environ.get("KILN_AUTHOR_KEY"))
+    dev.add_argument("--author-key", default=None, help="default: KILN_AUTHOR_KEY")
     dev.add_argument(
         "--aws",
         action="store_true",
@@ -147,7 +142,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
 
     def remote(sub: argparse.ArgumentParser) -> argparse.ArgumentParser:
-        sub.add_argument("--url", default=os.environ.get("KILN_URL", LOCAL_URL))
+        sub.add_argument("--url", default=None, help=f"default: KILN_URL, else {LOCAL_URL}")
         sub.add_argument("--key", default=None, help="author key (default: KILN_AUTHOR_KEY)")
         sub.add_argument("--state-dir", default=".kiln", help=argparse.SUPPRESS)
         return sub
@@ -170,7 +165,13 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """The `kiln` entry point: settings from the environment, once, then the command."""
     args = build_parser().parse_args(argv)
+    try:
+        args.settings = Settings.from_env()
+    except SettingsError as error:
+        print(f"kiln: {error}", file=sys.stderr)
+        return 2
     return int(args.func(args))
 
 

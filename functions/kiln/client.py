@@ -7,17 +7,28 @@ import json
 import urllib.error
 import urllib.parse
 import urllib.request
+from pathlib import Path
 from typing import Any
 
 from kiln.catalog.files import draft_from_tool_json, draft_manifest
 from kiln.catalog.model import Draft
-from kiln.settings import LOCAL_URL
+from kiln.settings import LOCAL_URL, Settings
 
 
 class ApiCallError(Exception):
     def __init__(self, status: int, message: str) -> None:
         super().__init__(f"HTTP {status}: {message}" if status else message)
         self.status = status
+
+
+def connect(settings: Settings, *, url: str | None, key: str | None, state_dir: str) -> KilnClient:
+    """The server and key a command uses: --url / --key, else KILN_URL / KILN_AUTHOR_KEY,
+    else the key `kiln dev` saved in its state directory."""
+    key = key or settings.author_key
+    if not key:
+        saved = Path(state_dir) / "author_key"
+        key = saved.read_text("utf-8").strip() if saved.is_file() else None
+    return KilnClient(url or settings.url, key)
 
 
 class KilnClient:

@@ -15,7 +15,6 @@ import fcntl
 import hashlib
 import json
 import logging
-import os
 import secrets
 import sys
 import threading
@@ -25,18 +24,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from kiln import stack
+from kiln.authoring import AuthoringService, FolderTarget
 from kiln.aws import AwsClients, ensure_resources, make_clients
 from kiln.catalog.files import (
     FolderError,
     PushResult,
-    StoreTarget,
     draft_digest,
     push,
     read_folder,
     tool_folders,
 )
-from kiln.catalog.store import CatalogStore
-from kiln.settings import Settings
+from kiln.settings import Settings, set_local_aws_defaults
 
 log = logging.getLogger("kiln.dev")
 
@@ -312,7 +311,7 @@ def local_stack(
                 mirror.stop()
 
 
-def load_tool_folders(store: CatalogStore, args: argparse.Namespace) -> list[PushResult]:
+def load_tool_folders(authoring: AuthoringService, args: argparse.Namespace) -> list[PushResult]:
     """Push the tool folders that changed since the last start.
 
     A folder that is as it was when last loaded is left alone, so what was changed through
@@ -323,41 +322,34 @@ def load_tool_folders(store: CatalogStore, args: argparse.Namespace) -> list[Pus
     folders = [folder for root in roots for folder in tool_folders(root)]
     record = Path(args.state_dir) / "loaded.json"
     loaded = json.loads(record.read_text("utf-8")) if record.is_file() else {}
-    results = push(StoreTarget(store, actor="kiln dev"), folders, unchanged_since=loaded)
+    results = push(FolderTarget(authoring), folders, unchanged_since=loaded)
     digests = {draft.name: draft_digest(draft) for draft in map(read_folder, folders)}
     record.parent.mkdir(parents=True, exist_ok=True)
     _atomic_write(record, json.dumps({**loaded, **digests}, indent=2).encode())
     return results
 
 
-def _local_env() -> None:
-    # The emulator accepts any credentials; make sure boto3 finds some and a region.
-    os.environ.setdefault("AWS_ACCESS_KEY_ID", "kiln-local")
-    os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "kiln-local")
-    os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
-
-
 def run_dev(args: argparse.Namespace) -> int:
     """Serve Kiln on uvicorn over the local stack until interrupted."""
     import uvicorn
 
-    from kiln.app import build_kiln, create_app
+    from kiln.app import create_app
 
     _configure_logging(logging.INFO)
     if not args.aws:
-        _local_env()
+        set_local_aws_defaults()  # the emulator takes any credentials; boto3 wants some
     base = Settings.from_env()
-    key = author_key(Path(args.state_dir), args.author_key)
+    stack.prepare_process()
+    key = author_key(Path(args.state_dir), args.author_key or base.author_key)
     settings = base.with_(author_key=key, bind_host=args.host)
     try:
         with local_stack(args, settings) as (settings, clients, save_state):
-            parts = build_kiln(settings, clients=clients)
-            if parts.bundles is not None:
-                # Builds a previous run left; on the embedded emulator no one else builds.
-                parts.bundles.resume(orphans=not (args.aws or base.endpoint_url))
-            for result in load_tool_folders(parts.store, args):
+            parts = stack.build_kiln(settings, clients=clients)
+            # Builds a previous run left; on the embedded emulator no one else builds.
+            parts.bundles.resume(orphans=not (args.aws or base.endpoint_url))
+            for result in load_tool_folders(parts.authoring, args):
                 log.info("%s %s", result.action, result.name)
-            app = create_app(settings, kiln_parts=parts)
+            app = create_app(parts)
             url = f"http://{_url_host(args.host)}:{args.port}"
             print(f"Kiln is serving MCP at {url}/mcp", flush=True)
             print(f"REST API at {url}/api  (author key: {key})", flush=True)
@@ -399,14 +391,14 @@ def run_stdio(args: argparse.Namespace) -> int:
     """Serve MCP over stdin/stdout against the configured (or local) catalog."""
     import asyncio
 
-    from kiln.app import build_kiln
     from kiln.protocol.backend import CallContext
     from kiln.protocol.stdio import serve_stdio
 
     _configure_logging(logging.WARNING)
     if not args.aws:
-        _local_env()
+        set_local_aws_defaults()  # the emulator takes any credentials; boto3 wants some
     settings = Settings.from_env()
+    stack.prepare_process()
 
     async def serve(endpoint: Any, budget_s: float) -> None:
         loop = asyncio.get_running_loop()
@@ -424,8 +416,8 @@ def run_stdio(args: argparse.Namespace) -> int:
 
     try:
         with local_stack(args, settings, share=True) as (settings, clients, _):
-            parts = build_kiln(settings, clients=clients)
-            load_tool_folders(parts.store, args)
+            parts = stack.build_kiln(settings, clients=clients)
+            load_tool_folders(parts.authoring, args)
             asyncio.run(serve(parts.endpoint, settings.local_time_budget_s))
     except (FolderError, StateInUseError) as error:
         print(f"kiln stdio: {error}", file=sys.stderr)

@@ -102,9 +102,10 @@ class Server:
 
 SERVE = """\
 import sys, uvicorn
-from kiln.app import create_app
+from kiln import stack
 from kiln.settings import Settings
-uvicorn.run(create_app(Settings.from_env()), host="127.0.0.1", port=int(sys.argv[1]),
+stack.prepare_process()
+uvicorn.run(stack.build_app(Settings.from_env()), host="127.0.0.1", port=int(sys.argv[1]),
             log_level="warning", lifespan="off")
 """
 

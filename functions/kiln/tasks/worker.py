@@ -163,3 +163,16 @@ class TaskWorker:
             found = await asyncio.to_thread(self._store.get, item.owner, item.task_id)
             return found.status if found else "missing"
         return status
+
+
+def handle_event(event: Any, context: Any, worker: TaskWorker) -> dict[str, str]:
+    """The worker function's invocation: `{"kiln_task": {"owner": ..., "id": ...}}`."""
+    body = event.get("kiln_task") if isinstance(event, dict) else None
+    owner = body.get("owner") if isinstance(body, dict) else None
+    task_id = body.get("id") if isinstance(body, dict) else None
+    if not isinstance(owner, str) or not isinstance(task_id, str):
+        raise ValueError('a worker event is {"kiln_task": {"owner": <string>, "id": <string>}}')
+    left = context.get_remaining_time_in_millis() / 1000 if context is not None else None
+    status = asyncio.run(worker.run(owner, task_id, time_left_s=left))
+    log.info("task %s ended as %s", task_id, status)
+    return {"task": task_id, "status": status}

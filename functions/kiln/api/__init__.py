@@ -1,0 +1,12 @@
+"""The HTTP side of Kiln: routers with module-level handlers, and the one error table.
+
+common      kiln_of(request), require(), json_body(), if_match(), time_left_s(): what every
+            handler needs from a request
+errors      ERRORS: domain error -> HTTP status, REST code, JSON-RPC code (looked up along
+            the MRO); ApiError for refusals of the HTTP request itself
+middleware  the DNS-rebinding guard (Origin, Host) and CORS
+mcp         /mcp and /admin/mcp -> kiln.protocol's endpoint
+tools       /api/tools... -> kiln.authoring
+bundles     /api/bundles...
+health      /api/health and the OAuth protected-resource metadata
+"""
