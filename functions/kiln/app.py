@@ -9,7 +9,7 @@ from __future__ import annotations
 from fastapi import FastAPI
 
 import kiln
-from kiln.api import bundles, errors, health, mcp, middleware, tools
+from kiln.api import bundles, calls, errors, health, mcp, middleware, tools, views
 from kiln.stack import Kiln, Role
 from kiln.studio import assets as studio_assets
 from kiln.studio import routes as studio_routes
@@ -39,4 +39,6 @@ def create_app(parts: Kiln, *, role: Role = "all") -> FastAPI:
         app.include_router(health.router)
         app.include_router(tools.router)
         app.include_router(bundles.router)
+        app.include_router(views.router)
+        app.include_router(calls.router)
     return app

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from kiln.access.view_files import ViewFileError, read_view_file
+from kiln.access.view_files import ViewFileError, read_view_file, view_files, write_view_file
 from kiln.access.views import FIELDS, check_view
 
 Remote = Callable[[argparse.ArgumentParser], argparse.ArgumentParser]
@@ -110,6 +110,20 @@ def put_view(client: Any, definition: dict[str, Any]) -> str:
         return "unchanged"
     client.request("PUT", path, definition, {"If-Match": f'"{current["revision"]}"'})
     return "updated"
+
+
+def push_view_files(client: Any, roots: list[Path]) -> list[tuple[str, str]]:
+    """Create or replace the views of the `*.view.json` files in `roots` (after the tools)."""
+    views = [read_view_file(path) for root in roots for path in view_files(root)]
+    return [(view.name, put_view(client, view.definition())) for view in views]
+
+
+def pull_views(client: Any, root: Path) -> list[Path]:
+    """Write every view as `<name>.view.json` in `root`."""
+    body, _ = client.request("GET", "/api/views")
+    root.mkdir(parents=True, exist_ok=True)
+    stored = [{key: v[key] for key in FIELDS if key in v} for v in body["views"]]
+    return [write_view_file(root, check_view(definition)) for definition in stored]
 
 
 def cmd_views_rm(args: argparse.Namespace) -> int:
