@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -30,7 +29,7 @@ def dev(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevServer]:
                 "anonymous": True,
                 "quota": {"calls_per_minute": 2},
             }
-        )  # fmt: skip
+        )
     )
     with kiln_dev(root / "state", "--no-examples", "--tools", str(tools)) as server:
         yield server

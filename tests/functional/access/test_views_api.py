@@ -86,7 +86,8 @@ def test_kiln_views_and_kiln_calls_as_a_user_runs_them(kiln: RunningKiln, tmp_pa
     assert (put.returncode, put.stdout.split()) == (0, ["created", "greet"]), put.stderr
     assert kiln_cli(kiln, "views", "put", str(view_file)).stdout.split() == ["unchanged", "greet"]
     listing = kiln_cli(kiln, "views", "ls").stdout
-    assert "greet" in listing and "/mcp/v/greet" in listing
+    assert "greet" in listing
+    assert "/mcp/v/greet" in listing
     call = {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
             "params": {"name": "hello", "arguments": {}}}  # fmt: skip
     assert kiln.mcp(call, path="/mcp/v/greet").status_code == 401  # published, not anonymous
@@ -97,7 +98,8 @@ def test_kiln_views_and_kiln_calls_as_a_user_runs_them(kiln: RunningKiln, tmp_pa
     (entry,) = [json.loads(line) for line in calls.stdout.splitlines()]
     assert (entry["caller"], entry["view"], entry["outcome"]) == ("key:author", "greet", "ok")
     totals = kiln_cli(kiln, "calls", "--totals", entry["at"][:10])
-    assert "key:author" in totals.stdout and "hello" in totals.stdout
+    assert "key:author" in totals.stdout
+    assert "hello" in totals.stdout
     bad = kiln_cli(kiln, "views", "put", str(tmp_path / "missing.view.json"))
     assert bad.returncode == 1
     assert kiln_cli(kiln, "views", "rm", "greet").returncode == 0
