@@ -41,7 +41,7 @@ def kiln(aws: AwsStack, issuer: Issuer, tmp_path: Path) -> Iterator[RunningKiln]
                 "oauth_scopes": ["kiln:view:partners"],
                 "oauth_clients": ["partner-app"],
             }
-        ),  # fmt: skip
+        ),
         expected_revision=None,
     )
     settings = Settings(
