@@ -2,8 +2,8 @@
 
 Run: PYTHONPATH=functions python bench/ledger/run.py [--rounds N]
 
-One moto server in a process of its own (as DynamoDB is remote: its CPU must not be counted
-as Kiln's); three Kiln apps on it (uvicorn, this process), identical but for the gate:
+One moto server and three Kiln servers (uvicorn), each in a process of its own as in AWS
+(DynamoDB is remote; each Lambda container is a process), identical but for the gate:
 
 - off: no ledger, and the key has no quota;
 - on: every call admitted against a calls-per-minute quota on its key (one conditional
@@ -26,7 +26,6 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -92,38 +91,55 @@ def wait_for(url: str) -> None:
             return
         except httpx.TransportError:
             if time.monotonic() > deadline:
-                raise SystemExit("the moto server did not start") from None
+                raise SystemExit(f"{url} did not start") from None
             time.sleep(0.05)
 
 
-def serve(
-    settings: Settings, clients: Any, *, as_lambda: bool = False
-) -> tuple[str, uvicorn.Server, threading.Thread]:
-    port = free_port()
-    app: Any = create_app(build_kiln(settings, clients=clients))
-    if as_lambda:
+def serve_here(args: argparse.Namespace) -> None:
+    """The child side: one Kiln app on uvicorn, until the parent stops it."""
+
+    prepare_process()
+    settings = Settings(
+        table="kiln-bench", bucket="kiln-bench", endpoint_url=args.endpoint, region="us-east-1",
+        public_anonymous=False, bundle_cache_dir=Path(args.cache), ledger=args.mode != "off",
+        ledger_digest_key="bench-digest-key",
+    )  # fmt: skip
+    app: Any = create_app(build_kiln(settings))
+    if args.mode == "lambda":
         app = LambdaScope(app)
-    server = uvicorn.Server(
-        uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="off")
-    )
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 10
-    while not server.started:
-        if time.monotonic() > deadline:
-            raise SystemExit("uvicorn did not start")
-        time.sleep(0.01)
-    return f"http://127.0.0.1:{port}/mcp", server, thread
+    config = uvicorn.Config(app, host="127.0.0.1", port=args.port, log_level="warning",
+                            lifespan="off")  # fmt: skip
+    uvicorn.Server(config).run()
+
+
+def serve(mode: str, endpoint: str, cache: str) -> tuple[str, subprocess.Popen[bytes]]:
+    """A Kiln server in a process of its own (as each Lambda container is)."""
+    port = free_port()
+    child = subprocess.Popen(
+        [sys.executable, __file__, "--serve", mode, "--port", str(port), "--endpoint", endpoint,
+         "--cache", cache],
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2] / "functions")},
+    )  # fmt: skip
+    wait_for(f"http://127.0.0.1:{port}/api/health")
+    return f"http://127.0.0.1:{port}/mcp", child
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--rounds", type=int, default=200)
-    rounds = parser.parse_args().rounds
-    logging.getLogger("werkzeug").setLevel(logging.WARNING)
+    parser.add_argument("--serve", choices=["off", "on", "lambda"], help=argparse.SUPPRESS)
+    parser.add_argument("--port", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--endpoint", help=argparse.SUPPRESS)
+    parser.add_argument("--cache", help=argparse.SUPPRESS)
+    args = parser.parse_args()
     for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
         os.environ.setdefault(name, "bench")
-    prepare_process()
+    if args.serve:
+        args.mode = args.serve
+        serve_here(args)
+        return
+    rounds = args.rounds
+    logging.getLogger("werkzeug").setLevel(logging.WARNING)
     # The emulator runs in a process of its own, as DynamoDB does: its work must not be
     # counted as the server's (one process would share one GIL between them).
     moto_port = free_port()
@@ -144,14 +160,11 @@ def main() -> None:
     _, plain = keys.create("plain", "call")
     _, metered = keys.create("metered", "call", quota=Quota(calls_per_minute=1_000_000))
     with tempfile.TemporaryDirectory() as cache:
-        base = Settings(table="kiln-bench", bucket="kiln-bench", endpoint_url=endpoint,
-                        region="us-east-1", public_anonymous=False,
-                        bundle_cache_dir=Path(cache))  # fmt: skip
-        ledgered = base.with_(ledger=True, ledger_digest_key="bench-digest-key")
-        off = serve(base.with_(ledger=False), clients)
-        on = serve(ledgered, clients)
-        lam = serve(ledgered, clients, as_lambda=True)
-        targets = {"off": (off[0], plain), "on": (on[0], metered), "on, Lambda": (lam[0], metered)}
+        modes = {"off": "off", "on": "on", "on, Lambda": "lambda"}
+        servers = {name: serve(mode, endpoint, cache) for name, mode in modes.items()}
+        targets = {
+            name: (url, plain if name == "off" else metered) for name, (url, _) in servers.items()
+        }
         times: dict[str, list[float]] = {name: [] for name in targets}
         try:
             with httpx.Client(timeout=60) as http:
@@ -174,9 +187,9 @@ def main() -> None:
                     for name in names[index % 3 :] + names[: index % 3]:
                         times[name].append(call(name))
         finally:
-            for _, server, thread in (off, on, lam):
-                server.should_exit = True
-                thread.join(timeout=10)
+            for _, child in servers.values():
+                child.terminate()
+                child.wait(timeout=20)
             moto.terminate()
             moto.wait(timeout=10)
     base_ms = statistics.median(times["off"]) * 1000
