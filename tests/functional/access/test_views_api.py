@@ -103,3 +103,26 @@ def test_kiln_views_and_kiln_calls_as_a_user_runs_them(kiln: RunningKiln, tmp_pa
     bad = kiln_cli(kiln, "views", "put", str(tmp_path / "missing.view.json"))
     assert bad.returncode == 1
     assert kiln_cli(kiln, "views", "rm", "greet").returncode == 0
+
+
+def test_kiln_tools_push_and_pull_carry_view_files_beside_tool_folders(
+    kiln: RunningKiln, tmp_path: Path
+) -> None:
+    source = tmp_path / "src"
+    (source / "shout").mkdir(parents=True)
+    (source / "shout" / "tool.json").write_text(json.dumps({"description": "d", "tags": ["loud"]}))
+    (source / "shout" / "main.py").write_text("print('HI')\n")
+    (source / "loud.view.json").write_text(json.dumps({"tools": ["tag:loud", "hello@1"]}))
+    pushed = kiln_cli(kiln, "tools", "push", str(source))
+    assert pushed.returncode == 0, pushed.stderr
+    assert "created   shout" in pushed.stdout
+    assert "created   view loud" in pushed.stdout
+    assert kiln.api("GET", "/api/views/loud").json()["shows"] == [
+        {"name": "hello", "revision": 1},
+        {"name": "shout", "revision": 1},
+    ]
+    pulled = kiln_cli(kiln, "tools", "pull", str(tmp_path / "out"))
+    assert pulled.returncode == 0, pulled.stderr
+    written = json.loads((tmp_path / "out" / "loud.view.json").read_text())
+    assert written["tools"] == ["tag:loud", "hello@1"]
+    assert json.loads((tmp_path / "out" / "shout" / "tool.json").read_text())["tags"] == ["loud"]
