@@ -18,7 +18,7 @@ import logging
 import secrets
 import sys
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -241,9 +241,15 @@ class ShutdownHook:
     may never run; the lifespan shutdown is the last sure moment to save local state.
     """
 
-    def __init__(self, app: Any, on_shutdown: Callable[[], None]) -> None:
+    def __init__(
+        self,
+        app: Any,
+        on_shutdown: Callable[[], None],
+        before: Callable[[], Awaitable[None]] | None = None,
+    ) -> None:
         self.app = app
         self.on_shutdown = on_shutdown
+        self.before = before  # async work that must finish before the state is saved
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         if scope["type"] != "lifespan":
@@ -254,6 +260,8 @@ class ShutdownHook:
             if message["type"] == "lifespan.startup":
                 await send({"type": "lifespan.startup.complete"})
             elif message["type"] == "lifespan.shutdown":
+                if self.before is not None:
+                    await self.before()
                 self.on_shutdown()
                 await send({"type": "lifespan.shutdown.complete"})
                 return
@@ -363,7 +371,9 @@ def run_dev(args: argparse.Namespace) -> int:
             print(f"Kiln is serving MCP at {url}/mcp", flush=True)
             print(f"REST API at {url}/api  (author key: {key})", flush=True)
             print(f"Studio at {url}/studio/  (sign in with the author key)", flush=True)
-            uvicorn.Server(_server_config(ShutdownHook(app, save_state), args, settings)).run()
+            # Task runs stop first (their process trees killed, their tasks marked failed).
+            hook = ShutdownHook(app, save_state, before=parts.stop_tasks)
+            uvicorn.Server(_server_config(hook, args, settings)).run()
     except (FolderError, StateInUseError) as error:
         print(f"kiln dev: {error}", file=sys.stderr)
         return 1

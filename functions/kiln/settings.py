@@ -73,6 +73,20 @@ def _positive_float(value: str) -> float:
     return number
 
 
+def _uid_range(value: str) -> tuple[int, int] | None:
+    """ "FIRST-LAST" (inclusive) as (FIRST, LAST + 1), or "off"."""
+    if value.lower() == "off":
+        return None
+    first, _, last = value.partition("-")
+    try:
+        low, high = int(first), int(last)
+    except ValueError:
+        raise ValueError("must be FIRST-LAST (such as 60000-60999) or off") from None
+    if not 0 < low <= high:
+        raise ValueError("must be a range above 0 (root), FIRST no more than LAST")
+    return low, high + 1
+
+
 def _text(value: str) -> str:
     return value
 
@@ -136,6 +150,11 @@ class Settings:
     idle_timeout_s: float = 5.0  # KILN_IDLE_TIMEOUT_S: kiln dev, a connection with no request
     request_timeout_s: float = 10.0  # KILN_REQUEST_TIMEOUT_S: kiln dev, first byte to last
     node_binary: str | None = None  # KILN_NODE_BINARY: runs Node tools, and npm beside it
+    # Containment of tool runs (README: "What isolates one tool from another").
+    run_uids: tuple[int, int] | None = (60000, 61000)  # KILN_RUN_UIDS=60000-60999, or "off"
+    run_disk_quota_mb: int = 256  # KILN_RUN_DISK_QUOTA_MB
+    sweep_shared_temp: bool = False  # KILN_SWEEP_SHARED_TEMP (default: on inside Lambda)
+    run_shared_dirs: tuple[str, ...] = ()  # KILN_RUN_SHARED_DIRS: every run may use these
     npm: str | None = None  # KILN_NPM: the npm that builds Node bundles
     bundle_target: str | None = None  # KILN_BUNDLE_TARGET: Python bundles' target
     node_bundle_target: str | None = None  # KILN_NODE_BUNDLE_TARGET
@@ -162,6 +181,7 @@ class Settings:
         """Read every setting from `env` (default: the process environment)."""
         e = os.environ if env is None else env
         cache_dir = _parse(e, "KILN_BUNDLE_CACHE_DIR", None, Path)
+        in_lambda = bool(_parse(e, "AWS_LAMBDA_FUNCTION_NAME", None, _text))
         try:
             auth = AuthSettings.from_env(e)
         except AuthSettingsError as error:
@@ -194,6 +214,12 @@ class Settings:
                 e, "KILN_REQUEST_TIMEOUT_S", cls.request_timeout_s, _positive_float
             ),
             node_binary=_parse(e, "KILN_NODE_BINARY", None, _text),
+            run_uids=_parse(e, "KILN_RUN_UIDS", cls.run_uids, _uid_range),
+            run_disk_quota_mb=_parse(
+                e, "KILN_RUN_DISK_QUOTA_MB", cls.run_disk_quota_mb, _non_negative_int
+            ),
+            sweep_shared_temp=_parse(e, "KILN_SWEEP_SHARED_TEMP", in_lambda, _boolean),
+            run_shared_dirs=_parse(e, "KILN_RUN_SHARED_DIRS", (), _list),
             npm=_parse(e, "KILN_NPM", None, _text),
             bundle_target=_parse(e, "KILN_BUNDLE_TARGET", None, _text),
             node_bundle_target=_parse(e, "KILN_NODE_BUNDLE_TARGET", None, _text),
@@ -208,7 +234,7 @@ class Settings:
                 e, "KILN_LEDGER_RETENTION_DAYS", cls.ledger_retention_days, _positive_int
             ),
             ledger_digest_key=_parse(e, "KILN_LEDGER_DIGEST_KEY", None, _text),
-            in_lambda=bool(_parse(e, "AWS_LAMBDA_FUNCTION_NAME", None, _text)),
+            in_lambda=in_lambda,
             pyenv_root=_parse(e, "PYENV_ROOT", None, _text),
             service_name=_parse(e, "POWERTOOLS_SERVICE_NAME", cls.service_name, _text),
             metrics_namespace=_parse(

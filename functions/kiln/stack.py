@@ -75,6 +75,10 @@ def runner_settings(settings: Settings) -> RunnerSettings:
         max_queue=settings.max_run_queue,
         max_timeout_s=settings.max_timeout_s,
         node_binary=Path(settings.node_binary) if settings.node_binary else None,
+        run_uids=settings.run_uids,
+        disk_quota_bytes=settings.run_disk_quota_mb * 1024 * 1024,
+        sweep_shared_temp=settings.sweep_shared_temp,
+        shared_dirs=tuple(Path(d) for d in settings.run_shared_dirs),
     )
 
 
@@ -128,8 +132,17 @@ class Kiln:
             client = session.client("lambda") if session is not None else None
             starter = LambdaStarter(client, config.worker_function)
         else:
-            starter = LocalPool(self.task_worker, max_running=config.max_running_per_process)
+            starter = LocalPool(
+                self.task_worker,
+                max_running=config.max_running_per_process,
+                runner_slots=self.settings.max_concurrent_runs,
+            )
         return TaskService(self.task_store, starter, config, self.backend)
+
+    async def stop_tasks(self) -> None:
+        """Stop the task runs this process holds (kiln dev's shutdown)."""
+        if "tasks" in self.__dict__:  # built only once /mcp was used
+            await self.tasks.close()
 
     @property
     def cursor_secret(self) -> bytes:

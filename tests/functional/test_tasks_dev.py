@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 
 from harness import free_port
 
@@ -31,8 +32,11 @@ print("done")
 
 
 @contextmanager
-def kiln_dev(state: Path, port: int, tools: Path) -> Iterator[subprocess.Popen[bytes]]:
+def kiln_dev(
+    state: Path, port: int, tools: Path, shared: Path
+) -> Iterator[subprocess.Popen[bytes]]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "KILN_"))}
+    env["KILN_RUN_SHARED_DIRS"] = str(shared)  # runs have their own uid and /tmp
     lease = {
         "KILN_TASK_HEARTBEAT_S": "0.3",
         "KILN_TASK_LEASE_S": "3",
@@ -93,18 +97,30 @@ def modern(port: int, method: str, params: dict[str, Any], name: str) -> dict[st
     return result
 
 
-def test_killing_kiln_dev_mid_run_leaves_the_task_failed_not_working(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("stop", "why"),
+    [
+        (signal.SIGKILL, "lease ran out"),  # the worker pool dies with no chance to report
+        (signal.SIGTERM, "The server stopped while this task ran"),  # a graceful stop
+    ],
+)
+def test_stopping_kiln_dev_mid_run_leaves_the_task_failed_not_working(
+    tmp_path: Path, stop: signal.Signals, why: str
+) -> None:
     tools = tmp_path / "tools" / "tree"
     tools.mkdir(parents=True)
     (tools / "main.py").write_text(TREE)
     manifest = {"description": "Starts a child and sleeps.", "timeout_seconds": 300}
     manifest |= {"task": "optional", "input_schema": {"type": "object"}}
     (tools / "tool.json").write_text(json.dumps(manifest))
-    pids_file = tmp_path / "pids"
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o1777)
+    pids_file = shared / "pids"
     state, port = tmp_path / "state", free_port()
     pids: list[str] = []
     try:
-        with kiln_dev(state, port, tools.parent) as process:
+        with kiln_dev(state, port, tools.parent, shared) as process:
             arguments = {"pids": str(pids_file), "seconds": 120}
             created = modern(port, "tools/call", {"name": "tree", "arguments": arguments}, "tree")
             task_id = created["taskId"]
@@ -118,9 +134,9 @@ def test_killing_kiln_dev_mid_run_leaves_the_task_failed_not_working(tmp_path: P
             while not any(task_id in f.read_text(errors="replace") for f in mirrored(state)):
                 assert time.monotonic() < deadline, "the task record was never mirrored"
                 time.sleep(0.1)
-            process.kill()  # SIGKILL: the worker pool dies with no chance to report
-            process.wait()
-        with kiln_dev(state, port, tools.parent):
+            process.send_signal(stop)
+            process.wait(timeout=30)
+        with kiln_dev(state, port, tools.parent, shared):
             deadline = time.monotonic() + 30
             while True:
                 task = modern(port, "tasks/get", {"taskId": task_id}, task_id)
@@ -130,7 +146,12 @@ def test_killing_kiln_dev_mid_run_leaves_the_task_failed_not_working(tmp_path: P
                 time.sleep(0.2)
         assert task["status"] == "failed"
         assert task["error"]["code"] == -32603
-        assert "lease ran out" in task["error"]["message"]
+        assert why in task["error"]["message"]
+        if stop == signal.SIGTERM:  # the run was stopped with the server: nothing is left
+            deadline = time.monotonic() + 15
+            while any(Path(f"/proc/{pid}").exists() for pid in pids):
+                assert time.monotonic() < deadline, "the run's processes outlived kiln dev"
+                time.sleep(0.1)
     finally:
         for pid in pids:  # whatever the killed server's run left behind
             with contextlib.suppress(ProcessLookupError, ValueError):

@@ -33,6 +33,10 @@ VARIABLES: dict[str, tuple[str, str, Any]] = {
     "KILN_IDLE_TIMEOUT_S": ("idle_timeout_s", "2.5", 2.5),
     "KILN_REQUEST_TIMEOUT_S": ("request_timeout_s", "30", 30.0),
     "KILN_NODE_BINARY": ("node_binary", "/opt/node", "/opt/node"),
+    "KILN_RUN_UIDS": ("run_uids", "70000-70009", (70000, 70010)),
+    "KILN_RUN_DISK_QUOTA_MB": ("run_disk_quota_mb", "64", 64),
+    "KILN_SWEEP_SHARED_TEMP": ("sweep_shared_temp", "yes", True),
+    "KILN_RUN_SHARED_DIRS": ("run_shared_dirs", "/a,/b", ("/a", "/b")),
     "KILN_NPM": ("npm", "/opt/npm", "/opt/npm"),
     "KILN_BUNDLE_TARGET": ("bundle_target", "lambda-python3.13-x86_64", "lambda-python3.13-x86_64"),
     "KILN_NODE_BUNDLE_TARGET": ("node_bundle_target", "node20-x86_64", "node20-x86_64"),
@@ -73,6 +77,10 @@ DEFAULTS: dict[str, Any] = {
     "idle_timeout_s": 5.0,
     "request_timeout_s": 10.0,
     "node_binary": None,
+    "run_uids": (60000, 61000),
+    "run_disk_quota_mb": 256,
+    "sweep_shared_temp": False,
+    "run_shared_dirs": (),
     "npm": None,
     "bundle_target": None,
     "node_bundle_target": None,
@@ -101,6 +109,8 @@ BAD_VALUES = {
     "KILN_MAX_CONCURRENT_RUNS": ("0", "must be at least 1"),
     "KILN_MAX_RUN_QUEUE": ("-1", "must not be negative"),
     "KILN_MAX_CONNECTIONS": ("many", "expected a whole number"),
+    "KILN_RUN_UIDS": ("0-10", "must be a range above 0"),
+    "KILN_SWEEP_SHARED_TEMP": ("maybe", "expected true or false"),
     "KILN_IDLE_TIMEOUT_S": ("0", "must be a positive number"),
     "KILN_MAX_TIMEOUT_S": ("soon", "expected a number"),
     "KILN_LOCAL_TIME_BUDGET_S": ("-5", "must be a positive number"),
@@ -202,3 +212,10 @@ def test_a_task_lease_no_longer_than_the_heartbeat_is_refused_naming_both() -> N
         Settings.from_env({"KILN_TASK_LEASE_S": "2", "KILN_TASK_HEARTBEAT_S": "5"})
     with pytest.raises(SettingsError, match=r"^KILN_TASK_TTL_MS: must be at least 1"):
         Settings.from_env({"KILN_TASK_TTL_MS": "0"})
+
+
+def test_run_uids_can_be_turned_off_and_lambda_sweeps_shared_temp_by_default() -> None:
+    assert Settings.from_env({"KILN_RUN_UIDS": "off"}).run_uids is None
+    assert Settings.from_env({"AWS_LAMBDA_FUNCTION_NAME": "kiln-mcp"}).sweep_shared_temp
+    lambda_off = {"AWS_LAMBDA_FUNCTION_NAME": "kiln-mcp", "KILN_SWEEP_SHARED_TEMP": "off"}
+    assert not Settings.from_env(lambda_off).sweep_shared_temp

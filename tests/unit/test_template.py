@@ -313,3 +313,11 @@ def test_bundle_targets_match_the_runtime_and_the_node_layer(template: dict[str,
     }
     deps = template["Resources"]["DepsLayer"]["Metadata"]["BuildMethod"]
     assert deps == runtime
+
+
+def test_the_admin_function_serves_the_studio_beside_the_api(template: dict[str, Any]) -> None:
+    events = template["Resources"]["AdminFunction"]["Properties"]["Events"]
+    routes = {(e["Properties"]["Path"], e["Properties"]["Method"]) for e in events.values()}
+    assert {("/studio", "GET"), ("/studio/{proxy+}", "GET"), ("/api/{proxy+}", "ANY")} <= routes
+    public = template["Resources"]["McpFunction"]["Properties"]["Events"]
+    assert not any("studio" in e["Properties"]["Path"] for e in public.values())

@@ -16,7 +16,8 @@ from runner_helpers import harness_fixture as harness_fixture
 
 def fake_node(directory: Path) -> Path:
     node = directory / "node"
-    node.write_text('#!/bin/sh\necho "fake node ran $(basename "$1")"\n')
+    # Node is started with options first (`--require preload.cjs`), the script last.
+    node.write_text('#!/bin/sh\nfor last; do :; done\necho "fake node ran $(basename "$last")"\n')
     node.chmod(0o755)
     return node
 
