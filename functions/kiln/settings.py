@@ -155,6 +155,9 @@ class Settings:
     run_disk_quota_mb: int = 256  # KILN_RUN_DISK_QUOTA_MB
     sweep_shared_temp: bool = False  # KILN_SWEEP_SHARED_TEMP (default: on inside Lambda)
     run_shared_dirs: tuple[str, ...] = ()  # KILN_RUN_SHARED_DIRS: every run may use these
+    # KILN_SERIALIZE_SHARED_UID_RUNS: runs sharing one uid (no root) go one at a time unless
+    # this is turned off (trusted tools only).
+    serialize_shared_uid_runs: bool = True
     npm: str | None = None  # KILN_NPM: the npm that builds Node bundles
     bundle_target: str | None = None  # KILN_BUNDLE_TARGET: Python bundles' target
     node_bundle_target: str | None = None  # KILN_NODE_BUNDLE_TARGET
@@ -220,6 +223,9 @@ class Settings:
             ),
             sweep_shared_temp=_parse(e, "KILN_SWEEP_SHARED_TEMP", in_lambda, _boolean),
             run_shared_dirs=_parse(e, "KILN_RUN_SHARED_DIRS", (), _list),
+            serialize_shared_uid_runs=_parse(
+                e, "KILN_SERIALIZE_SHARED_UID_RUNS", cls.serialize_shared_uid_runs, _boolean
+            ),
             npm=_parse(e, "KILN_NPM", None, _text),
             bundle_target=_parse(e, "KILN_BUNDLE_TARGET", None, _text),
             node_bundle_target=_parse(e, "KILN_NODE_BUNDLE_TARGET", None, _text),

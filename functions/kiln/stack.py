@@ -79,6 +79,7 @@ def runner_settings(settings: Settings) -> RunnerSettings:
         disk_quota_bytes=settings.run_disk_quota_mb * 1024 * 1024,
         sweep_shared_temp=settings.sweep_shared_temp,
         shared_dirs=tuple(Path(d) for d in settings.run_shared_dirs),
+        serialize_shared_uid_runs=settings.serialize_shared_uid_runs,
     )
 
 

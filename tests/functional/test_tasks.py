@@ -397,3 +397,46 @@ def test_arguments_too_large_for_a_task_record_are_refused_with_their_size(
     text = refused["content"][0]["text"]
     assert "was not started as a task" in text
     assert "at most 262144 bytes" in text
+
+
+def test_an_author_starts_a_long_run_over_rest_and_polls_it(server: McpServer) -> None:
+    running = server.running
+    started = running.api(
+        "POST", "/api/tools/slow_compute/run", json={"arguments": {"seconds": 1}, "task": True}
+    )
+    assert started.status_code == 202, started.text
+    task = started.json()
+    assert task["status"] == "working"
+    assert started.headers["Location"] == task["poll"] == f"/api/tasks/{task['taskId']}"
+
+    def ended() -> dict[str, Any] | None:
+        polled: dict[str, Any] = running.api("GET", task["poll"]).json()
+        return polled if polled["status"] != "working" else None
+
+    done = wait_for(ended)
+    assert done["status"] == "completed"
+    assert done["mcp_result"]["content"][0]["text"] == "slow_compute: computed after 1 s"
+    keyed = {"Authorization": f"Bearer {AUTHOR_KEY}"}  # the same key reads it over MCP too
+    assert get(server, task["taskId"], headers=keyed).json()["result"]["status"] == "completed"
+    assert get(server, task["taskId"]).json()["error"]["code"] == -32602  # not anonymously
+    assert running.api("GET", task["poll"], key=None).status_code == 401
+
+
+def test_an_author_cancels_a_rest_task_and_plain_tools_are_not_run_as_tasks(
+    server: McpServer,
+) -> None:
+    running = server.running
+    task = running.api(
+        "POST", "/api/tools/slow_compute/run", json={"arguments": {"seconds": 60}, "task": True}
+    ).json()
+    cancelled = running.api("POST", f"/api/tasks/{task['taskId']}/cancel")
+    assert cancelled.json()["status"] == "cancelled"
+    assert running.api("GET", "/api/tasks/no-such-task").status_code == 404
+    plain = running.api("POST", "/api/tools/add_vat/run", json={"arguments": {}, "task": True})
+    assert plain.status_code == 422
+    assert plain.json()["error"]["code"] == "not_a_task_tool"
+    bad = running.api(
+        "POST", "/api/tools/slow_compute/run", json={"arguments": {"seconds": -1}, "task": True}
+    )
+    assert bad.status_code == 422
+    assert bad.json()["error"]["code"] == "invalid_arguments"

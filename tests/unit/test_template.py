@@ -158,12 +158,18 @@ def test_the_worker_writes_only_task_items_and_task_result_objects(
                 assert json.dumps(resource).endswith('/tasks/*"}'), resource
 
 
-def test_only_the_public_function_may_start_task_runs(template: dict[str, Any]) -> None:
+def test_only_the_public_and_admin_functions_may_start_task_runs(
+    template: dict[str, Any],
+) -> None:
+    starters = {"McpFunction", "AdminFunction"}  # MCP tasks, and authors' task runs (REST)
     for function in resources_of_type(template, "AWS::Serverless::Function"):
         invokes = actions_on(template, function, "WorkerFunction")
-        assert ("lambda:InvokeFunction" in invokes) == (function == "McpFunction"), function
-    variables = template["Resources"]["McpFunction"]["Properties"]["Environment"]["Variables"]
-    assert variables["KILN_WORKER_FUNCTION"] == {"Ref": "WorkerFunction"}
+        assert ("lambda:InvokeFunction" in invokes) == (function in starters), function
+    for function in starters:
+        props = template["Resources"][function]["Properties"]
+        assert props["Environment"]["Variables"]["KILN_WORKER_FUNCTION"] == {
+            "Ref": "WorkerFunction"
+        }
 
 
 def test_the_worker_runs_up_to_fifteen_minutes_and_is_never_retried(

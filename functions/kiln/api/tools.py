@@ -12,6 +12,7 @@ from typing import Any
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 
+from kiln.api import tasks
 from kiln.api.common import blocking, if_match, json_body, kiln_of, require, tagged, time_left_s
 from kiln.api.errors import ApiError
 from kiln.authoring.serialise import revision_json, tool_json
@@ -120,14 +121,19 @@ async def delete_tool(ref: str, request: Request) -> JSONResponse:
     return JSONResponse(tool_json(tool))
 
 
-@router.post("/{ref}/run")
-async def run_tool(ref: str, request: Request) -> dict[str, Any]:
-    """Run a tool as an author test run: stdout, stderr, exit and timing, separately."""
-    await require(request)
+@router.post("/{ref}/run", response_model=None)
+async def run_tool(ref: str, request: Request) -> dict[str, Any] | JSONResponse:
+    """Run a tool as an author test run: stdout, stderr, exit and timing, separately.
+
+    With `"task": true` the run is a task instead (see `kiln.api.tasks`): 202, then poll.
+    """
+    who = await require(request)
     payload = await json_body(request)
     arguments = payload.get("arguments", {}) if isinstance(payload, dict) else None
     parts = kiln_of(request)
     tool = await blocking(parts.authoring.get, ref)
+    if isinstance(payload, dict) and payload.get("task") is True:
+        return await tasks.start(request, tool, arguments, who)
     run = await parts.authoring.test_run(tool, arguments, time_left_s=time_left_s(request))
     shaped = ToolCaller(parts.backend).shape(tool_view(tool), run.outcome, LATEST_LEGACY)
     return {**run.to_json(), "mcp_result": shaped}  # the CallToolResult an MCP client gets

@@ -113,14 +113,19 @@ def can_switch_uid() -> bool:
 
 def seccomp_filters(pid: int | str) -> int | None:
     """How many seccomp filters a process carries; None when it is gone or /proc cannot say."""
+    mode = None
     try:
         with open(f"/proc/{pid}/status", "rb") as f:
             for line in f:
                 if line.startswith(b"Seccomp_filters:"):
                     return int(line.split()[1])
+                if line.startswith(b"Seccomp:"):
+                    mode = int(line.split()[1])
     except (OSError, ValueError):
         return None
-    return None
+    # Before Linux 5.9 only the mode shows: filtered (2) or not, which still tells a marked
+    # process from a server that has no filter of its own.
+    return None if mode is None else int(mode == SECCOMP_MODE_FILTER)
 
 
 def is_marked(pid: int | str, own_filters: int | None) -> bool:
@@ -311,7 +316,7 @@ def _bind(fd: int, target: str, *, read_only: bool) -> None:
         _mount(None, target, None, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV)
 
 
-def _blocker(path: str) -> str | None:
+def blocker(path: str) -> str | None:
     """The topmost directory above `path` that others may not enter, if any."""
     current = "/"
     for part in path.strip("/").split("/")[:-1]:
@@ -365,11 +370,11 @@ def private_mounts(
     for directory in shared:
         _bind(temp, directory, read_only=False)
     outside = [p for p in keep if not _under(p, shared)]
-    for blocker in sorted({b for p in outside if (b := _blocker(p)) is not None}):
-        _mount("kiln-mask", blocker, "tmpfs", MS_NOSUID | MS_NODEV, "size=64k,mode=0755")
+    for closed in sorted({b for p in outside if (b := blocker(p)) is not None}):
+        _mount("kiln-mask", closed, "tmpfs", MS_NOSUID | MS_NODEV, "size=64k,mode=0755")
     for path, fd in keep.items():
         with contextlib.suppress(OSError):
-            if os.path.samestat(os.stat(path), os.fstat(fd)) and _blocker(path) is None:
+            if os.path.samestat(os.stat(path), os.fstat(fd)) and blocker(path) is None:
                 continue  # reachable as it is
         if stat.S_ISDIR(os.fstat(fd).st_mode):
             os.makedirs(path, 0o755, exist_ok=True)

@@ -28,10 +28,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from kiln.runner import contain
+from kiln.runner.launcher import LauncherError
 from kiln.runner.supervisor import descendants
 
 
-class NoRunUidError(Exception):
+class NoRunUidError(LauncherError):
     """Every uid of the configured range is held (by this or another Kiln server)."""
 
 
@@ -80,8 +81,13 @@ class UidPool:
     def _prepare(self) -> None:
         if self._ready:
             return
-        self.lock_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
-        info = self.lock_dir.stat()
+        try:
+            self.lock_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+            info = self.lock_dir.stat()
+        except OSError as error:
+            raise NoRunUidError(
+                f"cannot keep run uid locks in {self.lock_dir}: {error.strerror}"
+            ) from None
         if info.st_uid != 0 or info.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
             raise NoRunUidError(f"{self.lock_dir} must belong to root and be writable by root only")
         self._ready = True

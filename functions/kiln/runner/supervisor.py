@@ -222,6 +222,14 @@ def isolate(request: dict[str, Any]) -> str:
             request["shared_dirs"],
         )
     except contain.MountsUnavailableError:
+        for path in request["read_only"]:
+            blocker = contain.blocker(path)
+            if blocker is not None:
+                raise OSError(
+                    f"the run's uid cannot reach {path} ({blocker} is closed to other users) "
+                    "and this process may not mount (no CAP_SYS_ADMIN): make it readable to "
+                    "all, or install it elsewhere"
+                ) from None
         for path in (request["run_dir"], script):
             os.chown(path, uid, uid)
         return "uid"
@@ -324,12 +332,21 @@ def set_limits(limits: dict[str, int], run_uid: int | None) -> None:
 
 
 def user_tasks(uid: int) -> int:
+    """Processes and threads whose real uid is `uid` (what RLIMIT_NPROC counts).
+
+    Read from /proc/PID/status, not the owner of /proc/PID: a process that is not dumpable
+    (the server, the helper) shows root as that owner.
+    """
     count = 0
     for name in os.listdir("/proc"):
         if name.isdigit():
-            with contextlib.suppress(OSError):
-                if os.stat(f"/proc/{name}").st_uid == uid:
-                    count += len(os.listdir(f"/proc/{name}/task"))
+            with (
+                contextlib.suppress(OSError, ValueError, KeyError),
+                open(f"/proc/{name}/status") as f,
+            ):
+                fields = dict(line.split(":", 1) for line in f if ":" in line)
+                if int(fields["Uid"].split()[0]) == uid:
+                    count += int(fields["Threads"])
     return count
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import stat
 from pathlib import Path
@@ -166,7 +167,11 @@ WAIT_NODE = (
 
 
 def proc_view(pid: str) -> bytes:
-    return Path(f"/proc/{pid}/environ").read_bytes() + Path(f"/proc/{pid}/cmdline").read_bytes()
+    """What /proc shows of `pid`; a non-dumpable process's environ only root may read."""
+    shown = Path(f"/proc/{pid}/cmdline").read_bytes()
+    with contextlib.suppress(PermissionError):
+        shown += Path(f"/proc/{pid}/environ").read_bytes()
+    return shown
 
 
 @pytest.mark.parametrize(("language", "code"), [("python", WAIT_PY), ("node", WAIT_NODE)])
