@@ -22,6 +22,7 @@ def create_app(parts: Kiln, *, role: Role = "all") -> FastAPI:
         docs_url=None if role == "public" else "/api/docs",
         redoc_url=None,
         openapi_url=None if role == "public" else "/api/openapi.json",
+        redirect_slashes=False,  # `/api/tools/` is a JSON 404, not an empty-bodied redirect
     )
     app.state.kiln = parts
     middleware.install(app, parts.settings)

@@ -15,6 +15,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import Response
 from mcp_types import INVALID_REQUEST
 from starlette.background import BackgroundTask
+from starlette.exceptions import HTTPException
 
 from kiln.access.gate import bound_view
 from kiln.api.common import blocking, kiln_of, read_capped, time_left_s
@@ -23,7 +24,9 @@ from kiln.auth.policy import AuthError, Permission, Principal
 from kiln.protocol.backend import CallContext
 from kiln.service import AFTER_RESPONSE, VIEW_KEY
 
-METHODS = ["GET", "POST", "DELETE", "PUT", "PATCH", "OPTIONS"]
+# Every method reaches the protocol layer, which answers all but POST with a JSON-RPC 405;
+# methods outside this list get the same answer from the app's routing error handler.
+METHODS = ["GET", "POST", "DELETE", "PUT", "PATCH", "OPTIONS", "TRACE"]
 public_router = APIRouter(include_in_schema=False)
 admin_router = APIRouter(include_in_schema=False)
 
@@ -111,3 +114,10 @@ async def view_mcp(view: str, request: Request) -> Response:
 def _refusal(status: int, message: str) -> Response:
     wire = {"jsonrpc": "2.0", "id": None, "error": {"code": INVALID_REQUEST, "message": message}}
     return Response(json.dumps(wire), status_code=status, media_type="application/json")
+
+
+@public_router.api_route("/mcp/{rest:path}", methods=METHODS)
+@admin_router.api_route("/admin/mcp/{rest:path}", methods=METHODS)
+async def below_mcp(rest: str) -> Response:
+    """Paths below an MCP endpoint: a JSON-RPC 404 (not a redirect to the endpoint)."""
+    raise HTTPException(404)
