@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from kiln import stack
+from kiln.access.views import ViewStore
 from kiln.authoring import AuthoringService, FolderTarget
 from kiln.aws import AwsClients, ensure_resources, make_clients
 from kiln.catalog.files import (
@@ -319,7 +320,9 @@ def local_stack(
                 mirror.stop()
 
 
-def load_tool_folders(authoring: AuthoringService, args: argparse.Namespace) -> list[PushResult]:
+def load_tool_folders(
+    authoring: AuthoringService, args: argparse.Namespace, views: ViewStore | None = None
+) -> list[PushResult]:
     """Push the tool folders that changed since the last start.
 
     A folder that is as it was when last loaded is left alone, so what was changed through
@@ -332,6 +335,12 @@ def load_tool_folders(authoring: AuthoringService, args: argparse.Namespace) -> 
     loaded = json.loads(record.read_text("utf-8")) if record.is_file() else {}
     results = push(FolderTarget(authoring), folders, unchanged_since=loaded)
     digests = {draft.name: draft_digest(draft) for draft in map(read_folder, folders)}
+    if views is not None:  # view files beside the folders, after the tools they name
+        from kiln.access.view_files import load_view_files
+
+        pushed, view_digests = load_view_files(views, roots, loaded)
+        results += [PushResult(f"view {r.name}", r.action) for r in pushed]
+        digests.update(view_digests)
     record.parent.mkdir(parents=True, exist_ok=True)
     _atomic_write(record, json.dumps({**loaded, **digests}, indent=2).encode())
     return results
@@ -362,7 +371,7 @@ def run_dev(args: argparse.Namespace) -> int:
             parts = stack.build_kiln(settings, clients=clients)
             # Builds a previous run left; on the embedded emulator no one else builds.
             parts.bundles.resume(orphans=not (args.aws or base.endpoint_url))
-            for result in load_tool_folders(parts.authoring, args):
+            for result in load_tool_folders(parts.authoring, args, parts.views.store):
                 log.info("%s %s", result.action, result.name)
             app = create_app(parts)
             url = f"http://{_url_host(args.host)}:{args.port}"
@@ -430,7 +439,7 @@ def run_stdio(args: argparse.Namespace) -> int:
     try:
         with local_stack(args, settings, share=True) as (settings, clients, _):
             parts = stack.build_kiln(settings, clients=clients)
-            load_tool_folders(parts.authoring, args)
+            load_tool_folders(parts.authoring, args, parts.views.store)
             asyncio.run(serve(parts.endpoint, settings.local_time_budget_s))
     except (FolderError, StateInUseError) as error:
         print(f"kiln stdio: {error}", file=sys.stderr)

@@ -167,6 +167,9 @@ class Settings:
     bundle_max_unpacked_mb: float | None = None  # KILN_BUNDLE_MAX_UNPACKED_MB
     public_base_url: str | None = None  # KILN_PUBLIC_BASE_URL: how clients reach this server
     cursor_secret: str | None = None  # KILN_CURSOR_SECRET: signs tools/list cursors
+    ledger: bool = True  # KILN_LEDGER: record every tools/call (kiln.access.ledger)
+    ledger_retention_days: int = 30  # KILN_LEDGER_RETENTION_DAYS
+    ledger_digest_key: str | None = None  # KILN_LEDGER_DIGEST_KEY: HMAC key of argument digests
     in_lambda: bool = False  # AWS_LAMBDA_FUNCTION_NAME is set: running inside Lambda
     pyenv_root: str | None = None  # PYENV_ROOT: where builds look for other Pythons
     service_name: str = "kiln"  # POWERTOOLS_SERVICE_NAME
@@ -234,6 +237,11 @@ class Settings:
             bundle_max_unpacked_mb=_parse(e, "KILN_BUNDLE_MAX_UNPACKED_MB", None, _positive_float),
             public_base_url=public_base_url,
             cursor_secret=_parse(e, "KILN_CURSOR_SECRET", None, _text),
+            ledger=_parse(e, "KILN_LEDGER", cls.ledger, _boolean),
+            ledger_retention_days=_parse(
+                e, "KILN_LEDGER_RETENTION_DAYS", cls.ledger_retention_days, _positive_int
+            ),
+            ledger_digest_key=_parse(e, "KILN_LEDGER_DIGEST_KEY", None, _text),
             in_lambda=in_lambda,
             pyenv_root=_parse(e, "PYENV_ROOT", None, _text),
             service_name=_parse(e, "POWERTOOLS_SERVICE_NAME", cls.service_name, _text),
