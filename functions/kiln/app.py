@@ -9,7 +9,7 @@ from __future__ import annotations
 from fastapi import FastAPI
 
 import kiln
-from kiln.api import bundles, errors, health, mcp, middleware, studio, tasks, tools
+from kiln.api import bundles, calls, errors, health, mcp, middleware, studio, tasks, tools, views
 from kiln.stack import Kiln, Role
 from kiln.studio import assets as studio_assets
 
@@ -40,4 +40,6 @@ def create_app(parts: Kiln, *, role: Role = "all") -> FastAPI:
         app.include_router(tools.router)
         app.include_router(bundles.router)
         app.include_router(tasks.router)
+        app.include_router(views.router)
+        app.include_router(calls.router)
     return app

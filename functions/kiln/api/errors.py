@@ -21,6 +21,14 @@ from fastapi.responses import Response
 from mcp_types import INVALID_REQUEST, METHOD_NOT_FOUND
 from starlette.exceptions import HTTPException
 
+from kiln.access.ledger import LedgerQueryError
+from kiln.access.views import (
+    StaleViewError,
+    ViewError,
+    ViewExistsError,
+    ViewNotFoundError,
+    ViewRuleError,
+)
 from kiln.auth.policy import AuthError
 from kiln.authoring.service import ArgumentsRejectedError
 from kiln.bundles.store import BundleStateError
@@ -75,6 +83,16 @@ class ErrorRule:
     details: Callable[[BaseException], dict[str, Any]] | None = field(default=None)
 
 
+def _problems(error: BaseException) -> dict[str, Any]:
+    assert isinstance(error, ViewRuleError)
+    return {"problems": [{"field": f, "message": m} for f, m in error.problems]}
+
+
+def _current_view_revision(error: BaseException) -> dict[str, Any]:
+    assert isinstance(error, StaleViewError)
+    return {"current_revision": error.current}
+
+
 ERRORS: dict[type[BaseException], ErrorRule] = {
     RuleError: ErrorRule(422, "invalid_tool", details=_violations),
     ArgumentsRejectedError: ErrorRule(422, "invalid_arguments"),
@@ -87,6 +105,12 @@ ERRORS: dict[type[BaseException], ErrorRule] = {
     RevisionRequiredError: ErrorRule(428, "revision_required"),
     BundleStateError: ErrorRule(409, "bundle_state"),
     AuthError: ErrorRule(401, "unauthorized", jsonrpc=UNAUTHORIZED),
+    ViewError: ErrorRule(400, "bad_request"),
+    ViewRuleError: ErrorRule(422, "invalid_view", details=_problems),
+    ViewNotFoundError: ErrorRule(404, "not_found"),
+    ViewExistsError: ErrorRule(409, "name_taken"),
+    StaleViewError: ErrorRule(412, "stale_revision", details=_current_view_revision),
+    LedgerQueryError: ErrorRule(400, "bad_query"),
 }
 INTERNAL_RULE = ErrorRule(500, "internal", jsonrpc=INTERNAL)
 AUTH_CODES = {400: "invalid_request", 401: "unauthorized", 403: "forbidden"}
