@@ -23,11 +23,19 @@ import sys
 print('<img src=y onerror=alert(3)>', file=sys.stderr)
 """
 
-HOSTILE_BLOCKS = """import json
-print(json.dumps({"content": [
-    {"type": "text", "text": "<img src=z onerror=alert(4)><script>alert(5)</script>"},
-    {"type": "resource_link", "uri": "javascript:alert(6)", "name": "<b onmouseover=alert(7)>x</b>"}
-]}))
+PIXEL = (
+    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQ"
+    "AAAABJRU5ErkJggg=="
+)
+# The `kiln/content` shape: several MCP content blocks from one run.
+HOSTILE_BLOCKS = f"""import json
+print(json.dumps({{"kiln/content": [
+    {{"type": "text", "text": "<img src=z onerror=alert(4)><script>alert(5)</script>"}},
+    {{"type": "resource_link", "uri": "javascript:alert(6)",
+      "name": "<b onmouseover=alert(7)>x</b>"}},
+    {{"type": "image", "mimeType": "image/png", "data": "{PIXEL}"}},
+    {{"type": "image", "mimeType": "image/svg+xml", "data": "PHN2ZyBvbmxvYWQ9YWxlcnQoOSk+"}}
+]}}))
 """
 
 
@@ -72,6 +80,9 @@ def test_tool_output_is_shown_as_text_and_never_runs(watched: tuple[Any, Watch],
     result = page.get_by_test_id("mcp-result")
     expect(result).to_contain_text("<img src=z onerror=alert(4)><script>alert(5)</script>")
     expect(result).to_contain_text("javascript:alert(6)")
+    image = result.get_by_role("img", name="Image result 3 (image/png)")
+    expect(image).to_have_attribute("src", f"data:image/png;base64,{PIXEL}")
+    expect(result).to_contain_text("image of type image/svg+xml not shown")
     assert page.locator("img[src='x'], img[src='y'], img[src='z'], img[src='q']").count() == 0
     assert page.locator("main script").count() == 0
     assert page.locator("a[href^='javascript']").count() == 0
