@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kiln.emulator.sigv4 import Credentials
+from kiln.settings import emulator_environment
 
 REGION = "us-east-1"
 
@@ -64,7 +65,7 @@ def run_emulator(
         command += ["--compact-after", str(compact_after)]
     process = subprocess.Popen(
         command,
-        env=_child_env(),
+        env=emulator_environment(),
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         start_new_session=True,
@@ -88,13 +89,6 @@ def run_emulator(
         yield Endpoint(url, _read_credentials(state_dir))
     finally:
         _stop(process)
-
-
-def _child_env() -> dict[str, str]:
-    # Only what Python needs to start: the emulator must not hold kiln dev's keys and
-    # secrets in its environment, whoever might read it.
-    keep = ("PATH", "PYTHONPATH", "HOME", "LANG", "LC_ALL", "TMPDIR", "VIRTUAL_ENV")
-    return {name: os.environ[name] for name in keep if name in os.environ}
 
 
 def _stop(process: subprocess.Popen[bytes]) -> None:
