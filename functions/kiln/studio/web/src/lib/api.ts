@@ -103,6 +103,7 @@ export interface KeyInfo {
   id?: string;
   created_at?: string;
   last_used_at?: string | null;
+  revoked_at?: string | null;
   key?: string;
 }
 
