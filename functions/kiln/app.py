@@ -9,7 +9,7 @@ from __future__ import annotations
 from fastapi import FastAPI
 
 import kiln
-from kiln.api import bundles, errors, health, mcp, middleware, studio, tasks, tools
+from kiln.api import bundles, calls, errors, health, mcp, middleware, studio, tasks, tools, views
 from kiln.stack import Kiln, Role
 from kiln.studio import assets as studio_assets
 
@@ -22,6 +22,7 @@ def create_app(parts: Kiln, *, role: Role = "all") -> FastAPI:
         docs_url=None if role == "public" else "/api/docs",
         redoc_url=None,
         openapi_url=None if role == "public" else "/api/openapi.json",
+        redirect_slashes=False,  # `/api/tools/` is a JSON 404, not an empty-bodied redirect
     )
     app.state.kiln = parts
     middleware.install(app, parts.settings)
@@ -39,4 +40,6 @@ def create_app(parts: Kiln, *, role: Role = "all") -> FastAPI:
         app.include_router(tools.router)
         app.include_router(bundles.router)
         app.include_router(tasks.router)
+        app.include_router(views.router)
+        app.include_router(calls.router)
     return app

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from kiln import stack
+from kiln.access.views import ViewStore
 from kiln.authoring import AuthoringService, FolderTarget
 from kiln.aws import AwsClients, ensure_resources, make_clients
 from kiln.catalog.files import (
@@ -319,7 +320,9 @@ def local_stack(
                 mirror.stop()
 
 
-def load_tool_folders(authoring: AuthoringService, args: argparse.Namespace) -> list[PushResult]:
+def load_tool_folders(
+    authoring: AuthoringService, args: argparse.Namespace, views: ViewStore | None = None
+) -> list[PushResult]:
     """Push the tool folders that changed since the last start.
 
     A folder that is as it was when last loaded is left alone, so what was changed through
@@ -332,9 +335,26 @@ def load_tool_folders(authoring: AuthoringService, args: argparse.Namespace) -> 
     loaded = json.loads(record.read_text("utf-8")) if record.is_file() else {}
     results = push(FolderTarget(authoring), folders, unchanged_since=loaded)
     digests = {draft.name: draft_digest(draft) for draft in map(read_folder, folders)}
+    if views is not None:  # view files beside the folders, after the tools they name
+        from kiln.access.view_files import load_view_files
+
+        pushed, view_digests = load_view_files(views, roots, loaded)
+        results += [PushResult(f"view {r.name}", r.action) for r in pushed]
+        digests.update(view_digests)
     record.parent.mkdir(parents=True, exist_ok=True)
     _atomic_write(record, json.dumps({**loaded, **digests}, indent=2).encode())
     return results
+
+
+def _start(args: argparse.Namespace, log_level: int) -> Settings:
+    """What `kiln dev` and `kiln stdio` do first: logging, AWS defaults for the emulator,
+    process-wide protection, and the settings `kiln.cli.main` read (or read them here)."""
+    _configure_logging(log_level)
+    if not args.aws:
+        set_local_aws_defaults()  # the emulator takes any credentials; boto3 wants some
+    stack.prepare_process()
+    settings: Settings | None = getattr(args, "settings", None)
+    return settings if settings is not None else Settings.from_env()
 
 
 def run_dev(args: argparse.Namespace) -> int:
@@ -343,11 +363,7 @@ def run_dev(args: argparse.Namespace) -> int:
 
     from kiln.app import create_app
 
-    _configure_logging(logging.INFO)
-    if not args.aws:
-        set_local_aws_defaults()  # the emulator takes any credentials; boto3 wants some
-    base = Settings.from_env()
-    stack.prepare_process()
+    base = _start(args, logging.INFO)
     key = author_key(Path(args.state_dir), args.author_key or base.author_key)
     settings = base.with_(author_key=key, bind_host=args.host)
     try:
@@ -355,7 +371,7 @@ def run_dev(args: argparse.Namespace) -> int:
             parts = stack.build_kiln(settings, clients=clients)
             # Builds a previous run left; on the embedded emulator no one else builds.
             parts.bundles.resume(orphans=not (args.aws or base.endpoint_url))
-            for result in load_tool_folders(parts.authoring, args):
+            for result in load_tool_folders(parts.authoring, args, parts.views.store):
                 log.info("%s %s", result.action, result.name)
             app = create_app(parts)
             url = f"http://{_url_host(args.host)}:{args.port}"
@@ -377,7 +393,12 @@ def _server_config(app: Any, args: argparse.Namespace, settings: Settings) -> An
     """uvicorn's config with Kiln's connection limits (see kiln.connections)."""
     import uvicorn
 
-    from kiln.connections import ConnectionLimits, hardened_protocol, limit_log_rate
+    from kiln.connections import (
+        ConnectionLimits,
+        connection_cap,
+        hardened_protocol,
+        limit_log_rate,
+    )
 
     limits = ConnectionLimits(
         idle_timeout_s=settings.idle_timeout_s,
@@ -392,6 +413,9 @@ def _server_config(app: Any, args: argparse.Namespace, settings: Settings) -> An
         log_level="warning",
         lifespan="on",
         http=hardened_protocol(limits),
+        # asyncio accepts up to `backlog` sockets per wake-up before any connection is set up;
+        # a small one lets the connection cap evict idle ones before descriptors run out.
+        backlog=max(16, connection_cap(limits) // 4),
         timeout_keep_alive=max(1, round(limits.idle_timeout_s)),
         h11_max_incomplete_event_size=limits.max_header_bytes,
     )
@@ -404,11 +428,7 @@ def run_stdio(args: argparse.Namespace) -> int:
     from kiln.protocol.backend import CallContext
     from kiln.protocol.stdio import serve_stdio
 
-    _configure_logging(logging.WARNING)
-    if not args.aws:
-        set_local_aws_defaults()  # the emulator takes any credentials; boto3 wants some
-    settings = Settings.from_env()
-    stack.prepare_process()
+    settings = _start(args, logging.WARNING)
 
     async def serve(endpoint: Any, budget_s: float) -> None:
         loop = asyncio.get_running_loop()
@@ -427,7 +447,7 @@ def run_stdio(args: argparse.Namespace) -> int:
     try:
         with local_stack(args, settings, share=True) as (settings, clients, _):
             parts = stack.build_kiln(settings, clients=clients)
-            load_tool_folders(parts.authoring, args)
+            load_tool_folders(parts.authoring, args, parts.views.store)
             asyncio.run(serve(parts.endpoint, settings.local_time_budget_s))
     except (FolderError, StateInUseError) as error:
         print(f"kiln stdio: {error}", file=sys.stderr)

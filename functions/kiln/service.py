@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager, ExitStack
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, Protocol
 
-from kiln.access.gate import Caller, CallGate, bound_view, caller_of
+from kiln.access.gate import CallGate, Limits, bound_view, caller_of, key_limits
 from kiln.access.ledger import Outcome
 from kiln.access.quotas import QuotaExceededError
 from kiln.access.resolve import ViewCatalog
@@ -47,6 +48,8 @@ class SecretValues(Protocol):
 
 
 VIEW_KEY = "view"  # CallContext.extra: the view a path such as /mcp/v/<name> serves
+# CallContext.extra: a list the transport runs (in a thread) after sending the answer
+AFTER_RESPONSE = "after_response"
 
 
 def tool_view(tool: Tool) -> ToolView:
@@ -101,31 +104,55 @@ class CatalogBackend:
         return listed
 
     async def get_tool(self, name: str, ctx: CallContext) -> ToolView | None:
-        _, tools = await self._visible(await self._snapshots.fresh(), ctx)
+        """The tool a `tools/call` names, if this request may see it; the first half of the call.
+
+        With quotas, this is where the call is admitted: a key's quota is counted while the
+        catalog version is read (one round trip hidden behind another), a view's after.
+        Refused: RateLimitedError (and a `refused` ledger entry). A call admitted for a tool
+        that turns out not to exist gives its count back.
+        """
+        gate = self._gate
+        early = key_limits(ctx.principal) if gate is not None else ()
+        admitting = None
+        if gate is not None and early:
+            admitting = asyncio.ensure_future(asyncio.to_thread(gate.admit, early))
+        try:
+            view, tools = await self._visible(await self._snapshots.fresh(), ctx)
+        except BaseException:
+            if admitting is not None:
+                await self._settle(admitting, early)
+            raise
         tool = tools.get(name)
-        return tool_view(tool) if tool is not None and tool.enabled else None
+        if tool is not None and not tool.enabled:
+            tool = None
+        if gate is not None:
+            caller = caller_of(ctx.principal, view)
+            late = tuple(limit for limit in caller.limits if limit not in early)
+            try:
+                if admitting is not None:
+                    await admitting
+                if late and tool is not None:
+                    await asyncio.to_thread(gate.admit, late)
+            except QuotaExceededError as refused:
+                if tool is not None:
+                    await self._later(ctx, gate.refused, caller, tool, refused, started=time.time())
+                raise RateLimitedError(
+                    str(refused), retry_after_s=refused.retry_after_s, data=refused.data()
+                ) from None
+            if tool is None and admitting is not None:
+                await self._later(ctx, gate.release, early)
+        return tool_view(tool) if tool is not None else None
 
     async def admit_task(
         self, name: str, arguments: Mapping[str, Any], ctx: CallContext
     ) -> Tool | None:
-        """The tool a task for this request will run (its view's revision), admitted against
-        the caller's call quotas now, as a call inside the request would be."""
+        """The tool a task for this request will run (its view's revision). The call was
+        admitted against the caller's quotas by `get_tool`, which the protocol asks first."""
         latest = self._snapshots.latest or await self._snapshots.fresh()
-        view, tools = await self._visible(latest, ctx)
+        _, tools = await self._visible(latest, ctx)
         found = tools.get(name)
         if found is None or not found.enabled:
             return None
-        caller = caller_of(ctx.principal, view)
-        if self._gate is not None and caller.limits:
-            gate, digest = self._gate, self._gate.digest(arguments)
-            try:
-                await asyncio.to_thread(
-                    gate.admit, caller, found, digest=digest, started=time.time()
-                )
-            except QuotaExceededError as refused:
-                raise RateLimitedError(
-                    str(refused), retry_after_s=refused.retry_after_s, data=refused.data()
-                ) from None
         return found
 
     async def find(self, name: str, revision: int) -> Tool | None:
@@ -152,41 +179,44 @@ class CatalogBackend:
             return ToolOutcome(
                 f"Tool {tool.name!r} was disabled or removed; list tools again.", True
             )
-        if self._gate is None:
-            outcome, _ = await self.execute(found, arguments, time_left_s=ctx.time_left_s)
-            return outcome
-        return await self._gated(self._gate, found, arguments, ctx, caller_of(ctx.principal, view))
-
-    async def _gated(
-        self,
-        gate: CallGate,
-        tool: Tool,
-        arguments: Mapping[str, Any],
-        ctx: CallContext,
-        caller: Caller,
-    ) -> ToolOutcome:
+        gate = self._gate
         started = time.time()
-        digest = gate.digest(arguments)
-        if caller.limits:
-            try:
-                await asyncio.to_thread(gate.admit, caller, tool, digest=digest, started=started)
-            except QuotaExceededError as refused:
-                raise RateLimitedError(
-                    str(refused), retry_after_s=refused.retry_after_s, data=refused.data()
-                ) from None
-        outcome, result = await self.execute(tool, arguments, time_left_s=ctx.time_left_s)
+        outcome, result = await self.execute(found, arguments, time_left_s=ctx.time_left_s)
+        if gate is None:
+            return outcome
         kind: Outcome = "tool_error" if outcome.is_error else "ok"
         if result is not None and result.timed_out:
             kind = "timeout"
-        try:
-            await asyncio.to_thread(
-                gate.finish, caller, tool, kind, digest=digest, started=started,
-                run_seconds=result.duration_s if result else time.time() - started,
-                output_bytes=len(result.stdout.encode("utf-8", "replace")) if result else 0,
-            )  # fmt: skip
-        except Exception:  # the call ran: answer it, and say loudly that its record is missing
-            log.exception("could not record a call of %s in the ledger", tool.name)
+        await self._later(
+            ctx, gate.finish, caller_of(ctx.principal, view), found, kind,
+            digest=gate.digest(arguments), started=started,
+            run_seconds=result.duration_s if result else time.time() - started,
+            output_bytes=len(result.stdout.encode("utf-8", "replace")) if result else 0,
+        )  # fmt: skip
         return outcome
+
+    async def _later(
+        self, ctx: CallContext, fn: Callable[..., None], *args: Any, **kw: Any
+    ) -> None:
+        """Run blocking bookkeeping (ledger, quota refunds) after the answer has been sent when
+        the transport offers that (`AFTER_RESPONSE` in ctx.extra), else now."""
+        deferred = ctx.extra.get(AFTER_RESPONSE)
+        if deferred is not None:
+            deferred.append(functools.partial(fn, *args, **kw))
+            return
+        try:
+            await asyncio.to_thread(fn, *args, **kw)
+        except Exception:  # the call ran: answer it, and say loudly that its record is missing
+            log.exception("call bookkeeping failed (%s)", getattr(fn, "__name__", fn))
+
+    async def _settle(self, admitting: asyncio.Future[None], limits: Limits) -> None:
+        """An admission whose request failed before it could run: give its count back."""
+        try:
+            await admitting
+        except Exception:
+            return
+        if self._gate is not None:
+            await asyncio.to_thread(self._gate.release, limits)
 
     async def _visible(
         self, snapshot: Snapshot, ctx: CallContext

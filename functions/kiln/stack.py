@@ -11,12 +11,19 @@ below this module reads the environment or builds its own collaborators.
 from __future__ import annotations
 
 import hashlib
+import logging
+import os
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 import kiln
+from kiln.access.gate import CallGate
+from kiln.access.ledger import CallLedger
+from kiln.access.quotas import QuotaCounters
+from kiln.access.resolve import ViewCatalog
+from kiln.access.views import ViewStore
 from kiln.auth.web import AccessControl
 from kiln.authoring.service import AuthoringService
 from kiln.aws import AwsClients, make_clients
@@ -24,8 +31,11 @@ from kiln.bundles.service import Bundles, make_bundles
 from kiln.catalog.snapshot import CatalogSnapshots
 from kiln.catalog.store import CatalogStore
 from kiln.runner import Runner, RunnerSettings
+from kiln.runner.limits import default_own_temp_paths
 from kiln.service import CatalogBackend
 from kiln.settings import Settings
+
+log = logging.getLogger("kiln.stack")
 
 if TYPE_CHECKING:
     from fastapi import FastAPI
@@ -71,6 +81,10 @@ def runner_settings(settings: Settings) -> RunnerSettings:
         sweep_shared_temp=settings.sweep_shared_temp,
         shared_dirs=tuple(Path(d) for d in settings.run_shared_dirs),
         serialize_shared_uid_runs=settings.serialize_shared_uid_runs,
+        own_temp_paths=(
+            *default_own_temp_paths(),
+            *([Path(settings.bundle_cache_dir)] if settings.bundle_cache_dir else []),
+        ),
     )
 
 
@@ -87,6 +101,8 @@ class Kiln:
     access: AccessControl
     bundles: Bundles
     authoring: AuthoringService
+    views: ViewCatalog
+    gate: CallGate
 
     @cached_property
     def task_worker(self) -> TaskWorker:
@@ -180,11 +196,45 @@ def build_kiln(settings: Settings, *, clients: AwsClients | None = None) -> Kiln
     snapshots = CatalogSnapshots(store)
     runner = Runner(runner_settings(settings))
     access = AccessControl(settings, clients)
-    backend = CatalogBackend(snapshots, runner, bundles=bundles, secrets=access)
+    views = ViewCatalog(
+        ViewStore(clients.dynamodb, table=settings.table),
+        lambda tool_id, number: store.revision(f"id:{tool_id}", number),
+    )
+    gate = call_gate(settings, clients)
+    backend = CatalogBackend(
+        snapshots, runner, bundles=bundles, secrets=access, views=views, gate=gate
+    )
     authoring = AuthoringService(
         store, bundles=bundles, executor=backend, secrets=_LazySecretNames(access)
     )
-    return Kiln(settings, clients, store, snapshots, runner, backend, access, bundles, authoring)
+    return Kiln(
+        settings, clients, store, snapshots, runner, backend, access, bundles, authoring,
+        views, gate,
+    )  # fmt: skip
+
+
+def call_gate(settings: Settings, clients: AwsClients) -> CallGate:
+    """Quota counters, and the call ledger unless KILN_LEDGER is off."""
+    quotas = QuotaCounters(clients.dynamodb, table=settings.table)
+    if not settings.ledger:
+        return CallGate(quotas, None)
+    ledger = CallLedger(
+        clients.dynamodb,
+        table=settings.table,
+        digest_key=ledger_digest_key(settings),
+        retention_days=settings.ledger_retention_days,
+    )
+    return CallGate(quotas, ledger)
+
+
+def ledger_digest_key(settings: Settings) -> bytes:
+    """The HMAC key of argument digests: configured, else derived from the author key (kiln
+    dev), else random per process (digests then compare only within one container)."""
+    secret = settings.ledger_digest_key or settings.author_key
+    if secret:
+        return hashlib.sha256(f"kiln-ledger-digest:{secret}".encode()).digest()
+    log.warning("KILN_LEDGER_DIGEST_KEY is not set: argument digests compare within this process")
+    return os.urandom(32)
 
 
 def build_app(

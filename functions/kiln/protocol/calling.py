@@ -102,6 +102,9 @@ class ToolCaller:
             )
         try:
             tool = await self._backend.get_tool(name, ctx)
+        except ProtocolError as error:  # a refusal the backend decided (a spent quota)
+            error.request_id = request_id
+            raise
         except Exception as exc:
             log.exception("backend.get_tool failed for %s", name)
             raise InternalError("Internal error", request_id=request_id) from exc
