@@ -346,17 +346,24 @@ def load_tool_folders(
     return results
 
 
+def _start(args: argparse.Namespace, log_level: int) -> Settings:
+    """What `kiln dev` and `kiln stdio` do first: logging, AWS defaults for the emulator,
+    process-wide protection, and the settings `kiln.cli.main` read (or read them here)."""
+    _configure_logging(log_level)
+    if not args.aws:
+        set_local_aws_defaults()  # the emulator takes any credentials; boto3 wants some
+    stack.prepare_process()
+    settings: Settings | None = getattr(args, "settings", None)
+    return settings if settings is not None else Settings.from_env()
+
+
 def run_dev(args: argparse.Namespace) -> int:
     """Serve Kiln on uvicorn over the local stack until interrupted."""
     import uvicorn
 
     from kiln.app import create_app
 
-    _configure_logging(logging.INFO)
-    if not args.aws:
-        set_local_aws_defaults()  # the emulator takes any credentials; boto3 wants some
-    base = Settings.from_env()
-    stack.prepare_process()
+    base = _start(args, logging.INFO)
     key = author_key(Path(args.state_dir), args.author_key or base.author_key)
     settings = base.with_(author_key=key, bind_host=args.host)
     try:
@@ -386,7 +393,12 @@ def _server_config(app: Any, args: argparse.Namespace, settings: Settings) -> An
     """uvicorn's config with Kiln's connection limits (see kiln.connections)."""
     import uvicorn
 
-    from kiln.connections import ConnectionLimits, hardened_protocol, limit_log_rate
+    from kiln.connections import (
+        ConnectionLimits,
+        connection_cap,
+        hardened_protocol,
+        limit_log_rate,
+    )
 
     limits = ConnectionLimits(
         idle_timeout_s=settings.idle_timeout_s,
@@ -401,6 +413,9 @@ def _server_config(app: Any, args: argparse.Namespace, settings: Settings) -> An
         log_level="warning",
         lifespan="on",
         http=hardened_protocol(limits),
+        # asyncio accepts up to `backlog` sockets per wake-up before any connection is set up;
+        # a small one lets the connection cap evict idle ones before descriptors run out.
+        backlog=max(16, connection_cap(limits) // 4),
         timeout_keep_alive=max(1, round(limits.idle_timeout_s)),
         h11_max_incomplete_event_size=limits.max_header_bytes,
     )
@@ -413,11 +428,7 @@ def run_stdio(args: argparse.Namespace) -> int:
     from kiln.protocol.backend import CallContext
     from kiln.protocol.stdio import serve_stdio
 
-    _configure_logging(logging.WARNING)
-    if not args.aws:
-        set_local_aws_defaults()  # the emulator takes any credentials; boto3 wants some
-    settings = Settings.from_env()
-    stack.prepare_process()
+    settings = _start(args, logging.WARNING)
 
     async def serve(endpoint: Any, budget_s: float) -> None:
         loop = asyncio.get_running_loop()

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TypeVar
 
-from kiln.auth.settings import AuthSettings, AuthSettingsError
+from kiln.auth.settings import AuthSettings, AuthSettingsError, check_audience
 from kiln.tasks.settings import TaskSettings
 
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
@@ -185,8 +185,10 @@ class Settings:
         e = os.environ if env is None else env
         cache_dir = _parse(e, "KILN_BUNDLE_CACHE_DIR", None, Path)
         in_lambda = bool(_parse(e, "AWS_LAMBDA_FUNCTION_NAME", None, _text))
+        public_base_url = _parse(e, "KILN_PUBLIC_BASE_URL", None, _url)
         try:
             auth = AuthSettings.from_env(e)
+            check_audience(auth, public_base_url)
         except AuthSettingsError as error:
             raise SettingsError(str(error)) from None
         return cls(
@@ -233,7 +235,7 @@ class Settings:
             bundle_cache_dir=cache_dir,
             bundle_cache_mb=_parse(e, "KILN_BUNDLE_CACHE_MB", None, _positive_float),
             bundle_max_unpacked_mb=_parse(e, "KILN_BUNDLE_MAX_UNPACKED_MB", None, _positive_float),
-            public_base_url=auth.public_url,
+            public_base_url=public_base_url,
             cursor_secret=_parse(e, "KILN_CURSOR_SECRET", None, _text),
             ledger=_parse(e, "KILN_LEDGER", cls.ledger, _boolean),
             ledger_retention_days=_parse(
