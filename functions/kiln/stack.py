@@ -31,6 +31,7 @@ from kiln.bundles.service import Bundles, make_bundles
 from kiln.catalog.snapshot import CatalogSnapshots
 from kiln.catalog.store import CatalogStore
 from kiln.runner import Runner, RunnerSettings
+from kiln.runner.limits import default_own_temp_paths
 from kiln.service import CatalogBackend
 from kiln.settings import Settings
 
@@ -80,6 +81,10 @@ def runner_settings(settings: Settings) -> RunnerSettings:
         sweep_shared_temp=settings.sweep_shared_temp,
         shared_dirs=tuple(Path(d) for d in settings.run_shared_dirs),
         serialize_shared_uid_runs=settings.serialize_shared_uid_runs,
+        own_temp_paths=(
+            *default_own_temp_paths(),
+            *([Path(settings.bundle_cache_dir)] if settings.bundle_cache_dir else []),
+        ),
     )
 
 
