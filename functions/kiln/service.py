@@ -222,6 +222,23 @@ class CatalogBackend:
         )  # fmt: skip
         return outcome
 
+    async def record_rejected(self, tool: ToolView, arguments: Any, ctx: CallContext) -> None:
+        """Ledger a call answered with an isError result because its arguments broke the
+        tool's schema (it was admitted, and counted, by `get_tool`)."""
+        gate = self._gate
+        latest = self._snapshots.latest
+        if gate is None or latest is None:
+            return
+        view, tools = await self._visible(latest, ctx)
+        found = tools.get(tool.name)
+        if found is None:
+            return
+        digest = gate.digest(arguments if isinstance(arguments, dict) else {"": arguments})
+        await self._later(
+            ctx, gate.finish, caller_of(ctx.principal, view), found, "tool_error",
+            digest=digest, started=time.time(), run_seconds=0.0, output_bytes=0,
+        )  # fmt: skip
+
     async def _later(
         self, ctx: CallContext, fn: Callable[..., None], *args: Any, **kw: Any
     ) -> None:
