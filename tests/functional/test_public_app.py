@@ -58,3 +58,16 @@ def test_the_public_app_refuses_a_foreign_origin_with_a_json_rpc_error(
     )
     assert refused.status_code == 403
     assert refused.json()["error"]["code"] == -32600
+
+
+def test_a_path_below_mcp_gets_a_json_rpc_404_from_the_public_app(public: RunningKiln) -> None:
+    for path in ("/mcp/", "/mcp/extra"):
+        answer = public.mcp({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}, path=path)
+        assert answer.status_code == 404, path
+        assert answer.json()["error"]["code"] < 0, path
+
+
+def test_an_unpublished_view_is_not_found_on_the_public_app(public: RunningKiln) -> None:
+    answer = public.mcp({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}, path="/mcp/v/none")
+    assert answer.status_code == 404
+    assert "no MCP endpoint" in answer.json()["error"]["message"]

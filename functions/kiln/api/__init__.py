@@ -8,6 +8,8 @@ middleware  the DNS-rebinding guard (Origin, Host) and CORS
 mcp         /mcp and /admin/mcp -> kiln.protocol's endpoint
 tools       /api/tools... -> kiln.authoring
 bundles     /api/bundles...
+studio      /api/whoami and /api/tools/validate (the studio's dry-run save); its pages are
+            kiln.studio.assets
 tasks       /api/tasks/{id}: authors' runs as MCP tasks (started by /api/tools/{ref}/run)
 health      /api/health and the OAuth protected-resource metadata
 """

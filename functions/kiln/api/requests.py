@@ -1,18 +1,26 @@
-"""What the MCP routes need from a request, on Starlette alone (no FastAPI import).
+"""The MCP routes' work, on Starlette alone (no FastAPI import): authenticate, read the capped
+body, hand (method, headers, body) to the transport-agnostic endpoint.
 
 The public function's app (`kiln.api.public`) is bare Starlette so that a cold start does not
-import FastAPI and the REST API; these helpers serve it and the full app alike.
+import FastAPI and the REST API; `kiln.api.mcp` mounts the same functions in the full app.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import asyncio
+import json
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
+from mcp_types import INVALID_REQUEST
+from starlette.background import BackgroundTask
 from starlette.requests import Request
 from starlette.responses import Response
 
-from kiln.auth.policy import AuthError, Permission
+from kiln.access.gate import bound_view
+from kiln.auth.policy import AuthError, Permission, Principal
 from kiln.protocol.backend import CallContext
+from kiln.service import AFTER_RESPONSE, VIEW_KEY
 
 if TYPE_CHECKING:
     from kiln.stack import Kiln
@@ -44,23 +52,82 @@ async def read_capped(request: Request, cap: int) -> bytes:
     return b"".join(chunks)
 
 
-async def serve_mcp(request: Request, need: Permission, path: str) -> Response:
-    """Authenticate, read the capped body, hand (method, headers, body) to the endpoint."""
-    from kiln.protocol import HttpRequest
+def auth_refusal(error: AuthError) -> Response:
+    # The one error table, loaded only when a request is refused.
+    from kiln.api.errors import jsonrpc_response
 
+    return jsonrpc_response(error)
+
+
+async def serve_mcp(request: Request, need: Permission, path: str) -> Response:
     parts = kiln_of(request)
     try:
         principal = await parts.access.require(request, need, path)
     except AuthError as error:
-        from kiln.api.errors import jsonrpc_response  # the one error table, loaded when refusing
+        return auth_refusal(error)
+    who = None if principal.kind == "anonymous" else principal
+    return await answer_mcp(request, who, admin=need == "author")
 
-        return jsonrpc_response(error)
+
+async def answer_mcp(
+    request: Request, principal: Principal | None, *, admin: bool = False, view: str | None = None
+) -> Response:
+    """Hand the request to the MCP endpoint; ledger writes and quota refunds it leaves run
+    once the answer is out (in Lambda, before the invocation returns: nothing is lost)."""
+    from kiln.protocol import HttpRequest
+
+    parts = kiln_of(request)
     body = await read_capped(request, parts.settings.max_body_bytes)
     headers = {name.lower(): value for name, value in request.headers.items()}
-    ctx = CallContext(
-        time_left_s=time_left_s(request),
-        principal=None if principal.kind == "anonymous" else principal,
-    )
-    endpoint = parts.admin_endpoint if need == "author" else parts.endpoint
+    after: list[Callable[[], None]] = []
+    extra: dict[str, Any] = {AFTER_RESPONSE: after}
+    if view is not None:
+        extra[VIEW_KEY] = view
+    ctx = CallContext(time_left_s=time_left_s(request), principal=principal, extra=extra)
+    endpoint = parts.admin_endpoint if admin else parts.endpoint
     answer = await endpoint.handle(HttpRequest(request.method, headers, body), ctx)
-    return Response(answer.body, status_code=answer.status, headers=answer.headers)
+    background = None
+    if after and request.scope.get("aws.context") is not None:
+        background = BackgroundTask(parts.gate.after.run, after)
+    elif after:  # a server that keeps running: do not hold the connection for it
+        parts.gate.after.start(after)
+    return Response(
+        answer.body, status_code=answer.status, headers=answer.headers, background=background
+    )
+
+
+async def serve_view(request: Request, view: str) -> Response:
+    """A published view on its own path: its tools only; anonymous when the view says so."""
+    parts = kiln_of(request)
+    snapshot = await parts.snapshots.fresh()
+    views = parts.views.views_ready(snapshot.version)
+    if views is None:
+        views = await asyncio.to_thread(parts.views.views_at, snapshot.version)
+    found = views.get(view)
+    if found is None or not found.published:  # unpublished looks like absent: no leak
+        return refusal(404, "Not found: no MCP endpoint at this path")
+    path = f"/mcp/v/{view}"
+    principal: Principal | None = None
+    if request.headers.get("authorization"):
+        try:
+            who = await parts.access.require(request, "call", path)
+        except AuthError as error:
+            return auth_refusal(error)
+        principal = None if who.kind == "anonymous" else who
+    elif not found.anonymous:  # the view's setting, whatever KILN_PUBLIC_ANONYMOUS says
+        challenge = parts.access.authenticator.challenge(
+            need="call", resource_path=path, base_url=parts.access.base_url(request)
+        )
+        message = "this view needs a bearer credential (an API key or OAuth token)"
+        return auth_refusal(AuthError(401, challenge, message))
+    bound = bound_view(principal, views)
+    if bound is not None and bound != view:
+        return refusal(
+            403, f"Forbidden: this credential is bound to view {bound!r}; use /mcp/v/{bound}"
+        )
+    return await answer_mcp(request, principal, view=view)
+
+
+def refusal(status: int, message: str) -> Response:
+    wire = {"jsonrpc": "2.0", "id": None, "error": {"code": INVALID_REQUEST, "message": message}}
+    return Response(json.dumps(wire), status_code=status, media_type="application/json")

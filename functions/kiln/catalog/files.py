@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, Literal, Protocol
 
 from kiln.catalog.model import Draft
-from kiln.catalog.rules import RuleError, Violation, check_draft
+from kiln.catalog.rules import CANONICAL_FIELDS, RuleError, Violation, check_draft
 
 MANIFEST = "tool.json"
 SCRIPTS = {"python": "main.py", "node": "main.js"}
@@ -162,23 +162,7 @@ def push(
 def draft_from_tool_json(body: Mapping[str, Any], code: str) -> Draft:
     """The draft behind a tool as the REST API shows it (GET /api/tools/{name})."""
     fields = {
-        key: body[key]
-        for key in (
-            "name",
-            "title",
-            "description",
-            "language",
-            "requirements",
-            "input_schema",
-            "output_schema",
-            "annotations",
-            "timeout_seconds",
-            "enabled",
-            "secrets",
-            "task",
-            "tags",
-        )
-        if body.get(key) is not None
+        key: body[key] for key in CANONICAL_FIELDS if key != "code" and body.get(key) is not None
     }
     return check_draft({**fields, "code": code})
 

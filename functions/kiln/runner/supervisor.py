@@ -200,6 +200,10 @@ def supervise(request: dict[str, Any], status_fd: int, private_fd: int) -> None:
     if not outcome:
         outcome = f"exit {os.waitstatus_to_exitcode(statuses[pid])}"
     os.write(status_fd, f"outcome {outcome}\nleftover {leftover}\n".encode())
+    # The server's answer waits for end of file on these: give it before the exit's own work
+    # (unmapping memory, tearing down the run's mount namespace).
+    os.close(status_fd)
+    os.closerange(0, 3)
     os._exit(0)
 
 
@@ -251,6 +255,7 @@ class Watch:
         self.uid = request["uid"] if isolation == "uid" else os.geteuid()
         self.run_dir = request["run_dir"]
         self.shared = request["shared_dirs"]
+        self.keep = set(request["keep"])
         self.before = contain.snapshot(self.shared) if self.mode == "new" else set()
         self.used = 0
 
@@ -263,7 +268,7 @@ class Watch:
         if self.mode == "uid":
             elsewhere = contain.owned_entries(self.uid, self.shared)
         else:
-            elsewhere = contain.new_entries(self.before, self.uid, self.shared)
+            elsewhere = contain.new_entries(self.before, self.uid, self.shared, self.keep)
         self.used = contain.disk_usage([self.run_dir, *elsewhere])
         return self.used > self.quota
 
@@ -502,8 +507,23 @@ def become_supervisor(request: dict[str, Any], fds: list[int]) -> None:
     supervise(request, status, private)
 
 
+def share_static_paths(paths: list[str]) -> None:
+    """As root: a mount namespace for the helper where what every run needs is reachable.
+
+    Each run's own namespace is a copy of it, so the interpreter under a closed /root is
+    made reachable once here rather than on every run. Where mounts are not allowed each run
+    checks instead.
+    """
+    if os.geteuid() != 0:
+        return
+    with contextlib.suppress(OSError):
+        contain.private_namespace()
+        contain.expose(paths, [])
+
+
 def main() -> None:
     sock = socket.socket(fileno=int(sys.argv[1]))
+    share_static_paths(json.loads(sys.argv[2]) if len(sys.argv) > 2 else [])
     work = Helper(sock).serve()
     if work is None:
         return

@@ -214,3 +214,14 @@ def test_a_python_tool_is_not_dumpable_and_carries_the_run_mark(harness: Harness
     )
     assert harness.run(code).stdout == "0\n['1']\n"
     harness.assert_clean()
+
+
+def test_a_python_tool_inherits_no_descriptor_but_its_three_streams(harness: Harness) -> None:
+    """A descriptor to a directory outside its view would let a tool climb out of it."""
+    code = (
+        "import os\nfds = os.listdir('/proc/self/fd')\n"
+        "print(sorted(int(fd) for fd in fds if os.path.exists(f'/proc/self/fd/{fd}')))\n"
+    )
+    # 3 is the directory listing itself, still open while it is read.
+    assert harness.run(code).stdout in ("[0, 1, 2]\n", "[0, 1, 2, 3]\n")
+    harness.assert_clean()
