@@ -39,9 +39,15 @@ print(json.dumps({{"kiln/content": [
 """
 
 
+def test_kiln_dev_prints_the_studio_url(dev: Dev) -> None:
+    assert f"Studio at {dev.url}/studio/" in dev.log.read_text()
+
+
 def test_sign_in_keeps_the_key_in_session_storage_only_and_sign_out_forgets_it(
     page: Any, dev: Dev
 ) -> None:
+    sent: list[dict[str, str]] = []
+    page.on("request", lambda r: sent.append(r.headers) if "/api/" in r.url else None)
     page.goto("/studio/")
     shoot(page, "00-sign-in")
     assert_accessible(page)
@@ -53,6 +59,9 @@ def test_sign_in_keeps_the_key_in_session_storage_only_and_sign_out_forgets_it(
     assert page.evaluate("() => JSON.stringify(localStorage)") == "{}"
     assert page.evaluate("() => document.cookie") == ""
     assert KEY in page.evaluate("() => JSON.stringify(sessionStorage)")
+    assert sent  # every API request carries the bearer header and no cookie
+    assert all(h.get("authorization", "").startswith("Bearer ") for h in sent)
+    assert not any("cookie" in h for h in sent)
     page.reload()
     expect(page.get_by_role("navigation", name="Main")).to_be_visible()  # same tab: still in
     page.get_by_role("button", name="Sign out").click()
