@@ -70,6 +70,7 @@ TOOL = {
     "description": "Tries to reach the store.",
     "language": "python",
     "code": HOSTILE,
+    "input_schema": {"type": "object", "properties": {"state": {"type": "string"}}},
 }
 GAP = "a tool under the server's own uid can read its state directory (no sandbox for runs)"
 PER_RUN_UIDS = importlib.util.find_spec("kiln.runner.isolation") is not None
