@@ -102,7 +102,7 @@ class ToolCaller:
             )
         try:
             tool = await self._backend.get_tool(name, ctx)
-        except ProtocolError as error:  # a refusal the backend decided (a spent quota)
+        except ProtocolError as error:  # a refusal the backend decided (quota, catalog)
             error.request_id = request_id
             raise
         except Exception as exc:
