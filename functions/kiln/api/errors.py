@@ -244,6 +244,16 @@ async def _internal(request: Request, error: Exception) -> Response:
     return json_response(body, 500)
 
 
+async def answer(request: Request, error: Exception) -> Response:
+    """What `install` makes an app answer for `error`, for an app that loads this table only
+    when something is refused (the public function's bare Starlette app)."""
+    if isinstance(error, HTTPException):
+        return await _routing(request, error)
+    if isinstance(error, (ApiError, *ERRORS)):
+        return await _handle(request, error)
+    return await _internal(request, error)
+
+
 def install(app: FastAPI) -> None:
     """Answer every refusal in the table (and ApiError) through `rest_response`; routing
     refusals and anything unexpected as JSON too."""
