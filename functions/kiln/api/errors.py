@@ -29,7 +29,15 @@ from kiln.access.views import (
     ViewNotFoundError,
     ViewRuleError,
 )
+from kiln.auth.keys import (
+    InvalidKeyNameError,
+    InvalidScopeError,
+    KeyNameTakenError,
+    KeyNotFoundError,
+    KeyStoreError,
+)
 from kiln.auth.policy import AuthError
+from kiln.auth.secrets import InvalidSecretError, SecretError, SecretNotFoundError
 from kiln.authoring.service import ArgumentsRejectedError
 from kiln.aws import StoreUnavailableError
 from kiln.bundles.store import BundleStateError
@@ -114,6 +122,14 @@ ERRORS: dict[type[BaseException], ErrorRule] = {
     ViewExistsError: ErrorRule(409, "name_taken"),
     StaleViewError: ErrorRule(412, "stale_revision", details=_current_view_revision),
     LedgerQueryError: ErrorRule(400, "bad_query"),
+    KeyStoreError: ErrorRule(400, "bad_request"),
+    InvalidKeyNameError: ErrorRule(422, "invalid_key"),
+    InvalidScopeError: ErrorRule(422, "invalid_key"),
+    KeyNameTakenError: ErrorRule(409, "name_taken"),
+    KeyNotFoundError: ErrorRule(404, "not_found"),
+    SecretError: ErrorRule(400, "bad_request"),
+    InvalidSecretError: ErrorRule(422, "invalid_secret"),  # messages never carry the value
+    SecretNotFoundError: ErrorRule(404, "not_found"),
 }
 INTERNAL_RULE = ErrorRule(500, "internal", jsonrpc=INTERNAL)
 AUTH_CODES = {400: "invalid_request", 401: "unauthorized", 403: "forbidden"}
@@ -226,6 +242,16 @@ async def _internal(request: Request, error: Exception) -> Response:
         return _jsonrpc_error(INTERNAL, "Internal error", 500, {})
     body = {"error": {"code": "internal", "message": "internal error; the server log has details"}}
     return json_response(body, 500)
+
+
+async def answer(request: Request, error: Exception) -> Response:
+    """What `install` makes an app answer for `error`, for an app that loads this table only
+    when something is refused (the public function's bare Starlette app)."""
+    if isinstance(error, HTTPException):
+        return await _routing(request, error)
+    if isinstance(error, (ApiError, *ERRORS)):
+        return await _handle(request, error)
+    return await _internal(request, error)
 
 
 def install(app: FastAPI) -> None:
