@@ -35,7 +35,7 @@ print(json.dumps({{"kiln/content": [
       "name": "<b onmouseover=alert(7)>x</b>"}},
     {{"type": "image", "mimeType": "image/png", "data": "{PIXEL}"}},
     {{"type": "image", "mimeType": "image/svg+xml", "data": "PHN2ZyBvbmxvYWQ9YWxlcnQoOSk+"}}
-]}}))
+], "structuredContent": {{"nested": {{"html": "<i onclick=alert(10)>i</i>", "n": [1, 2]}}}}}}))
 """
 
 
@@ -92,6 +92,9 @@ def test_tool_output_is_shown_as_text_and_never_runs(watched: tuple[Any, Watch],
     image = result.get_by_role("img", name="Image result 3 (image/png)")
     expect(image).to_have_attribute("src", f"data:image/png;base64,{PIXEL}")
     expect(result).to_contain_text("image of type image/svg+xml not shown")
+    tree = result.get_by_test_id("structured")
+    expect(tree).to_contain_text("nested")
+    expect(tree).to_contain_text('"<i onclick=alert(10)>i</i>"')
     assert page.locator("img[src='x'], img[src='y'], img[src='z'], img[src='q']").count() == 0
     assert page.locator("main script").count() == 0
     assert page.locator("a[href^='javascript']").count() == 0

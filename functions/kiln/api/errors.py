@@ -29,7 +29,15 @@ from kiln.access.views import (
     ViewNotFoundError,
     ViewRuleError,
 )
+from kiln.auth.keys import (
+    InvalidKeyNameError,
+    InvalidScopeError,
+    KeyNameTakenError,
+    KeyNotFoundError,
+    KeyStoreError,
+)
 from kiln.auth.policy import AuthError
+from kiln.auth.secrets import InvalidSecretError, SecretError, SecretNotFoundError
 from kiln.authoring.service import ArgumentsRejectedError
 from kiln.aws import StoreUnavailableError
 from kiln.bundles.store import BundleStateError
@@ -114,6 +122,14 @@ ERRORS: dict[type[BaseException], ErrorRule] = {
     ViewExistsError: ErrorRule(409, "name_taken"),
     StaleViewError: ErrorRule(412, "stale_revision", details=_current_view_revision),
     LedgerQueryError: ErrorRule(400, "bad_query"),
+    KeyStoreError: ErrorRule(400, "bad_request"),
+    InvalidKeyNameError: ErrorRule(422, "invalid_key"),
+    InvalidScopeError: ErrorRule(422, "invalid_key"),
+    KeyNameTakenError: ErrorRule(409, "name_taken"),
+    KeyNotFoundError: ErrorRule(404, "not_found"),
+    SecretError: ErrorRule(400, "bad_request"),
+    InvalidSecretError: ErrorRule(422, "invalid_secret"),  # messages never carry the value
+    SecretNotFoundError: ErrorRule(404, "not_found"),
 }
 INTERNAL_RULE = ErrorRule(500, "internal", jsonrpc=INTERNAL)
 AUTH_CODES = {400: "invalid_request", 401: "unauthorized", 403: "forbidden"}
