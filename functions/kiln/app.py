@@ -38,6 +38,7 @@ from kiln.catalog.store import (
     StaleRevisionError,
     ToolNotFoundError,
 )
+from kiln.catalog.toolfiles import encode_files
 from kiln.protocol.backend import CallContext
 from kiln.protocol.guard import host_allowed, origin_allowed
 from kiln.runner import Runner, RunnerSettings
@@ -437,6 +438,7 @@ def _mount_rest(app: FastAPI, parts: Kiln) -> None:
         tool = await call(store.get, ref)
         code = await call(store.code, tool.head)
         body = tool_json(tool, code=code)
+        body["files"] = encode_files(await call(store.files, tool.head))
         if parts.bundles is not None:
             body["bundle"] = await call(parts.bundles.summary, tool.head.bundle_id)
         return tagged(body, tool)

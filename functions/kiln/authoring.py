@@ -17,6 +17,7 @@ from kiln.auth.policy import Principal
 from kiln.catalog.model import Revision, Tool
 from kiln.catalog.rules import RuleError, check_draft
 from kiln.catalog.store import CatalogError, CatalogStore
+from kiln.catalog.toolfiles import encode_files
 from kiln.protocol.backend import CallContext, ToolBackend, ToolOutcome, ToolView
 
 INSTRUCTIONS = """\
@@ -149,9 +150,10 @@ VIEWS: dict[str, ToolView] = {
 }
 
 
-def definition(tool: Tool, code: str) -> dict[str, Any]:
+def definition(tool: Tool, code: str, files: Mapping[str, bytes] | None = None) -> dict[str, Any]:
     head = tool.head
     return {
+        "files": encode_files(files or {}),
         "name": tool.name,
         "title": head.title,
         "description": head.description,
@@ -237,8 +239,9 @@ class AdminBackend:
         expected = int(args["revision"])
         current = await asyncio.to_thread(self._store.get, name)
         code = await asyncio.to_thread(self._store.code, current.head)
+        files = await asyncio.to_thread(self._store.files, current.head)
         changes = {k: v for k, v in args.items() if k != "revision"}
-        draft = check_draft(changes, defaults=definition(current, code))
+        draft = check_draft(changes, defaults=definition(current, code, files))
         tool = await asyncio.to_thread(
             self._store.update, name, draft, expected_revision=expected, actor=created_by(who)
         )

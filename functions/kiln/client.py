@@ -9,7 +9,7 @@ import urllib.parse
 import urllib.request
 from typing import Any
 
-from kiln.catalog.files import draft_from_tool_json, draft_manifest
+from kiln.catalog.files import draft_from_tool_json, draft_payload
 from kiln.catalog.model import Draft
 from kiln.settings import LOCAL_URL
 
@@ -21,10 +21,13 @@ class ApiCallError(Exception):
 
 
 class KilnClient:
-    def __init__(self, base_url: str, key: str | None, *, timeout_s: float = 120.0) -> None:
+    def __init__(
+        self, base_url: str, key: str | None, *, timeout_s: float = 120.0, key_source: str = ""
+    ) -> None:
         self.base_url = base_url.rstrip("/")
         self.key = key
         self.timeout_s = timeout_s
+        self.key_source = key_source  # said with a 401/403, so the user knows which key
 
     def request(
         self, method: str, path: str, body: Any = None, headers: dict[str, str] | None = None
@@ -54,6 +57,8 @@ class KilnClient:
                 message = json.loads(raw)["error"]["message"]
             except (ValueError, KeyError, TypeError):
                 message = raw.decode("utf-8", "replace")[:500]
+            if error.code in (401, 403) and self.key_source:
+                message = f"{message} (sent {self.key_source})"
             raise ApiCallError(error.code, message) from None
         except (urllib.error.URLError, OSError) as error:
             reason = getattr(error, "reason", error)
@@ -77,6 +82,19 @@ class KilnClient:
                 return None
             raise
         return dict(body)
+
+
+def client_for(args: Any) -> KilnClient:
+    """The client for a command's `--url`, `--key` and `--state-dir` (see kiln.locate).
+
+    Raises ServerNotFoundError saying where it looked when no server is named or running.
+    """
+    from kiln.locate import find_server
+    from kiln.settings import LocalSettings
+
+    local = LocalSettings.from_env().with_state_dir(getattr(args, "state_dir", None))
+    target = find_server(local, url=args.url, key=args.key)
+    return KilnClient(target.url, target.key, key_source=target.key_source)
 
 
 class HttpTarget:
@@ -104,4 +122,4 @@ class HttpTarget:
 
 
 def _payload(draft: Draft) -> dict[str, Any]:
-    return {**draft_manifest(draft), "code": draft.code}
+    return draft_payload(draft)

@@ -10,6 +10,7 @@ through the API survive a restart.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import base64
 import fcntl
 import hashlib
@@ -26,17 +27,12 @@ from pathlib import Path
 from typing import Any
 
 from kiln.aws import AwsClients, ensure_resources, make_clients
-from kiln.catalog.files import (
-    FolderError,
-    PushResult,
-    StoreTarget,
-    draft_digest,
-    push,
-    read_folder,
-    tool_folders,
-)
+from kiln.catalog.files import FolderError, tool_folders
+from kiln.catalog.reload import load_folders
 from kiln.catalog.store import CatalogStore
-from kiln.settings import Settings
+from kiln.locate import forget_server, record_server, running_server
+from kiln.settings import LocalSettings, Settings
+from kiln.startup import PortBusyError, bind_port, node_warning
 
 log = logging.getLogger("kiln.dev")
 
@@ -312,22 +308,12 @@ def local_stack(
                 mirror.stop()
 
 
-def load_tool_folders(store: CatalogStore, args: argparse.Namespace) -> list[PushResult]:
-    """Push the tool folders that changed since the last start.
-
-    A folder that is as it was when last loaded is left alone, so what was changed through
-    the API since (an edit, a disable, a delete, a rename) survives a restart.
-    """
+def load_tool_folders(store: CatalogStore, args: argparse.Namespace) -> list[str]:
+    """Load the tool folders that changed on disk since the last start (see catalog.reload)."""
     roots = [] if args.no_examples or not DEFAULT_EXAMPLES.is_dir() else [DEFAULT_EXAMPLES]
     roots += [Path(d) for d in args.tools]
     folders = [folder for root in roots for folder in tool_folders(root)]
-    record = Path(args.state_dir) / "loaded.json"
-    loaded = json.loads(record.read_text("utf-8")) if record.is_file() else {}
-    results = push(StoreTarget(store, actor="kiln dev"), folders, unchanged_since=loaded)
-    digests = {draft.name: draft_digest(draft) for draft in map(read_folder, folders)}
-    record.parent.mkdir(parents=True, exist_ok=True)
-    _atomic_write(record, json.dumps({**loaded, **digests}, indent=2).encode())
-    return results
+    return load_folders(store, folders, Path(args.state_dir) / "loaded.json")
 
 
 def _local_env() -> None:
@@ -337,30 +323,47 @@ def _local_env() -> None:
     os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
 
 
+def _local(args: argparse.Namespace) -> LocalSettings:
+    """The local settings, with `args.state_dir` set to the directory they choose."""
+    local = LocalSettings.from_env().with_state_dir(args.state_dir)
+    args.state_dir = str(local.state_dir)
+    return local
+
+
 def run_dev(args: argparse.Namespace) -> int:
     """Serve Kiln on uvicorn over the local stack until interrupted."""
     import uvicorn
 
     from kiln.app import build_kiln, create_app
 
+    local = _local(args)
+    try:
+        sock = bind_port(args.host, args.port, local.state_dir)
+    except PortBusyError as error:
+        print(f"kiln dev: {error}", file=sys.stderr)
+        return 1
     _configure_logging(logging.INFO)
     if not args.aws:
         _local_env()
     base = Settings.from_env()
-    key = author_key(Path(args.state_dir), args.author_key)
+    key = author_key(local.state_dir, args.author_key or local.author_key)
     settings = base.with_(author_key=key, bind_host=args.host)
     try:
-        with local_stack(args, settings) as (settings, clients, save_state):
+        with sock, local_stack(args, settings) as (settings, clients, save_state):
             parts = build_kiln(settings, clients=clients)
             if parts.bundles is not None:
                 # Builds a previous run left; on the embedded emulator no one else builds.
                 parts.bundles.resume(orphans=not (args.aws or base.endpoint_url))
-            for result in load_tool_folders(parts.store, args):
-                log.info("%s %s", result.action, result.name)
+            for line in load_tool_folders(parts.store, args):
+                log.info("%s", line)
             app = create_app(settings, kiln_parts=parts)
-            url = f"http://{_url_host(args.host)}:{args.port}"
+            url = f"http://{_url_host(args.host)}:{sock.getsockname()[1]}"
             print(f"Kiln is serving MCP at {url}/mcp", flush=True)
             print(f"REST API at {url}/api  (author key: {key})", flush=True)
+            print(f"State in {local.state_dir} (from {local.state_dir_source})", flush=True)
+            warning = node_warning(settings.node_binary)
+            if warning:
+                print(f"kiln dev: {warning}", file=sys.stderr, flush=True)
             config = uvicorn.Config(
                 ShutdownHook(app, save_state),
                 host=args.host,
@@ -368,7 +371,11 @@ def run_dev(args: argparse.Namespace) -> int:
                 log_level="warning",
                 lifespan="on",
             )
-            uvicorn.Server(config).run()
+            record_server(local.state_dir, url)
+            try:
+                uvicorn.Server(config).run(sockets=[sock])
+            finally:
+                forget_server(local.state_dir)
     except (FolderError, StateInUseError) as error:
         print(f"kiln dev: {error}", file=sys.stderr)
         return 1
@@ -385,33 +392,89 @@ def run_stdio(args: argparse.Namespace) -> int:
     from kiln.protocol.backend import CallContext
     from kiln.protocol.stdio import serve_stdio
 
+    if args.client_config:
+        print(json.dumps(client_config(_local(args).state_dir), indent=2))
+        return 0
+    if args.url:
+        return run_bridge(args)
+    local = _local(args)
     _configure_logging(logging.WARNING)
     if not args.aws:
         _local_env()
     settings = Settings.from_env()
 
     async def serve(endpoint: Any, budget_s: float) -> None:
-        loop = asyncio.get_running_loop()
-        reader = asyncio.StreamReader()
-        await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin)
-        writer: Any
-        try:
-            transport, protocol = await loop.connect_write_pipe(
-                asyncio.streams.FlowControlMixin, sys.stdout
-            )
-            writer = asyncio.StreamWriter(transport, protocol, reader, loop)
-        except ValueError:  # stdout is a regular file, not a pipe: plain blocking writes
-            writer = _FileWriter(sys.stdout.buffer)
+        reader, writer = await _stdio_streams()
         await serve_stdio(endpoint, reader, writer, CallContext(time_left_s=budget_s))
 
     try:
+        serving = _serving(args, local, settings, running_server(local.state_dir))
         with local_stack(args, settings, share=True) as (settings, clients, _):
             parts = build_kiln(settings, clients=clients)
-            load_tool_folders(parts.store, args)
+            for line in load_tool_folders(parts.store, args):
+                print(f"kiln stdio: {line}", file=sys.stderr)
+            print(f"kiln stdio: {serving}", file=sys.stderr)
             asyncio.run(serve(parts.endpoint, settings.local_time_budget_s))
     except (FolderError, StateInUseError) as error:
         print(f"kiln stdio: {error}", file=sys.stderr)
         return 1
+    return 0
+
+
+async def _stdio_streams() -> tuple[asyncio.StreamReader, Any]:
+    loop = asyncio.get_running_loop()
+    reader = asyncio.StreamReader()
+    await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin)
+    try:
+        transport, protocol = await loop.connect_write_pipe(
+            asyncio.streams.FlowControlMixin, sys.stdout
+        )
+        return reader, asyncio.StreamWriter(transport, protocol, reader, loop)
+    except ValueError:  # stdout is a regular file, not a pipe: plain blocking writes
+        return reader, _FileWriter(sys.stdout.buffer)
+
+
+def _serving(
+    args: argparse.Namespace, local: LocalSettings, settings: Settings, shared: str | None
+) -> str:
+    """The stderr line that says which catalog this `kiln stdio` serves."""
+    if args.aws or settings.endpoint_url:
+        where = settings.endpoint_url or "the AWS account of the environment"
+        return f"serving the catalog in table {settings.table}, bucket {settings.bucket} at {where}"
+    catalog = f"the local catalog in {local.state_dir} (from {local.state_dir_source})"
+    if shared is not None:
+        return f"serving {catalog}, shared with the kiln dev at {shared}"
+    return f"serving {catalog}; no kiln dev is running, so this process holds it"
+
+
+def client_config(state_dir: Path) -> dict[str, Any]:
+    """The `mcpServers` entry that starts this `kiln stdio` from a desktop client, as pasted."""
+    kiln = Path(sys.executable).parent / "kiln"
+    if kiln.is_file():
+        command, args = str(kiln), ["stdio"]
+    else:
+        command, args = sys.executable, ["-m", "kiln.cli", "stdio"]
+    args += ["--state-dir", str(state_dir.resolve())]
+    return {"mcpServers": {"kiln": {"command": command, "args": args}}}
+
+
+def run_bridge(args: argparse.Namespace) -> int:
+    """`kiln stdio --url`: relay stdin/stdout to a server's /mcp."""
+    from kiln.bridge import Bridge, serve_bridge
+
+    local = LocalSettings.from_env()
+    try:
+        bridge = Bridge(args.url, args.key or local.author_key)
+    except ValueError as error:
+        print(f"kiln stdio: {error}", file=sys.stderr)
+        return 2
+    print(f"kiln stdio: serving the catalog of {bridge.url} (bridged over HTTP)", file=sys.stderr)
+
+    async def serve() -> None:
+        reader, writer = await _stdio_streams()
+        await serve_bridge(bridge, reader, writer)
+
+    asyncio.run(serve())
     return 0
 
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import re
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -11,9 +10,7 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 
 from kiln.bundles.service import Bundles
-from kiln.bundles.store import BundleStateError
-
-_ID = re.compile(r"^[0-9a-f]{32}$")
+from kiln.bundles.store import BundleIdError, BundleStateError
 
 
 def _error(status: int, code: str, message: str) -> JSONResponse:
@@ -23,13 +20,19 @@ def _error(status: int, code: str, message: str) -> JSONResponse:
 def mount_bundle_routes(
     app: FastAPI, bundles: Bundles, *, require_author: Callable[[Request], Awaitable[Any]]
 ) -> None:
-    """GET /api/bundles, GET /api/bundles/{id}[?log=true], POST /api/bundles/{id}/retry."""
+    """GET /api/bundles, GET /api/bundles/{id}[?log=true], POST /api/bundles/{id}/retry.
+
+    `{id}` may be any unique prefix of a bundle id, as `kiln bundles ls` and the README show them.
+    """
     store = bundles.store
 
-    def bad_id(bundle_id: str) -> JSONResponse | None:
-        if _ID.match(bundle_id):
-            return None
-        return _error(404, "not_found", "bundle id: must be 32 lower-case hex digits")
+    async def full_id(ref: str) -> str | JSONResponse:
+        """The id that `ref` (any unique prefix) names, or the 404/409 answer saying why not."""
+        try:
+            return await asyncio.to_thread(store.resolve, ref)
+        except BundleIdError as error:
+            status, code = (409, "ambiguous_id") if error.ambiguous else (404, "not_found")
+            return _error(status, code, str(error))
 
     @app.get("/api/bundles")
     async def list_bundles(request: Request) -> dict[str, Any]:
@@ -37,11 +40,12 @@ def mount_bundle_routes(
         records = await asyncio.to_thread(store.list)
         return {"bundles": [record.to_json() for record in records]}
 
-    @app.get("/api/bundles/{bundle_id}", response_model=None)
-    async def get_bundle(bundle_id: str, request: Request, log: bool = False) -> Any:
+    @app.get("/api/bundles/{ref}", response_model=None)
+    async def get_bundle(ref: str, request: Request, log: bool = False) -> Any:
         await require_author(request)
-        if (refused := bad_id(bundle_id)) is not None:
-            return refused
+        bundle_id = await full_id(ref)
+        if isinstance(bundle_id, JSONResponse):
+            return bundle_id
         record = await asyncio.to_thread(store.get, bundle_id)
         if record is None:
             return _error(404, "not_found", f"bundle {bundle_id}: no such bundle")
@@ -52,11 +56,12 @@ def mount_bundle_routes(
             body["log"] = await asyncio.to_thread(store.read_log, bundle_id)
         return body
 
-    @app.post("/api/bundles/{bundle_id}/retry", status_code=202, response_model=None)
-    async def retry_bundle(bundle_id: str, request: Request) -> Any:
+    @app.post("/api/bundles/{ref}/retry", status_code=202, response_model=None)
+    async def retry_bundle(ref: str, request: Request) -> Any:
         await require_author(request)
-        if (refused := bad_id(bundle_id)) is not None:
-            return refused
+        bundle_id = await full_id(ref)
+        if isinstance(bundle_id, JSONResponse):
+            return bundle_id
         try:
             record = await asyncio.to_thread(bundles.retry, bundle_id)
         except BundleStateError as error:

@@ -32,6 +32,7 @@ class Draft:
     timeout_seconds: float = 30.0
     enabled: bool = True
     secrets: tuple[str, ...] = ()  # names of the per-tool secrets the script reads from its env
+    files: Mapping[str, bytes] = field(default_factory=dict)  # relative path -> bytes
 
 
 @dataclass(frozen=True)
@@ -55,6 +56,7 @@ class Revision:
     created_by: str = ""
     restored_from: int | None = None
     secrets: tuple[str, ...] = ()  # declared secret names (values live in SSM, never here)
+    files: Mapping[str, str] = field(default_factory=dict)  # relative path -> sha256 (files/…)
 
 
 @dataclass(frozen=True)

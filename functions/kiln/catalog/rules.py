@@ -26,6 +26,7 @@ from referencing.jsonschema import DRAFT202012
 
 from kiln.auth.secrets import InvalidSecretError, check_secret_name
 from kiln.catalog.model import ANNOTATION_HINTS, Draft, Language
+from kiln.catalog.toolfiles import check_files
 
 __all__ = [
     "RuleError",
@@ -98,6 +99,7 @@ CANONICAL_FIELDS: Final = (
     "timeout_seconds",
     "enabled",
     "secrets",
+    "files",
 )
 
 FIELD_ALIASES: Final[Mapping[str, str]] = {
@@ -1006,6 +1008,12 @@ def _check_secrets(value: object, found: list[Violation]) -> tuple[str, ...]:
     return tuple(sorted(set(names)))
 
 
+def _check_files(value: object, found: list[Violation]) -> dict[str, bytes]:
+    files, problems = check_files(None if value is _MISSING else value)
+    found.extend(_violation(field, rule, text) for field, rule, text in problems)
+    return files
+
+
 def check_draft(payload: Mapping[str, Any], *, defaults: Mapping[str, Any] | None = None) -> Draft:
     """Validate and normalise a submitted tool definition; raise RuleError listing every violation.
 
@@ -1038,6 +1046,7 @@ def check_draft(payload: Mapping[str, Any], *, defaults: Mapping[str, Any] | Non
     timeout = _check_timeout(get("timeout_seconds"), found)
     enabled = _check_enabled(get("enabled"), found)
     secrets = _check_secrets(get("secrets"), found)
+    files = _check_files(get("files"), found)
 
     if found:
         raise RuleError(found)
@@ -1060,4 +1069,5 @@ def check_draft(payload: Mapping[str, Any], *, defaults: Mapping[str, Any] | Non
         timeout_seconds=timeout,
         enabled=enabled,
         secrets=secrets,
+        files=files,
     )

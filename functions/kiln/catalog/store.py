@@ -31,6 +31,7 @@ from typing import Any, Protocol
 from botocore.exceptions import ClientError
 
 from kiln.catalog.model import Draft, Revision, Tool
+from kiln.catalog.toolfiles import digest as content_digest
 
 log = logging.getLogger("kiln.catalog")
 TRANSACTION_ATTEMPTS = 5
@@ -95,7 +96,23 @@ def revision_from_json(text: str) -> Revision:
     data = json.loads(text)
     data["requirements"] = tuple(data["requirements"])
     data["secrets"] = tuple(data.get("secrets", ()))
+    data["files"] = dict(data.get("files") or {})
     return Revision(**data)
+
+
+def same_definition(tool: Tool, draft: Draft) -> bool:
+    """Whether saving `draft` would change nothing about `tool` (compared by digests)."""
+    head = tool.head
+    return (
+        tool.enabled == draft.enabled
+        and head.code_sha256 == hashlib.sha256(draft.code.encode("utf-8")).hexdigest()
+        and dict(head.files) == {path: content_digest(data) for path, data in draft.files.items()}
+        and (head.description, head.language, head.requirements, head.title)
+        == (draft.description, draft.language, draft.requirements, draft.title)
+        and (head.input_schema, head.output_schema, head.annotations)
+        == (draft.input_schema, draft.output_schema, draft.annotations)
+        and (head.timeout_seconds, head.secrets) == (draft.timeout_seconds, draft.secrets)
+    )
 
 
 def _tool_from_item(item: Mapping[str, Any]) -> Tool:
@@ -187,6 +204,15 @@ class CatalogStore:
         body = self._s3.get_object(Bucket=self.bucket, Key=revision.code_key)["Body"].read()
         return str(body.decode("utf-8"))
 
+    def file(self, sha256: str) -> bytes:
+        """One of a tool's files, by its content address."""
+        body = self._s3.get_object(Bucket=self.bucket, Key=f"files/{sha256}")["Body"].read()
+        return bytes(body)
+
+    def files(self, revision: Revision) -> dict[str, bytes]:
+        """The files the revision ships beside its script: relative path -> bytes."""
+        return {path: self.file(sha) for path, sha in revision.files.items()}
+
     def _live(self, ref: str) -> Tool:
         """Like `get`, but a deleted tool (reachable by id) cannot be changed."""
         tool = self.get(ref)
@@ -239,6 +265,8 @@ class CatalogStore:
                 f"rename with POST /api/tools/{current.name}/rename"
             )
         self._check_head(current, expected_revision)
+        if same_definition(current, draft):
+            return current  # saving what is already there makes no new revision
         revision = self._new_revision(
             current.id, expected_revision + 1, draft, actor=actor, now=self._now()
         )
@@ -366,6 +394,15 @@ class CatalogStore:
             ContentType="text/plain; charset=utf-8",
             ChecksumAlgorithm="SHA256",
         )
+        files = {path: content_digest(data) for path, data in sorted(draft.files.items())}
+        for path, data in draft.files.items():
+            self._s3.put_object(
+                Bucket=self.bucket,
+                Key=f"files/{files[path]}",
+                Body=data,
+                ContentType="application/octet-stream",
+                ChecksumAlgorithm="SHA256",
+            )
         bundle_id = (
             self._bundles.identify(draft.language, draft.requirements)
             if self._bundles is not None and draft.requirements
@@ -388,6 +425,7 @@ class CatalogStore:
             created_at=now,
             created_by=actor,
             secrets=draft.secrets,
+            files=files,
         )
 
     def _check_head(self, tool: Tool, expected: int) -> None:

@@ -321,6 +321,7 @@ class Runner:
         work_root = self.settings.work_root or Path(tempfile.gettempdir())
         run_dir = Path(tempfile.mkdtemp(prefix="kiln-run-", dir=work_root))  # mode 0700
         try:
+            await asyncio.to_thread(_write_files, run_dir, request.files)
             script = run_dir / SCRIPT_NAMES[request.language]
             script.write_text(request.code, encoding="utf-8")
             env = script_environment(
@@ -481,6 +482,14 @@ class Runner:
             limit_source=deadline.source,
             runner_error=runner_error,
         )
+
+
+def _write_files(run_dir: Path, files: Mapping[str, bytes]) -> None:
+    """The tool's own files, where the script finds them (paths were checked on save)."""
+    for relative, data in files.items():
+        path = run_dir / relative
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(data)
 
 
 def _json_arguments(arguments: Mapping[str, Any]) -> bytes:
