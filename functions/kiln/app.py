@@ -189,6 +189,7 @@ def revision_fields(revision: Revision) -> dict[str, Any]:
         "timeout_seconds": revision.timeout_seconds,
         "bundle_id": revision.bundle_id,
         "secrets": list(revision.secrets),  # names only; values are never returned
+        "tags": list(revision.tags),
     }
 
 

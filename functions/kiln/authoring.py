@@ -88,6 +88,11 @@ _DEFINITION: dict[str, Any] = {
         "description": "Names of secrets the script reads from its environment (values are "
         "set by an operator with `kiln secrets set`).",
     },
+    "tags": {
+        "type": "array",
+        "items": {"type": "string"},
+        "description": "Short lower-case labels; views can select tools by tag.",
+    },
 }
 _NAME = {"type": "string", "description": "The tool's name."}
 
@@ -166,6 +171,7 @@ def definition(tool: Tool, code: str, files: Mapping[str, bytes] | None = None) 
         "timeout_seconds": head.timeout_seconds,
         "enabled": tool.enabled,
         "secrets": list(head.secrets),
+        "tags": list(head.tags),
     }
 
 

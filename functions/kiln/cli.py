@@ -87,7 +87,10 @@ def cmd_tools_list(args: argparse.Namespace) -> int:
         return 1
     for tool in listing["tools"]:
         state = "enabled " if tool["enabled"] else "disabled"
-        print(f"{tool['name']:32} {state} r{tool['revision']:<4} {tool['language']}")
+        tags = " ".join(f"#{tag}" for tag in tool.get("tags", []))
+        print(
+            f"{tool['name']:32} {state} r{tool['revision']:<4} {tool['language']:6} {tags}".rstrip()
+        )
     return 0
 
 

@@ -4,15 +4,22 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Mapping, Sequence
 from contextlib import AbstractContextManager, ExitStack
 from pathlib import Path
 from typing import Any, Protocol
 
+from kiln.access.gate import Caller, CallGate, bound_view, caller_of
+from kiln.access.ledger import Outcome
+from kiln.access.quotas import QuotaExceededError
+from kiln.access.resolve import ViewCatalog
+from kiln.access.views import View
 from kiln.bundles.cache import BundleError
 from kiln.catalog.model import Tool
-from kiln.catalog.snapshot import CatalogSnapshots
+from kiln.catalog.snapshot import CatalogSnapshots, Snapshot
 from kiln.protocol.backend import CallContext, ToolOutcome, ToolView
+from kiln.protocol.errors import RateLimitedError
 from kiln.runner import (
     InvalidArgumentsError,
     NodeUnavailableError,
@@ -38,6 +45,9 @@ class SecretValues(Protocol):
     def values_for(self, tool: Tool) -> Mapping[str, str]: ...
 
 
+VIEW_KEY = "view"  # CallContext.extra: the view a path such as /mcp/v/<name> serves
+
+
 def tool_view(tool: Tool) -> ToolView:
     head = tool.head
     return ToolView(
@@ -52,7 +62,12 @@ def tool_view(tool: Tool) -> ToolView:
 
 
 class CatalogBackend:
-    """The `ToolBackend` of the public endpoint: enabled catalog tools, run by the runner."""
+    """The `ToolBackend` of the public endpoint: enabled catalog tools, run by the runner.
+
+    With `views`, a request bound to a view (by its path, its key or its token) sees that
+    view's tools only, pinned ones at their pinned revision; anything else is "unknown".
+    With `gate`, every call is admitted against quotas and recorded in the ledger.
+    """
 
     def __init__(
         self,
@@ -61,24 +76,31 @@ class CatalogBackend:
         *,
         bundles: BundlePaths | None = None,
         secrets: SecretValues | None = None,
+        views: ViewCatalog | None = None,
+        gate: CallGate | None = None,
     ) -> None:
         self._snapshots = snapshots
         self._runner = runner
         self._bundles = bundles
         self._secrets = secrets
-        self._views: tuple[int, list[ToolView]] | None = None
+        self._view_catalog = views
+        self._gate = gate
+        self._listed: dict[str | None, tuple[int, list[ToolView]]] = {}
 
     async def list_tools(self, ctx: CallContext) -> Sequence[ToolView]:
         snapshot = await self._snapshots.fresh()
-        cached = self._views
+        view, tools = await self._visible(snapshot, ctx)
+        key = view.name if view else None
+        cached = self._listed.get(key)
         if cached is not None and cached[0] == snapshot.version:
             return cached[1]
-        views = [tool_view(tool) for tool in snapshot.tools.values() if tool.enabled]
-        self._views = (snapshot.version, views)
-        return views
+        listed = [tool_view(tool) for tool in tools.values() if tool.enabled]
+        self._listed[key] = (snapshot.version, listed)
+        return listed
 
     async def get_tool(self, name: str, ctx: CallContext) -> ToolView | None:
-        tool = (await self._snapshots.fresh()).tools.get(name)
+        _, tools = await self._visible(await self._snapshots.fresh(), ctx)
+        tool = tools.get(name)
         return tool_view(tool) if tool is not None and tool.enabled else None
 
     async def call_tool(
@@ -86,13 +108,79 @@ class CatalogBackend:
     ) -> ToolOutcome:
         # get_tool has just read the catalog for this request: no second version read.
         latest = self._snapshots.latest or await self._snapshots.fresh()
-        found = latest.tools.get(tool.name)
+        view, tools = await self._visible(latest, ctx)
+        found = tools.get(tool.name)
         if found is None or not found.enabled:
             return ToolOutcome(
                 f"Tool {tool.name!r} was disabled or removed; list tools again.", True
             )
-        outcome, _ = await self.execute(found, arguments, time_left_s=ctx.time_left_s)
+        if self._gate is None:
+            outcome, _ = await self.execute(found, arguments, time_left_s=ctx.time_left_s)
+            return outcome
+        return await self._gated(self._gate, found, arguments, ctx, caller_of(ctx.principal, view))
+
+    async def _gated(
+        self,
+        gate: CallGate,
+        tool: Tool,
+        arguments: Mapping[str, Any],
+        ctx: CallContext,
+        caller: Caller,
+    ) -> ToolOutcome:
+        started = time.time()
+        digest = gate.digest(arguments)
+        if caller.limits:
+            try:
+                await asyncio.to_thread(gate.admit, caller, tool, digest=digest, started=started)
+            except QuotaExceededError as refused:
+                raise RateLimitedError(
+                    str(refused), retry_after_s=refused.retry_after_s, data=refused.data()
+                ) from None
+        outcome, result = await self.execute(tool, arguments, time_left_s=ctx.time_left_s)
+        kind: Outcome = "tool_error" if outcome.is_error else "ok"
+        if result is not None and result.timed_out:
+            kind = "timeout"
+        try:
+            await asyncio.to_thread(
+                gate.finish, caller, tool, kind, digest=digest, started=started,
+                run_seconds=result.duration_s if result else time.time() - started,
+                output_bytes=len(result.stdout.encode("utf-8", "replace")) if result else 0,
+            )  # fmt: skip
+        except Exception:  # the call ran: answer it, and say loudly that its record is missing
+            log.exception("could not record a call of %s in the ledger", tool.name)
         return outcome
+
+    async def _visible(
+        self, snapshot: Snapshot, ctx: CallContext
+    ) -> tuple[View | None, dict[str, Tool]]:
+        """The view this request is bound to (if any) and the tools it may see."""
+        catalog = self._view_catalog
+        if catalog is None:
+            return None, snapshot.tools
+        name = ctx.extra.get(VIEW_KEY)
+        principal = ctx.principal
+        needs_views = (
+            name is None
+            and principal is not None
+            and (principal.view or getattr(principal, "grants", None))
+        )
+        if name is None and not needs_views:
+            return None, snapshot.tools
+        views = catalog.views_ready(snapshot.version)
+        if views is None:
+            views = await asyncio.to_thread(catalog.views_at, snapshot.version)
+        name = name or bound_view(principal, views)
+        if name is None:
+            return None, snapshot.tools
+        view = views.get(name)
+        if view is None:  # bound to a view that is gone: nothing is visible
+            return None, {}
+        tools = catalog.cached(snapshot.version, name)
+        if tools is None:
+            tools = await asyncio.to_thread(
+                catalog.tools_of, snapshot.version, name, snapshot.tools
+            )
+        return view, tools or {}
 
     async def execute(
         self, tool: Tool, arguments: Mapping[str, Any], *, time_left_s: float | None

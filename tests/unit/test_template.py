@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import fnmatch
 import json
 import re
 import tomllib
@@ -87,11 +88,51 @@ def actions_on(template: Mapping[str, Any], function: str, logical_id: str) -> s
     return found
 
 
-def test_public_function_can_only_read_the_table(template: dict[str, Any]) -> None:
+# What the public function may write: quota counters and ledger entries (kiln.access), and
+# nothing whose partition key could belong to the catalog (tools, views, names, keys).
+LEDGER_AND_QUOTA_KEYS = {"LEDGER#*", "QUOTA#*"}
+CATALOG_PARTITIONS = ["CATALOG", "TOOLS", "TOOL#0a1b", "NAME#add_vat", "VIEWS", "KEY#ab12",
+                      "KEYNAME#ci", "BUNDLE#x"]  # fmt: skip
+
+
+def test_public_function_can_only_read_the_table_without_a_leading_key_condition(
+    template: dict[str, Any],
+) -> None:
     table = the_one(template, "AWS::DynamoDB::Table")
-    actions = actions_on(template, "McpFunction", table)
-    assert actions, "the public function must be able to read the catalog"
-    assert actions <= READ_ONLY_TABLE_ACTIONS, actions - READ_ONLY_TABLE_ACTIONS
+    unconditioned: set[str] = set()
+    for statement in statements(template, "McpFunction"):
+        if "Condition" not in statement and any(
+            refers_to(r, table) for r in as_list(statement["Resource"])
+        ):
+            unconditioned.update(as_list(statement["Action"]))
+    assert unconditioned, "the public function must be able to read the catalog"
+    assert unconditioned <= READ_ONLY_TABLE_ACTIONS, unconditioned - READ_ONLY_TABLE_ACTIONS
+
+
+def test_public_function_writes_only_ledger_and_quota_items(template: dict[str, Any]) -> None:
+    table = the_one(template, "AWS::DynamoDB::Table")
+    writes = [
+        s
+        for s in statements(template, "McpFunction")
+        if any(refers_to(r, table) for r in as_list(s["Resource"]))
+        and set(as_list(s["Action"])) - READ_ONLY_TABLE_ACTIONS
+    ]
+    assert writes, "the public function must be able to count quotas and record calls"
+    for statement in writes:
+        assert set(as_list(statement["Action"])) <= {"dynamodb:PutItem", "dynamodb:UpdateItem"}
+        # ForAllValues: every partition key the request touches must match a pattern.
+        condition = statement["Condition"]
+        assert list(condition) == ["ForAllValues:StringLike"], statement
+        assert list(condition["ForAllValues:StringLike"]) == ["dynamodb:LeadingKeys"], statement
+        patterns = set(condition["ForAllValues:StringLike"]["dynamodb:LeadingKeys"])
+        assert patterns == LEDGER_AND_QUOTA_KEYS
+        for partition in CATALOG_PARTITIONS:
+            assert not any(fnmatch.fnmatchcase(partition, p) for p in patterns), partition
+
+
+def test_ledger_entries_and_day_counters_expire_by_ttl(template: dict[str, Any]) -> None:
+    props = template["Resources"][the_one(template, "AWS::DynamoDB::Table")]["Properties"]
+    assert props["TimeToLiveSpecification"] == {"AttributeName": "expires_at", "Enabled": True}
 
 
 def test_public_function_can_only_read_the_bucket(template: dict[str, Any]) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import json
 import logging
 import re
 import secrets
@@ -15,6 +16,8 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
 from botocore.exceptions import ClientError
+
+from kiln.access.quotas import NO_QUOTA, Quota, check_quota
 
 log = logging.getLogger("kiln.auth.keys")
 
@@ -61,6 +64,8 @@ class KeyRecord:
     created_at: str
     last_used_at: str | None = None
     revoked_at: str | None = None
+    view: str | None = None  # bound to this view: lists and calls only its tools
+    quota: Quota = NO_QUOTA
 
     @property
     def revoked(self) -> bool:
@@ -108,8 +113,13 @@ class KeyStore:
         self._lock = threading.Lock()
         self._warned = False
 
-    def create(self, name: str, scope: str) -> tuple[KeyRecord, str]:
-        """A new key; the secret is returned here and nowhere else, ever."""
+    def create(
+        self, name: str, scope: str, *, view: str | None = None, quota: Quota = NO_QUOTA
+    ) -> tuple[KeyRecord, str]:
+        """A new key; the secret is returned here and nowhere else, ever.
+
+        `view` binds it to a view; `quota` limits its calls (both can change with `bind`).
+        """
         if not isinstance(name, str) or not _NAME.fullmatch(name):
             raise InvalidKeyNameError(f"key name must be {NAME_RULE}")
         if scope not in SCOPES:
@@ -141,6 +151,7 @@ class KeyStore:
                                 "scope": {"S": scope},
                                 "key_hash": {"S": digest},
                                 "created_at": {"S": created_at},
+                                **_binding_attributes(view, quota),
                             },
                             "ConditionExpression": "attribute_not_exists(pk)",
                         }
@@ -151,7 +162,53 @@ class KeyStore:
             if exc.response["Error"]["Code"] == "TransactionCanceledException":
                 raise KeyNameTakenError(f"a key named {name!r} already exists") from None
             raise
-        return KeyRecord(name, scope, digest[:12], created_at), secret
+        record = KeyRecord(name, scope, digest[:12], created_at, view=view, quota=quota)
+        return record, secret
+
+    def bind(self, name: str, *, view: str | None, quota: Quota) -> KeyRecord:
+        """Set the view and quota of the active key `name` (None / no limits: unbound).
+
+        This process sees the change at once; others within CACHE_TTL_S, like a revocation.
+        """
+        item = self._db.get_item(
+            TableName=self._table,
+            Key={"pk": {"S": f"KEYNAME#{name}"}, "sk": {"S": "KEYNAME"}},
+            ConsistentRead=True,
+        ).get("Item")
+        if item is None:
+            raise KeyNotFoundError(f"no active key named {name!r}")
+        digest = item["key_hash"]["S"]
+        values = _binding_attributes(view, quota)
+        sets = [f"#{field} = :{field}" for field in values]
+        removes = [f"#{field}" for field in ("view", "quota") if field not in values]
+        expression = " ".join(
+            part
+            for part in (
+                f"SET {', '.join(sets)}" if sets else "",
+                f"REMOVE {', '.join(removes)}" if removes else "",
+            )
+            if part
+        )
+        extra: dict[str, Any] = {"ExpressionAttributeNames": {"#view": "view", "#quota": "quota"}}
+        if values:
+            extra["ExpressionAttributeValues"] = {f":{k}": v for k, v in values.items()}
+        try:
+            self._db.update_item(
+                TableName=self._table,
+                Key={"pk": {"S": f"KEY#{digest}"}, "sk": {"S": "KEY"}},
+                UpdateExpression=expression,
+                ConditionExpression="attribute_exists(pk) AND attribute_not_exists(revoked_at)",
+                **extra,
+            )
+        except ClientError as exc:
+            if exc.response["Error"]["Code"] == "ConditionalCheckFailedException":
+                raise KeyNotFoundError(f"no active key named {name!r}") from None
+            raise
+        with self._lock:
+            self._cache.pop(digest, None)
+        record = self._read(digest)
+        assert record is not None
+        return record
 
     def list(self) -> list[KeyRecord]:
         """Every key, revoked ones included, oldest first. Never a secret, never a full hash."""
@@ -286,6 +343,24 @@ class KeyStore:
                 yield _record(item)
 
 
+def _binding_attributes(view: str | None, quota: Quota) -> dict[str, Any]:
+    found: dict[str, Any] = {}
+    if view is not None:
+        found["view"] = {"S": view}
+    if not quota.empty:
+        limits = {k: v for k, v in quota.as_dict().items() if v is not None}
+        found["quota"] = {"S": json.dumps(limits, sort_keys=True)}
+    return found
+
+
+def _stored_quota(item: dict[str, Any]) -> Quota:
+    try:
+        return check_quota(json.loads(item["quota"]["S"])) if "quota" in item else NO_QUOTA
+    except ValueError:  # never let a damaged item lift a limit silently: refuse everything
+        log.error("key %s has an unreadable quota; it may make no calls", item["name"]["S"])
+        return Quota(calls_per_minute=1, run_seconds_per_day=1e-9)
+
+
 def _record(item: dict[str, Any]) -> KeyRecord:
     def opt(field: str) -> str | None:
         value = item.get(field)
@@ -301,4 +376,6 @@ def _record(item: dict[str, Any]) -> KeyRecord:
         created_at=item["created_at"]["S"],
         last_used_at=opt("last_used_at"),
         revoked_at=opt("revoked_at"),
+        view=opt("view"),
+        quota=_stored_quota(item),
     )

@@ -8,6 +8,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
+from kiln.access.quotas import NO_QUOTA, Quota
 from kiln.auth.jwt import JwtVerifier, ScopeNames, TokenError
 from kiln.auth.keys import KeyStore
 from kiln.auth.metadata import metadata_url, resource_url
@@ -26,6 +27,11 @@ class Principal:
     kind: PrincipalKind
     name: str
     scopes: frozenset[str] = field(default_factory=frozenset)
+    key_id: str | None = None  # a stored key's id (quota counters are kept per key)
+    view: str | None = None  # the view a key is bound to: it sees only that view's tools
+    quota: Quota = NO_QUOTA  # a key's own limits
+    grants: frozenset[str] = field(default_factory=frozenset)  # a token's scope strings
+    client: str | None = None  # a token's client_id / azp
 
     def can(self, permission: Permission) -> bool:
         return permission in self.scopes
@@ -144,7 +150,14 @@ class Authenticator:
             record = self._keys.authenticate(token) if self._keys else None
             if record is None:
                 return None
-            return Principal("key", record.name, _GRANTS[record.scope])
+            return Principal(
+                "key",
+                record.name,
+                _GRANTS[record.scope],
+                key_id=record.key_id,
+                view=record.view,
+                quota=record.quota,
+            )
         if self._verifier is None:
             return "the bearer credential is not a Kiln API key"
         audiences = list(self._audiences)
@@ -154,7 +167,14 @@ class Authenticator:
             verified = self._verifier.verify(token, audiences=audiences)
         except TokenError as exc:
             return str(exc)
-        return Principal("jwt", verified.subject, verified.permissions)
+        client = verified.claims.get("client_id") or verified.claims.get("azp")
+        return Principal(
+            "jwt",
+            verified.subject,
+            verified.permissions,
+            grants=verified.granted,
+            client=str(client) if client else None,
+        )
 
 
 def _quoted(text: str) -> str:

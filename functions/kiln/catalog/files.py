@@ -140,6 +140,10 @@ def draft_manifest(draft: Draft) -> dict[str, Any]:
         data["secrets"] = list(draft.secrets)
     else:
         data.pop("secrets")
+    if draft.tags:
+        data["tags"] = list(draft.tags)
+    else:
+        data.pop("tags")
     return {key: value for key, value in data.items() if value is not None}
 
 
@@ -237,6 +241,7 @@ def draft_from_tool_json(body: Mapping[str, Any], code: str) -> Draft:
             "enabled",
             "secrets",
             "files",
+            "tags",
         )
         if body.get(key) is not None
     }
@@ -276,6 +281,7 @@ def draft_of(tool: Tool, code: str, files: Mapping[str, bytes] | None = None) ->
         enabled=tool.enabled,
         secrets=head.secrets,
         files=dict(files or {}),
+        tags=head.tags,
     )
 
 

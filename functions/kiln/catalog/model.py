@@ -33,6 +33,7 @@ class Draft:
     enabled: bool = True
     secrets: tuple[str, ...] = ()  # names of the per-tool secrets the script reads from its env
     files: Mapping[str, bytes] = field(default_factory=dict)  # relative path -> bytes
+    tags: tuple[str, ...] = ()  # short labels that views select tools by
 
 
 @dataclass(frozen=True)
@@ -57,6 +58,7 @@ class Revision:
     restored_from: int | None = None
     secrets: tuple[str, ...] = ()  # declared secret names (values live in SSM, never here)
     files: Mapping[str, str] = field(default_factory=dict)  # relative path -> sha256 (files/…)
+    tags: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -100,6 +100,7 @@ CANONICAL_FIELDS: Final = (
     "enabled",
     "secrets",
     "files",
+    "tags",
 )
 
 FIELD_ALIASES: Final[Mapping[str, str]] = {
@@ -1014,6 +1015,30 @@ def _check_files(value: object, found: list[Violation]) -> dict[str, bytes]:
     return files
 
 
+MAX_TAGS: Final = 20
+TAG_RULE: Final = "1-32 characters from a-z 0-9 _ -, starting with a letter or digit"
+_TAG = re.compile(r"^[a-z0-9][a-z0-9_-]{0,31}$")
+
+
+def is_tag(value: object) -> bool:
+    return isinstance(value, str) and _TAG.fullmatch(value) is not None
+
+
+def _check_tags(value: object, found: list[Violation]) -> tuple[str, ...]:
+    """Tags: short lower-case labels, unique; kept sorted so equal sets compare equal."""
+    if value is _MISSING or value is None:
+        return ()
+    if not isinstance(value, list | tuple) or len(value) > MAX_TAGS:
+        found.append(_violation("tags", "type", f"must be a list of at most {MAX_TAGS} tags"))
+        return ()
+    for index, tag in enumerate(value):
+        if not is_tag(tag):
+            found.append(_violation(f"tags[{index}]", "tag", f"must be {TAG_RULE}"))
+    if len(set(map(str, value))) != len(value):
+        found.append(_violation("tags", "unique", "must not name a tag twice"))
+    return tuple(sorted({tag for tag in value if is_tag(tag)}))
+
+
 def check_draft(payload: Mapping[str, Any], *, defaults: Mapping[str, Any] | None = None) -> Draft:
     """Validate and normalise a submitted tool definition; raise RuleError listing every violation.
 
@@ -1047,6 +1072,7 @@ def check_draft(payload: Mapping[str, Any], *, defaults: Mapping[str, Any] | Non
     enabled = _check_enabled(get("enabled"), found)
     secrets = _check_secrets(get("secrets"), found)
     files = _check_files(get("files"), found)
+    tags = _check_tags(get("tags"), found)
 
     if found:
         raise RuleError(found)
@@ -1070,4 +1096,5 @@ def check_draft(payload: Mapping[str, Any], *, defaults: Mapping[str, Any] | Non
         enabled=enabled,
         secrets=secrets,
         files=files,
+        tags=tags,
     )

@@ -97,6 +97,7 @@ def revision_from_json(text: str) -> Revision:
     data["requirements"] = tuple(data["requirements"])
     data["secrets"] = tuple(data.get("secrets", ()))
     data["files"] = dict(data.get("files") or {})
+    data["tags"] = tuple(data.get("tags", ()))
     return Revision(**data)
 
 
@@ -111,7 +112,8 @@ def same_definition(tool: Tool, draft: Draft) -> bool:
         == (draft.description, draft.language, draft.requirements, draft.title)
         and (head.input_schema, head.output_schema, head.annotations)
         == (draft.input_schema, draft.output_schema, draft.annotations)
-        and (head.timeout_seconds, head.secrets) == (draft.timeout_seconds, draft.secrets)
+        and (head.timeout_seconds, head.secrets, head.tags)
+        == (draft.timeout_seconds, draft.secrets, draft.tags)
     )
 
 
@@ -426,6 +428,7 @@ class CatalogStore:
             created_by=actor,
             secrets=draft.secrets,
             files=files,
+            tags=draft.tags,
         )
 
     def _check_head(self, tool: Tool, expected: int) -> None:

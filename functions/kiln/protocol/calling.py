@@ -27,7 +27,7 @@ from kiln.protocol.content import (
     load_json,
     parse_shape,
 )
-from kiln.protocol.errors import InternalError, InvalidParamsError, RequestId
+from kiln.protocol.errors import InternalError, InvalidParamsError, ProtocolError, RequestId
 from kiln.protocol.wire import MODERN_VERSIONS, at_least, structured_allowed
 
 log = logging.getLogger(__name__)
@@ -101,6 +101,9 @@ class ToolCaller:
 
         try:
             outcome = await self._backend.call_tool(tool, arguments, ctx)
+        except ProtocolError as error:  # a refusal the backend decided (a spent quota)
+            error.request_id = request_id
+            raise
         except Exception as exc:
             log.exception("backend.call_tool failed for %s", name)
             raise InternalError("Internal error", request_id=request_id) from exc

@@ -29,6 +29,7 @@ from kiln.protocol.errors import (
     MethodNotFoundError,
     ParseError,
     ProtocolError,
+    RateLimitedError,
     RequestId,
     UnsupportedVersionError,
     error_object,
@@ -50,6 +51,7 @@ class Reply:
     status: int
     body: bytes | None
     negotiated: str | None = None  # the version a legacy `initialize` agreed on
+    headers: tuple[tuple[str, str], ...] = ()  # extra HTTP headers (Retry-After)
 
 
 def _envelope(request_id: RequestId, result: bytes) -> bytes:
@@ -57,7 +59,10 @@ def _envelope(request_id: RequestId, result: bytes) -> bytes:
 
 
 def error_reply(error: ProtocolError) -> Reply:
-    return Reply(error_status(error), dumps(error_object(error)))
+    headers: tuple[tuple[str, str], ...] = ()
+    if isinstance(error, RateLimitedError):
+        headers = (("retry-after", str(error.retry_after_s)),)
+    return Reply(error_status(error), dumps(error_object(error)), headers=headers)
 
 
 Handler = Callable[[Envelope, CallContext], Awaitable[bytes]]

@@ -83,6 +83,19 @@ class InternalError(ProtocolError):
     """Something failed inside Kiln; the message never carries internals."""
 
 
+RATE_LIMITED = -32029  # implementation-defined server error (JSON-RPC -32000..-32099)
+
+
+class RateLimitedError(ProtocolError):
+    """A call refused by a quota: HTTP 429 with Retry-After; inside a batch, just the error.
+
+    `data` says which quota, its limit and when it resets."""
+
+    def __init__(self, message: str, *, retry_after_s: int, data: Any = None) -> None:
+        super().__init__(message, data=data)
+        self.retry_after_s = retry_after_s
+
+
 @dataclass(frozen=True)
 class ErrorRule:
     code: int
@@ -101,6 +114,7 @@ ERROR_TABLE: dict[type[ProtocolError], ErrorRule] = {
     MethodNotFoundError: ErrorRule(METHOD_NOT_FOUND, 200, 404),
     InvalidParamsError: ErrorRule(INVALID_PARAMS, 200, 200),
     InternalError: ErrorRule(INTERNAL_ERROR, 200, 200),
+    RateLimitedError: ErrorRule(RATE_LIMITED, 429, 429),
 }
 
 

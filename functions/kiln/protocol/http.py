@@ -51,7 +51,7 @@ class McpEndpoint:
 
     @staticmethod
     def _response(reply: Reply, extra: Mapping[str, str] | None = None) -> HttpResponse:
-        headers = dict(extra or {})
+        headers = {**dict(reply.headers), **(extra or {})}
         if reply.body is None:
             return HttpResponse(reply.status, headers, b"")
         headers["content-type"] = _JSON

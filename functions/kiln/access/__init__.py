@@ -1,0 +1,1 @@
+"""Who may call what: views (curated, pinned tool sets), quotas, and the call ledger."""

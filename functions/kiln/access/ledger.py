@@ -1,0 +1,272 @@
+"""The call ledger: one DynamoDB item per `tools/call`, never holding an argument's value.
+
+| pk                    | sk                       | what                                     |
+| --------------------- | ------------------------ | ---------------------------------------- |
+| `LEDGER#<yyyy-mm-dd>` | `<time, ms>#<random id>` | when, caller, view, tool, revision,      |
+|                       |                          | bundle, outcome, duration, output size,  |
+|                       |                          | argument digest                          |
+
+Entries carry `expires_at` (DynamoDB TTL) `retention_days` after the call. One partition per
+UTC day keeps a query for a time range to one request per day and needs no index. Arguments
+are recorded as an HMAC-SHA256 of their canonical JSON under a server-side key: equal
+arguments give equal digests, but a digest cannot be checked against guesses without the key.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import hmac
+import json
+import secrets
+import time
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import asdict, dataclass
+from datetime import UTC, date, datetime, timedelta
+from typing import Any, Literal
+
+Outcome = Literal["ok", "tool_error", "timeout", "refused"]
+OUTCOMES: tuple[Outcome, ...] = ("ok", "tool_error", "timeout", "refused")
+DEFAULT_RETENTION_DAYS = 30
+MAX_PAGE = 1000
+
+
+class LedgerQueryError(ValueError):
+    """A filter or cursor the ledger cannot use; the message names the parameter."""
+
+
+@dataclass(frozen=True)
+class CallRecord:
+    at: str  # ISO 8601 UTC, milliseconds
+    caller: str  # key:<name>, jwt:<subject> or anonymous
+    tool: str
+    outcome: Outcome
+    revision: int | None = None
+    view: str | None = None
+    bundle: str | None = None
+    duration_ms: float = 0.0
+    output_bytes: int = 0
+    args_digest: str = ""
+    detail: str | None = None  # for `refused`: which quota
+    id: str = ""
+
+    def as_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _iso_ms(epoch_s: float) -> str:
+    moment = datetime.fromtimestamp(epoch_s, UTC)
+    return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def parse_time(value: str, *, name: str) -> datetime:
+    """An ISO 8601 time or date from a query parameter; naive times are UTC."""
+    try:
+        moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        raise LedgerQueryError(
+            f"{name}: must be an ISO 8601 time or date such as 2026-01-31T12:00:00Z"
+        ) from None
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+
+
+def _sk_of(moment: datetime) -> str:
+    return _iso_ms(moment.timestamp())
+
+
+class CallLedger:
+    def __init__(
+        self,
+        dynamodb: Any,
+        *,
+        table: str,
+        digest_key: bytes,
+        retention_days: int = DEFAULT_RETENTION_DAYS,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self._db = dynamodb
+        self._table = table
+        self._key = digest_key
+        self.retention_days = retention_days
+        self._clock = clock
+
+    def digest(self, arguments: Mapping[str, Any]) -> str:
+        """A keyed fingerprint of the arguments; their values never leave this function."""
+        canonical = json.dumps(arguments, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+        mac = hmac.new(self._key, canonical.encode("utf-8", "surrogatepass"), hashlib.sha256)
+        return "hmac-sha256:" + mac.hexdigest()
+
+    def now(self) -> float:
+        return self._clock()
+
+    def record(self, entry: CallRecord, *, started: float | None = None) -> CallRecord:
+        """Write one entry; `started` (epoch seconds) is when the call arrived."""
+        moment = self._clock() if started is None else started
+        at = _iso_ms(moment)
+        entry_id = secrets.token_hex(6)
+        item: dict[str, Any] = {
+            "pk": {"S": f"LEDGER#{at[:10]}"},
+            "sk": {"S": f"{at}#{entry_id}"},
+            "at": {"S": at},
+            "caller": {"S": entry.caller},
+            "tool": {"S": entry.tool},
+            "outcome": {"S": entry.outcome},
+            "duration_ms": {"N": f"{entry.duration_ms:.1f}"},
+            "output_bytes": {"N": str(entry.output_bytes)},
+            "args_digest": {"S": entry.args_digest},
+            "expires_at": {"N": str(int(moment) + self.retention_days * 86_400)},
+        }
+        if entry.revision is not None:
+            item["revision"] = {"N": str(entry.revision)}
+        for field in ("view", "bundle", "detail"):
+            value = getattr(entry, field)
+            if value:
+                item[field] = {"S": value}
+        self._db.put_item(TableName=self._table, Item=item)
+        return CallRecord(**{**entry.as_json(), "at": at, "id": entry_id})
+
+    def query(
+        self,
+        *,
+        tool: str | None = None,
+        caller: str | None = None,
+        outcome: str | None = None,
+        since: str | None = None,
+        until: str | None = None,
+        limit: int = 100,
+        cursor: str | None = None,
+    ) -> tuple[list[CallRecord], str | None]:
+        """Entries newest first, at most `limit`, and the cursor of the next page (or None)."""
+        if outcome is not None and outcome not in OUTCOMES:
+            raise LedgerQueryError(f"outcome: must be one of {', '.join(OUTCOMES)}")
+        if not 1 <= limit <= MAX_PAGE:
+            raise LedgerQueryError(f"limit: must be from 1 to {MAX_PAGE}")
+        now = datetime.fromtimestamp(self._clock(), UTC)
+        end = parse_time(until, name="until") if until else now
+        start = (
+            parse_time(since, name="since") if since else now - timedelta(days=self.retention_days)
+        )
+        high = _sk_of(end) + "#~"
+        if cursor is not None:
+            high = min(high, _decode_cursor(cursor))
+        filters = {"tool": tool, "caller": caller, "outcome": outcome}
+        found: list[CallRecord] = []
+        for item in self._items(start.date(), _day_of(high), _sk_of(start), high, filters):
+            if item["sk"]["S"] >= high:  # the cursor's own entry, already served
+                continue
+            found.append(_record(item))
+            if len(found) == limit:
+                return found, _encode_cursor(item["sk"]["S"])
+        return found, None
+
+    def totals(self, day: str) -> dict[str, Any]:
+        """Calls, outcomes and run time of one UTC day, per caller and per tool."""
+        try:
+            the_day = date.fromisoformat(day)
+        except ValueError:
+            raise LedgerQueryError("day: must be a date such as 2026-01-31") from None
+        by_caller: dict[str, dict[str, Any]] = {}
+        by_tool: dict[str, dict[str, Any]] = {}
+        everything: dict[str, Any] = _zero()
+        for item in self._day(the_day, "0", "~", {}, newest_first=False):
+            record = _record(item)
+            for table, name in ((by_caller, record.caller), (by_tool, record.tool)):
+                _add(table.setdefault(name, _zero()), record)
+            _add(everything, record)
+        return {"day": the_day.isoformat(), "all": everything, "by_caller": by_caller,
+                "by_tool": by_tool}  # fmt: skip
+
+    # -- internals ---------------------------------------------------------------------
+
+    def _items(
+        self, first: date, last: date, low: str, high: str, filters: Mapping[str, str | None]
+    ) -> Iterator[dict[str, Any]]:
+        day = last
+        while day >= first:
+            yield from self._day(day, low, high, filters, newest_first=True)
+            day -= timedelta(days=1)
+
+    def _day(
+        self,
+        day: date,
+        low: str,
+        high: str,
+        filters: Mapping[str, str | None],
+        *,
+        newest_first: bool,
+    ) -> Iterator[dict[str, Any]]:
+        names: dict[str, str] = {}
+        values: dict[str, Any] = {
+            ":pk": {"S": f"LEDGER#{day.isoformat()}"},
+            ":lo": {"S": low},
+            ":hi": {"S": high},
+        }
+        clauses = []
+        for field, wanted in filters.items():
+            if wanted is not None:
+                names[f"#{field}"] = field
+                values[f":{field}"] = {"S": wanted}
+                clauses.append(f"#{field} = :{field}")
+        kwargs: dict[str, Any] = {
+            "TableName": self._table,
+            "KeyConditionExpression": "pk = :pk AND sk BETWEEN :lo AND :hi",
+            "ExpressionAttributeValues": values,
+            "ScanIndexForward": not newest_first,
+        }
+        if clauses:
+            kwargs["FilterExpression"] = " AND ".join(clauses)
+            kwargs["ExpressionAttributeNames"] = names
+        for page in self._db.get_paginator("query").paginate(**kwargs):
+            yield from page["Items"]
+
+
+def _day_of(sk: str) -> date:
+    return date.fromisoformat(sk[:10])
+
+
+def _encode_cursor(sk: str) -> str:
+    return base64.urlsafe_b64encode(sk.encode()).decode().rstrip("=")
+
+
+def _decode_cursor(cursor: str) -> str:
+    try:
+        text = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode()
+        parse_time(text.partition("#")[0], name="cursor")
+        date.fromisoformat(text[:10])
+    except (ValueError, binascii.Error, UnicodeDecodeError):
+        raise LedgerQueryError("cursor: not a cursor this server gave out") from None
+    return text
+
+
+def _record(item: Mapping[str, Any]) -> CallRecord:
+    def text(field: str) -> str | None:
+        value = item.get(field)
+        return None if value is None else str(value["S"])
+
+    revision = item.get("revision")
+    outcome = str(item["outcome"]["S"])
+    return CallRecord(
+        at=str(item["at"]["S"]),
+        caller=str(item["caller"]["S"]),
+        tool=str(item["tool"]["S"]),
+        outcome=outcome if outcome in OUTCOMES else "tool_error",
+        revision=int(revision["N"]) if revision else None,
+        view=text("view"),
+        bundle=text("bundle"),
+        duration_ms=float(item["duration_ms"]["N"]),
+        output_bytes=int(item["output_bytes"]["N"]),
+        args_digest=str(item["args_digest"]["S"]),
+        detail=text("detail"),
+        id=str(item["sk"]["S"]).rpartition("#")[2],
+    )
+
+
+def _zero() -> dict[str, Any]:
+    return {"calls": 0, **{outcome: 0 for outcome in OUTCOMES}, "run_seconds": 0.0}
+
+
+def _add(totals: dict[str, Any], record: CallRecord) -> None:
+    totals["calls"] += 1
+    totals[record.outcome] += 1
+    totals["run_seconds"] = round(totals["run_seconds"] + record.duration_ms / 1000, 3)

@@ -1,0 +1,283 @@
+"""Quotas: calls per minute and tool run-seconds per day, counted in DynamoDB.
+
+Items in the catalog table (the public function may write these, and no others):
+
+| pk                  | sk              | what                                               |
+| ------------------- | --------------- | -------------------------------------------------- |
+| `QUOTA#<subject>`   | `MINUTE`        | `window_start` (epoch ms), `calls` in that window   |
+| `QUOTA#<subject>`   | `DAY#<date>`    | `calls` admitted and `seconds` run that UTC day     |
+
+A subject is `key:<key id>` or `view:<name>`. Every admission is one conditional atomic
+update, so concurrent callers can never be admitted past a limit: DynamoDB serialises the
+updates of one item and the condition sees every earlier increment. A minute window starts
+with the first call after the previous one ended (not on the clock's minute), so a burst is
+counted in one window.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any, Literal
+
+from botocore.exceptions import ClientError
+
+QuotaName = Literal["calls_per_minute", "run_seconds_per_day"]
+WINDOW_MS = 60_000
+DAY_ITEM_TTL_S = 3 * 86_400
+_ATTEMPTS = 5
+
+
+@dataclass(frozen=True)
+class Quota:
+    """Limits for one subject; None means no limit of that kind."""
+
+    calls_per_minute: int | None = None
+    run_seconds_per_day: float | None = None
+
+    @property
+    def empty(self) -> bool:
+        return self.calls_per_minute is None and self.run_seconds_per_day is None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "calls_per_minute": self.calls_per_minute,
+            "run_seconds_per_day": self.run_seconds_per_day,
+        }
+
+
+NO_QUOTA = Quota()
+
+
+class QuotaRuleError(ValueError):
+    """A quota setting that breaks its rule; the message names the field."""
+
+
+def check_quota(value: object, *, field: str = "quota") -> Quota:
+    """A Quota from its JSON form `{"calls_per_minute": 50, "run_seconds_per_day": 3600}`."""
+    if value is None:
+        return NO_QUOTA
+    if not isinstance(value, dict):
+        raise QuotaRuleError(f"{field}: must be an object with calls_per_minute and/or "
+                             "run_seconds_per_day")  # fmt: skip
+    unknown = sorted(set(map(str, value)) - {"calls_per_minute", "run_seconds_per_day"})
+    if unknown:
+        raise QuotaRuleError(f"{field}.{unknown[0]}: is not a quota setting")
+    calls = value.get("calls_per_minute")
+    seconds = value.get("run_seconds_per_day")
+    if calls is not None and (
+        isinstance(calls, bool) or not isinstance(calls, int) or not 1 <= calls <= 1_000_000
+    ):
+        raise QuotaRuleError(f"{field}.calls_per_minute: must be a whole number from 1 to 1000000")
+    if seconds is not None and (
+        isinstance(seconds, bool)
+        or not isinstance(seconds, int | float)
+        or not math.isfinite(seconds)
+        or not 0 < seconds <= 86_400 * 1000
+    ):
+        raise QuotaRuleError(f"{field}.run_seconds_per_day: must be a number above 0")
+    return Quota(calls, float(seconds) if seconds is not None else None)
+
+
+class QuotaExceededError(Exception):
+    """A call refused by a quota: which one, for whom, and when it resets."""
+
+    def __init__(
+        self, *, subject: str, quota: QuotaName, limit: float, retry_after_s: int, resets_at: str
+    ) -> None:
+        what = "calls per minute" if quota == "calls_per_minute" else "tool run-seconds per day"
+        kind, _, name = subject.partition(":")
+        owner = "this key" if kind == "key" else f"view {name!r}"
+        super().__init__(
+            f"Quota exceeded: {owner} may make {_number(limit)} {what}; "
+            f"it resets at {resets_at} (retry after {retry_after_s} s)"
+        )
+        self.subject = subject
+        self.quota = quota
+        self.limit = limit
+        self.retry_after_s = retry_after_s
+        self.resets_at = resets_at
+
+    def data(self) -> dict[str, Any]:
+        return {
+            "quota": self.quota,
+            "limit": self.limit,
+            "resets_at": self.resets_at,
+            "retry_after_s": self.retry_after_s,
+        }
+
+
+def _number(value: float) -> str:
+    return str(int(value)) if float(value).is_integer() else str(value)
+
+
+def _iso(epoch_s: float) -> str:
+    moment = datetime.fromtimestamp(epoch_s, UTC)
+    return moment.isoformat(timespec="seconds").replace("+00:00", "Z")
+
+
+def _day(epoch_s: float) -> str:
+    return datetime.fromtimestamp(epoch_s, UTC).strftime("%Y-%m-%d")
+
+
+def _next_midnight(epoch_s: float) -> float:
+    moment = datetime.fromtimestamp(epoch_s, UTC)
+    midnight = datetime(moment.year, moment.month, moment.day, tzinfo=UTC) + timedelta(days=1)
+    return midnight.timestamp()
+
+
+class QuotaCounters:
+    def __init__(
+        self, dynamodb: Any, *, table: str, clock: Callable[[], float] = time.time
+    ) -> None:
+        self._db = dynamodb
+        self._table = table
+        self._clock = clock
+
+    def admit(self, subject: str, quota: Quota) -> None:
+        """Count one call against `quota`; QuotaExceededError when it is spent.
+
+        A refusal counts nothing: a call the day's run-seconds refuse gives back its minute.
+        """
+        if quota.calls_per_minute is not None:
+            self._count_minute(subject, quota.calls_per_minute)
+        if quota.run_seconds_per_day is not None:
+            try:
+                self._check_day(subject, quota.run_seconds_per_day)
+            except QuotaExceededError:
+                self.release(subject, quota)
+                raise
+
+    def release(self, subject: str, quota: Quota) -> None:
+        """Give back a call `admit` counted (a later check refused the call after all)."""
+        if quota.calls_per_minute is None:
+            return
+        try:
+            self._db.update_item(
+                TableName=self._table,
+                Key=self._key(subject, "MINUTE"),
+                UpdateExpression="SET calls = calls - :one",
+                ConditionExpression="calls > :zero",
+                ExpressionAttributeValues={":one": {"N": "1"}, ":zero": {"N": "0"}},
+            )
+        except ClientError as error:
+            if error.response["Error"]["Code"] != "ConditionalCheckFailedException":
+                raise
+
+    def charge(self, subject: str, seconds: float) -> None:
+        """Add a finished run's seconds to today's total."""
+        now = self._clock()
+        self._db.update_item(
+            TableName=self._table,
+            Key=self._key(subject, f"DAY#{_day(now)}"),
+            UpdateExpression="ADD seconds :s SET expires_at = :ttl",
+            ExpressionAttributeValues={
+                ":s": {"N": f"{max(seconds, 0.0):.3f}"},
+                ":ttl": {"N": str(int(now) + DAY_ITEM_TTL_S)},
+            },
+        )
+
+    def usage(self, subject: str) -> dict[str, Any]:
+        """What `subject` has used: calls in the current minute window, calls/seconds today."""
+        now = self._clock()
+        minute = self._get(subject, "MINUTE")
+        day = self._get(subject, f"DAY#{_day(now)}")
+        in_window = minute is not None and int(minute["window_start"]["N"]) > now * 1000 - WINDOW_MS
+        return {
+            "calls_this_minute": int(minute["calls"]["N"]) if minute and in_window else 0,
+            "calls_today": int(day["calls"]["N"]) if day and "calls" in day else 0,
+            "run_seconds_today": float(day["seconds"]["N"]) if day and "seconds" in day else 0.0,
+        }
+
+    # -- internals ---------------------------------------------------------------------
+
+    def _key(self, subject: str, sk: str) -> dict[str, Any]:
+        return {"pk": {"S": f"QUOTA#{subject}"}, "sk": {"S": sk}}
+
+    def _get(self, subject: str, sk: str) -> dict[str, Any] | None:
+        item: dict[str, Any] | None = self._db.get_item(
+            TableName=self._table, Key=self._key(subject, sk), ConsistentRead=True
+        ).get("Item")
+        return item
+
+    def _check_day(self, subject: str, limit: float) -> None:
+        now = self._clock()
+        try:
+            self._db.update_item(
+                TableName=self._table,
+                Key=self._key(subject, f"DAY#{_day(now)}"),
+                UpdateExpression="ADD calls :one SET expires_at = :ttl",
+                ConditionExpression="attribute_not_exists(seconds) OR seconds < :limit",
+                ExpressionAttributeValues={
+                    ":one": {"N": "1"},
+                    ":limit": {"N": repr(float(limit))},
+                    ":ttl": {"N": str(int(now) + DAY_ITEM_TTL_S)},
+                },
+            )
+        except ClientError as error:
+            if error.response["Error"]["Code"] != "ConditionalCheckFailedException":
+                raise
+            resets = _next_midnight(now)
+            raise QuotaExceededError(
+                subject=subject,
+                quota="run_seconds_per_day",
+                limit=limit,
+                retry_after_s=max(1, math.ceil(resets - now)),
+                resets_at=_iso(resets),
+            ) from None
+
+    def _count_minute(self, subject: str, limit: int) -> None:
+        for _ in range(_ATTEMPTS):
+            now_ms = int(self._clock() * 1000)
+            cutoff = now_ms - WINDOW_MS
+            if self._try(
+                subject,
+                "SET calls = calls + :one",
+                "window_start > :cutoff AND calls < :limit",
+                {":one": {"N": "1"}, ":cutoff": {"N": str(cutoff)}, ":limit": {"N": str(limit)}},
+            ):
+                return
+            current = self._get(subject, "MINUTE")
+            if current is not None and int(current["window_start"]["N"]) > cutoff:
+                if int(current["calls"]["N"]) >= limit:
+                    resets_ms = int(current["window_start"]["N"]) + WINDOW_MS
+                    raise QuotaExceededError(
+                        subject=subject,
+                        quota="calls_per_minute",
+                        limit=limit,
+                        retry_after_s=max(1, math.ceil((resets_ms - now_ms) / 1000)),
+                        resets_at=_iso(resets_ms / 1000),
+                    )
+                continue  # a window another caller has just opened: count in it
+            if self._try(
+                subject,
+                "SET window_start = :now, calls = :one",
+                "attribute_not_exists(window_start) OR window_start <= :cutoff",
+                {":one": {"N": "1"}, ":now": {"N": str(now_ms)}, ":cutoff": {"N": str(cutoff)}},
+            ):
+                return
+        raise QuotaExceededError(  # the window kept moving under us: refuse rather than guess
+            subject=subject,
+            quota="calls_per_minute",
+            limit=limit,
+            retry_after_s=1,
+            resets_at=_iso(self._clock() + 1),
+        )
+
+    def _try(self, subject: str, update: str, condition: str, values: dict[str, Any]) -> bool:
+        try:
+            self._db.update_item(
+                TableName=self._table,
+                Key=self._key(subject, "MINUTE"),
+                UpdateExpression=update,
+                ConditionExpression=condition,
+                ExpressionAttributeValues=values,
+            )
+        except ClientError as error:
+            if error.response["Error"]["Code"] == "ConditionalCheckFailedException":
+                return False
+            raise
+        return True

@@ -1,0 +1,124 @@
+"""Which tools a view shows, as of one catalog version; cached until the version moves."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Mapping
+from dataclasses import replace
+
+from kiln.access.views import View, ViewStore
+from kiln.catalog.model import Revision, Tool
+from kiln.catalog.store import CatalogError
+
+log = logging.getLogger("kiln.access.views")
+
+RevisionReader = Callable[[str, int], Revision]  # (tool id, number); raises CatalogError
+
+
+def resolve(
+    view: View, tools: Mapping[str, Tool], revision: Callable[[Tool, int], Revision | None]
+) -> dict[str, Tool]:
+    """The view's enabled tools by name; a pinned one carries its pinned revision as `head`.
+
+    A name entry wins over a tag match of the same tool (so a pin holds); a pinned revision
+    that does not exist leaves the tool out rather than serving another revision.
+    """
+    chosen: dict[str, Tool] = {}
+    for entry in view.entries:
+        if entry.tag is not None:
+            for tool in tools.values():
+                if tool.enabled and entry.tag in tool.head.tags:
+                    chosen.setdefault(tool.name, tool)
+    for entry in view.entries:
+        if entry.tool is None:
+            continue
+        named = tools.get(entry.tool)
+        if named is None or not named.enabled:
+            chosen.pop(entry.tool, None)
+            continue
+        if entry.pin is None or entry.pin == named.head.number:
+            chosen[named.name] = named
+            continue
+        pinned = revision(named, entry.pin)
+        if pinned is None:
+            chosen.pop(named.name, None)
+        else:
+            chosen[named.name] = replace(named, head=pinned)
+    return chosen
+
+
+class ViewCatalog:
+    """Views and what they resolve to, reloaded only when the catalog version changed.
+
+    View writes bump the catalog version, so the version read each request already makes
+    (`CatalogSnapshots.fresh`) tells this cache when to reload: no extra read per request.
+    """
+
+    def __init__(
+        self, store: ViewStore, revisions: RevisionReader, *, revision_cache: int = 1024
+    ) -> None:
+        self._store = store
+        self._read_revision = revisions
+        self._lock = threading.Lock()
+        self._version = -1
+        self._views: dict[str, View] = {}
+        self._resolved: dict[str, dict[str, Tool]] = {}
+        self._revisions: OrderedDict[tuple[str, int], Revision] = OrderedDict()
+        self._revision_cache = revision_cache
+
+    def views_ready(self, version: int) -> dict[str, View] | None:
+        """What `views_at` would answer, if it needs no I/O; else None."""
+        with self._lock:
+            return self._views if version == self._version else None
+
+    def views_at(self, version: int) -> dict[str, View]:
+        """Every view as of catalog `version` (blocking: one query when the version moved)."""
+        with self._lock:
+            if version == self._version:
+                return self._views
+        views = {view.name: view for view in self._store.list()}
+        with self._lock:
+            if version >= self._version:
+                self._version, self._views, self._resolved = version, views, {}
+            return self._views
+
+    def tools_of(
+        self, version: int, name: str, tools: Mapping[str, Tool]
+    ) -> dict[str, Tool] | None:
+        """The tools view `name` shows at `version` (None: no such view). Blocking."""
+        view = self.views_at(version).get(name)
+        if view is None:
+            return None
+        with self._lock:
+            cached = self._resolved.get(name) if version == self._version else None
+        if cached is not None:
+            return cached
+        result = resolve(view, tools, self._revision)
+        with self._lock:
+            if version == self._version:
+                self._resolved[name] = result
+        return result
+
+    def cached(self, version: int, name: str) -> dict[str, Tool] | None:
+        """What `tools_of` would answer, if it needs no I/O; else None."""
+        with self._lock:
+            return self._resolved.get(name) if version == self._version else None
+
+    def _revision(self, tool: Tool, number: int) -> Revision | None:
+        key = (tool.id, number)
+        with self._lock:
+            if key in self._revisions:
+                self._revisions.move_to_end(key)
+                return self._revisions[key]
+        try:
+            found = self._read_revision(tool.id, number)
+        except CatalogError:  # not yet made, perhaps: look again at the next catalog change
+            log.warning("a view pins %s@%d, which does not exist", tool.name, number)
+            return None
+        with self._lock:
+            self._revisions[key] = found  # revisions are immutable: cache for good
+            while len(self._revisions) > self._revision_cache:
+                self._revisions.popitem(last=False)
+        return found

@@ -1,0 +1,354 @@
+"""Views: named, versioned sets of tools, by name and/or tag, optionally pinned to a revision.
+
+A view is catalog data: its item lives beside the tools and every write bumps the catalog
+version in the same transaction, so a view change is seen on the next request in every
+container, exactly like a tool change, at no extra read.
+
+| pk      | sk       | what                                  |
+| ------- | -------- | ------------------------------------- |
+| `VIEWS` | `<name>` | the view as JSON, and its `revision`   |
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import re
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+from botocore.exceptions import ClientError
+
+from kiln.access.quotas import NO_QUOTA, Quota, QuotaRuleError, check_quota
+from kiln.catalog.rules import TAG_RULE, is_tag
+from kiln.catalog.store import VERSION_KEY, utc_now
+
+NAME_RULE = "1-64 characters from a-z 0-9 _ -, starting with a letter or digit"
+_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
+_TOOL = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")  # wider than the tool name rule
+MAX_ENTRIES = 200
+MAX_DESCRIPTION = 1000
+FIELDS = (
+    "name",
+    "description",
+    "tools",
+    "published",
+    "anonymous",
+    "quota",
+    "oauth_scopes",
+    "oauth_clients",
+)
+_ATTEMPTS = 5
+
+
+class ViewError(Exception):
+    """Base of the view refusals; the REST layer maps each to one status."""
+
+
+class ViewRuleError(ViewError):
+    """A view definition that breaks a rule; `problems` lists `(field, message)` pairs."""
+
+    def __init__(self, problems: Sequence[tuple[str, str]]) -> None:
+        self.problems = tuple(problems)
+        super().__init__("; ".join(f"{f}: {m}" for f, m in self.problems))
+
+
+class ViewNotFoundError(ViewError):
+    pass
+
+
+class ViewExistsError(ViewError):
+    pass
+
+
+class StaleViewError(ViewError):
+    def __init__(self, message: str, *, current: int) -> None:
+        super().__init__(message)
+        self.current = current
+
+
+@dataclass(frozen=True)
+class ViewEntry:
+    """One line of a view: a tool name (maybe pinned `name@3`) or a tag selector `tag:x`."""
+
+    tool: str | None = None
+    tag: str | None = None
+    pin: int | None = None
+
+    def __str__(self) -> str:
+        if self.tag is not None:
+            return f"tag:{self.tag}"
+        return f"{self.tool}@{self.pin}" if self.pin is not None else str(self.tool)
+
+
+@dataclass(frozen=True)
+class View:
+    name: str
+    entries: tuple[ViewEntry, ...]
+    description: str = ""
+    published: bool = False  # served on its own path, /mcp/v/<name>
+    anonymous: bool = False  # that path answers without a credential
+    quota: Quota = NO_QUOTA  # shared by every call made through the view
+    oauth_scopes: tuple[str, ...] = ()  # a token with one of these scopes is bound to the view
+    oauth_clients: tuple[str, ...] = ()  # ... as is a token issued to one of these clients
+    revision: int = 0
+    updated_at: str = ""
+    updated_by: str = ""
+
+    def definition(self) -> dict[str, Any]:
+        """The view as an author writes it (REST body, view file)."""
+        body: dict[str, Any] = {
+            "name": self.name,
+            "description": self.description,
+            "tools": [str(entry) for entry in self.entries],
+            "published": self.published,
+            "anonymous": self.anonymous,
+        }
+        if not self.quota.empty:
+            body["quota"] = {k: v for k, v in self.quota.as_dict().items() if v is not None}
+        if self.oauth_scopes:
+            body["oauth_scopes"] = list(self.oauth_scopes)
+        if self.oauth_clients:
+            body["oauth_clients"] = list(self.oauth_clients)
+        return body
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            **self.definition(),
+            "revision": self.revision,
+            "updated_at": self.updated_at,
+            "updated_by": self.updated_by,
+        }
+
+
+def check_view_name(name: object) -> str:
+    if not isinstance(name, str) or not _NAME.fullmatch(name):
+        raise ViewRuleError([("name", f"must be {NAME_RULE}")])
+    return name
+
+
+def parse_entry(text: object, where: str) -> ViewEntry:
+    """`add_vat`, `add_vat@3` or `tag:finance`; ViewRuleError names `where` otherwise."""
+    if not isinstance(text, str):
+        raise ViewRuleError([(where, "must be a string: a tool name, name@revision or tag:<tag>")])
+    if text.startswith("tag:"):
+        tag = text[4:]
+        if "@" in tag:
+            raise ViewRuleError([(where, "a tag selector cannot be pinned; pin tools by name")])
+        if not is_tag(tag):
+            raise ViewRuleError([(where, f"the tag must be {TAG_RULE}")])
+        return ViewEntry(tag=tag)
+    name, at, pin = text.partition("@")
+    if not _TOOL.fullmatch(name):
+        raise ViewRuleError([(where, "must be a tool name, name@revision or tag:<tag>")])
+    if at:
+        if not re.fullmatch(r"[1-9][0-9]{0,7}", pin):
+            raise ViewRuleError([(where, "the revision after @ must be a whole number from 1")])
+        return ViewEntry(tool=name, pin=int(pin))
+    return ViewEntry(tool=name)
+
+
+def _strings(value: object, where: str, problems: list[tuple[str, str]]) -> tuple[str, ...]:
+    if value is None:
+        return ()
+    if not isinstance(value, list) or not all(
+        isinstance(v, str) and 0 < len(v) <= 256 for v in value
+    ):
+        problems.append((where, "must be a list of non-empty strings"))
+        return ()
+    return tuple(value)
+
+
+def check_view(payload: object, *, name: str | None = None) -> View:
+    """A checked View from its JSON definition; ViewRuleError lists every problem."""
+    if not isinstance(payload, dict):
+        raise ViewRuleError([("body", "must be a JSON object")])
+    problems: list[tuple[str, str]] = []
+    for key in payload:
+        if key not in FIELDS and key not in ("revision", "updated_at", "updated_by"):
+            problems.append((str(key)[:64], "is not a field of a view"))
+    given = payload.get("name", name)
+    if name is not None and given != name:
+        problems.append(("name", f"the body names {given!r} but the path names {name!r}"))
+    try:
+        view_name = check_view_name(given)
+    except ViewRuleError as error:
+        problems.extend(error.problems)
+        view_name = ""
+    entries: list[ViewEntry] = []
+    tools = payload.get("tools")
+    if not isinstance(tools, list) or len(tools) > MAX_ENTRIES:
+        problems.append(("tools", f"must be a list of at most {MAX_ENTRIES} entries"))
+    else:
+        for index, text in enumerate(tools):
+            try:
+                entries.append(parse_entry(text, f"tools[{index}]"))
+            except ViewRuleError as error:
+                problems.extend(error.problems)
+        named = [e.tool for e in entries if e.tool is not None]
+        twice = sorted({n for n in named if named.count(n) > 1})
+        if twice:
+            problems.append(("tools", f"names {twice[0]!r} twice"))
+    description = payload.get("description", "")
+    if not isinstance(description, str) or len(description) > MAX_DESCRIPTION:
+        problems.append(("description", f"must be text of at most {MAX_DESCRIPTION} characters"))
+    flags = {}
+    for flag in ("published", "anonymous"):
+        value = payload.get(flag, False)
+        if not isinstance(value, bool):
+            problems.append((flag, "must be true or false"))
+        flags[flag] = value is True
+    try:
+        quota = check_quota(payload.get("quota"))
+    except QuotaRuleError as error:
+        field_name, _, message = str(error).partition(": ")
+        problems.append((field_name, message))
+        quota = NO_QUOTA
+    scopes = _strings(payload.get("oauth_scopes"), "oauth_scopes", problems)
+    clients = _strings(payload.get("oauth_clients"), "oauth_clients", problems)
+    if problems:
+        raise ViewRuleError(problems)
+    return View(
+        name=view_name,
+        entries=tuple(entries),
+        description=str(description),
+        published=flags["published"],
+        anonymous=flags["anonymous"],
+        quota=quota,
+        oauth_scopes=scopes,
+        oauth_clients=clients,
+    )
+
+
+def _from_item(item: Mapping[str, Any]) -> View:
+    definition = json.loads(item["view"]["S"])
+    view = check_view(definition)
+    return replace(
+        view,
+        revision=int(item["revision"]["N"]),
+        updated_at=str(item.get("updated_at", {}).get("S", "")),
+        updated_by=str(item.get("updated_by", {}).get("S", "")),
+    )
+
+
+class ViewStore:
+    """Views in the catalog table; every write bumps the catalog version (same transaction)."""
+
+    def __init__(self, dynamodb: Any, *, table: str, clock: Callable[[], str] = utc_now) -> None:
+        self._db = dynamodb
+        self._table = table
+        self._now = clock
+
+    def list(self) -> list[View]:
+        views: list[View] = []
+        pages = self._db.get_paginator("query").paginate(
+            TableName=self._table,
+            KeyConditionExpression="pk = :pk",
+            ExpressionAttributeValues={":pk": {"S": "VIEWS"}},
+            ConsistentRead=True,
+        )
+        for page in pages:
+            views.extend(_from_item(item) for item in page["Items"])
+        return views
+
+    def get(self, name: str) -> View:
+        item = self._db.get_item(
+            TableName=self._table,
+            Key={"pk": {"S": "VIEWS"}, "sk": {"S": name}},
+            ConsistentRead=True,
+        ).get("Item")
+        if item is None:
+            raise ViewNotFoundError(f"no view is named {name!r}")
+        return _from_item(item)
+
+    def put(self, view: View, *, expected_revision: int | None, actor: str = "") -> View:
+        """Create (`expected_revision` 0 or None when the view is new) or replace a view.
+
+        Replacing needs the revision the author read; a stale one raises StaleViewError.
+        """
+        saved = replace(view, updated_at=self._now(), updated_by=actor)
+        if not expected_revision:
+            saved = replace(saved, revision=1)
+            condition, values = "attribute_not_exists(pk)", {}
+        else:
+            saved = replace(saved, revision=expected_revision + 1)
+            condition = "#r = :expected"
+            values = {":expected": {"N": str(expected_revision)}}
+        item = {
+            "pk": {"S": "VIEWS"},
+            "sk": {"S": view.name},
+            "view": {"S": json.dumps(saved.definition(), sort_keys=True)},
+            "revision": {"N": str(saved.revision)},
+            "updated_at": {"S": saved.updated_at},
+            "updated_by": {"S": actor},
+        }
+        put: dict[str, Any] = {
+            "TableName": self._table,
+            "Item": item,
+            "ConditionExpression": condition,
+        }
+        if values:
+            put["ExpressionAttributeValues"] = values
+            put["ExpressionAttributeNames"] = {"#r": "revision"}
+        if not self._transact({"Put": put}):
+            self._refuse(view.name, expected_revision)
+        return saved
+
+    def delete(self, name: str) -> View:
+        view = self.get(name)
+        gone = self._transact(
+            {
+                "Delete": {
+                    "TableName": self._table,
+                    "Key": {"pk": {"S": "VIEWS"}, "sk": {"S": name}},
+                    "ConditionExpression": "attribute_exists(pk)",
+                }
+            }
+        )
+        if not gone:
+            raise ViewNotFoundError(f"no view is named {name!r}")
+        return view
+
+    def _refuse(self, name: str, expected: int | None) -> None:
+        try:
+            current = self.get(name).revision
+        except ViewNotFoundError:
+            raise ViewNotFoundError(
+                f"no view is named {name!r}; create it without If-Match"
+            ) from None
+        if not expected:
+            raise ViewExistsError(
+                f"name: a view named {name!r} already exists; replace it with If-Match"
+            )
+        raise StaleViewError(
+            f"If-Match: revision {expected} is not the current one (revision {current} is); "
+            "read the view again and reapply your change",
+            current=current,
+        )
+
+    def _transact(self, operation: dict[str, Any]) -> bool:
+        """Run one write with the catalog version bump; False when its condition failed."""
+        bump = {
+            "Update": {
+                "TableName": self._table,
+                "Key": VERSION_KEY,
+                "UpdateExpression": "ADD version :one",
+                "ExpressionAttributeValues": {":one": {"N": "1"}},
+            }
+        }
+        for attempt in range(_ATTEMPTS):
+            try:
+                self._db.transact_write_items(TransactItems=[operation, bump])
+                return True
+            except ClientError as error:
+                reasons = error.response.get("CancellationReasons") or []
+                codes = [reason.get("Code", "None") for reason in reasons]
+                if codes[:1] == ["ConditionalCheckFailed"]:
+                    return False
+                if "TransactionConflict" in codes and attempt + 1 < _ATTEMPTS:
+                    time.sleep(random.uniform(0.01, 0.05) * (attempt + 1))
+                    continue
+                raise
+        return False  # pragma: no cover (the loop either returns or raises)

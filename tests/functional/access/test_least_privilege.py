@@ -1,0 +1,61 @@
+"""The partition keys Kiln really writes: the public function's (ledger, quotas) match the
+template's LeadingKeys patterns; the catalog's, views' and keys' never do."""
+
+from __future__ import annotations
+
+import fnmatch
+from pathlib import Path
+
+from cfnlint.decode import decode
+
+from conftest import AwsStack
+from kiln.access.ledger import CallLedger, CallRecord
+from kiln.access.quotas import Quota, QuotaCounters
+from kiln.access.views import ViewStore, check_view
+from kiln.auth.keys import KeyStore
+from kiln.catalog.rules import check_draft
+from kiln.catalog.store import CatalogStore
+
+TEMPLATE = Path(__file__).resolve().parents[3] / "template.yaml"
+
+
+def public_write_patterns() -> list[str]:
+    template, problems = decode(str(TEMPLATE))
+    assert template is not None, problems
+    policies = template["Resources"]["McpFunction"]["Properties"]["Policies"]
+    (statement,) = [s for p in policies for s in p["Statement"] if "Condition" in s]
+    return list(statement["Condition"]["ForAllValues:StringLike"]["dynamodb:LeadingKeys"])
+
+
+def partitions(aws: AwsStack) -> set[str]:
+    items = aws.clients.dynamodb.scan(TableName=aws.table)["Items"]
+    return {item["pk"]["S"] for item in items}
+
+
+def allowed(partition: str, patterns: list[str]) -> bool:
+    return any(fnmatch.fnmatchcase(partition, pattern) for pattern in patterns)
+
+
+def test_ledger_and_quota_writes_fall_under_the_public_functions_grant(aws: AwsStack) -> None:
+    quotas = QuotaCounters(aws.clients.dynamodb, table=aws.table)
+    quotas.admit("key:abc", Quota(calls_per_minute=5, run_seconds_per_day=10))
+    quotas.charge("key:abc", 1.5)
+    quotas.admit("view:sales", Quota(calls_per_minute=5))
+    ledger = CallLedger(aws.clients.dynamodb, table=aws.table, digest_key=b"k")
+    ledger.record(CallRecord(at="", caller="anonymous", tool="t", outcome="ok"))
+    written = partitions(aws)
+    assert len(written) == 3
+    assert all(allowed(p, public_write_patterns()) for p in written), written
+
+
+def test_catalog_view_and_key_writes_fall_outside_it(aws: AwsStack) -> None:
+    store = CatalogStore(aws.clients.dynamodb, aws.clients.s3, table=aws.table, bucket=aws.bucket)
+    draft = {"name": "LEDGER", "description": "d", "language": "python", "code": "print(1)\n"}
+    store.create(check_draft(draft))
+    ViewStore(aws.clients.dynamodb, table=aws.table).put(
+        check_view({"name": "quota", "tools": ["LEDGER"]}), expected_revision=None
+    )
+    KeyStore(aws.clients.dynamodb, table=aws.table).create("QUOTA", "call")
+    written = partitions(aws)
+    assert len(written) >= 5
+    assert not any(allowed(p, public_write_patterns()) for p in written), written

@@ -1,0 +1,108 @@
+"""Quota counters in DynamoDB (moto server over HTTP): exact under concurrency."""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+from conftest import AwsStack
+from kiln.access.quotas import Quota, QuotaCounters, QuotaExceededError, QuotaRuleError, check_quota
+
+
+class Clock:
+    def __init__(self, now: float = 1_800_000_000.0) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def counters(aws: AwsStack, clock: Clock | None = None) -> QuotaCounters:
+    return QuotaCounters(aws.clients.dynamodb, table=aws.table, clock=clock or Clock())
+
+
+def admitted(quotas: QuotaCounters, subject: str, quota: Quota) -> bool:
+    try:
+        quotas.admit(subject, quota)
+    except QuotaExceededError:
+        return False
+    return True
+
+
+def test_concurrent_callers_are_admitted_exactly_up_to_the_limit(aws: AwsStack) -> None:
+    quotas = counters(aws)
+    quota = Quota(calls_per_minute=25)
+    with ThreadPoolExecutor(max_workers=12) as pool:
+        results = list(pool.map(lambda _: admitted(quotas, "key:abc", quota), range(60)))
+    assert results.count(True) == 25
+    assert quotas.usage("key:abc")["calls_this_minute"] == 25
+
+
+def test_a_refusal_says_which_quota_and_when_it_resets(aws: AwsStack) -> None:
+    clock = Clock()
+    quotas = counters(aws, clock)
+    quota = Quota(calls_per_minute=1)
+    quotas.admit("key:k1", quota)
+    clock.now += 20
+    with pytest.raises(QuotaExceededError) as refused:
+        quotas.admit("key:k1", quota)
+    assert refused.value.quota == "calls_per_minute"
+    assert refused.value.retry_after_s == 40
+    assert "1 calls per minute" in str(refused.value)
+    assert refused.value.data()["resets_at"].endswith("Z")
+
+
+def test_a_new_window_opens_a_minute_after_the_first_call(aws: AwsStack) -> None:
+    clock = Clock()
+    quotas = counters(aws, clock)
+    quota = Quota(calls_per_minute=2)
+    assert [admitted(quotas, "view:v", quota) for _ in range(3)] == [True, True, False]
+    clock.now += 60.5
+    assert [admitted(quotas, "view:v", quota) for _ in range(3)] == [True, True, False]
+
+
+def test_run_seconds_refuse_once_the_day_is_spent_and_reset_at_midnight(aws: AwsStack) -> None:
+    clock = Clock(1_800_000_000.0)  # 2027-01-15T08:00:00Z
+    quotas = counters(aws, clock)
+    quota = Quota(run_seconds_per_day=2.0)
+    quotas.admit("key:k2", quota)
+    quotas.charge("key:k2", 2.5)
+    with pytest.raises(QuotaExceededError) as refused:
+        quotas.admit("key:k2", quota)
+    assert refused.value.quota == "run_seconds_per_day"
+    assert refused.value.resets_at == "2027-01-16T00:00:00Z"
+    assert refused.value.retry_after_s == 16 * 3600
+    clock.now += 16 * 3600
+    quotas.admit("key:k2", quota)
+
+
+def test_a_day_refusal_gives_back_the_minute_it_counted(aws: AwsStack) -> None:
+    quotas = counters(aws)
+    quota = Quota(calls_per_minute=5, run_seconds_per_day=1.0)
+    quotas.admit("key:k3", quota)
+    quotas.charge("key:k3", 1.0)
+    assert not admitted(quotas, "key:k3", quota)
+    assert quotas.usage("key:k3")["calls_this_minute"] == 1
+
+
+def test_subjects_are_counted_apart(aws: AwsStack) -> None:
+    quotas = counters(aws)
+    quota = Quota(calls_per_minute=1)
+    assert admitted(quotas, "key:a", quota)
+    assert admitted(quotas, "key:b", quota)
+    assert not admitted(quotas, "key:a", quota)
+
+
+@pytest.mark.parametrize(
+    ("value", "field"),
+    [
+        ({"calls_per_minute": 0}, "calls_per_minute"),
+        ({"calls_per_minute": True}, "calls_per_minute"),
+        ({"run_seconds_per_day": -1}, "run_seconds_per_day"),
+        ({"per_hour": 3}, "per_hour"),
+    ],
+)
+def test_bad_quota_settings_name_the_field(value: object, field: str) -> None:
+    with pytest.raises(QuotaRuleError, match=f"quota.{field}: "):
+        check_quota(value)

@@ -1,0 +1,47 @@
+"""The `tags` manifest field: checked, normalised, and carried through tool folders."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from kiln.catalog.files import read_folder, write_folder
+from kiln.catalog.rules import RuleError, check_draft
+
+
+def payload(**extra: Any) -> dict[str, Any]:
+    return {"name": "t", "description": "d", "language": "python", "code": "print(1)\n", **extra}
+
+
+def test_tags_are_kept_sorted_and_default_to_none() -> None:
+    assert check_draft(payload(tags=["sales", "finance"])).tags == ("finance", "sales")
+    assert check_draft(payload()).tags == ()
+
+
+@pytest.mark.parametrize(
+    ("tags", "field", "rule"),
+    [
+        ("finance", "tags", "type"),
+        (["Finance"], "tags[0]", "tag"),
+        (["a" * 33], "tags[0]", "tag"),
+        ([""], "tags[0]", "tag"),
+        ([7], "tags[0]", "tag"),
+        (["x", "x"], "tags", "unique"),
+        ([f"t{i}" for i in range(21)], "tags", "type"),
+    ],
+)
+def test_bad_tags_are_refused_naming_field_and_rule(tags: object, field: str, rule: str) -> None:
+    with pytest.raises(RuleError) as refused:
+        check_draft(payload(tags=tags))
+    assert (field, rule) in [(v.field, v.rule) for v in refused.value.violations]
+
+
+def test_tags_survive_a_folder_round_trip(tmp_path: Path) -> None:
+    draft = check_draft(payload(tags=["finance"]))
+    folder = write_folder(tmp_path, draft)
+    assert '"tags": [\n    "finance"\n  ]' in (folder / "tool.json").read_text()
+    assert read_folder(folder) == draft
+    untagged = write_folder(tmp_path / "u", check_draft(payload()))
+    assert "tags" not in (untagged / "tool.json").read_text()
