@@ -37,7 +37,7 @@ def cmd_stdio(args: argparse.Namespace) -> int:
 
 
 def cmd_tools_push(args: argparse.Namespace) -> int:
-    from kiln.catalog.files import FolderError, push, tool_folders
+    from kiln.catalog.files import FolderError, push, read_folders, tool_folders
     from kiln.client import ApiCallError, HttpTarget
     from kiln.locate import ServerNotFoundError
 
@@ -48,6 +48,7 @@ def cmd_tools_push(args: argparse.Namespace) -> int:
                 f"no tool folders in {', '.join(args.dirs)} (a tool folder holds tool.json "
                 "and main.py or main.js)"
             )
+        read_folders(folders)  # every folder's problems, before a server is even looked for
         results = push(HttpTarget(_client(args)), folders)
     except (FolderError, ApiCallError, ServerNotFoundError) as error:
         print(f"kiln tools push: {error}", file=sys.stderr)

@@ -355,13 +355,16 @@ def run_dev(args: argparse.Namespace) -> int:
                 # Builds a previous run left; on the embedded emulator no one else builds.
                 parts.bundles.resume(orphans=not (args.aws or base.endpoint_url))
             for line in load_tool_folders(parts.store, args):
-                log.info("%s", line)
+                if line.startswith("skipped"):
+                    print(f"kiln dev: {line}", file=sys.stderr, flush=True)
+                else:
+                    log.info("%s", line)
             app = create_app(settings, kiln_parts=parts)
             url = f"http://{_url_host(args.host)}:{sock.getsockname()[1]}"
             print(f"Kiln is serving MCP at {url}/mcp", flush=True)
             print(f"REST API at {url}/api  (author key: {key})", flush=True)
             print(f"State in {local.state_dir} (from {local.state_dir_source})", flush=True)
-            warning = node_warning(settings.node_binary)
+            warning = node_warning()
             if warning:
                 print(f"kiln dev: {warning}", file=sys.stderr, flush=True)
             config = uvicorn.Config(

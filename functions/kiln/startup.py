@@ -50,13 +50,17 @@ def _busy_message(host: str, port: int, state_dir: Path) -> str:
     )
 
 
-def node_warning(configured: str | None) -> str | None:
-    """None when Node tools can run here, else the line that says why not and how to fix it."""
+def node_warning() -> str | None:
+    """None when Node tools can run here, else the line that says why not and how to fix it.
+
+    It looks where the runner will (KILN_NODE_BINARY, the wheel, the layer, PATH), so the
+    message names the setting the user gave.
+    """
     from kiln.runner.errors import NodeUnavailableError
     from kiln.runner.nodejs import find_node
 
     try:
-        find_node(Path(configured) if configured else None)
+        find_node()
     except NodeUnavailableError as error:
         return f"warning: Node tools will fail here. {error}. Python tools work."
     return None
