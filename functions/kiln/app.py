@@ -33,11 +33,13 @@ from kiln.catalog.store import (
     CatalogStore,
     NameMismatchError,
     NameTakenError,
+    NotDeletedError,
     RevisionNotFoundError,
     RevisionRequiredError,
     StaleRevisionError,
     ToolNotFoundError,
 )
+from kiln.catalog.syntax import available_node, check_syntax
 from kiln.catalog.toolfiles import encode_files
 from kiln.protocol.backend import CallContext
 from kiln.protocol.guard import host_allowed, origin_allowed
@@ -57,6 +59,7 @@ ERRORS: dict[type[Exception], tuple[int, str]] = {
     RuleError: (422, "invalid_tool"),
     NameMismatchError: (422, "name_mismatch"),
     NameTakenError: (409, "name_taken"),
+    NotDeletedError: (409, "not_deleted"),
     ToolNotFoundError: (404, "not_found"),
     RevisionNotFoundError: (404, "not_found"),
     StaleRevisionError: (412, "stale_revision"),
@@ -373,6 +376,7 @@ def _mount_rest(app: FastAPI, parts: Kiln) -> None:
 
     settings, store = parts.settings, parts.store
     validators = ValidatorCache()
+    node = available_node()
 
     async def call(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         return await asyncio.to_thread(fn, *args, **kwargs)
@@ -427,6 +431,7 @@ def _mount_rest(app: FastAPI, parts: Kiln) -> None:
     async def create_tool(request: Request) -> JSONResponse:
         who = await require(request)
         draft = check_draft(await json_body(request))
+        await call(check_syntax, draft.language, draft.code, node)
         tool = await call(store.create, draft, actor=who.label)
         audit(who, "create", tool)
         response = tagged(tool_json(tool), tool, 201)
@@ -450,6 +455,7 @@ def _mount_rest(app: FastAPI, parts: Kiln) -> None:
         expected = parse_if_match(request.headers.get("if-match"))
         payload = await json_body(request)
         draft = check_draft(payload)
+        await call(check_syntax, draft.language, draft.code, node)
         tool = await call(store.update, ref, draft, expected_revision=expected, actor=who.label)
         audit(who, "update", tool)
         return tagged(tool_json(tool), tool)
@@ -508,6 +514,15 @@ def _mount_rest(app: FastAPI, parts: Kiln) -> None:
         tool = await call(store.delete, ref, actor=who.label)
         audit(who, "delete", tool)
         return JSONResponse(tool_json(tool))
+
+    @app.post("/api/tools/{ref}/undelete")
+    async def undelete_tool(ref: str, request: Request) -> JSONResponse:
+        who = await require(request)
+        tool = await call(store.undelete, ref, actor=who.label)
+        audit(who, "undelete", tool)
+        response = tagged(tool_json(tool), tool)
+        response.headers["Location"] = f"/api/tools/{tool.name}"
+        return response
 
     @app.post("/api/tools/{ref}/run")
     async def run_tool(ref: str, request: Request) -> dict[str, Any]:

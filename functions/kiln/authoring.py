@@ -17,6 +17,7 @@ from kiln.auth.policy import Principal
 from kiln.catalog.model import Revision, Tool
 from kiln.catalog.rules import RuleError, check_draft
 from kiln.catalog.store import CatalogError, CatalogStore
+from kiln.catalog.syntax import available_node, check_syntax
 from kiln.catalog.toolfiles import encode_files
 from kiln.protocol.backend import CallContext, ToolBackend, ToolOutcome, ToolView
 
@@ -200,6 +201,7 @@ class AdminBackend:
     def __init__(self, catalog: ToolBackend, store: CatalogStore) -> None:
         self._catalog = catalog
         self._store = store
+        self._node = available_node()
         self._handlers: dict[str, Handler] = {
             "kiln_instructions": self._instructions,
             "kiln_create_tool": self._create,
@@ -234,6 +236,7 @@ class AdminBackend:
 
     async def _create(self, args: Mapping[str, Any], who: Principal | None) -> ToolOutcome:
         draft = check_draft(args)
+        await asyncio.to_thread(check_syntax, draft.language, draft.code, self._node)
         tool = await asyncio.to_thread(self._store.create, draft, actor=created_by(who))
         record_write(
             who, action="create", tool_name=tool.name, tool_id=tool.id, revision=tool.head.number
@@ -248,6 +251,7 @@ class AdminBackend:
         files = await asyncio.to_thread(self._store.files, current.head)
         changes = {k: v for k, v in args.items() if k != "revision"}
         draft = check_draft(changes, defaults=definition(current, code, files))
+        await asyncio.to_thread(check_syntax, draft.language, draft.code, self._node)
         tool = await asyncio.to_thread(
             self._store.update, name, draft, expected_revision=expected, actor=created_by(who)
         )

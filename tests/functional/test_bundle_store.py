@@ -1,5 +1,6 @@
 """Bundle records: conditional creation and status transitions, on the moto server."""
 
+import itertools
 import threading
 
 import pytest
@@ -132,7 +133,7 @@ def test_any_unique_prefix_names_a_bundle_and_an_ambiguous_one_says_so(
     records = [store.ensure("python", TARGET, [f"pkg{n}==1.0"]) for n in range(40)]
     ids = sorted(record.id for record in records if record is not None)
     # With 40 ids some share a first hex digit: that digit alone is ambiguous.
-    shared = next(a for a, b in zip(ids, ids[1:], strict=False) if a[0] == b[0])[0]
+    shared = next(a for a, b in itertools.pairwise(ids) if a[0] == b[0])[0]
     with pytest.raises(BundleIdError, match=rf"bundle {shared}: ambiguous, \d+ bundles start"):
         store.resolve(shared)
     unique = ids[0][:12]

@@ -65,3 +65,49 @@ def test_a_file_path_that_could_leave_the_run_directory_is_refused_by_name(
         "(rule: base64).",
     }
     assert kiln_server.api("GET", "/api/tools").json()["tools"] == []
+
+
+def test_code_that_does_not_parse_is_refused_on_save_with_line_and_column(
+    kiln_server: RunningKiln,
+) -> None:
+    python = {**TOOL, "files": {}, "code": "import json\ndef f(:\n    pass\n"}
+    refused = kiln_server.api("POST", "/api/tools", json=python)
+    assert refused.status_code == 422
+    assert refused.json()["error"]["violations"] == [
+        {
+            "field": "code",
+            "rule": "syntax",
+            "message": "code does not parse: line 2, column 7: invalid syntax",
+        }
+    ]
+    node = {**python, "language": "node", "code": "const a = 1;\nfoo(;\n"}
+    refused = kiln_server.api("POST", "/api/tools", json=node)
+    assert refused.status_code == 422
+    assert refused.json()["error"]["violations"][0]["message"] == (
+        "code does not parse: line 2, column 5: SyntaxError: Unexpected token ';'"
+    )
+    assert kiln_server.api("GET", "/api/tools").json()["tools"] == []
+
+
+def test_a_deleted_tool_is_restored_while_its_name_is_free(kiln_server: RunningKiln) -> None:
+    first = kiln_server.api("POST", "/api/tools", json=TOOL).json()
+    kiln_server.api("DELETE", "/api/tools/reader")
+    restored = kiln_server.api("POST", f"/api/tools/id:{first['id']}/undelete")
+    assert restored.status_code == 200, restored.text
+    assert restored.json()["name"] == "reader"
+    assert restored.json()["enabled"] is True
+    run = kiln_server.api("POST", "/api/tools/reader/run", json={"arguments": {}}).json()
+    assert run["stdout"].strip() == "kiln"
+    again = kiln_server.api("POST", f"/api/tools/id:{first['id']}/undelete")
+    assert again.status_code == 409
+    assert again.json()["error"]["message"] == (
+        "tool 'reader' is not deleted; there is nothing to restore"
+    )
+
+    kiln_server.api("DELETE", "/api/tools/reader")
+    kiln_server.api("POST", "/api/tools", json={**TOOL, "description": "A newcomer."})
+    taken = kiln_server.api("POST", f"/api/tools/id:{first['id']}/undelete")
+    assert taken.status_code == 409
+    assert taken.json()["error"]["message"] == (
+        "name: a live tool is now named 'reader'; rename or delete it first, then restore this one"
+    )

@@ -23,6 +23,7 @@ from typing import Any, Literal, Protocol
 from kiln.catalog.model import Draft, Tool
 from kiln.catalog.rules import RuleError, Violation, check_draft
 from kiln.catalog.store import CatalogStore, ToolNotFoundError
+from kiln.catalog.syntax import available_node, check_syntax
 from kiln.catalog.toolfiles import MAX_FILE_BYTES, MAX_FILES, digest, encode_files
 
 MANIFEST = "tool.json"
@@ -83,9 +84,11 @@ def read_folder(folder: Path) -> Draft:
         raise FolderError(f"{folder / scripts[0]}: not UTF-8 text") from None
     payload["files"] = _extra_files(folder)
     try:
-        return check_draft(payload)
+        draft = check_draft(payload)
+        check_syntax(draft.language, draft.code, available_node())
     except RuleError as error:
         raise FolderError(f"{folder}: {error}") from error
+    return draft
 
 
 def _extra_files(folder: Path) -> dict[str, bytes]:

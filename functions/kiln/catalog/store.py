@@ -66,6 +66,10 @@ class RevisionRequiredError(CatalogError):
     pass
 
 
+class NotDeletedError(CatalogError):
+    pass
+
+
 class NameMismatchError(CatalogError):
     pass
 
@@ -380,6 +384,45 @@ class CatalogStore:
             on_conflict=lambda: ToolNotFoundError(f"tool {ref!r} changed or was deleted; retry"),
         )
         return replace(tool, deleted=True, enabled=False, updated_at=now)
+
+    def undelete(self, ref: str, *, actor: str = "") -> Tool:
+        """Bring a deleted tool (`id:<id>`) back under its name, if no live tool took it since."""
+        tool = self.get(ref)
+        if not tool.deleted:
+            raise NotDeletedError(f"tool {tool.name!r} is not deleted; there is nothing to restore")
+        now = self._now()
+        try:
+            self._transact(
+                [
+                    self._put_name(tool.name, tool.id),
+                    {
+                        "Update": {
+                            "TableName": self.table,
+                            "Key": {"pk": _s("TOOLS"), "sk": _s(tool.id)},
+                            "UpdateExpression": "SET deleted = :false, enabled = :true, "
+                            "updated_at = :now REMOVE deleted_at",
+                            "ConditionExpression": "deleted = :true",
+                            "ExpressionAttributeValues": {
+                                ":true": {"BOOL": True},
+                                ":false": {"BOOL": False},
+                                ":now": _s(now),
+                            },
+                        }
+                    },
+                ]
+            )
+        except ClientError as error:
+            codes = _cancel_codes(error)
+            if codes[:1] == ["ConditionalCheckFailed"]:
+                raise NameTakenError(
+                    f"name: a live tool is now named {tool.name!r}; rename or delete it first, "
+                    "then restore this one"
+                ) from None
+            if "ConditionalCheckFailed" in codes:
+                raise NotDeletedError(f"tool {tool.name!r} was restored already") from None
+            raise
+        log.info("tool %s (%s) restored by %s", tool.name, tool.id, actor or "?")
+        return replace(tool, deleted=False, enabled=True, updated_at=now)
 
     # -- internals ---------------------------------------------------------------------
 
