@@ -407,6 +407,11 @@ def _mount_rest(app: FastAPI, parts: Kiln) -> None:
     def tagged(body: dict[str, Any], tool: Tool, status: int = 200) -> JSONResponse:
         return JSONResponse(body, status_code=status, headers={"ETag": etag(tool)})
 
+    from kiln.api import keys, secrets
+
+    app.include_router(keys.router)
+    app.include_router(secrets.router)
+
     if parts.bundles is not None:
         from kiln.bundles.api import mount_bundle_routes
 
