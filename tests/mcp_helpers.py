@@ -64,8 +64,7 @@ def start_kiln(
         region="us-east-1",
         author_key=AUTHOR_KEY,
         bind_host="127.0.0.1",
-        local_time_budget_s=30.0,
-        **overrides,
+        **{"local_time_budget_s": 30.0, **overrides},
     )
     for running in serve(settings, stack):
         yield McpServer(running)

@@ -38,17 +38,21 @@ from kiln.catalog.store import (
     RevisionRequiredError,
     StaleRevisionError,
     ToolNotFoundError,
+    utc_now,
 )
-from kiln.catalog.syntax import available_node, check_syntax
+from kiln.catalog.syntax import available_node, check_parses
 from kiln.catalog.toolfiles import encode_files
 from kiln.protocol.backend import CallContext
-from kiln.protocol.guard import host_allowed, origin_allowed
+from kiln.protocol.guard import host_allowed, origin_allowed, same_origin
 from kiln.runner import Runner, RunnerSettings
 from kiln.service import CatalogBackend
 from kiln.settings import Settings
 
 if TYPE_CHECKING:
     from kiln.protocol import McpEndpoint
+    from kiln.tasks.service import TaskService
+    from kiln.tasks.store import TaskStore
+    from kiln.tasks.worker import TaskWorker
 
 log = logging.getLogger("kiln.app")
 T = TypeVar("T")
@@ -86,6 +90,42 @@ class Kiln:
     access: AccessControl
     bundles: Bundles | None = None
 
+    @cached_property
+    def task_worker(self) -> TaskWorker:
+        """Runs one stored task (in this process's pool, or in the worker function)."""
+        from kiln.protocol.calling import ToolCaller
+        from kiln.tasks.worker import TaskWorker
+
+        return TaskWorker(
+            self.task_store,
+            self.backend,
+            ToolCaller(self.backend),
+            self.settings.tasks,
+            now_iso=utc_now,
+        )
+
+    @cached_property
+    def task_store(self) -> TaskStore:
+        from kiln.tasks.store import TaskStore
+
+        c = self.clients
+        return TaskStore(c.dynamodb, c.s3, table=self.settings.table, bucket=self.settings.bucket)
+
+    @cached_property
+    def tasks(self) -> TaskService:
+        """Tasks of the public endpoint: a worker function in AWS, a local pool elsewhere."""
+        from kiln.tasks.service import LambdaStarter, LocalPool, Starter, TaskService
+
+        config = self.settings.tasks
+        starter: Starter
+        if config.worker_function:
+            session = self.clients.session
+            client = session.client("lambda") if session is not None else None
+            starter = LambdaStarter(client, config.worker_function)
+        else:
+            starter = LocalPool(self.task_worker, max_running=config.max_running_per_process)
+        return TaskService(self.task_store, starter, config, self.backend)
+
     @property
     def cursor_secret(self) -> bytes:
         """The same in every container of a deployment, so a cursor works wherever it lands."""
@@ -96,7 +136,7 @@ class Kiln:
     @cached_property
     def endpoint(self) -> McpEndpoint:
         """The MCP endpoint, built on first use (a REST-only function never pays for it)."""
-        return self._endpoint(self.backend)
+        return self._endpoint(self.backend, tasks=self.tasks)
 
     @cached_property
     def admin_endpoint(self) -> McpEndpoint:
@@ -105,7 +145,7 @@ class Kiln:
 
         return self._endpoint(AdminBackend(self.backend, self.store))
 
-    def _endpoint(self, backend: Any) -> McpEndpoint:
+    def _endpoint(self, backend: Any, tasks: TaskService | None = None) -> McpEndpoint:
         from kiln.protocol import McpEndpoint, ProtocolSettings
 
         return McpEndpoint(
@@ -118,6 +158,7 @@ class Kiln:
                 loopback_bind=self.settings.loopback_bind,
                 cursor_secret=self.cursor_secret,
             ),
+            tasks=tasks,
         )
 
 
@@ -192,6 +233,7 @@ def revision_fields(revision: Revision) -> dict[str, Any]:
         "timeout_seconds": revision.timeout_seconds,
         "bundle_id": revision.bundle_id,
         "secrets": list(revision.secrets),  # names only; values are never returned
+        "task": revision.task,
         "tags": list(revision.tags),
     }
 
@@ -271,7 +313,7 @@ class RebindingGuard:
                 "localhost, 127.0.0.1 or [::1] as Host"
             )
         origin = headers.get("origin")
-        allowed = origin_allowed(
+        allowed = same_origin(origin, headers.get("host")) or origin_allowed(
             origin, allowed=self.allowed_origins, loopback_bind=self.loopback_bind
         )
         if not allowed:
@@ -345,8 +387,18 @@ def create_app(
         _mount_mcp(app, parts, "/mcp", "call")
     if role in ("all", "admin"):
         _mount_mcp(app, parts, "/admin/mcp", "author")
+        _mount_studio(app)
         _mount_rest(app, parts)
     return app
+
+
+def _mount_studio(app: FastAPI) -> None:
+    """The studio's pages and its two extra routes; before /api/tools/{ref} so that
+    /api/tools/validate is not read as a tool name."""
+    from kiln.studio import assets, routes
+
+    app.include_router(assets.router)
+    app.include_router(routes.router)
 
 
 def _mount_mcp(app: FastAPI, parts: Kiln, path: str, need: Permission) -> None:
@@ -373,6 +425,9 @@ def _mount_mcp(app: FastAPI, parts: Kiln, path: str, need: Permission) -> None:
 
 def _mount_rest(app: FastAPI, parts: Kiln) -> None:
     from kiln.protocol.arguments import ValidatorCache, summarize
+    from kiln.protocol.calling import ToolCaller
+    from kiln.protocol.wire import LATEST_LEGACY
+    from kiln.service import tool_view
 
     settings, store = parts.settings, parts.store
     validators = ValidatorCache()
@@ -436,7 +491,7 @@ def _mount_rest(app: FastAPI, parts: Kiln) -> None:
     async def create_tool(request: Request) -> JSONResponse:
         who = await require(request)
         draft = check_draft(await json_body(request))
-        await call(check_syntax, draft.language, draft.code, node)
+        await call(check_parses, draft.language, draft.code, node)
         tool = await call(store.create, draft, actor=who.label)
         audit(who, "create", tool)
         response = tagged(tool_json(tool), tool, 201)
@@ -460,7 +515,7 @@ def _mount_rest(app: FastAPI, parts: Kiln) -> None:
         expected = parse_if_match(request.headers.get("if-match"))
         payload = await json_body(request)
         draft = check_draft(payload)
-        await call(check_syntax, draft.language, draft.code, node)
+        await call(check_parses, draft.language, draft.code, node)
         tool = await call(store.update, ref, draft, expected_revision=expected, actor=who.label)
         audit(who, "update", tool)
         return tagged(tool_json(tool), tool)
@@ -544,8 +599,14 @@ def _mount_rest(app: FastAPI, parts: Kiln) -> None:
         outcome, result = await parts.backend.execute(
             tool, arguments, time_left_s=time_left_s(request, settings)
         )
+        mcp_result = ToolCaller(parts.backend).shape(tool_view(tool), outcome, LATEST_LEGACY)
         if result is None:
-            return {"ok": False, "error": outcome.text, "text": outcome.text}
+            return {
+                "ok": False,
+                "error": outcome.text,
+                "text": outcome.text,
+                "mcp_result": mcp_result,
+            }
         return {
             "ok": not result.failed,
             "stdout": result.stdout,
@@ -557,4 +618,5 @@ def _mount_rest(app: FastAPI, parts: Kiln) -> None:
             "stdout_truncated": result.stdout_truncated,
             "stderr_truncated": result.stderr_truncated,
             "text": outcome.text,
+            "mcp_result": mcp_result,  # the CallToolResult an MCP client would get
         }

@@ -17,7 +17,7 @@ from kiln.auth.policy import Principal
 from kiln.catalog.model import Revision, Tool
 from kiln.catalog.rules import RuleError, check_draft
 from kiln.catalog.store import CatalogError, CatalogStore
-from kiln.catalog.syntax import available_node, check_syntax
+from kiln.catalog.syntax import available_node, check_parses
 from kiln.catalog.toolfiles import encode_files
 from kiln.protocol.backend import CallContext, ToolBackend, ToolOutcome, ToolView
 
@@ -83,6 +83,11 @@ _DEFINITION: dict[str, Any] = {
     "annotations": {"type": "object", "description": "readOnlyHint, destructiveHint, ..."},
     "timeout_seconds": {"type": "number", "exclusiveMinimum": 0, "maximum": 900},
     "enabled": {"type": "boolean"},
+    "task": {
+        "type": ["string", "null"],
+        "enum": ["optional", "required", None],
+        "description": "Let calls run as MCP tasks, past the request (long-running tools).",
+    },
     "secrets": {
         "type": "array",
         "items": {"type": "string"},
@@ -172,6 +177,7 @@ def definition(tool: Tool, code: str, files: Mapping[str, bytes] | None = None) 
         "timeout_seconds": head.timeout_seconds,
         "enabled": tool.enabled,
         "secrets": list(head.secrets),
+        "task": head.task,
         "tags": list(head.tags),
     }
 
@@ -236,7 +242,7 @@ class AdminBackend:
 
     async def _create(self, args: Mapping[str, Any], who: Principal | None) -> ToolOutcome:
         draft = check_draft(args)
-        await asyncio.to_thread(check_syntax, draft.language, draft.code, self._node)
+        await asyncio.to_thread(check_parses, draft.language, draft.code, self._node)
         tool = await asyncio.to_thread(self._store.create, draft, actor=created_by(who))
         record_write(
             who, action="create", tool_name=tool.name, tool_id=tool.id, revision=tool.head.number
@@ -251,7 +257,7 @@ class AdminBackend:
         files = await asyncio.to_thread(self._store.files, current.head)
         changes = {k: v for k, v in args.items() if k != "revision"}
         draft = check_draft(changes, defaults=definition(current, code, files))
-        await asyncio.to_thread(check_syntax, draft.language, draft.code, self._node)
+        await asyncio.to_thread(check_parses, draft.language, draft.code, self._node)
         tool = await asyncio.to_thread(
             self._store.update, name, draft, expected_revision=expected, actor=created_by(who)
         )

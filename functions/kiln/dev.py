@@ -363,17 +363,12 @@ def run_dev(args: argparse.Namespace) -> int:
             url = f"http://{_url_host(args.host)}:{sock.getsockname()[1]}"
             print(f"Kiln is serving MCP at {url}/mcp", flush=True)
             print(f"REST API at {url}/api  (author key: {key})", flush=True)
+            print(f"Studio at {url}/studio/  (sign in with the author key)", flush=True)
             print(f"State in {local.state_dir} (from {local.state_dir_source})", flush=True)
             warning = node_warning()
             if warning:
                 print(f"kiln dev: {warning}", file=sys.stderr, flush=True)
-            config = uvicorn.Config(
-                ShutdownHook(app, save_state),
-                host=args.host,
-                port=args.port,
-                log_level="warning",
-                lifespan="on",
-            )
+            config = _server_config(ShutdownHook(app, save_state), args, settings)
             record_server(local.state_dir, url)
             try:
                 uvicorn.Server(config).run(sockets=[sock])
@@ -385,6 +380,30 @@ def run_dev(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:  # uvicorn re-raises Ctrl-C once it has shut down cleanly
         print("kiln dev: stopped", file=sys.stderr)
     return 0
+
+
+def _server_config(app: Any, args: argparse.Namespace, settings: Settings) -> Any:
+    """uvicorn's config with Kiln's connection limits (see kiln.connections)."""
+    import uvicorn
+
+    from kiln.connections import ConnectionLimits, hardened_protocol, limit_log_rate
+
+    limits = ConnectionLimits(
+        idle_timeout_s=settings.idle_timeout_s,
+        request_timeout_s=settings.request_timeout_s,
+        max_connections=settings.max_connections,
+    )
+    limit_log_rate()
+    return uvicorn.Config(
+        app,
+        host=args.host,
+        port=args.port,
+        log_level="warning",
+        lifespan="on",
+        http=hardened_protocol(limits),
+        timeout_keep_alive=max(1, round(limits.idle_timeout_s)),
+        h11_max_incomplete_event_size=limits.max_header_bytes,
+    )
 
 
 def run_stdio(args: argparse.Namespace) -> int:

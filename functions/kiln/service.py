@@ -7,6 +7,7 @@ import logging
 import time
 from collections.abc import Mapping, Sequence
 from contextlib import AbstractContextManager, ExitStack
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -58,6 +59,7 @@ def tool_view(tool: Tool) -> ToolView:
         output_schema=head.output_schema,
         annotations=head.annotations,
         updated_at=tool.updated_at,
+        task_support=head.task,
     )
 
 
@@ -102,6 +104,42 @@ class CatalogBackend:
         _, tools = await self._visible(await self._snapshots.fresh(), ctx)
         tool = tools.get(name)
         return tool_view(tool) if tool is not None and tool.enabled else None
+
+    async def admit_task(
+        self, name: str, arguments: Mapping[str, Any], ctx: CallContext
+    ) -> Tool | None:
+        """The tool a task for this request will run (its view's revision), admitted against
+        the caller's call quotas now, as a call inside the request would be."""
+        latest = self._snapshots.latest or await self._snapshots.fresh()
+        view, tools = await self._visible(latest, ctx)
+        found = tools.get(name)
+        if found is None or not found.enabled:
+            return None
+        caller = caller_of(ctx.principal, view)
+        if self._gate is not None and caller.limits:
+            gate, digest = self._gate, self._gate.digest(arguments)
+            try:
+                await asyncio.to_thread(
+                    gate.admit, caller, found, digest=digest, started=time.time()
+                )
+            except QuotaExceededError as refused:
+                raise RateLimitedError(
+                    str(refused), retry_after_s=refused.retry_after_s, data=refused.data()
+                ) from None
+        return found
+
+    async def find(self, name: str, revision: int) -> Tool | None:
+        """The enabled catalog tool with this name at `revision` (the task worker's lookup)."""
+        tool = (await self._snapshots.fresh()).tools.get(name)
+        if tool is None or not tool.enabled:
+            return None
+        if tool.head.number == revision:
+            return tool
+        pinned = await asyncio.to_thread(self._snapshots.revision, name, revision)
+        return replace(tool, head=pinned)
+
+    def view(self, tool: Tool) -> ToolView:
+        return tool_view(tool)
 
     async def call_tool(
         self, tool: ToolView, arguments: Mapping[str, Any], ctx: CallContext

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from kiln.auth.settings import AuthSettings
+from kiln.tasks.settings import TaskSettings
 
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
 LOCAL_URL = "http://127.0.0.1:8000"  # where `kiln dev` serves by default
@@ -38,6 +39,22 @@ def _int(value: str | None, default: int) -> int:
     return default if value is None or value.strip() == "" else int(value)
 
 
+def _task_settings(e: Mapping[str, str]) -> TaskSettings:
+    d = TaskSettings()
+    return TaskSettings(
+        ttl_ms=_int(e.get("KILN_TASK_TTL_MS"), d.ttl_ms),
+        poll_interval_ms=_int(e.get("KILN_TASK_POLL_INTERVAL_MS"), d.poll_interval_ms),
+        heartbeat_s=_float(e.get("KILN_TASK_HEARTBEAT_S"), d.heartbeat_s),
+        lease_s=_float(e.get("KILN_TASK_LEASE_S"), d.lease_s),
+        start_grace_s=_float(e.get("KILN_TASK_START_GRACE_S"), d.start_grace_s),
+        max_running_per_principal=_int(
+            e.get("KILN_MAX_TASKS_PER_CALLER"), d.max_running_per_principal
+        ),
+        max_running_per_process=_int(e.get("KILN_MAX_RUNNING_TASKS"), d.max_running_per_process),
+        worker_function=e.get("KILN_WORKER_FUNCTION") or None,
+    )
+
+
 @dataclass(frozen=True)
 class Settings:
     table: str = "kiln"
@@ -56,6 +73,9 @@ class Settings:
     local_time_budget_s: float = 60.0  # "time left" outside Lambda
     max_concurrent_runs: int = 4
     max_run_queue: int = 32
+    max_connections: int = 1000  # kiln dev: open HTTP connections (lowered to fit the fd limit)
+    idle_timeout_s: float = 5.0  # kiln dev: a connection with no request in progress
+    request_timeout_s: float = 10.0  # kiln dev: from a request's first byte to its last
     node_binary: str | None = None
     bundle_target: str | None = None
     builder_function: str | None = None
@@ -64,6 +84,7 @@ class Settings:
     cursor_secret: str | None = None  # signs tools/list cursors; one value for every container
     extra: Mapping[str, str] = field(default_factory=dict)
     auth: AuthSettings = field(default_factory=AuthSettings)  # OAuth mode, scopes, secrets
+    tasks: TaskSettings = field(default_factory=TaskSettings)  # long-running tools
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -87,6 +108,9 @@ class Settings:
             local_time_budget_s=_float(e.get("KILN_LOCAL_TIME_BUDGET_S"), cls.local_time_budget_s),
             max_concurrent_runs=_int(e.get("KILN_MAX_CONCURRENT_RUNS"), cls.max_concurrent_runs),
             max_run_queue=_int(e.get("KILN_MAX_RUN_QUEUE"), cls.max_run_queue),
+            max_connections=_int(e.get("KILN_MAX_CONNECTIONS"), cls.max_connections),
+            idle_timeout_s=_float(e.get("KILN_IDLE_TIMEOUT_S"), cls.idle_timeout_s),
+            request_timeout_s=_float(e.get("KILN_REQUEST_TIMEOUT_S"), cls.request_timeout_s),
             node_binary=e.get("KILN_NODE_BINARY") or None,
             bundle_target=e.get("KILN_BUNDLE_TARGET") or None,
             builder_function=e.get("KILN_BUILDER_FUNCTION") or None,
@@ -94,6 +118,7 @@ class Settings:
             public_base_url=e.get("KILN_PUBLIC_BASE_URL") or None,
             cursor_secret=e.get("KILN_CURSOR_SECRET") or None,
             auth=AuthSettings.from_env(e),
+            tasks=_task_settings(e),
         )
 
     def with_(self, **changes: object) -> Settings:

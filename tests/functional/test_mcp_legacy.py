@@ -37,9 +37,11 @@ def test_initialize_with_an_unknown_version_gets_2025_11_25(
     assert initialize(server, version)["protocolVersion"] == "2025-11-25"
 
 
-def test_initialize_result_offers_tools_only_and_names_the_server(server: McpServer) -> None:
+def test_initialize_result_offers_tools_and_tasks_and_names_the_server(server: McpServer) -> None:
     result = initialize(server, "2025-11-25")
-    assert result["capabilities"] == {"tools": {}}
+    tasks = {"list": {}, "cancel": {}, "requests": {"tools": {"call": {}}}}
+    assert result["capabilities"] == {"tools": {}, "tasks": tasks}
+    assert initialize(server, "2025-06-18")["capabilities"] == {"tools": {}}
     assert result["serverInfo"]["name"] == "kiln"
     assert isinstance(result["serverInfo"]["version"], str)
     assert result["instructions"] == "Call add_vat for VAT."

@@ -170,10 +170,13 @@ def test_removed_and_unknown_methods_get_404_method_not_found_with_the_id(
     assert rejected(server.modern(method, rid=f"r-{method}"), 404, -32601)["id"] == f"r-{method}"
 
 
-def test_discover_advertises_no_list_changed_or_subscriptions(server: McpServer) -> None:
+def test_discover_advertises_tools_and_the_tasks_extension_and_no_subscriptions(
+    server: McpServer,
+) -> None:
     capabilities = server.modern("server/discover").json()["result"]["capabilities"]
     assert "listChanged" not in capabilities["tools"]
-    assert set(capabilities) == {"tools"}
+    assert set(capabilities) == {"tools", "extensions"}
+    assert capabilities["extensions"] == {"io.modelcontextprotocol/tasks": {}}
 
 
 def test_tools_list_is_complete_cacheable_and_in_a_stable_order(server: McpServer) -> None:

@@ -12,7 +12,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def run_stdio(tmp_path: Path, lines: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def run_stdio(tmp_path: Path, lines: list[dict[str, Any] | bytes]) -> list[dict[str, Any]]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "KILN_"))}
     process = subprocess.run(
         [
@@ -26,15 +26,42 @@ def run_stdio(tmp_path: Path, lines: list[dict[str, Any]]) -> list[dict[str, Any
             "--state-dir",
             str(tmp_path / ".kiln"),
         ],
-        input="".join(json.dumps(line) + "\n" for line in lines),
+        input=b"".join(
+            (line if isinstance(line, bytes) else json.dumps(line).encode()) + b"\n"
+            for line in lines
+        ),
         capture_output=True,
-        text=True,
         env=env,
         timeout=120,
         check=False,
     )
     assert process.returncode == 0, process.stderr
     return [json.loads(line) for line in process.stdout.splitlines()]
+
+
+def test_kiln_stdio_answers_every_bad_line_and_keeps_serving(tmp_path: Path) -> None:
+    big = b'{"jsonrpc":"2.0","id":1,"method":"ping","params":{"pad":"' + b"x" * 100_000 + b'"}}'
+    huge = b'{"jsonrpc":"2.0","id":2,"method":"ping","pad":"' + b"y" * 2_000_000 + b'"}'
+    replies = run_stdio(
+        tmp_path,
+        [
+            big,  # over asyncio's 64 KiB line buffer, under the 1 MiB message limit
+            b'{"jsonrpc":"2.0","id":"\\udfff","method":"ping"}',
+            huge,  # over the message limit
+            b"\xff\xfe not json",
+            b'{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"x\\udfff"}}',
+            {"jsonrpc": "2.0", "id": 6, "method": "ping"},
+        ],
+    )
+    assert len(replies) == 6  # concurrent lines may answer in any order
+    by_id = {reply["id"]: reply for reply in replies if reply["id"] is not None}
+    assert by_id[1] == {"jsonrpc": "2.0", "id": 1, "result": {}}
+    assert by_id[5]["error"]["code"] == -32600
+    assert by_id[6] == {"jsonrpc": "2.0", "id": 6, "result": {}}
+    anonymous = sorted(r["error"]["message"] for r in replies if r["id"] is None)
+    assert anonymous[0].startswith("Invalid Request: id holds a \\u escape")
+    assert anonymous[1] == f"Invalid Request: the line is {len(huge)} bytes, the limit is 1048576"
+    assert anonymous[2].startswith("Parse error: the body is not valid UTF-8")
 
 
 def test_kiln_stdio_initializes_lists_and_calls_a_fixture_tool(tmp_path: Path) -> None:

@@ -161,9 +161,16 @@ def test_2025_03_26_gets_only_known_annotation_hints(server: McpServer) -> None:
         assert "outputSchema" not in tool
 
 
-def test_no_tool_declares_task_support(server: McpServer) -> None:
-    for tool in server.legacy("tools/list").json()["result"]["tools"]:
-        assert "execution" not in tool
+def test_only_tools_whose_manifest_says_task_declare_task_support(server: McpServer) -> None:
+    support = {
+        tool["name"]: tool.get("execution", {}).get("taskSupport")
+        for tool in server.legacy("tools/list").json()["result"]["tools"]
+    }
+    assert support["slow_compute"] == "optional"
+    assert support["failing_job"] == "required"
+    assert support["add_vat"] is None
+    for tool in server.legacy("tools/list", version="2025-06-18").json()["result"]["tools"]:
+        assert "execution" not in tool  # the field exists from 2025-11-25 on
 
 
 @pytest.mark.parametrize(

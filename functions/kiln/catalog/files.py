@@ -23,7 +23,7 @@ from typing import Any, Literal, Protocol
 from kiln.catalog.model import Draft, Tool
 from kiln.catalog.rules import RuleError, Violation, check_draft
 from kiln.catalog.store import CatalogStore, ToolNotFoundError
-from kiln.catalog.syntax import available_node, check_syntax
+from kiln.catalog.syntax import available_node, check_parses
 from kiln.catalog.toolfiles import MAX_FILE_BYTES, MAX_FILES, digest, encode_files
 
 MANIFEST = "tool.json"
@@ -85,7 +85,7 @@ def read_folder(folder: Path) -> Draft:
     payload["files"] = _extra_files(folder)
     try:
         draft = check_draft(payload)
-        check_syntax(draft.language, draft.code, available_node())
+        check_parses(draft.language, draft.code, available_node())
     except RuleError as error:
         raise FolderError(f"{folder}: {error}") from error
     return draft
@@ -244,6 +244,7 @@ def draft_from_tool_json(body: Mapping[str, Any], code: str) -> Draft:
             "enabled",
             "secrets",
             "files",
+            "task",
             "tags",
         )
         if body.get(key) is not None
@@ -284,6 +285,7 @@ def draft_of(tool: Tool, code: str, files: Mapping[str, bytes] | None = None) ->
         enabled=tool.enabled,
         secrets=head.secrets,
         files=dict(files or {}),
+        task=head.task,
         tags=head.tags,
     )
 

@@ -7,6 +7,8 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 Language = Literal["python", "node"]
+# Whether calls may run as MCP tasks (long-running, past the request): None means never.
+TaskMode = Literal["optional", "required"]
 
 ANNOTATION_HINTS = ("readOnlyHint", "destructiveHint", "idempotentHint", "openWorldHint")
 
@@ -33,6 +35,7 @@ class Draft:
     enabled: bool = True
     secrets: tuple[str, ...] = ()  # names of the per-tool secrets the script reads from its env
     files: Mapping[str, bytes] = field(default_factory=dict)  # relative path -> bytes
+    task: TaskMode | None = None
     tags: tuple[str, ...] = ()  # short labels that views select tools by
 
 
@@ -58,6 +61,7 @@ class Revision:
     restored_from: int | None = None
     secrets: tuple[str, ...] = ()  # declared secret names (values live in SSM, never here)
     files: Mapping[str, str] = field(default_factory=dict)  # relative path -> sha256 (files/…)
+    task: TaskMode | None = None
     tags: tuple[str, ...] = ()
 
 

@@ -25,8 +25,9 @@ from referencing.exceptions import Unresolvable
 from referencing.jsonschema import DRAFT202012
 
 from kiln.auth.secrets import InvalidSecretError, check_secret_name
-from kiln.catalog.model import ANNOTATION_HINTS, Draft, Language
+from kiln.catalog.model import ANNOTATION_HINTS, Draft, Language, TaskMode
 from kiln.catalog.toolfiles import check_files
+from kiln.safe_schema import pattern_problem
 
 __all__ = [
     "RuleError",
@@ -100,6 +101,7 @@ CANONICAL_FIELDS: Final = (
     "enabled",
     "secrets",
     "files",
+    "task",
     "tags",
 )
 
@@ -276,6 +278,22 @@ def _check_timeout(value: object, found: list[Violation]) -> float | None:
         )
         return None
     return seconds
+
+
+def _check_task(value: object, found: list[Violation]) -> TaskMode | None:
+    if value is _MISSING or value is None or value == "forbidden":
+        return None
+    if value in ("optional", "required"):
+        return value
+    found.append(
+        _violation(
+            "task",
+            "enum",
+            'must be "optional" (calls may run as MCP tasks) or "required" (they always do); '
+            "leave it out for tools that answer inside the request",
+        )
+    )
+    return None
 
 
 def _check_enabled(value: object, found: list[Violation]) -> bool:
@@ -677,6 +695,27 @@ def _metaschema_violations(field: str, schema: Mapping[str, Any]) -> list[Violat
     return found
 
 
+def _pattern_violations(field: str, schema: Mapping[str, Any]) -> list[Violation]:
+    """Patterns RE2 cannot evaluate (in linear time) are refused here, not left to stall calls."""
+    found: list[Violation] = []
+    for where, node in _schema_nodes(schema, {}):
+        places: list[tuple[tuple[str | int, ...], object]] = [
+            ((*where, "pattern"), node.get("pattern"))
+        ]
+        keyed = node.get("patternProperties")
+        if isinstance(keyed, Mapping):
+            places += [((*where, "patternProperties", key), key) for key in keyed]
+        for place, pattern in places:
+            why = pattern_problem(pattern) if isinstance(pattern, str) else None
+            if why is not None:
+                text = (
+                    "must be a regular expression RE2 can evaluate (no lookaround or "
+                    f"backreferences), which keeps every check linear in time; RE2 says: {why}"
+                )
+                found.append(_violation(_path(field, place), "pattern", text))
+    return found[:MAX_SCHEMA_REPORTS]
+
+
 def _is_dialect(value: object) -> bool:
     return isinstance(value, str) and value.rstrip("#") == DIALECT and value.count("#") <= 1
 
@@ -925,7 +964,7 @@ def _schema_text_violations(field: str, text: str) -> tuple[Violation, ...]:
         )
     if "$schema" in schema and not _is_dialect(schema["$schema"]):
         return (_violation(f"{field}.$schema", "dialect", f"must be left out or be {DIALECT}"),)
-    problems = _metaschema_violations(field, schema)
+    problems = _metaschema_violations(field, schema) or _pattern_violations(field, schema)
     if problems:
         return tuple(problems)
     if schema.get("type") != "object":
@@ -1072,6 +1111,7 @@ def check_draft(payload: Mapping[str, Any], *, defaults: Mapping[str, Any] | Non
     enabled = _check_enabled(get("enabled"), found)
     secrets = _check_secrets(get("secrets"), found)
     files = _check_files(get("files"), found)
+    task = _check_task(get("task"), found)
     tags = _check_tags(get("tags"), found)
 
     if found:
@@ -1096,5 +1136,6 @@ def check_draft(payload: Mapping[str, Any], *, defaults: Mapping[str, Any] | Non
         enabled=enabled,
         secrets=secrets,
         files=files,
+        task=task,
         tags=tags,
     )

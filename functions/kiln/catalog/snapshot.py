@@ -75,6 +75,10 @@ class CatalogSnapshots:
                 self.reloads += 1
         return snapshot
 
+    def revision(self, name: str, number: int) -> Revision:
+        """One revision of a tool, read from the store (a task pinned to it runs it)."""
+        return self._store.revision(name, number)
+
     def code(self, revision: Revision) -> str:
         """A revision's source, fetched from S3 once per process (it never changes)."""
         key = revision.code_sha256

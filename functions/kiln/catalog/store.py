@@ -116,8 +116,8 @@ def same_definition(tool: Tool, draft: Draft) -> bool:
         == (draft.description, draft.language, draft.requirements, draft.title)
         and (head.input_schema, head.output_schema, head.annotations)
         == (draft.input_schema, draft.output_schema, draft.annotations)
-        and (head.timeout_seconds, head.secrets, head.tags)
-        == (draft.timeout_seconds, draft.secrets, draft.tags)
+        and (head.timeout_seconds, head.secrets, head.tags, head.task)
+        == (draft.timeout_seconds, draft.secrets, draft.tags, draft.task)
     )
 
 
@@ -471,6 +471,7 @@ class CatalogStore:
             created_by=actor,
             secrets=draft.secrets,
             files=files,
+            task=draft.task,
             tags=draft.tags,
         )
 

@@ -3,14 +3,16 @@
 jsonschema's own messages quote the offending value (`-1 is less than the minimum of 0`), and
 arguments may carry secrets, so each failure is described from the schema side only: the
 field path and the rule it broke (`net: must be ≥ 0`, `(root): missing required property
-'net'`). Compiled validators are cached by a fingerprint of the schema.
+'net'`). Compiled validators are cached by a fingerprint of the schema. Validation runs on
+`kiln.safe_schema`'s validator (RE2 patterns, a time budget); `check` runs it off the event loop.
 """
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
-import re
+import threading
 from collections import OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
@@ -20,11 +22,23 @@ from jsonschema.exceptions import SchemaError, ValidationError
 from referencing import Registry
 from referencing.exceptions import NoSuchResource, Unresolvable
 
+from kiln.safe_schema import (
+    BudgetExceededError,
+    PatternError,
+    SafeValidator,
+    additional_keys,
+    budget,
+)
+
 _CACHE_SIZE = 256
 
 
 class SchemaProblem(Exception):
     """The tool's own schema is unusable (invalid, or a `$ref` that cannot be resolved)."""
+
+
+class TooCostlyError(SchemaProblem):
+    """Checking the instance against the schema took longer than the time budget."""
 
 
 def _refuse_remote(uri: str) -> Any:
@@ -45,32 +59,53 @@ class ValidatorCache:
 
     def __init__(self, size: int = _CACHE_SIZE) -> None:
         self._size = size
-        self._validators: OrderedDict[str, Draft202012Validator] = OrderedDict()
+        self._validators: OrderedDict[str, Any] = OrderedDict()
+        self._lock = threading.Lock()  # `check` calls in from worker threads
 
-    def get(self, schema: Mapping[str, Any]) -> Draft202012Validator:
+    def get(self, schema: Mapping[str, Any]) -> Any:
         key = schema_fingerprint(schema)
-        validator = self._validators.get(key)
-        if validator is not None:
-            self._validators.move_to_end(key)
-            return validator
+        with self._lock:
+            validator = self._validators.get(key)
+            if validator is not None:
+                self._validators.move_to_end(key)
+                return validator
         try:
             Draft202012Validator.check_schema(schema)
         except SchemaError as exc:
             where = _path(exc.absolute_path) if exc.absolute_path else "(root)"
             raise SchemaProblem(f"the schema is not valid JSON Schema 2020-12 at {where}") from exc
-        validator = Draft202012Validator(schema, registry=_REGISTRY)
-        self._validators[key] = validator
-        if len(self._validators) > self._size:
-            self._validators.popitem(last=False)
+        validator = SafeValidator(schema, registry=_REGISTRY)
+        with self._lock:
+            self._validators[key] = validator
+            if len(self._validators) > self._size:
+                self._validators.popitem(last=False)
         return validator
 
-    def problems(self, schema: Mapping[str, Any], instance: Any) -> list[str]:
-        """Every rule `instance` breaks, as `path: rule` lines; empty when it is valid."""
+    async def check(
+        self, schema: Mapping[str, Any], instance: Any, *, budget_s: float | None
+    ) -> list[str]:
+        """`problems` on a worker thread, so a costly check never holds up the event loop."""
+        return await asyncio.to_thread(self.problems, schema, instance, budget_s=budget_s)
+
+    def problems(
+        self, schema: Mapping[str, Any], instance: Any, *, budget_s: float | None = None
+    ) -> list[str]:
+        """Every rule `instance` breaks, as `path: rule` lines; empty when it is valid.
+
+        Raises SchemaProblem when the schema is unusable, TooCostlyError past `budget_s`.
+        """
         validator = self.get(schema)
         try:
-            errors = list(validator.iter_errors(instance))
+            with budget(budget_s):
+                errors = list(validator.iter_errors(instance))
         except Unresolvable as exc:
             raise SchemaProblem("the schema has a $ref that cannot be resolved") from exc
+        except PatternError as exc:
+            raise SchemaProblem(f"the schema has a pattern Kiln cannot evaluate ({exc})") from exc
+        except BudgetExceededError as exc:
+            raise TooCostlyError(
+                f"checking a value against the schema took longer than {budget_s} s"
+            ) from exc
         lines: list[str] = []
         for error in errors:
             for line in describe(error):
@@ -98,16 +133,6 @@ def _plural(count: Any, word: str, plural: str | None = None) -> str:
     return f"{count} {word if count == 1 else (plural or word + 's')}"
 
 
-def _extras(instance: Mapping[str, Any], schema: Mapping[str, Any]) -> list[str]:
-    properties = schema.get("properties", {})
-    patterns = schema.get("patternProperties", {})
-    return sorted(
-        key
-        for key in instance
-        if key not in properties and not any(re.search(p, key) for p in patterns)
-    )
-
-
 def describe(error: ValidationError) -> list[str]:
     """Messages for one jsonschema error, built from the keyword and the schema only."""
     where = _path(error.absolute_path)
@@ -128,7 +153,7 @@ def describe(error: ValidationError) -> list[str]:
     if keyword == "additionalProperties" and isinstance(instance, Mapping):
         return [
             f"{_path([*error.absolute_path, key])}: is not allowed (additionalProperties is false)"
-            for key in _extras(instance, schema)
+            for key in additional_keys(instance, schema)
         ]
     if keyword == "unevaluatedProperties":
         return [f"{where}: has properties not allowed by unevaluatedProperties"]

@@ -4,7 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
+
+TaskSupport = Literal["optional", "required"]
+TaskStatus = Literal["working", "input_required", "completed", "failed", "cancelled"]
+TERMINAL_STATUSES: frozenset[str] = frozenset({"completed", "failed", "cancelled"})
 
 
 @dataclass(frozen=True)
@@ -19,6 +23,7 @@ class ToolView:
     annotations: Mapping[str, Any] | None = None  # readOnlyHint, destructiveHint, ...
     updated_at: str = ""  # ISO 8601 UTC; tools/list orders by this, newest first, then name
     meta: Mapping[str, Any] | None = None  # extra `_meta` for versions that know it
+    task_support: TaskSupport | None = None  # None: calls always run inside the request
 
 
 @dataclass(frozen=True)
@@ -53,4 +58,68 @@ class ToolBackend(Protocol):
         self, tool: ToolView, arguments: Mapping[str, Any], ctx: CallContext
     ) -> ToolOutcome:
         """Run a tool whose arguments already passed its input schema."""
+        ...
+
+
+@dataclass(frozen=True)
+class TaskRecord:
+    """A task as the protocol shows it; `result` / `error` are set once it is terminal.
+
+    `result` is the CallToolResult the run produced, shaped for the revision that created
+    the task; `error` a JSON-RPC error object (`code`, `message`, optional `data`) when the
+    run ended in a protocol-level failure instead.
+    """
+
+    task_id: str
+    status: TaskStatus
+    created_at: str  # ISO 8601 UTC
+    last_updated_at: str
+    ttl_ms: int | None
+    poll_interval_ms: int | None = None
+    status_message: str | None = None
+    result: Mapping[str, Any] | None = None
+    error: Mapping[str, Any] | None = None
+
+    @property
+    def terminal(self) -> bool:
+        return self.status in TERMINAL_STATUSES
+
+
+class TaskRefusedError(Exception):
+    """A task the backend will not start now (a cap on running tasks); the message says why."""
+
+
+class TaskCursorError(ValueError):
+    """A `tasks/list` cursor the backend did not issue."""
+
+
+class TaskBackend(Protocol):
+    """Long-running tool calls: stored records, run elsewhere, looked up by id and caller.
+
+    Lookups are bound to the caller: an id the caller did not create (or that expired, or
+    never existed) is None, never another caller's task.
+    """
+
+    async def create_task(
+        self,
+        tool: ToolView,
+        arguments: Mapping[str, Any],
+        ctx: CallContext,
+        *,
+        version: str,
+        ttl_ms: int | None,
+    ) -> TaskRecord:
+        """Store a `working` task durably and start its run; raises TaskRefusedError."""
+        ...
+
+    async def get_task(self, task_id: str, ctx: CallContext) -> TaskRecord | None: ...
+
+    async def cancel_task(self, task_id: str, ctx: CallContext) -> TaskRecord | None:
+        """Move a working task to `cancelled` (its run is stopped); terminal tasks stay."""
+        ...
+
+    async def list_tasks(
+        self, ctx: CallContext, cursor: str | None
+    ) -> tuple[Sequence[TaskRecord], str | None]:
+        """The caller's tasks, one page; raises TaskCursorError for a cursor it did not issue."""
         ...

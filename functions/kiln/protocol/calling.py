@@ -13,21 +13,28 @@ What a result carries, for a successful run:
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from typing import Any
 
 from mcp_types import CallToolResult, TextContent
 
-from kiln.protocol.arguments import SchemaProblem, ValidatorCache, summarize
+from kiln.protocol.arguments import SchemaProblem, TooCostlyError, ValidatorCache, summarize
 from kiln.protocol.backend import CallContext, ToolBackend, ToolOutcome, ToolView
 from kiln.protocol.content import (
     ContentShapeError,
     claims_shape,
     for_version,
-    load_json,
     parse_shape,
 )
-from kiln.protocol.errors import InternalError, InvalidParamsError, ProtocolError, RequestId
+from kiln.protocol.errors import (
+    InternalError,
+    InvalidParamsError,
+    ProtocolError,
+    RequestId,
+    clip,
+)
+from kiln.protocol.jsontext import load_json, lone_surrogate_path, may_hold_surrogates
 from kiln.protocol.wire import MODERN_VERSIONS, at_least, structured_allowed
 
 log = logging.getLogger(__name__)
@@ -64,13 +71,30 @@ def tool_error(*lines: str) -> dict[str, Any]:
 
 
 class ToolCaller:
-    def __init__(self, backend: ToolBackend, validators: ValidatorCache | None = None) -> None:
+    def __init__(
+        self,
+        backend: ToolBackend,
+        validators: ValidatorCache | None = None,
+        *,
+        budget_s: float | None = 1.0,
+    ) -> None:
         self._backend = backend
         self._validators = validators or ValidatorCache()
+        self._budget_s = budget_s
 
     async def call(
         self, params: dict[str, Any], *, version: str, ctx: CallContext, request_id: RequestId
     ) -> dict[str, Any]:
+        prepared = await self.prepare(params, ctx=ctx, request_id=request_id)
+        if isinstance(prepared, dict):
+            return prepared
+        tool, arguments = prepared
+        return await self.run(tool, arguments, version=version, ctx=ctx, request_id=request_id)
+
+    async def find(
+        self, params: dict[str, Any], *, ctx: CallContext, request_id: RequestId
+    ) -> ToolView:
+        """The tool `params.name` names; -32602 when there is none."""
         name = params.get("name")
         if not isinstance(name, str):
             raise InvalidParamsError(
@@ -82,38 +106,82 @@ class ToolCaller:
             log.exception("backend.get_tool failed for %s", name)
             raise InternalError("Internal error", request_id=request_id) from exc
         if tool is None:
-            raise InvalidParamsError(f"Unknown tool: {name}", request_id=request_id)
+            raise InvalidParamsError(f"Unknown tool: {clip(name)}", request_id=request_id)
+        return tool
 
-        arguments = params.get("arguments", {})
+    async def prepare(
+        self, params: dict[str, Any], *, ctx: CallContext, request_id: RequestId
+    ) -> tuple[ToolView, dict[str, Any]] | dict[str, Any]:
+        """The tool and its checked arguments, or the isError result that says what is wrong."""
+        tool = await self.find(params, ctx=ctx, request_id=request_id)
+        return await self.check_arguments(tool, params.get("arguments", {}))
+
+    async def check_arguments(
+        self, tool: ToolView, arguments: Any
+    ) -> tuple[ToolView, dict[str, Any]] | dict[str, Any]:
+        name = tool.name
         if not isinstance(arguments, dict):
             return tool_error(
                 f"Invalid arguments for tool '{name}':\n"
                 f"- arguments: must be an object, got {_kind(arguments)}"
             )
         try:
-            problems = self._validators.problems(tool.input_schema, arguments)
+            problems = await self._validators.check(
+                tool.input_schema, arguments, budget_s=self._budget_s
+            )
+        except TooCostlyError as exc:
+            return tool_error(
+                f"Tool '{name}' was not run: {exc} (inputSchema). Send smaller arguments, "
+                "or its author can simplify the schema."
+            )
         except SchemaProblem as exc:
             return tool_error(
                 f"Tool '{name}' cannot run: {exc} (inputSchema). Its author must fix the tool."
             )
         if problems:
             return tool_error(summarize(name, problems))
+        return tool, arguments
 
+    async def run(
+        self,
+        tool: ToolView,
+        arguments: dict[str, Any],
+        *,
+        version: str,
+        ctx: CallContext,
+        request_id: RequestId,
+    ) -> dict[str, Any]:
         try:
             outcome = await self._backend.call_tool(tool, arguments, ctx)
         except ProtocolError as error:  # a refusal the backend decided (a spent quota)
             error.request_id = request_id
             raise
         except Exception as exc:
-            log.exception("backend.call_tool failed for %s", name)
+            log.exception("backend.call_tool failed for %s", tool.name)
             raise InternalError("Internal error", request_id=request_id) from exc
-        return self.shape(tool, outcome, version)
+        try:
+            if tool.output_schema is None:
+                return self.shape(tool, outcome, version)
+            # Output validation can cost as much as input validation: off the event loop too.
+            return await asyncio.to_thread(self.shape, tool, outcome, version)
+        except RunFailedError as error:
+            error.request_id = request_id
+            raise
 
     def shape(self, tool: ToolView, outcome: ToolOutcome, version: str) -> dict[str, Any]:
         """The CallToolResult for what the run produced, as `version` can receive it."""
         if outcome.is_error:
             return result([text_block(outcome.text)], is_error=True)
         parsed = _try_json(outcome.stdout)
+        if isinstance(parsed, dict) and ERROR_MARKER in parsed:
+            raise _run_failure(tool, parsed)
+        where = lone_surrogate_path(parsed) if may_hold_surrogates(outcome.stdout) else None
+        if where is not None:
+            return tool_error(
+                f"Tool '{tool.name}' printed JSON whose {where} holds a \\u escape for a lone "
+                "UTF-16 surrogate, which is not valid Unicode; it must print the character "
+                "itself or a valid surrogate pair."
+            )
         if claims_shape(parsed):
             return self._content_result(tool, outcome, parsed, version)
         if not structured_allowed(version, tool):
@@ -137,7 +205,9 @@ class ToolCaller:
                 f"a JSON object in MCP {version}. Its output was:"
             )
         try:
-            problems = self._validators.problems(tool.output_schema, value)
+            problems = self._validators.problems(tool.output_schema, value, budget_s=self._budget_s)
+        except TooCostlyError as exc:
+            return f"Tool '{tool.name}' printed output that could not be checked: {exc}."
         except SchemaProblem as exc:
             return f"Tool '{tool.name}' has an unusable outputSchema: {exc}. Its output was:"
         if problems:
@@ -181,6 +251,30 @@ class ToolCaller:
 
 
 _NOT_JSON: Any = object()
+
+# A tool that must end its call in a JSON-RPC error instead of a result (for a task: `failed`
+# with that error) prints exactly {"kiln/error": {"message": "...", "data": <optional>}}.
+ERROR_MARKER = "kiln/error"
+
+
+class RunFailedError(InternalError):
+    """The run ended in a protocol-level failure: there is no CallToolResult for it."""
+
+
+def _run_failure(tool: ToolView, parsed: dict[str, Any]) -> RunFailedError:
+    body = parsed[ERROR_MARKER]
+    if set(parsed) != {ERROR_MARKER} or not isinstance(body, dict):
+        return RunFailedError(
+            f"Tool '{tool.name}' printed a '{ERROR_MARKER}' object that is not valid: it must "
+            f"be the only key, holding an object with a string 'message'"
+        )
+    message = body.get("message")
+    if not isinstance(message, str) or set(body) - {"message", "data"}:
+        return RunFailedError(
+            f"Tool '{tool.name}' printed a '{ERROR_MARKER}' object that is not valid: "
+            "it holds a string 'message' and optionally 'data', nothing else"
+        )
+    return RunFailedError(f"Tool '{tool.name}' failed: {message}", data=body.get("data"))
 
 
 def _try_json(stdout: str) -> Any:

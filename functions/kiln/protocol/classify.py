@@ -23,6 +23,7 @@ from kiln.protocol.errors import (
     MissingMetaError,
     RequestId,
     UnsupportedVersionError,
+    shown,
 )
 from kiln.protocol.wire import LEGACY_VERSIONS, MODERN_VERSIONS
 
@@ -31,7 +32,15 @@ METHOD_HEADER = "mcp-method"
 NAME_HEADER = "mcp-name"
 
 # Which body field `Mcp-Name` mirrors, per method (2026-07-28 streamable-http §Standard Headers).
-_NAME_FIELD = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
+# The tasks extension (SEP-2663) adds its task methods, which name `params.taskId`.
+_NAME_FIELD = {
+    "tools/call": "name",
+    "prompts/get": "name",
+    "resources/read": "uri",
+    "tasks/get": "taskId",
+    "tasks/update": "taskId",
+    "tasks/cancel": "taskId",
+}
 _OWS = " \t"
 
 
@@ -134,10 +143,10 @@ def classify(
         return Envelope("modern", version, method, params, rid, False)
     if header_version is not None and header_version not in LEGACY_VERSIONS:
         raise UnsupportedVersionError(
-            f"Bad Request: unsupported MCP-Protocol-Version header {header_version!r} "
+            f"Bad Request: unsupported MCP-Protocol-Version header {shown(header_version)} "
             f"(supported versions: {', '.join(LEGACY_VERSIONS + MODERN_VERSIONS)})",
             request_id=rid,
-            data={"supported": list(LEGACY_VERSIONS), "requested": header_version},
+            data={"supported": list(LEGACY_VERSIONS), "requested": header_version[:64]},
         )
     version = header_version or legacy_version or "2025-03-26"
     return Envelope("legacy", version, method, params, rid, False)
@@ -171,7 +180,7 @@ def _check_modern(
         _check_header(headers, VERSION_HEADER, "MCP-Protocol-Version", body_version, rid)
     if body_version not in MODERN_VERSIONS:
         raise UnsupportedVersionError(
-            f"Unsupported protocol version: {body_version!r} "
+            f"Unsupported protocol version: {shown(body_version)} "
             f"(supported versions: {', '.join(MODERN_VERSIONS)})",
             request_id=rid,
             data={"supported": list(MODERN_VERSIONS), "requested": body_version},
@@ -208,9 +217,11 @@ def _check_header(
         )
     value = _decode_sentinel(raw, label, rid) if encoded else raw
     if value != expected:
-        body = f"body value {expected!r}" if isinstance(expected, str) else "the body (no value)"
+        body = "the body (no value)"
+        if isinstance(expected, str):
+            body = f"body value {shown(expected)}"
         raise HeaderMismatchError(
-            f"Header mismatch: {label} header value {value!r} does not match {body}",
+            f"Header mismatch: {label} header value {shown(value)} does not match {body}",
             request_id=rid,
             modern=True,
         )

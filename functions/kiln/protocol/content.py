@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import base64
 import binascii
-import json
 from dataclasses import dataclass
 from typing import Any
 
@@ -157,12 +156,3 @@ def for_version(blocks: list[dict[str, Any]], version: str) -> list[dict[str, An
         )
         kept.append(TextContent(text=note).model_dump(by_alias=True, exclude_none=True))
     return kept
-
-
-def load_json(text: str) -> Any:
-    """Strict JSON (no NaN or Infinity); raises ValueError."""
-    return json.loads(text, parse_constant=_reject_constant)
-
-
-def _reject_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not valid JSON")

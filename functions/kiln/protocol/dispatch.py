@@ -12,7 +12,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from kiln.protocol.backend import CallContext, ToolBackend
+from kiln.protocol.backend import CallContext, TaskBackend, ToolBackend
 from kiln.protocol.calling import ToolCaller
 from kiln.protocol.classify import (
     VERSION_HEADER,
@@ -20,8 +20,8 @@ from kiln.protocol.classify import (
     claims_modern,
     classify,
     header,
+    request_id_of,
 )
-from kiln.protocol.content import load_json
 from kiln.protocol.cursor import CursorCodec
 from kiln.protocol.errors import (
     InternalError,
@@ -32,13 +32,17 @@ from kiln.protocol.errors import (
     RateLimitedError,
     RequestId,
     UnsupportedVersionError,
+    clip,
     error_object,
     error_status,
+    shown,
 )
+from kiln.protocol.jsontext import dumps, load_json, lone_surrogate_path, may_hold_surrogates
 from kiln.protocol.legacy import LegacyEra, negotiate
-from kiln.protocol.listing import ToolLister, dumps
+from kiln.protocol.listing import ToolLister
 from kiln.protocol.modern import ModernEra
 from kiln.protocol.settings import ProtocolSettings
+from kiln.protocol.tasks import TASKS_VERSION, TaskMethods
 from kiln.protocol.wire import BATCH_VERSION, LEGACY_VERSIONS, MAX_BATCH, MODERN_VERSIONS
 
 log = logging.getLogger(__name__)
@@ -68,14 +72,45 @@ def error_reply(error: ProtocolError) -> Reply:
 Handler = Callable[[Envelope, CallContext], Awaitable[bytes]]
 
 
+@dataclass(frozen=True)
+class _SurrogateCheck:
+    """Refuses messages holding a lone UTF-16 surrogate (only walked when the body has one)."""
+
+    suspect: bool
+
+    def refuse(self, message: Any) -> None:
+        path = lone_surrogate_path(message) if self.suspect else None
+        if path is None:
+            return
+        rid = request_id_of(message)
+        raise InvalidRequestError(
+            f"Invalid Request: {path} holds a \\u escape for a lone UTF-16 surrogate, "
+            "which is not valid Unicode (RFC 7493); send the character itself or a valid pair",
+            request_id=None if lone_surrogate_path(rid) else rid,
+            modern=claims_modern(message),
+        )
+
+
 class Dispatcher:
-    def __init__(self, backend: ToolBackend, settings: ProtocolSettings) -> None:
+    def __init__(
+        self, backend: ToolBackend, settings: ProtocolSettings, tasks: TaskBackend | None = None
+    ) -> None:
         self._backend = backend
-        self._legacy = LegacyEra(settings)
-        self._modern = ModernEra(settings)
+        self._legacy = LegacyEra(settings, tasks=tasks is not None)
+        self._modern = ModernEra(settings, tasks=tasks is not None)
         codec = CursorCodec(settings.cursor_secret or os.urandom(32))
-        self._lister = ToolLister(codec, page_size=settings.page_size, ttl_ms=settings.list_ttl_ms)
-        self._caller = ToolCaller(backend)
+        self._lister = ToolLister(
+            codec,
+            page_size=settings.page_size,
+            ttl_ms=settings.list_ttl_ms,
+            tasks=tasks is not None,
+        )
+        self._caller = ToolCaller(backend, budget_s=settings.schema_budget_s)
+        self._tasks = (
+            TaskMethods(tasks, self._caller, result_wait_s=settings.task_result_wait_s)
+            if tasks is not None
+            else None
+        )
         self._legacy_methods: dict[str, Handler] = {
             "initialize": self._initialize,
             "ping": self._ping,
@@ -89,6 +124,37 @@ class Dispatcher:
             "tools/list": self._tools_list,
             "tools/call": self._tools_call,
         }
+        if self._tasks is not None:
+            # tasks/result and tasks/list are not part of the extension: -32601 there.
+            self._modern_methods.update(
+                {
+                    "tasks/get": self._task_method(self._tasks.get),
+                    "tasks/update": self._task_method(self._tasks.update),
+                    "tasks/cancel": self._task_method(self._tasks.cancel),
+                }
+            )
+            self._legacy_methods.update(
+                {
+                    "tasks/get": self._task_method(self._tasks.get),
+                    "tasks/result": self._task_method(self._tasks.result),
+                    "tasks/list": self._task_method(self._tasks.list),
+                    "tasks/cancel": self._task_method(self._tasks.cancel),
+                }
+            )
+
+    def _task_method(
+        self, method: Callable[[Envelope, CallContext], Awaitable[dict[str, Any]]]
+    ) -> Handler:
+        async def handler(envelope: Envelope, ctx: CallContext) -> bytes:
+            if not envelope.modern and envelope.version != TASKS_VERSION:
+                raise MethodNotFoundError(
+                    f"Method not found: {envelope.method} exists only in MCP {TASKS_VERSION} "
+                    "and, as the tasks extension, in 2026-07-28",
+                    request_id=envelope.request_id,
+                )
+            return dumps(self._finish(envelope)(await method(envelope, ctx)))
+
+        return handler
 
     async def handle_body(
         self,
@@ -102,13 +168,20 @@ class Dispatcher:
         """Answer one POST body (or one stdio line)."""
         try:
             message = load_json(body.decode("utf-8"))
-        except (UnicodeDecodeError, ValueError, RecursionError):  # nested past the parser
+        except UnicodeDecodeError as error:
+            return error_reply(
+                ParseError(f"Parse error: the body is not valid UTF-8 (byte {error.start})")
+            )
+        except (ValueError, RecursionError):  # nested past the parser
             return error_reply(ParseError("Parse error: the body is not valid JSON"))
+        checked = _SurrogateCheck(may_hold_surrogates(body))
         if isinstance(message, list):
             return await self._batch(
-                message, headers, ctx, http=http, legacy_version=legacy_version
+                message, headers, ctx, http=http, legacy_version=legacy_version, checked=checked
             )
-        return await self._one(message, headers, ctx, http=http, legacy_version=legacy_version)
+        return await self._one(
+            message, headers, ctx, http=http, legacy_version=legacy_version, checked=checked
+        )
 
     async def _one(
         self,
@@ -118,9 +191,11 @@ class Dispatcher:
         *,
         http: bool,
         legacy_version: str | None,
+        checked: _SurrogateCheck,
     ) -> Reply:
         envelope: Envelope | None = None
         try:
+            checked.refuse(message)
             envelope = classify(message, headers, http=http, legacy_version=legacy_version)
             if envelope is None or envelope.is_notification:
                 return Reply(202, None)
@@ -128,7 +203,7 @@ class Dispatcher:
             handler = table.get(envelope.method)
             if handler is None:
                 raise MethodNotFoundError(
-                    f"Method not found: {envelope.method}",
+                    f"Method not found: {clip(envelope.method)}",
                     request_id=envelope.request_id,
                     modern=envelope.modern,
                 )
@@ -155,6 +230,7 @@ class Dispatcher:
         *,
         http: bool,
         legacy_version: str | None,
+        checked: _SurrogateCheck,
     ) -> Reply:
         version = header(headers, VERSION_HEADER) if http else legacy_version
         if version in MODERN_VERSIONS or any(claims_modern(m) for m in messages):
@@ -166,8 +242,8 @@ class Dispatcher:
         if version is not None and version not in LEGACY_VERSIONS:
             return error_reply(
                 UnsupportedVersionError(
-                    f"Bad Request: unsupported MCP-Protocol-Version header {version!r}",
-                    data={"supported": list(LEGACY_VERSIONS), "requested": version},
+                    f"Bad Request: unsupported MCP-Protocol-Version header {shown(version)}",
+                    data={"supported": list(LEGACY_VERSIONS), "requested": version[:64]},
                 )
             )
         if version is not None and version != BATCH_VERSION:
@@ -189,7 +265,10 @@ class Dispatcher:
                 InvalidRequestError("Invalid Request: initialize must not be part of a batch")
             )
         replies = await asyncio.gather(
-            *(self._one(m, headers, ctx, http=http, legacy_version=BATCH_VERSION) for m in messages)
+            *(
+                self._one(m, headers, ctx, http=http, legacy_version=BATCH_VERSION, checked=checked)
+                for m in messages
+            )
         )
         bodies = [r.body for r in replies if r.body is not None]
         if not bodies:
@@ -226,7 +305,10 @@ class Dispatcher:
         )
 
     async def _tools_call(self, envelope: Envelope, ctx: CallContext) -> bytes:
-        result = await self._caller.call(
-            envelope.params, version=envelope.version, ctx=ctx, request_id=envelope.request_id
-        )
+        if self._tasks is not None:
+            result = await self._tasks.tools_call(envelope, ctx)
+        else:
+            result = await self._caller.call(
+                envelope.params, version=envelope.version, ctx=ctx, request_id=envelope.request_id
+            )
         return dumps(self._finish(envelope)(result))

@@ -16,12 +16,25 @@ from mcp_types import (
     INVALID_PARAMS,
     INVALID_REQUEST,
     METHOD_NOT_FOUND,
+    MISSING_REQUIRED_CLIENT_CAPABILITY,
     PARSE_ERROR,
     UNSUPPORTED_PROTOCOL_VERSION,
 )
 from mcp_types.jsonrpc import ErrorData, JSONRPCError
 
 RequestId = int | str | None
+
+_SHOWN_CHARS = 64
+
+
+def clip(value: str, limit: int = _SHOWN_CHARS) -> str:
+    """A caller-sent string for a message: enough to identify it, never all of it."""
+    return value if len(value) <= limit else value[:limit] + "…"
+
+
+def shown(value: str, limit: int = _SHOWN_CHARS) -> str:
+    """`clip`, quoted."""
+    return repr(clip(value, limit))
 
 
 class ProtocolError(Exception):
@@ -79,6 +92,10 @@ class InvalidParamsError(ProtocolError):
     """Params the method cannot use: unknown tool, bad cursor, wrong types."""
 
 
+class MissingCapabilityError(ProtocolError):
+    """A request the server can serve only with a client capability the client did not send."""
+
+
 class InternalError(ProtocolError):
     """Something failed inside Kiln; the message never carries internals."""
 
@@ -114,6 +131,7 @@ ERROR_TABLE: dict[type[ProtocolError], ErrorRule] = {
     MethodNotFoundError: ErrorRule(METHOD_NOT_FOUND, 200, 404),
     InvalidParamsError: ErrorRule(INVALID_PARAMS, 200, 200),
     InternalError: ErrorRule(INTERNAL_ERROR, 200, 200),
+    MissingCapabilityError: ErrorRule(MISSING_REQUIRED_CLIENT_CAPABILITY, 400, 400),
     RateLimitedError: ErrorRule(RATE_LIMITED, 429, 429),
 }
 
@@ -133,12 +151,18 @@ def error_status(error: ProtocolError) -> int:
     return rule.modern_status if error.modern else rule.legacy_status
 
 
+def error_code(error: ProtocolError) -> int:
+    """The JSON-RPC code: the table's, unless the error carries its own (a replayed one)."""
+    own = getattr(error, "code", None)
+    return own if isinstance(own, int) else rule_for(error).code
+
+
 def error_object(error: ProtocolError) -> dict[str, Any]:
     """The JSON-RPC error response for `error` (`id` null when the request id is unknown)."""
     wire = JSONRPCError(
         jsonrpc="2.0",
         id=error.request_id,
-        error=ErrorData(code=rule_for(error).code, message=error.message, data=error.data),
+        error=ErrorData(code=error_code(error), message=error.message, data=error.data),
     ).model_dump(mode="json")
     if error.data is None:
         del wire["error"]["data"]

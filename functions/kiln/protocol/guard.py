@@ -21,6 +21,20 @@ def host_allowed(host: str | None, *, loopback_bind: bool) -> bool:
     return not loopback_bind or host is None or host_name(host) in LOOPBACK_NAMES
 
 
+def same_origin(origin: str | None, host: str | None) -> bool:
+    """A page served by this server (the studio) calling it: the Origin names the Host asked.
+
+    A rebinding page has the same shape, which is why `host_allowed` runs first on loopback.
+    """
+    if origin is None or not host:
+        return False
+    try:
+        parts = urlsplit(origin)
+    except ValueError:
+        return False
+    return parts.scheme in {"http", "https"} and parts.netloc.lower() == host.strip().lower()
+
+
 def is_loopback_origin(origin: str) -> bool:
     try:
         parts = urlsplit(origin)

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from kiln.protocol.backend import CallContext, ToolBackend
+from kiln.protocol.backend import CallContext, TaskBackend, ToolBackend
 from kiln.protocol.dispatch import Dispatcher, Reply, error_reply
 from kiln.protocol.errors import TransportError
 from kiln.protocol.guard import host_allowed, origin_allowed
@@ -36,9 +36,15 @@ class HttpResponse:
 class McpEndpoint:
     """One MCP endpoint: both protocol eras, decided per request."""
 
-    def __init__(self, backend: ToolBackend, settings: ProtocolSettings | None = None) -> None:
+    def __init__(
+        self,
+        backend: ToolBackend,
+        settings: ProtocolSettings | None = None,
+        *,
+        tasks: TaskBackend | None = None,
+    ) -> None:
         self.settings = settings or ProtocolSettings()
-        self.dispatcher = Dispatcher(backend, self.settings)
+        self.dispatcher = Dispatcher(backend, self.settings, tasks)
 
     async def handle(self, request: HttpRequest, ctx: CallContext) -> HttpResponse:
         try:

@@ -4,10 +4,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from mcp_types import Implementation, InitializeResult, ServerCapabilities, ToolsCapability
+from mcp_types import (
+    Implementation,
+    InitializeResult,
+    ServerCapabilities,
+    ServerTasksCapability,
+    ToolsCapability,
+)
 
 from kiln.protocol.errors import InvalidParamsError, RequestId
-from kiln.protocol.listing import dumps
+from kiln.protocol.jsontext import dumps
 from kiln.protocol.settings import ProtocolSettings
 from kiln.protocol.wire import LATEST_LEGACY, LEGACY_VERSIONS, server_info
 
@@ -18,16 +24,25 @@ def negotiate(requested: str) -> str:
 
 
 class LegacyEra:
-    def __init__(self, settings: ProtocolSettings) -> None:
+    def __init__(self, settings: ProtocolSettings, *, tasks: bool = False) -> None:
         # Static per version: rendered through the models and serialised once.
-        self._initialize = {v: dumps(self._initialize_result(settings, v)) for v in LEGACY_VERSIONS}
+        self._initialize = {
+            v: dumps(self._initialize_result(settings, v, tasks=tasks)) for v in LEGACY_VERSIONS
+        }
 
     @staticmethod
-    def _initialize_result(settings: ProtocolSettings, version: str) -> dict[str, Any]:
+    def _initialize_result(
+        settings: ProtocolSettings, version: str, *, tasks: bool
+    ) -> dict[str, Any]:
+        task_capability = None
+        if tasks and version == "2025-11-25":  # the only legacy revision with tasks
+            task_capability = ServerTasksCapability.model_validate(
+                {"list": {}, "cancel": {}, "requests": {"tools": {"call": {}}}}
+            )
         result = InitializeResult(
             protocol_version=version,
             # Tools only; no listChanged: a stateless JSON server has no stream to announce on.
-            capabilities=ServerCapabilities(tools=ToolsCapability()),
+            capabilities=ServerCapabilities(tools=ToolsCapability(), tasks=task_capability),
             server_info=Implementation(name=settings.server_name, version=settings.server_version),
             instructions=settings.instructions,
         ).model_dump(by_alias=True, exclude_none=True, mode="json")

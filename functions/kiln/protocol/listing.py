@@ -10,7 +10,6 @@ as bytes. The hot path therefore never touches pydantic.
 from __future__ import annotations
 
 import hashlib
-import json
 import logging
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
@@ -23,6 +22,7 @@ from pydantic import ValidationError
 from kiln.protocol.backend import ToolView
 from kiln.protocol.cursor import CursorCodec, CursorError
 from kiln.protocol.errors import InvalidParamsError, RequestId
+from kiln.protocol.jsontext import dumps
 from kiln.protocol.wire import MODERN_VERSIONS, tool_for_version, tool_model
 
 log = logging.getLogger(__name__)
@@ -30,10 +30,6 @@ log = logging.getLogger(__name__)
 _SNAPSHOTS = 8  # distinct lists kept (callers with different views, old and new catalogs)
 
 Finish = Callable[[dict[str, Any]], dict[str, Any]]
-
-
-def dumps(value: Any) -> bytes:
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode()
 
 
 def order(tools: Sequence[ToolView]) -> list[ToolView]:
@@ -63,7 +59,10 @@ def _dump_tool(tool: ToolView) -> dict[str, Any]:
 
 
 class ToolLister:
-    def __init__(self, codec: CursorCodec, *, page_size: int, ttl_ms: int) -> None:
+    def __init__(
+        self, codec: CursorCodec, *, page_size: int, ttl_ms: int, tasks: bool = False
+    ) -> None:
+        self._tasks = tasks  # False: no task support is listed (the endpoint has no tasks)
         self._codec = codec
         self._page_size = max(1, page_size)
         self._ttl_ms = ttl_ms
@@ -122,6 +121,9 @@ class ToolLister:
     ) -> dict[str, Any]:
         end = offset + self._page_size
         tools = [tool_for_version(d, version) for d in snap.dumped[offset:end]]
+        if not self._tasks:
+            for tool in tools:
+                tool.pop("execution", None)
         next_cursor = self._codec.encode(end, snap.fingerprint) if end < len(snap.dumped) else None
         result = ListToolsResult.model_validate(
             {"tools": tools, "nextCursor": next_cursor, "ttlMs": self._ttl_ms, "cacheScope": scope}

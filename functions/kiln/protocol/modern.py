@@ -11,13 +11,14 @@ from mcp_types import (
     ToolsCapability,
 )
 
-from kiln.protocol.listing import dumps
+from kiln.protocol.jsontext import dumps
 from kiln.protocol.settings import ProtocolSettings
+from kiln.protocol.tasks import TASKS_EXTENSION
 from kiln.protocol.wire import MODERN_VERSIONS, server_info
 
 
 class ModernEra:
-    def __init__(self, settings: ProtocolSettings) -> None:
+    def __init__(self, settings: ProtocolSettings, *, tasks: bool = False) -> None:
         self._server_info = server_info(
             name=settings.server_name,
             version=settings.server_version,
@@ -31,7 +32,11 @@ class ModernEra:
                 DiscoverResult(
                     supported_versions=list(MODERN_VERSIONS),
                     # No listChanged, no subscriptions: subscriptions/listen is declined (-32601).
-                    capabilities=ServerCapabilities(tools=ToolsCapability()),
+                    capabilities=ServerCapabilities(
+                        tools=ToolsCapability(),
+                        # Long-running tools (SEP-2663); no settings are defined for it.
+                        extensions={TASKS_EXTENSION: {}} if tasks else None,
+                    ),
                     instructions=settings.instructions,
                     ttl_ms=settings.discover_ttl_ms,
                     cache_scope="public",  # the same for every caller

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from mcp_types import Implementation, Tool, ToolAnnotations
+from mcp_types import Implementation, Tool, ToolAnnotations, ToolExecution
 from mcp_types.version import (
     HANDSHAKE_PROTOCOL_VERSIONS,
     KNOWN_PROTOCOL_VERSIONS,
@@ -41,6 +41,7 @@ _TOOL_FIELDS_SINCE = {
     "outputSchema": "2025-06-18",
     "_meta": "2025-06-18",
     "icons": "2025-11-25",
+    "execution": "2025-11-25",  # experimental tasks; 2026-07-28 moved them to an extension
 }
 
 _SERVER_INFO_FIELDS_SINCE = {
@@ -97,6 +98,9 @@ def tool_model(tool: ToolView) -> Tool:
             else None
         ),
         _meta=dict(tool.meta) if tool.meta is not None else None,
+        execution=(
+            ToolExecution(task_support=tool.task_support) if tool.task_support is not None else None
+        ),
     )
 
 
@@ -107,6 +111,8 @@ def tool_for_version(dumped: Mapping[str, Any], version: str) -> dict[str, Any]:
     not is listed to those clients without it (its results then carry no structuredContent).
     """
     kept = _keep(dumped, _TOOL_FIELDS_SINCE, version)
+    if version in MODERN_VERSIONS:
+        kept.pop("execution", None)
     schema = kept.get("outputSchema")
     if schema is not None and version in LEGACY_VERSIONS and schema.get("type") != "object":
         del kept["outputSchema"]

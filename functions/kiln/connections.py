@@ -1,0 +1,172 @@
+"""Connection hardening for `kiln dev`'s uvicorn: timeouts, a connection cap, quiet logs.
+
+uvicorn's h11 protocol waits forever for a request that never finishes arriving (its
+keep-alive timer starts only after a response, and any byte stops it), accepts connections
+until the process runs out of file descriptors, and logs every accept error and bad request.
+Thousands of idle connections then stop `/mcp` from answering and fill the disk with logs.
+
+`hardened_protocol` returns an h11 protocol class that
+- closes a connection whose request is not complete `request_timeout_s` after its first byte
+  (or `idle_timeout_s` after it opened, when nothing came): the header and body timeout;
+- keeps at most `max_connections` open (never more than the file descriptor limit leaves
+  room for): a new one past the cap evicts the longest-idle connection, or is closed when
+  every connection is busy;
+- answers an unparseable request with a JSON-RPC error body instead of plain text.
+`limit_log_rate` keeps repeated log lines (accept errors such as EMFILE, bad requests) to a
+few per interval, with a count of what was left out.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import resource
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import h11
+from uvicorn.protocols.http.h11_impl import H11Protocol
+
+log = logging.getLogger(__name__)
+
+_FD_RESERVE = 64  # descriptors kept for the store, tool runs' pipes, bundles and logs
+
+
+@dataclass(frozen=True)
+class ConnectionLimits:
+    idle_timeout_s: float = 5.0  # a connection with no request in progress
+    request_timeout_s: float = 10.0  # first byte of a request to its last (headers and body)
+    max_connections: int = 1000
+    max_header_bytes: int = 16 * 1024
+
+
+def connection_cap(limits: ConnectionLimits) -> int:
+    """`max_connections`, lowered to leave a reserve of file descriptors below the soft limit."""
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == resource.RLIM_INFINITY:
+        return limits.max_connections
+    reserve = max(_FD_RESERVE, soft // 4)
+    return max(1, min(limits.max_connections, soft - reserve))
+
+
+_BAD_REQUEST = (
+    b'{"jsonrpc":"2.0","id":null,"error":{"code":-32600,'
+    b'"message":"Invalid Request: the HTTP request could not be parsed"}}'
+)
+
+
+def hardened_protocol(limits: ConnectionLimits) -> type[H11Protocol]:
+    """An h11 protocol class for uvicorn's `http=` that enforces `limits` (see module doc)."""
+    cap = connection_cap(limits)
+
+    class HardenedH11Protocol(H11Protocol):
+        _timer: asyncio.TimerHandle | None = None
+        _last_active = 0.0
+        _reading = False  # a request has started arriving and has not fully arrived
+
+        def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+            super().connection_made(transport)
+            self._last_active = time.monotonic()
+            self._arm(limits.idle_timeout_s)
+            if len(self.connections) > cap and not self._evict_one():
+                log.warning("connection cap (%d) reached with every connection busy", cap)
+                self._close()
+
+        def connection_lost(self, exc: Exception | None) -> None:
+            self._disarm()
+            super().connection_lost(exc)
+
+        def data_received(self, data: bytes) -> None:
+            self._last_active = time.monotonic()
+            if not self._reading:
+                self._reading = True
+                self._arm(limits.request_timeout_s)  # a request started: it must now finish
+            super().data_received(data)
+            if self.conn.their_state not in (h11.IDLE, h11.SEND_BODY):
+                self._reading = False  # the whole request arrived (or the connection is ending)
+                self._disarm()
+
+        def on_response_complete(self) -> None:
+            self._last_active = time.monotonic()
+            super().on_response_complete()
+
+        def send_400_response(self, msg: str) -> None:
+            headers = [(b"content-type", b"application/json"), (b"connection", b"close")]
+            for event in (
+                h11.Response(status_code=400, headers=headers, reason=b"Bad Request"),
+                h11.Data(data=_BAD_REQUEST),
+                h11.EndOfMessage(),
+            ):
+                self.transport.write(self.conn.send(event))
+            self.transport.close()
+
+        def _idle(self) -> bool:
+            return self.cycle is None or self.cycle.response_complete
+
+        def _arm(self, seconds: float) -> None:
+            self._disarm()
+            self._timer = self.loop.call_later(seconds, self._expire)
+
+        def _disarm(self) -> None:
+            if self._timer is not None:
+                self._timer.cancel()
+                self._timer = None
+
+        def _expire(self) -> None:
+            self._timer = None
+            if self.conn.their_state in (h11.IDLE, h11.SEND_BODY):
+                self._close()
+
+        def _close(self) -> None:
+            self._disarm()
+            if not self.transport.is_closing():
+                self.transport.close()
+
+        def _evict_one(self) -> bool:
+            """Close the longest-idle other connection; False when all of them are busy."""
+            idle = [
+                c
+                for c in self.connections
+                if c is not self
+                and isinstance(c, HardenedH11Protocol)
+                and c._idle()
+                and c.conn.their_state is h11.IDLE
+            ]
+            if not idle:
+                return False
+            min(idle, key=lambda c: c._last_active)._close()
+            return True
+
+    return HardenedH11Protocol
+
+
+class RateLimit(logging.Filter):
+    """Lets through `burst` records per message per `interval_s`; counts the rest."""
+
+    def __init__(self, burst: int = 5, interval_s: float = 10.0) -> None:
+        super().__init__()
+        self._burst = burst
+        self._interval = interval_s
+        self._windows: dict[str, tuple[float, int]] = {}  # message -> (window start, count)
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        key = str(record.msg)[:200]
+        now = time.monotonic()
+        start, count = self._windows.get(key, (now, 0))
+        if now - start >= self._interval:
+            if count > self._burst:
+                record.msg = f"{record.msg} ({count - self._burst} similar lines left out)"
+            start, count = now, 0
+        self._windows[key] = (start, count + 1)
+        if len(self._windows) > 1000:  # many distinct messages: start over rather than grow
+            self._windows.clear()
+        return count < self._burst
+
+
+def limit_log_rate(*names: str, **kwargs: Any) -> RateLimit:
+    """Attach one RateLimit filter to each named logger (and return it)."""
+    limit = RateLimit(**kwargs)
+    for name in names or ("asyncio", "uvicorn.error"):
+        logging.getLogger(name).addFilter(limit)
+    return limit

@@ -1,0 +1,1 @@
+"""Kiln Studio: the authors' web app. Sources in `web/`, the committed build in `dist/`."""

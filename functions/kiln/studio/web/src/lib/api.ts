@@ -1,0 +1,236 @@
+// Every request carries the bearer key in a header (never a cookie, never the URL), so the
+// studio has no CSRF surface; the key lives only in memory and session storage.
+
+export type Language = "python" | "node";
+
+export interface Violation {
+  field: string;
+  rule: string;
+  message: string;
+}
+
+export interface BundleSummary {
+  id: string;
+  status: string;
+  error?: string | null;
+  requirements?: string[];
+  finished_at?: string | null;
+}
+
+export interface ToolFields {
+  title: string | null;
+  description: string;
+  language: Language;
+  requirements: string[];
+  input_schema: Record<string, unknown>;
+  output_schema: Record<string, unknown> | null;
+  annotations: Record<string, boolean> | null;
+  timeout_seconds: number;
+  secrets: string[];
+  code?: string;
+}
+
+export interface Tool extends ToolFields {
+  id: string;
+  name: string;
+  enabled: boolean;
+  revision: number;
+  bundle_id: string | null;
+  created_at: string;
+  updated_at: string;
+  deleted?: boolean;
+  bundle?: BundleSummary | null;
+}
+
+export interface Revision extends ToolFields {
+  revision: number;
+  created_at: string;
+  created_by: string | null;
+  restored_from: number | null;
+  bundle_id: string | null;
+}
+
+export interface Draft extends ToolFields {
+  name: string;
+  code: string;
+  enabled?: boolean;
+}
+
+export interface RunReply {
+  ok: boolean;
+  stdout?: string;
+  stderr?: string;
+  exit_code?: number | null;
+  timed_out?: boolean;
+  duration_ms?: number;
+  applied_timeout_s?: number;
+  stdout_truncated?: boolean;
+  stderr_truncated?: boolean;
+  error?: string;
+  text?: string;
+  mcp_result?: McpResult;
+}
+
+export interface McpResult {
+  content: ContentBlock[];
+  isError?: boolean;
+  structuredContent?: unknown;
+}
+
+export type ContentBlock = { type: string; [key: string]: unknown };
+
+export interface SyntaxProblem {
+  line: number;
+  column: number;
+  message: string;
+}
+
+export interface ValidateReply {
+  ok: boolean;
+  violations: Violation[];
+  syntax: SyntaxProblem | null;
+}
+
+export interface Whoami {
+  kind: string;
+  name: string;
+  scopes: string[];
+}
+
+export interface KeyInfo {
+  name: string;
+  scope: string;
+  id?: string;
+  created_at?: string;
+  last_used_at?: string | null;
+  key?: string;
+}
+
+export interface SecretState {
+  name: string;
+  set: boolean;
+}
+
+export interface BundleDetail extends BundleSummary {
+  lock?: unknown;
+  log?: string | null;
+  target?: string;
+  started_at?: string | null;
+  size?: number | null;
+}
+
+export class ApiError extends Error {
+  constructor(
+    readonly status: number,
+    readonly code: string,
+    message: string,
+    readonly body: Record<string, unknown>,
+  ) {
+    super(message);
+  }
+
+  get violations(): Violation[] {
+    const list = this.body["violations"];
+    return Array.isArray(list) ? (list as Violation[]) : [];
+  }
+}
+
+export class Api {
+  constructor(
+    private readonly key: string,
+    private readonly base = "",
+  ) {}
+
+  async request<T>(
+    method: string,
+    path: string,
+    body?: unknown,
+    headers: Record<string, string> = {},
+  ): Promise<{ data: T; etag: string | null }> {
+    const init: RequestInit = {
+      method,
+      headers: { Authorization: `Bearer ${this.key}`, Accept: "application/json", ...headers },
+      credentials: "omit",
+      cache: "no-store",
+    };
+    if (body !== undefined) {
+      (init.headers as Record<string, string>)["Content-Type"] = "application/json";
+      init.body = JSON.stringify(body);
+    }
+    const response = await fetch(this.base + path, init);
+    const text = await response.text();
+    let data: unknown = null;
+    try {
+      data = text ? JSON.parse(text) : null;
+    } catch {
+      data = { error: { code: "bad_reply", message: text.slice(0, 200) } };
+    }
+    if (!response.ok) {
+      const error = ((data as Record<string, unknown>)?.["error"] ?? {}) as Record<string, unknown>;
+      const message = String(error["message"] ?? `HTTP ${response.status}`);
+      throw new ApiError(response.status, String(error["code"] ?? "error"), message, error);
+    }
+    return { data: data as T, etag: response.headers.get("ETag") };
+  }
+
+  async get<T>(path: string): Promise<T> {
+    return (await this.request<T>("GET", path)).data;
+  }
+
+  whoami = () => this.get<Whoami>("/api/whoami");
+  tools = (deleted = false) =>
+    this.get<{ tools: Tool[] }>(`/api/tools${deleted ? "?include_deleted=true" : ""}`);
+  tool = (ref: string) => this.request<Tool>("GET", `/api/tools/${enc(ref)}`);
+  create = (draft: Draft) => this.request<Tool>("POST", "/api/tools", draft);
+  save = (name: string, draft: Draft, revision: number) =>
+    this.request<Tool>("PUT", `/api/tools/${enc(name)}`, draft, { "If-Match": `"${revision}"` });
+  validate = (draft: Partial<Draft>) =>
+    this.request<ValidateReply>("POST", "/api/tools/validate", draft).then((r) => r.data);
+  rename = (name: string, to: string) =>
+    this.request<Tool>("POST", `/api/tools/${enc(name)}/rename`, { name: to });
+  setEnabled = (name: string, on: boolean) =>
+    this.request<Tool>("POST", `/api/tools/${enc(name)}/${on ? "enable" : "disable"}`);
+  remove = (name: string) => this.request<Tool>("DELETE", `/api/tools/${enc(name)}`);
+  run = (name: string, args: unknown) =>
+    this.request<RunReply>("POST", `/api/tools/${enc(name)}/run`, { arguments: args }).then(
+      (r) => r.data,
+    );
+  revisions = (ref: string) =>
+    this.get<{ revisions: Revision[] }>(`/api/tools/${enc(ref)}/revisions`);
+  revision = (ref: string, n: number) => this.get<Revision>(`/api/tools/${enc(ref)}/revisions/${n}`);
+  restore = (name: string, n: number, head: number) =>
+    this.request<Tool>("POST", `/api/tools/${enc(name)}/revisions/${n}/restore`, undefined, {
+      "If-Match": `"${head}"`,
+    });
+  bundle = (id: string) => this.get<BundleDetail>(`/api/bundles/${enc(id)}?log=true`);
+  retryBundle = (id: string) => this.request<BundleDetail>("POST", `/api/bundles/${enc(id)}/retry`);
+  keys = () => this.get<{ keys: KeyInfo[] }>("/api/keys");
+  createKey = (name: string, scope: string) =>
+    this.request<KeyInfo>("POST", "/api/keys", { name, scope }).then((r) => r.data);
+  revokeKey = (name: string) => this.request<unknown>("DELETE", `/api/keys/${enc(name)}`);
+  secrets = (tool: string) => this.get<{ secrets: SecretState[] }>(`/api/tools/${enc(tool)}/secrets`);
+  setSecret = (tool: string, secret: string, value: string) =>
+    this.request<unknown>("PUT", `/api/tools/${enc(tool)}/secrets/${enc(secret)}`, { value });
+  removeSecret = (tool: string, secret: string) =>
+    this.request<unknown>("DELETE", `/api/tools/${enc(tool)}/secrets/${enc(secret)}`);
+}
+
+function enc(part: string): string {
+  return encodeURIComponent(part);
+}
+
+export function draftOf(tool: Tool | Revision, name: string): Draft {
+  return {
+    name,
+    title: tool.title ?? null,
+    description: tool.description,
+    language: tool.language,
+    code: tool.code ?? "",
+    requirements: [...(tool.requirements ?? [])],
+    input_schema: structuredClone(tool.input_schema ?? { type: "object", properties: {} }),
+    output_schema: tool.output_schema ? structuredClone(tool.output_schema) : null,
+    annotations: tool.annotations ? { ...tool.annotations } : null,
+    timeout_seconds: tool.timeout_seconds,
+    secrets: [...(tool.secrets ?? [])],
+  };
+}

@@ -1,0 +1,57 @@
+// Reapplying an author's change on top of someone else's save: field by field, the side that
+// changed a field wins; when both changed it, text (the code) is merged line by line and any
+// overlap is left as conflict markers for the author to settle before saving again.
+import { merge as diff3 } from "node-diff3";
+import type { Draft } from "./api";
+
+export interface MergeOutcome {
+  draft: Draft;
+  conflicts: string[]; // fields both sides changed differently
+}
+
+const FIELDS: (keyof Draft)[] = [
+  "title",
+  "description",
+  "language",
+  "code",
+  "requirements",
+  "input_schema",
+  "output_schema",
+  "annotations",
+  "timeout_seconds",
+  "secrets",
+];
+
+function same(a: unknown, b: unknown): boolean {
+  return JSON.stringify(a) === JSON.stringify(b);
+}
+
+export function changedFields(base: Draft, other: Draft): (keyof Draft)[] {
+  return FIELDS.filter((field) => !same(base[field], other[field]));
+}
+
+export function mergeText(base: string, theirs: string, mine: string): { text: string; clean: boolean } {
+  const result = diff3(mine.split("\n"), base.split("\n"), theirs.split("\n"), {
+    label: { a: "yours", o: "start", b: "theirs" },
+  });
+  return { text: result.result.join("\n"), clean: !result.conflict };
+}
+
+export function reapply(base: Draft, theirs: Draft, mine: Draft): MergeOutcome {
+  const draft = structuredClone(theirs);
+  const conflicts: string[] = [];
+  const record = draft as unknown as Record<string, unknown>;
+  for (const field of changedFields(base, mine)) {
+    if (same(theirs[field], base[field]) || same(theirs[field], mine[field])) {
+      record[field] = structuredClone(mine[field]);
+    } else if (field === "code") {
+      const merged = mergeText(base.code, theirs.code, mine.code);
+      draft.code = merged.text;
+      if (!merged.clean) conflicts.push(field);
+    } else {
+      record[field] = structuredClone(mine[field]);
+      conflicts.push(field);
+    }
+  }
+  return { draft, conflicts };
+}

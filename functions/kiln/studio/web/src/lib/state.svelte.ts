@@ -1,0 +1,94 @@
+// Session-wide state: who is signed in, the current route, a toast line, the runs kept for
+// comparison. Routes live in the hash so reloads and the back button work without a server.
+import { Api, type Whoami, type RunReply } from "./api";
+import { forgetKey, loadKey, storeKey } from "./session";
+
+export interface Route {
+  screen: "tools" | "tool" | "new" | "keys" | "connect" | "deleted";
+  tool?: string;
+  tab?: string;
+}
+
+export interface KeptRun {
+  id: number;
+  tool: string;
+  revision: number;
+  args: unknown;
+  reply: RunReply;
+  at: string;
+}
+
+export function parseRoute(hash: string): Route {
+  const parts = hash.replace(/^#\/?/, "").split("/").map(decodeURIComponent);
+  if (parts[0] === "tools" && parts[1]) return { screen: "tool", tool: parts[1], tab: parts[2] || "code" };
+  if (parts[0] === "new") return { screen: "new" };
+  if (parts[0] === "keys") return { screen: "keys" };
+  if (parts[0] === "connect") return { screen: "connect" };
+  if (parts[0] === "deleted") return { screen: "deleted" };
+  return { screen: "tools" };
+}
+
+export function href(route: Route): string {
+  if (route.screen === "tool" && route.tool)
+    return `#/tools/${encodeURIComponent(route.tool)}/${route.tab ?? "code"}`;
+  return `#/${route.screen}`;
+}
+
+class Studio {
+  api = $state<Api | null>(null);
+  who = $state<Whoami | null>(null);
+  route = $state<Route>(parseRoute(location.hash));
+  notice = $state<{ text: string; kind: "ok" | "error" } | null>(null);
+  runs = $state<KeptRun[]>([]);
+  private noticeTimer: ReturnType<typeof setTimeout> | undefined;
+
+  get author(): boolean {
+    return Boolean(this.who?.scopes.includes("author"));
+  }
+
+  async signIn(key: string): Promise<void> {
+    const api = new Api(key.trim());
+    this.who = await api.whoami();
+    this.api = api;
+    storeKey(key.trim());
+  }
+
+  async resume(): Promise<void> {
+    const key = loadKey();
+    if (!key) return;
+    try {
+      await this.signIn(key);
+    } catch {
+      forgetKey();
+    }
+  }
+
+  signOut(): void {
+    forgetKey();
+    this.api = null;
+    this.who = null;
+    this.runs = [];
+    location.hash = "#/tools";
+  }
+
+  go(route: Route): void {
+    location.hash = href(route);
+  }
+
+  say(text: string, kind: "ok" | "error" = "ok"): void {
+    this.notice = { text, kind };
+    clearTimeout(this.noticeTimer);
+    this.noticeTimer = setTimeout(() => (this.notice = null), kind === "error" ? 8000 : 3500);
+  }
+
+  keep(run: Omit<KeptRun, "id">): void {
+    const id = (this.runs[0]?.id ?? 0) + 1;
+    this.runs = [{ ...run, id }, ...this.runs].slice(0, 20);
+  }
+}
+
+export const studio = new Studio();
+
+window.addEventListener("hashchange", () => {
+  studio.route = parseRoute(location.hash);
+});

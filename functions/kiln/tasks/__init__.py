@@ -1,0 +1,1 @@
+"""Long-running tools: task records in DynamoDB, runs in a worker (local pool or Lambda)."""

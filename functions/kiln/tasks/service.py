@@ -1,0 +1,280 @@
+"""The `TaskBackend` of the MCP endpoint: stores tasks, starts their runs, answers lookups.
+
+Where a run happens is a `Starter`: `LocalPool` runs it in this process (kiln dev, tests),
+`LambdaStarter` invokes the worker function asynchronously (AWS). The record is stored
+before the run is started, so a `tasks/get` right after the create always finds it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import re
+import secrets
+import time
+from collections.abc import Callable, Mapping, Sequence
+from datetime import UTC, datetime
+from typing import Any, Protocol
+
+from kiln.catalog.model import Tool
+from kiln.protocol.backend import (
+    CallContext,
+    TaskCursorError,
+    TaskRecord,
+    TaskRefusedError,
+    ToolView,
+)
+from kiln.tasks.settings import TaskSettings
+from kiln.tasks.store import TaskItem, TaskLimitError, TaskStore, owner_key
+from kiln.tasks.worker import TaskWorker, internal_error
+
+log = logging.getLogger("kiln.tasks")
+ANONYMOUS = "anonymous"
+_CURSOR = re.compile(r"[A-Za-z0-9_-]{1,128}")
+LEASE_LOST = (
+    "The worker running this task stopped without reporting back (its lease ran out); "
+    "the run's outcome is unknown. Call the tool again."
+)
+
+
+def iso(epoch: float) -> str:
+    moment = datetime.fromtimestamp(epoch, UTC)
+    return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def principal_label(ctx: CallContext) -> str:
+    """Who owns the tasks this caller creates: the API key or token subject, or anonymous."""
+    label = getattr(ctx.principal, "label", None)
+    return label if isinstance(label, str) and label != ANONYMOUS else ANONYMOUS
+
+
+class TaskTools(Protocol):
+    async def admit_task(
+        self, name: str, arguments: Mapping[str, Any], ctx: CallContext
+    ) -> Tool | None:
+        """The tool the task will run, admitted against the caller's quotas (may raise a
+        ProtocolError such as RateLimitedError); None when it is no longer callable."""
+        ...
+
+
+class Starter(Protocol):
+    def busy(self) -> bool:
+        """True when this process takes no more runs now."""
+        ...
+
+    async def start(self, owner: str, task_id: str) -> None:
+        """Have the task run somewhere; raises when it cannot be handed over."""
+        ...
+
+    def cancelled(self, task_id: str) -> None:
+        """A hint that the task was cancelled (the worker also finds out by itself)."""
+        ...
+
+
+class LocalPool:
+    """Runs tasks in this process's event loop, at most `max_running` at once."""
+
+    def __init__(self, worker: TaskWorker, *, max_running: int) -> None:
+        self._worker = worker
+        self._max_running = max_running
+        self._runs: dict[str, tuple[asyncio.Task[str], asyncio.Event]] = {}
+
+    def busy(self) -> bool:
+        return len(self._runs) >= self._max_running
+
+    @property
+    def running(self) -> int:
+        return len(self._runs)
+
+    async def start(self, owner: str, task_id: str) -> None:
+        event = asyncio.Event()
+        run = asyncio.create_task(self._worker.run(owner, task_id, cancelled=event))
+        self._runs[task_id] = (run, event)
+        run.add_done_callback(lambda done: self._finished(task_id, done))
+
+    def _finished(self, task_id: str, run: asyncio.Task[str]) -> None:
+        self._runs.pop(task_id, None)
+        if not run.cancelled() and run.exception() is not None:
+            # The task stays working; its lease runs out and the next reader fails it.
+            log.error("task %s: its worker failed", task_id, exc_info=run.exception())
+
+    def cancelled(self, task_id: str) -> None:
+        found = self._runs.get(task_id)
+        if found is not None:
+            found[1].set()
+
+    async def close(self) -> None:
+        """Stop every run (their process trees are killed); their tasks' leases run out."""
+        runs = [run for run, _ in self._runs.values()]
+        for run in runs:
+            run.cancel()
+        for run in runs:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await run
+
+
+class LambdaStarter:
+    """Invokes the worker function asynchronously with the task's key."""
+
+    def __init__(self, lambda_client: Any, function: str) -> None:
+        self._client = lambda_client
+        self._function = function
+
+    def busy(self) -> bool:
+        return False  # the worker function's reserved concurrency bounds AWS-side runs
+
+    async def start(self, owner: str, task_id: str) -> None:
+        payload = json.dumps({"kiln_task": {"owner": owner, "id": task_id}}).encode()
+        await asyncio.to_thread(
+            self._client.invoke,
+            FunctionName=self._function,
+            InvocationType="Event",
+            Payload=payload,
+        )
+
+    def cancelled(self, task_id: str) -> None:
+        return None
+
+
+class TaskService:
+    def __init__(
+        self,
+        store: TaskStore,
+        starter: Starter,
+        settings: TaskSettings,
+        tools: TaskTools,
+        *,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self._store = store
+        self._starter = starter
+        self._settings = settings
+        self._tools = tools
+        self._clock = clock
+
+    def _ttl_ms(self, requested: int | None) -> int:
+        # A task outlives the longest run (900 s) by ten minutes, so its result can be read.
+        floor = int((900 + self._settings.start_grace_s + 600) * 1000)
+        wanted = requested if requested is not None else self._settings.ttl_ms
+        return max(floor, min(wanted, self._settings.max_ttl_ms))
+
+    async def create_task(
+        self,
+        tool: ToolView,
+        arguments: Mapping[str, Any],
+        ctx: CallContext,
+        *,
+        version: str,
+        ttl_ms: int | None,
+    ) -> TaskRecord:
+        if self._starter.busy():
+            raise TaskRefusedError(
+                f"Kiln is running as many tasks as it may ({self._settings.max_running_per_process}"
+                "); try again when one has ended"
+            )
+        found = await self._tools.admit_task(tool.name, arguments, ctx)
+        if found is None:
+            raise TaskRefusedError(f"Tool {tool.name!r} was disabled or removed; list tools again.")
+        now = self._clock()
+        ttl = self._ttl_ms(ttl_ms)
+        item = TaskItem(
+            owner=owner_key(principal_label(ctx)),
+            task_id=secrets.token_urlsafe(32),  # 256 random bits: the id is a capability
+            tool=tool.name,
+            revision=found.head.number,
+            version=version,
+            arguments=dict(arguments),
+            status="working",
+            created_at=iso(now),
+            updated_at=iso(now),
+            ttl_ms=ttl,
+            poll_interval_ms=self._settings.poll_interval_ms,
+            expires_at=now + ttl / 1000,
+            lease_until=now + self._settings.start_grace_s,
+        )
+        cap = self._settings.max_running_per_principal
+        try:
+            await asyncio.to_thread(self._store.create, item, max_running=cap)
+        except TaskLimitError as error:
+            raise TaskRefusedError(
+                f"Too many running tasks: this caller already has {cap} working, the limit; "
+                "wait for one to end or cancel one (tasks/cancel)"
+            ) from error
+        try:
+            await self._starter.start(item.owner, item.task_id)
+        except Exception:
+            log.exception("task %s: could not start its worker", item.task_id)
+            await asyncio.to_thread(
+                self._store.settle,
+                item,
+                "failed",
+                now=iso(self._clock()),
+                message="Internal error: the task's worker could not be started",
+                error=internal_error("Internal error: the task's worker could not be started"),
+            )
+            return self._record(await self._get(item.owner, item.task_id) or item)
+        return self._record(item)
+
+    async def _get(self, owner: str, task_id: str) -> TaskItem | None:
+        item = await asyncio.to_thread(self._store.get, owner, task_id)
+        if item is not None and item.status == "working" and item.lease_until < self._clock():
+            await asyncio.to_thread(
+                self._store.settle,
+                item,
+                "failed",
+                now=iso(self._clock()),
+                message=LEASE_LOST,
+                error=internal_error(LEASE_LOST),
+                lease_seen=item.lease_until,
+            )
+            item = await asyncio.to_thread(self._store.get, owner, task_id)
+        return item
+
+    async def get_task(self, task_id: str, ctx: CallContext) -> TaskRecord | None:
+        item = await self._get(owner_key(principal_label(ctx)), task_id)
+        return self._record(item) if item is not None else None
+
+    async def cancel_task(self, task_id: str, ctx: CallContext) -> TaskRecord | None:
+        owner = owner_key(principal_label(ctx))
+        item = await self._get(owner, task_id)
+        if item is None:
+            return None
+        if item.status == "working":
+            await asyncio.to_thread(
+                self._store.settle,
+                item,
+                "cancelled",
+                now=iso(self._clock()),
+                message="The task was cancelled by request.",
+            )
+            self._starter.cancelled(task_id)
+            item = await self._get(owner, task_id) or item
+        return self._record(item)
+
+    async def list_tasks(
+        self, ctx: CallContext, cursor: str | None
+    ) -> tuple[Sequence[TaskRecord], str | None]:
+        if cursor is not None and not _CURSOR.fullmatch(cursor):
+            raise TaskCursorError(cursor)
+        label = principal_label(ctx)
+        if label == ANONYMOUS:
+            # Anonymous tasks are bound to no one: the id is their only key, never a listing.
+            return [], None
+        items, after = await asyncio.to_thread(self._store.page, owner_key(label), cursor)
+        return [self._record(i) for i in items], after
+
+    @staticmethod
+    def _record(item: TaskItem) -> TaskRecord:
+        return TaskRecord(
+            task_id=item.task_id,
+            status=item.status,  # type: ignore[arg-type]
+            created_at=item.created_at,
+            last_updated_at=item.updated_at,
+            ttl_ms=item.ttl_ms,
+            poll_interval_ms=item.poll_interval_ms,
+            status_message=item.status_message,
+            result=item.result,
+            error=item.error,
+        )

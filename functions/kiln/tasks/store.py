@@ -1,0 +1,311 @@
+"""Task records in the catalog's table (their own key prefix) and large payloads in S3.
+
+| pk               | sk          | what                                                    |
+| ---------------- | ----------- | ------------------------------------------------------- |
+| `TASK#<owner>`   | `T#<id>`    | one task: tool, arguments, status, lease, result/error  |
+| `TASK#<owner>`   | `RUNNING`   | `running`: how many of the owner's tasks are working    |
+
+`<owner>` is a hash of the caller (API key name or token subject; one shared value for
+anonymous callers), so a lookup can only ever find the caller's own tasks, and the IAM
+condition `dynamodb:LeadingKeys = TASK#*` confines the functions that write tasks to these
+items. `expires_at` is the table's TTL attribute (DynamoDB deletes expired items within days,
+so reads also treat an expired record as gone). Arguments and results larger than
+`inline_limit` go to S3 under `tasks/`.
+
+Every status change leaves `working` exactly once: the update is conditional on
+`status = working` and decrements the owner's running count in the same transaction.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from botocore.exceptions import ClientError
+
+TASK_PREFIX = "TASK#"
+COUNTER_SK = "RUNNING"
+INLINE_LIMIT = 256 * 1024  # a DynamoDB item holds 400 KB; the rest of the record is small
+
+
+class TaskLimitError(Exception):
+    """The owner already has as many working tasks as allowed."""
+
+
+def owner_key(label: str) -> str:
+    """The partition an owner's tasks live in: a hash, so no caller identity sits in keys."""
+    return hashlib.sha256(f"kiln-task-owner:{label}".encode()).hexdigest()[:32]
+
+
+@dataclass(frozen=True)
+class TaskItem:
+    """One stored task."""
+
+    owner: str
+    task_id: str
+    tool: str
+    revision: int  # the tool revision the task runs (a view may pin an older one)
+    version: str  # the MCP revision the result is shaped for
+    arguments: Mapping[str, Any]
+    status: str
+    created_at: str
+    updated_at: str
+    ttl_ms: int
+    poll_interval_ms: int
+    expires_at: float  # epoch seconds
+    lease_until: float  # epoch seconds; a working task past it has lost its worker
+    status_message: str | None = None
+    result: Mapping[str, Any] | None = None
+    error: Mapping[str, Any] | None = None
+
+
+def _n(value: float) -> dict[str, str]:
+    return {"N": repr(value) if isinstance(value, float) else str(value)}
+
+
+def _key(owner: str, task_id: str) -> dict[str, Any]:
+    return {"pk": {"S": TASK_PREFIX + owner}, "sk": {"S": "T#" + task_id}}
+
+
+def _counter(owner: str) -> dict[str, Any]:
+    return {"pk": {"S": TASK_PREFIX + owner}, "sk": {"S": COUNTER_SK}}
+
+
+def _failed_condition(error: ClientError) -> bool:
+    code = error.response.get("Error", {}).get("Code")
+    return code in {"ConditionalCheckFailedException", "TransactionCanceledException"}
+
+
+class TaskStore:
+    def __init__(
+        self,
+        dynamodb: Any,
+        s3: Any,
+        *,
+        table: str,
+        bucket: str,
+        inline_limit: int = INLINE_LIMIT,
+    ) -> None:
+        self._ddb = dynamodb
+        self._s3 = s3
+        self._table = table
+        self._bucket = bucket
+        self._inline_limit = inline_limit
+
+    # ------------------------------------------------------------------ payloads
+
+    def _payload(self, item: TaskItem, name: str, value: Any) -> dict[str, Any]:
+        """`name` inline when small, else as an S3 object named in `<name>_key`."""
+        text = json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+        if len(text.encode()) <= self._inline_limit:
+            return {name: {"S": text}}
+        key = f"tasks/{item.owner}/{item.task_id}/{name}.json"
+        self._s3.put_object(
+            Bucket=self._bucket, Key=key, Body=text.encode(), ContentType="application/json"
+        )
+        return {f"{name}_key": {"S": key}}
+
+    def _load(self, raw: Mapping[str, Any], name: str) -> Any:
+        if name in raw:
+            return json.loads(raw[name]["S"])
+        if f"{name}_key" in raw:
+            body = self._s3.get_object(Bucket=self._bucket, Key=raw[f"{name}_key"]["S"])["Body"]
+            return json.loads(body.read())
+        return None
+
+    def _item(self, raw: Mapping[str, Any]) -> TaskItem:
+        message = raw.get("status_message")
+        return TaskItem(
+            owner=raw["pk"]["S"][len(TASK_PREFIX) :],
+            task_id=raw["sk"]["S"][2:],
+            tool=raw["tool"]["S"],
+            revision=int(raw["revision"]["N"]),
+            version=raw["version"]["S"],
+            arguments=self._load(raw, "arguments") or {},
+            status=raw["status"]["S"],
+            created_at=raw["created_at"]["S"],
+            updated_at=raw["updated_at"]["S"],
+            ttl_ms=int(raw["ttl_ms"]["N"]),
+            poll_interval_ms=int(raw["poll_interval_ms"]["N"]),
+            expires_at=float(raw["expires_at"]["N"]),
+            lease_until=float(raw["lease_until"]["N"]),
+            status_message=message["S"] if message else None,
+            result=self._load(raw, "result"),
+            error=self._load(raw, "error"),
+        )
+
+    # ------------------------------------------------------------------ writes
+
+    def create(self, item: TaskItem, *, max_running: int) -> None:
+        """Store a new working task and count it; raises TaskLimitError at the owner's cap."""
+        record = {
+            **_key(item.owner, item.task_id),
+            "tool": {"S": item.tool},
+            "revision": _n(item.revision),
+            "version": {"S": item.version},
+            "status": {"S": item.status},
+            "created_at": {"S": item.created_at},
+            "updated_at": {"S": item.updated_at},
+            "ttl_ms": _n(item.ttl_ms),
+            "poll_interval_ms": _n(item.poll_interval_ms),
+            "expires_at": _n(int(item.expires_at)),
+            "lease_until": _n(item.lease_until),
+            **self._payload(item, "arguments", dict(item.arguments)),
+        }
+        try:
+            self._ddb.transact_write_items(
+                TransactItems=[
+                    {
+                        "Update": {
+                            "TableName": self._table,
+                            "Key": _counter(item.owner),
+                            "UpdateExpression": "SET running = if_not_exists(running, :z) + :one",
+                            "ConditionExpression": (
+                                "attribute_not_exists(running) OR running < :cap"
+                            ),
+                            "ExpressionAttributeValues": {
+                                ":z": _n(0),
+                                ":one": _n(1),
+                                ":cap": _n(max_running),
+                            },
+                        }
+                    },
+                    {
+                        "Put": {
+                            "TableName": self._table,
+                            "Item": record,
+                            "ConditionExpression": "attribute_not_exists(pk)",
+                        }
+                    },
+                ]
+            )
+        except ClientError as error:
+            if _failed_condition(error):
+                reasons = error.response.get("CancellationReasons") or []
+                if reasons and reasons[0].get("Code") == "ConditionalCheckFailed":
+                    raise TaskLimitError(
+                        f"{max_running} of this caller's tasks are already running"
+                    ) from error
+            raise
+
+    def settle(
+        self,
+        item: TaskItem,
+        status: str,
+        *,
+        now: str,
+        message: str | None = None,
+        result: Mapping[str, Any] | None = None,
+        error: Mapping[str, Any] | None = None,
+        lease_seen: float | None = None,
+    ) -> bool:
+        """Move a working task to a terminal status; False when it had already left `working`.
+
+        `lease_seen` makes the move conditional on the lease not having been renewed since
+        (how a reader fails a task whose worker stopped, without racing a live worker).
+        """
+        names = {"#s": "status"}
+        values: dict[str, Any] = {":w": {"S": "working"}, ":to": {"S": status}, ":now": {"S": now}}
+        sets = ["#s = :to", "updated_at = :now"]
+        if message is not None:
+            sets.append("status_message = :msg")
+            values[":msg"] = {"S": message}
+        extra: dict[str, Any] = {}
+        if result is not None:
+            extra.update(self._payload(item, "result", dict(result)))
+        if error is not None:
+            extra.update(self._payload(item, "error", dict(error)))
+        for index, (name, value) in enumerate(extra.items()):
+            sets.append(f"#p{index} = :p{index}")  # `result` is a reserved word
+            names[f"#p{index}"] = name
+            values[f":p{index}"] = value
+        condition = "#s = :w"
+        if lease_seen is not None:
+            condition += " AND lease_until = :seen"
+            values[":seen"] = _n(lease_seen)
+        try:
+            self._ddb.transact_write_items(
+                TransactItems=[
+                    {
+                        "Update": {
+                            "TableName": self._table,
+                            "Key": _key(item.owner, item.task_id),
+                            "UpdateExpression": "SET " + ", ".join(sets),
+                            "ConditionExpression": condition,
+                            "ExpressionAttributeNames": names,
+                            "ExpressionAttributeValues": values,
+                        }
+                    },
+                    {
+                        "Update": {
+                            "TableName": self._table,
+                            "Key": _counter(item.owner),
+                            "UpdateExpression": "ADD running :minus",
+                            "ExpressionAttributeValues": {":minus": _n(-1)},
+                        }
+                    },
+                ]
+            )
+        except ClientError as exc:
+            if _failed_condition(exc):
+                return False
+            raise
+        return True
+
+    def renew(self, item: TaskItem, *, lease_until: float) -> bool:
+        """Extend a working task's lease; False when it is no longer working (cancelled)."""
+        try:
+            self._ddb.update_item(
+                TableName=self._table,
+                Key=_key(item.owner, item.task_id),
+                UpdateExpression="SET lease_until = :lease",
+                ConditionExpression="#s = :w",
+                ExpressionAttributeNames={"#s": "status"},
+                ExpressionAttributeValues={":lease": _n(lease_until), ":w": {"S": "working"}},
+            )
+        except ClientError as exc:
+            if _failed_condition(exc):
+                return False
+            raise
+        return True
+
+    # ------------------------------------------------------------------ reads
+
+    def get(self, owner: str, task_id: str) -> TaskItem | None:
+        """The owner's task, or None when it does not exist or has expired."""
+        raw = self._ddb.get_item(
+            TableName=self._table, Key=_key(owner, task_id), ConsistentRead=True
+        ).get("Item")
+        if raw is None or float(raw["expires_at"]["N"]) <= time.time():
+            return None
+        return self._item(raw)
+
+    def page(
+        self, owner: str, start: str | None, *, limit: int = 50
+    ) -> tuple[list[TaskItem], str | None]:
+        """One page of the owner's unexpired tasks and the id to continue after."""
+        kwargs: dict[str, Any] = {
+            "TableName": self._table,
+            "KeyConditionExpression": "pk = :pk AND begins_with(sk, :t)",
+            "ExpressionAttributeValues": {":pk": {"S": TASK_PREFIX + owner}, ":t": {"S": "T#"}},
+            "Limit": limit,
+            "ConsistentRead": True,
+        }
+        if start is not None:
+            kwargs["ExclusiveStartKey"] = _key(owner, start)
+        answer = self._ddb.query(**kwargs)
+        now = time.time()
+        items = [self._item(raw) for raw in answer.get("Items", [])]
+        last = answer.get("LastEvaluatedKey")
+        after = last["sk"]["S"][2:] if last else None
+        return [i for i in items if i.expires_at > now], after
+
+    def running(self, owner: str) -> int:
+        raw = self._ddb.get_item(
+            TableName=self._table, Key=_counter(owner), ConsistentRead=True
+        ).get("Item")
+        return int(raw["running"]["N"]) if raw and "running" in raw else 0

@@ -1,0 +1,85 @@
+"""Fixtures for browser tests: one `kiln dev` and one Chromium per session, a watched page per
+test (a console error, page error or dialog fails the test)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+
+from harness import free_port
+from studio_browser import CHROMIUM, CHROMIUM_ARGS, DESKTOP, KEY, SCREENSHOTS, Dev, Watch, open_page
+
+sync_api = pytest.importorskip("playwright.sync_api")
+
+
+@pytest.fixture(scope="session")
+def dev(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Dev]:
+    """One `kiln dev` process (embedded emulator, no example tools) for the whole session."""
+    state = tmp_path_factory.mktemp("kiln-dev-state")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "KILN_"))}
+    port = free_port()
+    log = (state / "dev.log").open("a")
+    command = [sys.executable, "-m", "kiln.cli", "dev", "--port", str(port)]
+    command += ["--state-dir", str(state / "s"), "--author-key", KEY, "--no-examples"]
+    process = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        with httpx.Client(timeout=30) as http:
+            deadline = time.monotonic() + 60
+            while True:
+                assert process.poll() is None, (state / "dev.log").read_text()
+                try:
+                    if http.get(url + "/api/health", timeout=1).status_code == 200:
+                        break
+                except httpx.TransportError:
+                    pass
+                assert time.monotonic() < deadline, "kiln dev did not start within 60 s"
+                time.sleep(0.1)
+            yield Dev(url, http)
+    finally:
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+        log.close()
+
+
+@pytest.fixture(scope="session")
+def browser() -> Iterator[Any]:
+    if not CHROMIUM.exists():
+        pytest.fail(f"{CHROMIUM} is missing: apt-get install -y chromium (.ci/run does)")
+    with sync_api.sync_playwright() as pw:
+        chromium = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        yield chromium
+        chromium.close()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def screenshot_folder() -> None:
+    shutil.rmtree(SCREENSHOTS, ignore_errors=True)
+    SCREENSHOTS.mkdir(parents=True)
+
+
+@pytest.fixture
+def watched(browser: Any, dev: Dev) -> Iterator[tuple[Any, Watch]]:
+    context, page, watch = open_page(browser, dev, DESKTOP)
+    yield page, watch
+    context.close()
+    assert watch.dialogs == [], f"a dialog opened: {watch.dialogs}"
+    assert watch.errors == [], f"console errors: {watch.errors}"
+
+
+@pytest.fixture
+def page(watched: tuple[Any, Watch]) -> Any:
+    return watched[0]

@@ -1,0 +1,97 @@
+"""Browser test helpers: Debian's Chromium driven by Playwright against a real `kiln dev`.
+
+Every page records console errors, page errors and dialogs; a test that ends with any of them
+fails. Screenshots of each main screen go to tests/browser/screenshots/ (desktop and narrow).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+SCREENSHOTS = Path(__file__).parent / "browser" / "screenshots"
+AXE = Path(__file__).parent / "browser" / "vendor" / "axe.min.js"
+KEY = "browser-test-author-key-0123456789"
+DESKTOP = {"width": 1440, "height": 900}
+NARROW = {"width": 390, "height": 844}
+
+
+@dataclass
+class Dev:
+    url: str
+    http: httpx.Client
+
+    def api(self, method: str, path: str, **kw: Any) -> httpx.Response:
+        headers = {"Authorization": f"Bearer {KEY}", **kw.pop("headers", {})}
+        return self.http.request(method, self.url + path, headers=headers, **kw)
+
+
+@dataclass
+class Watch:
+    """What a page did that it must not: console errors, uncaught errors, dialogs."""
+
+    errors: list[str] = field(default_factory=list)
+    dialogs: list[str] = field(default_factory=list)
+
+
+def open_page(browser: Any, dev: Dev, viewport: dict[str, int]) -> tuple[Any, Any, Watch]:
+    context = browser.new_context(viewport=viewport, base_url=dev.url)
+    context.set_default_timeout(10_000)
+    page = context.new_page()
+    watch = Watch()
+    page.on("console", lambda m: watch.errors.append(m.text) if m.type == "error" else None)
+    page.on("pageerror", lambda e: watch.errors.append(str(e)))
+
+    def on_dialog(dialog: Any) -> None:
+        watch.dialogs.append(dialog.message)
+        dialog.dismiss()
+
+    page.on("dialog", on_dialog)
+    return context, page, watch
+
+
+def sign_in(page: Any, key: str = KEY) -> None:
+    page.goto("/studio/")
+    page.get_by_label("API key").fill(key)
+    page.get_by_role("button", name="Sign in").click()
+    page.get_by_role("navigation", name="Main").wait_for()
+
+
+def shoot(page: Any, name: str) -> None:
+    """Save the screen at the page's width and at a phone's width."""
+    size = page.viewport_size
+    page.screenshot(path=str(SCREENSHOTS / f"{name}-desktop.png"), full_page=True)
+    page.set_viewport_size(NARROW)
+    page.screenshot(path=str(SCREENSHOTS / f"{name}-narrow.png"), full_page=True)
+    page.set_viewport_size(size)
+
+
+def axe_violations(page: Any) -> list[dict[str, Any]]:
+    """axe-core's serious and critical findings on the current screen."""
+    # Evaluated over the DevTools protocol: the studio's CSP (rightly) refuses a <script> tag.
+    page.evaluate(AXE.read_text())
+    results = page.evaluate("async () => (await axe.run(document)).violations")
+    return [
+        {"id": v["id"], "impact": v["impact"], "nodes": [n["target"] for n in v["nodes"]][:5]}
+        for v in results
+        if v["impact"] in ("serious", "critical")
+    ]
+
+
+def assert_accessible(page: Any) -> None:
+    found = axe_violations(page)
+    assert not found, json.dumps(found, indent=1)
