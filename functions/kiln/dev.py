@@ -30,7 +30,13 @@ from kiln.aws import AwsClients, ensure_resources, make_clients
 from kiln.catalog.files import FolderError, tool_folders
 from kiln.catalog.reload import load_folders
 from kiln.catalog.store import CatalogStore
-from kiln.locate import forget_server, record_server, running_server
+from kiln.locate import (
+    forget_server,
+    private_dir,
+    record_server,
+    running_server,
+    write_private,
+)
 from kiln.settings import LocalSettings, Settings
 from kiln.startup import PortBusyError, bind_port, node_warning
 
@@ -48,6 +54,9 @@ WRITE_OPERATIONS = frozenset(
         "DeleteObjects",
         "CopyObject",
         "CompleteMultipartUpload",
+        "PutParameter",
+        "DeleteParameter",
+        "DeleteParameters",
     }
 )
 DEFAULT_EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "tools"
@@ -151,7 +160,8 @@ class StateMirror:
         for key, name in index.items():
             body = (self._objects_dir / name).read_bytes()
             self.clients.s3.put_object(Bucket=self.bucket, Key=key, Body=body)
-        self._fingerprint = self._snapshot_fingerprint(items, index)
+        parameters = self._restore_parameters()
+        self._fingerprint = self._snapshot_fingerprint(items, index, parameters)
         return len(items)
 
     def save(self) -> bool:
@@ -164,9 +174,13 @@ class StateMirror:
                 key: hashlib.sha256(f"{key}\0{etag}".encode()).hexdigest()
                 for key, etag in self._objects()
             }
-            fingerprint = self._snapshot_fingerprint(items, index)
+            parameters = self._parameters()
+            fingerprint = self._snapshot_fingerprint(items, index, parameters)
             if fingerprint == self._fingerprint:
                 return False
+            # Secrets live in the emulator's SSM: saved too, readable by this user only.
+            self.state_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+            write_private(self.state_dir / "ssm.json", json.dumps(parameters))
             self._objects_dir.mkdir(parents=True, exist_ok=True)
             for key, name in index.items():
                 path = self._objects_dir / name
@@ -184,6 +198,7 @@ class StateMirror:
     def start(self, interval_s: float = 1.0) -> None:
         self.clients.dynamodb.meta.events.register("after-call.dynamodb", self._mark_dirty)
         self.clients.s3.meta.events.register("after-call.s3", self._mark_dirty)
+        self.clients.session.events.register("after-call.ssm", self._mark_dirty)
 
         def loop() -> None:
             while not self._stop.wait(interval_s):
@@ -218,9 +233,37 @@ class StateMirror:
             found.extend((obj["Key"], obj["ETag"]) for obj in page.get("Contents", []))
         return found
 
+    @property
+    def _ssm(self) -> Any:
+        endpoint = self.clients.dynamodb.meta.endpoint_url
+        return self.clients.session.client("ssm", endpoint_url=endpoint)
+
+    def _parameters(self) -> list[dict[str, str]]:
+        found: list[dict[str, str]] = []
+        pages = self._ssm.get_paginator("get_parameters_by_path").paginate(
+            Path="/", Recursive=True, WithDecryption=True
+        )
+        for page in pages:
+            found.extend(
+                {"Name": p["Name"], "Value": p["Value"], "Type": p["Type"]}
+                for p in page.get("Parameters", [])
+            )
+        return sorted(found, key=lambda p: p["Name"])
+
+    def _restore_parameters(self) -> list[dict[str, str]]:
+        saved = self.state_dir / "ssm.json"
+        if not saved.is_file():
+            return []
+        parameters: list[dict[str, str]] = json.loads(saved.read_text("utf-8"))
+        for parameter in parameters:
+            self._ssm.put_parameter(**parameter, Overwrite=True)
+        return parameters
+
     @staticmethod
-    def _snapshot_fingerprint(items: list[dict[str, Any]], index: dict[str, str]) -> str:
-        blob = json.dumps([items, sorted(index.items())], sort_keys=True).encode()
+    def _snapshot_fingerprint(
+        items: list[dict[str, Any]], index: dict[str, str], parameters: list[dict[str, str]]
+    ) -> str:
+        blob = json.dumps([items, sorted(index.items()), parameters], sort_keys=True).encode()
         return base64.b16encode(hashlib.sha256(blob).digest()).decode()
 
 
@@ -346,6 +389,7 @@ def run_dev(args: argparse.Namespace) -> int:
     if not args.aws:
         _local_env()
     base = Settings.from_env()
+    private_dir(local.state_dir)  # keys and secrets live here: this user's eyes only
     key = author_key(local.state_dir, args.author_key or local.author_key)
     settings = base.with_(author_key=key, bind_host=args.host)
     try:

@@ -346,3 +346,69 @@ def test_kiln_dev_says_at_start_when_node_tools_cannot_run(tmp_path: Path) -> No
             f"kiln dev: warning: Node tools will fail here. Node.js binary {missing} (from "
             "KILN_NODE_BINARY) does not exist or is not executable"
         ) in dev.stderr()
+
+
+WHOAMI = {
+    "description": "Says which token it was given (its last four characters).",
+    "secrets": ["API_TOKEN"],
+}
+WHOAMI_CODE = {"main.py": "import os\nprint('token ends', os.environ['API_TOKEN'][-4:])\n"}
+SECRET = "s3cr3t-value-1234"
+
+
+def test_every_command_works_beside_kiln_dev_and_the_secret_survives_a_restart(
+    tmp_path: Path,
+) -> None:
+    home, project = tmp_path / "home", tmp_path / "project"
+    tool_folder(project / "tools", "whoami", WHOAMI, WHOAMI_CODE)
+    port = free_port()
+    outputs: list[str] = []
+    with kiln_dev(home, project, port) as dev:
+        created = kiln(home, project, "keys", "create", "--name", "laptop", "--scope", "call")
+        assert created.returncode == 0, created.stderr
+        key = created.stdout.strip()
+        assert key.startswith("kiln_call_")
+        assert created.stderr.startswith("created call key 'laptop' (id ")
+
+        pushed = kiln(home, project, "tools", "push", "tools")
+        assert pushed.returncode == 0, pushed.stderr
+        assert pushed.stdout.split() == ["created", "whoami"]
+
+        undeclared = kiln(home, project, "secrets", "set", "whoami", "OTHER", stdin="x\n")
+        assert undeclared.returncode == 1
+        assert undeclared.stderr == (
+            "kiln secrets set: HTTP 422: secret 'OTHER': tool 'whoami' does not declare it "
+            '(it declares: API_TOKEN); add it to "secrets" in the tool\'s definition first\n'
+        )
+        stored = kiln(home, project, "secrets", "set", "whoami", "API_TOKEN", stdin=SECRET + "\n")
+        assert stored.returncode == 0, stored.stderr
+        assert stored.stdout == "set secret API_TOKEN for tool whoami\n"
+        listed = kiln(home, project, "secrets", "ls", "whoami")
+        assert listed.stdout.split() == ["NAME", "STATUS", "API_TOKEN", "set"]
+
+        called = kiln(home, project, "tools", "call", "whoami")
+        assert called.returncode == 0, called.stderr
+        assert called.stdout.strip() == "token ends 1234"
+
+        desktop = kiln(home, tmp_path / "desktop", "stdio", stdin=stdio_call("whoami", {}))
+        assert desktop.returncode == 0, desktop.stderr
+        assert call_text(desktop.stdout) == "token ends 1234"
+
+        bearer = {"Authorization": f"Bearer {key}"}
+        assert httpx.get(dev.url + "/api/tools", headers=bearer).status_code == 200
+        revoked = kiln(home, project, "keys", "revoke", "laptop")
+        assert revoked.returncode == 0, revoked.stderr
+        assert revoked.stdout.startswith("revoked key 'laptop' (id ")
+        refused = httpx.get(dev.url + "/api/tools", headers=bearer)
+        assert refused.status_code == 401  # the very next request
+        outputs += [p.stdout + p.stderr for p in (created, pushed, stored, called, desktop)]
+        outputs.append(dev.stderr())
+
+    with kiln_dev(home, project, port) as dev:
+        again = kiln(home, tmp_path / "elsewhere", "tools", "call", "whoami")
+        assert again.returncode == 0, again.stderr
+        assert again.stdout.strip() == "token ends 1234"
+        outputs.append(dev.stderr())
+    assert not any(SECRET in text for text in outputs)
+    private = state_of(home)
+    assert private.stat().st_mode & 0o077 == 0
