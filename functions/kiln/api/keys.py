@@ -38,6 +38,7 @@ STATUS: dict[type[KeyStoreError], tuple[int, str]] = {
 def key_json(record: KeyRecord) -> dict[str, Any]:
     body = asdict(record)
     body["quota"] = asdict(record.quota)
+    body["id"] = record.key_id  # the name the studio reads
     return body
 
 
