@@ -33,7 +33,6 @@ from kiln.catalog.store import (
     CatalogStore,
     NameMismatchError,
     NameTakenError,
-    NotDeletedError,
     RevisionNotFoundError,
     RevisionRequiredError,
     StaleRevisionError,
@@ -63,7 +62,6 @@ ERRORS: dict[type[Exception], tuple[int, str]] = {
     RuleError: (422, "invalid_tool"),
     NameMismatchError: (422, "name_mismatch"),
     NameTakenError: (409, "name_taken"),
-    NotDeletedError: (409, "not_deleted"),
     ToolNotFoundError: (404, "not_found"),
     RevisionNotFoundError: (404, "not_found"),
     StaleRevisionError: (412, "stale_revision"),
@@ -462,10 +460,10 @@ def _mount_rest(app: FastAPI, parts: Kiln) -> None:
     def tagged(body: dict[str, Any], tool: Tool, status: int = 200) -> JSONResponse:
         return JSONResponse(body, status_code=status, headers={"ETag": etag(tool)})
 
-    from kiln.api import keys, secrets
+    from kiln.api import keys, secrets, undelete
 
-    app.include_router(keys.router)
-    app.include_router(secrets.router)
+    for module in (keys, secrets, undelete):
+        app.include_router(module.router)
 
     if parts.bundles is not None:
         from kiln.bundles.api import mount_bundle_routes
@@ -574,15 +572,6 @@ def _mount_rest(app: FastAPI, parts: Kiln) -> None:
         tool = await call(store.delete, ref, actor=who.label)
         audit(who, "delete", tool)
         return JSONResponse(tool_json(tool))
-
-    @app.post("/api/tools/{ref}/undelete")
-    async def undelete_tool(ref: str, request: Request) -> JSONResponse:
-        who = await require(request)
-        tool = await call(store.undelete, ref, actor=who.label)
-        audit(who, "undelete", tool)
-        response = tagged(tool_json(tool), tool)
-        response.headers["Location"] = f"/api/tools/{tool.name}"
-        return response
 
     @app.post("/api/tools/{ref}/run")
     async def run_tool(ref: str, request: Request) -> dict[str, Any]:

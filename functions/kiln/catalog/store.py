@@ -32,6 +32,7 @@ from botocore.exceptions import ClientError
 
 from kiln.catalog.model import Draft, Revision, Tool
 from kiln.catalog.toolfiles import digest as content_digest
+from kiln.catalog.toolfiles import same_definition
 
 log = logging.getLogger("kiln.catalog")
 TRANSACTION_ATTEMPTS = 5
@@ -103,22 +104,6 @@ def revision_from_json(text: str) -> Revision:
     data["files"] = dict(data.get("files") or {})
     data["tags"] = tuple(data.get("tags", ()))
     return Revision(**data)
-
-
-def same_definition(tool: Tool, draft: Draft) -> bool:
-    """Whether saving `draft` would change nothing about `tool` (compared by digests)."""
-    head = tool.head
-    return (
-        tool.enabled == draft.enabled
-        and head.code_sha256 == hashlib.sha256(draft.code.encode("utf-8")).hexdigest()
-        and dict(head.files) == {path: content_digest(data) for path, data in draft.files.items()}
-        and (head.description, head.language, head.requirements, head.title)
-        == (draft.description, draft.language, draft.requirements, draft.title)
-        and (head.input_schema, head.output_schema, head.annotations)
-        == (draft.input_schema, draft.output_schema, draft.annotations)
-        and (head.timeout_seconds, head.secrets, head.tags, head.task)
-        == (draft.timeout_seconds, draft.secrets, draft.tags, draft.task)
-    )
 
 
 def _tool_from_item(item: Mapping[str, Any]) -> Tool:
@@ -366,20 +351,7 @@ class CatalogStore:
         self._transact(
             [
                 self._delete_name(tool),
-                {
-                    "Update": {
-                        "TableName": self.table,
-                        "Key": {"pk": _s("TOOLS"), "sk": _s(tool.id)},
-                        "UpdateExpression": "SET deleted = :true, enabled = :false, "
-                        "updated_at = :now, deleted_at = :now",
-                        "ConditionExpression": "deleted = :false",
-                        "ExpressionAttributeValues": {
-                            ":true": {"BOOL": True},
-                            ":false": {"BOOL": False},
-                            ":now": _s(now),
-                        },
-                    }
-                },
+                self._set_deleted(tool.id, True, now),
             ],
             on_conflict=lambda: ToolNotFoundError(f"tool {ref!r} changed or was deleted; retry"),
         )
@@ -393,23 +365,7 @@ class CatalogStore:
         now = self._now()
         try:
             self._transact(
-                [
-                    self._put_name(tool.name, tool.id),
-                    {
-                        "Update": {
-                            "TableName": self.table,
-                            "Key": {"pk": _s("TOOLS"), "sk": _s(tool.id)},
-                            "UpdateExpression": "SET deleted = :false, enabled = :true, "
-                            "updated_at = :now REMOVE deleted_at",
-                            "ConditionExpression": "deleted = :true",
-                            "ExpressionAttributeValues": {
-                                ":true": {"BOOL": True},
-                                ":false": {"BOOL": False},
-                                ":now": _s(now),
-                            },
-                        }
-                    },
-                ]
+                [self._put_name(tool.name, tool.id), self._set_deleted(tool.id, False, now)]
             )
         except ClientError as error:
             codes = _cancel_codes(error)
@@ -421,10 +377,27 @@ class CatalogStore:
             if "ConditionalCheckFailed" in codes:
                 raise NotDeletedError(f"tool {tool.name!r} was restored already") from None
             raise
-        log.info("tool %s (%s) restored by %s", tool.name, tool.id, actor or "?")
         return replace(tool, deleted=False, enabled=True, updated_at=now)
 
     # -- internals ---------------------------------------------------------------------
+
+    def _set_deleted(self, tool_id: str, deleted: bool, now: str) -> dict[str, Any]:
+        """The update that marks a live tool deleted and disabled, or a deleted one live again."""
+        gone = "SET deleted = :yes, enabled = :no, updated_at = :now, deleted_at = :now"
+        back = "SET deleted = :no, enabled = :yes, updated_at = :now REMOVE deleted_at"
+        return {
+            "Update": {
+                "TableName": self.table,
+                "Key": {"pk": _s("TOOLS"), "sk": _s(tool_id)},
+                "UpdateExpression": gone if deleted else back,
+                "ConditionExpression": "deleted = :no" if deleted else "deleted = :yes",
+                "ExpressionAttributeValues": {
+                    ":yes": {"BOOL": True},
+                    ":no": {"BOOL": False},
+                    ":now": _s(now),
+                },
+            }
+        }
 
     def _new_revision(
         self, tool_id: str, number: int, draft: Draft, *, actor: str, now: str
@@ -440,14 +413,9 @@ class CatalogStore:
             ChecksumAlgorithm="SHA256",
         )
         files = {path: content_digest(data) for path, data in sorted(draft.files.items())}
-        for path, data in draft.files.items():
-            self._s3.put_object(
-                Bucket=self.bucket,
-                Key=f"files/{files[path]}",
-                Body=data,
-                ContentType="application/octet-stream",
-                ChecksumAlgorithm="SHA256",
-            )
+        for path, data in draft.files.items():  # content-addressed, like the code
+            key = f"files/{files[path]}"
+            self._s3.put_object(Bucket=self.bucket, Key=key, Body=data, ChecksumAlgorithm="SHA256")
         bundle_id = (
             self._bundles.identify(draft.language, draft.requirements)
             if self._bundles is not None and draft.requirements

@@ -14,6 +14,8 @@ import re
 from collections.abc import Mapping
 from typing import Final
 
+from kiln.catalog.model import Draft, Tool
+
 MAX_FILES: Final = 100
 MAX_FILE_BYTES: Final = 256 * 1024
 MAX_FILES_BYTES: Final = 512 * 1024  # all of a tool's files together (before base64)
@@ -86,3 +88,19 @@ def _decode(encoded: object) -> bytes | None:
         return base64.b64decode(encoded, validate=True)
     except (binascii.Error, ValueError):
         return None
+
+
+def same_definition(tool: Tool, draft: Draft) -> bool:
+    """Whether saving `draft` would change nothing about `tool` (compared by digests)."""
+    head = tool.head
+    return (
+        tool.enabled == draft.enabled
+        and head.code_sha256 == digest(draft.code.encode("utf-8"))
+        and dict(head.files) == {path: digest(data) for path, data in draft.files.items()}
+        and (head.description, head.language, head.requirements, head.title)
+        == (draft.description, draft.language, draft.requirements, draft.title)
+        and (head.input_schema, head.output_schema, head.annotations)
+        == (draft.input_schema, draft.output_schema, draft.annotations)
+        and (head.timeout_seconds, head.secrets, head.tags, head.task)
+        == (draft.timeout_seconds, draft.secrets, draft.tags, draft.task)
+    )
