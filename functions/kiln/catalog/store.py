@@ -414,8 +414,8 @@ class CatalogStore:
         )
         files = {path: content_digest(data) for path, data in sorted(draft.files.items())}
         for path, data in draft.files.items():  # content-addressed, like the code
-            key = f"files/{files[path]}"
-            self._s3.put_object(Bucket=self.bucket, Key=key, Body=data, ChecksumAlgorithm="SHA256")
+            at = f"files/{files[path]}"
+            self._s3.put_object(Bucket=self.bucket, Key=at, Body=data, ChecksumAlgorithm="SHA256")
         bundle_id = (
             self._bundles.identify(draft.language, draft.requirements)
             if self._bundles is not None and draft.requirements
