@@ -13,8 +13,9 @@ import httpx
 import uvicorn
 
 from conftest import AwsStack
-from kiln.app import Kiln, build_kiln, create_app
+from kiln.app import create_app
 from kiln.settings import Settings
+from kiln.stack import Kiln, build_kiln, prepare_process
 
 AUTHOR_KEY = "test-author-key-0123456789"
 
@@ -47,8 +48,9 @@ class RunningKiln:
 
 
 def serve(settings: Settings, aws: AwsStack) -> Iterator[RunningKiln]:
+    prepare_process()  # what every entry point does: redacted logs, a non-dumpable server
     parts = build_kiln(settings, clients=aws.clients)
-    app = create_app(settings, kiln_parts=parts)
+    app = create_app(parts)
     port = free_port()
     server = uvicorn.Server(
         uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="off")

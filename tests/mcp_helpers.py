@@ -14,8 +14,9 @@ import httpx
 
 from conftest import AwsStack
 from harness import AUTHOR_KEY, RunningKiln, serve
+from kiln.authoring import AuthoringService, FolderTarget
 from kiln.aws import ensure_resources, make_clients
-from kiln.catalog.files import StoreTarget, push, tool_folders
+from kiln.catalog.files import push, tool_folders
 from kiln.catalog.store import CatalogStore
 from kiln.settings import Settings
 
@@ -55,7 +56,7 @@ def start_kiln(
     folders = tool_folders(ROOT / "examples" / "conformance")
     folders.append(ROOT / "examples" / "tools" / "add_vat")
     folders.extend(extra)
-    push(StoreTarget(store, actor="test"), folders)
+    push(FolderTarget(AuthoringService(store)), folders)
     settings = Settings(
         bundle_cache_dir=tmp,
         table=stack.table,

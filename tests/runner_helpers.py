@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import random
 import time
 import uuid
 from collections.abc import Iterator
@@ -20,6 +21,7 @@ from typing import Any
 import pytest
 
 from kiln.runner import Runner, RunnerSettings, RunRequest, RunResult, contract_text
+from kiln.runner.contain import processes_of_uids
 from kiln.runner.model import Language
 from kiln.runner.supervisor import descendants
 
@@ -105,6 +107,8 @@ class Harness:
         found = set(processes_carrying(self.marker))
         for runner in self.runners:
             found.update(live_descendants(runner.helper_pid))
+        if os.geteuid() == 0 and self.settings.run_uids is not None:
+            found.update(processes_of_uids(*self.settings.run_uids))
         return sorted(found)
 
     def assert_clean(self) -> None:
@@ -123,13 +127,29 @@ class Harness:
         return Harness(self.work_root, self.shared, settings, self.marker, self.runners)
 
 
+def private_uid_range(size: int = 64) -> tuple[int, int]:
+    """Run uids no other test process on this machine is likely to use at the same time.
+
+    Servers never share a uid (each holds a lock), but a test that looks for leftovers by
+    uid must not see another test's runs.
+    """
+    first = 1_000_000 + random.randrange(100_000) * size
+    return first, first + size
+
+
+def test_settings(work_root: Path, shared: Path) -> RunnerSettings:
+    """Runner settings for a test: its own uid range, and a directory runs share with it."""
+    shared.chmod(0o1777)  # runs of other uids write pid files here
+    return RunnerSettings(work_root=work_root, run_uids=private_uid_range(), shared_dirs=(shared,))
+
+
 @pytest.fixture(name="harness")
 def harness_fixture(tmp_path: Path) -> Iterator[Harness]:
     work_root = tmp_path / "runs"
     shared = tmp_path / "shared"
     work_root.mkdir()
     shared.mkdir()
-    h = Harness(work_root, shared, RunnerSettings(work_root=work_root))
+    h = Harness(work_root, shared, test_settings(work_root, shared))
     yield h
     # Whatever a test did, nothing it started may survive it.
     leftovers = h.leftovers()

@@ -7,6 +7,7 @@ fails. Screenshots of each main screen go to tests/browser/screenshots/ (desktop
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -47,13 +48,22 @@ class Watch:
     errors: list[str] = field(default_factory=list)
     dialogs: list[str] = field(default_factory=list)
 
+    def console(self, kind: str, text: str) -> None:
+        # Chromium logs every 4xx answer; the studio shows those (412, 422) on purpose.
+        if kind == "error" and not re.match(r"Failed to load resource: .* status of 4\d\d", text):
+            self.errors.append(text)
+
 
 def open_page(browser: Any, dev: Dev, viewport: dict[str, int]) -> tuple[Any, Any, Watch]:
     context = browser.new_context(viewport=viewport, base_url=dev.url)
     context.set_default_timeout(10_000)
     page = context.new_page()
     watch = Watch()
-    page.on("console", lambda m: watch.errors.append(m.text) if m.type == "error" else None)
+    page.on("console", lambda m: watch.console(m.type, m.text))
+    page.on(
+        "response",
+        lambda r: watch.errors.append(f"{r.status} {r.url}") if r.status >= 500 else None,
+    )
     page.on("pageerror", lambda e: watch.errors.append(str(e)))
 
     def on_dialog(dialog: Any) -> None:
@@ -95,3 +105,61 @@ def axe_violations(page: Any) -> list[dict[str, Any]]:
 def assert_accessible(page: Any) -> None:
     found = axe_violations(page)
     assert not found, json.dumps(found, indent=1)
+
+
+INTERACTIVE = (
+    "a[href], button:not([disabled]), input:not([disabled]), select:not([disabled]), "
+    "textarea:not([disabled]), summary, [tabindex='0']"
+)
+
+
+def unreachable_by_keyboard(page: Any, limit: int = 300) -> list[str]:
+    """Visible controls that Tab never reaches from the top of the page.
+
+    In a code editor Tab indents (as authors expect); Escape then Tab leaves it, CodeMirror's
+    documented way out, so the walk presses Escape first when the editor has focus.
+    """
+    count = page.evaluate(
+        """(selector) => {
+            const all = [...document.querySelectorAll(selector)].filter((el) => {
+                const box = el.getBoundingClientRect();
+                const shown = getComputedStyle(el).visibility !== "hidden";
+                return box.width > 0 && box.height > 0 && shown;
+            });
+            all.forEach((el, i) => (el.dataset.kbd = String(i)));
+            return all.length;
+        }""",
+        INTERACTIVE,
+    )
+    page.evaluate("() => { document.activeElement?.blur(); window.scrollTo(0, 0); }")
+    reached: set[str] = set()
+    for _ in range(limit):
+        state = page.evaluate(
+            "() => [document.activeElement?.dataset?.kbd ?? null,"
+            " document.activeElement?.classList?.contains('cm-content') ?? false]"
+        )
+        if state[0] is not None:
+            if state[0] in reached and len(reached) >= count:
+                break
+            reached.add(state[0])
+        if state[1]:
+            page.keyboard.press("Escape")
+        page.keyboard.press("Tab")
+    missing = page.evaluate(
+        """(reached) => [...document.querySelectorAll('[data-kbd]')]
+            .filter((el) => !reached.includes(el.dataset.kbd))
+            .map((el) => el.outerHTML.slice(0, 120))""",
+        sorted(reached),
+    )
+    return list(missing)
+
+
+def set_code(page: Any, code: str) -> None:
+    editor = page.get_by_role("textbox", name="Code")
+    editor.click()
+    page.keyboard.press("Control+A")
+    page.keyboard.press("Delete")
+    # CodeMirror auto-indents typed newlines; inserting the text at once keeps it as written.
+    # The old text is deleted first: Chromium's native replace of a highlighted selection
+    # copies its colours into a style attribute, which the studio's CSP (rightly) refuses.
+    page.keyboard.insert_text(code)

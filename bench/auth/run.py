@@ -28,11 +28,12 @@ import uvicorn
 from cryptography.hazmat.primitives.asymmetric import rsa
 from moto.server import ThreadedMotoServer
 
-from kiln.app import build_kiln, create_app
+from kiln.app import create_app
 from kiln.auth.keys import KeyStore
 from kiln.auth.settings import AuthSettings
 from kiln.aws import ensure_resources, make_clients
 from kiln.settings import Settings
+from kiln.stack import build_kiln
 
 BASE = "http://kiln.bench"
 BODY = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}
@@ -105,7 +106,7 @@ def main() -> None:
     app_port = free_port()
     server = uvicorn.Server(
         uvicorn.Config(
-            create_app(settings, kiln_parts=parts),
+            create_app(parts),
             host="127.0.0.1",
             port=app_port,
             log_level="warning",

@@ -42,11 +42,12 @@ os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
 import httpx  # noqa: E402
 import uvicorn  # noqa: E402
 
-from kiln.app import build_kiln, create_app  # noqa: E402
+from kiln.app import create_app  # noqa: E402
 from kiln.aws import AwsClients, ensure_resources, make_clients  # noqa: E402
 from kiln.bundles.scheduler import run_build  # noqa: E402
 from kiln.dev import embedded_moto  # noqa: E402
 from kiln.settings import Settings  # noqa: E402
+from kiln.stack import build_kiln  # noqa: E402
 
 REQUIREMENTS = ["rich==13.*", "requests==2.*", "humanize==4.*"]
 PLAIN = """import json, sys
@@ -72,7 +73,7 @@ def free_port() -> int:
 @contextmanager
 def serve(settings: Settings, clients: AwsClients) -> Iterator[str]:
     """A fresh app (new bundle cache, new runner) on uvicorn: a new container, in effect."""
-    app = create_app(settings, kiln_parts=build_kiln(settings, clients=clients))
+    app = create_app(build_kiln(settings, clients=clients))
     port = free_port()
     server = uvicorn.Server(
         uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="off")
@@ -161,7 +162,7 @@ def main() -> int:
         )  # fmt: skip
         assert parts.bundles is not None
         parts.bundles.scheduler = _Ignore()  # the bench builds it itself, timed
-        tool = parts.store.create(draft, actor="bench")
+        tool = parts.authoring.create_draft(draft, None)
         plain = {
             "name": "bench_plain",
             "description": "Bench tool without packages.",
@@ -169,7 +170,7 @@ def main() -> int:
             "code": PLAIN,
             "input_schema": {"type": "object", "properties": {"bytes": {"type": "integer"}}},
         }
-        parts.store.create(check_draft(plain), actor="bench")  # fmt: skip
+        parts.authoring.create(plain, None)
         bundle_id = tool.head.bundle_id
         assert bundle_id is not None
         started = time.perf_counter()

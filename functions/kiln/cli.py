@@ -11,6 +11,7 @@ from urllib.parse import quote
 
 from kiln.auth.cli import register as register_auth
 from kiln.bundles.cli import register as register_bundles
+from kiln.settings import Settings, SettingsError
 
 STATE_HELP = (
     "local state directory (default: KILN_STATE_DIR, else $XDG_STATE_HOME/kiln, "
@@ -185,7 +186,13 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """The `kiln` entry point: settings from the environment, once, then the command."""
     args = build_parser().parse_args(argv)
+    try:
+        args.settings = Settings.from_env()
+    except SettingsError as error:
+        print(f"kiln: {error}", file=sys.stderr)
+        return 2
     return int(args.func(args))
 
 

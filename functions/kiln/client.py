@@ -11,13 +11,28 @@ from typing import Any
 
 from kiln.catalog.files import draft_from_tool_json, draft_payload
 from kiln.catalog.model import Draft
-from kiln.settings import LOCAL_URL
+from kiln.settings import LOCAL_URL, Settings
 
 
 class ApiCallError(Exception):
     def __init__(self, status: int, message: str) -> None:
         super().__init__(f"HTTP {status}: {message}" if status else message)
         self.status = status
+
+
+def connect(
+    settings: Settings | None, *, url: str | None, key: str | None, state_dir: str | None
+) -> KilnClient:
+    """The server and key a command uses, found as every command finds them (kiln.locate).
+
+    Raises ServerNotFoundError saying where it looked when no server is named or running.
+    """
+    from kiln.locate import find_server
+    from kiln.settings import LocalSettings
+
+    local = LocalSettings.from_env().with_state_dir(state_dir)
+    target = find_server(local, url=url, key=key)
+    return KilnClient(target.url, target.key, key_source=target.key_source)
 
 
 class KilnClient:
@@ -85,16 +100,9 @@ class KilnClient:
 
 
 def client_for(args: Any) -> KilnClient:
-    """The client for a command's `--url`, `--key` and `--state-dir` (see kiln.locate).
-
-    Raises ServerNotFoundError saying where it looked when no server is named or running.
-    """
-    from kiln.locate import find_server
-    from kiln.settings import LocalSettings
-
-    local = LocalSettings.from_env().with_state_dir(getattr(args, "state_dir", None))
-    target = find_server(local, url=args.url, key=args.key)
-    return KilnClient(target.url, target.key, key_source=target.key_source)
+    """`connect` for a command's `--url`, `--key` and `--state-dir`."""
+    settings = getattr(args, "settings", None)
+    return connect(settings, url=args.url, key=args.key, state_dir=getattr(args, "state_dir", None))
 
 
 class HttpTarget:

@@ -16,20 +16,20 @@ import fcntl
 import hashlib
 import json
 import logging
-import os
 import secrets
 import sys
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from kiln import stack
+from kiln.authoring import AuthoringService, FolderTarget
 from kiln.aws import AwsClients, ensure_resources, make_clients
 from kiln.catalog.files import FolderError, tool_folders
 from kiln.catalog.reload import load_folders
-from kiln.catalog.store import CatalogStore
 from kiln.locate import (
     forget_server,
     private_dir,
@@ -37,7 +37,7 @@ from kiln.locate import (
     running_server,
     write_private,
 )
-from kiln.settings import LocalSettings, Settings
+from kiln.settings import LocalSettings, Settings, set_local_aws_defaults
 from kiln.startup import PortBusyError, bind_port, node_warning
 
 log = logging.getLogger("kiln.dev")
@@ -280,9 +280,15 @@ class ShutdownHook:
     may never run; the lifespan shutdown is the last sure moment to save local state.
     """
 
-    def __init__(self, app: Any, on_shutdown: Callable[[], None]) -> None:
+    def __init__(
+        self,
+        app: Any,
+        on_shutdown: Callable[[], None],
+        before: Callable[[], Awaitable[None]] | None = None,
+    ) -> None:
         self.app = app
         self.on_shutdown = on_shutdown
+        self.before = before  # async work that must finish before the state is saved
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         if scope["type"] != "lifespan":
@@ -293,6 +299,8 @@ class ShutdownHook:
             if message["type"] == "lifespan.startup":
                 await send({"type": "lifespan.startup.complete"})
             elif message["type"] == "lifespan.shutdown":
+                if self.before is not None:
+                    await self.before()
                 self.on_shutdown()
                 await send({"type": "lifespan.shutdown.complete"})
                 return
@@ -351,19 +359,12 @@ def local_stack(
                 mirror.stop()
 
 
-def load_tool_folders(store: CatalogStore, args: argparse.Namespace) -> list[str]:
+def load_tool_folders(authoring: AuthoringService, args: argparse.Namespace) -> list[str]:
     """Load the tool folders that changed on disk since the last start (see catalog.reload)."""
     roots = [] if args.no_examples or not DEFAULT_EXAMPLES.is_dir() else [DEFAULT_EXAMPLES]
     roots += [Path(d) for d in args.tools]
     folders = [folder for root in roots for folder in tool_folders(root)]
-    return load_folders(store, folders, Path(args.state_dir) / "loaded.json")
-
-
-def _local_env() -> None:
-    # The emulator accepts any credentials; make sure boto3 finds some and a region.
-    os.environ.setdefault("AWS_ACCESS_KEY_ID", "kiln-local")
-    os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "kiln-local")
-    os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
+    return load_folders(FolderTarget(authoring), folders, Path(args.state_dir) / "loaded.json")
 
 
 def _local(args: argparse.Namespace) -> LocalSettings:
@@ -373,11 +374,21 @@ def _local(args: argparse.Namespace) -> LocalSettings:
     return local
 
 
+def _announce(url: str, key: str, local: LocalSettings) -> None:
+    print(f"Kiln is serving MCP at {url}/mcp", flush=True)
+    print(f"REST API at {url}/api  (author key: {key})", flush=True)
+    print(f"Studio at {url}/studio/  (sign in with the author key)", flush=True)
+    print(f"State in {local.state_dir} (from {local.state_dir_source})", flush=True)
+    warning = node_warning()
+    if warning:
+        print(f"kiln dev: {warning}", file=sys.stderr, flush=True)
+
+
 def run_dev(args: argparse.Namespace) -> int:
     """Serve Kiln on uvicorn over the local stack until interrupted."""
     import uvicorn
 
-    from kiln.app import build_kiln, create_app
+    from kiln.app import create_app
 
     local = _local(args)
     try:
@@ -387,35 +398,30 @@ def run_dev(args: argparse.Namespace) -> int:
         return 1
     _configure_logging(logging.INFO)
     if not args.aws:
-        _local_env()
+        set_local_aws_defaults()  # the emulator takes any credentials; boto3 wants some
     base = Settings.from_env()
+    stack.prepare_process()
     private_dir(local.state_dir)  # keys and secrets live here: this user's eyes only
-    key = author_key(local.state_dir, args.author_key or local.author_key)
+    key = author_key(local.state_dir, args.author_key or local.author_key or base.author_key)
     settings = base.with_(author_key=key, bind_host=args.host)
     try:
         with sock, local_stack(args, settings) as (settings, clients, save_state):
-            parts = build_kiln(settings, clients=clients)
-            if parts.bundles is not None:
-                # Builds a previous run left; on the embedded emulator no one else builds.
-                parts.bundles.resume(orphans=not (args.aws or base.endpoint_url))
-            for line in load_tool_folders(parts.store, args):
+            parts = stack.build_kiln(settings, clients=clients)
+            # Builds a previous run left; on the embedded emulator no one else builds.
+            parts.bundles.resume(orphans=not (args.aws or base.endpoint_url))
+            for line in load_tool_folders(parts.authoring, args):
                 if line.startswith("skipped"):
                     print(f"kiln dev: {line}", file=sys.stderr, flush=True)
                 else:
                     log.info("%s", line)
-            app = create_app(settings, kiln_parts=parts)
+            app = create_app(parts)
             url = f"http://{_url_host(args.host)}:{sock.getsockname()[1]}"
-            print(f"Kiln is serving MCP at {url}/mcp", flush=True)
-            print(f"REST API at {url}/api  (author key: {key})", flush=True)
-            print(f"Studio at {url}/studio/  (sign in with the author key)", flush=True)
-            print(f"State in {local.state_dir} (from {local.state_dir_source})", flush=True)
-            warning = node_warning()
-            if warning:
-                print(f"kiln dev: {warning}", file=sys.stderr, flush=True)
-            config = _server_config(ShutdownHook(app, save_state), args, settings)
+            _announce(url, key, local)
+            # Task runs stop first (their process trees killed, their tasks marked failed).
+            hook = ShutdownHook(app, save_state, before=parts.stop_tasks)
             record_server(local.state_dir, url)
             try:
-                uvicorn.Server(config).run(sockets=[sock])
+                uvicorn.Server(_server_config(hook, args, settings)).run(sockets=[sock])
             finally:
                 forget_server(local.state_dir)
     except (FolderError, StateInUseError) as error:
@@ -454,7 +460,6 @@ def run_stdio(args: argparse.Namespace) -> int:
     """Serve MCP over stdin/stdout against the configured (or local) catalog."""
     import asyncio
 
-    from kiln.app import build_kiln
     from kiln.protocol.backend import CallContext
     from kiln.protocol.stdio import serve_stdio
 
@@ -466,8 +471,9 @@ def run_stdio(args: argparse.Namespace) -> int:
     local = _local(args)
     _configure_logging(logging.WARNING)
     if not args.aws:
-        _local_env()
+        set_local_aws_defaults()  # the emulator takes any credentials; boto3 wants some
     settings = Settings.from_env()
+    stack.prepare_process()
 
     async def serve(endpoint: Any, budget_s: float) -> None:
         reader, writer = await _stdio_streams()
@@ -476,8 +482,8 @@ def run_stdio(args: argparse.Namespace) -> int:
     try:
         serving = _serving(args, local, settings, running_server(local.state_dir))
         with local_stack(args, settings, share=True) as (settings, clients, _):
-            parts = build_kiln(settings, clients=clients)
-            for line in load_tool_folders(parts.store, args):
+            parts = stack.build_kiln(settings, clients=clients)
+            for line in load_tool_folders(parts.authoring, args):
                 print(f"kiln stdio: {line}", file=sys.stderr)
             print(f"kiln stdio: {serving}", file=sys.stderr)
             asyncio.run(serve(parts.endpoint, settings.local_time_budget_s))

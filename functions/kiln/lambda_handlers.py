@@ -1,10 +1,11 @@
-"""Lambda entry points: `mcp` (public /mcp), `admin` (/api/*, /admin/mcp), `builder` (bundles).
+"""Lambda entry points: `mcp` (public /mcp), `admin` (/api/*, /admin/mcp), `builder` (bundles),
+`worker` (MCP tasks: long tool runs, invoked asynchronously by `mcp`).
 
 Each function's handler is made during the init phase (which SnapStart snapshots), and only
 the one that function uses: `kiln.lambda_handlers.mcp` never imports the admin app or the
 builder. Mangum runs with the ASGI lifespan off, because it would start and stop the app on
 every invocation; the app's resources live in these module-level objects instead, so warm
-invocations reuse them.
+invocations reuse them. Everything is built by `kiln.stack` from the function's settings.
 """
 
 from __future__ import annotations
@@ -12,45 +13,62 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from kiln import observability
-from kiln.aws import make_clients
+from kiln import observability, stack
 from kiln.settings import Settings
 
 if TYPE_CHECKING:
-    from kiln.app import Role
+    from kiln.stack import Role
 
 # Lambda's only writable place; the builder's scratch space (EphemeralStorage in template.yaml).
 BUILD_DIR = Path("/tmp")  # noqa: S108
 
 settings = Settings.from_env()
-clients = make_clients(endpoint_url=settings.endpoint_url, region=settings.region)
+clients = stack.aws_clients(settings)
+telemetry = stack.telemetry(settings)
 
 
 def _http(role: Role, name: str) -> observability.Handler:
     from mangum import Mangum
 
-    from kiln.app import create_app
-
-    app = create_app(settings, clients=clients, role=role)
-    return observability.http_handler(Mangum(app, lifespan="off"), name=name)
+    stack.prepare_process()
+    app = stack.build_app(settings, role=role, clients=clients)
+    return observability.http_handler(Mangum(app, lifespan="off"), name=name, telemetry=telemetry)
 
 
 def _builder() -> observability.Handler:
+    from kiln.bundles.build import Toolchain
     from kiln.bundles.scheduler import handle_build_event
     from kiln.bundles.store import BundleStore
 
+    stack.prepare_process()
     store = BundleStore(clients.dynamodb, clients.s3, table=settings.table, bucket=settings.bucket)
+    toolchain = Toolchain.from_settings(settings)
 
     def build(event: dict[str, Any], context: Any) -> Any:
-        return handle_build_event(event, context, store=store, workdir=BUILD_DIR)
+        return handle_build_event(
+            event, context, store=store, workdir=BUILD_DIR, toolchain=toolchain
+        )
 
-    return observability.instrument(build, name="builder")
+    return observability.instrument(build, name="builder", telemetry=telemetry)
+
+
+def _worker() -> observability.Handler:
+    from kiln.tasks.worker import handle_event
+
+    stack.prepare_process()  # tools cannot read this process's environ (AWS credentials)
+    worker = stack.build_kiln(settings, clients=clients).task_worker
+
+    def run(event: dict[str, Any], context: Any) -> Any:
+        return handle_event(event, context, worker)
+
+    return observability.instrument(run, name="worker", telemetry=telemetry)
 
 
 _FACTORIES = {
     "mcp": lambda: _http("public", "mcp"),
     "admin": lambda: _http("admin", "admin"),
     "builder": _builder,
+    "worker": _worker,
 }
 
 

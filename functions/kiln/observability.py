@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import base64
 import json
-import os
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -26,23 +25,24 @@ Handler = Callable[[dict[str, Any], Any], Any]
 HTTP_API_LIMIT_MS = 30_000
 MAX_LOGGED_NAME = 128
 
-# Defaults keep the handler working when the Powertools variables are not set (sam local,
-# tests); template.yaml sets them for every function.
-SERVICE = os.environ.get("POWERTOOLS_SERVICE_NAME") or "kiln"
-NAMESPACE = os.environ.get("POWERTOOLS_METRICS_NAMESPACE") or "Kiln"
 
-logger = Logger(service=SERVICE)
-metrics = Metrics(namespace=NAMESPACE, service=SERVICE)
+class Telemetry:
+    """Where one process's logs, metrics and traces go: service and namespace come from
+    `Settings` (POWERTOOLS_*, KILN_TRACING; template.yaml sets them for every function,
+    and the defaults serve sam local and tests)."""
+
+    def __init__(self, service: str = "kiln", namespace: str = "Kiln", *, tracing: bool = False):
+        self.service = service
+        self.namespace = namespace
+        self.tracing = tracing
+        self.logger = Logger(service=service)
+        self.metrics = Metrics(namespace=namespace, service=service)
 
 
 @dataclass(frozen=True)
 class RequestInfo:
     method: str | None
     tool: str | None
-
-
-def tracing_enabled() -> bool:
-    return os.environ.get("KILN_TRACING", "").strip().lower() in {"1", "true", "yes", "on"}
 
 
 def describe_request(event: Mapping[str, Any]) -> RequestInfo:
@@ -114,7 +114,7 @@ def front_door_context(event: Mapping[str, Any], context: Any) -> Any:
     return FrontDoorContext(context, api_deadline_ms)
 
 
-def http_handler(adapter: Handler, *, name: str) -> Handler:
+def http_handler(adapter: Handler, *, name: str, telemetry: Telemetry) -> Handler:
     """An HTTP entry point: `adapter` (Mangum) wrapped with logging, metrics and traces."""
 
     def handle(event: dict[str, Any], context: Any) -> Any:
@@ -127,25 +127,27 @@ def http_handler(adapter: Handler, *, name: str) -> Handler:
             return response
         finally:
             duration_ms = round((time.perf_counter() - started) * 1000, 1)
-            _record(name, request, outcome, duration_ms)
+            _record(telemetry, name, request, outcome, duration_ms)
 
-    return instrument(handle, name=name)
+    return instrument(handle, name=name, telemetry=telemetry)
 
 
-def instrument(handler: Handler, *, name: str) -> Handler:
+def instrument(handler: Handler, *, name: str, telemetry: Telemetry) -> Handler:
     """Request id in every log line, EMF metrics flushed per invocation, optional tracing."""
-    wrapped = metrics.log_metrics(handler, capture_cold_start_metric=True)
-    wrapped = logger.inject_lambda_context(wrapped, clear_state=True)
-    if tracing_enabled():
+    wrapped = telemetry.metrics.log_metrics(handler, capture_cold_start_metric=True)
+    wrapped = telemetry.logger.inject_lambda_context(wrapped, clear_state=True)
+    if telemetry.tracing:
         # Importing the Tracer (and the X-Ray SDK) costs ~0.6 s of cold start: only on demand.
         from aws_lambda_powertools import Tracer
 
-        wrapped = Tracer(service=SERVICE).capture_lambda_handler(wrapped)
+        wrapped = Tracer(service=telemetry.service).capture_lambda_handler(wrapped)
     return wrapped
 
 
-def _record(name: str, request: RequestInfo, outcome: str, duration_ms: float) -> None:
-    metrics.add_metric(name="Requests", unit=MetricUnit.Count, value=1)
+def _record(
+    telemetry: Telemetry, name: str, request: RequestInfo, outcome: str, duration_ms: float
+) -> None:
+    telemetry.metrics.add_metric(name="Requests", unit=MetricUnit.Count, value=1)
     fields: dict[str, Any] = {"entry": name, "outcome": outcome, "duration_ms": duration_ms}
     if request.method:
         fields["method"] = request.method
@@ -153,7 +155,7 @@ def _record(name: str, request: RequestInfo, outcome: str, duration_ms: float) -
         fields["tool"] = request.tool[:MAX_LOGGED_NAME]
     # Only tools that ran get a metric dimension: a made-up name must not mint a new series.
     if request.tool is not None and outcome != "rejected":
-        per_tool = EphemeralMetrics(namespace=NAMESPACE, service=SERVICE)
+        per_tool = EphemeralMetrics(namespace=telemetry.namespace, service=telemetry.service)
         per_tool.add_dimension(name="tool", value=request.tool)
         per_tool.add_metric(name="ToolCalls", unit=MetricUnit.Count, value=1)
         per_tool.add_metric(
@@ -164,7 +166,7 @@ def _record(name: str, request: RequestInfo, outcome: str, duration_ms: float) -
         )
         per_tool.add_metric(name="ToolDuration", unit=MetricUnit.Milliseconds, value=duration_ms)
         per_tool.flush_metrics()
-    logger.info("request", extra=fields)
+    telemetry.logger.info("request", extra=fields)
 
 
 def _json_body(body: Any, is_base64: bool) -> Any:

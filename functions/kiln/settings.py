@@ -1,124 +1,243 @@
-"""Configuration from the environment, read once at the edge and passed down."""
+"""Every environment variable Kiln reads, read here once, typed, and passed down.
+
+This is the only module that looks at the process environment. Entry points call
+`Settings.from_env()` (see `kiln.stack`); everything below them receives a `Settings` (or
+the few fields it needs) as arguments. A bad value raises `SettingsError` naming the
+variable and the rule, so a deployment with a typo fails at start with a clear message.
+"""
 
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import TypeVar
 
-from kiln.auth.settings import AuthSettings
+from kiln.auth.settings import AuthSettings, AuthSettingsError
 from kiln.tasks.settings import TaskSettings
 
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
 LOCAL_URL = "http://127.0.0.1:8000"  # where `kiln dev` serves by default
+T = TypeVar("T")
+_OURS = ("KILN_", "AWS_", "POWERTOOLS_", "PYENV_ROOT")  # what `given` records
 
 
-def _bool(value: str | None, default: bool) -> bool:
+class SettingsError(ValueError):
+    """A variable holds a value Kiln cannot use; the message names the variable and rule."""
+
+
+def _parse(env: Mapping[str, str], name: str, default: T, parse: Callable[[str], T]) -> T:
+    value = env.get(name)
     if value is None or value.strip() == "":
         return default
-    lowered = value.strip().lower()
+    try:
+        return parse(value.strip())
+    except ValueError as error:
+        raise SettingsError(f"{name}: {error}") from None
+
+
+def _boolean(value: str) -> bool:
+    lowered = value.lower()
     if lowered in {"1", "true", "yes", "on"}:
         return True
     if lowered in {"0", "false", "no", "off"}:
         return False
-    raise ValueError(f"expected true or false, got {value!r}")
+    raise ValueError("expected true or false (1/0, yes/no, on/off)")
 
 
-def _list(value: str | None) -> tuple[str, ...]:
-    if not value:
-        return ()
+def _whole_number(minimum: int) -> Callable[[str], int]:
+    def parse(value: str) -> int:
+        try:
+            number = int(value)
+        except ValueError:
+            raise ValueError("expected a whole number, e.g. 4") from None
+        if number < minimum:
+            raise ValueError("must be at least 1" if minimum == 1 else "must not be negative")
+        return number
+
+    return parse
+
+
+_positive_int = _whole_number(1)
+_non_negative_int = _whole_number(0)
+
+
+def _positive_float(value: str) -> float:
+    try:
+        number = float(value)
+    except ValueError:
+        raise ValueError("expected a number, e.g. 60") from None
+    if not number > 0 or number == float("inf"):
+        raise ValueError("must be a positive number")
+    return number
+
+
+def _uid_range(value: str) -> tuple[int, int] | None:
+    """ "FIRST-LAST" (inclusive) as (FIRST, LAST + 1), or "off"."""
+    if value.lower() == "off":
+        return None
+    first, _, last = value.partition("-")
+    try:
+        low, high = int(first), int(last)
+    except ValueError:
+        raise ValueError("must be FIRST-LAST (such as 60000-60999) or off") from None
+    if not 0 < low <= high:
+        raise ValueError("must be a range above 0 (root), FIRST no more than LAST")
+    return low, high + 1
+
+
+def _text(value: str) -> str:
+    return value
+
+
+def _list(value: str) -> tuple[str, ...]:
     return tuple(item.strip() for item in value.split(",") if item.strip())
 
 
-def _float(value: str | None, default: float) -> float:
-    return default if value is None or value.strip() == "" else float(value)
-
-
-def _int(value: str | None, default: int) -> int:
-    return default if value is None or value.strip() == "" else int(value)
+def _url(value: str) -> str:
+    if not value.startswith(("https://", "http://")):
+        raise ValueError("must be an http(s) URL")
+    return value.rstrip("/")
 
 
 def _task_settings(e: Mapping[str, str]) -> TaskSettings:
     d = TaskSettings()
-    return TaskSettings(
-        ttl_ms=_int(e.get("KILN_TASK_TTL_MS"), d.ttl_ms),
-        poll_interval_ms=_int(e.get("KILN_TASK_POLL_INTERVAL_MS"), d.poll_interval_ms),
-        heartbeat_s=_float(e.get("KILN_TASK_HEARTBEAT_S"), d.heartbeat_s),
-        lease_s=_float(e.get("KILN_TASK_LEASE_S"), d.lease_s),
-        start_grace_s=_float(e.get("KILN_TASK_START_GRACE_S"), d.start_grace_s),
-        max_running_per_principal=_int(
-            e.get("KILN_MAX_TASKS_PER_CALLER"), d.max_running_per_principal
-        ),
-        max_running_per_process=_int(e.get("KILN_MAX_RUNNING_TASKS"), d.max_running_per_process),
-        worker_function=e.get("KILN_WORKER_FUNCTION") or None,
-    )
+    try:
+        return TaskSettings(
+            ttl_ms=_parse(e, "KILN_TASK_TTL_MS", d.ttl_ms, _positive_int),
+            poll_interval_ms=_parse(
+                e, "KILN_TASK_POLL_INTERVAL_MS", d.poll_interval_ms, _positive_int
+            ),
+            heartbeat_s=_parse(e, "KILN_TASK_HEARTBEAT_S", d.heartbeat_s, _positive_float),
+            lease_s=_parse(e, "KILN_TASK_LEASE_S", d.lease_s, _positive_float),
+            start_grace_s=_parse(e, "KILN_TASK_START_GRACE_S", d.start_grace_s, _positive_float),
+            max_running_per_principal=_parse(
+                e, "KILN_MAX_TASKS_PER_CALLER", d.max_running_per_principal, _positive_int
+            ),
+            max_running_per_process=_parse(
+                e, "KILN_MAX_RUNNING_TASKS", d.max_running_per_process, _positive_int
+            ),
+            worker_function=_parse(e, "KILN_WORKER_FUNCTION", None, _text),
+        )
+    except ValueError as error:  # a rule across variables (lease longer than heartbeat)
+        if isinstance(error, SettingsError):
+            raise
+        raise SettingsError(f"KILN_TASK_LEASE_S / KILN_TASK_HEARTBEAT_S: {error}") from None
 
 
 @dataclass(frozen=True)
 class Settings:
-    table: str = "kiln"
-    bucket: str = "kiln-local"
-    region: str | None = None
+    """The whole configuration of one Kiln process (variable names in the comments)."""
+
+    table: str = "kiln"  # KILN_TABLE
+    bucket: str = "kiln-local"  # KILN_BUCKET
+    region: str | None = None  # AWS_REGION, else AWS_DEFAULT_REGION
     endpoint_url: str | None = None  # AWS_ENDPOINT_URL: moto server, DynamoDB Local, ...
-    profile: str | None = None
-    author_key: str | None = None  # the single configured author key (until the key system)
-    public_anonymous: bool = True  # /mcp answers without a key
-    allowed_origins: tuple[str, ...] = ()
-    bind_host: str | None = None  # set by `kiln dev`: a loopback bind turns on Host checks
-    instructions: str | None = None
-    max_body_bytes: int = 1024 * 1024
-    default_timeout_s: float = 30.0
-    max_timeout_s: float = 900.0
-    local_time_budget_s: float = 60.0  # "time left" outside Lambda
-    max_concurrent_runs: int = 4
-    max_run_queue: int = 32
-    max_connections: int = 1000  # kiln dev: open HTTP connections (lowered to fit the fd limit)
-    idle_timeout_s: float = 5.0  # kiln dev: a connection with no request in progress
-    request_timeout_s: float = 10.0  # kiln dev: from a request's first byte to its last
-    node_binary: str | None = None
-    bundle_target: str | None = None
-    builder_function: str | None = None
-    bundle_cache_dir: Path | None = None
-    public_base_url: str | None = None  # how clients reach this server (OAuth metadata)
-    cursor_secret: str | None = None  # signs tools/list cursors; one value for every container
-    extra: Mapping[str, str] = field(default_factory=dict)
-    auth: AuthSettings = field(default_factory=AuthSettings)  # OAuth mode, scopes, secrets
-    tasks: TaskSettings = field(default_factory=TaskSettings)  # long-running tools
+    profile: str | None = None  # AWS_PROFILE
+    author_key: str | None = None  # KILN_AUTHOR_KEY: a static author key (and the CLI's key)
+    url: str = LOCAL_URL  # KILN_URL: the server the CLI talks to
+    public_anonymous: bool = True  # KILN_PUBLIC_ANONYMOUS: /mcp answers without a key
+    allowed_origins: tuple[str, ...] = ()  # KILN_ALLOWED_ORIGINS, comma-separated
+    bind_host: str | None = None  # KILN_BIND_HOST (set by `kiln dev`): loopback -> Host checks
+    instructions: str | None = None  # KILN_INSTRUCTIONS: the MCP `instructions` text
+    max_body_bytes: int = 1024 * 1024  # KILN_MAX_BODY_BYTES
+    max_timeout_s: float = 900.0  # KILN_MAX_TIMEOUT_S: no run lasts longer
+    local_time_budget_s: float = 60.0  # KILN_LOCAL_TIME_BUDGET_S: "time left" outside Lambda
+    max_concurrent_runs: int = 4  # KILN_MAX_CONCURRENT_RUNS
+    max_run_queue: int = 32  # KILN_MAX_RUN_QUEUE
+    max_connections: int = 1000  # KILN_MAX_CONNECTIONS: kiln dev (lowered to fit the fd limit)
+    idle_timeout_s: float = 5.0  # KILN_IDLE_TIMEOUT_S: kiln dev, a connection with no request
+    request_timeout_s: float = 10.0  # KILN_REQUEST_TIMEOUT_S: kiln dev, first byte to last
+    node_binary: str | None = None  # KILN_NODE_BINARY: runs Node tools, and npm beside it
+    # Containment of tool runs (README: "What isolates one tool from another").
+    run_uids: tuple[int, int] | None = (60000, 61000)  # KILN_RUN_UIDS=60000-60999, or "off"
+    run_disk_quota_mb: int = 256  # KILN_RUN_DISK_QUOTA_MB
+    sweep_shared_temp: bool = False  # KILN_SWEEP_SHARED_TEMP (default: on inside Lambda)
+    run_shared_dirs: tuple[str, ...] = ()  # KILN_RUN_SHARED_DIRS: every run may use these
+    npm: str | None = None  # KILN_NPM: the npm that builds Node bundles
+    bundle_target: str | None = None  # KILN_BUNDLE_TARGET: Python bundles' target
+    node_bundle_target: str | None = None  # KILN_NODE_BUNDLE_TARGET
+    builder_function: str | None = None  # KILN_BUILDER_FUNCTION: the Lambda that builds
+    bundle_cache_dir: Path | None = None  # KILN_BUNDLE_CACHE_DIR: unpacked bundles
+    bundle_cache_mb: float | None = None  # KILN_BUNDLE_CACHE_MB: their disk budget
+    bundle_max_unpacked_mb: float | None = None  # KILN_BUNDLE_MAX_UNPACKED_MB
+    public_base_url: str | None = None  # KILN_PUBLIC_BASE_URL: how clients reach this server
+    cursor_secret: str | None = None  # KILN_CURSOR_SECRET: signs tools/list cursors
+    in_lambda: bool = False  # AWS_LAMBDA_FUNCTION_NAME is set: running inside Lambda
+    pyenv_root: str | None = None  # PYENV_ROOT: where builds look for other Pythons
+    service_name: str = "kiln"  # POWERTOOLS_SERVICE_NAME
+    metrics_namespace: str = "Kiln"  # POWERTOOLS_METRICS_NAMESPACE
+    tracing: bool = False  # KILN_TRACING: X-Ray traces through Powertools
+    auth: AuthSettings = field(default_factory=AuthSettings)  # KILN_OAUTH_*, KILN_SECRETS_PREFIX
+    tasks: TaskSettings = field(default_factory=TaskSettings)  # KILN_TASK_*: long-running tools
+    given: frozenset[str] = frozenset()  # the variables that were set (not left to defaults)
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
-        """Read every KILN_* setting (and the standard AWS ones) from `env` or os.environ."""
+        """Read every setting from `env` (default: the process environment)."""
         e = os.environ if env is None else env
-        cache_dir = e.get("KILN_BUNDLE_CACHE_DIR")
+        cache_dir = _parse(e, "KILN_BUNDLE_CACHE_DIR", None, Path)
+        in_lambda = bool(_parse(e, "AWS_LAMBDA_FUNCTION_NAME", None, _text))
+        try:
+            auth = AuthSettings.from_env(e)
+        except AuthSettingsError as error:
+            raise SettingsError(str(error)) from None
         return cls(
-            table=e.get("KILN_TABLE", cls.table),
-            bucket=e.get("KILN_BUCKET", cls.bucket),
-            region=e.get("AWS_REGION") or e.get("AWS_DEFAULT_REGION"),
-            endpoint_url=e.get("AWS_ENDPOINT_URL") or None,
-            profile=e.get("AWS_PROFILE") or None,
-            author_key=e.get("KILN_AUTHOR_KEY") or None,
-            public_anonymous=_bool(e.get("KILN_PUBLIC_ANONYMOUS"), cls.public_anonymous),
-            allowed_origins=_list(e.get("KILN_ALLOWED_ORIGINS")),
-            bind_host=e.get("KILN_BIND_HOST") or None,
-            instructions=e.get("KILN_INSTRUCTIONS") or None,
-            max_body_bytes=_int(e.get("KILN_MAX_BODY_BYTES"), cls.max_body_bytes),
-            default_timeout_s=_float(e.get("KILN_DEFAULT_TIMEOUT_S"), cls.default_timeout_s),
-            max_timeout_s=_float(e.get("KILN_MAX_TIMEOUT_S"), cls.max_timeout_s),
-            local_time_budget_s=_float(e.get("KILN_LOCAL_TIME_BUDGET_S"), cls.local_time_budget_s),
-            max_concurrent_runs=_int(e.get("KILN_MAX_CONCURRENT_RUNS"), cls.max_concurrent_runs),
-            max_run_queue=_int(e.get("KILN_MAX_RUN_QUEUE"), cls.max_run_queue),
-            max_connections=_int(e.get("KILN_MAX_CONNECTIONS"), cls.max_connections),
-            idle_timeout_s=_float(e.get("KILN_IDLE_TIMEOUT_S"), cls.idle_timeout_s),
-            request_timeout_s=_float(e.get("KILN_REQUEST_TIMEOUT_S"), cls.request_timeout_s),
-            node_binary=e.get("KILN_NODE_BINARY") or None,
-            bundle_target=e.get("KILN_BUNDLE_TARGET") or None,
-            builder_function=e.get("KILN_BUILDER_FUNCTION") or None,
-            bundle_cache_dir=Path(cache_dir) if cache_dir else None,
-            public_base_url=e.get("KILN_PUBLIC_BASE_URL") or None,
-            cursor_secret=e.get("KILN_CURSOR_SECRET") or None,
-            auth=AuthSettings.from_env(e),
+            table=_parse(e, "KILN_TABLE", cls.table, _text),
+            bucket=_parse(e, "KILN_BUCKET", cls.bucket, _text),
+            region=_parse(e, "AWS_REGION", None, _text)
+            or _parse(e, "AWS_DEFAULT_REGION", None, _text),
+            endpoint_url=_parse(e, "AWS_ENDPOINT_URL", None, _url),
+            profile=_parse(e, "AWS_PROFILE", None, _text),
+            author_key=_parse(e, "KILN_AUTHOR_KEY", None, _text),
+            url=_parse(e, "KILN_URL", cls.url, _url),
+            public_anonymous=_parse(e, "KILN_PUBLIC_ANONYMOUS", cls.public_anonymous, _boolean),
+            allowed_origins=_parse(e, "KILN_ALLOWED_ORIGINS", (), _list),
+            bind_host=_parse(e, "KILN_BIND_HOST", None, _text),
+            instructions=_parse(e, "KILN_INSTRUCTIONS", None, _text),
+            max_body_bytes=_parse(e, "KILN_MAX_BODY_BYTES", cls.max_body_bytes, _positive_int),
+            max_timeout_s=_parse(e, "KILN_MAX_TIMEOUT_S", cls.max_timeout_s, _positive_float),
+            local_time_budget_s=_parse(
+                e, "KILN_LOCAL_TIME_BUDGET_S", cls.local_time_budget_s, _positive_float
+            ),
+            max_concurrent_runs=_parse(
+                e, "KILN_MAX_CONCURRENT_RUNS", cls.max_concurrent_runs, _positive_int
+            ),
+            max_run_queue=_parse(e, "KILN_MAX_RUN_QUEUE", cls.max_run_queue, _non_negative_int),
+            max_connections=_parse(e, "KILN_MAX_CONNECTIONS", cls.max_connections, _positive_int),
+            idle_timeout_s=_parse(e, "KILN_IDLE_TIMEOUT_S", cls.idle_timeout_s, _positive_float),
+            request_timeout_s=_parse(
+                e, "KILN_REQUEST_TIMEOUT_S", cls.request_timeout_s, _positive_float
+            ),
+            node_binary=_parse(e, "KILN_NODE_BINARY", None, _text),
+            run_uids=_parse(e, "KILN_RUN_UIDS", cls.run_uids, _uid_range),
+            run_disk_quota_mb=_parse(
+                e, "KILN_RUN_DISK_QUOTA_MB", cls.run_disk_quota_mb, _non_negative_int
+            ),
+            sweep_shared_temp=_parse(e, "KILN_SWEEP_SHARED_TEMP", in_lambda, _boolean),
+            run_shared_dirs=_parse(e, "KILN_RUN_SHARED_DIRS", (), _list),
+            npm=_parse(e, "KILN_NPM", None, _text),
+            bundle_target=_parse(e, "KILN_BUNDLE_TARGET", None, _text),
+            node_bundle_target=_parse(e, "KILN_NODE_BUNDLE_TARGET", None, _text),
+            builder_function=_parse(e, "KILN_BUILDER_FUNCTION", None, _text),
+            bundle_cache_dir=cache_dir,
+            bundle_cache_mb=_parse(e, "KILN_BUNDLE_CACHE_MB", None, _positive_float),
+            bundle_max_unpacked_mb=_parse(e, "KILN_BUNDLE_MAX_UNPACKED_MB", None, _positive_float),
+            public_base_url=auth.public_url,
+            cursor_secret=_parse(e, "KILN_CURSOR_SECRET", None, _text),
+            in_lambda=in_lambda,
+            pyenv_root=_parse(e, "PYENV_ROOT", None, _text),
+            service_name=_parse(e, "POWERTOOLS_SERVICE_NAME", cls.service_name, _text),
+            metrics_namespace=_parse(
+                e, "POWERTOOLS_METRICS_NAMESPACE", cls.metrics_namespace, _text
+            ),
+            tracing=_parse(e, "KILN_TRACING", cls.tracing, _boolean),
+            auth=auth,
             tasks=_task_settings(e),
+            given=frozenset(
+                name for name, value in e.items() if name.startswith(_OURS) and value.strip()
+            ),
         )
 
     def with_(self, **changes: object) -> Settings:
@@ -127,6 +246,21 @@ class Settings:
     @property
     def loopback_bind(self) -> bool:
         return self.bind_host in LOOPBACK_HOSTS
+
+
+def inherited_environment(**overrides: str) -> dict[str, str]:
+    """This process's environment plus `overrides`, for a trusted helper child (pip, npm).
+
+    Tools never get this: the runner builds their environment from nothing.
+    """
+    return {**os.environ, **overrides}
+
+
+def set_local_aws_defaults() -> None:
+    """Credentials and a region for the local emulator (which accepts any), unless set."""
+    os.environ.setdefault("AWS_ACCESS_KEY_ID", "kiln-local")
+    os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "kiln-local")
+    os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
 
 
 @dataclass(frozen=True)

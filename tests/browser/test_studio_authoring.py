@@ -6,9 +6,9 @@ import json
 import re
 from typing import Any
 
-from studio_browser import Dev, assert_accessible, shoot, sign_in
+from playwright.sync_api import expect
 
-expect = __import__("playwright.sync_api", fromlist=["expect"]).expect
+from studio_browser import Dev, assert_accessible, set_code, shoot, sign_in
 
 TWO_FIELDS = """import json
 import sys
@@ -17,15 +17,6 @@ args = json.load(sys.stdin)
 print("warming up", file=sys.stderr)
 print(json.dumps({"greeting": f"hello {args['who']}", "times": args.get("times", 1)}))
 """
-
-
-def set_code(page: Any, code: str) -> None:
-    editor = page.get_by_role("textbox", name="Code")
-    editor.click()
-    page.keyboard.press("Control+A")
-    page.keyboard.press("Delete")
-    # CodeMirror auto-indents typed newlines; inserting the text at once keeps it as written.
-    page.keyboard.insert_text(code)
 
 
 def test_author_creates_a_tool_with_a_two_field_schema_and_runs_it(page: Any, dev: Dev) -> None:

@@ -177,13 +177,14 @@ def test_bundle_routes_refuse_bad_ids_unknown_bundles_and_strangers(
 def test_the_example_tools_with_packages_build_and_run(
     make_server: Callable[..., RunningKiln], kiln_settings: Settings
 ) -> None:
-    from kiln.catalog.files import StoreTarget, push, tool_folders
+    from kiln.authoring import FolderTarget
+    from kiln.catalog.files import push, tool_folders
 
     server, worker = start(make_server, kiln_settings)
     try:
         root = Path(__file__).resolve().parents[2] / "examples" / "tools"
         folders = [f for f in tool_folders(root) if f.name in ("humanize_bytes", "sort_unique")]
-        push(StoreTarget(server.parts.store, actor="test"), folders)
+        push(FolderTarget(server.parts.authoring), folders)
         assert worker.wait_idle(180)
         sizes = mcp_call(server, "humanize_bytes", {"sizes": [3_000_000, 1024], "binary": True})
         assert sizes.get("isError") is not True, sizes

@@ -10,11 +10,12 @@ from pathlib import Path
 import pytest
 
 from conftest import AwsStack
-from kiln.bundles.build import BuildError, build_bundle, target_interpreter
+from kiln.bundles.build import BuildError, Toolchain, build_bundle, target_interpreter
 from kiln.bundles.cache import BundleCache, BundleNotReadyError
 from kiln.bundles.identity import default_target, parse_target
 from kiln.bundles.scheduler import LocalBuildWorker, handle_build_event, request_bundle, run_build
 from kiln.bundles.store import BundleStateError, BundleStore, manifest_key, zip_key
+from kiln.settings import Settings
 
 pytestmark = pytest.mark.slow
 
@@ -169,12 +170,14 @@ def test_zips_are_deterministic(store: BundleStore, tmp_path: Path) -> None:
 
 
 def test_a_bundle_over_the_configured_limit_ends_failed_saying_so(
-    store: BundleStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    store: BundleStore, tmp_path: Path
 ) -> None:
-    monkeypatch.setenv("KILN_BUNDLE_MAX_UNPACKED_MB", "0.01")
+    settings = Settings.from_env({"KILN_BUNDLE_MAX_UNPACKED_MB": "0.01"})
     record = store.ensure("python", default_target("python"), ["six==1.17.0"])
     assert record is not None
-    failed = run_build(store, record.id, workdir=tmp_path)
+    failed = run_build(
+        store, record.id, workdir=tmp_path, toolchain=Toolchain.from_settings(settings)
+    )
     assert failed.status == "failed"
     assert failed.error is not None
     assert "over the bundle limit of 0 MB (KILN_BUNDLE_MAX_UNPACKED_MB)" in failed.error

@@ -8,6 +8,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +33,11 @@ with open(args["pids"], "w") as f:
 time.sleep(args["seconds"])
 print("done")
 """
+PRINTER = """
+import json, sys
+args = json.load(sys.stdin)
+sys.stdout.write("x" * 1024 * args["kib"])
+"""
 SLEEPER = """
 import json, sys, time
 args = json.load(sys.stdin)
@@ -41,7 +47,17 @@ print(f"slept {args['seconds']}")
 
 
 @pytest.fixture(scope="module")
-def server(moto_endpoint: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[McpServer]:
+def shared_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Where tools may write for the test to read (each run has its own uid and /tmp)."""
+    shared = tmp_path_factory.mktemp("tasks-shared")
+    shared.chmod(0o1777)
+    return shared
+
+
+@pytest.fixture(scope="module")
+def server(
+    moto_endpoint: str, tmp_path_factory: pytest.TempPathFactory, shared_dir: Path
+) -> Iterator[McpServer]:
     tmp = tmp_path_factory.mktemp("tasks")
     tools = tmp / "tools"
     tree = write_tool(
@@ -66,12 +82,23 @@ def server(moto_endpoint: str, tmp_path_factory: pytest.TempPathFactory) -> Iter
         },
         SLEEPER,
     )
+    printer = write_tool(
+        tools,
+        "printer",
+        {
+            "description": "Prints `kib` KiB.",
+            "task": "optional",
+            "input_schema": {"type": "object"},
+        },
+        PRINTER,
+    )
     yield from start_kiln(
         moto_endpoint,
         tmp,
-        extra=[tree, long],
+        extra=[tree, long, printer],
         tasks=FAST_LEASES,
         local_time_budget_s=3.0,  # what a request has: a sync call is cut after about 2 s
+        run_shared_dirs=(str(shared_dir),),
     )
 
 
@@ -212,9 +239,9 @@ def test_unknown_ids_get_invalid_params(server: McpServer) -> None:
 
 
 def test_cancelling_a_running_task_leaves_no_process_behind(
-    server: McpServer, tmp_path: Path
+    server: McpServer, shared_dir: Path
 ) -> None:
-    pids_file = tmp_path / "pids"
+    pids_file = shared_dir / "pids"
     created = call_task(server, "tree", {"pids": str(pids_file), "seconds": 120})
     pids = wait_for(lambda: pids_file.exists() and pids_file.read_text().split())
     ack = server.modern(
@@ -232,19 +259,24 @@ def test_cancelling_a_running_task_leaves_no_process_behind(
     assert again.json()["result"]["resultType"] == "complete"  # idempotent on a terminal task
 
 
-def test_fifty_concurrent_tasks_all_settle(server: McpServer) -> None:
+def test_fifty_concurrent_tasks_all_settle_and_calls_still_get_through(
+    server: McpServer,
+) -> None:
     def one(index: int) -> str:
-        return str(
-            call_task(server, "slow_compute", {"seconds": 0.2, "label": f"n{index}"})["taskId"]
-        )
+        arguments = {"seconds": 0.5, "label": f"n{index}"}
+        return str(call_task(server, "slow_compute", arguments)["taskId"])
 
     with ThreadPoolExecutor(max_workers=10) as pool:
         ids = list(pool.map(one, range(50)))
     assert len(set(ids)) == 50
-    ends = [settled(server, task_id, timeout=120) for task_id in ids]
+    # 50 runs wait for the runner (more than its queue holds), keeping their leases; a call
+    # inside a request still has a runner slot of its own.
+    sync = server.modern("tools/call", {"name": "add_vat", "arguments": {"net": 10}})
+    assert sync.json()["result"]["isError"] is False
+    ends = [settled(server, task_id, timeout=180) for task_id in ids]
     assert [e["status"] for e in ends] == ["completed"] * 50
     texts = {e["result"]["content"][0]["text"] for e in ends}
-    assert texts == {f"n{i}: computed after 0.2 s" for i in range(50)}
+    assert texts == {f"n{i}: computed after 0.5 s" for i in range(50)}
 
 
 def test_a_second_principal_can_neither_read_nor_cancel_the_first_ones_task(
@@ -315,18 +347,96 @@ def test_the_2025_11_25_flow_creates_a_task_polls_it_and_gets_the_result(
     assert legacy("tasks/result", {"taskId": failing_id})["result"]["isError"] is True
 
 
-def test_a_caller_at_its_cap_of_running_tasks_is_refused_with_a_clear_error(
+def test_callers_and_the_process_are_capped_on_running_tasks_with_clear_errors(
     moto_endpoint: str, tmp_path: Path
 ) -> None:
-    capped = TaskSettings(max_running_per_principal=2, heartbeat_s=0.2, lease_s=2.0)
+    capped = TaskSettings(
+        max_running_per_principal=2, max_running_per_process=3, heartbeat_s=0.2, lease_s=2.0
+    )
+    keyed = {"Authorization": f"Bearer {AUTHOR_KEY}"}
     for server in start_kiln(moto_endpoint, tmp_path, tasks=capped):
-        first = [call_task(server, "slow_compute", {"seconds": 30}) for _ in range(2)]
-        refused = call_task(server, "slow_compute", {"seconds": 30}, refused=True)
-        assert refused["isError"] is True
+        first = [call_task(server, "slow_compute", {"seconds": 60}) for _ in range(2)]
+        refused = call_task(server, "slow_compute", {"seconds": 60}, refused=True)
         assert "Too many running tasks" in refused["content"][0]["text"]
-        for task in first:
+        assert "already has 2 working" in refused["content"][0]["text"]
+        # Another caller has room of its own, until the process is full.
+        first.append(call_task(server, "slow_compute", {"seconds": 60}, headers=keyed))
+        full = call_task(server, "slow_compute", {"seconds": 60}, headers=keyed, refused=True)
+        assert "running as many tasks as it may (3)" in full["content"][0]["text"]
+        for task, headers in zip(first, [None, None, keyed], strict=True):
+            task_id = task["taskId"]
             server.modern(
-                "tasks/cancel", with_tasks({"taskId": task["taskId"]}), name=task["taskId"]
+                "tasks/cancel", with_tasks({"taskId": task_id}), name=task_id, headers=headers
             )
-        again = call_task(server, "slow_compute", {"seconds": 0})
-        assert again["resultType"] == "task"
+        wait_for(partial(call_task_or_none, server))
+
+
+def call_task_or_none(server: McpServer) -> dict[str, Any] | None:
+    """A new task once there is room again (cancelled runs free theirs as they stop)."""
+    params = with_tasks({"name": "slow_compute", "arguments": {"seconds": 0}})
+    result: dict[str, Any] = server.modern("tools/call", params).json()["result"]
+    return result if "taskId" in result else None
+
+
+def test_a_result_too_large_for_its_record_is_kept_in_s3_and_read_back(
+    server: McpServer,
+) -> None:
+    parts = server.running.parts
+    printer = call_task(server, "printer", {"kib": 400})
+    done = settled(server, printer["taskId"])
+    assert done["status"] == "completed"
+    assert len(done["result"]["content"][0]["text"]) == 400 * 1024
+    listed = parts.clients.s3.list_objects_v2(Bucket=parts.settings.bucket, Prefix="tasks/")
+    assert any(o["Key"].endswith("/result.json") for o in listed.get("Contents", []))
+
+
+def test_arguments_too_large_for_a_task_record_are_refused_with_their_size(
+    server: McpServer,
+) -> None:
+    refused = call_task(server, "printer", {"kib": 1, "pad": "x" * 300_000}, refused=True)
+    text = refused["content"][0]["text"]
+    assert "was not started as a task" in text
+    assert "at most 262144 bytes" in text
+
+
+def test_an_author_starts_a_long_run_over_rest_and_polls_it(server: McpServer) -> None:
+    running = server.running
+    started = running.api(
+        "POST", "/api/tools/slow_compute/run", json={"arguments": {"seconds": 1}, "task": True}
+    )
+    assert started.status_code == 202, started.text
+    task = started.json()
+    assert task["status"] == "working"
+    assert started.headers["Location"] == task["poll"] == f"/api/tasks/{task['taskId']}"
+
+    def ended() -> dict[str, Any] | None:
+        polled: dict[str, Any] = running.api("GET", task["poll"]).json()
+        return polled if polled["status"] != "working" else None
+
+    done = wait_for(ended)
+    assert done["status"] == "completed"
+    assert done["mcp_result"]["content"][0]["text"] == "slow_compute: computed after 1 s"
+    keyed = {"Authorization": f"Bearer {AUTHOR_KEY}"}  # the same key reads it over MCP too
+    assert get(server, task["taskId"], headers=keyed).json()["result"]["status"] == "completed"
+    assert get(server, task["taskId"]).json()["error"]["code"] == -32602  # not anonymously
+    assert running.api("GET", task["poll"], key=None).status_code == 401
+
+
+def test_an_author_cancels_a_rest_task_and_plain_tools_are_not_run_as_tasks(
+    server: McpServer,
+) -> None:
+    running = server.running
+    task = running.api(
+        "POST", "/api/tools/slow_compute/run", json={"arguments": {"seconds": 60}, "task": True}
+    ).json()
+    cancelled = running.api("POST", f"/api/tasks/{task['taskId']}/cancel")
+    assert cancelled.json()["status"] == "cancelled"
+    assert running.api("GET", "/api/tasks/no-such-task").status_code == 404
+    plain = running.api("POST", "/api/tools/add_vat/run", json={"arguments": {}, "task": True})
+    assert plain.status_code == 422
+    assert plain.json()["error"]["code"] == "not_a_task_tool"
+    bad = running.api(
+        "POST", "/api/tools/slow_compute/run", json={"arguments": {"seconds": -1}, "task": True}
+    )
+    assert bad.status_code == 422
+    assert bad.json()["error"]["code"] == "invalid_arguments"

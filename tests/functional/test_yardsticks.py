@@ -6,8 +6,10 @@ MCP clients. They install their own pinned toolchains into ~/.cache on first use
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -16,6 +18,9 @@ import pytest
 from mcp_helpers import McpServer, start_kiln
 
 ROOT = Path(__file__).resolve().parents[2]
+CACHE = Path(os.environ.get("MCP_YARDSTICK_CACHE", Path.home() / ".cache" / "mcp-yardsticks"))
+# The last Python SDK line with the 2025-11-25 experimental tasks client (2.x removed it).
+PY_SDK_TASKS = "1.30.0"
 YARDSTICKS = Path(os.environ.get("KILN_YARDSTICKS", ROOT.parent / "shared" / "tools"))
 
 pytestmark = [
@@ -73,3 +78,33 @@ def test_a_real_mcp_client_lists_and_calls_add_vat(server: McpServer, client: st
     )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert "119.99" in done.stdout
+
+
+@pytest.fixture(scope="module")
+def sdk_with_tasks() -> Path:
+    """A virtualenv (in the yardstick cache) with the Python SDK that still speaks core tasks."""
+    venv = CACHE / f"py-mcp-{PY_SDK_TASKS}"
+    python = venv / "bin" / "python"
+    if not python.exists():
+        made = run(sys.executable, "-m", "venv", venv)
+        assert made.returncode == 0, made.stderr
+        pip = run(python, "-m", "pip", "install", "-q", f"mcp=={PY_SDK_TASKS}")
+        assert pip.returncode == 0, pip.stderr[-3000:]
+    return python
+
+
+def test_the_python_sdk_runs_a_2025_11_25_task_creates_polls_and_gets_the_result(
+    server: McpServer, sdk_with_tasks: Path
+) -> None:
+    script = ROOT / "tests" / "functional" / "clients" / "sdk_tasks_client.py"
+    arguments = '{"seconds": 1, "label": "sdk"}'
+    done = run(sdk_with_tasks, script, server.url, "slow_compute", arguments, timeout=120)
+    assert done.returncode == 0, done.stderr[-3000:]
+    flow = json.loads(done.stdout)
+    assert flow["protocol"] == "2025-11-25"
+    assert flow["tasks_capability"] is True
+    assert flow["created"] == "working"
+    assert flow["statuses"][-1] == "completed"
+    assert flow["result"]["content"] == [{"type": "text", "text": "sdk: computed after 1 s"}]
+    related = flow["result"]["_meta"]["io.modelcontextprotocol/related-task"]
+    assert related == {"taskId": flow["task_id"]}

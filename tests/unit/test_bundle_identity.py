@@ -76,27 +76,18 @@ def test_lambda_targets_know_their_wheel_platforms() -> None:
     assert arm.manylinux_platforms == ("manylinux2014_aarch64", "manylinux_2_28_aarch64")
 
 
-def test_default_target_follows_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv("KILN_BUNDLE_TARGET", raising=False)
+def test_default_target_follows_the_configured_targets() -> None:
     assert default_target("python").startswith("local-python3.")
-    monkeypatch.setenv("KILN_BUNDLE_TARGET", "lambda-python3.13-arm64")
-    assert default_target("python") == "lambda-python3.13-arm64"
-    monkeypatch.setenv("KILN_BUNDLE_TARGET", "python3.13")
+    configured = "lambda-python3.13-arm64"
+    assert default_target("python", configured=configured) == configured
     with pytest.raises(RequirementError):
-        default_target("python")
-    monkeypatch.setenv("KILN_NODE_BUNDLE_TARGET", "node20-x86_64")
-    assert default_target("node") == "node20-x86_64"
-    monkeypatch.setenv("KILN_NODE_BUNDLE_TARGET", "node20")
+        default_target("python", configured="python3.13")
+    assert default_target("node", configured="node20-x86_64") == "node20-x86_64"
     with pytest.raises(RequirementError):
-        default_target("node")
+        default_target("node", configured="node20")
 
 
-def test_inside_lambda_the_default_target_is_the_functions_own_runtime(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    monkeypatch.delenv("KILN_BUNDLE_TARGET", raising=False)
-    monkeypatch.setenv("AWS_LAMBDA_FUNCTION_NAME", "kiln-dev-admin")
-    target = parse_target(default_target("python"))
+def test_inside_lambda_the_default_target_is_the_functions_own_runtime() -> None:
+    target = parse_target(default_target("python", in_lambda=True))
     assert target.is_lambda
-    monkeypatch.setenv("KILN_NODE_BUNDLE_TARGET", "node24-arm64")
-    assert default_target("node") == "node24-arm64"
+    assert default_target("node", configured="node24-arm64", in_lambda=True) == "node24-arm64"

@@ -88,9 +88,11 @@ def actions_on(template: Mapping[str, Any], function: str, logical_id: str) -> s
     return found
 
 
-# What the public function may write: quota counters and ledger entries (kiln.access), and
-# nothing whose partition key could belong to the catalog (tools, views, names, keys).
+# What the public function may write: quota counters and ledger entries (kiln.access), task
+# records (kiln.tasks), and nothing whose partition key could belong to the catalog (tools,
+# views, names, keys).
 LEDGER_AND_QUOTA_KEYS = {"LEDGER#*", "QUOTA#*"}
+TASK_KEYS = {"TASK#*"}
 CATALOG_PARTITIONS = ["CATALOG", "TOOLS", "TOOL#0a1b", "NAME#add_vat", "VIEWS", "KEY#ab12",
                       "KEYNAME#ci", "BUNDLE#x"]  # fmt: skip
 
@@ -109,15 +111,20 @@ def test_public_function_can_only_read_the_table_without_a_leading_key_condition
     assert unconditioned <= READ_ONLY_TABLE_ACTIONS, unconditioned - READ_ONLY_TABLE_ACTIONS
 
 
-def test_public_function_writes_only_ledger_and_quota_items(template: dict[str, Any]) -> None:
+def write_patterns(template: Mapping[str, Any], function: str) -> set[str]:
+    """The partition-key patterns a function's table writes are confined to.
+
+    Every statement that may write the table must be confined by a leading-keys condition;
+    a write without one fails the test.
+    """
     table = the_one(template, "AWS::DynamoDB::Table")
     writes = [
         s
-        for s in statements(template, "McpFunction")
+        for s in statements(template, function)
         if any(refers_to(r, table) for r in as_list(s["Resource"]))
         and set(as_list(s["Action"])) - READ_ONLY_TABLE_ACTIONS
     ]
-    assert writes, "the public function must be able to count quotas and record calls"
+    found: set[str] = set()
     for statement in writes:
         assert set(as_list(statement["Action"])) <= {"dynamodb:PutItem", "dynamodb:UpdateItem"}
         # ForAllValues: every partition key the request touches must match a pattern.
@@ -125,9 +132,53 @@ def test_public_function_writes_only_ledger_and_quota_items(template: dict[str, 
         assert list(condition) == ["ForAllValues:StringLike"], statement
         assert list(condition["ForAllValues:StringLike"]) == ["dynamodb:LeadingKeys"], statement
         patterns = set(condition["ForAllValues:StringLike"]["dynamodb:LeadingKeys"])
-        assert patterns == LEDGER_AND_QUOTA_KEYS
         for partition in CATALOG_PARTITIONS:
             assert not any(fnmatch.fnmatchcase(partition, p) for p in patterns), partition
+        found |= patterns
+    return found
+
+
+def test_public_function_writes_only_ledger_quota_and_task_items(
+    template: dict[str, Any],
+) -> None:
+    patterns = write_patterns(template, "McpFunction")
+    assert patterns == LEDGER_AND_QUOTA_KEYS | TASK_KEYS
+
+
+def test_the_worker_writes_only_task_items_and_task_result_objects(
+    template: dict[str, Any],
+) -> None:
+    assert write_patterns(template, "WorkerFunction") == TASK_KEYS
+    bucket = the_one(template, "AWS::S3::Bucket")
+    for statement in statements(template, "WorkerFunction"):
+        writes = [a for a in as_list(statement["Action"]) if not a.startswith("s3:Get")]
+        if any(a.startswith("s3:") for a in writes):
+            for resource in as_list(statement["Resource"]):
+                assert refers_to(resource, bucket), resource
+                assert json.dumps(resource).endswith('/tasks/*"}'), resource
+
+
+def test_only_the_public_and_admin_functions_may_start_task_runs(
+    template: dict[str, Any],
+) -> None:
+    starters = {"McpFunction", "AdminFunction"}  # MCP tasks, and authors' task runs (REST)
+    for function in resources_of_type(template, "AWS::Serverless::Function"):
+        invokes = actions_on(template, function, "WorkerFunction")
+        assert ("lambda:InvokeFunction" in invokes) == (function in starters), function
+    for function in starters:
+        props = template["Resources"][function]["Properties"]
+        assert props["Environment"]["Variables"]["KILN_WORKER_FUNCTION"] == {
+            "Ref": "WorkerFunction"
+        }
+
+
+def test_the_worker_runs_up_to_fifteen_minutes_and_is_never_retried(
+    template: dict[str, Any],
+) -> None:
+    props = template["Resources"]["WorkerFunction"]["Properties"]
+    assert props["Timeout"] == 900
+    assert props["EventInvokeConfig"]["MaximumRetryAttempts"] == 0
+    assert props["ReservedConcurrentExecutions"] == {"Ref": "WorkerConcurrency"}
 
 
 def test_ledger_entries_and_day_counters_expire_by_ttl(template: dict[str, Any]) -> None:
@@ -148,8 +199,8 @@ def test_public_function_has_no_rights_beyond_the_table_and_the_bucket(
     table = the_one(template, "AWS::DynamoDB::Table")
     bucket = the_one(template, "AWS::S3::Bucket")
     for statement in statements(template, "McpFunction"):
-        if statement.get("Sid") == "ReadToolSecrets":
-            continue  # its own test below
+        if statement.get("Sid") in {"ReadToolSecrets", "StartTaskRuns"}:
+            continue  # their own tests
         for resource in as_list(statement["Resource"]):
             assert refers_to(resource, table) or refers_to(resource, bucket), statement
 
@@ -160,7 +211,7 @@ SECRETS_RESOURCE = {
 }
 
 
-@pytest.mark.parametrize("function", ["McpFunction", "AdminFunction"])
+@pytest.mark.parametrize("function", ["McpFunction", "AdminFunction", "WorkerFunction"])
 def test_functions_may_only_read_their_stages_tool_secrets(
     template: dict[str, Any], function: str
 ) -> None:
@@ -171,7 +222,9 @@ def test_functions_may_only_read_their_stages_tool_secrets(
     assert variables["KILN_SECRETS_PREFIX"] == {"Fn::Sub": "/kiln/${Stage}"}
 
 
-@pytest.mark.parametrize("function", ["McpFunction", "AdminFunction", "BuilderFunction"])
+@pytest.mark.parametrize(
+    "function", ["McpFunction", "AdminFunction", "BuilderFunction", "WorkerFunction"]
+)
 def test_no_function_has_a_wildcard_action_or_resource(
     template: dict[str, Any], function: str
 ) -> None:
@@ -266,3 +319,11 @@ def test_bundle_targets_match_the_runtime_and_the_node_layer(template: dict[str,
     }
     deps = template["Resources"]["DepsLayer"]["Metadata"]["BuildMethod"]
     assert deps == runtime
+
+
+def test_the_admin_function_serves_the_studio_beside_the_api(template: dict[str, Any]) -> None:
+    events = template["Resources"]["AdminFunction"]["Properties"]["Events"]
+    routes = {(e["Properties"]["Path"], e["Properties"]["Method"]) for e in events.values()}
+    assert {("/studio", "GET"), ("/studio/{proxy+}", "GET"), ("/api/{proxy+}", "ANY")} <= routes
+    public = template["Resources"]["McpFunction"]["Properties"]["Events"]
+    assert not any("studio" in e["Properties"]["Path"] for e in public.values())

@@ -2,76 +2,55 @@
 
 POST /api/keys {"name", "scope"} -> 201 with the key, shown this once; GET /api/keys lists
 them (never a secret); DELETE /api/keys/{name} revokes one, refused by this server from its
-next request (the key store forgets its cached lookup at once).
+next request (the key store forgets its cached lookup at once). Refusals (bad name or scope,
+a taken name, no such key) are domain errors, answered by `kiln.api.errors`.
 """
 
 from __future__ import annotations
 
-import asyncio
 from dataclasses import asdict
 from typing import Any
 
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 
-from kiln.api.shared import kiln_of, refusal, require_author, small_json
+from kiln.api.common import blocking, json_body, kiln_of, require
+from kiln.api.errors import ApiError
 from kiln.auth.audit import record_write
-from kiln.auth.keys import (
-    InvalidKeyNameError,
-    InvalidScopeError,
-    KeyNameTakenError,
-    KeyNotFoundError,
-    KeyRecord,
-    KeyStoreError,
-)
+from kiln.auth.keys import KeyRecord
 
 router = APIRouter(prefix="/api/keys", tags=["keys"])
-
-STATUS: dict[type[KeyStoreError], tuple[int, str]] = {
-    InvalidKeyNameError: (422, "invalid_key"),
-    InvalidScopeError: (422, "invalid_key"),
-    KeyNameTakenError: (409, "name_taken"),
-    KeyNotFoundError: (404, "not_found"),
-}
 
 
 def key_json(record: KeyRecord) -> dict[str, Any]:
     body = asdict(record)
-    body["quota"] = asdict(record.quota)
     body["id"] = record.key_id  # the name the studio reads
     return body
 
 
-@router.post("", status_code=201, response_model=None)
-async def create_key(request: Request) -> Any:
-    who = await require_author(request)
-    payload = await small_json(request)
-    if isinstance(payload, JSONResponse):
-        return payload
-    name, scope = payload.get("name"), payload.get("scope")
+@router.post("", status_code=201)
+async def create_key(request: Request) -> JSONResponse:
+    who = await require(request)
+    payload = await json_body(request)
+    name = payload.get("name") if isinstance(payload, dict) else None
+    scope = payload.get("scope") if isinstance(payload, dict) else None
     if not isinstance(name, str) or not isinstance(scope, str):
-        return refusal(422, "invalid_key", 'send {"name": "<key name>", "scope": "call|author"}')
-    try:
-        record, secret = await asyncio.to_thread(kiln_of(request).access.keys.create, name, scope)
-    except KeyStoreError as error:
-        return refusal(*STATUS.get(type(error), (400, "bad_request")), str(error))
+        raise ApiError(422, "invalid_key", 'send {"name": "<key name>", "scope": "call|author"}')
+    record, secret = await blocking(kiln_of(request).access.keys.create, name, scope)
     record_write(who, action="key.create", tool_name="", key=record.name)
     return JSONResponse({**key_json(record), "key": secret}, status_code=201)
 
 
 @router.get("")
 async def list_keys(request: Request) -> dict[str, Any]:
-    await require_author(request)
-    records = await asyncio.to_thread(kiln_of(request).access.keys.list)
+    await require(request)
+    records = await blocking(kiln_of(request).access.keys.list)
     return {"keys": [key_json(record) for record in records]}
 
 
-@router.delete("/{name}", response_model=None)
-async def revoke_key(name: str, request: Request) -> Any:
-    who = await require_author(request)
-    try:
-        record = await asyncio.to_thread(kiln_of(request).access.keys.revoke, name)
-    except KeyStoreError as error:
-        return refusal(*STATUS.get(type(error), (400, "bad_request")), str(error))
+@router.delete("/{name}")
+async def revoke_key(name: str, request: Request) -> dict[str, Any]:
+    who = await require(request)
+    record = await blocking(kiln_of(request).access.keys.revoke, name)
     record_write(who, action="key.revoke", tool_name="", key=record.name)
     return key_json(record)

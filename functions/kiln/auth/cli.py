@@ -10,9 +10,8 @@ from __future__ import annotations
 
 import argparse
 import getpass
-import os
 import sys
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, TextIO
 from urllib.parse import quote
@@ -21,10 +20,10 @@ from kiln.auth import redact
 from kiln.auth.audit import record_write
 from kiln.auth.keys import KeyStore, KeyStoreError
 from kiln.auth.secrets import SecretError, SecretStore
-from kiln.auth.settings import AuthSettings, AuthSettingsError
-from kiln.aws import make_clients
 from kiln.client import ApiCallError, KilnClient, client_for
 from kiln.locate import ServerNotFoundError
+from kiln.settings import Settings, SettingsError
+from kiln.stack import aws_clients
 
 # Turns the TOOL argument (a name, or `id:<tool id>`) into the tool's id: (clients, table, ref).
 ToolResolver = Callable[[Any, str, str], str]
@@ -50,7 +49,7 @@ class Io:
     stdin: TextIO
     stdout: TextIO
     stderr: TextIO
-    env: Mapping[str, str]
+    settings: Settings
 
 
 Handler = Callable[[argparse.Namespace, "Io"], None]
@@ -116,15 +115,16 @@ def _remote_options(parser: argparse.ArgumentParser) -> None:
 
 def run(handler: Handler, args: argparse.Namespace, io: Io | None = None) -> int:
     """Run one `keys`/`secrets` command; returns the exit status."""
-    io = io or Io(sys.stdin, sys.stdout, sys.stderr, os.environ)
     redact.install()
     try:
+        io = io or Io(sys.stdin, sys.stdout, sys.stderr, _settings(args))
         handler(args, io)
-    except (CliError, KeyStoreError, SecretError, AuthSettingsError) as exc:
-        print(f"kiln: error: {exc}", file=io.stderr)
+    except (CliError, KeyStoreError, SecretError, SettingsError) as exc:
+        print(f"kiln: error: {exc}", file=io.stderr if io is not None else sys.stderr)
         return 1
     except (ApiCallError, ServerNotFoundError) as exc:
-        print(f"kiln {args.command} {_subcommand(args)}: {exc}", file=io.stderr)
+        stderr = io.stderr if io is not None else sys.stderr
+        print(f"kiln {args.command} {_subcommand(args)}: {exc}", file=stderr)
         return 1
     return 0
 
@@ -141,21 +141,26 @@ def _tool_path(tool: str, *rest: str) -> str:
     return "/".join(["/api/tools", quote(tool, safe=":"), *[quote(p, safe="") for p in rest]])
 
 
+def _settings(args: argparse.Namespace) -> Settings:
+    """What `kiln.cli.main` read from the environment (or read here, when called alone)."""
+    settings: Settings | None = getattr(args, "settings", None)
+    return settings if settings is not None else Settings.from_env()
+
+
 def _table(io: Io) -> str:
-    table = io.env.get("KILN_TABLE", "").strip()
-    if not table:
+    if "KILN_TABLE" not in io.settings.given:
         raise CliError("set KILN_TABLE to the catalog's DynamoDB table name")
-    return table
+    return io.settings.table
 
 
 def _key_store(io: Io) -> KeyStore:
-    return KeyStore(make_clients().dynamodb, table=_table(io))
+    return KeyStore(aws_clients(io.settings).dynamodb, table=_table(io))
 
 
 def _secret_store(io: Io) -> tuple[SecretStore, Any]:
-    clients = make_clients()
-    prefix = AuthSettings.from_env(io.env).secrets_prefix
-    return SecretStore(clients.session.client("ssm"), prefix), clients
+    clients = aws_clients(io.settings)
+    ssm = clients.session.client("ssm", endpoint_url=io.settings.endpoint_url)
+    return SecretStore(ssm, io.settings.auth.secrets_prefix), clients
 
 
 def _tool_id(args: argparse.Namespace, io: Io, clients: Any) -> str:

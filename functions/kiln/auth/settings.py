@@ -1,4 +1,4 @@
-"""OAuth and secrets configuration, read from the environment once at startup.
+"""OAuth and secrets configuration (part of `kiln.settings.Settings`, which reads the variables).
 
 The rest of access control lives in `kiln.settings.Settings`: KILN_PUBLIC_ANONYMOUS,
 KILN_ALLOWED_ORIGINS, KILN_AUTHOR_KEY and KILN_PUBLIC_BASE_URL (read here too, for a check).
@@ -15,7 +15,6 @@ KILN_ALLOWED_ORIGINS, KILN_AUTHOR_KEY and KILN_PUBLIC_BASE_URL (read here too, f
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -44,8 +43,8 @@ class AuthSettings:
         return (self.oauth_issuer,) if self.oauth_issuer else ()
 
     @classmethod
-    def from_env(cls, env: Mapping[str, str] | None = None) -> AuthSettings:
-        env = os.environ if env is None else env
+    def from_env(cls, env: Mapping[str, str]) -> AuthSettings:
+        """Called by `kiln.settings.Settings.from_env` with the environment it read."""
         # The issuer is compared with the `iss` claim character for character: keep it as given.
         issuer = _url(env, "KILN_OAUTH_ISSUER", exact=True)
         public_url = _url(env, "KILN_PUBLIC_BASE_URL")

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import Mapping
 from functools import cached_property
 from typing import Any
@@ -14,7 +13,7 @@ from starlette.responses import JSONResponse, Response
 from kiln.auth.jwt import JwtVerifier
 from kiln.auth.keys import KeyStore
 from kiln.auth.metadata import protected_resource_metadata, resource_path_for
-from kiln.auth.policy import Authenticator, AuthError, Permission, Principal
+from kiln.auth.policy import Authenticator, Permission, Principal
 from kiln.auth.secrets import SecretStore, secret_env
 from kiln.auth.settings import AuthSettingsError
 from kiln.aws import AwsClients
@@ -105,20 +104,3 @@ class AccessControl:
         if not names:
             return {}
         return secret_env(self.secrets, tool.id, names)
-
-
-def auth_error_response(error: AuthError, *, jsonrpc: bool = False) -> Response:
-    """The 400/401/403 answer: the challenge header and a short body that says why."""
-    headers = {"www-authenticate": error.www_authenticate}
-    if jsonrpc:
-        body: dict[str, Any] = {
-            "jsonrpc": "2.0",
-            "id": None,
-            "error": {"code": -32001, "message": f"Unauthorized: {error.message}"},
-        }
-    else:
-        code = {400: "invalid_request", 401: "unauthorized", 403: "forbidden"}[error.status]
-        body = {"error": {"code": code, "message": error.message}}
-    return Response(
-        json.dumps(body), status_code=error.status, headers=headers, media_type="application/json"
-    )

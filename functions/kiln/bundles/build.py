@@ -30,6 +30,7 @@ from typing import Any
 
 from kiln.bundles.identity import Target, parse_target, split_node_requirement
 from kiln.bundles.store import BundleRecord
+from kiln.settings import inherited_environment
 
 Progress = Callable[[str], None]
 
@@ -50,6 +51,27 @@ class BuildError(Exception):
         self.log = log
 
 
+@dataclass(frozen=True)
+class Toolchain:
+    """What a build uses from its machine (from `Settings`: KILN_NPM, KILN_NODE_BINARY,
+    PYENV_ROOT, KILN_BUNDLE_MAX_UNPACKED_MB); the defaults find everything on PATH."""
+
+    npm: str | None = None
+    node_binary: str | None = None
+    pyenv_root: str | None = None
+    max_unpacked_bytes: int = DEFAULT_MAX_UNPACKED_BYTES
+
+    @classmethod
+    def from_settings(cls, settings: Any) -> Toolchain:
+        limit_mb = settings.bundle_max_unpacked_mb
+        return cls(
+            npm=settings.npm,
+            node_binary=settings.node_binary,
+            pyenv_root=settings.pyenv_root,
+            max_unpacked_bytes=int(limit_mb * 2**20) if limit_mb else DEFAULT_MAX_UNPACKED_BYTES,
+        )
+
+
 @dataclass
 class BuildOutput:
     zip_path: Path
@@ -60,6 +82,9 @@ class BuildOutput:
 
 @dataclass
 class _Log:
+    """One build's log, and the toolchain its commands run with."""
+
+    tools: Toolchain = field(default_factory=lambda: Toolchain())
     lines: list[str] = field(default_factory=list)
 
     def add(self, text: str) -> None:
@@ -69,23 +94,20 @@ class _Log:
         return "\n".join(self.lines) + "\n"
 
 
-def max_unpacked_bytes() -> int:
-    configured = os.environ.get("KILN_BUNDLE_MAX_UNPACKED_MB", "").strip()
-    return int(float(configured) * 1024 * 1024) if configured else DEFAULT_MAX_UNPACKED_BYTES
-
-
 def build_bundle(
     record: BundleRecord,
     *,
     workdir: Path,
     progress: Progress | None = None,
     max_bytes: int | None = None,
+    toolchain: Toolchain | None = None,
 ) -> BuildOutput:
     """Build `record`'s bundle under `workdir`; raises BuildError with the log on failure."""
     say = progress or (lambda _message: None)
-    limit = max_unpacked_bytes() if max_bytes is None else max_bytes
+    tools = toolchain or Toolchain()
+    limit = tools.max_unpacked_bytes if max_bytes is None else max_bytes
     target = parse_target(record.target)
-    log = _Log()
+    log = _Log(tools)
     log.add(f"# kiln bundle {record.id}: {record.language} for {record.target}")
     log.add(f"# requirements: {', '.join(record.requirements)}")
     started = time.monotonic()
@@ -188,13 +210,13 @@ def _pip_lock(report: Path) -> list[dict[str, Any]]:
 
 
 @functools.cache
-def target_interpreter(target: Target) -> str | None:
+def target_interpreter(target: Target, pyenv_root: str | None = None) -> str | None:
     """A CPython for the target's version on this machine: ours, one under pyenv, or on PATH."""
     version = str(target.python_version)
     if version == f"{sys.version_info.major}.{sys.version_info.minor}":
         return sys.executable
     candidates: list[str] = []
-    for root in filter(None, [os.environ.get("PYENV_ROOT", ""), str(Path.home() / ".pyenv")]):
+    for root in filter(None, [pyenv_root, str(Path.home() / ".pyenv")]):
         candidates += sorted(glob.glob(f"{root}/versions/{version}.*/bin/python{version}"))[::-1]
     found = shutil.which(f"python{version}")
     if found and "/shims/" not in found:  # a pyenv shim may name a version it cannot run
@@ -210,7 +232,7 @@ def target_interpreter(target: Target) -> str | None:
 
 
 def _compile_python(target: Target, root: Path, log: _Log) -> str | None:
-    interpreter = target_interpreter(target)
+    interpreter = target_interpreter(target, log.tools.pyenv_root)
     if interpreter is None:
         log.add(f"# no Python {target.python_version} here: bytecode is left to the first import")
         return None
@@ -242,7 +264,7 @@ def _install_node(record: BundleRecord, install_dir: Path, log: _Log) -> list[di
     (install_dir / "package.json").write_text(
         json.dumps({"name": "kiln-bundle", "private": True, "dependencies": dependencies})
     )
-    npm = find_npm()
+    npm = find_npm(log.tools)
     if npm is None:
         raise BuildError(
             "npm is not installed on the builder (set KILN_NPM, or KILN_NODE_BINARY with npm "
@@ -270,12 +292,11 @@ def _install_node(record: BundleRecord, install_dir: Path, log: _Log) -> list[di
     return sorted(lock, key=lambda entry: str(entry["name"]))
 
 
-def find_npm() -> str | None:
+def find_npm(tools: Toolchain) -> str | None:
     """KILN_NPM, else the npm beside KILN_NODE_BINARY (the Lambda layer), else PATH's."""
-    configured = os.environ.get("KILN_NPM")
-    if configured:
-        return configured
-    node = os.environ.get("KILN_NODE_BINARY")
+    if tools.npm:
+        return tools.npm
+    node = tools.node_binary
     if node and (Path(node).parent / "npm").is_file():
         return str(Path(node).parent / "npm")
     return shutil.which("npm")
@@ -286,8 +307,8 @@ def find_npm() -> str | None:
 
 def _run(command: list[str], log: _Log, *, what: str, cwd: Path) -> None:
     log.add("$ " + " ".join(command))
-    env = {**os.environ, "PIP_NO_INPUT": "1", "PYTHONDONTWRITEBYTECODE": "1"}
-    node = os.environ.get("KILN_NODE_BINARY")
+    env = inherited_environment(PIP_NO_INPUT="1", PYTHONDONTWRITEBYTECODE="1")
+    node = log.tools.node_binary
     if node:  # npm runs `node` from PATH
         env["PATH"] = f"{Path(node).parent}{os.pathsep}{env.get('PATH', '')}"
     if not os.access(Path.home(), os.W_OK):  # Lambda: only /tmp is writable

@@ -12,13 +12,15 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 import tempfile
 import threading
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, TextIO
+
+from kiln.settings import Settings
 
 
 class Progress:
@@ -60,23 +62,40 @@ class Progress:
 # -- where the records are -------------------------------------------------------------------
 
 
-def _direct_store(args: argparse.Namespace) -> Any:
-    """A BundleStore on the environment's AWS (or the clients `kiln.cli` handed over)."""
-    from kiln.aws import make_clients
-    from kiln.bundles.store import BundleStore
-    from kiln.settings import Settings
+def _settings(args: argparse.Namespace) -> Settings:
+    """What `kiln.cli.main` read from the environment (or read here, when called alone)."""
+    settings: Settings | None = getattr(args, "settings", None)
+    return settings if settings is not None else Settings.from_env()
 
-    settings = Settings.from_env()
-    clients = getattr(args, "clients", None) or make_clients(
-        endpoint_url=settings.endpoint_url, region=settings.region, profile=settings.profile
-    )
+
+def _clients(args: argparse.Namespace) -> Any:
+    """The environment's AWS (or the clients `kiln.cli` handed over)."""
+    from kiln.stack import aws_clients
+
+    return getattr(args, "clients", None) or aws_clients(_settings(args))
+
+
+def _direct_store(args: argparse.Namespace) -> Any:
+    """A BundleStore on the environment's table and bucket."""
+    from kiln.bundles.store import BundleStore
+
+    settings, clients = _settings(args), _clients(args)
     return BundleStore(clients.dynamodb, clients.s3, table=settings.table, bucket=settings.bucket)
 
 
 def _api(args: argparse.Namespace) -> Any:
-    from kiln.client import client_for
+    from kiln.client import connect
 
-    return client_for(args)
+    return connect(_settings(args), url=args.url, key=args.key, state_dir=args.state_dir)
+
+
+def _toolchain(args: argparse.Namespace) -> Any:
+    from kiln.bundles.build import Toolchain
+
+    toolchain = Toolchain.from_settings(_settings(args))
+    if getattr(args, "max_mb", None):
+        toolchain = replace(toolchain, max_unpacked_bytes=int(args.max_mb * 2**20))
+    return toolchain
 
 
 def _fail(command: str, message: object) -> int:
@@ -152,12 +171,12 @@ def cmd_retry(args: argparse.Namespace) -> int:
         record = store.retry(store.resolve(args.id))
     except (BundleStateError, BundleIdError) as error:
         return _fail("retry", error)
-    builder = os.environ.get("KILN_BUILDER_FUNCTION")
+    builder = _settings(args).builder_function
     if builder:
         _lambda_schedule(builder, record.id)
         print(f"{record.id} pending: handed to {builder}")
         return 0
-    return _build_here(store, record.id, Progress())
+    return _build_here(store, record.id, Progress(), _toolchain(args))
 
 
 def _lambda_schedule(function: str, bundle_id: str) -> None:
@@ -178,14 +197,9 @@ def _requirements(args: argparse.Namespace) -> tuple[str, list[str]]:
 
         draft = read_folder(folder)
         return draft.language, list(draft.requirements)
-    from kiln.aws import make_clients
     from kiln.catalog.store import CatalogStore
-    from kiln.settings import Settings
 
-    settings = Settings.from_env()
-    clients = getattr(args, "clients", None) or make_clients(
-        endpoint_url=settings.endpoint_url, region=settings.region, profile=settings.profile
-    )
+    settings, clients = _settings(args), _clients(args)
     catalog = CatalogStore(
         clients.dynamodb, clients.s3, table=settings.table, bucket=settings.bucket
     )
@@ -200,7 +214,14 @@ def cmd_build(args: argparse.Namespace) -> int:
 
     try:
         language, requirements = _requirements(args)
-        target = args.target or default_target(language)
+        settings = _settings(args)
+        configured = settings.node_bundle_target if language == "node" else settings.bundle_target
+        target = args.target or default_target(
+            language,
+            configured=configured,
+            in_lambda=settings.in_lambda,
+            node_binary=settings.node_binary,
+        )
         if parse_target(target).language != language:
             raise RequirementError(f"--target {target} is not a {language} target")
         identity = bundle_id(language, target, requirements)
@@ -227,7 +248,11 @@ def cmd_build(args: argparse.Namespace) -> int:
         with tempfile.TemporaryDirectory(prefix="kiln-build-") as scratch:
             try:
                 output = build_bundle(
-                    record, workdir=Path(scratch), progress=progress.phase, max_bytes=max_bytes
+                    record,
+                    workdir=Path(scratch),
+                    progress=progress.phase,
+                    max_bytes=max_bytes,
+                    toolchain=_toolchain(args),
                 )
             except BuildError as error:
                 (out / f"{identity}.log").write_text(error.log)
@@ -238,8 +263,6 @@ def cmd_build(args: argparse.Namespace) -> int:
         progress.phase(f"wrote {out / f'{identity}.zip'} ({output.manifest['zip_size']} bytes)")
         print(identity)
         return 0
-    if max_bytes is not None:
-        os.environ["KILN_BUNDLE_MAX_UNPACKED_MB"] = str(args.max_mb)
     try:
         store = _direct_store(args)
         record = store.ensure(language, target, requirements)
@@ -256,14 +279,20 @@ def cmd_build(args: argparse.Namespace) -> int:
             )
     except Exception as error:
         return _fail("build", error)
-    return _build_here(store, record.id, progress)
+    return _build_here(store, record.id, progress, _toolchain(args))
 
 
-def _build_here(store: Any, identity: str, progress: Progress) -> int:
+def _build_here(store: Any, identity: str, progress: Progress, toolchain: Any) -> int:
     from kiln.bundles.scheduler import run_build
 
     progress.phase(f"building {identity}")
-    done = run_build(store, identity, progress=progress.phase, upload_progress=progress.uploaded)
+    done = run_build(
+        store,
+        identity,
+        progress=progress.phase,
+        upload_progress=progress.uploaded,
+        toolchain=toolchain,
+    )
     if done.status != "ready":
         log = store.read_log(identity) or ""
         tail = "\n".join(log.rstrip().splitlines()[-15:])

@@ -20,7 +20,6 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
-import os
 import platform
 import re
 import shutil
@@ -90,30 +89,34 @@ def machine_arch() -> str:
     return "arm64" if machine in ("aarch64", "arm64") else "x86_64"
 
 
-def default_target(language: str) -> str:
-    """The target bundles are built for and fetched by in this process."""
+def default_target(
+    language: str,
+    *,
+    configured: str | None = None,
+    in_lambda: bool = False,
+    node_binary: str | None = None,
+) -> str:
+    """The target bundles are built for and fetched by in this process.
+
+    `configured` is KILN_BUNDLE_TARGET (Python) or KILN_NODE_BUNDLE_TARGET (Node); without
+    it, inside Lambda the function's own runtime, elsewhere this interpreter / this Node.
+    """
+    if language not in LANGUAGES:
+        raise RequirementError(f"language must be one of {', '.join(LANGUAGES)}")
+    if configured:
+        parse_target(configured)
+        return configured
     if language == "python":
-        configured = os.environ.get("KILN_BUNDLE_TARGET", "").strip()
-        if configured:
-            parse_target(configured)
-            return configured
-        # Inside Lambda the function's own runtime is the target; elsewhere this interpreter.
-        kind = "lambda" if os.environ.get("AWS_LAMBDA_FUNCTION_NAME") else "local"
+        kind = "lambda" if in_lambda else "local"
         version = f"{sys.version_info.major}.{sys.version_info.minor}"
         return f"{kind}-python{version}-{machine_arch()}"
-    if language == "node":
-        configured = os.environ.get("KILN_NODE_BUNDLE_TARGET", "").strip()
-        if configured:
-            parse_target(configured)
-            return configured
-        return f"node{node_major()}-{machine_arch()}"
-    raise RequirementError(f"language must be one of {', '.join(LANGUAGES)}")
+    return f"node{node_major(node_binary)}-{machine_arch()}"
 
 
 @functools.cache
-def node_major() -> int:
+def node_major(node_binary: str | None = None) -> int:
     """The major version of the Node.js that runs tools here (KILN_NODE_BINARY or PATH)."""
-    node = os.environ.get("KILN_NODE_BINARY") or shutil.which("node")
+    node = node_binary or shutil.which("node")
     if node:
         try:
             version = subprocess.run(

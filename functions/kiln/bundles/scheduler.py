@@ -20,7 +20,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
-from kiln.bundles.build import BuildError, Progress, build_bundle
+from kiln.bundles.build import BuildError, Progress, Toolchain, build_bundle
 from kiln.bundles.store import (
     BundleRecord,
     BundleStateError,
@@ -74,6 +74,7 @@ def run_build(
     workdir: Path | None = None,
     progress: Progress | None = None,
     upload_progress: UploadProgress | None = None,
+    toolchain: Toolchain | None = None,
 ) -> BundleRecord:
     """Build and publish one pending bundle. A bundle not pending is returned as it is."""
     try:
@@ -86,7 +87,7 @@ def run_build(
     scratch = Path(tempfile.mkdtemp(prefix=f"kiln-build-{bundle_id[:8]}-", dir=workdir))
     try:
         try:
-            output = build_bundle(record, workdir=scratch, progress=progress)
+            output = build_bundle(record, workdir=scratch, progress=progress, toolchain=toolchain)
         except BuildError as exc:
             _put_text(store, log_key(bundle_id), exc.log)
             return store.mark_failed(bundle_id, exc.reason, log_key(bundle_id))
@@ -138,9 +139,11 @@ class LocalBuildWorker:
         threads: int = 1,
         workdir: Path | None = None,
         progress: Callable[[str, str], None] | None = None,
+        toolchain: Toolchain | None = None,
     ) -> None:
         self.store = store
         self.workdir = workdir
+        self.toolchain = toolchain
         self.progress = progress or _log_progress  # (bundle id, message)
         self.builds_started = 0  # builds this worker ran (counted for tests and logs)
         self._threads_wanted = threads
@@ -210,6 +213,7 @@ class LocalBuildWorker:
                         bundle_id,
                         workdir=self.workdir,
                         progress=functools.partial(self.progress, bundle_id),
+                        toolchain=self.toolchain,
                     )
                     logger.info("bundle %s: %s", bundle_id, result.status)
             except Exception:
@@ -246,6 +250,7 @@ def handle_build_event(
     *,
     store: BundleStore,
     workdir: Path | None = None,
+    toolchain: Toolchain | None = None,
 ) -> dict[str, Any]:
     """The builder function's work: build the bundle(s) named in the event.
 
@@ -259,7 +264,7 @@ def handle_build_event(
     results: dict[str, dict[str, Any]] = {}
     for bundle_id in ids:
         try:
-            record = run_build(store, bundle_id, workdir=workdir)
+            record = run_build(store, bundle_id, workdir=workdir, toolchain=toolchain)
         except BundleStateError as error:  # no such bundle: nothing to retry either
             logger.warning("builder: %s", error)
             results[bundle_id] = {"status": "missing", "error": str(error)}

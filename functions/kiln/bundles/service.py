@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from kiln.aws import AwsClients
+from kiln.bundles.build import Toolchain
 from kiln.bundles.cache import DEFAULT_BUDGET_BYTES, BundleCache
 from kiln.bundles.identity import bundle_id, default_target
 from kiln.bundles.scheduler import (
@@ -24,6 +25,7 @@ from kiln.bundles.scheduler import (
     request_bundle,
 )
 from kiln.bundles.store import BundleRecord, BundleStateError, BundleStore
+from kiln.settings import Settings
 
 log = logging.getLogger("kiln.bundles")
 
@@ -120,8 +122,8 @@ def summary_json(record: BundleRecord) -> dict[str, Any]:
 
 
 def make_bundles(
-    settings: Any,
-    clients: Any,
+    settings: Settings,
+    clients: AwsClients,
     *,
     scheduler: BuildScheduler | None = None,
     cache_root: Path | None = None,
@@ -130,32 +132,34 @@ def make_bundles(
     store = BundleStore(clients.dynamodb, clients.s3, table=settings.table, bucket=settings.bucket)
     if scheduler is None:
         scheduler = _scheduler(settings, clients, store)
-    budget_mb = os.environ.get("KILN_BUNDLE_CACHE_MB", "").strip()
-    python_target = getattr(settings, "bundle_target", None) or default_target("python")
-    node_target = default_target("node")
+    python_target = default_target(
+        "python", configured=settings.bundle_target, in_lambda=settings.in_lambda
+    )
+    node_target = default_target(
+        "node", configured=settings.node_bundle_target, node_binary=settings.node_binary
+    )
+    budget_mb = settings.bundle_cache_mb
     cache = BundleCache(
         store,
-        root=cache_root or getattr(settings, "bundle_cache_dir", None),
-        budget_bytes=int(float(budget_mb) * 2**20) if budget_mb else DEFAULT_BUDGET_BYTES,
+        root=cache_root or settings.bundle_cache_dir,
+        budget_bytes=int(budget_mb * 2**20) if budget_mb else DEFAULT_BUDGET_BYTES,
         targets=(python_target, node_target),
     )
     return Bundles(store, scheduler, cache, python_target=python_target, node_target=node_target)
 
 
-def _scheduler(settings: Any, clients: Any, store: BundleStore) -> BuildScheduler:
-    function = getattr(settings, "builder_function", None)
-    if function:
+def _scheduler(settings: Settings, clients: AwsClients, store: BundleStore) -> BuildScheduler:
+    if settings.builder_function:
         session = clients.session
-        region = getattr(settings, "region", None)
         lambda_client = (
-            session.client("lambda", region_name=region)
+            session.client("lambda", region_name=settings.region)
             if session is not None
-            else _boto3_lambda(region)
+            else _boto3_lambda(settings.region)
         )
-        return LambdaBuildScheduler(lambda_client, function)
-    if os.environ.get("AWS_LAMBDA_FUNCTION_NAME"):
+        return LambdaBuildScheduler(lambda_client, settings.builder_function)
+    if settings.in_lambda:
         return NoBuilder()
-    return LazyLocalWorker(store)
+    return LazyLocalWorker(store, Toolchain.from_settings(settings))
 
 
 def _boto3_lambda(region: str | None) -> Any:
@@ -167,8 +171,8 @@ def _boto3_lambda(region: str | None) -> Any:
 class LazyLocalWorker:
     """A LocalBuildWorker whose thread starts with the first build (most apps never build)."""
 
-    def __init__(self, store: BundleStore) -> None:
-        self.worker = LocalBuildWorker(store)
+    def __init__(self, store: BundleStore, toolchain: Toolchain | None = None) -> None:
+        self.worker = LocalBuildWorker(store, toolchain=toolchain)
 
     def schedule(self, bundle_id: str) -> None:
         self.worker.start()

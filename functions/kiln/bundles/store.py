@@ -43,11 +43,11 @@ _HEX = re.compile(r"[0-9a-f]{1,32}")
 
 
 class BundleIdError(LookupError):
-    """A bundle id (or prefix) that names no bundle, or more than one."""
+    """A bundle id (or prefix) that names no bundle."""
 
-    def __init__(self, message: str, *, ambiguous: bool = False) -> None:
-        super().__init__(message)
-        self.ambiguous = ambiguous
+
+class AmbiguousBundleIdError(BundleIdError):
+    """A prefix that more than one bundle id starts with."""
 
 
 class BundleStateError(Exception):
@@ -234,10 +234,9 @@ class BundleStore:
         if not matches:
             raise BundleIdError(f"bundle {ref}: no bundle id starts with it")
         if len(matches) > 1:
-            raise BundleIdError(
+            raise AmbiguousBundleIdError(
                 f"bundle {ref}: ambiguous, {len(matches)} bundles start with it "
-                f"({', '.join(m[: len(ref) + 4] + '…' for m in matches[:5])}); give more digits",
-                ambiguous=True,
+                f"({', '.join(m[: len(ref) + 4] + '…' for m in matches[:5])}); give more digits"
             )
         return matches[0]
 

@@ -20,9 +20,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
-from kiln.catalog.model import Draft, Tool
+from kiln.catalog.model import Draft
 from kiln.catalog.rules import RuleError, Violation, check_draft
-from kiln.catalog.store import CatalogStore, ToolNotFoundError
 from kiln.catalog.syntax import available_node, check_parses
 from kiln.catalog.toolfiles import MAX_FILE_BYTES, MAX_FILES, digest, encode_files
 
@@ -173,7 +172,8 @@ def write_folder(root: Path, draft: Draft) -> Path:
 
 
 class SyncTarget(Protocol):
-    """A catalog that folders are pushed to: the store itself, or a server's REST API."""
+    """A catalog that folders are pushed to: the authoring service (`kiln.authoring.FolderTarget`)
+    or a server's REST API (`kiln.client.HttpTarget`)."""
 
     def current(self, name: str) -> tuple[Draft, int] | None:
         """The named tool's head as a draft, with its revision; None if there is none."""
@@ -255,7 +255,6 @@ def draft_from_tool_json(body: Mapping[str, Any], code: str) -> Draft:
 __all__ = [
     "FolderError",
     "PushResult",
-    "StoreTarget",
     "SyncTarget",
     "Violation",
     "draft_digest",
@@ -267,46 +266,3 @@ __all__ = [
     "tool_folders",
     "write_folder",
 ]
-
-
-def draft_of(tool: Tool, code: str, files: Mapping[str, bytes] | None = None) -> Draft:
-    head = tool.head
-    return Draft(
-        name=tool.name,
-        description=head.description,
-        language=head.language,
-        code=code,
-        requirements=head.requirements,
-        input_schema=head.input_schema,
-        output_schema=head.output_schema,
-        title=head.title,
-        annotations=head.annotations,
-        timeout_seconds=head.timeout_seconds,
-        enabled=tool.enabled,
-        secrets=head.secrets,
-        files=dict(files or {}),
-        task=head.task,
-        tags=head.tags,
-    )
-
-
-class StoreTarget:
-    """Pushes folders straight into a catalog store (what `kiln dev` does at start)."""
-
-    def __init__(self, store: CatalogStore, *, actor: str = "files") -> None:
-        self._store = store
-        self._actor = actor
-
-    def current(self, name: str) -> tuple[Draft, int] | None:
-        try:
-            tool = self._store.get(name)
-        except ToolNotFoundError:
-            return None
-        head = tool.head
-        return draft_of(tool, self._store.code(head), self._store.files(head)), head.number
-
-    def create(self, draft: Draft) -> None:
-        self._store.create(draft, actor=self._actor)
-
-    def update(self, draft: Draft, revision: int) -> None:
-        self._store.update(draft.name, draft, expected_revision=revision, actor=self._actor)

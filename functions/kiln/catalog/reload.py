@@ -17,15 +17,13 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from kiln.catalog.files import StoreTarget, draft_digest, push, read_folders
-from kiln.catalog.store import CatalogStore, ToolNotFoundError
+from kiln.catalog.files import SyncTarget, draft_digest, push, read_folders
 
 
-def load_folders(store: CatalogStore, folders: Sequence[Path], record: Path) -> list[str]:
+def load_folders(target: SyncTarget, folders: Sequence[Path], record: Path) -> list[str]:
     """Push what changed on disk only; returns one line per tool created, updated or skipped."""
     drafts = read_folders(folders)  # every problem at once, before anything is written
     loaded = _read(record)
-    target = StoreTarget(store, actor="kiln dev")
     lines: list[str] = []
     to_push = []
     for folder, draft in zip(folders, drafts, strict=True):
@@ -48,18 +46,12 @@ def load_folders(store: CatalogStore, folders: Sequence[Path], record: Path) -> 
         to_push.append((folder, draft, digest))
     results = push(target, [folder for folder, _, _ in to_push])
     for (_, draft, digest), result in zip(to_push, results, strict=True):
-        loaded[draft.name] = {"digest": digest, "revision": _head(store, draft.name)}
+        now = target.current(draft.name)
+        loaded[draft.name] = {"digest": digest, "revision": None if now is None else now[1]}
         if result.action != "unchanged":
             lines.append(f"{result.action} {draft.name}")
     _write(record, loaded)
     return lines
-
-
-def _head(store: CatalogStore, name: str) -> int | None:
-    try:
-        return store.get(name).head.number
-    except ToolNotFoundError:
-        return None
 
 
 def _read(record: Path) -> dict[str, dict[str, Any]]:

@@ -42,7 +42,7 @@ CODE_EXTENSIONS = {"python": "py", "node": "js"}
 
 
 class CatalogError(Exception):
-    """Base of the catalog's refusals; the app maps each subclass to one HTTP status."""
+    """Base of the catalog's refusals; `kiln.api.errors` maps each to its statuses and codes."""
 
 
 class ToolNotFoundError(CatalogError):
@@ -76,12 +76,11 @@ class NameMismatchError(CatalogError):
 
 
 class BundleHook(Protocol):
+    """Names a revision's bundle. Starting its build is the authoring service's job, after
+    the write commits."""
+
     def identify(self, language: str, requirements: tuple[str, ...]) -> str | None:
         """The bundle id for these requirements (no side effects); None when none is needed."""
-        ...
-
-    def prepare(self, language: str, requirements: tuple[str, ...]) -> str | None:
-        """Make sure that bundle exists or is being built; called once a save has committed."""
         ...
 
 
@@ -237,7 +236,6 @@ class CatalogStore:
             if _cancel_codes(error)[:1] == ["ConditionalCheckFailed"]:
                 raise NameTakenError(f"name: a tool named {draft.name!r} already exists") from None
             raise
-        self._prepare_bundle(revision)
         return tool
 
     def update(
@@ -487,17 +485,7 @@ class CatalogStore:
                     current=current,
                 ) from None
             raise
-        self._prepare_bundle(revision)
         return replace(tool, head=revision, enabled=enabled, updated_at=now)
-
-    def _prepare_bundle(self, revision: Revision) -> None:
-        # Only after the write committed: a refused save must not start a build.
-        if self._bundles is None or revision.bundle_id is None:
-            return
-        try:
-            self._bundles.prepare(revision.language, revision.requirements)
-        except Exception:  # the tool is saved; its calls will say the bundle is missing
-            log.exception("could not start the bundle build for %s", revision.bundle_id)
 
     def _tool_item(self, tool: Tool) -> dict[str, Any]:
         return {

@@ -15,7 +15,9 @@ Lines, in this order, joined with "\\n" and with no trailing newline:
    refused before starting; `[killed by signal SIGXFSZ: file size limit exceeded]` when the
    script died of a signal; `[exit N]` for any other non-zero exit. Exit 124 is `[exit 124]`:
    only the runner's own clock makes a timeout. `[runner error] ...` when the runner itself
-   failed and the script's outcome is unknown.
+   failed and the script's outcome is unknown. `[disk quota] stopped after writing more than
+   256 MiB of files (the run's quota)` when its files outgrew the quota where no tmpfs
+   bounds them (with one, a write past the quota fails with ENOSPC inside the script).
 
 So a script that prints nothing, writes "failure details\\n" to stderr and exits 7 gives
 exactly "(no output)\\n[stderr] failure details\\n[exit 7]".
@@ -70,6 +72,11 @@ def _truncated(stream: str, kept: str, total: int) -> str:
 def _outcome(result: RunResult) -> str:
     if result.runner_error is not None and not result.timed_out:
         return f"[runner error] {result.runner_error}"
+    if result.disk_quota_bytes is not None:
+        mib = result.disk_quota_bytes / (1024 * 1024)
+        return (
+            f"[disk quota] stopped after writing more than {mib:g} MiB of files (the run's quota)"
+        )
     if result.timed_out:
         if not result.started:
             if result.limit_source == "invocation":

@@ -16,16 +16,17 @@ def script_environment(
     interpreter: Path,
     bundle_path: Path | None,
     extra_env: Mapping[str, str],
-) -> dict[str, str]:
-    """The whole environment of one run.
+) -> tuple[dict[str, str], dict[str, str]]:
+    """The environment of one run: (what the runner sets, the tool's own settings).
 
-    `extra_env` (a tool's own settings and secrets) is added first, so it can never replace
-    what the runner sets: PATH, HOME, the bundle paths and the locale stay the runner's.
+    The second part (settings and secrets) reaches the script through a private pipe, never
+    an exec'd environment block, and can never replace what the runner sets: PATH, HOME,
+    the bundle paths and the locale stay the runner's.
     """
     for name, value in extra_env.items():
         if not name or "=" in name or "\0" in name or "\0" in value:
             raise ValueError(f"extra_env name {name!r} is not a valid environment variable")
-    env = dict(extra_env)
+    env: dict[str, str] = {}
     env.update(
         PATH=f"{interpreter.parent}:{SAFE_PATH}",
         LANG="C.UTF-8",
@@ -41,4 +42,4 @@ def script_environment(
             env["PYTHONPATH"] = str(bundle_path)
         else:
             env["NODE_PATH"] = str(bundle_path / "node_modules")
-    return env
+    return env, {name: value for name, value in extra_env.items() if name not in env}

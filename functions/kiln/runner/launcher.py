@@ -36,13 +36,16 @@ class Launcher:
         return self._process.pid if self._process is not None else None
 
     def launch(self, request: dict[str, Any], fds: Sequence[int]) -> None:
-        """Hand one run to the helper; `fds` are the script's stdin, stdout, stderr, status."""
+        """Hand one run to the helper.
+
+        `fds` are the script's stdin, stdout, stderr, status and private pipe ends.
+        """
         payload = json.dumps(request).encode()
         if len(payload) > supervisor.MAX_REQUEST_BYTES:
             raise LauncherError("the run request is too large (its environment exceeds 1 MiB)")
         with self._lock:
             for attempt in range(2):
-                sock = self._ensure_started()
+                sock = self._ensure_started_locked()
                 try:
                     socket.send_fds(sock, [payload], list(fds))
                     return
@@ -53,6 +56,14 @@ class Launcher:
                             f"the runner's helper process failed: {error}"
                         ) from error
 
+    def alive(self) -> bool:
+        """False once a started helper has died (nothing started counts as alive)."""
+        return self._process is None or self._process.poll() is None
+
+    def ensure_started(self) -> None:
+        with self._lock:
+            self._ensure_started_locked()
+
     def discard(self) -> None:
         """Drop the current helper; the next launch starts a new one."""
         with self._lock:
@@ -62,7 +73,7 @@ class Launcher:
         with self._lock:
             self._stop_locked()
 
-    def _ensure_started(self) -> socket.socket:
+    def _ensure_started_locked(self) -> socket.socket:
         if self._process is not None and self._process.poll() is None and self._socket:
             return self._socket
         self._kill_locked()

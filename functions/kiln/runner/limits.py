@@ -24,6 +24,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 MIB = 1024 * 1024
+# Above the uids of real accounts and inside the 65,536 ids a user namespace usually maps.
+DEFAULT_RUN_UIDS = (60000, 61000)
 
 
 @dataclass(frozen=True)
@@ -67,6 +69,19 @@ class RunnerSettings:
     work_root: Path | None = None  # None: tempfile.gettempdir()
     python_executable: Path = Path(sys.executable)
     kill_grace_s: float = 2.0  # how long the supervisor may take to clean up before a hard kill
+    # Containment (README: "What isolates one tool from another").
+    # As root: uids [first, end) for runs, one per concurrent run; None keeps the server's uid.
+    run_uids: tuple[int, int] | None = DEFAULT_RUN_UIDS
+    uid_lock_dir: Path = Path("/run/kiln/run-uids")  # flocks that keep servers' uids apart
+    disk_quota_bytes: int = 256 * MIB  # a run's work and temporary files together
+    # Runs that share one uid can see each other's processes and files: one at a time.
+    serialize_shared_uid_runs: bool = True
+    # Without a uid per run, also remove what a run created directly in /tmp, /var/tmp,
+    # /dev/shm (found by being new and the server's): right where nothing else of the
+    # server's uid writes there meanwhile (Lambda), so off unless the settings turn it on.
+    sweep_shared_temp: bool = False
+    # Directories every run may read and write as they are (not private, never swept).
+    shared_dirs: tuple[Path, ...] = ()
 
     def __post_init__(self) -> None:
         positive = (
@@ -79,10 +94,13 @@ class RunnerSettings:
             "open_files_limit",
             "max_processes",
             "kill_grace_s",
+            "disk_quota_bytes",
         )
         for name in positive:
             if getattr(self, name) <= 0:
                 raise ValueError(f"RunnerSettings.{name} must be positive")
+        if self.run_uids is not None and not 0 < self.run_uids[0] < self.run_uids[1]:
+            raise ValueError("RunnerSettings.run_uids must be a range [first, end) above 0")
         if self.max_queue < 0 or self.answer_margin_s < 0:
             raise ValueError("RunnerSettings.max_queue and answer_margin_s must not be negative")
 

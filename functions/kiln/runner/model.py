@@ -55,7 +55,14 @@ class RunResult:
     # Set when the runner itself failed (its helper died, a supervisor was killed): the
     # script's own outcome is unknown, and exit_code is None.
     runner_error: str | None = None
+    # Set when the run was stopped for using more disk than this (work and temporary files).
+    disk_quota_bytes: int | None = None
 
     @property
     def failed(self) -> bool:
-        return self.timed_out or self.exit_code != 0 or self.runner_error is not None
+        return (
+            self.timed_out
+            or self.exit_code != 0
+            or self.runner_error is not None
+            or self.disk_quota_bytes is not None
+        )

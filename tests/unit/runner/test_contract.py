@@ -144,3 +144,11 @@ def test_runner_failure_is_its_own_line_and_an_error() -> None:
         "(no output)\n[runner error] the run's supervisor ended without reporting"
     )
     assert r.failed
+
+
+def test_a_run_stopped_at_its_disk_quota_says_so_after_what_it_printed() -> None:
+    r = result(stdout="writing\n", exit_code=None, disk_quota_bytes=64 * 1024 * 1024)
+    assert r.failed
+    assert contract_text(r) == (
+        "writing\n[disk quota] stopped after writing more than 64 MiB of files (the run's quota)"
+    )

@@ -215,6 +215,11 @@ export class Api {
     this.request<unknown>("DELETE", `/api/tools/${enc(tool)}/secrets/${enc(secret)}`);
 }
 
+/** A deep copy of JSON data (also of Svelte state proxies, which structuredClone refuses). */
+export function clone<T>(value: T): T {
+  return value === undefined ? value : (JSON.parse(JSON.stringify(value)) as T);
+}
+
 function enc(part: string): string {
   return encodeURIComponent(part);
 }
@@ -227,8 +232,8 @@ export function draftOf(tool: Tool | Revision, name: string): Draft {
     language: tool.language,
     code: tool.code ?? "",
     requirements: [...(tool.requirements ?? [])],
-    input_schema: structuredClone(tool.input_schema ?? { type: "object", properties: {} }),
-    output_schema: tool.output_schema ? structuredClone(tool.output_schema) : null,
+    input_schema: clone(tool.input_schema ?? { type: "object", properties: {} }),
+    output_schema: tool.output_schema ? clone(tool.output_schema) : null,
     annotations: tool.annotations ? { ...tool.annotations } : null,
     timeout_seconds: tool.timeout_seconds,
     secrets: [...(tool.secrets ?? [])],

@@ -2,7 +2,7 @@
 // changed a field wins; when both changed it, text (the code) is merged line by line and any
 // overlap is left as conflict markers for the author to settle before saving again.
 import { merge as diff3 } from "node-diff3";
-import type { Draft } from "./api";
+import { clone, type Draft } from "./api";
 
 export interface MergeOutcome {
   draft: Draft;
@@ -38,18 +38,18 @@ export function mergeText(base: string, theirs: string, mine: string): { text: s
 }
 
 export function reapply(base: Draft, theirs: Draft, mine: Draft): MergeOutcome {
-  const draft = structuredClone(theirs);
+  const draft = clone(theirs);
   const conflicts: string[] = [];
   const record = draft as unknown as Record<string, unknown>;
   for (const field of changedFields(base, mine)) {
     if (same(theirs[field], base[field]) || same(theirs[field], mine[field])) {
-      record[field] = structuredClone(mine[field]);
+      record[field] = clone(mine[field]);
     } else if (field === "code") {
       const merged = mergeText(base.code, theirs.code, mine.code);
       draft.code = merged.text;
       if (!merged.clean) conflicts.push(field);
     } else {
-      record[field] = structuredClone(mine[field]);
+      record[field] = clone(mine[field]);
       conflicts.push(field);
     }
   }

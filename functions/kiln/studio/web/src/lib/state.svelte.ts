@@ -1,6 +1,6 @@
 // Session-wide state: who is signed in, the current route, a toast line, the runs kept for
 // comparison. Routes live in the hash so reloads and the back button work without a server.
-import { Api, type Whoami, type RunReply } from "./api";
+import { Api, type Whoami, type RunReply, type Tool } from "./api";
 import { forgetKey, loadKey, storeKey } from "./session";
 
 export interface Route {
@@ -40,6 +40,8 @@ class Studio {
   route = $state<Route>(parseRoute(location.hash));
   notice = $state<{ text: string; kind: "ok" | "error" } | null>(null);
   runs = $state<KeptRun[]>([]);
+  /** The tool list asked for together with whoami on a resumed session (one round trip less). */
+  prefetched: Promise<{ tools: Tool[] }> | null = null;
   private noticeTimer: ReturnType<typeof setTimeout> | undefined;
 
   get author(): boolean {
@@ -56,11 +58,21 @@ class Studio {
   async resume(): Promise<void> {
     const key = loadKey();
     if (!key) return;
+    const onList = parseRoute(location.hash).screen === "tools";
+    this.prefetched = onList ? new Api(key).tools() : null;
+    this.prefetched?.catch(() => undefined);
     try {
       await this.signIn(key);
     } catch {
+      this.prefetched = null;
       forgetKey();
     }
+  }
+
+  takePrefetched(): Promise<{ tools: Tool[] }> | null {
+    const list = this.prefetched;
+    this.prefetched = null;
+    return list;
   }
 
   signOut(): void {

@@ -2,23 +2,23 @@
 
 An author's MCP client (on `/admin/mcp`, with an author key) can read the contract, create a
 tool, read one with its source, list its revisions and update it, carrying the revision it
-read so that nobody's change is overwritten.
+read so that nobody's change is overwritten. Every one of them is a call into the
+authoring service; results are shaped by the same serialiser as REST bodies.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
-from kiln.auth.audit import created_by, record_write
 from kiln.auth.policy import Principal
-from kiln.catalog.model import Revision, Tool
-from kiln.catalog.rules import RuleError, check_draft
-from kiln.catalog.store import CatalogError, CatalogStore
-from kiln.catalog.syntax import available_node, check_parses
-from kiln.catalog.toolfiles import encode_files
+from kiln.authoring.serialise import revision_json, tool_json
+from kiln.authoring.service import AuthoringService
+from kiln.catalog.rules import RuleError
+from kiln.catalog.store import CatalogError
 from kiln.protocol.backend import CallContext, ToolBackend, ToolOutcome, ToolView
 
 INSTRUCTIONS = """\
@@ -161,38 +161,6 @@ VIEWS: dict[str, ToolView] = {
 }
 
 
-def definition(tool: Tool, code: str, files: Mapping[str, bytes] | None = None) -> dict[str, Any]:
-    head = tool.head
-    return {
-        "files": encode_files(files or {}),
-        "name": tool.name,
-        "title": head.title,
-        "description": head.description,
-        "language": head.language,
-        "code": code,
-        "requirements": list(head.requirements),
-        "input_schema": head.input_schema,
-        "output_schema": head.output_schema,
-        "annotations": head.annotations,
-        "timeout_seconds": head.timeout_seconds,
-        "enabled": tool.enabled,
-        "secrets": list(head.secrets),
-        "task": head.task,
-        "tags": list(head.tags),
-    }
-
-
-def _revision(revision: Revision) -> dict[str, Any]:
-    return {
-        "revision": revision.number,
-        "created_at": revision.created_at,
-        "created_by": revision.created_by,
-        "restored_from": revision.restored_from,
-        "description": revision.description,
-        "code_sha256": revision.code_sha256,
-    }
-
-
 def _ok(body: Any) -> ToolOutcome:
     text = body if isinstance(body, str) else json.dumps(body, ensure_ascii=False, indent=1)
     return ToolOutcome(text, False, stdout=text)
@@ -204,10 +172,9 @@ Handler = Callable[[Mapping[str, Any], Principal | None], Awaitable[ToolOutcome]
 class AdminBackend:
     """`ToolBackend` for `/admin/mcp`: every catalog tool, then the `kiln_*` tools."""
 
-    def __init__(self, catalog: ToolBackend, store: CatalogStore) -> None:
+    def __init__(self, catalog: ToolBackend, authoring: AuthoringService) -> None:
         self._catalog = catalog
-        self._store = store
-        self._node = available_node()
+        self._authoring = authoring
         self._handlers: dict[str, Handler] = {
             "kiln_instructions": self._instructions,
             "kiln_create_tool": self._create,
@@ -241,36 +208,27 @@ class AdminBackend:
         return _ok(INSTRUCTIONS)
 
     async def _create(self, args: Mapping[str, Any], who: Principal | None) -> ToolOutcome:
-        draft = check_draft(args)
-        await asyncio.to_thread(check_parses, draft.language, draft.code, self._node)
-        tool = await asyncio.to_thread(self._store.create, draft, actor=created_by(who))
-        record_write(
-            who, action="create", tool_name=tool.name, tool_id=tool.id, revision=tool.head.number
-        )
+        tool = await asyncio.to_thread(self._authoring.create, args, who)
         return _ok({"created": tool.name, "revision": tool.head.number, "id": tool.id})
 
     async def _update(self, args: Mapping[str, Any], who: Principal | None) -> ToolOutcome:
-        name = str(args["name"])
-        expected = int(args["revision"])
-        current = await asyncio.to_thread(self._store.get, name)
-        code = await asyncio.to_thread(self._store.code, current.head)
-        files = await asyncio.to_thread(self._store.files, current.head)
         changes = {k: v for k, v in args.items() if k != "revision"}
-        draft = check_draft(changes, defaults=definition(current, code, files))
-        await asyncio.to_thread(check_parses, draft.language, draft.code, self._node)
         tool = await asyncio.to_thread(
-            self._store.update, name, draft, expected_revision=expected, actor=created_by(who)
-        )
-        record_write(
-            who, action="update", tool_name=tool.name, tool_id=tool.id, revision=tool.head.number
+            functools.partial(
+                self._authoring.update,
+                str(args["name"]),
+                changes,
+                who,
+                expected_revision=int(args["revision"]),
+                partial=True,
+            )
         )
         return _ok({"updated": tool.name, "revision": tool.head.number})
 
     async def _get(self, args: Mapping[str, Any], _: Principal | None) -> ToolOutcome:
-        tool = await asyncio.to_thread(self._store.get, str(args["name"]))
-        code = await asyncio.to_thread(self._store.code, tool.head)
-        return _ok({**definition(tool, code), "revision": tool.head.number, "id": tool.id})
+        found = await asyncio.to_thread(self._authoring.read, str(args["name"]))
+        return _ok(tool_json(found.tool, code=found.code, files=found.files))
 
     async def _revisions(self, args: Mapping[str, Any], _: Principal | None) -> ToolOutcome:
-        revisions = await asyncio.to_thread(self._store.revisions, str(args["name"]))
-        return _ok({"name": args["name"], "revisions": [_revision(r) for r in revisions]})
+        revisions = await asyncio.to_thread(self._authoring.revisions, str(args["name"]))
+        return _ok({"name": args["name"], "revisions": [revision_json(r) for r in revisions]})

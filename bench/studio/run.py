@@ -1,0 +1,169 @@
+"""Kiln Studio's budgets: shipped JS + CSS gzipped, and time to ready in Chromium.
+
+Run: .venv/bin/python bench/studio/run.py [--rounds N]   (needs /usr/bin/chromium)
+
+Size: every .js and .css file of functions/kiln/studio/dist, gzipped at level 9, summed.
+Budget 350 KB.
+
+Ready: a real `kiln dev` (embedded emulator) holding 30 tools; Chromium (Debian's) opens
+/studio/ in a fresh context each round (cold cache), so nothing is reused between rounds.
+- "sign-in ready": navigation start to the app's `kiln-studio-ready` mark, no key.
+- "tools ready": with an author key in session storage, navigation start to the
+  `kiln-tools-ready` mark (whoami, tool list and bundle list fetched and rendered).
+Baseline, measured in the same rounds: navigation start to the end of the response of
+/api/health (one request, no script). Budget: studio ready < 1000 ms. Prints medians and
+their ratio to the baseline.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import os
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+from playwright.sync_api import sync_playwright
+
+DIST = Path(__file__).resolve().parents[2] / "functions" / "kiln" / "studio" / "dist"
+CHROMIUM = "/usr/bin/chromium"
+ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+KEY = "bench-studio-author-key-0123456789"
+SIZE_BUDGET_KB = 350.0
+READY_BUDGET_MS = 1000.0
+
+
+def shipped_size() -> None:
+    total = 0
+    for path in sorted(DIST.rglob("*")):
+        if path.suffix in {".js", ".css"}:
+            size = len(gzip.compress(path.read_bytes(), compresslevel=9))
+            total += size
+            print(
+                f"  {path.relative_to(DIST)}: {path.stat().st_size / 1024:.1f} KB,"
+                f" gzip {size / 1024:.1f} KB"
+            )
+    kb = total / 1024
+    verdict = "within" if kb <= SIZE_BUDGET_KB else "OVER"
+    print(
+        f"shipped JS+CSS gzipped: {kb:.1f} KB; budget {SIZE_BUDGET_KB:.0f} KB "
+        f"({kb / SIZE_BUDGET_KB:.2f}x of budget, {verdict})"
+    )
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def start_dev(state: Path) -> tuple[subprocess.Popen[bytes], str]:
+    port = free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "KILN_"))}
+    command = [sys.executable, "-m", "kiln.cli", "dev", "--port", str(port), "--no-examples"]
+    command += ["--state-dir", str(state), "--author-key", KEY]
+    process = subprocess.Popen(
+        command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT
+    )
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 60
+    while True:
+        if process.poll() is not None:
+            raise SystemExit("kiln dev exited")
+        try:
+            if httpx.get(url + "/api/health", timeout=1).status_code == 200:
+                return process, url
+        except httpx.TransportError:
+            pass
+        if time.monotonic() > deadline:
+            raise SystemExit("kiln dev did not start in 60 s")
+        time.sleep(0.1)
+
+
+def seed(url: str, count: int) -> None:
+    headers = {"Authorization": f"Bearer {KEY}"}
+    for n in range(count):
+        body = {
+            "name": f"tool_{n:02d}",
+            "description": f"Bench tool {n}.",
+            "language": "python",
+            "code": "import json, sys\nprint(json.dumps(json.load(sys.stdin)))\n",
+        }
+        httpx.post(url + "/api/tools", json=body, headers=headers, timeout=30).raise_for_status()
+
+
+def mark(page: Any, name: str) -> float:
+    page.wait_for_function(f"() => performance.getEntriesByName('{name}').length > 0")
+    return float(page.evaluate(f"() => performance.getEntriesByName('{name}')[0].startTime"))
+
+
+def measure(browser: Any, url: str, rounds: int) -> None:
+    baseline, signin, tools = [], [], []
+    for _ in range(rounds):
+        context = browser.new_context()
+        page = context.new_page()
+        page.goto(url + "/api/health")
+        baseline.append(
+            page.evaluate("() => performance.getEntriesByType('navigation')[0].responseEnd")
+        )
+        context.close()
+
+        context = browser.new_context()
+        page = context.new_page()
+        page.goto(url + "/studio/")
+        signin.append(mark(page, "kiln-studio-ready"))
+        context.close()
+
+        context = browser.new_context()
+        context.add_init_script(f"sessionStorage.setItem('kiln.studio.key', '{KEY}')")
+        page = context.new_page()
+        page.goto(url + "/studio/#/tools")
+        tools.append(mark(page, "kiln-tools-ready"))
+        context.close()
+    base = statistics.median(baseline)
+    print(f"baseline (/api/health navigation): median {base:.0f} ms")
+    for label, values in (("sign-in ready", signin), ("tools ready (30 tools)", tools)):
+        median = statistics.median(values)
+        verdict = "within" if median < READY_BUDGET_MS else "OVER"
+        print(
+            f"{label}: median {median:.0f} ms, max {max(values):.0f} ms "
+            f"({median / base:.1f}x baseline; budget {READY_BUDGET_MS:.0f} ms, {verdict})"
+        )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--rounds", type=int, default=7)
+    args = parser.parse_args()
+    shipped_size()
+    with tempfile.TemporaryDirectory() as state:
+        process, url = start_dev(Path(state))
+        try:
+            seed(url, 30)
+            with sync_playwright() as pw:
+                browser = pw.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+                measure(browser, url, args.rounds)
+                browser.close()
+        finally:
+            process.send_signal(signal.SIGTERM)
+            process.wait(timeout=20)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,15 @@
+"""The HTTP side of Kiln: routers with module-level handlers, and the one error table.
+
+common      kiln_of(request), require(), json_body(), if_match(), time_left_s(): what every
+            handler needs from a request
+errors      ERRORS: domain error -> HTTP status, REST code, JSON-RPC code (looked up along
+            the MRO); ApiError for refusals of the HTTP request itself
+middleware  the DNS-rebinding guard (Origin, Host) and CORS
+mcp         /mcp and /admin/mcp -> kiln.protocol's endpoint
+tools       /api/tools... -> kiln.authoring
+bundles     /api/bundles... (any unique prefix of a bundle id)
+keys        /api/keys: create (shown once), list, revoke
+secrets     /api/tools/{name}/secrets: declared names set or not; set, remove
+tasks       /api/tasks/{id}: authors' runs as MCP tasks (started by /api/tools/{ref}/run)
+health      /api/health and the OAuth protected-resource metadata
+"""

@@ -1,0 +1,59 @@
+"""REST: /api/bundles: list, show (with lock and log), retry. Authors only.
+
+`{bundle_id}` may be any unique prefix of a bundle id, as `kiln bundles ls` and the README show
+them: BundleIdError (404, or 409 when ambiguous) says which.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Request
+
+from kiln.api.common import blocking, kiln_of, require
+from kiln.api.errors import ApiError
+from kiln.bundles.store import BundleStateError
+
+router = APIRouter(prefix="/api/bundles", tags=["bundles"])
+
+
+def _missing(bundle_id: str) -> ApiError:
+    return ApiError(404, "not_found", f"bundle {bundle_id}: no such bundle")
+
+
+@router.get("")
+async def list_bundles(request: Request) -> dict[str, Any]:
+    await require(request)
+    records = await blocking(kiln_of(request).bundles.store.list)
+    return {"bundles": [record.to_json() for record in records]}
+
+
+@router.get("/{bundle_id}")
+async def get_bundle(bundle_id: str, request: Request, log: bool = False) -> dict[str, Any]:
+    await require(request)
+    store = kiln_of(request).bundles.store
+    bundle_id = await blocking(store.resolve, bundle_id)
+    record = await blocking(store.get, bundle_id)
+    if record is None:
+        raise _missing(bundle_id)
+    body = record.to_json()
+    manifest = await blocking(store.read_manifest, bundle_id)
+    body["lock"] = None if manifest is None else manifest.get("lock")
+    if log:
+        body["log"] = await blocking(store.read_log, bundle_id)
+    return body
+
+
+@router.post("/{bundle_id}/retry", status_code=202)
+async def retry_bundle(bundle_id: str, request: Request) -> dict[str, Any]:
+    await require(request)
+    bundles = kiln_of(request).bundles
+    bundle_id = await blocking(bundles.store.resolve, bundle_id)
+    try:
+        record = await blocking(bundles.retry, bundle_id)
+    except BundleStateError as error:
+        if await blocking(bundles.store.get, bundle_id) is None:
+            raise _missing(bundle_id) from None
+        rule = "only a failed build, or a ready one whose files are gone, is built again"
+        raise ApiError(409, "bundle_state", f"{error}; {rule}") from None
+    return record.to_json()

@@ -1,0 +1,81 @@
+"""Middleware every route shares: the DNS-rebinding guard and CORS for allowed origins."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import FastAPI
+from fastapi.middleware.cors import CORSMiddleware
+from fastapi.responses import JSONResponse
+
+from kiln.protocol.guard import host_allowed, origin_allowed, same_origin
+from kiln.settings import Settings
+
+LOOPBACK_ORIGIN = r"https?://(localhost|127\.0\.0\.1|\[::1\])(:[0-9]+)?"
+CORS_HEADERS = [
+    "Authorization",
+    "Content-Type",
+    "Accept",
+    "If-Match",
+    "MCP-Protocol-Version",
+    "Mcp-Method",
+    "Mcp-Name",
+]
+
+
+class RebindingGuard:
+    """Refuses a foreign Origin (403) or, on a loopback bind, a foreign Host (421) on every route,
+    before any credential is looked at. MCP paths get a JSON-RPC error body, others the API's."""
+
+    def __init__(self, app: Any, *, allowed_origins: tuple[str, ...], loopback_bind: bool) -> None:
+        self.app = app
+        self.allowed_origins = allowed_origins
+        self.loopback_bind = loopback_bind
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "http":
+            headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]}
+            refusal = self._refusal(headers)
+            if refusal is not None:
+                status, message = refusal
+                if scope["path"].endswith("/mcp"):
+                    error = {"code": -32600, "message": message}
+                    body: dict[str, Any] = {"jsonrpc": "2.0", "id": None, "error": error}
+                else:
+                    code = "forbidden_origin" if status == 403 else "misdirected_request"
+                    body = {"error": {"code": code, "message": message}}
+                await JSONResponse(body, status_code=status)(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
+
+    def _refusal(self, headers: dict[str, str]) -> tuple[int, str] | None:
+        if not host_allowed(headers.get("host"), loopback_bind=self.loopback_bind):
+            return 421, (
+                "Misdirected request: this server is bound to loopback and answers only "
+                "localhost, 127.0.0.1 or [::1] as Host"
+            )
+        origin = headers.get("origin")
+        allowed = same_origin(origin, headers.get("host")) or origin_allowed(
+            origin, allowed=self.allowed_origins, loopback_bind=self.loopback_bind
+        )
+        if not allowed:
+            return 403, "Forbidden: the request's Origin is not allowed on this server"
+        return None
+
+
+def install(app: FastAPI, settings: Settings) -> None:
+    # Browsers on an allowed origin may call the API (preflights answered); the guard, added
+    # last and so run first, has already refused every other origin.
+    app.add_middleware(
+        CORSMiddleware,
+        allow_origins=list(settings.allowed_origins),
+        allow_origin_regex=LOOPBACK_ORIGIN if settings.loopback_bind else None,
+        allow_methods=["GET", "POST", "PUT", "DELETE"],
+        allow_headers=CORS_HEADERS,
+        expose_headers=["ETag", "Location", "WWW-Authenticate"],
+    )
+    app.add_middleware(
+        RebindingGuard,
+        allowed_origins=settings.allowed_origins,
+        loopback_bind=settings.loopback_bind,
+    )

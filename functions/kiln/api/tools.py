@@ -1,0 +1,147 @@
+"""REST: /api/tools. Every handler authenticates, then calls the authoring service.
+
+Listing needs a call key (or none, when /mcp is anonymous); everything that shows source
+or writes needs an author key. Refusals are domain errors, answered by `kiln.api.errors`.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+from fastapi import APIRouter, Request
+from fastapi.responses import JSONResponse
+
+from kiln.api import tasks
+from kiln.api.common import blocking, if_match, json_body, kiln_of, require, tagged, time_left_s
+from kiln.api.errors import ApiError
+from kiln.authoring.serialise import revision_json, tool_json
+from kiln.protocol.calling import ToolCaller
+from kiln.protocol.wire import LATEST_LEGACY
+from kiln.service import tool_view
+
+router = APIRouter(prefix="/api/tools", tags=["tools"])
+
+
+def _located(response: JSONResponse, name: str) -> JSONResponse:
+    response.headers["Location"] = f"/api/tools/{name}"
+    return response
+
+
+@router.get("")
+async def list_tools(request: Request, include_deleted: bool = False) -> dict[str, Any]:
+    await require(request, "author" if include_deleted else "call")
+    authoring = kiln_of(request).authoring
+    tools = await blocking(authoring.list_tools, include_deleted=include_deleted)
+    return {"tools": [tool_json(t) for t in tools]}
+
+
+@router.post("", status_code=201)
+async def create_tool(request: Request) -> JSONResponse:
+    who = await require(request)
+    payload = await json_body(request)
+    tool = await blocking(kiln_of(request).authoring.create, payload, who)
+    return _located(tagged(tool_json(tool), tool, 201), tool.name)
+
+
+@router.get("/{ref}")
+async def get_tool(ref: str, request: Request) -> JSONResponse:
+    await require(request)
+    parts = kiln_of(request)
+    found = await blocking(parts.authoring.read, ref)
+    body = tool_json(found.tool, code=found.code, files=found.files)
+    body["bundle"] = await blocking(parts.bundles.summary, found.tool.head.bundle_id)
+    return tagged(body, found.tool)
+
+
+@router.put("/{ref}")
+async def replace_tool(ref: str, request: Request) -> JSONResponse:
+    who = await require(request)
+    expected = if_match(request)
+    payload = await json_body(request)
+    update = functools.partial(kiln_of(request).authoring.update, expected_revision=expected)
+    tool = await blocking(update, ref, payload, who)
+    return tagged(tool_json(tool), tool)
+
+
+@router.get("/{ref}/revisions")
+async def list_revisions(ref: str, request: Request) -> dict[str, Any]:
+    await require(request)
+    revisions = await blocking(kiln_of(request).authoring.revisions, ref)
+    return {"revisions": [revision_json(r) for r in revisions]}
+
+
+@router.get("/{ref}/revisions/{number}")
+async def get_revision(ref: str, number: int, request: Request) -> dict[str, Any]:
+    await require(request)
+    revision, code = await blocking(kiln_of(request).authoring.revision, ref, number)
+    return revision_json(revision, code=code)
+
+
+@router.post("/{ref}/revisions/{number}/restore")
+async def restore_revision(ref: str, number: int, request: Request) -> JSONResponse:
+    who = await require(request)
+    expected = if_match(request)
+    restore = functools.partial(kiln_of(request).authoring.restore, expected_revision=expected)
+    tool = await blocking(restore, ref, number, who)
+    return tagged(tool_json(tool), tool)
+
+
+async def _switch(ref: str, request: Request, enabled: bool) -> JSONResponse:
+    who = await require(request)
+    tool = await blocking(kiln_of(request).authoring.set_enabled, ref, enabled, who)
+    return tagged(tool_json(tool), tool)
+
+
+@router.post("/{ref}/enable")
+async def enable_tool(ref: str, request: Request) -> JSONResponse:
+    return await _switch(ref, request, True)
+
+
+@router.post("/{ref}/disable")
+async def disable_tool(ref: str, request: Request) -> JSONResponse:
+    return await _switch(ref, request, False)
+
+
+@router.post("/{ref}/rename")
+async def rename_tool(ref: str, request: Request) -> JSONResponse:
+    who = await require(request)
+    payload = await json_body(request)
+    new_name = payload.get("name") if isinstance(payload, dict) else None
+    if not isinstance(new_name, str):
+        raise ApiError(422, "invalid_tool", 'name: required; send {"name": "<new name>"}')
+    tool = await blocking(kiln_of(request).authoring.rename, ref, new_name, who)
+    return _located(tagged(tool_json(tool), tool), tool.name)
+
+
+@router.delete("/{ref}")
+async def delete_tool(ref: str, request: Request) -> JSONResponse:
+    who = await require(request)
+    tool = await blocking(kiln_of(request).authoring.delete, ref, who)
+    return JSONResponse(tool_json(tool))
+
+
+@router.post("/{ref}/undelete")
+async def undelete_tool(ref: str, request: Request) -> JSONResponse:
+    """A deleted tool (`id:<id>`) back under its name, while no live tool has taken it."""
+    who = await require(request)
+    tool = await blocking(kiln_of(request).authoring.undelete, ref, who)
+    return _located(tagged(tool_json(tool), tool), tool.name)
+
+
+@router.post("/{ref}/run", response_model=None)
+async def run_tool(ref: str, request: Request) -> dict[str, Any] | JSONResponse:
+    """Run a tool as an author test run: stdout, stderr, exit and timing, separately.
+
+    With `"task": true` the run is a task instead (see `kiln.api.tasks`): 202, then poll.
+    """
+    who = await require(request)
+    payload = await json_body(request)
+    arguments = payload.get("arguments", {}) if isinstance(payload, dict) else None
+    parts = kiln_of(request)
+    tool = await blocking(parts.authoring.get, ref)
+    if isinstance(payload, dict) and payload.get("task") is True:
+        return await tasks.start(request, tool, arguments, who)
+    run = await parts.authoring.test_run(tool, arguments, time_left_s=time_left_s(request))
+    shaped = ToolCaller(parts.backend).shape(tool_view(tool), run.outcome, LATEST_LEGACY)
+    return {**run.to_json(), "mcp_result": shaped}  # the CallToolResult an MCP client gets

@@ -1,0 +1,318 @@
+"""The authoring service: every catalog write, and every read that shows source.
+
+REST (`kiln.api.tools`), the `/admin/mcp` built-in tools (`kiln.authoring.admin`), tool
+folders (`kiln tools push` through REST, `kiln dev` through `FolderTarget`) and the studio
+all come here; none of them talks to the catalog store. Each write runs the same steps:
+check the submission (`catalog.rules`), write conditionally (`catalog.store`), log one
+audit line, and only then ask for the dependency bundle, so a refused save builds nothing.
+
+The methods block (boto3): async callers run them with `asyncio.to_thread`.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from kiln.auth.audit import created_by, record_write
+from kiln.auth.policy import Principal
+from kiln.auth.secrets import SecretError
+from kiln.authoring.serialise import definition, draft_of
+from kiln.catalog.model import Draft, Revision, Tool
+from kiln.catalog.rules import check_draft, check_name
+from kiln.catalog.store import CatalogStore, ToolNotFoundError
+from kiln.catalog.syntax import available_node, check_parses
+from kiln.protocol.arguments import SchemaProblem, ValidatorCache, summarize
+from kiln.protocol.backend import ToolOutcome
+from kiln.runner.model import RunResult
+
+log = logging.getLogger("kiln.authoring")
+
+
+class UndeclaredSecretError(SecretError):
+    """A secret name the tool does not declare: setting it would reach no script."""
+
+
+class ArgumentsRejectedError(ValueError):
+    """A test run's arguments do not match the tool's input schema (or are not an object)."""
+
+
+class BundleRequests(Protocol):
+    """Starts a tool's dependency bundle build (`kiln.bundles.service.Bundles`)."""
+
+    def prepare(self, language: str, requirements: tuple[str, ...]) -> str | None: ...
+
+
+class Executor(Protocol):
+    """Runs a catalog tool's head revision (`kiln.service.CatalogBackend`)."""
+
+    async def execute(
+        self, tool: Tool, arguments: Mapping[str, Any], *, time_left_s: float | None
+    ) -> tuple[ToolOutcome, RunResult | None]: ...
+
+
+class SecretNames(Protocol):
+    """A tool's secrets (`kiln.auth.secrets.SecretStore`): which are set; set or remove one."""
+
+    def names(self, tool_id: str) -> list[str]: ...
+
+    def set(self, tool_id: str, name: str, value: str) -> None: ...
+
+    def delete(self, tool_id: str, name: str) -> None: ...
+
+
+@dataclass(frozen=True)
+class ToolSource:
+    """A tool with its head revision's source and files."""
+
+    tool: Tool
+    code: str
+    files: Mapping[str, bytes] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class TestRun:
+    """An author's test run: the outcome as MCP would show it, and the run's details."""
+
+    outcome: ToolOutcome
+    result: RunResult | None  # None when the tool could not start
+
+    def to_json(self) -> dict[str, Any]:
+        result, text = self.result, self.outcome.text
+        if result is None:
+            return {"ok": False, "error": text, "text": text}
+        return {
+            "ok": not result.failed,
+            "stdout": result.stdout,
+            "stderr": result.stderr,
+            "exit_code": result.exit_code,
+            "timed_out": result.timed_out,
+            "duration_ms": round(result.duration_s * 1000, 1),
+            "applied_timeout_s": result.applied_timeout_s,
+            "stdout_truncated": result.stdout_truncated,
+            "stderr_truncated": result.stderr_truncated,
+            "text": text,
+        }
+
+
+class AuthoringService:
+    """Catalog writes and source reads, for every client that authors tools."""
+
+    def __init__(
+        self,
+        store: CatalogStore,
+        *,
+        bundles: BundleRequests | None = None,
+        executor: Executor | None = None,
+        secrets: SecretNames | None = None,
+    ) -> None:
+        self._store = store
+        self._bundles = bundles
+        self._executor = executor
+        self._secrets = secrets
+        self._validators = ValidatorCache()
+        self._node = available_node()  # for the save-time syntax check of Node scripts
+
+    # -- reads -------------------------------------------------------------------------
+
+    def list_tools(self, *, include_deleted: bool = False) -> list[Tool]:
+        return sorted(self._store.list_tools(include_deleted=include_deleted), key=_by_name)
+
+    def get(self, ref: str) -> Tool:
+        return self._store.get(ref)
+
+    def read(self, ref: str) -> ToolSource:
+        """A tool (by name, or `id:<id>`) with its source."""
+        tool = self._store.get(ref)
+        head = tool.head
+        return ToolSource(tool, self._store.code(head), self._store.files(head))
+
+    def revisions(self, ref: str) -> list[Revision]:
+        return self._store.revisions(ref)
+
+    def revision(self, ref: str, number: int) -> tuple[Revision, str]:
+        """One revision of a tool with its source."""
+        revision = self._store.revision(ref, number)
+        return revision, self._store.code(revision)
+
+    def secret_status(self, ref: str) -> tuple[Tool, list[dict[str, Any]]]:
+        """The tool, and each secret it declares or still has set: declared? set? (no values)."""
+        tool = self._store.get(ref)
+        present = set(self._secrets.names(tool.id)) if self._secrets is not None else set()
+        declared = set(tool.head.secrets)
+        return tool, [
+            {"name": name, "declared": name in declared, "set": name in present}
+            for name in sorted(declared | present)
+        ]
+
+    def set_secret(self, ref: str, name: str, value: str, who: Principal | None) -> Tool:
+        """Set a secret the tool declares; UndeclaredSecretError names the ones it does."""
+        tool = self._store.get(ref)
+        if name not in tool.head.secrets:
+            raise UndeclaredSecretError(
+                f"secret {name[:64]!r}: tool {tool.name!r} does not declare it (it declares: "
+                f'{", ".join(tool.head.secrets) or "none"}); add it to "secrets" in the '
+                "tool's definition first"
+            )
+        self._secret_store().set(tool.id, name, value)
+        record_write(who, action="secret.set", tool_name=tool.name, tool_id=tool.id, secret=name)
+        return tool
+
+    def delete_secret(self, ref: str, name: str, who: Principal | None) -> Tool:
+        tool = self._store.get(ref)
+        self._secret_store().delete(tool.id, name)
+        record_write(who, action="secret.delete", tool_name=tool.name, tool_id=tool.id, secret=name)
+        return tool
+
+    def _secret_store(self) -> SecretNames:
+        if self._secrets is None:
+            raise RuntimeError("this authoring service was made without a secret store")
+        return self._secrets
+
+    # -- writes ------------------------------------------------------------------------
+
+    def create(self, payload: Mapping[str, Any], who: Principal | None) -> Tool:
+        return self.create_draft(self._checked(payload), who)
+
+    def create_draft(self, draft: Draft, who: Principal | None) -> Tool:
+        tool = self._store.create(draft, actor=created_by(who))
+        return self._committed(who, "create", tool)
+
+    def update(
+        self,
+        ref: str,
+        payload: Mapping[str, Any],
+        who: Principal | None,
+        *,
+        expected_revision: int | None,
+        partial: bool = False,
+    ) -> Tool:
+        """A new revision from `payload`: the whole definition, or with `partial` only the
+        fields to change (the rest are the current head's)."""
+        defaults = None
+        if partial:
+            current = self.read(ref)
+            defaults = definition(current.tool, current.code, current.files)
+        draft = self._checked(payload, defaults=defaults)
+        return self.update_draft(ref, draft, who, expected_revision=expected_revision)
+
+    def update_draft(
+        self, ref: str, draft: Draft, who: Principal | None, *, expected_revision: int | None
+    ) -> Tool:
+        tool = self._store.update(
+            ref, draft, expected_revision=expected_revision, actor=created_by(who)
+        )
+        return self._committed(who, "update", tool)
+
+    def restore(
+        self, ref: str, number: int, who: Principal | None, *, expected_revision: int | None
+    ) -> Tool:
+        tool = self._store.restore(
+            ref, number, expected_revision=expected_revision, actor=created_by(who)
+        )
+        return self._committed(who, "restore", tool)
+
+    def rename(self, ref: str, new_name: str, who: Principal | None) -> Tool:
+        check_name(new_name)
+        tool = self._store.rename(ref, new_name, actor=created_by(who))
+        return self._committed(who, "rename", tool)
+
+    def set_enabled(self, ref: str, enabled: bool, who: Principal | None) -> Tool:
+        tool = self._store.set_enabled(ref, enabled, actor=created_by(who))
+        return self._committed(who, "enable" if enabled else "disable", tool)
+
+    def delete(self, ref: str, who: Principal | None) -> Tool:
+        tool = self._store.delete(ref, actor=created_by(who))
+        return self._committed(who, "delete", tool)
+
+    def undelete(self, ref: str, who: Principal | None) -> Tool:
+        """A deleted tool (`id:<id>`) back under its name, while no live tool has taken it."""
+        tool = self._store.undelete(ref, actor=created_by(who))
+        return self._committed(who, "undelete", tool)
+
+    # -- test runs ---------------------------------------------------------------------
+
+    def check_arguments(self, tool: Tool, arguments: object) -> Mapping[str, Any]:
+        """The arguments, if they are an object matching the tool's input schema."""
+        if not isinstance(arguments, Mapping):
+            raise ArgumentsRejectedError("arguments: must be a JSON object")
+        try:
+            problems = self._validators.problems(tool.head.input_schema, arguments)
+        except SchemaProblem as problem:
+            raise ArgumentsRejectedError(f"input_schema: {problem}") from None
+        if problems:
+            raise ArgumentsRejectedError(summarize(tool.name, problems))
+        return arguments
+
+    async def test_run(
+        self, tool: Tool, arguments: object, *, time_left_s: float | None
+    ) -> TestRun:
+        """Run the tool's head as an author's test (disabled tools run too)."""
+        if self._executor is None:
+            raise RuntimeError("this authoring service was made without an executor")
+        checked = self.check_arguments(tool, arguments)
+        outcome, result = await self._executor.execute(tool, checked, time_left_s=time_left_s)
+        return TestRun(outcome, result)
+
+    # -- internals ---------------------------------------------------------------------
+
+    def _checked(
+        self, payload: Mapping[str, Any], *, defaults: Mapping[str, Any] | None = None
+    ) -> Draft:
+        """The save rules, then the script must parse (Python compiles, `node --check`)."""
+        draft = check_draft(payload, defaults=defaults)
+        check_parses(draft.language, draft.code, self._node)
+        return draft
+
+    def _committed(self, who: Principal | None, action: str, tool: Tool) -> Tool:
+        record_write(
+            who, action=action, tool_name=tool.name, tool_id=tool.id, revision=tool.head.number
+        )
+        if action in ("create", "update", "restore"):
+            self._request_bundle(tool.head)
+        return tool
+
+    def _request_bundle(self, revision: Revision) -> None:
+        # Only after the write committed: a refused save must not start a build.
+        if self._bundles is None or revision.bundle_id is None:
+            return
+        try:
+            self._bundles.prepare(revision.language, revision.requirements)
+        except Exception:  # the tool is saved; its calls will say the bundle is missing
+            log.exception("could not start the bundle build for %s", revision.bundle_id)
+
+
+def _by_name(tool: Tool) -> str:
+    return tool.name
+
+
+class FolderTarget:
+    """`catalog.files.SyncTarget` over the authoring service: how `kiln dev` loads folders."""
+
+    def __init__(self, service: AuthoringService, who: Principal | None = None) -> None:
+        self._service = service
+        self._who = who
+
+    def current(self, name: str) -> tuple[Draft, int] | None:
+        try:
+            found = self._service.read(name)
+        except ToolNotFoundError:
+            return None
+        return draft_of(found.tool, found.code, found.files), found.tool.head.number
+
+    def create(self, draft: Draft) -> None:
+        self._service.create_draft(draft, self._who)
+
+    def update(self, draft: Draft, revision: int) -> None:
+        self._service.update_draft(draft.name, draft, self._who, expected_revision=revision)
+
+
+__all__: Sequence[str] = (
+    "ArgumentsRejectedError",
+    "AuthoringService",
+    "FolderTarget",
+    "TestRun",
+    "ToolSource",
+)

@@ -1,0 +1,22 @@
+'use strict';
+// Loaded with `node --require` before a Node tool's own script. The tool's settings and
+// secrets arrive on a pipe (the descriptor named by KILN_PRIVATE_FD), not in the environment
+// given to exec, so they never appear in /proc/<pid>/environ; here they join process.env,
+// which is what the script and the processes it starts see.
+const fs = require('node:fs');
+
+const fd = Number(process.env.KILN_PRIVATE_FD);
+delete process.env.KILN_PRIVATE_FD;
+// Processes the tool forks with Node must not run this again (their fd 3 is something else).
+process.execArgv = process.execArgv.filter((arg, i, all) => arg !== '--require' && all[i - 1] !== '--require');
+if (Number.isInteger(fd) && fd > 2) {
+  let data = '';
+  try {
+    data = fs.readFileSync(fd, 'utf8');
+  } finally {
+    try {
+      fs.closeSync(fd);
+    } catch {}
+  }
+  if (data) Object.assign(process.env, JSON.parse(data));
+}

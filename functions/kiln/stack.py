@@ -1,0 +1,211 @@
+"""The composition root: settings in, a running Kiln out.
+
+Every entry point starts here: the Lambda handlers (`kiln.lambda_handlers`), `kiln dev` and
+`kiln stdio` (`kiln.dev`), and the CLI (`kiln.cli`). They read `Settings.from_env()` once,
+call `prepare_process()` (process-wide setup: log redaction, a non-dumpable process), and
+`build_kiln(settings)` for the parts: AWS clients, the catalog store and its snapshots,
+bundles, the runner, access control, the authoring service and the MCP endpoints. Nothing
+below this module reads the environment or builds its own collaborators.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+import kiln
+from kiln.auth.web import AccessControl
+from kiln.authoring.service import AuthoringService
+from kiln.aws import AwsClients, make_clients
+from kiln.bundles.service import Bundles, make_bundles
+from kiln.catalog.snapshot import CatalogSnapshots
+from kiln.catalog.store import CatalogStore
+from kiln.runner import Runner, RunnerSettings
+from kiln.service import CatalogBackend
+from kiln.settings import Settings
+
+if TYPE_CHECKING:
+    from fastapi import FastAPI
+
+    from kiln.observability import Telemetry
+    from kiln.protocol import McpEndpoint
+    from kiln.tasks.service import TaskService
+    from kiln.tasks.store import TaskStore
+    from kiln.tasks.worker import TaskWorker
+
+Role = Literal["all", "public", "admin"]
+
+
+def prepare_process() -> None:
+    """Process-wide setup, once per process, by the entry point (never by a library)."""
+    from kiln.auth import redact
+    from kiln.auth.process import protect_process
+
+    redact.install()  # no key or bearer token reaches a log line from here on
+    protect_process()  # tools cannot read this process's environ (AWS credentials, keys)
+
+
+def aws_clients(settings: Settings) -> AwsClients:
+    return make_clients(
+        endpoint_url=settings.endpoint_url, region=settings.region, profile=settings.profile
+    )
+
+
+def telemetry(settings: Settings) -> Telemetry:
+    from kiln.observability import Telemetry
+
+    return Telemetry(settings.service_name, settings.metrics_namespace, tracing=settings.tracing)
+
+
+def runner_settings(settings: Settings) -> RunnerSettings:
+    return RunnerSettings(
+        max_concurrent_runs=settings.max_concurrent_runs,
+        max_queue=settings.max_run_queue,
+        max_timeout_s=settings.max_timeout_s,
+        node_binary=Path(settings.node_binary) if settings.node_binary else None,
+        run_uids=settings.run_uids,
+        disk_quota_bytes=settings.run_disk_quota_mb * 1024 * 1024,
+        sweep_shared_temp=settings.sweep_shared_temp,
+        shared_dirs=tuple(Path(d) for d in settings.run_shared_dirs),
+    )
+
+
+@dataclass
+class Kiln:
+    """Everything a running Kiln holds; made once per process by `build_kiln`."""
+
+    settings: Settings
+    clients: AwsClients
+    store: CatalogStore
+    snapshots: CatalogSnapshots
+    runner: Runner
+    backend: CatalogBackend
+    access: AccessControl
+    bundles: Bundles
+    authoring: AuthoringService
+
+    @cached_property
+    def task_worker(self) -> TaskWorker:
+        """Runs one stored task (in this process's pool, or in the worker function)."""
+        from kiln.catalog.store import utc_now
+        from kiln.protocol.calling import ToolCaller
+        from kiln.tasks.worker import TaskWorker
+
+        return TaskWorker(
+            self.task_store,
+            self.backend,
+            ToolCaller(self.backend),
+            self.settings.tasks,
+            now_iso=utc_now,
+        )
+
+    @cached_property
+    def task_store(self) -> TaskStore:
+        from kiln.tasks.store import TaskStore
+
+        c = self.clients
+        return TaskStore(c.dynamodb, c.s3, table=self.settings.table, bucket=self.settings.bucket)
+
+    @cached_property
+    def tasks(self) -> TaskService:
+        """Tasks of the public endpoint: a worker function in AWS, a local pool elsewhere."""
+        from kiln.tasks.service import LambdaStarter, LocalPool, Starter, TaskService
+
+        config = self.settings.tasks
+        starter: Starter
+        if config.worker_function:
+            session = self.clients.session
+            client = session.client("lambda") if session is not None else None
+            starter = LambdaStarter(client, config.worker_function)
+        else:
+            starter = LocalPool(
+                self.task_worker,
+                max_running=config.max_running_per_process,
+                runner_slots=self.settings.max_concurrent_runs,
+            )
+        return TaskService(self.task_store, starter, config, self.backend)
+
+    async def stop_tasks(self) -> None:
+        """Stop the task runs this process holds (kiln dev's shutdown)."""
+        if "tasks" in self.__dict__:  # built only once /mcp was used
+            await self.tasks.close()
+
+    @property
+    def cursor_secret(self) -> bytes:
+        """The same in every container of a deployment, so a cursor works wherever it lands."""
+        configured = self.settings.cursor_secret
+        seed = configured or f"kiln-cursor:{self.settings.table}:{self.settings.bucket}"
+        return hashlib.sha256(seed.encode()).digest()
+
+    @cached_property
+    def endpoint(self) -> McpEndpoint:
+        """The MCP endpoint, built on first use (a REST-only function never pays for it)."""
+        return self._endpoint(self.backend, tasks=self.tasks)
+
+    @cached_property
+    def admin_endpoint(self) -> McpEndpoint:
+        """`/admin/mcp`: the catalog's tools plus the built-in kiln_* authoring tools."""
+        from kiln.authoring.admin import AdminBackend
+
+        return self._endpoint(AdminBackend(self.backend, self.authoring))
+
+    def _endpoint(self, backend: Any, tasks: TaskService | None = None) -> McpEndpoint:
+        from kiln.protocol import McpEndpoint, ProtocolSettings
+
+        return McpEndpoint(
+            backend,
+            ProtocolSettings(
+                server_version=kiln.__version__,
+                instructions=self.settings.instructions,
+                max_body_bytes=self.settings.max_body_bytes,
+                allowed_origins=self.settings.allowed_origins,
+                loopback_bind=self.settings.loopback_bind,
+                cursor_secret=self.cursor_secret,
+            ),
+            tasks=tasks,
+        )
+
+
+def build_kiln(settings: Settings, *, clients: AwsClients | None = None) -> Kiln:
+    """The parts of a running Kiln, wired; `clients` defaults to the settings' AWS."""
+    clients = clients or aws_clients(settings)
+    bundles = make_bundles(settings, clients)
+    store = CatalogStore(
+        clients.dynamodb, clients.s3, table=settings.table, bucket=settings.bucket, bundles=bundles
+    )
+    snapshots = CatalogSnapshots(store)
+    runner = Runner(runner_settings(settings))
+    access = AccessControl(settings, clients)
+    backend = CatalogBackend(snapshots, runner, bundles=bundles, secrets=access)
+    authoring = AuthoringService(
+        store, bundles=bundles, executor=backend, secrets=_LazySecretNames(access)
+    )
+    return Kiln(settings, clients, store, snapshots, runner, backend, access, bundles, authoring)
+
+
+def build_app(
+    settings: Settings, *, role: Role = "all", clients: AwsClients | None = None
+) -> FastAPI:
+    """The ASGI app over a freshly built Kiln (what `kiln dev` and the Lambda handlers serve)."""
+    from kiln.app import create_app
+
+    return create_app(build_kiln(settings, clients=clients), role=role)
+
+
+class _LazySecretNames:
+    """Secrets through AccessControl, whose SSM client is made only when first asked."""
+
+    def __init__(self, access: AccessControl) -> None:
+        self._access = access
+
+    def names(self, tool_id: str) -> list[str]:
+        return list(self._access.secrets.names(tool_id))
+
+    def set(self, tool_id: str, name: str, value: str) -> None:
+        self._access.secrets.set(tool_id, name, value)
+
+    def delete(self, tool_id: str, name: str) -> None:
+        self._access.secrets.delete(tool_id, name)

@@ -1,0 +1,113 @@
+"""Signing in and out, read-only studio, keys, secrets, and what tool output may never do."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from playwright.sync_api import expect
+
+from studio_browser import (
+    KEY,
+    Dev,
+    Watch,
+    assert_accessible,
+    shoot,
+    sign_in,
+    unreachable_by_keyboard,
+)
+
+HOSTILE = """import json
+print('<img src=x onerror=alert(1)> <script>alert(2)</script>')
+import sys
+print('<img src=y onerror=alert(3)>', file=sys.stderr)
+"""
+
+HOSTILE_BLOCKS = """import json
+print(json.dumps({"content": [
+    {"type": "text", "text": "<img src=z onerror=alert(4)><script>alert(5)</script>"},
+    {"type": "resource_link", "uri": "javascript:alert(6)", "name": "<b onmouseover=alert(7)>x</b>"}
+]}))
+"""
+
+
+def test_sign_in_keeps_the_key_in_session_storage_only_and_sign_out_forgets_it(
+    page: Any, dev: Dev
+) -> None:
+    page.goto("/studio/")
+    shoot(page, "00-sign-in")
+    assert_accessible(page)
+    page.get_by_label("API key").fill("kiln_author_wrong")
+    page.get_by_role("button", name="Sign in").click()
+    expect(page.get_by_role("alert")).to_contain_text("not accepted")
+    sign_in(page)
+    assert KEY not in page.url
+    assert page.evaluate("() => JSON.stringify(localStorage)") == "{}"
+    assert page.evaluate("() => document.cookie") == ""
+    assert KEY in page.evaluate("() => JSON.stringify(sessionStorage)")
+    page.reload()
+    expect(page.get_by_role("navigation", name="Main")).to_be_visible()  # same tab: still in
+    page.get_by_role("button", name="Sign out").click()
+    expect(page.get_by_label("API key")).to_be_visible()
+    assert KEY not in page.evaluate("() => JSON.stringify(sessionStorage)")
+    page.reload()
+    expect(page.get_by_label("API key")).to_be_visible()
+
+
+def test_tool_output_is_shown_as_text_and_never_runs(watched: tuple[Any, Watch], dev: Dev) -> None:
+    page, watch = watched
+    for name, code in (("hostile", HOSTILE), ("hostile_blocks", HOSTILE_BLOCKS)):
+        body = {"name": name, "description": "<b>bold</b><img src=q onerror=alert(8)>"}
+        body |= {"language": "python", "code": code}
+        assert dev.api("POST", "/api/tools", json=body).status_code == 201
+    sign_in(page)
+    expect(page.get_by_text("<b>bold</b><img src=q onerror=alert(8)>").first).to_be_visible()
+    page.goto("/studio/#/tools/hostile/test")
+    page.get_by_role("button", name="Run", exact=True).click()
+    stdout = page.get_by_test_id("stdout")
+    expect(stdout).to_have_text("<img src=x onerror=alert(1)> <script>alert(2)</script>")
+    expect(page.get_by_test_id("stderr")).to_have_text("<img src=y onerror=alert(3)>")
+    page.goto("/studio/#/tools/hostile_blocks/test")
+    page.get_by_role("button", name="Run", exact=True).click()
+    result = page.get_by_test_id("mcp-result")
+    expect(result).to_contain_text("<img src=z onerror=alert(4)><script>alert(5)</script>")
+    expect(result).to_contain_text("javascript:alert(6)")
+    assert page.locator("img[src='x'], img[src='y'], img[src='z'], img[src='q']").count() == 0
+    assert page.locator("main script").count() == 0
+    assert page.locator("a[href^='javascript']").count() == 0
+    result.get_by_text("<b onmouseover=alert(7)>x</b>").hover()
+    assert watch.dialogs == []
+
+
+def test_connect_shows_the_mcp_url_and_client_configurations(page: Any, dev: Dev) -> None:
+    sign_in(page)
+    page.get_by_role("link", name="Connect").click()
+    expect(page.get_by_test_id("mcp-url")).to_have_text(f"{dev.url}/mcp")
+    for title in (
+        "Claude Code",
+        "Claude Desktop",
+        "Cursor",
+        "VS Code",
+        "MCP Inspector",
+        "Python SDK",
+    ):
+        expect(page.get_by_role("heading", name=re.compile(title))).to_be_visible()
+    shoot(page, "12-connect")
+    assert_accessible(page)
+
+
+def test_every_control_on_the_main_screens_is_reachable_by_keyboard(page: Any, dev: Dev) -> None:
+    body = {"name": "keyboard", "description": "k", "language": "python", "code": "print(1)\n"}
+    body |= {"input_schema": {"type": "object", "properties": {"a": {"type": "string"}}}}
+    assert dev.api("POST", "/api/tools", json=body).status_code == 201
+    sign_in(page)
+    screens = ["#/tools", "#/new", "#/keys", "#/connect", "#/deleted"]
+    tabs = ["code", "schema", "test", "history", "package", "secrets", "settings"]
+    screens += [f"#/tools/keyboard/{tab}" for tab in tabs]
+    for screen in screens:
+        page.goto(f"/studio/{screen}")
+        page.get_by_role("navigation", name="Main").wait_for()
+        page.locator("main h1, main h2").first.wait_for()
+        assert unreachable_by_keyboard(page) == [], screen
+    shoot(page, "13-settings")
+    assert_accessible(page)

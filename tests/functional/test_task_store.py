@@ -1,0 +1,113 @@
+"""Task records on the moto server: expiry, leases, the running count, owners."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import replace
+from typing import Any
+
+import pytest
+
+from conftest import AwsStack
+from kiln.protocol.backend import CallContext
+from kiln.tasks.service import TaskService
+from kiln.tasks.settings import TaskSettings
+from kiln.tasks.store import TaskItem, TaskLimitError, TaskStore, owner_key
+
+NOW = time.time()
+
+
+def item(**changes: Any) -> TaskItem:
+    base = TaskItem(
+        owner=owner_key("key:alice"),
+        task_id="t-" + str(time.monotonic_ns()),
+        tool="slow",
+        revision=1,
+        version="2026-07-28",
+        arguments={"n": 1},
+        status="working",
+        created_at="2026-11-30T00:00:00.000Z",
+        updated_at="2026-11-30T00:00:00.000Z",
+        ttl_ms=3_600_000,
+        poll_interval_ms=1000,
+        expires_at=NOW + 3600,
+        lease_until=NOW + 60,
+    )
+    return replace(base, **changes)
+
+
+@pytest.fixture
+def store(aws: AwsStack) -> TaskStore:
+    return TaskStore(aws.clients.dynamodb, aws.clients.s3, table=aws.table, bucket=aws.bucket)
+
+
+def test_an_expired_task_reads_as_gone_before_dynamodb_deletes_it(store: TaskStore) -> None:
+    old = item(expires_at=NOW - 1)
+    store.create(old, max_running=5)
+    assert store.get(old.owner, old.task_id) is None
+    assert store.page(old.owner, None)[0] == []
+
+
+def test_a_task_is_found_only_under_its_owner(store: TaskStore) -> None:
+    mine = item()
+    store.create(mine, max_running=5)
+    assert store.get(mine.owner, mine.task_id) is not None
+    assert store.get(owner_key("key:bob"), mine.task_id) is None
+    assert store.get(owner_key("anonymous"), mine.task_id) is None
+
+
+def test_a_task_leaves_working_once_and_gives_its_running_slot_back_once(
+    store: TaskStore,
+) -> None:
+    first, second = item(), item()
+    store.create(first, max_running=2)
+    store.create(second, max_running=2)
+    with pytest.raises(TaskLimitError):
+        store.create(item(), max_running=2)
+    assert store.running(first.owner) == 2
+    assert store.settle(first, "cancelled", now="2026-11-30T00:00:01.000Z") is True
+    assert store.settle(first, "completed", now="2026-11-30T00:00:02.000Z") is False
+    assert store.running(first.owner) == 1
+    found = store.get(first.owner, first.task_id)
+    assert found is not None
+    assert found.status == "cancelled"
+    assert store.renew(first, lease_until=NOW + 90) is False  # a cancelled run learns it here
+
+
+def test_a_reader_fails_a_working_task_whose_lease_ran_out(store: TaskStore) -> None:
+    lost = item(lease_until=NOW - 1)
+    store.create(lost, max_running=5)
+    service = TaskService(store, Unused(), TaskSettings(), Unused())
+    ctx = CallContext(principal=Principal("key:alice"))
+    record = asyncio.run(service.get_task(lost.task_id, ctx))
+    assert record is not None
+    assert record.status == "failed"
+    assert record.error is not None
+    assert "lease ran out" in str(record.error["message"])
+    assert store.running(lost.owner) == 0
+
+
+def test_a_renewed_lease_is_not_failed_by_a_reader_that_saw_the_old_one(
+    store: TaskStore,
+) -> None:
+    live = item(lease_until=NOW - 1)
+    store.create(live, max_running=5)
+    assert store.renew(live, lease_until=NOW + 60) is True
+    stale_view = live  # what a reader read before the renewal
+    assert store.settle(stale_view, "failed", now="x", lease_seen=live.lease_until) is False
+    found = store.get(live.owner, live.task_id)
+    assert found is not None
+    assert found.status == "working"
+
+
+class Principal:
+    def __init__(self, label: str) -> None:
+        self.label = label
+
+
+class Unused:
+    """Neither the starter nor the tools take part in reading a task."""
+
+    def __getattr__(self, name: str) -> Any:
+        raise AssertionError(f"{name} was not expected to be used")

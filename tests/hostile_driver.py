@@ -1,0 +1,289 @@
+"""A stand-in server for the hostile-tool tests: runs one scenario of hostile tools, prints JSON.
+
+Run as `python hostile_driver.py SCENARIO < PARAMS_JSON` with `functions/` on PYTHONPATH, as
+root (each run gets its own uid) or as an unprivileged user (Lambda's model: one uid). It
+holds secrets the tools must not reach: SERVER_SECRET in its environment (from exec, so in
+/proc/PID/environ) and MEMORY_SECRET in its memory. Each scenario returns what the tools
+saw and what happened to them; the test decides whether that was contained.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sys
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+from kiln.runner import Runner, RunnerSettings, RunRequest, RunResult, contract_text
+
+MEMORY_SECRET = os.environ.get("SERVER_SECRET", "").replace("env", "memory").encode()
+
+# Collects everything it can read about other processes and other runs, then reports which
+# of the needles (given as its arguments) it found. Its own token is found through its own
+# environment: the proof that the search works.
+SNOOP = r"""
+import json, os, sys, time
+args = json.load(sys.stdin)
+shared = os.environ["SHARED_DIR"]
+deadline = time.time() + 5
+while args["wait_for_victim"] and not os.path.exists(os.path.join(shared, "victim.pid")):
+    if time.time() > deadline:
+        break
+    time.sleep(0.01)
+victim = None
+if os.path.exists(os.path.join(shared, "victim.pid")):
+    victim = int(open(os.path.join(shared, "victim.pid")).read())
+victim_alive = victim is not None and os.path.exists(f"/proc/{victim}") and not os.path.exists(
+    os.path.join(shared, "victim.done"))
+chunks = [json.dumps(dict(os.environ)).encode()]
+opened = {}
+def take(path, limit=1 << 20):
+    try:
+        with open(path, "rb") as f:
+            chunks.append(f.read(limit))
+        opened[path.split("/")[-1]] = opened.get(path.split("/")[-1], 0) + 1
+    except OSError:
+        pass
+def memory(pid):
+    try:
+        maps = open(f"/proc/{pid}/maps").read().splitlines()
+        mem = open(f"/proc/{pid}/mem", "rb")
+    except OSError:
+        return
+    for line in maps:
+        span, perms = line.split()[:2]
+        if "r" not in perms:
+            continue
+        start, end = (int(x, 16) for x in span.split("-"))
+        if end - start > 64 << 20:
+            continue
+        try:
+            mem.seek(start)
+            chunks.append(mem.read(end - start))
+            opened["mem"] = opened.get("mem", 0) + 1
+        except (OSError, ValueError, OverflowError):
+            pass
+for pid in [p for p in os.listdir("/proc") if p.isdigit()]:
+    if int(pid) == os.getpid():
+        continue
+    for part in ("environ", "cmdline"):
+        take(f"/proc/{pid}/{part}")
+    memory(pid)
+    for fd in ("0", "3"):
+        take(f"/proc/{pid}/fd/{fd}")
+here = os.getcwd()
+for top in {os.path.dirname(here), "/tmp", "/var/tmp", "/dev/shm", args["work_root"]}:
+    for root, dirs, files in os.walk(top):
+        for name in files:
+            take(os.path.join(root, name))
+found = [needle for needle in args["needles"] if any(needle.encode() in c for c in chunks)]
+print(json.dumps({"found": found, "victim_alive": victim_alive, "opened": opened}))
+"""
+
+VICTIM_PY = r"""
+import json, os, sys, time
+args = json.load(sys.stdin)
+shared = os.environ["SHARED_DIR"]
+open("victim-file.txt", "w").write(os.environ["FILE_SECRET"])
+code_secret = "CODE_SECRET_PLACEHOLDER"
+with open(os.path.join(shared, "victim.pid.tmp"), "w") as f:
+    f.write(str(os.getpid()))
+os.rename(os.path.join(shared, "victim.pid.tmp"), os.path.join(shared, "victim.pid"))
+deadline = time.time() + 4
+while not os.path.exists(os.path.join(shared, "snoop.done")) and time.time() < deadline:
+    time.sleep(0.01)
+open(os.path.join(shared, "victim.done"), "w").close()
+print("victim had", "its secret" if os.environ.get("VICTIM_TOKEN") else "nothing", args["arg"][:6])
+"""
+
+VICTIM_NODE = r"""
+const fs = require('node:fs');
+const path = require('node:path');
+const args = JSON.parse(fs.readFileSync(0, 'utf8'));
+const shared = process.env.SHARED_DIR;
+fs.writeFileSync('victim-file.txt', process.env.FILE_SECRET);
+const codeSecret = 'CODE_SECRET_PLACEHOLDER';
+fs.writeFileSync(path.join(shared, 'victim.pid.tmp'), String(process.pid));
+fs.renameSync(path.join(shared, 'victim.pid.tmp'), path.join(shared, 'victim.pid'));
+const deadline = Date.now() + 4000;
+const wait = () => {
+  if (!fs.existsSync(path.join(shared, 'snoop.done')) && Date.now() < deadline) {
+    setTimeout(wait, 10);
+    return;
+  }
+  fs.writeFileSync(path.join(shared, 'victim.done'), '');
+  const had = process.env.VICTIM_TOKEN ? 'its secret' : 'nothing';
+  console.log('victim had', had, args.arg.slice(0, 6), codeSecret.length);
+};
+wait();
+"""
+
+# Starts a daemon, then kills its supervisor and the helper (its parent and grandparent).
+ESCAPE = r"""
+import os, signal, sys, time
+shared = os.environ["SHARED_DIR"]
+if os.fork() == 0:
+    os.setsid()
+    if os.fork() == 0:
+        with open(os.path.join(shared, "daemon.pid.tmp"), "w") as f:
+            f.write(str(os.getpid()))
+        os.rename(os.path.join(shared, "daemon.pid.tmp"), os.path.join(shared, "daemon.pid"))
+        os.closerange(0, 3)
+        time.sleep(300)
+    os._exit(0)
+while not os.path.exists(os.path.join(shared, "daemon.pid")):
+    time.sleep(0.01)
+supervisor = os.getppid()
+helper = int(open(f"/proc/{supervisor}/stat").read().rsplit(")", 1)[1].split()[1])
+report = []
+for name, pid in (("helper", helper), ("supervisor", supervisor)):
+    try:
+        os.kill(pid, signal.SIGKILL)
+        report.append(f"killed the {name}")
+    except OSError as e:
+        report.append(f"could not kill the {name}: {type(e).__name__}")
+print("; ".join(report), flush=True)
+"""
+
+FILL = r"""
+import os, sys
+written = 0
+places = ["/tmp", os.getcwd(), "/dev/shm", "/var/tmp"]
+chunk = b"x" * (4 << 20)
+try:
+    for i in range(128):
+        with open(os.path.join(places[i % len(places)], f"fill-{i}.bin"), "wb") as f:
+            f.write(chunk)
+        written += len(chunk)
+except OSError as e:
+    print(f"stopped after {written >> 20} MiB: {type(e).__name__} errno {e.errno}", flush=True)
+    sys.exit(3)
+print(f"wrote {written >> 20} MiB", flush=True)
+"""
+
+
+def settings(params: dict[str, Any]) -> RunnerSettings:
+    uids = params.get("run_uids")
+    return RunnerSettings(
+        work_root=Path(params["work_root"]),
+        shared_dirs=(Path(params["shared"]),),
+        run_uids=tuple(uids) if uids else None,  # type: ignore[arg-type]
+        disk_quota_bytes=params.get("quota", 256 << 20),
+        sweep_shared_temp=True,
+        python_executable=Path(sys.executable),
+    )
+
+
+def request(code: str, params: dict[str, Any], **fields: Any) -> RunRequest:
+    env = {"SHARED_DIR": params["shared"], **fields.pop("extra_env", {})}
+    fields.setdefault("arguments", {})
+    return RunRequest(code=code, timeout_s=fields.pop("timeout_s", 20), extra_env=env, **fields)
+
+
+def summary(result: RunResult) -> dict[str, Any]:
+    return {
+        "text": contract_text(result),
+        "stdout": result.stdout,
+        "runner_error": result.runner_error,
+        "quota": result.disk_quota_bytes,
+    }
+
+
+async def neighbours(runner: Runner, params: dict[str, Any]) -> dict[str, Any]:
+    """A snoop runs while a victim holds secrets in its environment, code, files, arguments."""
+    s = params["secrets"]
+    victim_code = (VICTIM_NODE if params["victim"] == "node" else VICTIM_PY).replace(
+        "CODE_SECRET_PLACEHOLDER", s["code"]
+    )
+    victim = runner.run(
+        request(
+            victim_code,
+            params,
+            language=params["victim"],
+            arguments={"arg": s["argument"]},
+            extra_env={"VICTIM_TOKEN": s["env"], "FILE_SECRET": s["file"]},
+        )
+    )
+
+    async def snoop() -> RunResult:
+        await asyncio.sleep(0.05)  # let the victim take the first turn
+        needles = [*s.values(), params["own"]]
+        args = {"needles": needles, "work_root": params["work_root"], "wait_for_victim": True}
+        result = await runner.run(
+            request(SNOOP, params, language="python", arguments=args,
+                    extra_env={"SNOOP_TOKEN": params["own"]})
+        )  # fmt: skip
+        os.close(os.open(os.path.join(params["shared"], "snoop.done"), os.O_CREAT | os.O_WRONLY))
+        return result
+
+    victim_result, snoop_result = await asyncio.gather(victim, snoop())
+    return {"victim": summary(victim_result), "snoop": summary(snoop_result)}
+
+
+async def server_secrets(runner: Runner, params: dict[str, Any]) -> dict[str, Any]:
+    """A snoop looks for the server's environment and memory."""
+    needles = [os.environ["SERVER_SECRET"], MEMORY_SECRET.decode(), params["own"]]
+    args = {"needles": needles, "work_root": params["work_root"], "wait_for_victim": False}
+    result = await runner.run(
+        request(SNOOP, params, language="python", arguments=args,
+                extra_env={"SNOOP_TOKEN": params["own"]})
+    )  # fmt: skip
+    return {"snoop": summary(result)}
+
+
+async def escape(runner: Runner, params: dict[str, Any]) -> dict[str, Any]:
+    """A tool kills its supervisor and the helper, leaving a daemon."""
+    helper_before = runner.helper_pid
+    result = await runner.run(request(ESCAPE, params, language="python", timeout_s=5))
+    with open(os.path.join(params["shared"], "daemon.pid")) as f:  # noqa: ASYNC230
+        daemon = int(f.read())
+    return {
+        "escape": summary(result),
+        "daemon": daemon,
+        "daemon_alive": _state(daemon) not in ("Z", "X"),
+        "helper_before": helper_before,
+    }
+
+
+async def fill(runner: Runner, params: dict[str, Any]) -> dict[str, Any]:
+    """A tool writes 512 MiB into its directories and every shared temporary directory."""
+    return {"fill": summary(await runner.run(request(FILL, params, language="python")))}
+
+
+def _state(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return "X"
+
+
+SCENARIOS: dict[str, Callable[[Runner, dict[str, Any]], Awaitable[dict[str, Any]]]] = {
+    "neighbours": neighbours,
+    "server_secrets": server_secrets,
+    "escape": escape,
+    "fill": fill,
+}
+
+
+async def main(name: str, params: dict[str, Any]) -> dict[str, Any]:
+    runner = Runner(settings(params))
+    try:
+        report = await SCENARIOS[name](runner, params)
+        started = time.monotonic()
+        after = await runner.run(request("print('normal')", params, language="python"))
+        report["next_call"] = contract_text(after)
+        report["next_call_s"] = round(time.monotonic() - started, 3)
+        report["helper_after"] = runner.helper_pid
+        return report
+    finally:
+        runner.close()
+
+
+if __name__ == "__main__":
+    # Parameters (secrets among them) come on stdin: a command line is readable by anyone.
+    print(json.dumps(asyncio.run(main(sys.argv[1], json.loads(sys.stdin.read())))))
