@@ -374,12 +374,12 @@ def _local(args: argparse.Namespace) -> LocalSettings:
     return local
 
 
-def _announce(url: str, key: str, local: LocalSettings) -> None:
+def _announce(url: str, key: str, local: LocalSettings, settings: Settings) -> None:
     print(f"Kiln is serving MCP at {url}/mcp", flush=True)
     print(f"REST API at {url}/api  (author key: {key})", flush=True)
     print(f"Studio at {url}/studio/  (sign in with the author key)", flush=True)
     print(f"State in {local.state_dir} (from {local.state_dir_source})", flush=True)
-    warning = node_warning()
+    warning = node_warning(settings.node_binary)
     if warning:
         print(f"kiln dev: {warning}", file=sys.stderr, flush=True)
 
@@ -416,7 +416,7 @@ def run_dev(args: argparse.Namespace) -> int:
                     log.info("%s", line)
             app = create_app(parts)
             url = f"http://{_url_host(args.host)}:{sock.getsockname()[1]}"
-            _announce(url, key, local)
+            _announce(url, key, local, settings)
             # Task runs stop first (their process trees killed, their tasks marked failed).
             hook = ShutdownHook(app, save_state, before=parts.stop_tasks)
             record_server(local.state_dir, url)

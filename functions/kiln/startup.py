@@ -50,7 +50,7 @@ def _busy_message(host: str, port: int, state_dir: Path) -> str:
     )
 
 
-def node_warning() -> str | None:
+def node_warning(configured: str | None) -> str | None:
     """None when Node tools can run here, else the line that says why not and how to fix it.
 
     It looks where the runner will (KILN_NODE_BINARY, the wheel, the layer, PATH), so the
@@ -60,7 +60,7 @@ def node_warning() -> str | None:
     from kiln.runner.nodejs import find_node
 
     try:
-        find_node()
+        find_node(Path(configured) if configured else None)
     except NodeUnavailableError as error:
         return f"warning: Node tools will fail here. {error}. Python tools work."
     return None

@@ -314,13 +314,16 @@ def test_disk_and_api_edits_never_overwrite_each_other_silently(tmp_path: Path) 
     with kiln_dev(home, tmp_path, port, "--tools", str(tools)) as dev:
         key = (state_of(home) / "author_key").read_text().strip()
         auth = {"Authorization": f"Bearer {key}"}
-        tool = httpx.get(dev.url + "/api/tools/greet", headers=auth).json()
+        tool = httpx.get(dev.url + "/api/tools/greet", headers=auth, timeout=60).json()
         edit = {
             **{k: tool[k] for k in ("name", "description", "language")},
             "code": "print('api 2')\n",
         }
         put = httpx.put(
-            dev.url + "/api/tools/greet", json=edit, headers={**auth, "If-Match": '"1"'}
+            dev.url + "/api/tools/greet",
+            json=edit,
+            headers={**auth, "If-Match": '"1"'},
+            timeout=60,
         )
         assert put.json()["revision"] == 2
     (folder / "main.py").write_text("print('disk 2')\n")
@@ -395,11 +398,11 @@ def test_every_command_works_beside_kiln_dev_and_the_secret_survives_a_restart(
         assert call_text(desktop.stdout) == "token ends 1234"
 
         bearer = {"Authorization": f"Bearer {key}"}
-        assert httpx.get(dev.url + "/api/tools", headers=bearer).status_code == 200
+        assert httpx.get(dev.url + "/api/tools", headers=bearer, timeout=60).status_code == 200
         revoked = kiln(home, project, "keys", "revoke", "laptop")
         assert revoked.returncode == 0, revoked.stderr
         assert revoked.stdout.startswith("revoked key 'laptop' (id ")
-        refused = httpx.get(dev.url + "/api/tools", headers=bearer)
+        refused = httpx.get(dev.url + "/api/tools", headers=bearer, timeout=60)
         assert refused.status_code == 401  # the very next request
         outputs += [p.stdout + p.stderr for p in (created, pushed, stored, called, desktop)]
         outputs.append(dev.stderr())

@@ -39,6 +39,11 @@ def test_saving_an_identical_tool_keeps_the_current_revision(kiln_server: Runnin
     assert again.headers["ETag"] == '"1"'
     revisions = kiln_server.api("GET", "/api/tools/reader/revisions").json()["revisions"]
     assert [r["revision"] for r in revisions] == [1]
+    # A client that knows nothing of files (an older studio, a script) keeps them.
+    unaware = {k: v for k, v in TOOL.items() if k != "files"}
+    kept = kiln_server.api("PUT", "/api/tools/reader", json=unaware, headers={"If-Match": '"1"'})
+    assert kept.json()["revision"] == 1
+    assert kiln_server.api("GET", "/api/tools/reader").json()["files"] == TOOL["files"]
     changed = {**TOOL, "description": "Reads its data file, again."}
     saved = kiln_server.api("PUT", "/api/tools/reader", json=changed, headers={"If-Match": '"1"'})
     assert saved.json()["revision"] == 2

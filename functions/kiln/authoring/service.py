@@ -191,10 +191,13 @@ class AuthoringService:
     ) -> Tool:
         """A new revision from `payload`: the whole definition, or with `partial` only the
         fields to change (the rest are the current head's)."""
-        defaults = None
+        defaults: Mapping[str, Any] | None = None
         if partial:
             current = self.read(ref)
             defaults = definition(current.tool, current.code, current.files)
+        elif "files" not in payload:  # a client that knows nothing of files must not drop them
+            current = self.read(ref)
+            defaults = {"files": definition(current.tool, current.code, current.files)["files"]}
         draft = self._checked(payload, defaults=defaults)
         return self.update_draft(ref, draft, who, expected_revision=expected_revision)
 
