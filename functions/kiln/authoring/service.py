@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 from kiln.auth.audit import created_by, record_write
@@ -191,14 +191,13 @@ class AuthoringService:
     ) -> Tool:
         """A new revision from `payload`: the whole definition, or with `partial` only the
         fields to change (the rest are the current head's)."""
-        defaults: Mapping[str, Any] | None = None
+        defaults = None
         if partial:
             current = self.read(ref)
             defaults = definition(current.tool, current.code, current.files)
-        elif "files" not in payload:  # a client that knows nothing of files must not drop them
-            current = self.read(ref)
-            defaults = {"files": definition(current.tool, current.code, current.files)["files"]}
         draft = self._checked(payload, defaults=defaults)
+        if not partial and "files" not in payload:  # a client unaware of files keeps them
+            draft = replace(draft, files=self.read(ref).files)
         return self.update_draft(ref, draft, who, expected_revision=expected_revision)
 
     def update_draft(
