@@ -9,10 +9,22 @@ from __future__ import annotations
 from fastapi import FastAPI
 
 import kiln
-from kiln.api import bundles, errors, health, keys, mcp, middleware, secrets, tasks, tools
+from kiln.api import (
+    bundles,
+    calls,
+    errors,
+    health,
+    keys,
+    mcp,
+    middleware,
+    secrets,
+    studio,
+    tasks,
+    tools,
+    views,
+)
 from kiln.stack import Kiln, Role
 from kiln.studio import assets as studio_assets
-from kiln.studio import routes as studio_routes
 
 
 def create_app(parts: Kiln, *, role: Role = "all") -> FastAPI:
@@ -23,6 +35,7 @@ def create_app(parts: Kiln, *, role: Role = "all") -> FastAPI:
         docs_url=None if role == "public" else "/api/docs",
         redoc_url=None,
         openapi_url=None if role == "public" else "/api/openapi.json",
+        redirect_slashes=False,  # `/api/tools/` is a JSON 404, not an empty-bodied redirect
     )
     app.state.kiln = parts
     middleware.install(app, parts.settings)
@@ -35,11 +48,13 @@ def create_app(parts: Kiln, *, role: Role = "all") -> FastAPI:
         # The studio's pages and routes go before /api/tools/{ref}, so that
         # /api/tools/validate is not read as a tool name.
         app.include_router(studio_assets.router)
-        app.include_router(studio_routes.router)
+        app.include_router(studio.router)
         app.include_router(health.router)
         app.include_router(tools.router)
         app.include_router(bundles.router)
         app.include_router(tasks.router)
+        app.include_router(views.router)
+        app.include_router(calls.router)
         app.include_router(keys.router)
         app.include_router(secrets.router)
     return app

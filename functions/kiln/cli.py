@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from urllib.parse import quote
 
+from kiln.access.cli import register as register_access
 from kiln.auth.cli import register as register_auth
 from kiln.bundles.cli import register as register_bundles
 from kiln.settings import Settings, SettingsError
@@ -38,6 +39,7 @@ def cmd_stdio(args: argparse.Namespace) -> int:
 
 
 def cmd_tools_push(args: argparse.Namespace) -> int:
+    from kiln.access.cli import push_view_files
     from kiln.catalog.files import FolderError, push, read_folders, tool_folders
     from kiln.client import ApiCallError, HttpTarget
     from kiln.locate import ServerNotFoundError
@@ -50,16 +52,21 @@ def cmd_tools_push(args: argparse.Namespace) -> int:
                 "and main.py or main.js)"
             )
         read_folders(folders)  # every folder's problems, before a server is even looked for
-        results = push(HttpTarget(_client(args)), folders)
+        client = _client(args)
+        results = push(HttpTarget(client), folders)
+        views = push_view_files(client, [Path(root) for root in args.dirs])
     except (FolderError, ApiCallError, ServerNotFoundError) as error:
         print(f"kiln tools push: {error}", file=sys.stderr)
         return 1
     for result in results:
         print(f"{result.action:9} {result.name}")
+    for name, action in views:
+        print(f"{action:9} view {name}")
     return 0
 
 
 def cmd_tools_pull(args: argparse.Namespace) -> int:
+    from kiln.access.cli import pull_views
     from kiln.catalog.files import draft_from_tool_json, write_folder
     from kiln.client import ApiCallError
     from kiln.locate import ServerNotFoundError
@@ -72,6 +79,8 @@ def cmd_tools_pull(args: argparse.Namespace) -> int:
             if body is not None:
                 folder = write_folder(Path(args.dir), draft_from_tool_json(body, body["code"]))
                 print(f"wrote     {folder}")
+        for path in pull_views(client, Path(args.dir)):
+            print(f"wrote     {path}")
     except (ApiCallError, ServerNotFoundError) as error:
         print(f"kiln tools pull: {error}", file=sys.stderr)
         return 1
@@ -182,6 +191,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     register_bundles(commands)
     register_auth(commands)
+    register_access(commands, remote)
     return parser
 
 

@@ -56,6 +56,18 @@ _BAD_REQUEST = (
 )
 
 
+def _answer_bad_request(conn: h11.Connection, transport: asyncio.Transport) -> None:
+    """A JSON 400 for bytes that are not HTTP, then close (uvicorn would answer text/plain)."""
+    headers = [(b"content-type", b"application/json"), (b"connection", b"close")]
+    for event in (
+        h11.Response(status_code=400, headers=headers, reason=b"Bad Request"),
+        h11.Data(data=_BAD_REQUEST),
+        h11.EndOfMessage(),
+    ):
+        transport.write(conn.send(event))
+    transport.close()
+
+
 def hardened_protocol(limits: ConnectionLimits) -> type[H11Protocol]:
     """An h11 protocol class for uvicorn's `http=` that enforces `limits` (see module doc)."""
     cap = connection_cap(limits)
@@ -92,14 +104,7 @@ def hardened_protocol(limits: ConnectionLimits) -> type[H11Protocol]:
             super().on_response_complete()
 
         def send_400_response(self, msg: str) -> None:
-            headers = [(b"content-type", b"application/json"), (b"connection", b"close")]
-            for event in (
-                h11.Response(status_code=400, headers=headers, reason=b"Bad Request"),
-                h11.Data(data=_BAD_REQUEST),
-                h11.EndOfMessage(),
-            ):
-                self.transport.write(self.conn.send(event))
-            self.transport.close()
+            _answer_bad_request(self.conn, self.transport)
 
         def _idle(self) -> bool:
             return self.cycle is None or self.cycle.response_complete

@@ -3,24 +3,26 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Coroutine, Mapping, Sequence
 from contextlib import AbstractContextManager, ExitStack
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, ParamSpec, Protocol, TypeVar
 
-from kiln.access.gate import Caller, CallGate, bound_view, caller_of
+from kiln.access.gate import CallGate, Limits, bound_view, caller_of, key_limits
 from kiln.access.ledger import Outcome
 from kiln.access.quotas import QuotaExceededError
 from kiln.access.resolve import ViewCatalog
 from kiln.access.views import View
+from kiln.aws import StoreUnavailableError
 from kiln.bundles.cache import BundleError
 from kiln.catalog.model import Tool
 from kiln.catalog.snapshot import CatalogSnapshots, Snapshot
 from kiln.protocol.backend import CallContext, ToolOutcome, ToolView
-from kiln.protocol.errors import RateLimitedError
+from kiln.protocol.errors import RateLimitedError, UnavailableError
 from kiln.runner import (
     InvalidArgumentsError,
     NodeUnavailableError,
@@ -31,6 +33,27 @@ from kiln.runner import (
 from kiln.runner.model import RunRequest, RunResult
 
 log = logging.getLogger("kiln.service")
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+
+
+def catalog_reads(
+    method: Callable[_P, Coroutine[Any, Any, _R]],
+) -> Callable[_P, Coroutine[Any, Any, _R]]:
+    """A store that does not answer becomes MCP's "catalog unavailable" error."""
+
+    @functools.wraps(method)
+    async def reading(*args: _P.args, **kwargs: _P.kwargs) -> _R:
+        try:
+            return await method(*args, **kwargs)
+        except StoreUnavailableError as error:
+            log.warning("catalog unavailable: %s", error)
+            raise UnavailableError(
+                "Catalog unavailable: the tool catalog did not answer in time; retry shortly",
+                data={"retryAfterSeconds": error.retry_after_s},
+            ) from error
+
+    return reading
 
 
 class BundlePaths(Protocol):
@@ -47,6 +70,8 @@ class SecretValues(Protocol):
 
 
 VIEW_KEY = "view"  # CallContext.extra: the view a path such as /mcp/v/<name> serves
+# CallContext.extra: a list the transport runs (in a thread) after sending the answer
+AFTER_RESPONSE = "after_response"
 
 
 def tool_view(tool: Tool) -> ToolView:
@@ -89,6 +114,7 @@ class CatalogBackend:
         self._gate = gate
         self._listed: dict[str | None, tuple[int, list[ToolView]]] = {}
 
+    @catalog_reads
     async def list_tools(self, ctx: CallContext) -> Sequence[ToolView]:
         snapshot = await self._snapshots.fresh()
         view, tools = await self._visible(snapshot, ctx)
@@ -100,34 +126,61 @@ class CatalogBackend:
         self._listed[key] = (snapshot.version, listed)
         return listed
 
+    @catalog_reads
     async def get_tool(self, name: str, ctx: CallContext) -> ToolView | None:
-        _, tools = await self._visible(await self._snapshots.fresh(), ctx)
-        tool = tools.get(name)
-        return tool_view(tool) if tool is not None and tool.enabled else None
+        """The tool a `tools/call` names, if this request may see it; the first half of the call.
 
-    async def admit_task(
-        self, name: str, arguments: Mapping[str, Any], ctx: CallContext
-    ) -> Tool | None:
-        """The tool a task for this request will run (its view's revision), admitted against
-        the caller's call quotas now, as a call inside the request would be."""
-        latest = self._snapshots.latest or await self._snapshots.fresh()
-        view, tools = await self._visible(latest, ctx)
-        found = tools.get(name)
-        if found is None or not found.enabled:
-            return None
-        caller = caller_of(ctx.principal, view)
-        if self._gate is not None and caller.limits:
-            gate, digest = self._gate, self._gate.digest(arguments)
+        With quotas, this is where the call is admitted: a key's quota is counted while the
+        catalog version is read (one round trip hidden behind another), a view's after.
+        Refused: RateLimitedError (and a `refused` ledger entry). A call admitted for a tool
+        that turns out not to exist gives its count back.
+        """
+        gate = self._gate
+        early = key_limits(ctx.principal) if gate is not None else ()
+        admitting = None
+        if gate is not None and early:
+            admitting = asyncio.ensure_future(asyncio.to_thread(gate.admit, early))
+        try:
+            view, tools = await self._visible(await self._snapshots.fresh(), ctx)
+        except BaseException:
+            if admitting is not None:
+                await self._settle(admitting, early)
+            raise
+        tool = tools.get(name)
+        if tool is not None and not tool.enabled:
+            tool = None
+        if gate is not None:
+            caller = caller_of(ctx.principal, view)
+            late = tuple(limit for limit in caller.limits if limit not in early)
             try:
-                await asyncio.to_thread(
-                    gate.admit, caller, found, digest=digest, started=time.time()
-                )
+                if admitting is not None:
+                    await admitting
+                if late and tool is not None:
+                    await asyncio.to_thread(gate.admit, late)
             except QuotaExceededError as refused:
+                if tool is not None:
+                    await self._later(ctx, gate.refused, caller, tool, refused, started=time.time())
                 raise RateLimitedError(
                     str(refused), retry_after_s=refused.retry_after_s, data=refused.data()
                 ) from None
+            if tool is None and admitting is not None:
+                await self._later(ctx, gate.release, early)
+        return tool_view(tool) if tool is not None else None
+
+    @catalog_reads
+    async def admit_task(
+        self, name: str, arguments: Mapping[str, Any], ctx: CallContext
+    ) -> Tool | None:
+        """The tool a task for this request will run (its view's revision). The call was
+        admitted against the caller's quotas by `get_tool`, which the protocol asks first."""
+        latest = self._snapshots.latest or await self._snapshots.fresh()
+        _, tools = await self._visible(latest, ctx)
+        found = tools.get(name)
+        if found is None or not found.enabled:
+            return None
         return found
 
+    @catalog_reads
     async def find(self, name: str, revision: int) -> Tool | None:
         """The enabled catalog tool with this name at `revision` (the task worker's lookup)."""
         tool = (await self._snapshots.fresh()).tools.get(name)
@@ -141,6 +194,7 @@ class CatalogBackend:
     def view(self, tool: Tool) -> ToolView:
         return tool_view(tool)
 
+    @catalog_reads
     async def call_tool(
         self, tool: ToolView, arguments: Mapping[str, Any], ctx: CallContext
     ) -> ToolOutcome:
@@ -152,41 +206,61 @@ class CatalogBackend:
             return ToolOutcome(
                 f"Tool {tool.name!r} was disabled or removed; list tools again.", True
             )
-        if self._gate is None:
-            outcome, _ = await self.execute(found, arguments, time_left_s=ctx.time_left_s)
-            return outcome
-        return await self._gated(self._gate, found, arguments, ctx, caller_of(ctx.principal, view))
-
-    async def _gated(
-        self,
-        gate: CallGate,
-        tool: Tool,
-        arguments: Mapping[str, Any],
-        ctx: CallContext,
-        caller: Caller,
-    ) -> ToolOutcome:
+        gate = self._gate
         started = time.time()
-        digest = gate.digest(arguments)
-        if caller.limits:
-            try:
-                await asyncio.to_thread(gate.admit, caller, tool, digest=digest, started=started)
-            except QuotaExceededError as refused:
-                raise RateLimitedError(
-                    str(refused), retry_after_s=refused.retry_after_s, data=refused.data()
-                ) from None
-        outcome, result = await self.execute(tool, arguments, time_left_s=ctx.time_left_s)
+        outcome, result = await self.execute(found, arguments, time_left_s=ctx.time_left_s)
+        if gate is None:
+            return outcome
         kind: Outcome = "tool_error" if outcome.is_error else "ok"
         if result is not None and result.timed_out:
             kind = "timeout"
-        try:
-            await asyncio.to_thread(
-                gate.finish, caller, tool, kind, digest=digest, started=started,
-                run_seconds=result.duration_s if result else time.time() - started,
-                output_bytes=len(result.stdout.encode("utf-8", "replace")) if result else 0,
-            )  # fmt: skip
-        except Exception:  # the call ran: answer it, and say loudly that its record is missing
-            log.exception("could not record a call of %s in the ledger", tool.name)
+        await self._later(
+            ctx, gate.finish, caller_of(ctx.principal, view), found, kind,
+            digest=gate.digest(arguments), started=started,
+            run_seconds=result.duration_s if result else time.time() - started,
+            output_bytes=len(result.stdout.encode("utf-8", "replace")) if result else 0,
+        )  # fmt: skip
         return outcome
+
+    async def record_rejected(self, tool: ToolView, arguments: Any, ctx: CallContext) -> None:
+        """Ledger a call answered with an isError result because its arguments broke the
+        tool's schema (it was admitted, and counted, by `get_tool`)."""
+        gate = self._gate
+        latest = self._snapshots.latest
+        if gate is None or latest is None:
+            return
+        view, tools = await self._visible(latest, ctx)
+        found = tools.get(tool.name)
+        if found is None:
+            return
+        digest = gate.digest(arguments if isinstance(arguments, dict) else {"": arguments})
+        await self._later(
+            ctx, gate.finish, caller_of(ctx.principal, view), found, "tool_error",
+            digest=digest, started=time.time(), run_seconds=0.0, output_bytes=0,
+        )  # fmt: skip
+
+    async def _later(
+        self, ctx: CallContext, fn: Callable[..., None], *args: Any, **kw: Any
+    ) -> None:
+        """Run blocking bookkeeping (ledger, quota refunds) after the answer has been sent when
+        the transport offers that (`AFTER_RESPONSE` in ctx.extra), else now."""
+        deferred = ctx.extra.get(AFTER_RESPONSE)
+        if deferred is not None:
+            deferred.append(functools.partial(fn, *args, **kw))
+            return
+        try:
+            await asyncio.to_thread(fn, *args, **kw)
+        except Exception:  # the call ran: answer it, and say loudly that its record is missing
+            log.exception("call bookkeeping failed (%s)", getattr(fn, "__name__", fn))
+
+    async def _settle(self, admitting: asyncio.Future[None], limits: Limits) -> None:
+        """An admission whose request failed before it could run: give its count back."""
+        try:
+            await admitting
+        except Exception:
+            return
+        if self._gate is not None:
+            await asyncio.to_thread(self._gate.release, limits)
 
     async def _visible(
         self, snapshot: Snapshot, ctx: CallContext

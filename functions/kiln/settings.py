@@ -14,7 +14,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TypeVar
 
-from kiln.auth.settings import AuthSettings, AuthSettingsError
+from kiln.auth.settings import AuthSettings, AuthSettingsError, check_audience
 from kiln.tasks.settings import TaskSettings
 
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
@@ -155,6 +155,9 @@ class Settings:
     run_disk_quota_mb: int = 256  # KILN_RUN_DISK_QUOTA_MB
     sweep_shared_temp: bool = False  # KILN_SWEEP_SHARED_TEMP (default: on inside Lambda)
     run_shared_dirs: tuple[str, ...] = ()  # KILN_RUN_SHARED_DIRS: every run may use these
+    # KILN_SERIALIZE_SHARED_UID_RUNS: runs sharing one uid (no root) go one at a time unless
+    # this is turned off (trusted tools only).
+    serialize_shared_uid_runs: bool = True
     npm: str | None = None  # KILN_NPM: the npm that builds Node bundles
     bundle_target: str | None = None  # KILN_BUNDLE_TARGET: Python bundles' target
     node_bundle_target: str | None = None  # KILN_NODE_BUNDLE_TARGET
@@ -164,6 +167,9 @@ class Settings:
     bundle_max_unpacked_mb: float | None = None  # KILN_BUNDLE_MAX_UNPACKED_MB
     public_base_url: str | None = None  # KILN_PUBLIC_BASE_URL: how clients reach this server
     cursor_secret: str | None = None  # KILN_CURSOR_SECRET: signs tools/list cursors
+    ledger: bool = True  # KILN_LEDGER: record every tools/call (kiln.access.ledger)
+    ledger_retention_days: int = 30  # KILN_LEDGER_RETENTION_DAYS
+    ledger_digest_key: str | None = None  # KILN_LEDGER_DIGEST_KEY: HMAC key of argument digests
     in_lambda: bool = False  # AWS_LAMBDA_FUNCTION_NAME is set: running inside Lambda
     pyenv_root: str | None = None  # PYENV_ROOT: where builds look for other Pythons
     service_name: str = "kiln"  # POWERTOOLS_SERVICE_NAME
@@ -179,8 +185,10 @@ class Settings:
         e = os.environ if env is None else env
         cache_dir = _parse(e, "KILN_BUNDLE_CACHE_DIR", None, Path)
         in_lambda = bool(_parse(e, "AWS_LAMBDA_FUNCTION_NAME", None, _text))
+        public_base_url = _parse(e, "KILN_PUBLIC_BASE_URL", None, _url)
         try:
             auth = AuthSettings.from_env(e)
+            check_audience(auth, public_base_url)
         except AuthSettingsError as error:
             raise SettingsError(str(error)) from None
         return cls(
@@ -217,6 +225,9 @@ class Settings:
             ),
             sweep_shared_temp=_parse(e, "KILN_SWEEP_SHARED_TEMP", in_lambda, _boolean),
             run_shared_dirs=_parse(e, "KILN_RUN_SHARED_DIRS", (), _list),
+            serialize_shared_uid_runs=_parse(
+                e, "KILN_SERIALIZE_SHARED_UID_RUNS", cls.serialize_shared_uid_runs, _boolean
+            ),
             npm=_parse(e, "KILN_NPM", None, _text),
             bundle_target=_parse(e, "KILN_BUNDLE_TARGET", None, _text),
             node_bundle_target=_parse(e, "KILN_NODE_BUNDLE_TARGET", None, _text),
@@ -224,8 +235,13 @@ class Settings:
             bundle_cache_dir=cache_dir,
             bundle_cache_mb=_parse(e, "KILN_BUNDLE_CACHE_MB", None, _positive_float),
             bundle_max_unpacked_mb=_parse(e, "KILN_BUNDLE_MAX_UNPACKED_MB", None, _positive_float),
-            public_base_url=auth.public_url,
+            public_base_url=public_base_url,
             cursor_secret=_parse(e, "KILN_CURSOR_SECRET", None, _text),
+            ledger=_parse(e, "KILN_LEDGER", cls.ledger, _boolean),
+            ledger_retention_days=_parse(
+                e, "KILN_LEDGER_RETENTION_DAYS", cls.ledger_retention_days, _positive_int
+            ),
+            ledger_digest_key=_parse(e, "KILN_LEDGER_DIGEST_KEY", None, _text),
             in_lambda=in_lambda,
             pyenv_root=_parse(e, "PYENV_ROOT", None, _text),
             service_name=_parse(e, "POWERTOOLS_SERVICE_NAME", cls.service_name, _text),
@@ -256,8 +272,16 @@ def inherited_environment(**overrides: str) -> dict[str, str]:
     return {**os.environ, **overrides}
 
 
+def emulator_environment() -> dict[str, str]:
+    """Only what Python needs to start the local emulator child: it must not hold the
+    server's keys and secrets in its environment, whoever might read it."""
+    keep = ("PATH", "PYTHONPATH", "HOME", "LANG", "LC_ALL", "TMPDIR", "VIRTUAL_ENV")
+    return {name: os.environ[name] for name in keep if name in os.environ}
+
+
 def set_local_aws_defaults() -> None:
-    """Credentials and a region for the local emulator (which accepts any), unless set."""
+    """A region (and placeholder credentials) for boto3 in local runs, unless set; the
+    local emulator's clients are given its own key (kiln.emulator)."""
     os.environ.setdefault("AWS_ACCESS_KEY_ID", "kiln-local")
     os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "kiln-local")
     os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")

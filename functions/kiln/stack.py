@@ -11,25 +11,35 @@ below this module reads the environment or builds its own collaborators.
 from __future__ import annotations
 
 import hashlib
+import logging
+import os
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 import kiln
+from kiln.access.gate import CallGate
+from kiln.access.ledger import CallLedger
+from kiln.access.quotas import QuotaCounters
+from kiln.access.resolve import ViewCatalog
+from kiln.access.views import ViewStore
 from kiln.auth.web import AccessControl
-from kiln.authoring.service import AuthoringService
 from kiln.aws import AwsClients, make_clients
 from kiln.bundles.service import Bundles, make_bundles
 from kiln.catalog.snapshot import CatalogSnapshots
 from kiln.catalog.store import CatalogStore
 from kiln.runner import Runner, RunnerSettings
+from kiln.runner.limits import default_own_temp_paths
 from kiln.service import CatalogBackend
 from kiln.settings import Settings
 
-if TYPE_CHECKING:
-    from fastapi import FastAPI
+log = logging.getLogger("kiln.stack")
 
+if TYPE_CHECKING:
+    from starlette.applications import Starlette
+
+    from kiln.authoring.service import AuthoringService
     from kiln.observability import Telemetry
     from kiln.protocol import McpEndpoint
     from kiln.tasks.service import TaskService
@@ -70,6 +80,11 @@ def runner_settings(settings: Settings) -> RunnerSettings:
         disk_quota_bytes=settings.run_disk_quota_mb * 1024 * 1024,
         sweep_shared_temp=settings.sweep_shared_temp,
         shared_dirs=tuple(Path(d) for d in settings.run_shared_dirs),
+        serialize_shared_uid_runs=settings.serialize_shared_uid_runs,
+        own_temp_paths=(
+            *default_own_temp_paths(),
+            *([Path(settings.bundle_cache_dir)] if settings.bundle_cache_dir else []),
+        ),
     )
 
 
@@ -85,7 +100,21 @@ class Kiln:
     backend: CatalogBackend
     access: AccessControl
     bundles: Bundles
-    authoring: AuthoringService
+    views: ViewCatalog
+    gate: CallGate
+
+    @cached_property
+    def authoring(self) -> AuthoringService:
+        """The authoring service, built on first use: the public function never needs it, nor
+        the catalog rules and schema machinery it imports."""
+        from kiln.authoring.service import AuthoringService
+
+        return AuthoringService(
+            self.store,
+            bundles=self.bundles,
+            executor=self.backend,
+            secrets=_LazySecretNames(self.access),
+        )
 
     @cached_property
     def task_worker(self) -> TaskWorker:
@@ -179,17 +208,55 @@ def build_kiln(settings: Settings, *, clients: AwsClients | None = None) -> Kiln
     snapshots = CatalogSnapshots(store)
     runner = Runner(runner_settings(settings))
     access = AccessControl(settings, clients)
-    backend = CatalogBackend(snapshots, runner, bundles=bundles, secrets=access)
-    authoring = AuthoringService(
-        store, bundles=bundles, executor=backend, secrets=_LazySecretNames(access)
+    views = ViewCatalog(
+        ViewStore(clients.dynamodb, table=settings.table),
+        lambda tool_id, number: store.revision(f"id:{tool_id}", number),
     )
-    return Kiln(settings, clients, store, snapshots, runner, backend, access, bundles, authoring)
+    gate = call_gate(settings, clients)
+    backend = CatalogBackend(
+        snapshots, runner, bundles=bundles, secrets=access, views=views, gate=gate
+    )
+    return Kiln(
+        settings, clients, store, snapshots, runner, backend, access, bundles, views, gate,
+    )  # fmt: skip
+
+
+def call_gate(settings: Settings, clients: AwsClients) -> CallGate:
+    """Quota counters, and the call ledger unless KILN_LEDGER is off."""
+    quotas = QuotaCounters(clients.dynamodb, table=settings.table)
+    if not settings.ledger:
+        return CallGate(quotas, None)
+    ledger = CallLedger(
+        clients.dynamodb,
+        table=settings.table,
+        digest_key=ledger_digest_key(settings),
+        retention_days=settings.ledger_retention_days,
+    )
+    return CallGate(quotas, ledger)
+
+
+def ledger_digest_key(settings: Settings) -> bytes:
+    """The HMAC key of argument digests: configured, else derived from the author key (kiln
+    dev), else random per process (digests then compare only within one container)."""
+    secret = settings.ledger_digest_key or settings.author_key
+    if secret:
+        return hashlib.sha256(f"kiln-ledger-digest:{secret}".encode()).digest()
+    log.warning("KILN_LEDGER_DIGEST_KEY is not set: argument digests compare within this process")
+    return os.urandom(32)
 
 
 def build_app(
     settings: Settings, *, role: Role = "all", clients: AwsClients | None = None
-) -> FastAPI:
-    """The ASGI app over a freshly built Kiln (what `kiln dev` and the Lambda handlers serve)."""
+) -> Starlette:
+    """The ASGI app over a freshly built Kiln (what `kiln dev` and the Lambda handlers serve).
+
+    The public role gets bare Starlette with the MCP routes and the metadata documents only:
+    its cold start (the one MCP clients wait for) imports neither FastAPI nor the REST API.
+    """
+    if role == "public":
+        from kiln.api.public import create_public_app
+
+        return create_public_app(build_kiln(settings, clients=clients))
     from kiln.app import create_app
 
     return create_app(build_kiln(settings, clients=clients), role=role)

@@ -1,5 +1,8 @@
-"""Fixtures for browser tests: one `kiln dev` and one Chromium per session, a watched page per
-test (a console error, page error or dialog fails the test)."""
+"""Fixtures for browser tests: one `kiln dev` and one Chromium for this folder, a watched page
+per test (a console error, page error or dialog fails the test).
+
+Package scope, not session: Playwright's sync API keeps an event loop running in this thread
+while it is open, and later tests that call asyncio.run() must not find one."""
 
 from __future__ import annotations
 
@@ -21,7 +24,7 @@ from studio_browser import CHROMIUM, CHROMIUM_ARGS, DESKTOP, KEY, SCREENSHOTS, D
 sync_api = pytest.importorskip("playwright.sync_api")
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def dev(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Dev]:
     """One `kiln dev` process (embedded emulator, no example tools) for the whole session."""
     state = tmp_path_factory.mktemp("kiln-dev-state")
@@ -44,7 +47,7 @@ def dev(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Dev]:
                     pass
                 assert time.monotonic() < deadline, "kiln dev did not start within 60 s"
                 time.sleep(0.1)
-            yield Dev(url, http)
+            yield Dev(url, http, state / "dev.log")
     finally:
         process.send_signal(signal.SIGTERM)
         try:
@@ -55,7 +58,7 @@ def dev(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Dev]:
         log.close()
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def browser() -> Iterator[Any]:
     if not CHROMIUM.exists():
         pytest.fail(f"{CHROMIUM} is missing: apt-get install -y chromium (.ci/run does)")
@@ -65,7 +68,7 @@ def browser() -> Iterator[Any]:
         chromium.close()
 
 
-@pytest.fixture(scope="session", autouse=True)
+@pytest.fixture(scope="package", autouse=True)
 def screenshot_folder() -> None:
     shutil.rmtree(SCREENSHOTS, ignore_errors=True)
     SCREENSHOTS.mkdir(parents=True)

@@ -63,5 +63,12 @@ def test_author_creates_a_tool_with_a_two_field_schema_and_runs_it(page: Any, de
     assert json.loads(stdout.inner_text()) == {"greeting": "hello Ada", "times": 3}
     expect(page.get_by_test_id("stderr")).to_have_text("warming up")
     expect(page.get_by_test_id("mcp-result")).to_contain_text("hello Ada")
+    page.get_by_label(re.compile(r"^times")).fill("4")
+    page.get_by_role("button", name="Run", exact=True).click()
+    expect(page.get_by_test_id("stdout")).to_contain_text('"times": 4')
+    page.get_by_label("Compare run 1").check()
+    page.get_by_label("Compare run 2").check()
+    expect(page.get_by_role("heading", name="Run 1 · r2")).to_be_visible()
+    expect(page.get_by_role("heading", name="Run 2 · r2")).to_be_visible()
     shoot(page, "05-test-console")
     assert_accessible(page)

@@ -91,7 +91,8 @@ def test_bad_input_gets_a_clear_message(aws: AwsStack) -> None:
     assert "is not a node target" in wrong.stderr
     bad = kiln(aws, "build", "--requirements", "not a requirement!!")
     assert bad.returncode == 1
-    assert "is not a valid pip requirement" in bad.stderr
+    assert "must be a PEP 508 requirement" in bad.stderr
+    assert "(rule: pep508)" in bad.stderr
 
 
 def test_ls_show_and_retry_ask_a_running_server(kiln_server: RunningKiln, aws: AwsStack) -> None:

@@ -1,7 +1,8 @@
 """Hostile tools, each a real script, against a real runner: each is contained.
 
-Every test runs twice: with the server as root (each run gets its own uid, a private tmpfs
-for its files and /tmp) and with the server as an unprivileged user created for the test
+Every test runs three ways: with the server as root (each run gets its own uid, a private
+tmpfs for its files and /tmp); as root without CAP_SYS_ADMIN, as in most containers (its own
+uid, its disk use measured instead); and as an unprivileged user created for the test
 (Lambda's model: the server and every tool share one uid). The server is
 `tests/hostile_driver.py` in a child process; it holds a secret in its environment and one in
 its memory, runs the scenario, then one normal call. After it, this process (root) checks
@@ -78,11 +79,15 @@ def test_user() -> int:
 class Stage:
     """One way of running the server: as root, or as the unprivileged test user."""
 
-    mode: str
+    mode: str  # "root", "root-without-mounts", "unprivileged"
     base: Path
     user: int
     tool_uids: tuple[int, int]  # the uids the tools run as
     server_secret: str = field(default_factory=lambda: "server-env-" + secrets.token_hex(12))
+
+    @property
+    def uid_per_run(self) -> bool:
+        return self.mode != "unprivileged"
 
     @property
     def work_root(self) -> Path:
@@ -96,6 +101,10 @@ class Stage:
         params.update(work_root=str(self.work_root), shared=str(self.shared))
         if self.mode == "root":
             command = [sys.executable, str(DRIVER), scenario]
+            params["run_uids"] = list(self.tool_uids)
+        elif self.mode == "root-without-mounts":
+            drop = ("setpriv", "--inh-caps=-sys_admin", "--bounding-set=-sys_admin")
+            command = [*drop, SYSTEM_PYTHON, str(DRIVER), scenario]
             params["run_uids"] = list(self.tool_uids)
         else:
             command = [
@@ -127,16 +136,16 @@ class Stage:
         assert list(self.work_root.iterdir()) == []
 
 
-@pytest.fixture(params=["root", "unprivileged"])
+@pytest.fixture(params=["root", "root-without-mounts", "unprivileged"])
 def stage(request: pytest.FixtureRequest, test_user: int) -> Iterator[Stage]:
+    if request.param != "root" and not (shutil.which("setpriv") and Path(SYSTEM_PYTHON).exists()):
+        pytest.skip("needs setpriv and /usr/bin/python3 to run the server with less power")
     base = Path(tempfile.mkdtemp(prefix="kiln-hostile-"))
     base.chmod(0o755)
-    if request.param == "root":
-        tool_uids = private_uid_range()
-    else:
-        if not shutil.which("setpriv") or not os.access(SYSTEM_PYTHON, os.X_OK):
-            pytest.skip("needs setpriv and /usr/bin/python3 to run the server as another user")
+    if request.param == "unprivileged":
         tool_uids = (test_user, test_user + 1)
+    else:
+        tool_uids = private_uid_range()
     (base / "work").mkdir()
     (base / "shared").mkdir()
     (base / "shared").chmod(0o1777)
@@ -172,7 +181,7 @@ def test_a_tool_cannot_read_the_secret_code_files_or_arguments_of_a_tool_running
     snoop = snoop_report(report)
     assert snoop["found"] == [own]  # its own secret, and nothing of the victim's
     assert report["victim"]["stdout"].startswith("victim had its secret " + hidden["argument"][:6])
-    if stage.mode == "root":
+    if stage.uid_per_run:
         assert snoop["victim_alive"], "the two runs did not overlap; the test proved nothing"
     else:
         # One uid for all: runs that could read each other's processes are not run together.
@@ -192,7 +201,7 @@ def test_a_tool_cannot_read_the_servers_environment_or_memory(stage: Stage) -> N
 def test_a_tool_that_kills_its_supervisor_and_the_helper_leaves_no_daemon(stage: Stage) -> None:
     report = stage.run("escape")
     escape = report["escape"]
-    if stage.mode == "root":  # other uids: it cannot signal them
+    if stage.uid_per_run:  # other uids: it cannot signal them
         assert escape["stdout"] == (
             "could not kill the helper: PermissionError; "
             "could not kill the supervisor: PermissionError\n"
@@ -217,10 +226,29 @@ def test_a_tool_that_fills_the_temporary_directories_is_stopped_at_its_quota(
         assert text.startswith("stopped after "), text
         assert text.endswith("OSError errno 28\n[exit 3]"), text
         assert int(text.split()[2]) <= quota_mib
-    else:  # measured: stopped within moments of passing the quota
+    else:  # no tmpfs: measured, and stopped within moments of passing the quota
         assert text.endswith(
             f"[disk quota] stopped after writing more than {quota_mib} MiB of files "
             "(the run's quota)"
         ), text
         assert report["fill"]["quota"] == quota_mib << 20
     stage.assert_contained(report)
+
+
+def test_what_a_tool_leaves_in_tmp_is_removed_but_not_what_the_server_made_meanwhile(
+    stage: Stage,
+) -> None:
+    own = f"/tmp/kiln-own-{secrets.token_hex(6)}"
+    litter = f"/tmp/litter-{secrets.token_hex(6)}"
+    try:
+        report = stage.run("litter", own_path=own, litter=litter)
+        assert report["litter"]["text"] == "littered"
+        assert report["own_kept"] is True
+        assert report["litter_left"] is False
+        assert not os.path.exists(litter)  # as the server's host sees /tmp, too
+        shutil.rmtree(own)  # the server's, made by the server: not a leftover of the tool
+        stage.assert_contained(report)
+    finally:
+        shutil.rmtree(own, ignore_errors=True)
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(litter)

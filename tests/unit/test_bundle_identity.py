@@ -38,7 +38,7 @@ def test_no_requirements_means_no_bundle() -> None:
 
 def test_node_requirements_keep_scopes_and_versions() -> None:
     assert normalise_requirements(
-        "node", ["lodash@4.17.21", "@types/node@^20", "Lodash@4.17.21"]
+        "node", ["lodash@4.17.21", "@types/node@^20", " lodash@4.17.21 "]
     ) == (
         "@types/node@^20",
         "lodash@4.17.21",
@@ -48,11 +48,13 @@ def test_node_requirements_keep_scopes_and_versions() -> None:
 @pytest.mark.parametrize(
     ("language", "requirement", "says"),
     [
-        ("python", "humanize===", "is not a valid pip requirement"),
-        ("python", "evil @ https://example.com/evil.whl", "only packages from PyPI"),
-        ("python", "  ", "an entry is empty"),
-        ("node", "lodash@git+https://example.com/x.git", "only registry versions"),
-        ("node", "Not A Name@1", "not a valid npm package name"),
+        ("python", "humanize===", r"must be a PEP 508 requirement .*\(rule: pep508\)"),
+        ("python", "evil @ https://example.com/evil.whl", r"not a URL \(rule: url_not_allowed\)"),
+        ("python", "  ", r"must not be blank \(rule: blank\)"),
+        ("node", "lodash@git+https://example.com/x.git", r"\(rule: url_not_allowed\)"),
+        ("node", "Not A Name@1", r"valid npm package name .*\(rule: npm_name\)"),
+        ("node", "foo@npm:bar", r"must not be an npm: alias \(rule: alias_not_allowed\)"),
+        ("node", "foo@not a range", r"semver range .*\(rule: semver_range\)"),
     ],
 )
 def test_bad_requirements_are_refused_with_the_rule(

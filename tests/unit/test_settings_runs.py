@@ -35,3 +35,9 @@ def test_shared_temp_is_swept_by_default_only_in_lambda() -> None:
 
 def test_the_disk_quota_is_set_in_mib() -> None:
     assert Settings.from_env({"KILN_RUN_DISK_QUOTA_MB": "512"}).run_disk_quota_mb == 512
+
+
+def test_runs_sharing_a_uid_are_serialised_unless_turned_off() -> None:
+    assert Settings.from_env({}).serialize_shared_uid_runs is True
+    off = {"KILN_SERIALIZE_SHARED_UID_RUNS": "false"}
+    assert Settings.from_env(off).serialize_shared_uid_runs is False

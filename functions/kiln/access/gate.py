@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -15,13 +16,16 @@ from kiln.catalog.model import Tool
 log = logging.getLogger("kiln.access.gate")
 
 
+Limits = tuple[tuple[str, Quota], ...]  # (subject, quota) pairs, counted in this order
+
+
 @dataclass(frozen=True)
 class Caller:
     """Who is calling, as the ledger names them, and the quotas their calls count against."""
 
     label: str  # key:<name>, jwt:<subject> or anonymous
     view: str | None = None
-    limits: tuple[tuple[str, Quota], ...] = ()  # (subject, quota), key first, then view
+    limits: Limits = ()  # key first, then view
 
 
 def bound_view(principal: Any, views: Mapping[str, View]) -> str | None:
@@ -40,14 +44,46 @@ def bound_view(principal: Any, views: Mapping[str, View]) -> str | None:
     return None
 
 
+def key_limits(principal: Any) -> Limits:
+    """The quota of the principal's own key (known before the catalog is read)."""
+    if principal is None or not getattr(principal, "key_id", None) or principal.quota.empty:
+        return ()
+    return ((f"key:{principal.key_id}", principal.quota),)
+
+
 def caller_of(principal: Any, view: View | None) -> Caller:
-    limits: list[tuple[str, Quota]] = []
+    limits = list(key_limits(principal))
     label = "anonymous" if principal is None else str(principal.label)
-    if principal is not None and principal.key_id and not principal.quota.empty:
-        limits.append((f"key:{principal.key_id}", principal.quota))
     if view is not None and not view.quota.empty:
         limits.append((f"view:{view.name}", view.quota))
     return Caller(label, view.name if view else None, tuple(limits))
+
+
+class Bookkeeping:
+    """Blocking bookkeeping (ledger writes, quota refunds) run after a call was answered.
+
+    Off the request's path, but tracked: `flush` waits for everything started so far, so a
+    ledger query in this process sees every call answered before it.
+    """
+
+    def __init__(self) -> None:
+        self._pending: set[asyncio.Future[None]] = set()
+
+    async def run(self, work: Sequence[Callable[[], None]]) -> None:
+        for item in work:
+            try:
+                await asyncio.to_thread(item)
+            except Exception:  # the call was answered: say loudly that its record is missing
+                log.exception("call bookkeeping failed (%s)", getattr(item, "func", item))
+
+    def start(self, work: Sequence[Callable[[], None]]) -> None:
+        task = asyncio.ensure_future(self.run(work))
+        self._pending.add(task)
+        task.add_done_callback(self._pending.discard)
+
+    async def flush(self) -> None:
+        if self._pending:
+            await asyncio.wait(set(self._pending))
 
 
 class CallGate:
@@ -56,26 +92,35 @@ class CallGate:
     def __init__(self, quotas: QuotaCounters | None, ledger: CallLedger | None) -> None:
         self.quotas = quotas
         self.ledger = ledger
+        self.after = Bookkeeping()
 
     def digest(self, arguments: Mapping[str, Any]) -> str:
         return self.ledger.digest(arguments) if self.ledger is not None else ""
 
-    def admit(self, caller: Caller, tool: Tool, *, digest: str, started: float) -> None:
-        """Count the call against every quota; on a refusal, give back what was counted,
-        record the refusal, and raise QuotaExceededError."""
+    def admit(self, limits: Limits) -> None:
+        """Count one call against each quota; QuotaExceededError when one is spent, after
+        giving back what this call had counted."""
         if self.quotas is None:
             return
-        for index, (subject, quota) in enumerate(caller.limits):
+        for index, (subject, quota) in enumerate(limits):
             try:
                 self.quotas.admit(subject, quota)
-            except QuotaExceededError as refused:
-                for earlier, earlier_quota in caller.limits[:index]:
-                    self.quotas.release(earlier, earlier_quota)
-                self._record(
-                    caller, tool, "refused", digest=digest, started=started,
-                    detail=f"{refused.quota} of {subject.partition(':')[0]}",
-                )  # fmt: skip
+            except QuotaExceededError:
+                self.release(limits[:index])
                 raise
+
+    def release(self, limits: Limits) -> None:
+        if self.quotas is not None:
+            for subject, quota in limits:
+                self.quotas.release(subject, quota)
+
+    def refused(
+        self, caller: Caller, tool: Tool, refusal: QuotaExceededError, *, started: float
+    ) -> None:
+        """Record a refused call (its arguments were never looked at: no digest)."""
+        which = refusal.subject.partition(":")[0]
+        self._record(caller, tool, "refused", digest="", started=started,
+                     detail=f"{refusal.quota} of the {which}")  # fmt: skip
 
     def finish(
         self,
@@ -89,7 +134,7 @@ class CallGate:
         output_bytes: int,
     ) -> None:
         """Charge the run's seconds to daily quotas and record the call."""
-        if self.quotas is not None:
+        if self.quotas is not None and run_seconds > 0:
             for subject, quota in caller.limits:
                 if quota.run_seconds_per_day is not None:
                     self.quotas.charge(subject, run_seconds)

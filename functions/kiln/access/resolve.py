@@ -59,7 +59,7 @@ class ViewCatalog:
     def __init__(
         self, store: ViewStore, revisions: RevisionReader, *, revision_cache: int = 1024
     ) -> None:
-        self._store = store
+        self.store = store
         self._read_revision = revisions
         self._lock = threading.Lock()
         self._version = -1
@@ -78,7 +78,7 @@ class ViewCatalog:
         with self._lock:
             if version == self._version:
                 return self._views
-        views = {view.name: view for view in self._store.list()}
+        views = {view.name: view for view in self.store.list()}
         with self._lock:
             if version >= self._version:
                 self._version, self._views, self._resolved = version, views, {}

@@ -9,19 +9,21 @@ The file's name is the view's name unless the file sets `name`.
 
 from __future__ import annotations
 
+import hashlib
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Literal, Protocol
 
 from kiln.access.views import View, ViewNotFoundError, ViewRuleError, ViewStore, check_view
+from kiln.catalog.files import FolderError
 
 SUFFIX = ".view.json"
 Action = Literal["created", "updated", "unchanged"]
 
 
-class ViewFileError(ValueError):
+class ViewFileError(FolderError):
     """A view file that cannot become a view; names the file and what is wrong."""
 
 
@@ -37,6 +39,8 @@ def read_view_file(path: Path) -> View:
         body = json.loads(path.read_text("utf-8"))
     except UnicodeDecodeError:
         raise ViewFileError(f"{path}: not UTF-8 text") from None
+    except OSError as error:
+        raise ViewFileError(f"{path}: cannot be read ({error.strerror})") from None
     except json.JSONDecodeError as error:
         raise ViewFileError(f"{path}: not valid JSON ({error.msg}, line {error.lineno})") from None
     if not isinstance(body, dict):
@@ -109,3 +113,24 @@ class ViewStoreTarget:
     def put(self, view: View, expected_revision: int | None) -> None:
         self._store.put(replace(view, revision=0), expected_revision=expected_revision,
                         actor=self._actor)  # fmt: skip
+
+
+def view_digest(view: View) -> str:
+    text = json.dumps(view.definition(), sort_keys=True)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def load_view_files(
+    store: ViewStore, roots: Iterable[Path], loaded: Mapping[str, str]
+) -> tuple[list[ViewPushResult], dict[str, str]]:
+    """Push the view files of `roots` that changed since `loaded` (`view:<name>` -> digest):
+    a view changed through the API since keeps that change while its file stays as it was.
+
+    Returns what was done and the digests to remember."""
+    files = [path for root in roots for path in view_files(root)]
+    views = {path: read_view_file(path) for path in files}
+    digests = {f"view:{view.name}": view_digest(view) for view in views.values()}
+    changed = [path for path, view in views.items()
+               if loaded.get(f"view:{view.name}") != digests[f"view:{view.name}"]]  # fmt: skip
+    results = push_views(ViewStoreTarget(store, actor="kiln dev"), changed)
+    return results, digests

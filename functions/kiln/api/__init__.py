@@ -7,9 +7,11 @@ errors      ERRORS: domain error -> HTTP status, REST code, JSON-RPC code (looke
 middleware  the DNS-rebinding guard (Origin, Host) and CORS
 mcp         /mcp and /admin/mcp -> kiln.protocol's endpoint
 tools       /api/tools... -> kiln.authoring
-bundles     /api/bundles... (any unique prefix of a bundle id)
+bundles     /api/bundles...
+studio      /api/whoami and /api/tools/validate (the studio's dry-run save); its pages are
+            kiln.studio.assets
 keys        /api/keys: create (shown once), list, revoke
-secrets     /api/tools/{name}/secrets: declared names set or not; set, remove
+secrets     /api/tools/{name}/secrets: declared names, set or not; set, remove (write-only)
 tasks       /api/tasks/{id}: authors' runs as MCP tasks (started by /api/tools/{ref}/run)
 health      /api/health and the OAuth protected-resource metadata
 """

@@ -12,18 +12,15 @@ from fastapi import Request
 from fastapi.responses import JSONResponse
 
 from kiln.api.errors import ApiError
+from kiln.api.requests import kiln_of as kiln_of
+from kiln.api.requests import read_capped as read_capped
+from kiln.api.requests import time_left_s as time_left_s
 from kiln.auth.policy import Permission, Principal
 from kiln.authoring.serialise import etag
 from kiln.catalog.model import Tool
-from kiln.stack import Kiln
+from kiln.protocol.jsontext import load_json, lone_surrogate_path, may_hold_surrogates
 
 T = TypeVar("T")
-
-
-def kiln_of(request: Request) -> Kiln:
-    """The Kiln the app was composed over (`kiln.app.create_app` puts it on app.state)."""
-    parts: Kiln = request.app.state.kiln
-    return parts
 
 
 async def blocking(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
@@ -36,40 +33,30 @@ async def require(request: Request, need: Permission = "author", resource: str =
     return await kiln_of(request).access.require(request, need, resource)
 
 
-def time_left_s(request: Request) -> float:
-    """Seconds left to answer: from the Lambda context when Mangum gives one, else a budget."""
-    context = request.scope.get("aws.context")
-    if context is not None and hasattr(context, "get_remaining_time_in_millis"):
-        return float(context.get_remaining_time_in_millis()) / 1000.0
-    return kiln_of(request).settings.local_time_budget_s
-
-
-async def read_capped(request: Request, cap: int) -> bytes:
-    """The request body, or its first cap+1 bytes: enough to tell that it is too large."""
-    chunks: list[bytes] = []
-    size = 0
-    async for chunk in request.stream():
-        chunks.append(chunk)
-        size += len(chunk)
-        if size > cap:
-            break
-    return b"".join(chunks)
-
-
 async def json_body(request: Request) -> Any:
+    """The body as JSON: UTF-8, strict (no NaN), and no lone UTF-16 surrogates (RFC 7493)."""
     cap = kiln_of(request).settings.max_body_bytes
     raw = await read_capped(request, cap)
     if len(raw) > cap:
         raise ApiError(413, "too_large", f"body: larger than {cap} bytes")
     try:
-        return json.loads(raw)
-    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as error:
-        where = (
-            f" (line {error.lineno}, column {error.colno})"
-            if isinstance(error, json.JSONDecodeError)
-            else ""
-        )
+        value = load_json(raw.decode("utf-8"))
+    except UnicodeDecodeError as error:
+        raise ApiError(400, "bad_json", f"body: not valid UTF-8 (byte {error.start})") from None
+    except json.JSONDecodeError as error:
+        where = f" (line {error.lineno}, column {error.colno})"
         raise ApiError(400, "bad_json", f"body: not valid JSON{where}") from None
+    except (ValueError, RecursionError):  # NaN / Infinity, or nested past the parser
+        raise ApiError(400, "bad_json", "body: not valid JSON") from None
+    place = lone_surrogate_path(value) if may_hold_surrogates(raw) else None
+    if place is not None:
+        raise ApiError(
+            400,
+            "bad_json",
+            f"body: {place} holds a \\u escape for a lone UTF-16 surrogate, which is not "
+            "valid Unicode (RFC 7493); send the character itself or a valid pair",
+        )
+    return value
 
 
 def if_match(request: Request) -> int | None:

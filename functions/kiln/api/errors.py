@@ -11,23 +11,35 @@ for what the application layer refuses.)
 
 from __future__ import annotations
 
-import json
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from fastapi import FastAPI, Request
-from fastapi.responses import JSONResponse, Response
+from fastapi.responses import Response
+from mcp_types import INVALID_REQUEST, METHOD_NOT_FOUND
+from starlette.exceptions import HTTPException
 
+from kiln.access.ledger import LedgerQueryError
+from kiln.access.views import (
+    StaleViewError,
+    ViewError,
+    ViewExistsError,
+    ViewNotFoundError,
+    ViewRuleError,
+)
 from kiln.auth.keys import (
     InvalidKeyNameError,
     InvalidScopeError,
     KeyNameTakenError,
     KeyNotFoundError,
+    KeyStoreError,
 )
 from kiln.auth.policy import AuthError
-from kiln.auth.secrets import InvalidSecretError, SecretNotFoundError
+from kiln.auth.secrets import InvalidSecretError, SecretError, SecretNotFoundError
 from kiln.authoring.service import ArgumentsRejectedError, UndeclaredSecretError
+from kiln.aws import StoreUnavailableError
 from kiln.bundles.store import AmbiguousBundleIdError, BundleIdError, BundleStateError
 from kiln.catalog.rules import RuleError
 from kiln.catalog.store import (
@@ -40,11 +52,15 @@ from kiln.catalog.store import (
     StaleRevisionError,
     ToolNotFoundError,
 )
+from kiln.protocol.jsontext import dumps
 
 # JSON-RPC codes of the implementation-defined server-error range (-32000 to -32099).
 UNAUTHORIZED = -32001
 REFUSED = -32002  # a request the application refused (a rule, a conflict, a missing thing)
+UNAVAILABLE = -32000  # the catalog store did not answer in time: retry later
 INTERNAL = -32603
+
+log = logging.getLogger(__name__)
 
 
 class ApiError(Exception):
@@ -78,6 +94,16 @@ class ErrorRule:
     details: Callable[[BaseException], dict[str, Any]] | None = field(default=None)
 
 
+def _problems(error: BaseException) -> dict[str, Any]:
+    assert isinstance(error, ViewRuleError)
+    return {"problems": [{"field": f, "message": m} for f, m in error.problems]}
+
+
+def _current_view_revision(error: BaseException) -> dict[str, Any]:
+    assert isinstance(error, StaleViewError)
+    return {"current_revision": error.current}
+
+
 ERRORS: dict[type[BaseException], ErrorRule] = {
     RuleError: ErrorRule(422, "invalid_tool", details=_violations),
     ArgumentsRejectedError: ErrorRule(422, "invalid_arguments"),
@@ -92,14 +118,23 @@ ERRORS: dict[type[BaseException], ErrorRule] = {
     BundleIdError: ErrorRule(404, "not_found"),
     AmbiguousBundleIdError: ErrorRule(409, "ambiguous_id"),
     NotDeletedError: ErrorRule(409, "not_deleted"),
+    UndeclaredSecretError: ErrorRule(422, "undeclared_secret"),
+    AuthError: ErrorRule(401, "unauthorized", jsonrpc=UNAUTHORIZED),
+    StoreUnavailableError: ErrorRule(503, "catalog_unavailable", jsonrpc=UNAVAILABLE),
+    ViewError: ErrorRule(400, "bad_request"),
+    ViewRuleError: ErrorRule(422, "invalid_view", details=_problems),
+    ViewNotFoundError: ErrorRule(404, "not_found"),
+    ViewExistsError: ErrorRule(409, "name_taken"),
+    StaleViewError: ErrorRule(412, "stale_revision", details=_current_view_revision),
+    LedgerQueryError: ErrorRule(400, "bad_query"),
+    KeyStoreError: ErrorRule(400, "bad_request"),
     InvalidKeyNameError: ErrorRule(422, "invalid_key"),
     InvalidScopeError: ErrorRule(422, "invalid_key"),
     KeyNameTakenError: ErrorRule(409, "name_taken"),
     KeyNotFoundError: ErrorRule(404, "not_found"),
-    InvalidSecretError: ErrorRule(422, "invalid_secret"),
-    UndeclaredSecretError: ErrorRule(422, "undeclared_secret"),
+    SecretError: ErrorRule(400, "bad_request"),
+    InvalidSecretError: ErrorRule(422, "invalid_secret"),  # messages never carry the value
     SecretNotFoundError: ErrorRule(404, "not_found"),
-    AuthError: ErrorRule(401, "unauthorized", jsonrpc=UNAUTHORIZED),
 }
 INTERNAL_RULE = ErrorRule(500, "internal", jsonrpc=INTERNAL)
 AUTH_CODES = {400: "invalid_request", 401: "unauthorized", 403: "forbidden"}
@@ -127,10 +162,22 @@ def rest_status_and_body(error: BaseException) -> tuple[int, dict[str, Any]]:
     return rule.status, {"error": body}
 
 
+def _headers(error: BaseException) -> dict[str, str]:
+    if isinstance(error, AuthError):
+        return {"www-authenticate": error.www_authenticate}
+    if isinstance(error, StoreUnavailableError):
+        return {"retry-after": str(error.retry_after_s)}
+    return {}
+
+
+def json_response(body: Any, status: int, headers: dict[str, str] | None = None) -> Response:
+    """JSON that always encodes: a stray lone surrogate is written as its escape, not a 500."""
+    return Response(dumps(body), status_code=status, headers=headers, media_type="application/json")
+
+
 def rest_response(error: BaseException) -> Response:
     status, body = rest_status_and_body(error)
-    headers = {"www-authenticate": error.www_authenticate} if isinstance(error, AuthError) else {}
-    return JSONResponse(body, status_code=status, headers=headers)
+    return json_response(body, status, _headers(error))
 
 
 def jsonrpc_response(error: BaseException) -> Response:
@@ -140,24 +187,84 @@ def jsonrpc_response(error: BaseException) -> Response:
         headers = {"www-authenticate": error.www_authenticate}
     else:
         status, body = rest_status_and_body(error)
-        message, headers = body["error"]["message"], {}
+        message, headers = body["error"]["message"], _headers(error)
     wire = {
         "jsonrpc": "2.0",
         "id": None,
         "error": {"code": rule_for(error).jsonrpc, "message": message},
     }
-    return Response(
-        json.dumps(wire), status_code=status, headers=headers, media_type="application/json"
-    )
+    return json_response(wire, status, headers)
+
+
+def under_mcp(path: str) -> bool:
+    """Whether `path` is an MCP endpoint or below one (where every answer is JSON-RPC)."""
+    return any(path == root or path.startswith(root + "/") for root in ("/mcp", "/admin/mcp"))
+
+
+def _jsonrpc_error(code: int, message: str, status: int, headers: dict[str, str]) -> Response:
+    wire = {"jsonrpc": "2.0", "id": None, "error": {"code": code, "message": message}}
+    return json_response(wire, status, headers)
+
+
+_ROUTING = {  # status -> (REST code, REST message, JSON-RPC code, JSON-RPC message)
+    404: (
+        "not_found",
+        "no such route; the REST API is described at /api/docs",
+        METHOD_NOT_FOUND,
+        "Not found: MCP is served at /mcp and /admin/mcp (POST), not below them",
+    ),
+    405: (
+        "method_not_allowed",
+        "this route does not take that HTTP method (see the Allow header)",
+        INVALID_REQUEST,
+        "Method not allowed: this endpoint takes POST only (no SSE stream, no sessions)",
+    ),
+}
 
 
 async def _handle(_: Request, error: Exception) -> Response:
     return rest_response(error)
 
 
+async def _routing(request: Request, error: Exception) -> Response:
+    """Starlette's own refusals (no route, wrong method) in Kiln's shapes, not `{"detail"}`."""
+    assert isinstance(error, HTTPException)
+    status, headers = error.status_code, dict(error.headers or {})
+    code, message, rpc_code, rpc_message = _ROUTING.get(
+        status, ("http_error", str(error.detail), INVALID_REQUEST, str(error.detail))
+    )
+    if under_mcp(request.url.path):
+        if status == 405:
+            headers["allow"] = "POST"
+        return _jsonrpc_error(rpc_code, rpc_message, status, headers)
+    return json_response({"error": {"code": code, "message": message}}, status, headers)
+
+
+async def _internal(request: Request, error: Exception) -> Response:
+    """A failure nothing else caught: still JSON (the traceback goes to the log, not out)."""
+    log.error("unhandled %s on %s %s", type(error).__name__, request.method, request.url.path)
+    if under_mcp(request.url.path):
+        return _jsonrpc_error(INTERNAL, "Internal error", 500, {})
+    body = {"error": {"code": "internal", "message": "internal error; the server log has details"}}
+    return json_response(body, 500)
+
+
+async def answer(request: Request, error: Exception) -> Response:
+    """What `install` makes an app answer for `error`, for an app that loads this table only
+    when something is refused (the public function's bare Starlette app)."""
+    if isinstance(error, HTTPException):
+        return await _routing(request, error)
+    if isinstance(error, (ApiError, *ERRORS)):
+        return await _handle(request, error)
+    return await _internal(request, error)
+
+
 def install(app: FastAPI) -> None:
-    """Answer every refusal in the table (and ApiError) through `rest_response`."""
+    """Answer every refusal in the table (and ApiError) through `rest_response`; routing
+    refusals and anything unexpected as JSON too."""
     handled: list[type[BaseException]] = [ApiError, *ERRORS]
     for cls in handled:
         if issubclass(cls, Exception):
             app.add_exception_handler(cls, _handle)
+    app.add_exception_handler(HTTPException, _routing)
+    app.add_exception_handler(Exception, _internal)

@@ -16,6 +16,8 @@ from dataclasses import asdict, dataclass
 from typing import Any, TextIO
 from urllib.parse import quote
 
+from kiln.access.quotas import NO_QUOTA, Quota, QuotaRuleError, check_quota
+from kiln.access.views import ViewRuleError, check_view_name
 from kiln.auth import redact
 from kiln.auth.audit import record_write
 from kiln.auth.keys import KeyStore, KeyStoreError
@@ -71,7 +73,14 @@ def register(subparsers: Any, *, resolve_tool: ToolResolver = catalog_tool_id) -
     create = key_commands.add_parser("create", help="create a key and print it (shown once)")
     create.add_argument("--name", required=True, help="a unique name, e.g. ci or alice-laptop")
     create.add_argument("--scope", required=True, choices=["call", "author"])
+    _binding_arguments(create)
     create.set_defaults(func=_command(_keys_create))
+    bind = key_commands.add_parser(
+        "bind", help="set a key's view and quotas (what is not given is cleared)"
+    )
+    bind.add_argument("name")
+    _binding_arguments(bind)
+    bind.set_defaults(func=_command(_keys_bind))
     key_commands.add_parser("ls", help="list keys (never their secrets)").set_defaults(
         func=_command(_keys_ls)
     )
@@ -111,6 +120,36 @@ def _remote_options(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="write the environment's table (KILN_TABLE) and SSM directly, not through a server",
     )
+
+
+def _binding_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--view", default=None, help="bind the key to this view")
+    parser.add_argument("--calls-per-minute", type=int, default=None, metavar="N")
+    parser.add_argument("--run-seconds-per-day", type=float, default=None, metavar="S")
+
+
+def _binding(args: argparse.Namespace) -> tuple[str | None, Quota]:
+    if args.view is not None:
+        try:
+            check_view_name(args.view)
+        except ViewRuleError as error:
+            raise CliError(f"--view: {error.problems[0][1]}") from None
+    limits = {"calls_per_minute": args.calls_per_minute,
+              "run_seconds_per_day": args.run_seconds_per_day}  # fmt: skip
+    try:
+        quota = check_quota({k: v for k, v in limits.items() if v is not None})
+    except QuotaRuleError as error:
+        raise CliError("--" + str(error).removeprefix("quota.").replace("_", "-")) from None
+    return args.view, quota
+
+
+def _describe(view: str | None, quota: Quota) -> str:
+    parts = [f"view {view}"] if view else []
+    if quota.calls_per_minute is not None:
+        parts.append(f"{quota.calls_per_minute} calls/min")
+    if quota.run_seconds_per_day is not None:
+        parts.append(f"{quota.run_seconds_per_day:g} run-s/day")
+    return ", ".join(parts) or "-"
 
 
 def run(handler: Handler, args: argparse.Namespace, io: Io | None = None) -> int:
@@ -169,10 +208,13 @@ def _tool_id(args: argparse.Namespace, io: Io, clients: Any) -> str:
 
 
 def _keys_create(args: argparse.Namespace, io: Io) -> None:
+    view, quota = _binding(args)
     if args.aws:
-        record, secret = _key_store(io).create(args.name, args.scope)
+        record, secret = _key_store(io).create(args.name, args.scope, view=view, quota=quota)
         name, scope, key_id = record.name, record.scope, record.key_id
     else:
+        if view is not None or quota != NO_QUOTA:
+            raise CliError("--view and the call limits are set through the table: add --aws")
         body, _ = _api(args).request("POST", "/api/keys", {"name": args.name, "scope": args.scope})
         name, scope, key_id, secret = body["name"], body["scope"], body["key_id"], body["key"]
     print(secret, file=io.stdout)
@@ -182,16 +224,25 @@ def _keys_create(args: argparse.Namespace, io: Io) -> None:
     )
 
 
+def _keys_bind(args: argparse.Namespace, io: Io) -> None:
+    view, quota = _binding(args)
+    record = _key_store(io).bind(args.name, view=view, quota=quota)
+    print(f"key {record.name!r}: {_describe(record.view, record.quota)}", file=io.stdout)
+
+
 def _keys_ls(args: argparse.Namespace, io: Io) -> None:
+    rows = [("NAME", "SCOPE", "ID", "CREATED", "LAST USED", "STATUS", "LIMITS")]
     if args.aws:
-        records = [asdict(record) for record in _key_store(io).list()]
+        records = [
+            {**asdict(r), "limits": _describe(r.view, r.quota)} for r in _key_store(io).list()
+        ]
     else:
         records = _api(args).request("GET", "/api/keys")[0]["keys"]
-    rows = [("NAME", "SCOPE", "ID", "CREATED", "LAST USED", "STATUS")]
     for r in records:
         status = f"revoked {r['revoked_at']}" if r.get("revoked_at") else "active"
         last = r.get("last_used_at") or "never"
-        rows.append((r["name"], r["scope"], r["key_id"], r["created_at"], last, status))
+        limits = r.get("limits") or (f"view {r['view']}" if r.get("view") else "-")
+        rows.append((r["name"], r["scope"], r["key_id"], r["created_at"], last, status, limits))
     _table_out(rows, io.stdout)
 
 

@@ -19,17 +19,12 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
+from kiln.secret_names import secret_name_problem
+
 CACHE_TTL_S = 30.0  # a changed secret reaches running containers within this
 MAX_VALUE_CHARS = 4096  # the standard-tier limit
 
-NAME_RULE = "1-64 characters: capital letters, digits and _, not starting with a digit"
-_NAME = re.compile(r"^[A-Z_][A-Z0-9_]{0,63}$")
 _TOOL_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
-# The runner owns these: a secret must never replace how the script finds its interpreter,
-# its packages or its working directory, and must not pose as cloud credentials or Kiln config.
-_RESERVED = re.compile(
-    r"^(PATH|HOME|PWD|TMPDIR|TEMP|TMP|LANG|LC_.*|TZ|PYTHON.*|NODE_.*|LD_.*|AWS_.*|KILN_.*)$"
-)
 
 
 class SecretError(Exception):
@@ -57,13 +52,10 @@ class MissingSecretsError(SecretError, LookupError):
 
 def check_secret_name(name: object) -> str:
     """The name if it is a valid secret name, else InvalidSecretError saying which rule."""
-    if not isinstance(name, str) or not _NAME.fullmatch(name):
-        raise InvalidSecretError(f"secret name must be {NAME_RULE}")
-    if _RESERVED.fullmatch(name):
-        raise InvalidSecretError(
-            f"secret name {name} is reserved: PATH, HOME, PYTHON*, NODE_*, LD_*, AWS_*, KILN_* "
-            "and the locale variables belong to the runner"
-        )
+    problem = secret_name_problem(name)
+    if problem is not None:
+        raise InvalidSecretError(problem)
+    assert isinstance(name, str)
     return name
 
 

@@ -1,7 +1,8 @@
 """OAuth and secrets configuration (part of `kiln.settings.Settings`, which reads the variables).
 
 The rest of access control lives in `kiln.settings.Settings`: KILN_PUBLIC_ANONYMOUS,
-KILN_ALLOWED_ORIGINS, KILN_AUTHOR_KEY and KILN_PUBLIC_BASE_URL (read here too, for a check).
+KILN_ALLOWED_ORIGINS, KILN_AUTHOR_KEY and KILN_PUBLIC_BASE_URL (`check_audience` ties the
+last to the OAuth settings).
 
 - KILN_OAUTH_ISSUER: turns on OAuth resource-server mode, accepting JWTs from this issuer
   (compared with the `iss` claim exactly as written).
@@ -27,7 +28,6 @@ class AuthSettingsError(ValueError):
 
 @dataclass(frozen=True)
 class AuthSettings:
-    public_url: str | None = None
     oauth_issuer: str | None = None
     oauth_jwks_url: str | None = None
     oauth_audiences: tuple[str, ...] = ()
@@ -47,21 +47,13 @@ class AuthSettings:
         """Called by `kiln.settings.Settings.from_env` with the environment it read."""
         # The issuer is compared with the `iss` claim character for character: keep it as given.
         issuer = _url(env, "KILN_OAUTH_ISSUER", exact=True)
-        public_url = _url(env, "KILN_PUBLIC_BASE_URL")
         audiences = _list(env, "KILN_OAUTH_AUDIENCE") or ()
-        if issuer and not (public_url or audiences):
-            # Deriving the audience from the request's Host would let a caller choose it.
-            raise AuthSettingsError(
-                "KILN_OAUTH_ISSUER needs KILN_PUBLIC_BASE_URL or KILN_OAUTH_AUDIENCE: "
-                "the audience a token must carry cannot come from the request"
-            )
         prefix = env.get("KILN_SECRETS_PREFIX", "/kiln").strip() or "/kiln"
         if not prefix.startswith("/") or prefix.endswith("/") or "//" in prefix:
             raise AuthSettingsError(
                 "KILN_SECRETS_PREFIX must start with '/' and not end with '/', e.g. /kiln"
             )
         return cls(
-            public_url=public_url,
             oauth_issuer=issuer,
             oauth_jwks_url=_url(env, "KILN_OAUTH_JWKS_URL"),
             oauth_audiences=audiences,
@@ -70,6 +62,16 @@ class AuthSettings:
                 author=env.get("KILN_OAUTH_AUTHOR_SCOPE", "").strip() or DEFAULT_AUTHOR_SCOPE,
             ),
             secrets_prefix=prefix,
+        )
+
+
+def check_audience(auth: AuthSettings, public_base_url: str | None) -> None:
+    """OAuth needs a fixed audience: deriving it from the request's Host would let a caller
+    choose it. Raises AuthSettingsError naming both ways to give one."""
+    if auth.oauth and not (public_base_url or auth.oauth_audiences):
+        raise AuthSettingsError(
+            "KILN_OAUTH_ISSUER needs KILN_PUBLIC_BASE_URL or KILN_OAUTH_AUDIENCE: "
+            "the audience a token must carry cannot come from the request"
         )
 
 

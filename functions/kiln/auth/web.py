@@ -15,7 +15,7 @@ from kiln.auth.keys import KeyStore
 from kiln.auth.metadata import protected_resource_metadata, resource_path_for
 from kiln.auth.policy import Authenticator, Permission, Principal
 from kiln.auth.secrets import SecretStore, secret_env
-from kiln.auth.settings import AuthSettingsError
+from kiln.auth.settings import check_audience
 from kiln.aws import AwsClients
 from kiln.settings import Settings
 
@@ -27,12 +27,7 @@ class AccessControl:
 
     def __init__(self, settings: Settings, clients: AwsClients) -> None:
         auth = settings.auth
-        if auth.oauth and not (settings.public_base_url or auth.oauth_audiences):
-            # Deriving the audience from the request's Host would let a caller choose it.
-            raise AuthSettingsError(
-                "KILN_OAUTH_ISSUER needs KILN_PUBLIC_BASE_URL or KILN_OAUTH_AUDIENCE: "
-                "the audience a token must carry cannot come from the request"
-            )
+        check_audience(auth, settings.public_base_url)  # Settings made in code skip from_env
         self.settings = settings
         self.auth = auth
         self._clients = clients

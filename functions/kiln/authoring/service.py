@@ -11,6 +11,7 @@ The methods block (boto3): async callers run them with `asyncio.to_thread`.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -27,6 +28,8 @@ from kiln.catalog.syntax import available_node, check_parses
 from kiln.protocol.arguments import SchemaProblem, ValidatorCache, summarize
 from kiln.protocol.backend import ToolOutcome
 from kiln.runner.model import RunResult
+
+ARGUMENTS_BUDGET_S = 1.0  # checking test-run arguments against a schema gives up after this
 
 log = logging.getLogger("kiln.authoring")
 
@@ -241,8 +244,10 @@ class AuthoringService:
         if not isinstance(arguments, Mapping):
             raise ArgumentsRejectedError("arguments: must be a JSON object")
         try:
-            problems = self._validators.problems(tool.head.input_schema, arguments)
-        except SchemaProblem as problem:
+            problems = self._validators.problems(
+                tool.head.input_schema, arguments, budget_s=ARGUMENTS_BUDGET_S
+            )
+        except SchemaProblem as problem:  # TooCostlyError too: over the time budget
             raise ArgumentsRejectedError(f"input_schema: {problem}") from None
         if problems:
             raise ArgumentsRejectedError(summarize(tool.name, problems))
@@ -254,7 +259,8 @@ class AuthoringService:
         """Run the tool's head as an author's test (disabled tools run too)."""
         if self._executor is None:
             raise RuntimeError("this authoring service was made without an executor")
-        checked = self.check_arguments(tool, arguments)
+        # Off the event loop: a costly schema must not hold up other requests.
+        checked = await asyncio.to_thread(self.check_arguments, tool, arguments)
         outcome, result = await self._executor.execute(tool, checked, time_left_s=time_left_s)
         return TestRun(outcome, result)
 

@@ -28,8 +28,12 @@ import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from packaging.requirements import InvalidRequirement, Requirement
+from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
+
+from kiln.catalog.model import Language
+from kiln.catalog.requirements import check_requirement
+from kiln.catalog.violations import RuleError
 
 LANGUAGES = ("python", "node")
 
@@ -40,7 +44,6 @@ RECIPE_VERSION = 1
 _TARGET_RE = re.compile(
     r"^(?:(?P<kind>local|lambda)-python(?P<py>3\.\d{1,2})|node(?P<node>\d{2}))-(?P<arch>x86_64|arm64)$"
 )
-_NODE_NAME_RE = re.compile(r"^(?:@[a-z0-9][a-z0-9._~-]*/)?[a-z0-9][a-z0-9._~-]*$")
 
 
 class RequirementError(ValueError):
@@ -131,49 +134,39 @@ def node_major(node_binary: str | None = None) -> int:
 
 
 def normalise_requirement(language: str, requirement: str) -> str:
-    """One requirement in canonical form, so that spelling never changes a bundle's id."""
-    text = requirement.strip()
-    if not text:
-        raise RequirementError("requirements: an entry is empty")
-    if language == "python":
-        try:
-            parsed = Requirement(text)
-        except InvalidRequirement as exc:
-            raise RequirementError(
-                f"requirements: {text!r} is not a valid pip requirement ({exc})"
-            ) from exc
-        if parsed.url:
-            raise RequirementError(
-                f"requirements: {parsed.name!r} points at a URL; "
-                "only packages from PyPI are allowed"
-            )
-        extras = (
-            f"[{','.join(sorted(canonicalize_name(e) for e in parsed.extras))}]"
-            if parsed.extras
-            else ""
-        )
-        specs = ",".join(sorted(str(s) for s in parsed.specifier))
-        marker = f"; {parsed.marker}" if parsed.marker else ""
-        return f"{canonicalize_name(parsed.name)}{extras}{specs}{marker}"
-    if language == "node":
+    """One requirement in canonical form, so that spelling never changes a bundle's id.
+
+    What is accepted is decided by the catalog's rule set (`catalog.requirements`), the same
+    one a tool's save applies; only the canonical spelling is this module's.
+    """
+    if language not in LANGUAGES:
+        raise RequirementError(f"language must be one of {', '.join(LANGUAGES)}")
+    checked: Language = "python" if language == "python" else "node"
+    try:
+        _, text = check_requirement(checked, requirement)
+    except RuleError as error:
+        raise RequirementError(str(error)) from None
+    if checked == "node":
         name, spec = split_node_requirement(text)
         return f"{name}@{spec}" if spec else name
-    raise RequirementError(f"language must be one of {', '.join(LANGUAGES)}")
+    parsed = Requirement(text)
+    extras = (
+        f"[{','.join(sorted(canonicalize_name(e) for e in parsed.extras))}]"
+        if parsed.extras
+        else ""
+    )
+    specs = ",".join(sorted(str(s) for s in parsed.specifier))
+    marker = f"; {parsed.marker}" if parsed.marker else ""
+    return f"{canonicalize_name(parsed.name)}{extras}{specs}{marker}"
 
 
 def split_node_requirement(text: str) -> tuple[str, str]:
-    """`lodash@4.17.21` -> ("lodash", "4.17.21"); `@scope/pkg@^1` -> ("@scope/pkg", "^1")."""
+    """`lodash@4.17.21` -> ("lodash", "4.17.21"); `@scope/pkg@^1` -> ("@scope/pkg", "^1").
+
+    `text` is a requirement the rules accepted (as every saved one is).
+    """
     at = text.find("@", 1)
-    name, spec = (text[:at], text[at + 1 :]) if at > 0 else (text, "")
-    name, spec = name.strip().lower(), spec.strip()
-    if not _NODE_NAME_RE.match(name):
-        raise RequirementError(f"requirements: {text!r} is not a valid npm package name")
-    if any(spec.startswith(p) for p in ("file:", "git", "http:", "https:", "link:", "/", ".")):
-        raise RequirementError(
-            f"requirements: {name!r} points outside the npm registry; "
-            "only registry versions are allowed"
-        )
-    return name, spec
+    return (text[:at], text[at + 1 :]) if at > 0 else (text, "")
 
 
 def normalise_requirements(language: str, requirements: Sequence[str]) -> tuple[str, ...]:

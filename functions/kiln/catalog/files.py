@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, Literal, Protocol
 
 from kiln.catalog.model import Draft
-from kiln.catalog.rules import RuleError, Violation, check_draft
+from kiln.catalog.rules import CANONICAL_FIELDS, RuleError, Violation, check_draft
 from kiln.catalog.syntax import available_node, check_parses
 from kiln.catalog.toolfiles import MAX_FILE_BYTES, MAX_FILES, digest, encode_files
 
@@ -230,24 +230,7 @@ def push(
 def draft_from_tool_json(body: Mapping[str, Any], code: str) -> Draft:
     """The draft behind a tool as the REST API shows it (GET /api/tools/{name}, with files)."""
     fields = {
-        key: body[key]
-        for key in (
-            "name",
-            "title",
-            "description",
-            "language",
-            "requirements",
-            "input_schema",
-            "output_schema",
-            "annotations",
-            "timeout_seconds",
-            "enabled",
-            "secrets",
-            "files",
-            "task",
-            "tags",
-        )
-        if body.get(key) is not None
+        key: body[key] for key in CANONICAL_FIELDS if key != "code" and body.get(key) is not None
     }
     return check_draft({**fields, "code": code})
 

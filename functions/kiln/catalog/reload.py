@@ -27,7 +27,7 @@ def load_folders(target: SyncTarget, folders: Sequence[Path], record: Path) -> l
     lines: list[str] = []
     to_push = []
     for folder, draft in zip(folders, drafts, strict=True):
-        seen = loaded.get(draft.name, {})
+        seen = _seen(loaded, draft.name)
         digest = draft_digest(draft)
         if seen.get("digest") == digest:
             continue
@@ -54,15 +54,21 @@ def load_folders(target: SyncTarget, folders: Sequence[Path], record: Path) -> l
     return lines
 
 
-def _read(record: Path) -> dict[str, dict[str, Any]]:
+def _read(record: Path) -> dict[str, Any]:
+    """The record; other entries (view files keep theirs here too) are kept as they are."""
     if not record.is_file():
         return {}
-    raw = json.loads(record.read_text("utf-8"))
+    raw: dict[str, Any] = json.loads(record.read_text("utf-8"))
+    return raw
+
+
+def _seen(loaded: dict[str, Any], name: str) -> dict[str, Any]:
     # Older records held only the digest: no revision known, so the disk wins as it used to.
-    return {name: v if isinstance(v, dict) else {"digest": v} for name, v in raw.items()}
+    entry = loaded.get(name, {})
+    return entry if isinstance(entry, dict) else {"digest": entry}
 
 
-def _write(record: Path, loaded: dict[str, dict[str, Any]]) -> None:
+def _write(record: Path, loaded: dict[str, Any]) -> None:
     record.parent.mkdir(parents=True, exist_ok=True)
     tmp = record.with_name(record.name + ".tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)

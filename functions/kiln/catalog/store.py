@@ -21,6 +21,7 @@ import hashlib
 import json
 import logging
 import random
+import re
 import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping
@@ -31,6 +32,7 @@ from typing import Any, Protocol
 from botocore.exceptions import ClientError
 
 from kiln.catalog.model import Draft, Revision, Tool
+from kiln.catalog.rules import NAME_PATTERN
 from kiln.catalog.toolfiles import digest as content_digest
 from kiln.catalog.toolfiles import same_definition
 
@@ -39,6 +41,12 @@ TRANSACTION_ATTEMPTS = 5
 MAX_REVISION = 99_999_999  # revision sort keys are REV#<8 digits>
 VERSION_KEY = {"pk": {"S": "CATALOG"}, "sk": {"S": "VERSION"}}
 CODE_EXTENSIONS = {"python": "py", "node": "js"}
+_TOOL_ID = re.compile(r"[A-Za-z0-9_.-]{1,128}")
+
+
+def _shown(ref: str) -> str:
+    """A caller's reference for a message: quoted, ASCII, at most 64 characters."""
+    return ascii(ref if len(ref) <= 64 else ref[:64] + "…")
 
 
 class CatalogError(Exception):
@@ -159,10 +167,13 @@ class CatalogStore:
     def get(self, ref: str) -> Tool:
         """A live tool by exact name, or any tool (deleted too) by `id:<tool id>`."""
         if ref.startswith("id:"):
-            tool = self._get_by_id(ref[3:])
+            # Only well-formed ids reach the store: an empty or 3 KB key is a store error.
+            tool = self._get_by_id(ref[3:]) if _TOOL_ID.fullmatch(ref[3:]) else None
             if tool is None:
-                raise ToolNotFoundError(f"no tool has the id {ref[3:]!r}")
+                raise ToolNotFoundError(f"no tool has the id {_shown(ref[3:])}")
             return tool
+        if NAME_PATTERN.fullmatch(ref) is None:
+            raise ToolNotFoundError(f"no tool is named {_shown(ref)}")
         claim = self._ddb.get_item(
             TableName=self.table,
             Key={"pk": _s(f"NAME#{ref.lower()}"), "sk": _s("NAME")},
@@ -170,7 +181,7 @@ class CatalogStore:
         ).get("Item")
         tool = self._get_by_id(claim["tool_id"]["S"]) if claim else None
         if tool is None or tool.deleted or tool.name != ref:
-            raise ToolNotFoundError(f"no tool is named {ref!r}")
+            raise ToolNotFoundError(f"no tool is named {_shown(ref)}")
         return tool
 
     def revisions(self, ref: str) -> list[Revision]:
@@ -553,7 +564,12 @@ class CatalogStore:
         }
         for attempt in range(TRANSACTION_ATTEMPTS):
             try:
-                self._ddb.transact_write_items(TransactItems=[*operations, bump])
+                # A token per attempt: botocore resends it when a reply is lost, and the
+                # store then answers with the first call's success instead of applying the
+                # write twice or refusing it as a conflict with itself.
+                self._ddb.transact_write_items(
+                    TransactItems=[*operations, bump], ClientRequestToken=uuid.uuid4().hex
+                )
                 return
             except ClientError as error:
                 codes = _cancel_codes(error)

@@ -22,6 +22,7 @@ from jsonschema.exceptions import SchemaError, ValidationError
 from referencing import Registry
 from referencing.exceptions import NoSuchResource, Unresolvable
 
+from kiln.jsonschema_text import rule_text
 from kiln.safe_schema import (
     BudgetExceededError,
     PatternError,
@@ -124,15 +125,6 @@ def _path(parts: Iterable[Any]) -> str:
     return out or "(root)"
 
 
-def _show(value: Any) -> str:
-    """A schema value (never an instance value) for a message."""
-    return json.dumps(value, ensure_ascii=False)
-
-
-def _plural(count: Any, word: str, plural: str | None = None) -> str:
-    return f"{count} {word if count == 1 else (plural or word + 's')}"
-
-
 def describe(error: ValidationError) -> list[str]:
     """Messages for one jsonschema error, built from the keyword and the schema only."""
     where = _path(error.absolute_path)
@@ -165,59 +157,7 @@ def describe(error: ValidationError) -> list[str]:
             for needed in needs
             if needed not in instance
         ]
-    return [f"{where}: {_rule(keyword, value)}"]
-
-
-def _rule(keyword: str, value: Any) -> str:
-    match keyword:
-        case "type":
-            kinds = value if isinstance(value, list) else [value]
-            return "must be of type " + " or ".join(kinds)
-        case "minimum":
-            return f"must be ≥ {_show(value)}"
-        case "maximum":
-            return f"must be ≤ {_show(value)}"
-        case "exclusiveMinimum":
-            return f"must be > {_show(value)}"
-        case "exclusiveMaximum":
-            return f"must be < {_show(value)}"
-        case "multipleOf":
-            return f"must be a multiple of {_show(value)}"
-        case "minLength":
-            return f"must be at least {_plural(value, 'character')} long"
-        case "maxLength":
-            return f"must be at most {_plural(value, 'character')} long"
-        case "pattern":
-            return f"must match the pattern {_show(value)}"
-        case "format":
-            return f"must be a valid {value}"
-        case "minItems":
-            return f"must have at least {_plural(value, 'item')}"
-        case "maxItems":
-            return f"must have at most {_plural(value, 'item')}"
-        case "uniqueItems":
-            return "must not contain duplicate items"
-        case "contains" | "minContains" | "maxContains":
-            return f"does not contain the required matching items ({keyword})"
-        case "minProperties":
-            return f"must have at least {_plural(value, 'property', 'properties')}"
-        case "maxProperties":
-            return f"must have at most {_plural(value, 'property', 'properties')}"
-        case "enum":
-            return "must be one of " + ", ".join(_show(v) for v in value)
-        case "const":
-            return f"must equal {_show(value)}"
-        case "anyOf":
-            return "must match at least one of the schemas in anyOf"
-        case "oneOf":
-            return "must match exactly one of the schemas in oneOf"
-        case "not":
-            return "must not match the schema in not"
-        case "unevaluatedItems":
-            return "has items not allowed by unevaluatedItems"
-        case "items" | "prefixItems":
-            return f"has items not allowed by {keyword}"
-    return f"breaks the {keyword!r} rule"
+    return [f"{where}: {rule_text(keyword, value)}"]
 
 
 def summarize(tool_name: str, problems: Sequence[str]) -> str:

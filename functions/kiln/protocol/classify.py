@@ -25,7 +25,7 @@ from kiln.protocol.errors import (
     UnsupportedVersionError,
     shown,
 )
-from kiln.protocol.wire import LEGACY_VERSIONS, MODERN_VERSIONS
+from kiln.protocol.wire import DEFAULT_LEGACY, LEGACY_VERSIONS, MODERN_VERSIONS
 
 VERSION_HEADER = "mcp-protocol-version"
 METHOD_HEADER = "mcp-method"
@@ -148,7 +148,7 @@ def classify(
             request_id=rid,
             data={"supported": list(LEGACY_VERSIONS), "requested": header_version[:64]},
         )
-    version = header_version or legacy_version or "2025-03-26"
+    version = header_version or legacy_version or DEFAULT_LEGACY
     return Envelope("legacy", version, method, params, rid, False)
 
 

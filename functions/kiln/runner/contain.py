@@ -23,7 +23,7 @@ import shutil
 import signal
 import stat
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Collection, Iterable, Iterator, Sequence
 
 PR_SET_PDEATHSIG = 1
 PR_SET_DUMPABLE = 4
@@ -113,14 +113,19 @@ def can_switch_uid() -> bool:
 
 def seccomp_filters(pid: int | str) -> int | None:
     """How many seccomp filters a process carries; None when it is gone or /proc cannot say."""
+    mode = None
     try:
         with open(f"/proc/{pid}/status", "rb") as f:
             for line in f:
                 if line.startswith(b"Seccomp_filters:"):
                     return int(line.split()[1])
+                if line.startswith(b"Seccomp:"):
+                    mode = int(line.split()[1])
     except (OSError, ValueError):
         return None
-    return None
+    # Before Linux 5.9 only the mode shows: filtered (2) or not, which still tells a marked
+    # process from a server that has no filter of its own.
+    return None if mode is None else int(mode == SECCOMP_MODE_FILTER)
 
 
 def is_marked(pid: int | str, own_filters: int | None) -> bool:
@@ -217,13 +222,20 @@ def snapshot(dirs: Iterable[str] = SHARED_TEMP_DIRS) -> set[tuple[str, int]]:
 
 
 def new_entries(
-    before: set[tuple[str, int]], uid: int, dirs: Iterable[str] = SHARED_TEMP_DIRS
+    before: set[tuple[str, int]],
+    uid: int,
+    dirs: Iterable[str] = SHARED_TEMP_DIRS,
+    keep: Collection[str] = (),
 ) -> list[str]:
-    """Entries of `dirs` owned by `uid` that were not there in `before`."""
+    """Entries of `dirs` owned by `uid` that were not there in `before`, but those in `keep`.
+
+    `keep` names the server's own places (its bundle cache, its runs' directories), which
+    it may create while a run is under way.
+    """
     return [
         path
         for path, inode in snapshot(dirs) - before
-        if _owner(path) == uid and (path, inode) not in before
+        if path not in keep and _owner(path) == uid and (path, inode) not in before
     ]
 
 
@@ -311,7 +323,7 @@ def _bind(fd: int, target: str, *, read_only: bool) -> None:
         _mount(None, target, None, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV)
 
 
-def _blocker(path: str) -> str | None:
+def blocker(path: str) -> str | None:
     """The topmost directory above `path` that others may not enter, if any."""
     current = "/"
     for part in path.strip("/").split("/")[:-1]:
@@ -328,6 +340,48 @@ def _under(path: str, tops: Iterable[str]) -> bool:
     return any(path == top or path.startswith(top.rstrip("/") + "/") for top in tops)
 
 
+def private_namespace() -> None:
+    """Move this process into a mount namespace of its own that propagates nothing back.
+
+    Raises MountsUnavailableError when that is not permitted (no CAP_SYS_ADMIN).
+    """
+    try:
+        _check(_libc.unshare(CLONE_NEWNS), "unshare(CLONE_NEWNS)")
+        _mount(None, "/", None, MS_REC | MS_PRIVATE)
+    except OSError as error:
+        raise MountsUnavailableError(error.errno, str(error)) from None
+
+
+def expose(read_only: Sequence[str], read_write: Sequence[str], shared: Sequence[str] = ()) -> None:
+    """Keep these paths reachable by any uid in this (private) namespace, as they are.
+
+    A path under a directory others may not enter (a 0700 /root holding the interpreter)
+    gets that directory masked by an empty tmpfs and itself bound back in; a path under a
+    replaced `shared` directory is bound back into the replacement.
+    """
+    # Opened in this namespace: a bind mount's source must be one of its own mounts.
+    keep = {p: os.open(p, os.O_PATH) for p in (*read_only, *read_write) if os.path.exists(p)}
+    try:
+        outside = [p for p in keep if not _under(p, shared)]
+        for closed in sorted({b for p in outside if (b := blocker(p)) is not None}):
+            _mount("kiln-mask", closed, "tmpfs", MS_NOSUID | MS_NODEV, "size=64k,mode=0755")
+        for path, fd in keep.items():
+            with contextlib.suppress(OSError):
+                if os.path.samestat(os.stat(path), os.fstat(fd)) and blocker(path) is None:
+                    continue  # reachable as it is
+            if stat.S_ISDIR(os.fstat(fd).st_mode):
+                os.makedirs(path, 0o755, exist_ok=True)
+            else:  # a single file (a binary): its directory may hold what the run must not see
+                os.makedirs(os.path.dirname(path), 0o755, exist_ok=True)
+                os.close(os.open(path, os.O_WRONLY | os.O_CREAT, 0o644))
+            _bind(fd, path, read_only=path not in read_write)
+    finally:
+        # A forked script inherits descriptors: one to a directory as it was before the
+        # masks would let it climb out of them (openat(fd, "..")).
+        for fd in keep.values():
+            os.close(fd)
+
+
 def private_mounts(
     run_dir: str,
     quota_bytes: int,
@@ -341,19 +395,12 @@ def private_mounts(
     One tmpfs of `quota_bytes` holds the run's work directory (at `run_dir`, owned by `uid`)
     and its temporary directory, which replaces every directory in `shared`. Paths the run
     needs (`read_only`: the interpreter's installation or a binary, the bundle;
-    `read_write`: directories the operator
-    shares with runs) stay reachable even under a replaced or closed directory (such as a
-    0700 /root holding the interpreter). Nothing here is visible outside the namespace, and
-    the tmpfs is freed when its last process exits. Raises MountsUnavailableError when
-    mounting is not permitted, before changing anything: the caller then watches disk use.
+    `read_write`: directories the operator shares with runs) stay reachable (see `expose`).
+    Nothing here is visible outside the namespace, and the tmpfs is freed when its last
+    process exits. Raises MountsUnavailableError when mounting is not permitted, before
+    changing anything: the caller then watches disk use instead.
     """
-    try:
-        _check(_libc.unshare(CLONE_NEWNS), "unshare(CLONE_NEWNS)")
-        _mount(None, "/", None, MS_REC | MS_PRIVATE)  # nothing below propagates to the host
-    except OSError as error:
-        raise MountsUnavailableError(error.errno, str(error)) from None
-    # Opened in the new namespace: a bind mount's source must be one of its own mounts.
-    keep = {p: os.open(p, os.O_PATH) for p in (*read_only, *read_write) if os.path.exists(p)}
+    private_namespace()
     shared = [d for d in shared if os.path.isdir(d) and not os.path.islink(d)]
     _mount("kiln-run", run_dir, "tmpfs", MS_NOSUID | MS_NODEV, f"size={quota_bytes},mode=0755")
     temp_dir, work_dir = os.path.join(run_dir, "temp"), os.path.join(run_dir, "work")
@@ -362,23 +409,33 @@ def private_mounts(
     os.mkdir(work_dir, 0o700)
     os.chown(work_dir, uid, uid)
     temp, work = os.open(temp_dir, os.O_PATH), os.open(work_dir, os.O_PATH)
-    for directory in shared:
-        _bind(temp, directory, read_only=False)
-    outside = [p for p in keep if not _under(p, shared)]
-    for blocker in sorted({b for p in outside if (b := _blocker(p)) is not None}):
-        _mount("kiln-mask", blocker, "tmpfs", MS_NOSUID | MS_NODEV, "size=64k,mode=0755")
-    for path, fd in keep.items():
-        with contextlib.suppress(OSError):
-            if os.path.samestat(os.stat(path), os.fstat(fd)) and _blocker(path) is None:
-                continue  # reachable as it is
-        if stat.S_ISDIR(os.fstat(fd).st_mode):
-            os.makedirs(path, 0o755, exist_ok=True)
-        else:  # a single file (a binary): its directory may hold what the run must not see
-            os.makedirs(os.path.dirname(path), 0o755, exist_ok=True)
-            os.close(os.open(path, os.O_WRONLY | os.O_CREAT, 0o644))
-        _bind(fd, path, read_only=path not in read_write)
-        os.close(fd)
-    os.makedirs(run_dir, 0o755, exist_ok=True)  # under a replaced /tmp it is gone: recreate
-    _bind(work, run_dir, read_only=False)
-    for fd in (temp, work):
-        os.close(fd)
+    try:
+        # Bound back in before /tmp is replaced: their descriptors must be opened first.
+        expose_later = [p for p in (*read_only, *read_write) if _under(p, shared)]
+        before = {p: os.open(p, os.O_PATH) for p in expose_later if os.path.exists(p)}
+        for directory in shared:
+            _bind(temp, directory, read_only=False)
+        _rebind(before, read_write)
+        expose(
+            [p for p in read_only if p not in before], [p for p in read_write if p not in before]
+        )
+        os.makedirs(run_dir, 0o755, exist_ok=True)  # under a replaced /tmp it is gone: recreate
+        _bind(work, run_dir, read_only=False)
+    finally:
+        for fd in (temp, work):
+            os.close(fd)
+
+
+def _rebind(fds: dict[str, int], read_write: Sequence[str]) -> None:
+    """Bind paths that a replaced directory hid back in, from descriptors opened before."""
+    try:
+        for path, fd in fds.items():
+            if stat.S_ISDIR(os.fstat(fd).st_mode):
+                os.makedirs(path, 0o755, exist_ok=True)
+            else:
+                os.makedirs(os.path.dirname(path), 0o755, exist_ok=True)
+                os.close(os.open(path, os.O_WRONLY | os.O_CREAT, 0o644))
+            _bind(fd, path, read_only=path not in read_write)
+    finally:
+        for fd in fds.values():
+            os.close(fd)

@@ -28,10 +28,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from kiln.runner import contain
+from kiln.runner.launcher import LauncherError
 from kiln.runner.supervisor import descendants
 
 
-class NoRunUidError(Exception):
+class NoRunUidError(LauncherError):
     """Every uid of the configured range is held (by this or another Kiln server)."""
 
 
@@ -80,8 +81,13 @@ class UidPool:
     def _prepare(self) -> None:
         if self._ready:
             return
-        self.lock_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
-        info = self.lock_dir.stat()
+        try:
+            self.lock_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+            info = self.lock_dir.stat()
+        except OSError as error:
+            raise NoRunUidError(
+                f"cannot keep run uid locks in {self.lock_dir}: {error.strerror}"
+            ) from None
         if info.st_uid != 0 or info.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
             raise NoRunUidError(f"{self.lock_dir} must belong to root and be writable by root only")
         self._ready = True
@@ -147,6 +153,7 @@ class RunRecord:
     reported: bool = False  # the supervisor reported an outcome (and so killed the tree)
     supervisor: int | None = None
     before: set[tuple[str, int]] | None = None  # shared temp entries at the start (no root)
+    keep: tuple[str, ...] = ()  # the server's own entries there, never swept
     shared_dirs: tuple[str, ...] = field(default=contain.SHARED_TEMP_DIRS)
 
 
@@ -158,5 +165,7 @@ def clean_up(record: RunRecord) -> None:
         if record.isolation != "mounts":  # a private tmpfs vanishes with its last process
             contain.remove(contain.owned_entries(record.uid, record.shared_dirs))
     elif record.before is not None:
-        contain.remove(contain.new_entries(record.before, os.geteuid(), record.shared_dirs))
+        contain.remove(
+            contain.new_entries(record.before, os.geteuid(), record.shared_dirs, record.keep)
+        )
     shutil.rmtree(record.run_dir, ignore_errors=True)

@@ -7,6 +7,7 @@ import json
 import os
 import socket
 import subprocess
+import sys
 import threading
 from collections.abc import Sequence
 from pathlib import Path
@@ -15,7 +16,19 @@ from typing import Any
 from kiln.runner import supervisor
 
 SUPERVISOR = Path(supervisor.__file__)
+PRELOAD = Path(__file__).with_name("preload.cjs")
 HELPER_ENV = {"LANG": "C.UTF-8", "LC_ALL": "C.UTF-8", "PATH": "/usr/local/bin:/usr/bin:/bin"}
+
+
+def install_dirs(executable: Path) -> list[Path]:
+    """The installation an interpreter needs: its prefix, and the real one behind a link."""
+    dirs = [executable.parent.parent]
+    real = Path(os.path.realpath(executable)).parent.parent
+    if real != dirs[0]:
+        dirs.append(real)
+    if executable == Path(sys.executable):
+        dirs.extend(Path(p) for p in {sys.prefix, sys.base_prefix})
+    return [d for d in dirs if d != Path("/")]
 
 
 class LauncherError(Exception):
@@ -80,8 +93,13 @@ class Launcher:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         with theirs:
             try:
+                # What every run needs, made reachable once in the helper's own namespace.
+                static = sorted(
+                    {os.path.realpath(p) for p in [*install_dirs(self.python), PRELOAD]}
+                )
+                argv = [str(self.python), "-I", "-S", str(SUPERVISOR), str(theirs.fileno())]
                 self._process = subprocess.Popen(
-                    [str(self.python), "-I", "-S", str(SUPERVISOR), str(theirs.fileno())],
+                    [*argv, json.dumps(static)],
                     pass_fds=(theirs.fileno(),),
                     stdin=subprocess.DEVNULL,
                     env=HELPER_ENV,

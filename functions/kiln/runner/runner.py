@@ -24,7 +24,6 @@ import logging
 import math
 import os
 import signal
-import sys
 import tempfile
 import time
 import weakref
@@ -37,7 +36,7 @@ from kiln.runner import contain, isolation, launcher, supervisor
 from kiln.runner.environment import script_environment
 from kiln.runner.errors import InvalidArgumentsError, RunnerBusyError
 from kiln.runner.isolation import RunRecord, UidPool
-from kiln.runner.launcher import LauncherError, close_quietly
+from kiln.runner.launcher import PRELOAD, LauncherError, close_quietly, install_dirs
 from kiln.runner.limits import RunnerSettings, effective_limits
 from kiln.runner.model import LimitSource, RunRequest, RunResult
 from kiln.runner.nodejs import find_node
@@ -46,7 +45,6 @@ from kiln.runner.pipes import NotStarted, Output, PipeFeeder, Reader, Status, re
 logger = logging.getLogger("kiln.runner")
 
 SCRIPT_NAMES = {"python": "main.py", "node": "main.cjs"}
-PRELOAD = Path(__file__).with_name("preload.cjs")
 # What Node prints when a CommonJS script meets ES-module code, and what to tell the author.
 ESM_HINTS = {
     "Cannot use import statement outside a module": (
@@ -135,7 +133,7 @@ class Runner:
         slots = 1 if serial else settings.max_concurrent_runs
         self._gate = _Gate(slots, settings.max_queue)
         self._own_filters = None if root else isolation.protect_server()
-        self._python_dirs = _install_dirs(settings.python_executable)
+        self._python_dirs = install_dirs(settings.python_executable)
         # One helper process serves every Runner of this process; the last Runner to close
         # (or be collected) stops it.
         self._launcher = launcher.acquire(self.settings.python_executable)
@@ -210,7 +208,8 @@ class Runner:
             interpreter = self.settings.python_executable
         work_root = self.settings.work_root or Path(tempfile.gettempdir())
         run_dir = Path(tempfile.mkdtemp(prefix="kiln-run-", dir=work_root))  # mode 0700
-        record = RunRecord(run_dir, shared_dirs=contain.SHARED_TEMP_DIRS)
+        keep = (str(work_root), *(str(p) for p in self.settings.own_temp_paths))
+        record = RunRecord(run_dir, shared_dirs=contain.SHARED_TEMP_DIRS, keep=keep)
         lease = None
         try:
             if self._uids is not None:
@@ -298,6 +297,7 @@ class Runner:
             "read_only": sorted({os.path.realpath(p) for p in needed}),
             "read_write": [os.path.realpath(p) for p in self.settings.shared_dirs],
             "shared_dirs": list(record.shared_dirs),
+            "keep": list(record.keep),
             "limits": {
                 "memory_bytes": limits.memory_bytes,
                 "file_size_bytes": limits.file_size_bytes,
@@ -452,17 +452,6 @@ class Runner:
             runner_error=runner_error,
             disk_quota_bytes=quota,
         )
-
-
-def _install_dirs(executable: Path) -> list[Path]:
-    """The installation an interpreter needs: its prefix, and the real one behind a link."""
-    dirs = [executable.parent.parent]
-    real = Path(os.path.realpath(executable)).parent.parent
-    if real != dirs[0]:
-        dirs.append(real)
-    if executable == Path(sys.executable):
-        dirs.extend(Path(p) for p in {sys.prefix, sys.base_prefix})
-    return [d for d in dirs if d != Path("/")]
 
 
 def _write_files(run_dir: Path, files: Mapping[str, bytes]) -> None:

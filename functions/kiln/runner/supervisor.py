@@ -200,6 +200,10 @@ def supervise(request: dict[str, Any], status_fd: int, private_fd: int) -> None:
     if not outcome:
         outcome = f"exit {os.waitstatus_to_exitcode(statuses[pid])}"
     os.write(status_fd, f"outcome {outcome}\nleftover {leftover}\n".encode())
+    # The server's answer waits for end of file on these: give it before the exit's own work
+    # (unmapping memory, tearing down the run's mount namespace).
+    os.close(status_fd)
+    os.closerange(0, 3)
     os._exit(0)
 
 
@@ -221,6 +225,14 @@ def isolate(request: dict[str, Any]) -> str:
             request["shared_dirs"],
         )
     except contain.MountsUnavailableError:
+        for path in request["read_only"]:
+            blocker = contain.blocker(path)
+            if blocker is not None:
+                raise OSError(
+                    f"the run's uid cannot reach {path} ({blocker} is closed to other users) "
+                    "and this process may not mount (no CAP_SYS_ADMIN): make it readable to "
+                    "all, or install it elsewhere"
+                ) from None
         os.chown(run_dir, uid, uid)
         for relative in files:
             _chown_path(run_dir, relative, uid)
@@ -265,6 +277,7 @@ class Watch:
         self.uid = request["uid"] if isolation == "uid" else os.geteuid()
         self.run_dir = request["run_dir"]
         self.shared = request["shared_dirs"]
+        self.keep = set(request["keep"])
         self.before = contain.snapshot(self.shared) if self.mode == "new" else set()
         self.used = 0
 
@@ -277,7 +290,7 @@ class Watch:
         if self.mode == "uid":
             elsewhere = contain.owned_entries(self.uid, self.shared)
         else:
-            elsewhere = contain.new_entries(self.before, self.uid, self.shared)
+            elsewhere = contain.new_entries(self.before, self.uid, self.shared, self.keep)
         self.used = contain.disk_usage([self.run_dir, *elsewhere])
         return self.used > self.quota
 
@@ -346,12 +359,21 @@ def set_limits(limits: dict[str, int], run_uid: int | None) -> None:
 
 
 def user_tasks(uid: int) -> int:
+    """Processes and threads whose real uid is `uid` (what RLIMIT_NPROC counts).
+
+    Read from /proc/PID/status, not the owner of /proc/PID: a process that is not dumpable
+    (the server, the helper) shows root as that owner.
+    """
     count = 0
     for name in os.listdir("/proc"):
         if name.isdigit():
-            with contextlib.suppress(OSError):
-                if os.stat(f"/proc/{name}").st_uid == uid:
-                    count += len(os.listdir(f"/proc/{name}/task"))
+            with (
+                contextlib.suppress(OSError, ValueError, KeyError),
+                open(f"/proc/{name}/status") as f,
+            ):
+                fields = dict(line.split(":", 1) for line in f if ":" in line)
+                if int(fields["Uid"].split()[0]) == uid:
+                    count += int(fields["Threads"])
     return count
 
 
@@ -507,8 +529,23 @@ def become_supervisor(request: dict[str, Any], fds: list[int]) -> None:
     supervise(request, status, private)
 
 
+def share_static_paths(paths: list[str]) -> None:
+    """As root: a mount namespace for the helper where what every run needs is reachable.
+
+    Each run's own namespace is a copy of it, so the interpreter under a closed /root is
+    made reachable once here rather than on every run. Where mounts are not allowed each run
+    checks instead.
+    """
+    if os.geteuid() != 0:
+        return
+    with contextlib.suppress(OSError):
+        contain.private_namespace()
+        contain.expose(paths, [])
+
+
 def main() -> None:
     sock = socket.socket(fileno=int(sys.argv[1]))
+    share_static_paths(json.loads(sys.argv[2]) if len(sys.argv) > 2 else [])
     work = Helper(sock).serve()
     if work is None:
         return

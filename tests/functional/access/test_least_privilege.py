@@ -23,7 +23,9 @@ def public_write_patterns() -> list[str]:
     template, problems = decode(str(TEMPLATE))
     assert template is not None, problems
     policies = template["Resources"]["McpFunction"]["Properties"]["Policies"]
-    (statement,) = [s for p in policies for s in p["Statement"] if "Condition" in s]
+    (statement,) = [
+        s for p in policies for s in p["Statement"] if s.get("Sid") == "WriteLedgerAndQuotas"
+    ]
     return list(statement["Condition"]["ForAllValues:StringLike"]["dynamodb:LeadingKeys"])
 
 

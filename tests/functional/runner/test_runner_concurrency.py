@@ -64,7 +64,8 @@ def test_without_a_queue_the_second_caller_is_refused(harness: Harness) -> None:
 def test_eight_slow_tools_run_at_once_while_the_event_loop_stays_responsive(
     harness: Harness,
 ) -> None:
-    wide = harness.with_settings(max_concurrent_runs=8)
+    # Without root (CI runners) runs share one uid and go one at a time unless told otherwise.
+    wide = harness.with_settings(max_concurrent_runs=8, serialize_shared_uid_runs=False)
     slow = "import time\ntime.sleep(1.0)\nprint('slept')\n"
 
     async def scenario() -> tuple[list[str], float, float]:

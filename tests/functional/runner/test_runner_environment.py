@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import stat
 from pathlib import Path
@@ -166,7 +167,11 @@ WAIT_NODE = (
 
 
 def proc_view(pid: str) -> bytes:
-    return Path(f"/proc/{pid}/environ").read_bytes() + Path(f"/proc/{pid}/cmdline").read_bytes()
+    """What /proc shows of `pid`; a non-dumpable process's environ only root may read."""
+    shown = Path(f"/proc/{pid}/cmdline").read_bytes()
+    with contextlib.suppress(PermissionError):
+        shown += Path(f"/proc/{pid}/environ").read_bytes()
+    return shown
 
 
 @pytest.mark.parametrize(("language", "code"), [("python", WAIT_PY), ("node", WAIT_NODE)])
@@ -208,4 +213,15 @@ def test_a_python_tool_is_not_dumpable_and_carries_the_run_mark(harness: Harness
         "print([l.split()[1] for l in open('/proc/self/status') if l.startswith('NoNewPrivs')])\n"
     )
     assert harness.run(code).stdout == "0\n['1']\n"
+    harness.assert_clean()
+
+
+def test_a_python_tool_inherits_no_descriptor_but_its_three_streams(harness: Harness) -> None:
+    """A descriptor to a directory outside its view would let a tool climb out of it."""
+    code = (
+        "import os\nfds = os.listdir('/proc/self/fd')\n"
+        "print(sorted(int(fd) for fd in fds if os.path.exists(f'/proc/self/fd/{fd}')))\n"
+    )
+    # 3 is the directory listing itself, still open while it is read.
+    assert harness.run(code).stdout in ("[0, 1, 2]\n", "[0, 1, 2, 3]\n")
     harness.assert_clean()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from kiln.auth.settings import AuthSettings, AuthSettingsError
+from kiln.auth.settings import AuthSettings, AuthSettingsError, check_audience
 
 
 def test_defaults_are_keys_only_and_not_anonymous() -> None:
@@ -26,15 +26,16 @@ def test_oauth_settings_are_read_and_the_issuer_is_kept_exactly() -> None:
     )
     assert settings.oauth_issuer == "https://tenant.auth0.example/"
     assert settings.authorization_servers == ("https://tenant.auth0.example/",)
-    assert settings.public_url == "https://kiln.example"
     assert settings.oauth_audiences == ("api://kiln", "https://kiln.example/mcp")
     assert settings.scopes.call == "tools.run"
     assert settings.scopes.author == "kiln:author"
 
 
 def test_oauth_without_a_fixed_audience_is_refused() -> None:
+    auth = AuthSettings.from_env({"KILN_OAUTH_ISSUER": "https://login.example"})
     with pytest.raises(AuthSettingsError, match="KILN_PUBLIC_BASE_URL or KILN_OAUTH_AUDIENCE"):
-        AuthSettings.from_env({"KILN_OAUTH_ISSUER": "https://login.example"})
+        check_audience(auth, None)
+    check_audience(auth, "https://kiln.example")  # a fixed base URL is enough
 
 
 @pytest.mark.parametrize(

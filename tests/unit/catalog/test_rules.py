@@ -11,7 +11,6 @@ import pytest
 
 from kiln.catalog.model import Draft
 from kiln.catalog.rules import (
-    DIALECT,
     RuleError,
     Violation,
     check_draft,
@@ -21,6 +20,7 @@ from kiln.catalog.rules import (
     is_semver_range,
     normalise_schema,
 )
+from kiln.catalog.schemas import DIALECT
 
 ADD_VAT_CODE = (
     "import json\nimport sys\nfrom decimal import Decimal, ROUND_HALF_UP\n\n"

@@ -1,0 +1,66 @@
+"""/api/views: tool views (named, pinned sets of tools) -> kiln.access.views."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Request
+from fastapi.responses import JSONResponse
+
+from kiln.access.views import View, check_view, check_view_name
+from kiln.api.common import blocking, if_match, json_body, kiln_of, require
+
+router = APIRouter()
+
+
+def _answer(view: View, status: int = 200, **extra: Any) -> JSONResponse:
+    body = {**view.as_json(), **extra}
+    return JSONResponse(body, status_code=status, headers={"ETag": f'"{view.revision}"'})
+
+
+@router.get("/api/views")
+async def list_views(request: Request) -> dict[str, Any]:
+    await require(request)
+    views = await blocking(kiln_of(request).views.store.list)
+    return {"views": [view.as_json() for view in sorted(views, key=lambda v: v.name)]}
+
+
+@router.get("/api/views/{name}")
+async def get_view(name: str, request: Request) -> JSONResponse:
+    """The view, and what it shows right now: each tool with the revision it serves."""
+    await require(request)
+    parts = kiln_of(request)
+    view = await blocking(parts.views.store.get, check_view_name(name))
+    snapshot = await parts.snapshots.fresh()
+    tools = await blocking(parts.views.tools_of, snapshot.version, name, snapshot.tools)
+    shows = [{"name": t.name, "revision": t.head.number} for t in (tools or {}).values()]
+    return _answer(view, shows=sorted(shows, key=lambda t: str(t["name"])))
+
+
+@router.post("/api/views", status_code=201)
+async def create_view(request: Request) -> JSONResponse:
+    who = await require(request)
+    view = check_view(await json_body(request))
+    saved = await blocking(kiln_of(request).views.store.put, view, expected_revision=None,
+                           actor=who.label)  # fmt: skip
+    response = _answer(saved, 201)
+    response.headers["Location"] = f"/api/views/{saved.name}"
+    return response
+
+
+@router.put("/api/views/{name}")
+async def put_view(name: str, request: Request) -> JSONResponse:
+    """Create (no If-Match) or replace (If-Match: the revision you read) a view."""
+    who = await require(request)
+    expected = if_match(request)
+    view = check_view(await json_body(request), name=name)
+    saved = await blocking(kiln_of(request).views.store.put, view, expected_revision=expected,
+                           actor=who.label)  # fmt: skip
+    return _answer(saved, 200 if expected else 201)
+
+
+@router.delete("/api/views/{name}")
+async def delete_view(name: str, request: Request) -> JSONResponse:
+    await require(request)
+    view = await blocking(kiln_of(request).views.store.delete, check_view_name(name))
+    return _answer(view)
