@@ -32,11 +32,10 @@ def key_json(record: KeyRecord) -> dict[str, Any]:
 async def create_key(request: Request) -> JSONResponse:
     who = await require(request)
     payload = await json_body(request)
-    name = payload.get("name") if isinstance(payload, dict) else None
-    scope = payload.get("scope") if isinstance(payload, dict) else None
-    if not isinstance(name, str) or not isinstance(scope, str):
-        raise ApiError(422, "invalid_key", 'send {"name": "<key name>", "scope": "call|author"}')
-    record, secret = await blocking(kiln_of(request).access.keys.create, name, scope)
+    if not isinstance(payload, dict):
+        raise ApiError(422, "invalid_key", 'body: must be {"name": "...", "scope": "call"}')
+    keys = kiln_of(request).access.keys
+    record, secret = await blocking(keys.create, payload.get("name"), payload.get("scope", "call"))
     record_write(who, action="key.create", tool_name="", key=record.name)
     return JSONResponse({**key_json(record), "key": secret}, status_code=201)
 

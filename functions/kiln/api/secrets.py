@@ -20,8 +20,8 @@ router = APIRouter(prefix="/api/tools/{ref}/secrets", tags=["secrets"])
 @router.get("")
 async def list_secrets(ref: str, request: Request) -> dict[str, Any]:
     await require(request)
-    tool, secrets = await blocking(kiln_of(request).authoring.secret_status, ref)
-    return {"tool": tool.name, "secrets": secrets}
+    _, secrets = await blocking(kiln_of(request).authoring.secret_status, ref)
+    return {"secrets": secrets}
 
 
 @router.put("/{secret}")
@@ -32,11 +32,11 @@ async def set_secret(ref: str, secret: str, request: Request) -> dict[str, Any]:
     if not isinstance(value, str):
         raise ApiError(422, "invalid_secret", 'value: required; send {"value": "<the secret>"}')
     await blocking(kiln_of(request).authoring.set_secret, ref, secret, value, who)
-    return {"name": secret, "declared": True, "set": True}
+    return {"name": secret, "set": True}
 
 
 @router.delete("/{secret}")
 async def delete_secret(ref: str, secret: str, request: Request) -> dict[str, Any]:
     who = await require(request)
-    tool = await blocking(kiln_of(request).authoring.delete_secret, ref, secret, who)
-    return {"name": secret, "declared": secret in tool.head.secrets, "set": False}
+    await blocking(kiln_of(request).authoring.delete_secret, ref, secret, who)
+    return {"name": secret, "set": False}

@@ -278,7 +278,8 @@ def _secrets_ls(args: argparse.Namespace, io: Io) -> None:
     rows = [("NAME", "STATUS")]
     for secret in listed:
         status = "set" if secret["set"] else "not set"
-        rows.append((secret["name"], status if secret["declared"] else f"{status}, undeclared"))
+        undeclared = not secret.get("declared", True)
+        rows.append((secret["name"], f"{status}, undeclared" if undeclared else status))
     _table_out(rows, io.stdout)
 
 

@@ -145,10 +145,11 @@ class AuthoringService:
         tool = self._store.get(ref)
         present = set(self._secrets.names(tool.id)) if self._secrets is not None else set()
         declared = set(tool.head.secrets)
-        return tool, [
-            {"name": name, "declared": name in declared, "set": name in present}
-            for name in sorted(declared | present)
-        ]
+        listed = [{"name": name, "set": name in present} for name in sorted(declared | present)]
+        for entry in listed:  # set once, no longer declared: said, so it can be removed
+            if entry["name"] not in declared:
+                entry["declared"] = False
+        return tool, listed
 
     def set_secret(self, ref: str, name: str, value: str, who: Principal | None) -> Tool:
         """Set a secret the tool declares; UndeclaredSecretError names the ones it does."""
