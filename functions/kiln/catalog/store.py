@@ -207,8 +207,7 @@ class CatalogStore:
 
     def file(self, sha256: str) -> bytes:
         """One of a tool's files, by its content address."""
-        body = self._s3.get_object(Bucket=self.bucket, Key=f"files/{sha256}")["Body"].read()
-        return bytes(body)
+        return bytes(self._s3.get_object(Bucket=self.bucket, Key=f"files/{sha256}")["Body"].read())
 
     def files(self, revision: Revision) -> dict[str, bytes]:
         """The files the revision ships beside its script: relative path -> bytes."""
@@ -372,17 +371,14 @@ class CatalogStore:
         if not tool.deleted:
             raise NotDeletedError(f"tool {tool.name!r} is not deleted; there is nothing to restore")
         now = self._now()
+        back = [self._put_name(tool.name, tool.id), self._set_deleted(tool.id, False, now)]
         try:
-            self._transact(
-                [self._put_name(tool.name, tool.id), self._set_deleted(tool.id, False, now)]
-            )
+            self._transact(back)
         except ClientError as error:
             codes = _cancel_codes(error)
             if codes[:1] == ["ConditionalCheckFailed"]:
-                raise NameTakenError(
-                    f"name: a live tool is now named {tool.name!r}; rename or delete it first, "
-                    "then restore this one"
-                ) from None
+                taken = f"name: a live tool is now named {tool.name!r}; rename or delete it first"
+                raise NameTakenError(f"{taken}, then restore this one") from None
             if "ConditionalCheckFailed" in codes:
                 raise NotDeletedError(f"tool {tool.name!r} was restored already") from None
             raise
