@@ -1,7 +1,8 @@
-"""Shared fixtures: a real moto server over HTTP, and fresh AWS resources per test."""
+"""Shared fixtures: the local emulator over HTTP, and fresh AWS resources per test."""
 
 from __future__ import annotations
 
+import json
 import os
 import uuid
 from collections.abc import Iterator
@@ -30,12 +31,20 @@ class AwsStack:
 
 
 @pytest.fixture(scope="session")
-def moto_endpoint() -> Iterator[str]:
-    """A moto server in this process, speaking the AWS wire protocol on a loopback port."""
-    from kiln.dev import embedded_moto
+def moto_endpoint(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """Kiln's local emulator (moto in a child process, signed requests only, journaled),
+    keyed with the tests' fake credentials so that every client and subprocess signs."""
+    from kiln.emulator import run_emulator
+    from kiln.emulator.privacy import write_private
 
-    with embedded_moto() as endpoint:
-        yield endpoint
+    state = tmp_path_factory.mktemp("emulator")
+    key = {
+        "access_key_id": os.environ["AWS_ACCESS_KEY_ID"],
+        "secret_access_key": os.environ["AWS_SECRET_ACCESS_KEY"],
+    }
+    write_private(state / "credentials.json", json.dumps(key).encode())
+    with run_emulator(state) as endpoint:
+        yield endpoint.url
 
 
 @pytest.fixture

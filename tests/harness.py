@@ -13,6 +13,7 @@ import httpx
 import uvicorn
 
 from conftest import AwsStack
+from kiln.api.public import create_public_app
 from kiln.app import create_app
 from kiln.settings import Settings
 from kiln.stack import Kiln, build_kiln, prepare_process
@@ -47,10 +48,11 @@ class RunningKiln:
         return self.http.post(self.url + path, json=body, headers={**base, **(headers or {})})
 
 
-def serve(settings: Settings, aws: AwsStack) -> Iterator[RunningKiln]:
+def serve(settings: Settings, aws: AwsStack, *, public_only: bool = False) -> Iterator[RunningKiln]:
+    """The full app (kiln dev's), or with `public_only` the public Lambda function's."""
     prepare_process()  # what every entry point does: redacted logs, a non-dumpable server
     parts = build_kiln(settings, clients=aws.clients)
-    app = create_app(parts)
+    app = create_public_app(parts) if public_only else create_app(parts)
     port = free_port()
     server = uvicorn.Server(
         uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="off")

@@ -166,9 +166,23 @@ print(f"wrote {written >> 20} MiB", flush=True)
 """
 
 
+# Leaves a file in /tmp, after the server has made a place of its own there mid-run.
+LITTER = r"""
+import json, os, sys, time
+args = json.load(sys.stdin)
+while not os.path.exists(os.path.join(os.environ["SHARED_DIR"], "go")):
+    time.sleep(0.01)
+with open(args["litter"], "w") as f:
+    f.write("left behind")
+print("littered")
+"""
+
+
 def settings(params: dict[str, Any]) -> RunnerSettings:
     uids = params.get("run_uids")
+    own = (Path(params["own_path"]),) if params.get("own_path") else ()
     return RunnerSettings(
+        own_temp_paths=own,
         work_root=Path(params["work_root"]),
         shared_dirs=(Path(params["shared"]),),
         run_uids=tuple(uids) if uids else None,  # type: ignore[arg-type]
@@ -254,6 +268,22 @@ async def fill(runner: Runner, params: dict[str, Any]) -> dict[str, Any]:
     return {"fill": summary(await runner.run(request(FILL, params, language="python")))}
 
 
+async def litter(runner: Runner, params: dict[str, Any]) -> dict[str, Any]:
+    """A tool litters /tmp while the server makes its own place there (a bundle cache)."""
+    args = {"own": params["own_path"], "litter": params["litter"]}
+    run = asyncio.create_task(
+        runner.run(request(LITTER, params, language="python", arguments=args))
+    )
+    await asyncio.sleep(0.2)
+    os.mkdir(params["own_path"])
+    os.close(os.open(os.path.join(params["shared"], "go"), os.O_CREAT | os.O_WRONLY))
+    result = await run
+    own_kept, litter_left = await asyncio.to_thread(
+        lambda: (os.path.isdir(params["own_path"]), os.path.exists(params["litter"]))
+    )
+    return {"litter": summary(result), "own_kept": own_kept, "litter_left": litter_left}
+
+
 def _state(pid: int) -> str:
     try:
         with open(f"/proc/{pid}/stat") as f:
@@ -267,6 +297,7 @@ SCENARIOS: dict[str, Callable[[Runner, dict[str, Any]], Awaitable[dict[str, Any]
     "server_secrets": server_secrets,
     "escape": escape,
     "fill": fill,
+    "litter": litter,
 }
 
 

@@ -35,6 +35,7 @@ NARROW = {"width": 390, "height": 844}
 class Dev:
     url: str
     http: httpx.Client
+    log: Path
 
     def api(self, method: str, path: str, **kw: Any) -> httpx.Response:
         headers = {"Authorization": f"Bearer {KEY}", **kw.pop("headers", {})}
@@ -113,11 +114,11 @@ INTERACTIVE = (
 )
 
 
-def unreachable_by_keyboard(page: Any, limit: int = 300) -> list[str]:
+def unreachable_by_keyboard(page: Any) -> list[str]:
     """Visible controls that Tab never reaches from the top of the page.
 
     In a code editor Tab indents (as authors expect); Escape then Tab leaves it, CodeMirror's
-    documented way out, so the walk presses Escape first when the editor has focus.
+    documented way out, so the walk presses Escape before every Tab (elsewhere it does nothing).
     """
     count = page.evaluate(
         """(selector) => {
@@ -127,29 +128,24 @@ def unreachable_by_keyboard(page: Any, limit: int = 300) -> list[str]:
                 return box.width > 0 && box.height > 0 && shown;
             });
             all.forEach((el, i) => (el.dataset.kbd = String(i)));
+            window.kbdReached = new Set();
+            document.addEventListener("focusin", (e) => {
+                const id = e.target?.dataset?.kbd;
+                if (id !== undefined) window.kbdReached.add(id);
+            });
+            document.activeElement?.blur();
+            window.scrollTo(0, 0);
             return all.length;
         }""",
         INTERACTIVE,
     )
-    page.evaluate("() => { document.activeElement?.blur(); window.scrollTo(0, 0); }")
-    reached: set[str] = set()
-    for _ in range(limit):
-        state = page.evaluate(
-            "() => [document.activeElement?.dataset?.kbd ?? null,"
-            " document.activeElement?.classList?.contains('cm-content') ?? false]"
-        )
-        if state[0] is not None:
-            if state[0] in reached and len(reached) >= count:
-                break
-            reached.add(state[0])
-        if state[1]:
-            page.keyboard.press("Escape")
+    for _ in range(count + 3):
+        page.keyboard.press("Escape")
         page.keyboard.press("Tab")
     missing = page.evaluate(
-        """(reached) => [...document.querySelectorAll('[data-kbd]')]
-            .filter((el) => !reached.includes(el.dataset.kbd))
-            .map((el) => el.outerHTML.slice(0, 120))""",
-        sorted(reached),
+        """() => [...document.querySelectorAll('[data-kbd]')]
+            .filter((el) => !window.kbdReached.has(el.dataset.kbd))
+            .map((el) => el.outerHTML.slice(0, 120))"""
     )
     return list(missing)
 

@@ -45,7 +45,7 @@ import uvicorn  # noqa: E402
 from kiln.app import create_app  # noqa: E402
 from kiln.aws import AwsClients, ensure_resources, make_clients  # noqa: E402
 from kiln.bundles.scheduler import run_build  # noqa: E402
-from kiln.dev import embedded_moto  # noqa: E402
+from kiln.emulator import run_emulator  # noqa: E402
 from kiln.settings import Settings  # noqa: E402
 from kiln.stack import build_kiln  # noqa: E402
 
@@ -143,9 +143,11 @@ def main() -> int:
     args = parser.parse_args()
     logging.getLogger("werkzeug").setLevel(logging.ERROR)  # moto's request log
 
-    with embedded_moto() as endpoint:
+    with run_emulator(Path(tempfile.mkdtemp(prefix="kiln-bench-aws-"))) as emulator:
+        endpoint = emulator.url
         name = f"kiln-bench-{uuid.uuid4().hex[:8]}"
-        clients = make_clients(endpoint_url=endpoint, region="us-east-1")
+        keys = (emulator.credentials.access_key_id, emulator.credentials.secret_access_key)
+        clients = make_clients(endpoint_url=endpoint, region="us-east-1", credentials=keys)
         ensure_resources(clients, table=name, bucket=name)
         base = Settings(
             table=name, bucket=name, endpoint_url=endpoint, region="us-east-1",

@@ -9,7 +9,20 @@ from __future__ import annotations
 from fastapi import FastAPI
 
 import kiln
-from kiln.api import bundles, calls, errors, health, mcp, middleware, studio, tasks, tools, views
+from kiln.api import (
+    bundles,
+    calls,
+    errors,
+    health,
+    keys,
+    mcp,
+    middleware,
+    secrets,
+    studio,
+    tasks,
+    tools,
+    views,
+)
 from kiln.stack import Kiln, Role
 from kiln.studio import assets as studio_assets
 
@@ -42,4 +55,6 @@ def create_app(parts: Kiln, *, role: Role = "all") -> FastAPI:
         app.include_router(tasks.router)
         app.include_router(views.router)
         app.include_router(calls.router)
+        app.include_router(keys.router)
+        app.include_router(secrets.router)
     return app

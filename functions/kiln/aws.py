@@ -7,6 +7,8 @@ from typing import Any
 
 import boto3
 from botocore.config import Config
+from botocore.exceptions import ClientError, HTTPClientError
+from botocore.exceptions import ConnectionError as BotoConnectionError
 
 # The single table: pk/sk strings. Item kinds are told apart by key prefixes
 # (see catalog/store.py and bundles/store.py); no index is needed.
@@ -23,6 +25,74 @@ TABLE_DEFINITION: dict[str, Any] = {
 }
 
 
+class StoreUnavailableError(Exception):
+    """DynamoDB or S3 did not answer within the deadline, or answered that it cannot.
+
+    REST answers 503 with Retry-After, MCP an error saying the catalog is unavailable.
+    The message names the operation and the cause, never a key or an item.
+    """
+
+    retry_after_s = 1
+
+
+# Answers that mean "not now" rather than "not like this": after botocore's own retries,
+# they are the store being unavailable, not a bug in the request.
+_UNAVAILABLE_CODES = frozenset(
+    {
+        "ServiceUnavailable",
+        "InternalServerError",
+        "InternalError",
+        "ThrottlingException",
+        "ProvisionedThroughputExceededException",
+        "RequestLimitExceeded",
+        "SlowDown",
+    }
+)
+
+
+@dataclass(frozen=True)
+class StoreDeadlines:
+    """How long one store call may take: each attempt's connect and read timeouts, and
+    the attempts botocore makes in all (retries reuse a write's idempotency token).
+    The worst case, attempts x (connect or read) + one back-off, stays far inside a
+    request's budget (API Gateway's 29 s)."""
+
+    connect_s: float = 1.0
+    read_s: float = 3.0
+    attempts: int = 2
+
+    @property
+    def worst_case_s(self) -> float:
+        return self.attempts * (self.connect_s + self.read_s) + 1.0
+
+
+class _StoreErrors:
+    """Mixed into every boto3 client class made by `make_clients` (botocore's
+    creating-client-class hook), so that paginators and waiters are covered too."""
+
+    def _make_api_call(self, operation_name: str, api_params: Any) -> Any:
+        try:
+            return super()._make_api_call(operation_name, api_params)  # type: ignore[misc]
+        except (BotoConnectionError, HTTPClientError) as error:
+            raise StoreUnavailableError(
+                f"the catalog store did not answer in time ({operation_name}: "
+                f"{type(error).__name__}); retry shortly"
+            ) from error
+        except ClientError as error:
+            status = error.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0)
+            code = error.response.get("Error", {}).get("Code", "")
+            if status >= 500 or code in _UNAVAILABLE_CODES:
+                raise StoreUnavailableError(
+                    f"the catalog store is unavailable ({operation_name}: {code or status}); "
+                    "retry shortly"
+                ) from error
+            raise
+
+
+def _add_store_errors(base_classes: list[type], **_: Any) -> None:
+    base_classes.insert(0, _StoreErrors)
+
+
 @dataclass(frozen=True)
 class AwsClients:
     dynamodb: Any
@@ -31,11 +101,33 @@ class AwsClients:
 
 
 def make_clients(
-    *, endpoint_url: str | None = None, region: str | None = None, profile: str | None = None
+    *,
+    endpoint_url: str | None = None,
+    region: str | None = None,
+    profile: str | None = None,
+    credentials: tuple[str, str] | None = None,
+    deadlines: StoreDeadlines = StoreDeadlines(),
 ) -> AwsClients:
-    """Clients for DynamoDB and S3; `endpoint_url` points them at moto or DynamoDB Local."""
-    session = boto3.session.Session(profile_name=profile, region_name=region)
-    config = Config(retries={"max_attempts": 3, "mode": "standard"}, tcp_keepalive=True)
+    """Clients for DynamoDB and S3; `endpoint_url` points them at the local emulator.
+
+    `credentials` (access key id, secret) are for the local emulator, whose key is its
+    own; otherwise boto3's usual chain applies. Every call has `deadlines`, and a store
+    that does not answer raises StoreUnavailableError.
+    """
+    access_key, secret_key = credentials if credentials else (None, None)
+    session = boto3.session.Session(
+        profile_name=profile,
+        region_name=region,
+        aws_access_key_id=access_key,
+        aws_secret_access_key=secret_key,
+    )
+    session.events.register("creating-client-class", _add_store_errors)
+    config = Config(
+        connect_timeout=deadlines.connect_s,
+        read_timeout=deadlines.read_s,
+        retries={"total_max_attempts": deadlines.attempts, "mode": "standard"},
+        tcp_keepalive=True,
+    )
     kwargs: dict[str, Any] = {"config": config}
     if endpoint_url:
         kwargs["endpoint_url"] = endpoint_url

@@ -1,26 +1,22 @@
 """`kiln dev`: the whole stack on a laptop, one command.
 
-An embedded moto server (in this process, on a free loopback port) stands in for DynamoDB
-and S3, unless AWS_ENDPOINT_URL or `--aws` points elsewhere. Moto keeps everything in
-memory, so the local stack mirrors the table and bucket into `--state-dir` (after every
-change, within a second, and at shutdown) and loads them back at start: tools created
-through the API survive a restart.
+The local emulator (kiln.emulator: moto in a child process on a loopback port, signed
+requests only) stands in for DynamoDB and S3, unless AWS_ENDPOINT_URL or `--aws` points
+elsewhere. It journals every write to `--state-dir` before answering it, so whatever was
+acknowledged survives a restart, a crash or `kill -9`.
 """
 
 from __future__ import annotations
 
 import argparse
-import base64
 import fcntl
-import hashlib
 import json
 import logging
+import os
 import secrets
 import sys
-import threading
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -36,65 +32,13 @@ from kiln.catalog.files import (
     read_folder,
     tool_folders,
 )
+from kiln.emulator import Endpoint, run_emulator, shared_endpoint
+from kiln.emulator.privacy import secure_tree, write_private
 from kiln.settings import Settings, set_local_aws_defaults
 
 log = logging.getLogger("kiln.dev")
 
-WRITE_OPERATIONS = frozenset(
-    {
-        "PutItem",
-        "UpdateItem",
-        "DeleteItem",
-        "BatchWriteItem",
-        "TransactWriteItems",
-        "PutObject",
-        "DeleteObject",
-        "DeleteObjects",
-        "CopyObject",
-        "CompleteMultipartUpload",
-    }
-)
 DEFAULT_EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "tools"
-
-
-_SERIALISED = threading.RLock()
-
-
-def _serialise_dynamodb_writes() -> None:
-    """Make moto's DynamoDB writes atomic with respect to each other, as DynamoDB's are.
-
-    moto's server answers on many threads and checks a write's conditions without a lock,
-    so two racing conditional writes could both pass. DynamoDB never lets that happen, and
-    Kiln's guarantees (unique names, If-Match) rest on it: the emulator must not either.
-    """
-    from moto.dynamodb.models import DynamoDBBackend
-
-    for name in ("put_item", "update_item", "delete_item", "transact_write_items"):
-        method = getattr(DynamoDBBackend, name)
-        if getattr(method, "_kiln_serialised", False):
-            continue
-
-        def locked(*args: Any, _method: Any = method, **kwargs: Any) -> Any:
-            with _SERIALISED:
-                return _method(*args, **kwargs)
-
-        locked._kiln_serialised = True  # type: ignore[attr-defined]
-        setattr(DynamoDBBackend, name, locked)
-
-
-@contextmanager
-def embedded_moto() -> Iterator[str]:
-    """A moto server on a free loopback port for as long as the block runs."""
-    from moto.server import ThreadedMotoServer
-
-    _serialise_dynamodb_writes()
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    host, port = server.get_host_and_port()
-    try:
-        yield f"http://{host}:{port}"
-    finally:
-        server.stop()
 
 
 def author_key(state_dir: Path, given: str | None) -> str:
@@ -105,133 +49,38 @@ def author_key(state_dir: Path, given: str | None) -> str:
     if path.is_file():
         return path.read_text("utf-8").strip()
     key = "kiln_author_" + secrets.token_urlsafe(24)
-    state_dir.mkdir(parents=True, exist_ok=True)
-    path.touch(mode=0o600)
-    path.write_text(key + "\n", "utf-8")
+    secure_tree(state_dir)
+    write_private(path, (key + "\n").encode())
     return key
 
 
-@dataclass
-class StateMirror:
-    """Copies the local table and bucket to disk, and back at start.
+def import_mirror(clients: AwsClients, table: str, bucket: str, aws_dir: Path) -> int:
+    """Load the files an older `kiln dev` mirrored its state into, once; returns items loaded.
 
-    It saves only after a write went through these clients (a botocore hook marks the
-    state dirty), so an idle or read-only server does no scanning at all.
+    Older versions copied the table and bucket to `aws/dynamodb.json` and `aws/s3/` about
+    a second after each write. The emulator now journals every write itself, so the old
+    files are imported on the first start and then removed.
     """
-
-    clients: AwsClients
-    table: str
-    bucket: str
-    state_dir: Path
-
-    def __post_init__(self) -> None:
-        self._fingerprint = ""
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
-        self._lock = threading.Lock()
-        self._dirty = threading.Event()
-
-    def _mark_dirty(self, model: Any, **_: Any) -> None:
-        if model.name in WRITE_OPERATIONS:
-            self._dirty.set()
-
-    @property
-    def _table_file(self) -> Path:
-        return self.state_dir / "dynamodb.json"
-
-    @property
-    def _objects_dir(self) -> Path:
-        return self.state_dir / "s3"
-
-    def restore(self) -> int:
-        """Load saved items and objects into the (empty) local stack; returns items loaded."""
-        if not self._table_file.is_file():
-            return 0
-        items = json.loads(self._table_file.read_text("utf-8"))
-        for item in items:
-            self.clients.dynamodb.put_item(TableName=self.table, Item=item)
-        index_file = self._objects_dir / "index.json"
-        index = json.loads(index_file.read_text("utf-8")) if index_file.is_file() else {}
-        for key, name in index.items():
-            body = (self._objects_dir / name).read_bytes()
-            self.clients.s3.put_object(Bucket=self.bucket, Key=key, Body=body)
-        self._fingerprint = self._snapshot_fingerprint(items, index)
-        return len(items)
-
-    def save(self) -> bool:
-        """Write the current state if it changed; True when something was written."""
-        with self._lock:
-            items = self._scan()
-            # A file is saved under a name made of its key and its ETag, so an object
-            # overwritten under the same key is saved again (and its old copy cleaned up).
-            index = {
-                key: hashlib.sha256(f"{key}\0{etag}".encode()).hexdigest()
-                for key, etag in self._objects()
-            }
-            fingerprint = self._snapshot_fingerprint(items, index)
-            if fingerprint == self._fingerprint:
-                return False
-            self._objects_dir.mkdir(parents=True, exist_ok=True)
-            for key, name in index.items():
-                path = self._objects_dir / name
-                if not path.exists():
-                    body = self.clients.s3.get_object(Bucket=self.bucket, Key=key)["Body"].read()
-                    _atomic_write(path, body)
-            _atomic_write(self._objects_dir / "index.json", json.dumps(index).encode())
-            _atomic_write(self._table_file, json.dumps(items).encode())
-            for stale in self._objects_dir.iterdir():
-                if stale.name != "index.json" and stale.name not in index.values():
-                    stale.unlink(missing_ok=True)
-            self._fingerprint = fingerprint
-            return True
-
-    def start(self, interval_s: float = 1.0) -> None:
-        self.clients.dynamodb.meta.events.register("after-call.dynamodb", self._mark_dirty)
-        self.clients.s3.meta.events.register("after-call.s3", self._mark_dirty)
-
-        def loop() -> None:
-            while not self._stop.wait(interval_s):
-                if not self._dirty.is_set():
-                    continue
-                self._dirty.clear()
-                try:
-                    self.save()
-                except Exception:  # a failed save is retried on the next tick
-                    self._dirty.set()
-                    log.exception("saving local state failed")
-
-        self._thread = threading.Thread(target=loop, name="kiln-state", daemon=True)
-        self._thread.start()
-
-    def stop(self) -> None:
-        self._stop.set()
-        if self._thread is not None and self._thread is not threading.current_thread():
-            self._thread.join(timeout=5)
-        self.save()
-
-    def _scan(self) -> list[dict[str, Any]]:
-        items: list[dict[str, Any]] = []
-        for page in self.clients.dynamodb.get_paginator("scan").paginate(TableName=self.table):
-            items.extend(page["Items"])
-        items.sort(key=lambda item: (item["pk"]["S"], item["sk"]["S"]))
-        return items
-
-    def _objects(self) -> list[tuple[str, str]]:
-        found: list[tuple[str, str]] = []
-        for page in self.clients.s3.get_paginator("list_objects_v2").paginate(Bucket=self.bucket):
-            found.extend((obj["Key"], obj["ETag"]) for obj in page.get("Contents", []))
-        return found
-
-    @staticmethod
-    def _snapshot_fingerprint(items: list[dict[str, Any]], index: dict[str, str]) -> str:
-        blob = json.dumps([items, sorted(index.items())], sort_keys=True).encode()
-        return base64.b16encode(hashlib.sha256(blob).digest()).decode()
+    table_file, objects_dir = aws_dir / "dynamodb.json", aws_dir / "s3"
+    if not table_file.is_file():
+        return 0
+    items = json.loads(table_file.read_text("utf-8"))
+    for item in items:
+        clients.dynamodb.put_item(TableName=table, Item=item)
+    index_file = objects_dir / "index.json"
+    index = json.loads(index_file.read_text("utf-8")) if index_file.is_file() else {}
+    for key, name in index.items():
+        body = (objects_dir / name).read_bytes()
+        clients.s3.put_object(Bucket=bucket, Key=key, Body=body)
+    for name in index.values():
+        (objects_dir / name).unlink(missing_ok=True)
+    index_file.unlink(missing_ok=True)
+    table_file.unlink()
+    return len(items)
 
 
 def _atomic_write(path: Path, data: bytes) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_bytes(data)
-    tmp.replace(path)
+    write_private(path, data)
 
 
 class ShutdownHook:
@@ -274,12 +123,12 @@ class StateInUseError(RuntimeError):
 @contextmanager
 def local_stack(
     args: argparse.Namespace, settings: Settings, *, share: bool = False
-) -> Iterator[tuple[Settings, AwsClients, Callable[[], None]]]:
-    """The AWS side of a local run: the emulator with mirrored state, or the environment's AWS.
+) -> Iterator[tuple[Settings, AwsClients]]:
+    """The AWS side of a local run: the local emulator, or the environment's AWS.
 
-    One process at a time owns a state directory (a file lock): two emulators loading and
-    saving the same files would undo each other's writes. With `share`, a second process
-    (`kiln stdio` beside `kiln dev`) uses the owner's emulator instead of starting its own.
+    One process at a time owns a state directory (a file lock) and runs its emulator as a
+    child process. With `share`, a second process (`kiln stdio` beside `kiln dev`) uses
+    the owner's emulator, whose address and key it reads from the private state directory.
     """
     state_dir = Path(args.state_dir)
     if args.aws or settings.endpoint_url:
@@ -287,37 +136,34 @@ def local_stack(
             endpoint_url=settings.endpoint_url, region=settings.region, profile=settings.profile
         )
         ensure_resources(clients, table=settings.table, bucket=settings.bucket)
-        yield settings, clients, lambda: None
+        yield settings, clients
         return
-    state_dir.mkdir(parents=True, exist_ok=True)
-    endpoint_file = state_dir / "endpoint"
-    with (state_dir / "lock").open("a") as lock:
+    secure_tree(state_dir)
+    lock_fd = os.open(state_dir / "lock", os.O_RDWR | os.O_CREAT, 0o600)
+    with os.fdopen(lock_fd, "r+") as lock:
         try:
             fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            if not share or not endpoint_file.is_file():
+            shared = shared_endpoint(state_dir / "aws") if share else None
+            if shared is None:
                 raise StateInUseError(
                     f"{state_dir} is in use by another kiln process (kiln dev?); stop it, "
                     "or give this one another --state-dir"
                 ) from None
-            endpoint = endpoint_file.read_text("utf-8").strip()
-            region = settings.region or "us-east-1"
-            clients = make_clients(endpoint_url=endpoint, region=region)
-            yield settings.with_(endpoint_url=endpoint, region=region), clients, lambda: None
+            yield _emulator_stack(settings, shared)
             return
-        with embedded_moto() as endpoint:
-            settings = settings.with_(endpoint_url=endpoint, region=settings.region or "us-east-1")
-            clients = make_clients(endpoint_url=endpoint, region=settings.region)
+        with run_emulator(state_dir / "aws") as endpoint:
+            settings, clients = _emulator_stack(settings, endpoint)
             ensure_resources(clients, table=settings.table, bucket=settings.bucket)
-            mirror = StateMirror(clients, settings.table, settings.bucket, state_dir / "aws")
-            mirror.restore()
-            mirror.start()
-            endpoint_file.write_text(endpoint, "utf-8")
-            try:
-                yield settings, clients, mirror.stop
-            finally:
-                endpoint_file.unlink(missing_ok=True)
-                mirror.stop()
+            import_mirror(clients, settings.table, settings.bucket, state_dir / "aws")
+            yield settings, clients
+
+
+def _emulator_stack(settings: Settings, endpoint: Endpoint) -> tuple[Settings, AwsClients]:
+    settings = settings.with_(endpoint_url=endpoint.url, region=endpoint.region)
+    keys = (endpoint.credentials.access_key_id, endpoint.credentials.secret_access_key)
+    clients = make_clients(endpoint_url=endpoint.url, region=endpoint.region, credentials=keys)
+    return settings, clients
 
 
 def load_tool_folders(
@@ -351,7 +197,7 @@ def _start(args: argparse.Namespace, log_level: int) -> Settings:
     process-wide protection, and the settings `kiln.cli.main` read (or read them here)."""
     _configure_logging(log_level)
     if not args.aws:
-        set_local_aws_defaults()  # the emulator takes any credentials; boto3 wants some
+        set_local_aws_defaults()  # a region for boto3; the emulator's own key is passed in
     stack.prepare_process()
     settings: Settings | None = getattr(args, "settings", None)
     return settings if settings is not None else Settings.from_env()
@@ -367,7 +213,7 @@ def run_dev(args: argparse.Namespace) -> int:
     key = author_key(Path(args.state_dir), args.author_key or base.author_key)
     settings = base.with_(author_key=key, bind_host=args.host)
     try:
-        with local_stack(args, settings) as (settings, clients, save_state):
+        with local_stack(args, settings) as (settings, clients):
             parts = stack.build_kiln(settings, clients=clients)
             # Builds a previous run left; on the embedded emulator no one else builds.
             parts.bundles.resume(orphans=not (args.aws or base.endpoint_url))
@@ -379,7 +225,7 @@ def run_dev(args: argparse.Namespace) -> int:
             print(f"REST API at {url}/api  (author key: {key})", flush=True)
             print(f"Studio at {url}/studio/  (sign in with the author key)", flush=True)
             # Task runs stop first (their process trees killed, their tasks marked failed).
-            hook = ShutdownHook(app, save_state, before=parts.stop_tasks)
+            hook = ShutdownHook(app, lambda: None, before=parts.stop_tasks)
             uvicorn.Server(_server_config(hook, args, settings)).run()
     except (FolderError, StateInUseError) as error:
         print(f"kiln dev: {error}", file=sys.stderr)
@@ -393,7 +239,12 @@ def _server_config(app: Any, args: argparse.Namespace, settings: Settings) -> An
     """uvicorn's config with Kiln's connection limits (see kiln.connections)."""
     import uvicorn
 
-    from kiln.connections import ConnectionLimits, hardened_protocol, limit_log_rate
+    from kiln.connections import (
+        ConnectionLimits,
+        connection_cap,
+        hardened_protocol,
+        limit_log_rate,
+    )
 
     limits = ConnectionLimits(
         idle_timeout_s=settings.idle_timeout_s,
@@ -408,6 +259,9 @@ def _server_config(app: Any, args: argparse.Namespace, settings: Settings) -> An
         log_level="warning",
         lifespan="on",
         http=hardened_protocol(limits),
+        # asyncio accepts up to `backlog` sockets per wake-up before any connection is set up;
+        # a small one lets the connection cap evict idle ones before descriptors run out.
+        backlog=max(16, connection_cap(limits) // 4),
         timeout_keep_alive=max(1, round(limits.idle_timeout_s)),
         h11_max_incomplete_event_size=limits.max_header_bytes,
     )
@@ -437,7 +291,7 @@ def run_stdio(args: argparse.Namespace) -> int:
         await serve_stdio(endpoint, reader, writer, CallContext(time_left_s=budget_s))
 
     try:
-        with local_stack(args, settings, share=True) as (settings, clients, _):
+        with local_stack(args, settings, share=True) as (settings, clients):
             parts = stack.build_kiln(settings, clients=clients)
             load_tool_folders(parts.authoring, args, parts.views.store)
             asyncio.run(serve(parts.endpoint, settings.local_time_budget_s))

@@ -6,22 +6,23 @@ import asyncio
 import functools
 import logging
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Mapping, Sequence
 from contextlib import AbstractContextManager, ExitStack
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, ParamSpec, Protocol, TypeVar
 
 from kiln.access.gate import CallGate, Limits, bound_view, caller_of, key_limits
 from kiln.access.ledger import Outcome
 from kiln.access.quotas import QuotaExceededError
 from kiln.access.resolve import ViewCatalog
 from kiln.access.views import View
+from kiln.aws import StoreUnavailableError
 from kiln.bundles.cache import BundleError
 from kiln.catalog.model import Tool
 from kiln.catalog.snapshot import CatalogSnapshots, Snapshot
 from kiln.protocol.backend import CallContext, ToolOutcome, ToolView
-from kiln.protocol.errors import RateLimitedError
+from kiln.protocol.errors import RateLimitedError, UnavailableError
 from kiln.runner import (
     InvalidArgumentsError,
     NodeUnavailableError,
@@ -32,6 +33,27 @@ from kiln.runner import (
 from kiln.runner.model import RunRequest, RunResult
 
 log = logging.getLogger("kiln.service")
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+
+
+def catalog_reads(
+    method: Callable[_P, Coroutine[Any, Any, _R]],
+) -> Callable[_P, Coroutine[Any, Any, _R]]:
+    """A store that does not answer becomes MCP's "catalog unavailable" error."""
+
+    @functools.wraps(method)
+    async def reading(*args: _P.args, **kwargs: _P.kwargs) -> _R:
+        try:
+            return await method(*args, **kwargs)
+        except StoreUnavailableError as error:
+            log.warning("catalog unavailable: %s", error)
+            raise UnavailableError(
+                "Catalog unavailable: the tool catalog did not answer in time; retry shortly",
+                data={"retryAfterSeconds": error.retry_after_s},
+            ) from error
+
+    return reading
 
 
 class BundlePaths(Protocol):
@@ -92,6 +114,7 @@ class CatalogBackend:
         self._gate = gate
         self._listed: dict[str | None, tuple[int, list[ToolView]]] = {}
 
+    @catalog_reads
     async def list_tools(self, ctx: CallContext) -> Sequence[ToolView]:
         snapshot = await self._snapshots.fresh()
         view, tools = await self._visible(snapshot, ctx)
@@ -103,6 +126,7 @@ class CatalogBackend:
         self._listed[key] = (snapshot.version, listed)
         return listed
 
+    @catalog_reads
     async def get_tool(self, name: str, ctx: CallContext) -> ToolView | None:
         """The tool a `tools/call` names, if this request may see it; the first half of the call.
 
@@ -143,6 +167,7 @@ class CatalogBackend:
                 await self._later(ctx, gate.release, early)
         return tool_view(tool) if tool is not None else None
 
+    @catalog_reads
     async def admit_task(
         self, name: str, arguments: Mapping[str, Any], ctx: CallContext
     ) -> Tool | None:
@@ -155,6 +180,7 @@ class CatalogBackend:
             return None
         return found
 
+    @catalog_reads
     async def find(self, name: str, revision: int) -> Tool | None:
         """The enabled catalog tool with this name at `revision` (the task worker's lookup)."""
         tool = (await self._snapshots.fresh()).tools.get(name)
@@ -168,6 +194,7 @@ class CatalogBackend:
     def view(self, tool: Tool) -> ToolView:
         return tool_view(tool)
 
+    @catalog_reads
     async def call_tool(
         self, tool: ToolView, arguments: Mapping[str, Any], ctx: CallContext
     ) -> ToolOutcome:
@@ -194,6 +221,23 @@ class CatalogBackend:
             output_bytes=len(result.stdout.encode("utf-8", "replace")) if result else 0,
         )  # fmt: skip
         return outcome
+
+    async def record_rejected(self, tool: ToolView, arguments: Any, ctx: CallContext) -> None:
+        """Ledger a call answered with an isError result because its arguments broke the
+        tool's schema (it was admitted, and counted, by `get_tool`)."""
+        gate = self._gate
+        latest = self._snapshots.latest
+        if gate is None or latest is None:
+            return
+        view, tools = await self._visible(latest, ctx)
+        found = tools.get(tool.name)
+        if found is None:
+            return
+        digest = gate.digest(arguments if isinstance(arguments, dict) else {"": arguments})
+        await self._later(
+            ctx, gate.finish, caller_of(ctx.principal, view), found, "tool_error",
+            digest=digest, started=time.time(), run_seconds=0.0, output_bytes=0,
+        )  # fmt: skip
 
     async def _later(
         self, ctx: CallContext, fn: Callable[..., None], *args: Any, **kw: Any

@@ -272,8 +272,16 @@ def inherited_environment(**overrides: str) -> dict[str, str]:
     return {**os.environ, **overrides}
 
 
+def emulator_environment() -> dict[str, str]:
+    """Only what Python needs to start the local emulator child: it must not hold the
+    server's keys and secrets in its environment, whoever might read it."""
+    keep = ("PATH", "PYTHONPATH", "HOME", "LANG", "LC_ALL", "TMPDIR", "VIRTUAL_ENV")
+    return {name: os.environ[name] for name in keep if name in os.environ}
+
+
 def set_local_aws_defaults() -> None:
-    """Credentials and a region for the local emulator (which accepts any), unless set."""
+    """A region (and placeholder credentials) for boto3 in local runs, unless set; the
+    local emulator's clients are given its own key (kiln.emulator)."""
     os.environ.setdefault("AWS_ACCESS_KEY_ID", "kiln-local")
     os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "kiln-local")
     os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")

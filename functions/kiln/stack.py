@@ -25,20 +25,21 @@ from kiln.access.quotas import QuotaCounters
 from kiln.access.resolve import ViewCatalog
 from kiln.access.views import ViewStore
 from kiln.auth.web import AccessControl
-from kiln.authoring.service import AuthoringService
 from kiln.aws import AwsClients, make_clients
 from kiln.bundles.service import Bundles, make_bundles
 from kiln.catalog.snapshot import CatalogSnapshots
 from kiln.catalog.store import CatalogStore
 from kiln.runner import Runner, RunnerSettings
+from kiln.runner.limits import default_own_temp_paths
 from kiln.service import CatalogBackend
 from kiln.settings import Settings
 
 log = logging.getLogger("kiln.stack")
 
 if TYPE_CHECKING:
-    from fastapi import FastAPI
+    from starlette.applications import Starlette
 
+    from kiln.authoring.service import AuthoringService
     from kiln.observability import Telemetry
     from kiln.protocol import McpEndpoint
     from kiln.tasks.service import TaskService
@@ -80,6 +81,10 @@ def runner_settings(settings: Settings) -> RunnerSettings:
         sweep_shared_temp=settings.sweep_shared_temp,
         shared_dirs=tuple(Path(d) for d in settings.run_shared_dirs),
         serialize_shared_uid_runs=settings.serialize_shared_uid_runs,
+        own_temp_paths=(
+            *default_own_temp_paths(),
+            *([Path(settings.bundle_cache_dir)] if settings.bundle_cache_dir else []),
+        ),
     )
 
 
@@ -95,9 +100,21 @@ class Kiln:
     backend: CatalogBackend
     access: AccessControl
     bundles: Bundles
-    authoring: AuthoringService
     views: ViewCatalog
     gate: CallGate
+
+    @cached_property
+    def authoring(self) -> AuthoringService:
+        """The authoring service, built on first use: the public function never needs it, nor
+        the catalog rules and schema machinery it imports."""
+        from kiln.authoring.service import AuthoringService
+
+        return AuthoringService(
+            self.store,
+            bundles=self.bundles,
+            executor=self.backend,
+            secrets=_LazySecretNames(self.access),
+        )
 
     @cached_property
     def task_worker(self) -> TaskWorker:
@@ -199,12 +216,8 @@ def build_kiln(settings: Settings, *, clients: AwsClients | None = None) -> Kiln
     backend = CatalogBackend(
         snapshots, runner, bundles=bundles, secrets=access, views=views, gate=gate
     )
-    authoring = AuthoringService(
-        store, bundles=bundles, executor=backend, secrets=_LazySecretNames(access)
-    )
     return Kiln(
-        settings, clients, store, snapshots, runner, backend, access, bundles, authoring,
-        views, gate,
+        settings, clients, store, snapshots, runner, backend, access, bundles, views, gate,
     )  # fmt: skip
 
 
@@ -234,8 +247,16 @@ def ledger_digest_key(settings: Settings) -> bytes:
 
 def build_app(
     settings: Settings, *, role: Role = "all", clients: AwsClients | None = None
-) -> FastAPI:
-    """The ASGI app over a freshly built Kiln (what `kiln dev` and the Lambda handlers serve)."""
+) -> Starlette:
+    """The ASGI app over a freshly built Kiln (what `kiln dev` and the Lambda handlers serve).
+
+    The public role gets bare Starlette with the MCP routes and the metadata documents only:
+    its cold start (the one MCP clients wait for) imports neither FastAPI nor the REST API.
+    """
+    if role == "public":
+        from kiln.api.public import create_public_app
+
+        return create_public_app(build_kiln(settings, clients=clients))
     from kiln.app import create_app
 
     return create_app(build_kiln(settings, clients=clients), role=role)

@@ -47,7 +47,7 @@ def dev(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Dev]:
                     pass
                 assert time.monotonic() < deadline, "kiln dev did not start within 60 s"
                 time.sleep(0.1)
-            yield Dev(url, http)
+            yield Dev(url, http, state / "dev.log")
     finally:
         process.send_signal(signal.SIGTERM)
         try:

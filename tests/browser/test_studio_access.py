@@ -35,13 +35,19 @@ print(json.dumps({{"kiln/content": [
       "name": "<b onmouseover=alert(7)>x</b>"}},
     {{"type": "image", "mimeType": "image/png", "data": "{PIXEL}"}},
     {{"type": "image", "mimeType": "image/svg+xml", "data": "PHN2ZyBvbmxvYWQ9YWxlcnQoOSk+"}}
-]}}))
+], "structuredContent": {{"nested": {{"html": "<i onclick=alert(10)>i</i>", "n": [1, 2]}}}}}}))
 """
+
+
+def test_kiln_dev_prints_the_studio_url(dev: Dev) -> None:
+    assert f"Studio at {dev.url}/studio/" in dev.log.read_text()
 
 
 def test_sign_in_keeps_the_key_in_session_storage_only_and_sign_out_forgets_it(
     page: Any, dev: Dev
 ) -> None:
+    sent: list[dict[str, str]] = []
+    page.on("request", lambda r: sent.append(r.headers) if "/api/" in r.url else None)
     page.goto("/studio/")
     shoot(page, "00-sign-in")
     assert_accessible(page)
@@ -53,6 +59,9 @@ def test_sign_in_keeps_the_key_in_session_storage_only_and_sign_out_forgets_it(
     assert page.evaluate("() => JSON.stringify(localStorage)") == "{}"
     assert page.evaluate("() => document.cookie") == ""
     assert KEY in page.evaluate("() => JSON.stringify(sessionStorage)")
+    assert sent  # every API request carries the bearer header and no cookie
+    assert all(h.get("authorization", "").startswith("Bearer ") for h in sent)
+    assert not any("cookie" in h for h in sent)
     page.reload()
     expect(page.get_by_role("navigation", name="Main")).to_be_visible()  # same tab: still in
     page.get_by_role("button", name="Sign out").click()
@@ -83,6 +92,9 @@ def test_tool_output_is_shown_as_text_and_never_runs(watched: tuple[Any, Watch],
     image = result.get_by_role("img", name="Image result 3 (image/png)")
     expect(image).to_have_attribute("src", f"data:image/png;base64,{PIXEL}")
     expect(result).to_contain_text("image of type image/svg+xml not shown")
+    tree = result.get_by_test_id("structured")
+    expect(tree).to_contain_text("nested")
+    expect(tree).to_contain_text('"<i onclick=alert(10)>i</i>"')
     assert page.locator("img[src='x'], img[src='y'], img[src='z'], img[src='q']").count() == 0
     assert page.locator("main script").count() == 0
     assert page.locator("a[href^='javascript']").count() == 0

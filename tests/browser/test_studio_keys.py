@@ -32,12 +32,14 @@ def test_author_creates_a_key_signs_in_read_only_with_it_and_revokes_it(
     expect(other.get_by_text("read-only")).to_be_visible()
     expect(other.get_by_role("link", name="New tool")).to_have_count(0)
     expect(other.get_by_role("link", name="Keys")).to_have_count(0)
-    reader.close()
 
     page.get_by_role("button", name="Revoke…").click()
     page.get_by_role("button", name="Revoke laptop").click()
     expect(page.get_by_text("laptop revoked.")).to_be_visible()
     expect(page.get_by_role("cell", name="laptop")).to_have_count(0)
+    other.reload()  # the revoked key's studio signs itself out
+    expect(other.get_by_label("API key")).to_be_visible()
+    reader.close()
     assert (
         dev.http.get(
             dev.url + "/api/whoami", headers={"Authorization": f"Bearer {key}"}

@@ -24,7 +24,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import boto3
 import httpx
 import pytest
 
@@ -34,6 +33,8 @@ from kiln.auth.secrets import SecretStore
 from kiln.aws import ensure_resources, make_clients
 from kiln.catalog.rules import check_draft
 from kiln.catalog.store import CatalogStore
+from kiln.emulator import run_emulator
+from kiln.emulator.privacy import write_private
 from leakguard import Planted
 
 CALLER = "caller's API key"
@@ -110,11 +111,34 @@ uvicorn.run(stack.build_app(Settings.from_env()), host="127.0.0.1", port=int(sys
 """
 
 
+@dataclass
+class PlantedAws:
+    endpoint: str
+    access_key_id: str
+    secret_access_key: str
+
+
 @pytest.fixture(scope="module")
-def server(moto_endpoint: str, planted_secrets: Planted) -> Iterator[Server]:
+def planted_aws(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PlantedAws]:
+    """An emulator of its own whose key is the distinctive one planted in the server's env
+    (the emulator takes signed requests only, so the server must sign with it)."""
+    access_key = "AKIA" + _random(16, string.ascii_uppercase + string.digits)
+    secret_key = _random(40)
+    state = tmp_path_factory.mktemp("leak-emulator")
+    key = {"access_key_id": access_key, "secret_access_key": secret_key}
+    write_private(state / "credentials.json", json.dumps(key).encode())
+    with run_emulator(state) as endpoint:
+        yield PlantedAws(endpoint.url, access_key, secret_key)
+
+
+@pytest.fixture(scope="module")
+def server(planted_aws: PlantedAws, planted_secrets: Planted) -> Iterator[Server]:
     suffix = uuid.uuid4().hex[:10]
+    moto_endpoint = planted_aws.endpoint
+    keys = (planted_aws.access_key_id, planted_aws.secret_access_key)
     stack = AwsStack(
-        moto_endpoint, make_clients(endpoint_url=moto_endpoint, region="us-east-1"),
+        moto_endpoint,
+        make_clients(endpoint_url=moto_endpoint, region="us-east-1", credentials=keys),
         f"kiln-leak-{suffix}", f"kiln-leak-{suffix}",
     )  # fmt: skip
     ensure_resources(stack.clients, table=stack.table, bucket=stack.bucket)
@@ -131,7 +155,7 @@ def server(moto_endpoint: str, planted_secrets: Planted) -> Iterator[Server]:
         check_draft({**base, "name": "sleeper", "description": "Sleep.", "code": SLEEPER,
                      "secrets": ["OTHER_TOKEN"]})
     )  # fmt: skip
-    ssm = boto3.session.Session(region_name="us-east-1").client("ssm", endpoint_url=moto_endpoint)
+    ssm = stack.clients.session.client("ssm", endpoint_url=moto_endpoint)
     secret_store = SecretStore(ssm, prefix)
     own_secret = "snoop-own-" + _random(24)
     other_secret = "sleeper-other-" + _random(24)
@@ -141,8 +165,8 @@ def server(moto_endpoint: str, planted_secrets: Planted) -> Iterator[Server]:
     _, call_key = keys.create("caller", "call")
     _, spare_key = keys.create("spare", "author")
     needles = {
-        "AWS access key id": "AKIA" + _random(16, string.ascii_uppercase + string.digits),
-        "AWS secret access key": _random(40),
+        "AWS access key id": planted_aws.access_key_id,
+        "AWS secret access key": planted_aws.secret_access_key,
         "AWS session token": "IQoJb3JpZ2luX2VjE" + _random(60),
         "static author key": "kiln_author_" + _random(43),
         CALLER: call_key,

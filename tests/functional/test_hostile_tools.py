@@ -233,3 +233,22 @@ def test_a_tool_that_fills_the_temporary_directories_is_stopped_at_its_quota(
         ), text
         assert report["fill"]["quota"] == quota_mib << 20
     stage.assert_contained(report)
+
+
+def test_what_a_tool_leaves_in_tmp_is_removed_but_not_what_the_server_made_meanwhile(
+    stage: Stage,
+) -> None:
+    own = f"/tmp/kiln-own-{secrets.token_hex(6)}"
+    litter = f"/tmp/litter-{secrets.token_hex(6)}"
+    try:
+        report = stage.run("litter", own_path=own, litter=litter)
+        assert report["litter"]["text"] == "littered"
+        assert report["own_kept"] is True
+        assert report["litter_left"] is False
+        assert not os.path.exists(litter)  # as the server's host sees /tmp, too
+        shutil.rmtree(own)  # the server's, made by the server: not a leftover of the tool
+        stage.assert_contained(report)
+    finally:
+        shutil.rmtree(own, ignore_errors=True)
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(litter)

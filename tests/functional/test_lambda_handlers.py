@@ -18,6 +18,8 @@ print(json.dumps({
     "built": sorted(n for n in ("mcp", "admin", "builder") if n in vars(handlers)),
     "tracer": "aws_xray_sdk" in sys.modules,
     "fastapi": "fastapi" in sys.modules,
+    "rest api": "kiln.api.tools" in sys.modules,
+    "authoring": "kiln.authoring.service" in sys.modules,
 }))
 """
 
@@ -46,7 +48,21 @@ def load(handler: str, **env: str) -> dict[str, object]:
 
 
 def test_the_public_function_builds_only_its_own_handler_without_the_tracer() -> None:
-    assert load("mcp") == {"built": ["mcp"], "tracer": False, "fastapi": True}
+    # Bare Starlette with /mcp only: no FastAPI, no REST routers, no authoring service.
+    assert load("mcp") == {
+        "built": ["mcp"],
+        "tracer": False,
+        "fastapi": False,
+        "rest api": False,
+        "authoring": False,
+    }
+
+
+def test_the_admin_function_builds_the_fastapi_app_with_the_rest_api() -> None:
+    loaded = load("admin")
+    assert loaded["built"] == ["admin"]
+    assert loaded["fastapi"] is True
+    assert loaded["rest api"] is True
 
 
 def test_the_tracer_is_imported_only_when_tracing_is_on() -> None:
@@ -54,7 +70,9 @@ def test_the_tracer_is_imported_only_when_tracing_is_on() -> None:
 
 
 def test_the_builder_function_never_imports_the_web_app() -> None:
-    assert load("builder") == {"built": ["builder"], "tracer": False, "fastapi": False}
+    loaded = load("builder")
+    assert loaded["built"] == ["builder"]
+    assert (loaded["tracer"], loaded["fastapi"], loaded["rest api"]) == (False, False, False)
 
 
 def test_an_unknown_handler_name_fails_the_init_with_its_name() -> None:

@@ -317,8 +317,11 @@ def test_bundle_targets_match_the_runtime_and_the_node_layer(template: dict[str,
     assert variables["KILN_NODE_BUNDLE_TARGET"] == {
         "Fn::Sub": f"node{node_version}-${{Architecture}}"
     }
-    deps = template["Resources"]["DepsLayer"]["Metadata"]["BuildMethod"]
-    assert deps == runtime
+    # The deps layer's Makefile fetches wheels for, and compiles with, the runtime's Python.
+    deps = (ROOT / "layers/deps/Makefile").read_text()
+    version = runtime.removeprefix("python")
+    assert f"PYTHON ?= {runtime}\n" in deps
+    assert f"--python-version {version}" in deps
 
 
 def test_the_admin_function_serves_the_studio_beside_the_api(template: dict[str, Any]) -> None:

@@ -134,7 +134,7 @@ class CallGate:
         output_bytes: int,
     ) -> None:
         """Charge the run's seconds to daily quotas and record the call."""
-        if self.quotas is not None:
+        if self.quotas is not None and run_seconds > 0:
             for subject, quota in caller.limits:
                 if quota.run_seconds_per_day is not None:
                     self.quotas.charge(subject, run_seconds)

@@ -10,6 +10,8 @@ tools       /api/tools... -> kiln.authoring
 bundles     /api/bundles...
 studio      /api/whoami and /api/tools/validate (the studio's dry-run save); its pages are
             kiln.studio.assets
+keys        /api/keys: create (shown once), list, revoke
+secrets     /api/tools/{name}/secrets: declared names, set or not; set, remove (write-only)
 tasks       /api/tasks/{id}: authors' runs as MCP tasks (started by /api/tools/{ref}/run)
 health      /api/health and the OAuth protected-resource metadata
 """

@@ -12,19 +12,15 @@ from fastapi import Request
 from fastapi.responses import JSONResponse
 
 from kiln.api.errors import ApiError
+from kiln.api.requests import kiln_of as kiln_of
+from kiln.api.requests import read_capped as read_capped
+from kiln.api.requests import time_left_s as time_left_s
 from kiln.auth.policy import Permission, Principal
 from kiln.authoring.serialise import etag
 from kiln.catalog.model import Tool
 from kiln.protocol.jsontext import load_json, lone_surrogate_path, may_hold_surrogates
-from kiln.stack import Kiln
 
 T = TypeVar("T")
-
-
-def kiln_of(request: Request) -> Kiln:
-    """The Kiln the app was composed over (`kiln.app.create_app` puts it on app.state)."""
-    parts: Kiln = request.app.state.kiln
-    return parts
 
 
 async def blocking(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
@@ -35,26 +31,6 @@ async def blocking(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
 async def require(request: Request, need: Permission = "author", resource: str = "") -> Principal:
     """The caller, when it may do what `need` names; AuthError (401/403) for anyone else."""
     return await kiln_of(request).access.require(request, need, resource)
-
-
-def time_left_s(request: Request) -> float:
-    """Seconds left to answer: from the Lambda context when Mangum gives one, else a budget."""
-    context = request.scope.get("aws.context")
-    if context is not None and hasattr(context, "get_remaining_time_in_millis"):
-        return float(context.get_remaining_time_in_millis()) / 1000.0
-    return kiln_of(request).settings.local_time_budget_s
-
-
-async def read_capped(request: Request, cap: int) -> bytes:
-    """The request body, or its first cap+1 bytes: enough to tell that it is too large."""
-    chunks: list[bytes] = []
-    size = 0
-    async for chunk in request.stream():
-        chunks.append(chunk)
-        size += len(chunk)
-        if size > cap:
-            break
-    return b"".join(chunks)
 
 
 async def json_body(request: Request) -> Any:

@@ -29,8 +29,17 @@ from kiln.access.views import (
     ViewNotFoundError,
     ViewRuleError,
 )
+from kiln.auth.keys import (
+    InvalidKeyNameError,
+    InvalidScopeError,
+    KeyNameTakenError,
+    KeyNotFoundError,
+    KeyStoreError,
+)
 from kiln.auth.policy import AuthError
+from kiln.auth.secrets import InvalidSecretError, SecretError, SecretNotFoundError
 from kiln.authoring.service import ArgumentsRejectedError
+from kiln.aws import StoreUnavailableError
 from kiln.bundles.store import BundleStateError
 from kiln.catalog.rules import RuleError
 from kiln.catalog.store import (
@@ -47,6 +56,7 @@ from kiln.protocol.jsontext import dumps
 # JSON-RPC codes of the implementation-defined server-error range (-32000 to -32099).
 UNAUTHORIZED = -32001
 REFUSED = -32002  # a request the application refused (a rule, a conflict, a missing thing)
+UNAVAILABLE = -32000  # the catalog store did not answer in time: retry later
 INTERNAL = -32603
 
 log = logging.getLogger(__name__)
@@ -105,12 +115,21 @@ ERRORS: dict[type[BaseException], ErrorRule] = {
     RevisionRequiredError: ErrorRule(428, "revision_required"),
     BundleStateError: ErrorRule(409, "bundle_state"),
     AuthError: ErrorRule(401, "unauthorized", jsonrpc=UNAUTHORIZED),
+    StoreUnavailableError: ErrorRule(503, "catalog_unavailable", jsonrpc=UNAVAILABLE),
     ViewError: ErrorRule(400, "bad_request"),
     ViewRuleError: ErrorRule(422, "invalid_view", details=_problems),
     ViewNotFoundError: ErrorRule(404, "not_found"),
     ViewExistsError: ErrorRule(409, "name_taken"),
     StaleViewError: ErrorRule(412, "stale_revision", details=_current_view_revision),
     LedgerQueryError: ErrorRule(400, "bad_query"),
+    KeyStoreError: ErrorRule(400, "bad_request"),
+    InvalidKeyNameError: ErrorRule(422, "invalid_key"),
+    InvalidScopeError: ErrorRule(422, "invalid_key"),
+    KeyNameTakenError: ErrorRule(409, "name_taken"),
+    KeyNotFoundError: ErrorRule(404, "not_found"),
+    SecretError: ErrorRule(400, "bad_request"),
+    InvalidSecretError: ErrorRule(422, "invalid_secret"),  # messages never carry the value
+    SecretNotFoundError: ErrorRule(404, "not_found"),
 }
 INTERNAL_RULE = ErrorRule(500, "internal", jsonrpc=INTERNAL)
 AUTH_CODES = {400: "invalid_request", 401: "unauthorized", 403: "forbidden"}
@@ -138,6 +157,14 @@ def rest_status_and_body(error: BaseException) -> tuple[int, dict[str, Any]]:
     return rule.status, {"error": body}
 
 
+def _headers(error: BaseException) -> dict[str, str]:
+    if isinstance(error, AuthError):
+        return {"www-authenticate": error.www_authenticate}
+    if isinstance(error, StoreUnavailableError):
+        return {"retry-after": str(error.retry_after_s)}
+    return {}
+
+
 def json_response(body: Any, status: int, headers: dict[str, str] | None = None) -> Response:
     """JSON that always encodes: a stray lone surrogate is written as its escape, not a 500."""
     return Response(dumps(body), status_code=status, headers=headers, media_type="application/json")
@@ -145,8 +172,7 @@ def json_response(body: Any, status: int, headers: dict[str, str] | None = None)
 
 def rest_response(error: BaseException) -> Response:
     status, body = rest_status_and_body(error)
-    headers = {"www-authenticate": error.www_authenticate} if isinstance(error, AuthError) else {}
-    return json_response(body, status, headers)
+    return json_response(body, status, _headers(error))
 
 
 def jsonrpc_response(error: BaseException) -> Response:
@@ -156,7 +182,7 @@ def jsonrpc_response(error: BaseException) -> Response:
         headers = {"www-authenticate": error.www_authenticate}
     else:
         status, body = rest_status_and_body(error)
-        message, headers = body["error"]["message"], {}
+        message, headers = body["error"]["message"], _headers(error)
     wire = {
         "jsonrpc": "2.0",
         "id": None,
@@ -216,6 +242,16 @@ async def _internal(request: Request, error: Exception) -> Response:
         return _jsonrpc_error(INTERNAL, "Internal error", 500, {})
     body = {"error": {"code": "internal", "message": "internal error; the server log has details"}}
     return json_response(body, 500)
+
+
+async def answer(request: Request, error: Exception) -> Response:
+    """What `install` makes an app answer for `error`, for an app that loads this table only
+    when something is refused (the public function's bare Starlette app)."""
+    if isinstance(error, HTTPException):
+        return await _routing(request, error)
+    if isinstance(error, (ApiError, *ERRORS)):
+        return await _handle(request, error)
+    return await _internal(request, error)
 
 
 def install(app: FastAPI) -> None:

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import FastAPI
-from fastapi.middleware.cors import CORSMiddleware
-from fastapi.responses import JSONResponse
+from starlette.applications import Starlette
+from starlette.middleware.cors import CORSMiddleware
+from starlette.responses import JSONResponse
 
 from kiln.protocol.guard import host_allowed, origin_allowed, same_origin
 from kiln.settings import Settings
@@ -63,7 +63,7 @@ class RebindingGuard:
         return None
 
 
-def install(app: FastAPI, settings: Settings) -> None:
+def install(app: Starlette, settings: Settings) -> None:
     # Browsers on an allowed origin may call the API (preflights answered); the guard, added
     # last and so run first, has already refused every other origin.
     app.add_middleware(

@@ -189,6 +189,12 @@ class AdminBackend:
     async def get_tool(self, name: str, ctx: CallContext) -> ToolView | None:
         return VIEWS.get(name) or await self._catalog.get_tool(name, ctx)
 
+    async def record_rejected(self, tool: ToolView, arguments: Any, ctx: CallContext) -> None:
+        """A catalog tool's call refused for its arguments goes to the ledger (kiln.service)."""
+        record = getattr(self._catalog, "record_rejected", None)
+        if tool.name not in VIEWS and record is not None:
+            await record(tool, arguments, ctx)
+
     async def call_tool(
         self, tool: ToolView, arguments: Mapping[str, Any], ctx: CallContext
     ) -> ToolOutcome:

@@ -514,7 +514,12 @@ class CatalogStore:
         }
         for attempt in range(TRANSACTION_ATTEMPTS):
             try:
-                self._ddb.transact_write_items(TransactItems=[*operations, bump])
+                # A token per attempt: botocore resends it when a reply is lost, and the
+                # store then answers with the first call's success instead of applying the
+                # write twice or refusing it as a conflict with itself.
+                self._ddb.transact_write_items(
+                    TransactItems=[*operations, bump], ClientRequestToken=uuid.uuid4().hex
+                )
                 return
             except ClientError as error:
                 codes = _cancel_codes(error)

@@ -102,7 +102,7 @@ class ToolCaller:
             )
         try:
             tool = await self._backend.get_tool(name, ctx)
-        except ProtocolError as error:  # a refusal the backend decided (a spent quota)
+        except ProtocolError as error:  # a refusal the backend decided (quota, catalog)
             error.request_id = request_id
             raise
         except Exception as exc:
@@ -117,9 +117,23 @@ class ToolCaller:
     ) -> tuple[ToolView, dict[str, Any]] | dict[str, Any]:
         """The tool and its checked arguments, or the isError result that says what is wrong."""
         tool = await self.find(params, ctx=ctx, request_id=request_id)
-        return await self.check_arguments(tool, params.get("arguments", {}))
+        return await self.check_arguments(tool, params.get("arguments", {}), ctx=ctx)
 
     async def check_arguments(
+        self, tool: ToolView, arguments: Any, *, ctx: CallContext | None = None
+    ) -> tuple[ToolView, dict[str, Any]] | dict[str, Any]:
+        """The checked arguments, or the isError result saying what is wrong with them; with
+        `ctx`, a backend that keeps a call ledger is told of the refused call."""
+        checked = await self._check(tool, arguments)
+        record = getattr(self._backend, "record_rejected", None)
+        if isinstance(checked, dict) and ctx is not None and record is not None:
+            try:
+                await record(tool, arguments, ctx)
+            except Exception:
+                log.exception("could not record a rejected call of %s", tool.name)
+        return checked
+
+    async def _check(
         self, tool: ToolView, arguments: Any
     ) -> tuple[ToolView, dict[str, Any]] | dict[str, Any]:
         name = tool.name

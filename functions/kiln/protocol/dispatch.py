@@ -31,6 +31,7 @@ from kiln.protocol.errors import (
     ProtocolError,
     RateLimitedError,
     RequestId,
+    UnavailableError,
     UnsupportedVersionError,
     clip,
     error_object,
@@ -290,6 +291,8 @@ class Dispatcher:
     async def _tools_list(self, envelope: Envelope, ctx: CallContext) -> bytes:
         try:
             tools = await self._backend.list_tools(ctx)
+        except UnavailableError as exc:
+            raise exc.for_request(envelope.request_id, modern=envelope.modern) from None
         except Exception as exc:
             log.exception("backend.list_tools failed")
             raise InternalError(

@@ -100,6 +100,17 @@ class InternalError(ProtocolError):
     """Something failed inside Kiln; the message never carries internals."""
 
 
+class UnavailableError(ProtocolError):
+    """What the request needs (the tool catalog) cannot answer now; retrying later may work.
+
+    Raised by a backend; the protocol layer passes it on with the request's id."""
+
+    def for_request(self, request_id: RequestId, *, modern: bool = False) -> UnavailableError:
+        return UnavailableError(self.message, request_id=request_id, data=self.data, modern=modern)
+
+
+# JSON-RPC leaves -32000..-32099 to the server; this one says "unavailable, retry later".
+UNAVAILABLE = -32000
 RATE_LIMITED = -32029  # implementation-defined server error (JSON-RPC -32000..-32099)
 
 
@@ -131,6 +142,7 @@ ERROR_TABLE: dict[type[ProtocolError], ErrorRule] = {
     MethodNotFoundError: ErrorRule(METHOD_NOT_FOUND, 200, 404),
     InvalidParamsError: ErrorRule(INVALID_PARAMS, 200, 200),
     InternalError: ErrorRule(INTERNAL_ERROR, 200, 200),
+    UnavailableError: ErrorRule(UNAVAILABLE, 200, 200),
     MissingCapabilityError: ErrorRule(MISSING_REQUIRED_CLIENT_CAPABILITY, 400, 400),
     RateLimitedError: ErrorRule(RATE_LIMITED, 429, 429),
 }

@@ -166,7 +166,8 @@ class TaskMethods:
         rid = envelope.request_id
         tool = await self._caller.find(envelope.params, ctx=ctx, request_id=rid)
         as_task = self._wants_task(tool, envelope)
-        checked = await self._caller.check_arguments(tool, envelope.params.get("arguments", {}))
+        arguments = envelope.params.get("arguments", {})
+        checked = await self._caller.check_arguments(tool, arguments, ctx=ctx)
         if isinstance(checked, dict):
             return checked
         _, arguments = checked

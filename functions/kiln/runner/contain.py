@@ -23,7 +23,7 @@ import shutil
 import signal
 import stat
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Collection, Iterable, Iterator, Sequence
 
 PR_SET_PDEATHSIG = 1
 PR_SET_DUMPABLE = 4
@@ -222,13 +222,20 @@ def snapshot(dirs: Iterable[str] = SHARED_TEMP_DIRS) -> set[tuple[str, int]]:
 
 
 def new_entries(
-    before: set[tuple[str, int]], uid: int, dirs: Iterable[str] = SHARED_TEMP_DIRS
+    before: set[tuple[str, int]],
+    uid: int,
+    dirs: Iterable[str] = SHARED_TEMP_DIRS,
+    keep: Collection[str] = (),
 ) -> list[str]:
-    """Entries of `dirs` owned by `uid` that were not there in `before`."""
+    """Entries of `dirs` owned by `uid` that were not there in `before`, but those in `keep`.
+
+    `keep` names the server's own places (its bundle cache, its runs' directories), which
+    it may create while a run is under way.
+    """
     return [
         path
         for path, inode in snapshot(dirs) - before
-        if _owner(path) == uid and (path, inode) not in before
+        if path not in keep and _owner(path) == uid and (path, inode) not in before
     ]
 
 

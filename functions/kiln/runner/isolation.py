@@ -153,6 +153,7 @@ class RunRecord:
     reported: bool = False  # the supervisor reported an outcome (and so killed the tree)
     supervisor: int | None = None
     before: set[tuple[str, int]] | None = None  # shared temp entries at the start (no root)
+    keep: tuple[str, ...] = ()  # the server's own entries there, never swept
     shared_dirs: tuple[str, ...] = field(default=contain.SHARED_TEMP_DIRS)
 
 
@@ -164,5 +165,7 @@ def clean_up(record: RunRecord) -> None:
         if record.isolation != "mounts":  # a private tmpfs vanishes with its last process
             contain.remove(contain.owned_entries(record.uid, record.shared_dirs))
     elif record.before is not None:
-        contain.remove(contain.new_entries(record.before, os.geteuid(), record.shared_dirs))
+        contain.remove(
+            contain.new_entries(record.before, os.geteuid(), record.shared_dirs, record.keep)
+        )
     shutil.rmtree(record.run_dir, ignore_errors=True)

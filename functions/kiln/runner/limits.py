@@ -20,7 +20,8 @@ unprivileged user, so the limit applies there.
 from __future__ import annotations
 
 import sys
-from dataclasses import dataclass
+import tempfile
+from dataclasses import dataclass, field
 from pathlib import Path
 
 MIB = 1024 * 1024
@@ -53,6 +54,12 @@ class RunLimits:
                 raise ValueError(f"RunLimits.{name} must be a positive integer, got {value!r}")
 
 
+def default_own_temp_paths() -> tuple[Path, ...]:
+    """Where the bundle cache and bundle builds live unless configured elsewhere."""
+    temp = Path(tempfile.gettempdir())
+    return (temp / "kiln-bundles", temp / "kiln-build-home")
+
+
 @dataclass(frozen=True)
 class RunnerSettings:
     max_concurrent_runs: int = 4
@@ -82,6 +89,9 @@ class RunnerSettings:
     sweep_shared_temp: bool = False
     # Directories every run may read and write as they are (not private, never swept).
     shared_dirs: tuple[Path, ...] = ()
+    # The server's own places in the shared temporary directories, never swept: it may make
+    # them while a run is under way (the bundle cache on a container's first call).
+    own_temp_paths: tuple[Path, ...] = field(default_factory=lambda: default_own_temp_paths())
 
     def __post_init__(self) -> None:
         positive = (

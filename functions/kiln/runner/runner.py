@@ -208,7 +208,8 @@ class Runner:
             interpreter = self.settings.python_executable
         work_root = self.settings.work_root or Path(tempfile.gettempdir())
         run_dir = Path(tempfile.mkdtemp(prefix="kiln-run-", dir=work_root))  # mode 0700
-        record = RunRecord(run_dir, shared_dirs=contain.SHARED_TEMP_DIRS)
+        keep = (str(work_root), *(str(p) for p in self.settings.own_temp_paths))
+        record = RunRecord(run_dir, shared_dirs=contain.SHARED_TEMP_DIRS, keep=keep)
         lease = None
         try:
             if self._uids is not None:
@@ -295,6 +296,7 @@ class Runner:
             "read_only": sorted({os.path.realpath(p) for p in needed}),
             "read_write": [os.path.realpath(p) for p in self.settings.shared_dirs],
             "shared_dirs": list(record.shared_dirs),
+            "keep": list(record.keep),
             "limits": {
                 "memory_bytes": limits.memory_bytes,
                 "file_size_bytes": limits.file_size_bytes,

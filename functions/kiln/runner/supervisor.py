@@ -255,6 +255,7 @@ class Watch:
         self.uid = request["uid"] if isolation == "uid" else os.geteuid()
         self.run_dir = request["run_dir"]
         self.shared = request["shared_dirs"]
+        self.keep = set(request["keep"])
         self.before = contain.snapshot(self.shared) if self.mode == "new" else set()
         self.used = 0
 
@@ -267,7 +268,7 @@ class Watch:
         if self.mode == "uid":
             elsewhere = contain.owned_entries(self.uid, self.shared)
         else:
-            elsewhere = contain.new_entries(self.before, self.uid, self.shared)
+            elsewhere = contain.new_entries(self.before, self.uid, self.shared, self.keep)
         self.used = contain.disk_usage([self.run_dir, *elsewhere])
         return self.used > self.quota
 

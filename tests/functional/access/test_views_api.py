@@ -126,3 +126,17 @@ def test_kiln_tools_push_and_pull_carry_view_files_beside_tool_folders(
     written = json.loads((tmp_path / "out" / "loud.view.json").read_text())
     assert written["tools"] == ["tag:loud", "hello@1"]
     assert json.loads((tmp_path / "out" / "shout" / "tool.json").read_text())["tags"] == ["loud"]
+
+
+def test_a_call_refused_for_its_arguments_is_in_the_ledger_as_a_tool_error(
+    kiln: RunningKiln,
+) -> None:
+    arguments = {"unexpected": "planted-value-123"}
+    call = {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+            "params": {"name": "hello", "arguments": arguments}}  # fmt: skip
+    answer = kiln.mcp(call, headers={"Authorization": f"Bearer {AUTHOR_KEY}"})
+    assert answer.json()["result"]["isError"] is True
+    (entry,) = kiln.api("GET", "/api/calls").json()["calls"]
+    assert (entry["tool"], entry["revision"], entry["outcome"]) == ("hello", 1, "tool_error")
+    assert entry["args_digest"].startswith("hmac-sha256:")
+    assert "planted-value-123" not in json.dumps(entry)

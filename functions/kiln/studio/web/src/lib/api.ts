@@ -103,6 +103,7 @@ export interface KeyInfo {
   id?: string;
   created_at?: string;
   last_used_at?: string | null;
+  revoked_at?: string | null;
   key?: string;
 }
 
@@ -136,6 +137,9 @@ export class ApiError extends Error {
 }
 
 export class Api {
+  /** Called when the server no longer accepts the key (revoked while signed in). */
+  onUnauthorized: (() => void) | null = null;
+
   constructor(
     private readonly key: string,
     private readonly base = "",
@@ -165,6 +169,7 @@ export class Api {
     } catch {
       data = { error: { code: "bad_reply", message: text.slice(0, 200) } };
     }
+    if (response.status === 401) this.onUnauthorized?.();
     if (!response.ok) {
       const error = ((data as Record<string, unknown>)?.["error"] ?? {}) as Record<string, unknown>;
       const message = String(error["message"] ?? `HTTP ${response.status}`);

@@ -51,6 +51,10 @@ class Studio {
   async signIn(key: string): Promise<void> {
     const api = new Api(key.trim());
     this.who = await api.whoami();
+    api.onUnauthorized = () => {
+      this.signOut();
+      this.say("Your key is no longer accepted (revoked or expired): sign in again.", "error");
+    };
     this.api = api;
     storeKey(key.trim());
   }

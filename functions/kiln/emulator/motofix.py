@@ -1,0 +1,82 @@
+"""Two changes to moto's DynamoDB, made once in the emulator process.
+
+moto backs up every table a transaction touches with `copy.deepcopy` before applying it,
+so each catalog write copied the whole table (3-6 MB per write, growing with the catalog,
+and held on to long enough that the process grew to gigabytes). Here a transaction backs
+up only the items it touches and puts exactly those back when it is cancelled.
+"""
+
+from __future__ import annotations
+
+import copy
+import functools
+from typing import Any
+
+_INSTALLED = False
+
+
+def _key_of(table: Any, op_type: str, op: dict[str, Any]) -> tuple[Any, Any] | None:
+    from moto.dynamodb.models.dynamo_type import DynamoType
+
+    attrs = op.get("Item") if op_type == "Put" else op.get("Key")
+    if not isinstance(attrs, dict) or table.hash_key_attr not in attrs:
+        return None
+    hash_key = DynamoType(attrs[table.hash_key_attr])
+    range_key = None
+    if table.range_key_attr is not None:
+        if table.range_key_attr not in attrs:
+            return None
+        range_key = DynamoType(attrs[table.range_key_attr])
+    return hash_key, range_key
+
+
+def _restore(table: Any, hash_key: Any, range_key: Any, item: Any) -> None:
+    if range_key is None:
+        if item is None:
+            table.items.pop(hash_key, None)
+        else:
+            table.items[hash_key] = item
+        return
+    bucket = table.items[hash_key]
+    if item is None:
+        bucket.pop(range_key, None)
+        if not bucket:
+            table.items.pop(hash_key, None)
+    else:
+        bucket[range_key] = item
+
+
+def install() -> None:
+    """Patch moto (idempotent): per-item undo for transactions instead of table copies."""
+    global _INSTALLED
+    if _INSTALLED:
+        return
+    from moto.dynamodb.models import DynamoDBBackend
+    from moto.dynamodb.models.table import Table
+
+    # moto's own backup becomes the live table itself (its rollback assigns it back: a
+    # no-op); the items the transaction touched are restored below instead.
+    Table.__deepcopy__ = lambda self, memo: self  # type: ignore[attr-defined]
+    original = DynamoDBBackend.transact_write_items
+
+    @functools.wraps(original)
+    def transact_write_items(self: Any, transact_items: list[dict[str, Any]]) -> None:
+        undo: list[tuple[Any, Any, Any, Any]] = []
+        for entry in transact_items:
+            if len(entry) != 1:
+                continue  # moto refuses it before changing anything
+            op_type, op = next(iter(entry.items()))
+            table = self.tables.get(op.get("TableName")) if isinstance(op, dict) else None
+            key = _key_of(table, op_type, op) if table is not None else None
+            if table is not None and key is not None:
+                before = table.get_item(*key)
+                undo.append((table, *key, copy.deepcopy(before)))
+        try:
+            original(self, transact_items)
+        except BaseException:
+            for table, hash_key, range_key, item in reversed(undo):
+                _restore(table, hash_key, range_key, item)
+            raise
+
+    DynamoDBBackend.transact_write_items = transact_write_items  # type: ignore[method-assign]
+    _INSTALLED = True

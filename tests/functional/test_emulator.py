@@ -1,0 +1,241 @@
+"""The local emulator (kiln.emulator) as its own process: signatures, journal, tokens."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from botocore.exceptions import ClientError
+
+from conftest import AwsStack
+from kiln.aws import AwsClients, ensure_resources, make_clients
+from kiln.dev import import_mirror
+from kiln.emulator import Endpoint, run_emulator
+from kiln.emulator.journal import read_records
+
+TABLE = BUCKET = "kiln-emulator-test"
+KEY = {"pk": {"S": "counter"}, "sk": {"S": "one"}}
+
+
+def clients_for(endpoint: Endpoint, secret: str | None = None) -> AwsClients:
+    keys = (endpoint.credentials.access_key_id, secret or endpoint.credentials.secret_access_key)
+    return make_clients(endpoint_url=endpoint.url, region=endpoint.region, credentials=keys)
+
+
+@contextmanager
+def emulator(state: Path, **options: Any) -> Iterator[AwsClients]:
+    with run_emulator(state, **options) as endpoint:
+        clients = clients_for(endpoint)
+        ensure_resources(clients, table=TABLE, bucket=BUCKET)
+        yield clients
+
+
+def add_one(token: str | None = None, *, by: str = "1") -> dict[str, Any]:
+    update = {
+        "TableName": TABLE,
+        "Key": KEY,
+        "UpdateExpression": "ADD n :by",
+        "ExpressionAttributeValues": {":by": {"N": by}},
+    }
+    request: dict[str, Any] = {"TransactItems": [{"Update": update}]}
+    if token:
+        request["ClientRequestToken"] = token
+    return request
+
+
+def counter(clients: AwsClients) -> int:
+    item = clients.dynamodb.get_item(TableName=TABLE, Key=KEY, ConsistentRead=True).get("Item")
+    return int(item["n"]["N"]) if item else 0
+
+
+def test_unsigned_and_wrongly_signed_requests_are_refused_with_403(tmp_path: Path) -> None:
+    with run_emulator(tmp_path) as endpoint:
+        unsigned = httpx.post(
+            endpoint.url,
+            headers={"X-Amz-Target": "DynamoDB_20120810.ListTables"},
+            content=b"{}",
+        )
+        assert unsigned.status_code == 403
+        assert "not signed" in unsigned.json()["message"]
+        assert httpx.get(endpoint.url + "/moto-api/").status_code == 403
+        wrong = clients_for(endpoint, secret="not-the-key")
+        for call in (wrong.dynamodb.list_tables, wrong.s3.list_buckets):
+            with pytest.raises(ClientError) as refused:
+                call()
+            assert refused.value.response["ResponseMetadata"]["HTTPStatusCode"] == 403
+        assert clients_for(endpoint).dynamodb.list_tables()["TableNames"] == []
+
+
+def test_acknowledged_writes_survive_a_sigkill_of_the_emulator(tmp_path: Path) -> None:
+    with emulator(tmp_path) as clients:
+        for _ in range(5):
+            clients.dynamodb.transact_write_items(**add_one())
+        clients.s3.put_object(Bucket=BUCKET, Key="code/a b.py", Body=b"print(1)\n")
+        pid = json.loads((tmp_path / "endpoint.json").read_text())["pid"]
+        os.kill(pid, signal.SIGKILL)
+    with emulator(tmp_path) as clients:
+        assert counter(clients) == 5
+        body = clients.s3.get_object(Bucket=BUCKET, Key="code/a b.py")["Body"].read()
+        assert body == b"print(1)\n"
+
+
+def test_a_repeated_token_returns_the_first_success_without_applying_again(
+    tmp_path: Path,
+) -> None:
+    with emulator(tmp_path) as clients:
+        clients.dynamodb.transact_write_items(**add_one("token-1"))
+        clients.dynamodb.transact_write_items(**add_one("token-1"))
+        assert counter(clients) == 1
+        with pytest.raises(ClientError) as mismatch:
+            clients.dynamodb.transact_write_items(**add_one("token-1", by="5"))
+        assert mismatch.value.response["Error"]["Code"] == "IdempotentParameterMismatchException"
+        clients.dynamodb.transact_write_items(**add_one("token-2"))
+        assert counter(clients) == 2
+    with emulator(tmp_path) as clients:  # remembered across a restart too
+        clients.dynamodb.transact_write_items(**add_one("token-2"))
+        assert counter(clients) == 2
+
+
+def test_a_cancelled_transaction_leaves_every_item_as_it_was(tmp_path: Path) -> None:
+    with emulator(tmp_path) as clients:
+        clients.dynamodb.transact_write_items(**add_one())
+        fresh = {"pk": {"S": "new"}, "sk": {"S": "item"}}
+        cancelled = {
+            "TransactItems": [
+                {"Update": add_one()["TransactItems"][0]["Update"]},
+                {"Put": {"TableName": TABLE, "Item": fresh}},
+                {
+                    "ConditionCheck": {
+                        "TableName": TABLE,
+                        "Key": {"pk": {"S": "missing"}, "sk": {"S": "x"}},
+                        "ConditionExpression": "attribute_exists(pk)",
+                    }
+                },
+            ]
+        }
+        with pytest.raises(ClientError) as refused:
+            clients.dynamodb.transact_write_items(**cancelled)
+        assert refused.value.response["Error"]["Code"] == "TransactionCanceledException"
+        assert counter(clients) == 1
+        assert "Item" not in clients.dynamodb.get_item(TableName=TABLE, Key=fresh)
+    with emulator(tmp_path) as clients:  # and replaying the journal agrees
+        assert counter(clients) == 1
+        assert "Item" not in clients.dynamodb.get_item(TableName=TABLE, Key=fresh)
+
+
+def test_a_journal_torn_by_a_crash_mid_append_loses_only_the_torn_record(
+    tmp_path: Path,
+) -> None:
+    with emulator(tmp_path) as clients:
+        for _ in range(3):
+            clients.dynamodb.transact_write_items(**add_one())
+    with (tmp_path / "journal").open("ab") as journal:
+        journal.write(b"\x00\x00\x10\x00\x12\x34partial")  # a frame cut short
+    with emulator(tmp_path) as clients:
+        assert counter(clients) == 3
+        clients.dynamodb.transact_write_items(**add_one())
+    with emulator(tmp_path) as clients:
+        assert counter(clients) == 4
+
+
+def test_the_journal_is_compacted_and_the_state_kept(tmp_path: Path) -> None:
+    with emulator(tmp_path, compact_after=40) as clients:
+        clients.s3.put_object(Bucket=BUCKET, Key="kept.txt", Body=b"kept", ContentType="text/plain")
+        for _ in range(100):
+            clients.dynamodb.transact_write_items(**add_one())
+        for i in range(30):
+            clients.dynamodb.put_item(
+                TableName=TABLE, Item={"pk": {"S": "row"}, "sk": {"S": str(i)}}
+            )
+    # 134 writes went in; what is left is the state (a table and its items in 2 batches, a
+    # bucket, an object) and the writes since the last compaction
+    records, _ = read_records(tmp_path / "journal")
+    requests = [record for record in records if record.kind == "request"]
+    assert len(requests) < 5 + 40
+    assert len(records) - len(requests) == 100  # each transaction's token, for 10 minutes
+    with emulator(tmp_path) as clients:
+        assert counter(clients) == 100
+        rows = clients.dynamodb.query(
+            TableName=TABLE,
+            KeyConditionExpression="pk = :pk",
+            ExpressionAttributeValues={":pk": {"S": "row"}},
+        )
+        assert rows["Count"] == 30
+        got = clients.s3.get_object(Bucket=BUCKET, Key="kept.txt")
+        assert got["Body"].read() == b"kept"
+        assert got["ContentType"] == "text/plain"
+
+
+def test_an_existing_state_directory_is_made_private_at_start(tmp_path: Path) -> None:
+    state = tmp_path / "aws"
+    (state / "old").mkdir(parents=True)
+    (state / "old" / "notes").write_text("x")
+    os.chmod(state, 0o755)  # noqa: S103 -- an open tree left by an older Kiln
+    os.chmod(state / "old", 0o777)  # noqa: S103
+    os.chmod(state / "old" / "notes", 0o644)
+    with emulator(state):
+        modes = {
+            path.relative_to(state).as_posix(): oct(path.stat().st_mode & 0o777)
+            for path in [state, *state.rglob("*")]
+        }
+    assert modes.pop(".") == "0o700"
+    assert modes.pop("old") == "0o700"
+    assert set(modes.values()) == {"0o600"}, modes
+
+
+def test_the_emulator_exits_when_the_process_that_started_it_is_killed(tmp_path: Path) -> None:
+    parent = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import sys, time\nfrom pathlib import Path\nfrom kiln.emulator import run_emulator\n"
+            "with run_emulator(Path(sys.argv[1])):\n    print('up', flush=True); time.sleep(600)\n",
+            str(tmp_path),
+        ],
+        stdout=subprocess.PIPE,
+    )
+    assert parent.stdout is not None
+    assert parent.stdout.readline() == b"up\n"
+    pid = json.loads((tmp_path / "endpoint.json").read_text())["pid"]
+    parent.kill()
+    parent.wait()
+    parent.stdout.close()
+    deadline = time.monotonic() + 10
+    while Path(f"/proc/{pid}").exists() and b"Z" not in _state(pid):
+        assert time.monotonic() < deadline, "the emulator outlived kiln dev"
+        time.sleep(0.05)
+
+
+def _state(pid: int) -> bytes:
+    try:
+        return Path(f"/proc/{pid}/stat").read_bytes().split(b")")[-1][:3]
+    except FileNotFoundError:
+        return b"Z"
+
+
+def test_state_an_older_kiln_dev_mirrored_to_files_is_imported_once(
+    aws: AwsStack, tmp_path: Path
+) -> None:
+    item = {"pk": {"S": "TOOLS"}, "sk": {"S": "abc"}, "name": {"S": "old"}}
+    (tmp_path / "s3").mkdir()
+    (tmp_path / "dynamodb.json").write_text(json.dumps([item]))
+    (tmp_path / "s3" / "f1").write_bytes(b"print('old')\n")
+    (tmp_path / "s3" / "index.json").write_text(json.dumps({"code/old.py": "f1"}))
+
+    assert import_mirror(aws.clients, aws.table, aws.bucket, tmp_path) == 1
+    key = {"pk": item["pk"], "sk": item["sk"]}
+    assert aws.clients.dynamodb.get_item(TableName=aws.table, Key=key)["Item"] == item
+    body = aws.clients.s3.get_object(Bucket=aws.bucket, Key="code/old.py")["Body"].read()
+    assert body == b"print('old')\n"
+    assert not (tmp_path / "dynamodb.json").exists()
+    assert import_mirror(aws.clients, aws.table, aws.bucket, tmp_path) == 0
