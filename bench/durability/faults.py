@@ -66,7 +66,9 @@ def main() -> int:
             put = kiln.api("PUT", "/api/tools/bench", json=edited, headers={"If-Match": '"1"'})
             took = time.monotonic() - began
             revision = json.loads(put.text).get("revision")
-            print(f"lost reply PUT {put.status_code} revision {revision} in {took:.2f} s")
+            lost = 1 - proxy.replies_left_to_lose
+            print(f"lost reply PUT {put.status_code} revision {revision} in {took:.2f} s "
+                  f"({lost} reply lost, retried under the same token)")  # fmt: skip
     return 0
 
 
