@@ -12,13 +12,18 @@ from urllib.parse import quote
 from kiln.access.cli import register as register_access
 from kiln.auth.cli import register as register_auth
 from kiln.bundles.cli import register as register_bundles
-from kiln.settings import LOCAL_URL, Settings, SettingsError
+from kiln.settings import Settings, SettingsError
+
+STATE_HELP = (
+    "local state directory (default: KILN_STATE_DIR, else $XDG_STATE_HOME/kiln, "
+    "else ~/.local/state/kiln)"
+)
 
 
 def _client(args: argparse.Namespace):  # type: ignore[no-untyped-def]
-    from kiln.client import connect
+    from kiln.client import client_for
 
-    return connect(args.settings, url=args.url, key=args.key, state_dir=args.state_dir)
+    return client_for(args)
 
 
 def cmd_dev(args: argparse.Namespace) -> int:
@@ -35,8 +40,9 @@ def cmd_stdio(args: argparse.Namespace) -> int:
 
 def cmd_tools_push(args: argparse.Namespace) -> int:
     from kiln.access.cli import push_view_files
-    from kiln.catalog.files import FolderError, push, tool_folders
+    from kiln.catalog.files import FolderError, push, read_folders, tool_folders
     from kiln.client import ApiCallError, HttpTarget
+    from kiln.locate import ServerNotFoundError
 
     try:
         folders = [folder for root in args.dirs for folder in tool_folders(Path(root))]
@@ -45,10 +51,11 @@ def cmd_tools_push(args: argparse.Namespace) -> int:
                 f"no tool folders in {', '.join(args.dirs)} (a tool folder holds tool.json "
                 "and main.py or main.js)"
             )
+        read_folders(folders)  # every folder's problems, before a server is even looked for
         client = _client(args)
         results = push(HttpTarget(client), folders)
         views = push_view_files(client, [Path(root) for root in args.dirs])
-    except (FolderError, ApiCallError) as error:
+    except (FolderError, ApiCallError, ServerNotFoundError) as error:
         print(f"kiln tools push: {error}", file=sys.stderr)
         return 1
     for result in results:
@@ -62,9 +69,10 @@ def cmd_tools_pull(args: argparse.Namespace) -> int:
     from kiln.access.cli import pull_views
     from kiln.catalog.files import draft_from_tool_json, write_folder
     from kiln.client import ApiCallError
+    from kiln.locate import ServerNotFoundError
 
-    client = _client(args)
     try:
+        client = _client(args)
         listing, _ = client.request("GET", "/api/tools")
         for summary in listing["tools"]:
             body = client.tool(summary["name"])
@@ -73,7 +81,7 @@ def cmd_tools_pull(args: argparse.Namespace) -> int:
                 print(f"wrote     {folder}")
         for path in pull_views(client, Path(args.dir)):
             print(f"wrote     {path}")
-    except ApiCallError as error:
+    except (ApiCallError, ServerNotFoundError) as error:
         print(f"kiln tools pull: {error}", file=sys.stderr)
         return 1
     return 0
@@ -81,10 +89,11 @@ def cmd_tools_pull(args: argparse.Namespace) -> int:
 
 def cmd_tools_list(args: argparse.Namespace) -> int:
     from kiln.client import ApiCallError
+    from kiln.locate import ServerNotFoundError
 
     try:
         listing, _ = _client(args).request("GET", "/api/tools")
-    except ApiCallError as error:
+    except (ApiCallError, ServerNotFoundError) as error:
         print(f"kiln tools list: {error}", file=sys.stderr)
         return 1
     for tool in listing["tools"]:
@@ -98,6 +107,7 @@ def cmd_tools_list(args: argparse.Namespace) -> int:
 
 def cmd_tools_call(args: argparse.Namespace) -> int:
     from kiln.client import ApiCallError
+    from kiln.locate import ServerNotFoundError
 
     try:
         arguments = json.loads(args.args)
@@ -108,7 +118,7 @@ def cmd_tools_call(args: argparse.Namespace) -> int:
         body, _ = _client(args).request(
             "POST", f"/api/tools/{quote(args.name, safe='')}/run", {"arguments": arguments}
         )
-    except ApiCallError as error:
+    except (ApiCallError, ServerNotFoundError) as error:
         print(f"kiln tools call: {error}", file=sys.stderr)
         return 1
     print(body.get("text", ""))
@@ -130,8 +140,10 @@ def build_parser() -> argparse.ArgumentParser:
         help="also load the tool folders in DIR (repeatable)",
     )
     dev.add_argument("--no-examples", action="store_true", help="do not load examples/tools")
-    dev.add_argument("--state-dir", default=".kiln", help="where local state is kept")
-    dev.add_argument("--author-key", default=None, help="default: KILN_AUTHOR_KEY")
+    dev.add_argument("--state-dir", default=None, help=STATE_HELP)
+    dev.add_argument(
+        "--author-key", default=None, help="default: KILN_AUTHOR_KEY, else the saved one"
+    )
     dev.add_argument(
         "--aws",
         action="store_true",
@@ -139,11 +151,20 @@ def build_parser() -> argparse.ArgumentParser:
     )
     dev.set_defaults(func=cmd_dev)
 
-    stdio = commands.add_parser("stdio", help="serve MCP over stdin/stdout")
+    stdio = commands.add_parser(
+        "stdio", help="serve MCP over stdin/stdout (the local catalog, or a server with --url)"
+    )
     stdio.add_argument("--tools", action="append", default=[], metavar="DIR")
     stdio.add_argument("--no-examples", action="store_true")
-    stdio.add_argument("--state-dir", default=".kiln")
+    stdio.add_argument("--state-dir", default=None, help=STATE_HELP)
     stdio.add_argument("--aws", action="store_true")
+    stdio.add_argument("--url", default=None, help="bridge to this Kiln server's /mcp instead")
+    stdio.add_argument("--key", default=None, help="key to send with --url")
+    stdio.add_argument(
+        "--client-config",
+        action="store_true",
+        help="print the mcpServers entry a desktop client needs to start this, then exit",
+    )
     stdio.set_defaults(func=cmd_stdio)
 
     tools = commands.add_parser("tools", help="manage tools on a Kiln server").add_subparsers(
@@ -151,9 +172,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
 
     def remote(sub: argparse.ArgumentParser) -> argparse.ArgumentParser:
-        sub.add_argument("--url", default=None, help=f"default: KILN_URL, else {LOCAL_URL}")
+        sub.add_argument("--url", default=None, help="a Kiln server (default: the local kiln dev)")
         sub.add_argument("--key", default=None, help="author key (default: KILN_AUTHOR_KEY)")
-        sub.add_argument("--state-dir", default=".kiln", help=argparse.SUPPRESS)
+        sub.add_argument("--state-dir", default=None, help=STATE_HELP)
         return sub
 
     push = remote(tools.add_parser("push", help="create or update tools from folders"))

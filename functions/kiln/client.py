@@ -7,10 +7,9 @@ import json
 import urllib.error
 import urllib.parse
 import urllib.request
-from pathlib import Path
 from typing import Any
 
-from kiln.catalog.files import draft_from_tool_json, draft_manifest
+from kiln.catalog.files import draft_from_tool_json, draft_payload
 from kiln.catalog.model import Draft
 from kiln.settings import LOCAL_URL, Settings
 
@@ -21,21 +20,29 @@ class ApiCallError(Exception):
         self.status = status
 
 
-def connect(settings: Settings, *, url: str | None, key: str | None, state_dir: str) -> KilnClient:
-    """The server and key a command uses: --url / --key, else KILN_URL / KILN_AUTHOR_KEY,
-    else the key `kiln dev` saved in its state directory."""
-    key = key or settings.author_key
-    if not key:
-        saved = Path(state_dir) / "author_key"
-        key = saved.read_text("utf-8").strip() if saved.is_file() else None
-    return KilnClient(url or settings.url, key)
+def connect(
+    settings: Settings | None, *, url: str | None, key: str | None, state_dir: str | None
+) -> KilnClient:
+    """The server and key a command uses, found as every command finds them (kiln.locate).
+
+    Raises ServerNotFoundError saying where it looked when no server is named or running.
+    """
+    from kiln.locate import find_server
+    from kiln.settings import LocalSettings
+
+    local = LocalSettings.from_env().with_state_dir(state_dir)
+    target = find_server(local, url=url, key=key)
+    return KilnClient(target.url, target.key, key_source=target.key_source)
 
 
 class KilnClient:
-    def __init__(self, base_url: str, key: str | None, *, timeout_s: float = 120.0) -> None:
+    def __init__(
+        self, base_url: str, key: str | None, *, timeout_s: float = 120.0, key_source: str = ""
+    ) -> None:
         self.base_url = base_url.rstrip("/")
         self.key = key
         self.timeout_s = timeout_s
+        self.key_source = key_source  # said with a 401/403, so the user knows which key
 
     def request(
         self, method: str, path: str, body: Any = None, headers: dict[str, str] | None = None
@@ -65,6 +72,8 @@ class KilnClient:
                 message = json.loads(raw)["error"]["message"]
             except (ValueError, KeyError, TypeError):
                 message = raw.decode("utf-8", "replace")[:500]
+            if error.code in (401, 403) and self.key_source:
+                message = f"{message} (sent {self.key_source})"
             raise ApiCallError(error.code, message) from None
         except (urllib.error.URLError, OSError) as error:
             reason = getattr(error, "reason", error)
@@ -88,6 +97,12 @@ class KilnClient:
                 return None
             raise
         return dict(body)
+
+
+def client_for(args: Any) -> KilnClient:
+    """`connect` for a command's `--url`, `--key` and `--state-dir`."""
+    settings = getattr(args, "settings", None)
+    return connect(settings, url=args.url, key=args.key, state_dir=getattr(args, "state_dir", None))
 
 
 class HttpTarget:
@@ -115,4 +130,4 @@ class HttpTarget:
 
 
 def _payload(draft: Draft) -> dict[str, Any]:
-    return {**draft_manifest(draft), "code": draft.code}
+    return draft_payload(draft)

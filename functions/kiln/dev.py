@@ -9,6 +9,7 @@ acknowledged survives a restart, a crash or `kill -9`.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import fcntl
 import json
 import logging
@@ -24,17 +25,13 @@ from kiln import stack
 from kiln.access.views import ViewStore
 from kiln.authoring import AuthoringService, FolderTarget
 from kiln.aws import AwsClients, ensure_resources, make_clients
-from kiln.catalog.files import (
-    FolderError,
-    PushResult,
-    draft_digest,
-    push,
-    read_folder,
-    tool_folders,
-)
+from kiln.catalog.files import FolderError, tool_folders
+from kiln.catalog.reload import load_folders
 from kiln.emulator import Endpoint, run_emulator, shared_endpoint
 from kiln.emulator.privacy import secure_tree, write_private
-from kiln.settings import Settings, set_local_aws_defaults
+from kiln.locate import forget_server, private_dir, record_server, running_server
+from kiln.settings import LocalSettings, Settings, set_local_aws_defaults
+from kiln.startup import PortBusyError, bind_port, node_warning
 
 log = logging.getLogger("kiln.dev")
 
@@ -168,28 +165,29 @@ def _emulator_stack(settings: Settings, endpoint: Endpoint) -> tuple[Settings, A
 
 def load_tool_folders(
     authoring: AuthoringService, args: argparse.Namespace, views: ViewStore | None = None
-) -> list[PushResult]:
-    """Push the tool folders that changed since the last start.
-
-    A folder that is as it was when last loaded is left alone, so what was changed through
-    the API since (an edit, a disable, a delete, a rename) survives a restart.
-    """
+) -> list[str]:
+    """Load the tool folders that changed on disk since the last start (see catalog.reload),
+    then the view files beside them; one line per change or skipped folder."""
     roots = [] if args.no_examples or not DEFAULT_EXAMPLES.is_dir() else [DEFAULT_EXAMPLES]
     roots += [Path(d) for d in args.tools]
     folders = [folder for root in roots for folder in tool_folders(root)]
     record = Path(args.state_dir) / "loaded.json"
-    loaded = json.loads(record.read_text("utf-8")) if record.is_file() else {}
-    results = push(FolderTarget(authoring), folders, unchanged_since=loaded)
-    digests = {draft.name: draft_digest(draft) for draft in map(read_folder, folders)}
+    lines = load_folders(FolderTarget(authoring), folders, record)
     if views is not None:  # view files beside the folders, after the tools they name
         from kiln.access.view_files import load_view_files
 
+        loaded = json.loads(record.read_text("utf-8")) if record.is_file() else {}
         pushed, view_digests = load_view_files(views, roots, loaded)
-        results += [PushResult(f"view {r.name}", r.action) for r in pushed]
-        digests.update(view_digests)
-    record.parent.mkdir(parents=True, exist_ok=True)
-    _atomic_write(record, json.dumps({**loaded, **digests}, indent=2).encode())
-    return results
+        lines += [f"{r.action} view {r.name}" for r in pushed if r.action != "unchanged"]
+        _atomic_write(record, json.dumps({**loaded, **view_digests}, indent=2).encode())
+    return lines
+
+
+def _local(args: argparse.Namespace) -> LocalSettings:
+    """The local settings, with `args.state_dir` set to the directory they choose."""
+    local = LocalSettings.from_env().with_state_dir(args.state_dir)
+    args.state_dir = str(local.state_dir)
+    return local
 
 
 def _start(args: argparse.Namespace, log_level: int) -> Settings:
@@ -203,30 +201,52 @@ def _start(args: argparse.Namespace, log_level: int) -> Settings:
     return settings if settings is not None else Settings.from_env()
 
 
+def _announce(url: str, key: str, local: LocalSettings, settings: Settings) -> None:
+    print(f"Kiln is serving MCP at {url}/mcp", flush=True)
+    print(f"REST API at {url}/api  (author key: {key})", flush=True)
+    print(f"Studio at {url}/studio/  (sign in with the author key)", flush=True)
+    print(f"State in {local.state_dir} (from {local.state_dir_source})", flush=True)
+    warning = node_warning(settings.node_binary)
+    if warning:
+        print(f"kiln dev: {warning}", file=sys.stderr, flush=True)
+
+
 def run_dev(args: argparse.Namespace) -> int:
     """Serve Kiln on uvicorn over the local stack until interrupted."""
     import uvicorn
 
     from kiln.app import create_app
 
+    local = _local(args)
+    try:
+        sock = bind_port(args.host, args.port, local.state_dir)
+    except PortBusyError as error:
+        print(f"kiln dev: {error}", file=sys.stderr)
+        return 1
     base = _start(args, logging.INFO)
-    key = author_key(Path(args.state_dir), args.author_key or base.author_key)
+    private_dir(local.state_dir)  # keys and secrets live here: this user's eyes only
+    key = author_key(local.state_dir, args.author_key or local.author_key or base.author_key)
     settings = base.with_(author_key=key, bind_host=args.host)
     try:
-        with local_stack(args, settings) as (settings, clients):
+        with sock, local_stack(args, settings) as (settings, clients):
             parts = stack.build_kiln(settings, clients=clients)
             # Builds a previous run left; on the embedded emulator no one else builds.
             parts.bundles.resume(orphans=not (args.aws or base.endpoint_url))
-            for result in load_tool_folders(parts.authoring, args, parts.views.store):
-                log.info("%s %s", result.action, result.name)
+            for line in load_tool_folders(parts.authoring, args, parts.views.store):
+                if line.startswith("skipped"):
+                    print(f"kiln dev: {line}", file=sys.stderr, flush=True)
+                else:
+                    log.info("%s", line)
             app = create_app(parts)
-            url = f"http://{_url_host(args.host)}:{args.port}"
-            print(f"Kiln is serving MCP at {url}/mcp", flush=True)
-            print(f"REST API at {url}/api  (author key: {key})", flush=True)
-            print(f"Studio at {url}/studio/  (sign in with the author key)", flush=True)
+            url = f"http://{_url_host(args.host)}:{sock.getsockname()[1]}"
+            _announce(url, key, local, settings)
             # Task runs stop first (their process trees killed, their tasks marked failed).
             hook = ShutdownHook(app, lambda: None, before=parts.stop_tasks)
-            uvicorn.Server(_server_config(hook, args, settings)).run()
+            record_server(local.state_dir, url)
+            try:
+                uvicorn.Server(_server_config(hook, args, settings)).run(sockets=[sock])
+            finally:
+                forget_server(local.state_dir)
     except (FolderError, StateInUseError) as error:
         print(f"kiln dev: {error}", file=sys.stderr)
         return 1
@@ -268,36 +288,91 @@ def _server_config(app: Any, args: argparse.Namespace, settings: Settings) -> An
 
 
 def run_stdio(args: argparse.Namespace) -> int:
-    """Serve MCP over stdin/stdout against the configured (or local) catalog."""
-    import asyncio
-
+    """Serve MCP over stdin/stdout against the local (or configured) catalog, or bridge to a
+    server's /mcp with --url; says on stderr which catalog it serves."""
     from kiln.protocol.backend import CallContext
     from kiln.protocol.stdio import serve_stdio
 
+    if args.client_config:
+        print(json.dumps(client_config(_local(args).state_dir), indent=2))
+        return 0
+    if args.url:
+        return run_bridge(args)
+    local = _local(args)
     settings = _start(args, logging.WARNING)
 
     async def serve(endpoint: Any, budget_s: float) -> None:
-        loop = asyncio.get_running_loop()
-        reader = asyncio.StreamReader()
-        await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin)
-        writer: Any
-        try:
-            transport, protocol = await loop.connect_write_pipe(
-                asyncio.streams.FlowControlMixin, sys.stdout
-            )
-            writer = asyncio.StreamWriter(transport, protocol, reader, loop)
-        except ValueError:  # stdout is a regular file, not a pipe: plain blocking writes
-            writer = _FileWriter(sys.stdout.buffer)
+        reader, writer = await _stdio_streams()
         await serve_stdio(endpoint, reader, writer, CallContext(time_left_s=budget_s))
 
     try:
+        serving = _serving(args, local, settings, running_server(local.state_dir))
         with local_stack(args, settings, share=True) as (settings, clients):
             parts = stack.build_kiln(settings, clients=clients)
-            load_tool_folders(parts.authoring, args, parts.views.store)
+            for line in load_tool_folders(parts.authoring, args, parts.views.store):
+                print(f"kiln stdio: {line}", file=sys.stderr)
+            print(f"kiln stdio: {serving}", file=sys.stderr)
             asyncio.run(serve(parts.endpoint, settings.local_time_budget_s))
     except (FolderError, StateInUseError) as error:
         print(f"kiln stdio: {error}", file=sys.stderr)
         return 1
+    return 0
+
+
+async def _stdio_streams() -> tuple[asyncio.StreamReader, Any]:
+    loop = asyncio.get_running_loop()
+    reader = asyncio.StreamReader()
+    await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin)
+    try:
+        transport, protocol = await loop.connect_write_pipe(
+            asyncio.streams.FlowControlMixin, sys.stdout
+        )
+        return reader, asyncio.StreamWriter(transport, protocol, reader, loop)
+    except ValueError:  # stdout is a regular file, not a pipe: plain blocking writes
+        return reader, _FileWriter(sys.stdout.buffer)
+
+
+def _serving(
+    args: argparse.Namespace, local: LocalSettings, settings: Settings, shared: str | None
+) -> str:
+    """The stderr line that says which catalog this `kiln stdio` serves."""
+    if args.aws or settings.endpoint_url:
+        where = settings.endpoint_url or "the AWS account of the environment"
+        return f"serving the catalog in table {settings.table}, bucket {settings.bucket} at {where}"
+    catalog = f"the local catalog in {local.state_dir} (from {local.state_dir_source})"
+    if shared is not None:
+        return f"serving {catalog}, shared with the kiln dev at {shared}"
+    return f"serving {catalog}; no kiln dev is running, so this process holds it"
+
+
+def client_config(state_dir: Path) -> dict[str, Any]:
+    """The `mcpServers` entry that starts this `kiln stdio` from a desktop client, as pasted."""
+    kiln = Path(sys.executable).parent / "kiln"
+    if kiln.is_file():
+        command, args = str(kiln), ["stdio"]
+    else:
+        command, args = sys.executable, ["-m", "kiln.cli", "stdio"]
+    args += ["--state-dir", str(state_dir.resolve())]
+    return {"mcpServers": {"kiln": {"command": command, "args": args}}}
+
+
+def run_bridge(args: argparse.Namespace) -> int:
+    """`kiln stdio --url`: relay stdin/stdout to a server's /mcp."""
+    from kiln.bridge import Bridge, serve_bridge
+
+    local = LocalSettings.from_env()
+    try:
+        bridge = Bridge(args.url, args.key or local.author_key)
+    except ValueError as error:
+        print(f"kiln stdio: {error}", file=sys.stderr)
+        return 2
+    print(f"kiln stdio: serving the catalog of {bridge.url} (bridged over HTTP)", file=sys.stderr)
+
+    async def serve() -> None:
+        reader, writer = await _stdio_streams()
+        await serve_bridge(bridge, reader, writer)
+
+    asyncio.run(serve())
     return 0
 
 

@@ -318,6 +318,7 @@ class CatalogBackend:
     ) -> tuple[ToolOutcome, RunResult | None]:
         head = tool.head
         code = await asyncio.to_thread(self._snapshots.code, head)
+        files = await asyncio.to_thread(self._snapshots.files, head) if head.files else {}
         try:
             extra_env = (
                 dict(await asyncio.to_thread(self._secrets.values_for, tool))
@@ -334,6 +335,7 @@ class CatalogBackend:
             time_left_s=time_left_s,
             bundle_path=bundle_path,
             extra_env=extra_env,
+            files=files,
             label=f"{tool.name}@{head.number}",
         )
         try:

@@ -285,3 +285,41 @@ def set_local_aws_defaults() -> None:
     os.environ.setdefault("AWS_ACCESS_KEY_ID", "kiln-local")
     os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "kiln-local")
     os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
+
+
+@dataclass(frozen=True)
+class LocalSettings:
+    """What the `kiln` commands read from the environment to find local state and a server.
+
+    One local catalog per user: the state directory is KILN_STATE_DIR, else
+    $XDG_STATE_HOME/kiln, else ~/.local/state/kiln, whatever directory a command runs in.
+    """
+
+    state_dir: Path
+    state_dir_source: str  # how it was chosen, for messages that say where Kiln looked
+    url: str | None = None  # KILN_URL: a server to use instead of the local one
+    author_key: str | None = None  # KILN_AUTHOR_KEY
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> LocalSettings:
+        e = os.environ if env is None else env
+        explicit = (e.get("KILN_STATE_DIR") or "").strip()
+        if explicit:
+            state, source = Path(explicit).expanduser(), "KILN_STATE_DIR"
+        elif (e.get("XDG_STATE_HOME") or "").strip():
+            state, source = Path(e["XDG_STATE_HOME"].strip()) / "kiln", "$XDG_STATE_HOME/kiln"
+        else:
+            home = Path(e["HOME"]) if e.get("HOME") else Path.home()
+            state, source = home / ".local" / "state" / "kiln", "the per-user default"
+        return cls(
+            state_dir=state,
+            state_dir_source=source,
+            url=(e.get("KILN_URL") or "").strip() or None,
+            author_key=(e.get("KILN_AUTHOR_KEY") or "").strip() or None,
+        )
+
+    def with_state_dir(self, given: str | None) -> LocalSettings:
+        """These settings with `--state-dir` applied when it was given."""
+        if not given:
+            return self
+        return replace(self, state_dir=Path(given).expanduser(), state_dir_source="--state-dir")

@@ -263,10 +263,16 @@ def build_app(
 
 
 class _LazySecretNames:
-    """Secret names through AccessControl, whose SSM client is made only when first asked."""
+    """Secrets through AccessControl, whose SSM client is made only when first asked."""
 
     def __init__(self, access: AccessControl) -> None:
         self._access = access
 
     def names(self, tool_id: str) -> list[str]:
         return list(self._access.secrets.names(tool_id))
+
+    def set(self, tool_id: str, name: str, value: str) -> None:
+        self._access.secrets.set(tool_id, name, value)
+
+    def delete(self, tool_id: str, name: str) -> None:
+        self._access.secrets.delete(tool_id, name)

@@ -90,12 +90,10 @@ def test_saving_returns_at_once_the_bundle_builds_in_the_background_and_is_share
     gate = Gate()
     server, worker = start(make_server, kiln_settings, gate)
     try:
-        began = time.monotonic()
+        # The gate holds the build: a save that waited for it would never answer.
         created = server.api("POST", "/api/tools", json={**HUMANIZE, "name": "humanize_bytes"})
-        save_s = time.monotonic() - began
         assert created.status_code == 201, created.text
         bundle_id = created.json()["bundle_id"]
-        assert save_s < 5  # the build has not even started its pip run
         assert gate.building.wait(30)
 
         # A call while the bundle builds: a tool error that says so and since when.

@@ -1,5 +1,6 @@
 """Bundle records: conditional creation and status transitions, on the moto server."""
 
+import itertools
 import threading
 
 import pytest
@@ -122,3 +123,23 @@ def test_an_orphaned_build_is_requeued_only_if_it_is_still_the_same_build(
     store.mark_building(record.id)
     with pytest.raises(BundleStateError):
         store.requeue_orphan(building)  # a newer build started since
+
+
+def test_any_unique_prefix_names_a_bundle_and_an_ambiguous_one_says_so(
+    store: BundleStore,
+) -> None:
+    from kiln.bundles.store import BundleIdError
+
+    records = [store.ensure("python", TARGET, [f"pkg{n}==1.0"]) for n in range(40)]
+    ids = sorted(record.id for record in records if record is not None)
+    # With 40 ids some share a first hex digit: that digit alone is ambiguous.
+    shared = next(a for a, b in itertools.pairwise(ids) if a[0] == b[0])[0]
+    with pytest.raises(BundleIdError, match=rf"bundle {shared}: ambiguous, \d+ bundles start"):
+        store.resolve(shared)
+    unique = ids[0][:12]
+    assert store.resolve(unique) == ids[0]
+    assert store.resolve(ids[0]) == ids[0]
+    with pytest.raises(BundleIdError, match="no bundle id starts with it"):
+        store.resolve("ffffffffffff0")
+    with pytest.raises(BundleIdError, match="32 lower-case hex digits; any unique prefix"):
+        store.resolve("not-hex")

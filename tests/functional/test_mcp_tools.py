@@ -71,15 +71,6 @@ def call(
     return response.json()
 
 
-def test_listed_tools_have_safe_unique_names_and_object_input_schemas(server: McpServer) -> None:
-    tools = server.modern("tools/list").json()["result"]["tools"]
-    names = [t["name"] for t in tools]
-    assert len(names) == len(set(names))
-    for tool in tools:
-        assert NAME_RULE.match(tool["name"])
-        assert tool["inputSchema"]["type"] == "object"
-
-
 def test_invalid_cursor_gets_invalid_params(server: McpServer) -> None:
     assert server.legacy("tools/list", {"cursor": "not-ours"}).json()["error"]["code"] == -32602
     assert server.modern("tools/list", {"cursor": "not-ours"}).json()["error"]["code"] == -32602
@@ -94,22 +85,6 @@ def test_unknown_tool_gets_invalid_params(server: McpServer) -> None:
     assert call(server, "no_such_tool", {}, modern=False)["error"]["code"] == -32602
 
 
-def test_arguments_that_fail_the_schema_get_is_error_naming_fields_not_values(
-    server: McpServer,
-) -> None:
-    result = call(server, "add_vat", {"net": -987.65, "rate": 101})["result"]
-    assert result["isError"] is True
-    text = result["content"][0]["text"]
-    assert "net: must be ≥ 0" in text
-    assert "rate: must be ≤ 100" in text
-    assert "987.65" not in text
-
-
-def test_missing_required_argument_is_named(server: McpServer) -> None:
-    text = call(server, "add_vat", {}, modern=False)["result"]["content"][0]["text"]
-    assert "(root): missing required property 'net'" in text
-
-
 def test_null_arguments_are_a_tool_error_and_missing_ones_are_empty(server: McpServer) -> None:
     nulled = call(server, "add_vat", None)["result"]
     assert nulled["isError"] is True
@@ -121,12 +96,6 @@ def test_tool_failure_gets_is_error_with_the_contract_text(server: McpServer) ->
     result = call(server, "crashes", {})["result"]
     assert result["isError"] is True
     assert result["content"][0]["text"] == "(no output)\n[stderr] failure details\n[exit 7]"
-
-
-def test_add_vat_runs_and_returns_the_contract_text(server: McpServer) -> None:
-    result = call(server, "add_vat", {"net": 99.99})["result"]
-    assert result["isError"] is False
-    assert json.loads(result["content"][0]["text"])["gross"] == "119.99"
 
 
 @pytest.mark.parametrize("version", ["2025-06-18", "2025-11-25", "2026-07-28"])

@@ -27,7 +27,12 @@ pytestmark = [
     pytest.mark.slow,
     pytest.mark.skipif(
         not (YARDSTICKS / "conformance.sh").is_file(),
-        reason=f"the yardsticks are not at {YARDSTICKS} (set KILN_YARDSTICKS)",
+        reason=(
+            f"the yardsticks (conformance.sh and the client runners) are not at {YARDSTICKS}; "
+            "to run these tests, point KILN_YARDSTICKS at a directory holding them, e.g. "
+            "KILN_YARDSTICKS=/path/to/shared/tools .venv/bin/pytest tests/functional/"
+            "test_yardsticks.py"
+        ),
     ),
 ]
 

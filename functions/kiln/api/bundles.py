@@ -1,8 +1,11 @@
-"""REST: /api/bundles: list, show (with lock and log), retry. Authors only."""
+"""REST: /api/bundles: list, show (with lock and log), retry. Authors only.
+
+`{bundle_id}` may be any unique prefix of a bundle id, as `kiln bundles ls` and the README show
+them: BundleIdError (404, or 409 when ambiguous) says which.
+"""
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 from fastapi import APIRouter, Request
@@ -12,13 +15,6 @@ from kiln.api.errors import ApiError
 from kiln.bundles.store import BundleStateError
 
 router = APIRouter(prefix="/api/bundles", tags=["bundles"])
-_ID = re.compile(r"^[0-9a-f]{32}$")
-
-
-def _checked(bundle_id: str) -> str:
-    if not _ID.match(bundle_id):
-        raise ApiError(404, "not_found", "bundle id: must be 32 lower-case hex digits")
-    return bundle_id
 
 
 def _missing(bundle_id: str) -> ApiError:
@@ -36,7 +32,8 @@ async def list_bundles(request: Request) -> dict[str, Any]:
 async def get_bundle(bundle_id: str, request: Request, log: bool = False) -> dict[str, Any]:
     await require(request)
     store = kiln_of(request).bundles.store
-    record = await blocking(store.get, _checked(bundle_id))
+    bundle_id = await blocking(store.resolve, bundle_id)
+    record = await blocking(store.get, bundle_id)
     if record is None:
         raise _missing(bundle_id)
     body = record.to_json()
@@ -51,8 +48,9 @@ async def get_bundle(bundle_id: str, request: Request, log: bool = False) -> dic
 async def retry_bundle(bundle_id: str, request: Request) -> dict[str, Any]:
     await require(request)
     bundles = kiln_of(request).bundles
+    bundle_id = await blocking(bundles.store.resolve, bundle_id)
     try:
-        record = await blocking(bundles.retry, _checked(bundle_id))
+        record = await blocking(bundles.retry, bundle_id)
     except BundleStateError as error:
         if await blocking(bundles.store.get, bundle_id) is None:
             raise _missing(bundle_id) from None

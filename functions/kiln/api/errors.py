@@ -38,14 +38,15 @@ from kiln.auth.keys import (
 )
 from kiln.auth.policy import AuthError
 from kiln.auth.secrets import InvalidSecretError, SecretError, SecretNotFoundError
-from kiln.authoring.service import ArgumentsRejectedError
+from kiln.authoring.service import ArgumentsRejectedError, UndeclaredSecretError
 from kiln.aws import StoreUnavailableError
-from kiln.bundles.store import BundleStateError
+from kiln.bundles.store import AmbiguousBundleIdError, BundleIdError, BundleStateError
 from kiln.catalog.rules import RuleError
 from kiln.catalog.store import (
     CatalogError,
     NameMismatchError,
     NameTakenError,
+    NotDeletedError,
     RevisionNotFoundError,
     RevisionRequiredError,
     StaleRevisionError,
@@ -114,6 +115,10 @@ ERRORS: dict[type[BaseException], ErrorRule] = {
     StaleRevisionError: ErrorRule(412, "stale_revision", details=_current_revision),
     RevisionRequiredError: ErrorRule(428, "revision_required"),
     BundleStateError: ErrorRule(409, "bundle_state"),
+    BundleIdError: ErrorRule(404, "not_found"),
+    AmbiguousBundleIdError: ErrorRule(409, "ambiguous_id"),
+    NotDeletedError: ErrorRule(409, "not_deleted"),
+    UndeclaredSecretError: ErrorRule(422, "undeclared_secret"),
     AuthError: ErrorRule(401, "unauthorized", jsonrpc=UNAUTHORIZED),
     StoreUnavailableError: ErrorRule(503, "catalog_unavailable", jsonrpc=UNAVAILABLE),
     ViewError: ErrorRule(400, "bad_request"),

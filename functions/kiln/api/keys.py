@@ -1,10 +1,14 @@
-"""REST: /api/keys. Create (the key is in that answer and nowhere else), list, revoke.
+"""REST: /api/keys. API keys through the server's admin API (author keys only).
 
-Authors only. Only a key's hash is stored; listings show names, scopes, ids and last use.
+POST /api/keys {"name", "scope"} -> 201 with the key, shown this once; GET /api/keys lists
+them (never a secret); DELETE /api/keys/{name} revokes one, refused by this server from its
+next request (the key store forgets its cached lookup at once). Refusals (bad name or scope,
+a taken name, no such key) are domain errors, answered by `kiln.api.errors`.
 """
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from typing import Any
 
 from fastapi import APIRouter, Request
@@ -12,31 +16,27 @@ from fastapi.responses import JSONResponse
 
 from kiln.api.common import blocking, json_body, kiln_of, require
 from kiln.api.errors import ApiError
+from kiln.auth.audit import record_write
 from kiln.auth.keys import KeyRecord
 
 router = APIRouter(prefix="/api/keys", tags=["keys"])
 
 
 def key_json(record: KeyRecord) -> dict[str, Any]:
-    return {
-        "name": record.name,
-        "scope": record.scope,
-        "id": record.key_id,
-        "created_at": record.created_at,
-        "last_used_at": record.last_used_at,
-        "revoked_at": record.revoked_at,
-        "view": record.view,
-    }
+    body = asdict(record)
+    body["id"] = record.key_id  # the name the studio reads
+    return body
 
 
 @router.post("", status_code=201)
 async def create_key(request: Request) -> JSONResponse:
-    await require(request)
+    who = await require(request)
     payload = await json_body(request)
     if not isinstance(payload, dict):
         raise ApiError(422, "invalid_key", 'body: must be {"name": "...", "scope": "call"}')
     keys = kiln_of(request).access.keys
     record, secret = await blocking(keys.create, payload.get("name"), payload.get("scope", "call"))
+    record_write(who, action="key.create", tool_name="", key=record.name)
     return JSONResponse({**key_json(record), "key": secret}, status_code=201)
 
 
@@ -49,5 +49,7 @@ async def list_keys(request: Request) -> dict[str, Any]:
 
 @router.delete("/{name}")
 async def revoke_key(name: str, request: Request) -> dict[str, Any]:
-    await require(request)
-    return key_json(await blocking(kiln_of(request).access.keys.revoke, name))
+    who = await require(request)
+    record = await blocking(kiln_of(request).access.keys.revoke, name)
+    record_write(who, action="key.revoke", tool_name="", key=record.name)
+    return key_json(record)

@@ -1,7 +1,8 @@
-"""REST: /api/tools/{name}/secrets. The names a tool declares and whether each is set; set a
-value; remove one. Values are write-only: no answer, log line or error ever carries one.
+"""REST: /api/tools/{ref}/secrets. A tool's secrets through the server's admin API.
 
-Authors only.
+GET lists the names the tool declares (and any still set that it no longer declares), each
+set or not, never a value. PUT /{secret} {"value": "..."} sets one the tool declares; DELETE
+removes one. Values are never echoed, logged or returned.
 """
 
 from __future__ import annotations
@@ -19,27 +20,23 @@ router = APIRouter(prefix="/api/tools/{ref}/secrets", tags=["secrets"])
 @router.get("")
 async def list_secrets(ref: str, request: Request) -> dict[str, Any]:
     await require(request)
-    status = await blocking(kiln_of(request).authoring.secret_status, ref)
-    return {"secrets": [{"name": name, "set": present} for name, present in status.items()]}
+    _, secrets = await blocking(kiln_of(request).authoring.secret_status, ref)
+    return {"secrets": secrets}
 
 
 @router.put("/{secret}")
 async def set_secret(ref: str, secret: str, request: Request) -> dict[str, Any]:
-    await require(request)
+    who = await require(request)
     payload = await json_body(request)
     value = payload.get("value") if isinstance(payload, dict) else None
     if not isinstance(value, str):
         raise ApiError(422, "invalid_secret", 'value: required; send {"value": "<the secret>"}')
-    parts = kiln_of(request)
-    tool = await blocking(parts.authoring.get, ref)
-    await blocking(parts.access.secrets.set, tool.id, secret, value)
+    await blocking(kiln_of(request).authoring.set_secret, ref, secret, value, who)
     return {"name": secret, "set": True}
 
 
 @router.delete("/{secret}")
-async def remove_secret(ref: str, secret: str, request: Request) -> dict[str, Any]:
-    await require(request)
-    parts = kiln_of(request)
-    tool = await blocking(parts.authoring.get, ref)
-    await blocking(parts.access.secrets.delete, tool.id, secret)
+async def delete_secret(ref: str, secret: str, request: Request) -> dict[str, Any]:
+    who = await require(request)
+    await blocking(kiln_of(request).authoring.delete_secret, ref, secret, who)
     return {"name": secret, "set": False}

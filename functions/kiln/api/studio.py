@@ -14,7 +14,7 @@ from fastapi import APIRouter, Request
 from kiln.api.common import blocking, json_body, kiln_of, require
 from kiln.api.errors import ApiError
 from kiln.catalog.rules import LANGUAGES, RuleError, check_draft
-from kiln.studio.syntax import SyntaxCheckUnavailableError, SyntaxProblem, check_syntax
+from kiln.catalog.syntax import SyntaxCheckUnavailableError, SyntaxProblem, check_syntax
 
 router = APIRouter(tags=["studio"])
 

@@ -49,7 +49,7 @@ async def get_tool(ref: str, request: Request) -> JSONResponse:
     await require(request)
     parts = kiln_of(request)
     found = await blocking(parts.authoring.read, ref)
-    body = tool_json(found.tool, code=found.code)
+    body = tool_json(found.tool, code=found.code, files=found.files)
     body["bundle"] = await blocking(parts.bundles.summary, found.tool.head.bundle_id)
     return tagged(body, found.tool)
 
@@ -119,6 +119,14 @@ async def delete_tool(ref: str, request: Request) -> JSONResponse:
     who = await require(request)
     tool = await blocking(kiln_of(request).authoring.delete, ref, who)
     return JSONResponse(tool_json(tool))
+
+
+@router.post("/{ref}/undelete")
+async def undelete_tool(ref: str, request: Request) -> JSONResponse:
+    """A deleted tool (`id:<id>`) back under its name, while no live tool has taken it."""
+    who = await require(request)
+    tool = await blocking(kiln_of(request).authoring.undelete, ref, who)
+    return _located(tagged(tool_json(tool), tool), tool.name)
 
 
 @router.post("/{ref}/run", response_model=None)

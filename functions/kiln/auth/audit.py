@@ -12,8 +12,8 @@ from kiln.auth.policy import Principal
 logger = logging.getLogger("kiln.audit")
 
 ACTIONS = frozenset(
-    {"create", "update", "rename", "enable", "disable", "delete", "restore", "secret.set",
-     "secret.delete", "key.create", "key.revoke"}
+    {"create", "update", "rename", "enable", "disable", "delete", "undelete", "restore",
+     "secret.set", "secret.delete", "key.create", "key.revoke"}
 )  # fmt: skip
 
 

@@ -1,7 +1,9 @@
-"""`kiln keys …` and `kiln secrets …`: parse, call the store, print.
+"""`kiln keys …` and `kiln secrets …`: parse, call, print.
 
-Clients come from the standard AWS environment (AWS_REGION / AWS_DEFAULT_REGION, credentials,
-AWS_ENDPOINT_URL for moto or a local stack) and the table from KILN_TABLE.
+They go through a Kiln server's authenticated admin API (found as every `kiln` command finds
+it, see kiln.locate), so a revocation takes effect in that server at once. With `--aws` they
+write the environment's table and SSM directly instead (AWS_REGION, credentials,
+AWS_ENDPOINT_URL, KILN_TABLE): how the first author key of a deployment is made.
 """
 
 from __future__ import annotations
@@ -10,15 +12,18 @@ import argparse
 import getpass
 import sys
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any, TextIO
+from urllib.parse import quote
 
-from kiln.access.quotas import Quota, QuotaRuleError, check_quota
+from kiln.access.quotas import NO_QUOTA, Quota, QuotaRuleError, check_quota
 from kiln.access.views import ViewRuleError, check_view_name
 from kiln.auth import redact
 from kiln.auth.audit import record_write
 from kiln.auth.keys import KeyStore, KeyStoreError
 from kiln.auth.secrets import SecretError, SecretStore
+from kiln.client import ApiCallError, KilnClient, client_for
+from kiln.locate import ServerNotFoundError
 from kiln.settings import Settings, SettingsError
 from kiln.stack import aws_clients
 
@@ -102,6 +107,19 @@ def register(subparsers: Any, *, resolve_tool: ToolResolver = catalog_tool_id) -
     remove.set_defaults(func=_command(_secrets_rm))
     for parser in (put, show, remove):
         parser.set_defaults(resolve_tool=resolve_tool)
+    for parser in (create, revoke, put, show, remove, key_commands.choices["ls"]):
+        _remote_options(parser)
+
+
+def _remote_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--url", default=None, help="a Kiln server (default: the local kiln dev)")
+    parser.add_argument("--key", default=None, help="author key (default: KILN_AUTHOR_KEY)")
+    parser.add_argument("--state-dir", default=None, help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--aws",
+        action="store_true",
+        help="write the environment's table (KILN_TABLE) and SSM directly, not through a server",
+    )
 
 
 def _binding_arguments(parser: argparse.ArgumentParser) -> None:
@@ -143,7 +161,23 @@ def run(handler: Handler, args: argparse.Namespace, io: Io | None = None) -> int
     except (CliError, KeyStoreError, SecretError, SettingsError) as exc:
         print(f"kiln: error: {exc}", file=io.stderr if io is not None else sys.stderr)
         return 1
+    except (ApiCallError, ServerNotFoundError) as exc:
+        stderr = io.stderr if io is not None else sys.stderr
+        print(f"kiln {args.command} {_subcommand(args)}: {exc}", file=stderr)
+        return 1
     return 0
+
+
+def _subcommand(args: argparse.Namespace) -> str:
+    return str(getattr(args, "keys_command", None) or getattr(args, "secrets_command", ""))
+
+
+def _api(args: argparse.Namespace) -> KilnClient:
+    return client_for(args)
+
+
+def _tool_path(tool: str, *rest: str) -> str:
+    return "/".join(["/api/tools", quote(tool, safe=":"), *[quote(p, safe="") for p in rest]])
 
 
 def _settings(args: argparse.Namespace) -> Settings:
@@ -175,11 +209,17 @@ def _tool_id(args: argparse.Namespace, io: Io, clients: Any) -> str:
 
 def _keys_create(args: argparse.Namespace, io: Io) -> None:
     view, quota = _binding(args)
-    record, secret = _key_store(io).create(args.name, args.scope, view=view, quota=quota)
+    if args.aws:
+        record, secret = _key_store(io).create(args.name, args.scope, view=view, quota=quota)
+        name, scope, key_id = record.name, record.scope, record.key_id
+    else:
+        if view is not None or quota != NO_QUOTA:
+            raise CliError("--view and the call limits are set through the table: add --aws")
+        body, _ = _api(args).request("POST", "/api/keys", {"name": args.name, "scope": args.scope})
+        name, scope, key_id, secret = body["name"], body["scope"], body["key_id"], body["key"]
     print(secret, file=io.stdout)
     print(
-        f"created {record.scope} key {record.name!r} (id {record.key_id}); "
-        "store it now: it is shown only once",
+        f"created {scope} key {name!r} (id {key_id}); store it now: it is shown only once",
         file=io.stderr,
     )
 
@@ -192,42 +232,67 @@ def _keys_bind(args: argparse.Namespace, io: Io) -> None:
 
 def _keys_ls(args: argparse.Namespace, io: Io) -> None:
     rows = [("NAME", "SCOPE", "ID", "CREATED", "LAST USED", "STATUS", "LIMITS")]
-    for r in _key_store(io).list():
-        status = f"revoked {r.revoked_at}" if r.revoked_at else "active"
-        rows.append(
-            (r.name, r.scope, r.key_id, r.created_at, r.last_used_at or "never", status,
-             _describe(r.view, r.quota))
-        )  # fmt: skip
+    if args.aws:
+        records = [
+            {**asdict(r), "limits": _describe(r.view, r.quota)} for r in _key_store(io).list()
+        ]
+    else:
+        records = _api(args).request("GET", "/api/keys")[0]["keys"]
+    for r in records:
+        status = f"revoked {r['revoked_at']}" if r.get("revoked_at") else "active"
+        last = r.get("last_used_at") or "never"
+        limits = r.get("limits") or (f"view {r['view']}" if r.get("view") else "-")
+        rows.append((r["name"], r["scope"], r["key_id"], r["created_at"], last, status, limits))
     _table_out(rows, io.stdout)
 
 
 def _keys_revoke(args: argparse.Namespace, io: Io) -> None:
-    record = _key_store(io).revoke(args.name)
-    print(f"revoked key {record.name!r} (id {record.key_id})", file=io.stdout)
+    if args.aws:
+        record = asdict(_key_store(io).revoke(args.name))
+    else:
+        record = _api(args).request("DELETE", f"/api/keys/{quote(args.name, safe='')}")[0]
+    print(f"revoked key {record['name']!r} (id {record['key_id']})", file=io.stdout)
 
 
 def _secrets_set(args: argparse.Namespace, io: Io) -> None:
-    store, clients = _secret_store(io)
-    tool_id = _tool_id(args, io, clients)
     value = _read_value(args.name, io)
-    store.set(tool_id, args.name, value)
-    record_write(None, action="secret.set", tool_name=args.tool, tool_id=tool_id, secret=args.name)
+    if args.aws:
+        store, clients = _secret_store(io)
+        tool_id = _tool_id(args, io, clients)
+        store.set(tool_id, args.name, value)
+        record_write(
+            None, action="secret.set", tool_name=args.tool, tool_id=tool_id, secret=args.name
+        )
+    else:
+        _api(args).request("PUT", _tool_path(args.tool, "secrets", args.name), {"value": value})
     print(f"set secret {args.name} for tool {args.tool}", file=io.stdout)
 
 
 def _secrets_ls(args: argparse.Namespace, io: Io) -> None:
-    store, clients = _secret_store(io)
-    for name in store.names(_tool_id(args, io, clients)):
-        print(name, file=io.stdout)
+    if args.aws:
+        store, clients = _secret_store(io)
+        for name in store.names(_tool_id(args, io, clients)):
+            print(name, file=io.stdout)
+        return
+    listed = _api(args).request("GET", _tool_path(args.tool, "secrets"))[0]["secrets"]
+    rows = [("NAME", "STATUS")]
+    for secret in listed:
+        status = "set" if secret["set"] else "not set"
+        undeclared = not secret.get("declared", True)
+        rows.append((secret["name"], f"{status}, undeclared" if undeclared else status))
+    _table_out(rows, io.stdout)
 
 
 def _secrets_rm(args: argparse.Namespace, io: Io) -> None:
-    store, clients = _secret_store(io)
-    tool_id = _tool_id(args, io, clients)
-    store.delete(tool_id, args.name)
-    record_write(
-        None, action="secret.delete", tool_name=args.tool, tool_id=tool_id, secret=args.name
-    )
+    if args.aws:
+        store, clients = _secret_store(io)
+        tool_id = _tool_id(args, io, clients)
+        store.delete(tool_id, args.name)
+        record_write(
+            None, action="secret.delete", tool_name=args.tool, tool_id=tool_id, secret=args.name
+        )
+    else:
+        _api(args).request("DELETE", _tool_path(args.tool, "secrets", args.name))
     print(f"removed secret {args.name} from tool {args.tool}", file=io.stdout)
 
 

@@ -233,7 +233,7 @@ class AdminBackend:
 
     async def _get(self, args: Mapping[str, Any], _: Principal | None) -> ToolOutcome:
         found = await asyncio.to_thread(self._authoring.read, str(args["name"]))
-        return _ok(tool_json(found.tool, code=found.code))
+        return _ok(tool_json(found.tool, code=found.code, files=found.files))
 
     async def _revisions(self, args: Mapping[str, Any], _: Principal | None) -> ToolOutcome:
         revisions = await asyncio.to_thread(self._authoring.revisions, str(args["name"]))

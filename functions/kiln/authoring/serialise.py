@@ -7,9 +7,11 @@ update starts from, and what a tool folder holds).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from kiln.catalog.model import Draft, Revision, Tool
+from kiln.catalog.toolfiles import encode_files
 
 
 def revision_fields(revision: Revision) -> dict[str, Any]:
@@ -30,8 +32,11 @@ def revision_fields(revision: Revision) -> dict[str, Any]:
     }
 
 
-def tool_json(tool: Tool, *, code: str | None = None) -> dict[str, Any]:
-    """A tool's metadata and head revision; `code` only for readers allowed to see source."""
+def tool_json(
+    tool: Tool, *, code: str | None = None, files: Mapping[str, bytes] | None = None
+) -> dict[str, Any]:
+    """A tool's metadata and head revision; `code` (and `files`, base64) only for readers
+    allowed to see source."""
     body: dict[str, Any] = {
         "id": tool.id,
         "name": tool.name,
@@ -45,6 +50,7 @@ def tool_json(tool: Tool, *, code: str | None = None) -> dict[str, Any]:
         body["deleted"] = True
     if code is not None:
         body["code"] = code
+        body["files"] = encode_files(files or {})
     return body
 
 
@@ -62,14 +68,15 @@ def revision_json(revision: Revision, *, code: str | None = None) -> dict[str, A
     return body
 
 
-def definition(tool: Tool, code: str) -> dict[str, Any]:
+def definition(tool: Tool, code: str, files: Mapping[str, bytes] | None = None) -> dict[str, Any]:
     """The tool's head as the canonical fields of a draft (`check_draft` takes them back)."""
     fields = revision_fields(tool.head)
     del fields["bundle_id"]  # computed on save, never submitted
-    return {"name": tool.name, **fields, "code": code, "enabled": tool.enabled}
+    body = {"name": tool.name, **fields, "code": code, "enabled": tool.enabled}
+    return {**body, "files": encode_files(files or {})}
 
 
-def draft_of(tool: Tool, code: str) -> Draft:
+def draft_of(tool: Tool, code: str, files: Mapping[str, bytes] | None = None) -> Draft:
     """The draft that would save this tool's head again unchanged."""
     head = tool.head
     return Draft(
@@ -87,6 +94,7 @@ def draft_of(tool: Tool, code: str) -> Draft:
         secrets=head.secrets,
         task=head.task,
         tags=head.tags,
+        files=dict(files or {}),
     )
 
 

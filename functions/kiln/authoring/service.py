@@ -14,15 +14,17 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 from kiln.auth.audit import created_by, record_write
 from kiln.auth.policy import Principal
+from kiln.auth.secrets import SecretError
 from kiln.authoring.serialise import definition, draft_of
 from kiln.catalog.model import Draft, Revision, Tool
 from kiln.catalog.rules import check_draft, check_name
 from kiln.catalog.store import CatalogStore, ToolNotFoundError
+from kiln.catalog.syntax import available_node, check_parses
 from kiln.protocol.arguments import SchemaProblem, ValidatorCache, summarize
 from kiln.protocol.backend import ToolOutcome
 from kiln.runner.model import RunResult
@@ -30,6 +32,10 @@ from kiln.runner.model import RunResult
 ARGUMENTS_BUDGET_S = 1.0  # checking test-run arguments against a schema gives up after this
 
 log = logging.getLogger("kiln.authoring")
+
+
+class UndeclaredSecretError(SecretError):
+    """A secret name the tool does not declare: setting it would reach no script."""
 
 
 class ArgumentsRejectedError(ValueError):
@@ -51,17 +57,22 @@ class Executor(Protocol):
 
 
 class SecretNames(Protocol):
-    """Which secrets are set for a tool (`kiln.auth.secrets.SecretStore`)."""
+    """A tool's secrets (`kiln.auth.secrets.SecretStore`): which are set; set or remove one."""
 
     def names(self, tool_id: str) -> list[str]: ...
+
+    def set(self, tool_id: str, name: str, value: str) -> None: ...
+
+    def delete(self, tool_id: str, name: str) -> None: ...
 
 
 @dataclass(frozen=True)
 class ToolSource:
-    """A tool with its head revision's source."""
+    """A tool with its head revision's source and files."""
 
     tool: Tool
     code: str
+    files: Mapping[str, bytes] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -105,6 +116,7 @@ class AuthoringService:
         self._executor = executor
         self._secrets = secrets
         self._validators = ValidatorCache()
+        self._node = available_node()  # for the save-time syntax check of Node scripts
 
     # -- reads -------------------------------------------------------------------------
 
@@ -117,7 +129,8 @@ class AuthoringService:
     def read(self, ref: str) -> ToolSource:
         """A tool (by name, or `id:<id>`) with its source."""
         tool = self._store.get(ref)
-        return ToolSource(tool, self._store.code(tool.head))
+        head = tool.head
+        return ToolSource(tool, self._store.code(head), self._store.files(head))
 
     def revisions(self, ref: str) -> list[Revision]:
         return self._store.revisions(ref)
@@ -127,16 +140,45 @@ class AuthoringService:
         revision = self._store.revision(ref, number)
         return revision, self._store.code(revision)
 
-    def secret_status(self, ref: str) -> dict[str, bool]:
-        """Each secret the tool declares, and whether a value is set for it."""
+    def secret_status(self, ref: str) -> tuple[Tool, list[dict[str, Any]]]:
+        """The tool, and each secret it declares or still has set: declared? set? (no values)."""
         tool = self._store.get(ref)
         present = set(self._secrets.names(tool.id)) if self._secrets is not None else set()
-        return {name: name in present for name in tool.head.secrets}
+        declared = set(tool.head.secrets)
+        listed = [{"name": name, "set": name in present} for name in sorted(declared | present)]
+        for entry in listed:  # set once, no longer declared: said, so it can be removed
+            if entry["name"] not in declared:
+                entry["declared"] = False
+        return tool, listed
+
+    def set_secret(self, ref: str, name: str, value: str, who: Principal | None) -> Tool:
+        """Set a secret the tool declares; UndeclaredSecretError names the ones it does."""
+        tool = self._store.get(ref)
+        if name not in tool.head.secrets:
+            raise UndeclaredSecretError(
+                f"secret {name[:64]!r}: tool {tool.name!r} does not declare it (it declares: "
+                f'{", ".join(tool.head.secrets) or "none"}); add it to "secrets" in the '
+                "tool's definition first"
+            )
+        self._secret_store().set(tool.id, name, value)
+        record_write(who, action="secret.set", tool_name=tool.name, tool_id=tool.id, secret=name)
+        return tool
+
+    def delete_secret(self, ref: str, name: str, who: Principal | None) -> Tool:
+        tool = self._store.get(ref)
+        self._secret_store().delete(tool.id, name)
+        record_write(who, action="secret.delete", tool_name=tool.name, tool_id=tool.id, secret=name)
+        return tool
+
+    def _secret_store(self) -> SecretNames:
+        if self._secrets is None:
+            raise RuntimeError("this authoring service was made without a secret store")
+        return self._secrets
 
     # -- writes ------------------------------------------------------------------------
 
     def create(self, payload: Mapping[str, Any], who: Principal | None) -> Tool:
-        return self.create_draft(check_draft(payload), who)
+        return self.create_draft(self._checked(payload), who)
 
     def create_draft(self, draft: Draft, who: Principal | None) -> Tool:
         tool = self._store.create(draft, actor=created_by(who))
@@ -156,8 +198,10 @@ class AuthoringService:
         defaults = None
         if partial:
             current = self.read(ref)
-            defaults = definition(current.tool, current.code)
-        draft = check_draft(payload, defaults=defaults)
+            defaults = definition(current.tool, current.code, current.files)
+        draft = self._checked(payload, defaults=defaults)
+        if not partial and "files" not in payload:  # a client unaware of files keeps them
+            draft = replace(draft, files=self.read(ref).files)
         return self.update_draft(ref, draft, who, expected_revision=expected_revision)
 
     def update_draft(
@@ -189,6 +233,11 @@ class AuthoringService:
         tool = self._store.delete(ref, actor=created_by(who))
         return self._committed(who, "delete", tool)
 
+    def undelete(self, ref: str, who: Principal | None) -> Tool:
+        """A deleted tool (`id:<id>`) back under its name, while no live tool has taken it."""
+        tool = self._store.undelete(ref, actor=created_by(who))
+        return self._committed(who, "undelete", tool)
+
     # -- test runs ---------------------------------------------------------------------
 
     def check_arguments(self, tool: Tool, arguments: object) -> Mapping[str, Any]:
@@ -217,6 +266,14 @@ class AuthoringService:
         return TestRun(outcome, result)
 
     # -- internals ---------------------------------------------------------------------
+
+    def _checked(
+        self, payload: Mapping[str, Any], *, defaults: Mapping[str, Any] | None = None
+    ) -> Draft:
+        """The save rules, then the script must parse (Python compiles, `node --check`)."""
+        draft = check_draft(payload, defaults=defaults)
+        check_parses(draft.language, draft.code, self._node)
+        return draft
 
     def _committed(self, who: Principal | None, action: str, tool: Tool) -> Tool:
         record_write(
@@ -252,7 +309,7 @@ class FolderTarget:
             found = self._service.read(name)
         except ToolNotFoundError:
             return None
-        return draft_of(found.tool, found.code), found.tool.head.number
+        return draft_of(found.tool, found.code, found.files), found.tool.head.number
 
     def create(self, draft: Draft) -> None:
         self._service.create_draft(draft, self._who)

@@ -20,7 +20,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, TextIO
 
-from kiln.settings import LOCAL_URL, Settings
+from kiln.settings import Settings
 
 
 class Progress:
@@ -135,14 +135,15 @@ def cmd_show(args: argparse.Namespace) -> int:
     try:
         if args.aws:
             store = _direct_store(args)
-            record = store.get(args.id)
+            full = store.resolve(args.id)
+            record = store.get(full)
             if record is None:
                 return _fail("show", f"bundle {args.id}: no such bundle")
             body = record.to_json()
-            manifest = store.read_manifest(args.id)
+            manifest = store.read_manifest(full)
             body["lock"] = None if manifest is None else manifest.get("lock")
             if args.log:
-                body["log"] = store.read_log(args.id)
+                body["log"] = store.read_log(full)
         else:
             query = "?log=true" if args.log else ""
             body, _ = _api(args).request("GET", f"/api/bundles/{args.id}{query}")
@@ -163,12 +164,12 @@ def cmd_retry(args: argparse.Namespace) -> int:
             return _fail("retry", error)
         print(f"{body['id']} {body['status']}: the server builds it in the background")
         return 0
-    from kiln.bundles.store import BundleStateError
+    from kiln.bundles.store import BundleIdError, BundleStateError
 
     store = _direct_store(args)
     try:
-        record = store.retry(args.id)
-    except BundleStateError as error:
+        record = store.retry(store.resolve(args.id))
+    except (BundleStateError, BundleIdError) as error:
         return _fail("retry", error)
     builder = _settings(args).builder_function
     if builder:
@@ -314,9 +315,9 @@ def register(subparsers: Any) -> None:
     commands = bundles.add_subparsers(dest="bundles_command", required=True)
 
     def source(sub: argparse.ArgumentParser) -> argparse.ArgumentParser:
-        sub.add_argument("--url", default=None, help=f"default: KILN_URL, else {LOCAL_URL}")
+        sub.add_argument("--url", default=None, help="a Kiln server (default: the local kiln dev)")
         sub.add_argument("--key", default=None, help="author key (default: KILN_AUTHOR_KEY)")
-        sub.add_argument("--state-dir", default=".kiln", help=argparse.SUPPRESS)
+        sub.add_argument("--state-dir", default=None, help=argparse.SUPPRESS)
         sub.add_argument(
             "--aws",
             action="store_true",

@@ -13,6 +13,7 @@ Status moves only by conditional writes, so two writers can never both win:
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -34,6 +35,19 @@ STALE_BUILD_AFTER = timedelta(minutes=20)
 
 _serializer = TypeSerializer()
 _deserializer = TypeDeserializer()
+
+
+ID_LENGTH = 32
+ID_RULE = "a bundle id is 32 lower-case hex digits; any unique prefix of one will do"
+_HEX = re.compile(r"[0-9a-f]{1,32}")
+
+
+class BundleIdError(LookupError):
+    """A bundle id (or prefix) that names no bundle."""
+
+
+class AmbiguousBundleIdError(BundleIdError):
+    """A prefix that more than one bundle id starts with."""
 
 
 class BundleStateError(Exception):
@@ -209,6 +223,22 @@ class BundleStore:
         )
         item = response.get("Item")
         return None if item is None else BundleRecord.from_item(item)
+
+    def resolve(self, ref: str) -> str:
+        """The full id that `ref` (an id or any unique prefix of one) names; else BundleIdError."""
+        if not _HEX.fullmatch(ref):
+            raise BundleIdError(f"bundle id {ref!r}: {ID_RULE}")
+        if len(ref) == ID_LENGTH:
+            return ref
+        matches = sorted(record.id for record in self.list() if record.id.startswith(ref))
+        if not matches:
+            raise BundleIdError(f"bundle {ref}: no bundle id starts with it")
+        if len(matches) > 1:
+            raise AmbiguousBundleIdError(
+                f"bundle {ref}: ambiguous, {len(matches)} bundles start with it "
+                f"({', '.join(m[: len(ref) + 4] + '…' for m in matches[:5])}); give more digits"
+            )
+        return matches[0]
 
     def list(self) -> list[BundleRecord]:
         """Every bundle, newest first."""

@@ -34,6 +34,7 @@ class Draft:
     timeout_seconds: float = 30.0
     enabled: bool = True
     secrets: tuple[str, ...] = ()  # names of the per-tool secrets the script reads from its env
+    files: Mapping[str, bytes] = field(default_factory=dict)  # relative path -> bytes
     task: TaskMode | None = None
     tags: tuple[str, ...] = ()  # short labels that views select tools by
 
@@ -59,6 +60,7 @@ class Revision:
     created_by: str = ""
     restored_from: int | None = None
     secrets: tuple[str, ...] = ()  # declared secret names (values live in SSM, never here)
+    files: Mapping[str, str] = field(default_factory=dict)  # relative path -> sha256 (files/…)
     task: TaskMode | None = None
     tags: tuple[str, ...] = ()
 

@@ -20,6 +20,7 @@ from kiln.catalog.schemas import (
     closed_empty_schema,
     normalise_schema,
 )
+from kiln.catalog.toolfiles import check_files
 from kiln.catalog.violations import MISSING, RuleError, Violation, encodable, escaped, violation
 from kiln.secret_names import secret_name_problem
 
@@ -81,6 +82,7 @@ CANONICAL_FIELDS: Final = (
     "timeout_seconds",
     "enabled",
     "secrets",
+    "files",
     "task",
     "tags",
 )
@@ -328,6 +330,12 @@ def _check_secrets(value: object, found: list[Violation]) -> tuple[str, ...]:
     return tuple(sorted(set(names)))
 
 
+def _check_files(value: object, found: list[Violation]) -> dict[str, bytes]:
+    files, problems = check_files(None if value is MISSING else value)
+    found.extend(violation(field, rule, text) for field, rule, text in problems)
+    return files
+
+
 MAX_TAGS: Final = 20
 TAG_RULE: Final = "1-32 characters from a-z 0-9 _ -, starting with a letter or digit"
 _TAG = re.compile(r"^[a-z0-9][a-z0-9_-]{0,31}$")
@@ -384,6 +392,7 @@ def check_draft(payload: Mapping[str, Any], *, defaults: Mapping[str, Any] | Non
     timeout = _check_timeout(get("timeout_seconds"), found)
     enabled = _check_enabled(get("enabled"), found)
     secrets = _check_secrets(get("secrets"), found)
+    files = _check_files(get("files"), found)
     task = _check_task(get("task"), found)
     tags = _check_tags(get("tags"), found)
 
@@ -408,6 +417,7 @@ def check_draft(payload: Mapping[str, Any], *, defaults: Mapping[str, Any] | Non
         timeout_seconds=timeout,
         enabled=enabled,
         secrets=secrets,
+        files=files,
         task=task,
         tags=tags,
     )

@@ -10,6 +10,8 @@ from dataclasses import dataclass, field
 from kiln.catalog.model import Revision, Tool
 from kiln.catalog.store import CatalogStore
 
+FILE_CACHE_BYTES = 32 * 1024 * 1024
+
 
 @dataclass(frozen=True)
 class Snapshot:
@@ -26,6 +28,8 @@ class CatalogSnapshots:
         self._snapshot: Snapshot | None = None
         self._code: OrderedDict[str, str] = OrderedDict()
         self._code_cache_entries = code_cache_entries
+        self._files: OrderedDict[str, bytes] = OrderedDict()
+        self._files_bytes = 0
         self._read: asyncio.Task[Snapshot] | None = None
         self._reads_started = 0
         self._read_number = 0
@@ -88,3 +92,22 @@ class CatalogSnapshots:
             while len(self._code) > self._code_cache_entries:
                 self._code.popitem(last=False)
         return text
+
+    def files(self, revision: Revision) -> dict[str, bytes]:
+        """A revision's extra files, each fetched once per process (kept up to FILE_CACHE_BYTES)."""
+        return {path: self._file(sha) for path, sha in revision.files.items()}
+
+    def _file(self, sha: str) -> bytes:
+        with self._lock:
+            if sha in self._files:
+                self._files.move_to_end(sha)
+                return self._files[sha]
+        data = self._store.file(sha)
+        with self._lock:
+            if sha not in self._files:
+                self._files[sha] = data
+                self._files_bytes += len(data)
+            while self._files_bytes > FILE_CACHE_BYTES and len(self._files) > 1:
+                _, dropped = self._files.popitem(last=False)
+                self._files_bytes -= len(dropped)
+        return data

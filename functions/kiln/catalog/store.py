@@ -33,6 +33,8 @@ from botocore.exceptions import ClientError
 
 from kiln.catalog.model import Draft, Revision, Tool
 from kiln.catalog.rules import NAME_PATTERN
+from kiln.catalog.toolfiles import digest as content_digest
+from kiln.catalog.toolfiles import same_definition
 
 log = logging.getLogger("kiln.catalog")
 TRANSACTION_ATTEMPTS = 5
@@ -73,6 +75,10 @@ class RevisionRequiredError(CatalogError):
     pass
 
 
+class NotDeletedError(CatalogError):
+    pass
+
+
 class NameMismatchError(CatalogError):
     pass
 
@@ -102,6 +108,7 @@ def revision_from_json(text: str) -> Revision:
     data = json.loads(text)
     data["requirements"] = tuple(data["requirements"])
     data["secrets"] = tuple(data.get("secrets", ()))
+    data["files"] = dict(data.get("files") or {})
     data["tags"] = tuple(data.get("tags", ()))
     return Revision(**data)
 
@@ -198,6 +205,14 @@ class CatalogStore:
         body = self._s3.get_object(Bucket=self.bucket, Key=revision.code_key)["Body"].read()
         return str(body.decode("utf-8"))
 
+    def file(self, sha256: str) -> bytes:
+        """One of a tool's files, by its content address."""
+        return bytes(self._s3.get_object(Bucket=self.bucket, Key=f"files/{sha256}")["Body"].read())
+
+    def files(self, revision: Revision) -> dict[str, bytes]:
+        """The files the revision ships beside its script: relative path -> bytes."""
+        return {path: self.file(sha) for path, sha in revision.files.items()}
+
     def _live(self, ref: str) -> Tool:
         """Like `get`, but a deleted tool (reachable by id) cannot be changed."""
         tool = self.get(ref)
@@ -249,6 +264,8 @@ class CatalogStore:
                 f"rename with POST /api/tools/{current.name}/rename"
             )
         self._check_head(current, expected_revision)
+        if same_definition(current, draft):
+            return current  # saving what is already there makes no new revision
         revision = self._new_revision(
             current.id, expected_revision + 1, draft, actor=actor, now=self._now()
         )
@@ -342,26 +359,50 @@ class CatalogStore:
         self._transact(
             [
                 self._delete_name(tool),
-                {
-                    "Update": {
-                        "TableName": self.table,
-                        "Key": {"pk": _s("TOOLS"), "sk": _s(tool.id)},
-                        "UpdateExpression": "SET deleted = :true, enabled = :false, "
-                        "updated_at = :now, deleted_at = :now",
-                        "ConditionExpression": "deleted = :false",
-                        "ExpressionAttributeValues": {
-                            ":true": {"BOOL": True},
-                            ":false": {"BOOL": False},
-                            ":now": _s(now),
-                        },
-                    }
-                },
+                self._set_deleted(tool.id, True, now),
             ],
             on_conflict=lambda: ToolNotFoundError(f"tool {ref!r} changed or was deleted; retry"),
         )
         return replace(tool, deleted=True, enabled=False, updated_at=now)
 
+    def undelete(self, ref: str, *, actor: str = "") -> Tool:
+        """Bring a deleted tool (`id:<id>`) back under its name, if no live tool took it since."""
+        tool = self.get(ref)
+        if not tool.deleted:
+            raise NotDeletedError(f"tool {tool.name!r} is not deleted; there is nothing to restore")
+        now = self._now()
+        back = [self._put_name(tool.name, tool.id), self._set_deleted(tool.id, False, now)]
+        try:
+            self._transact(back)
+        except ClientError as error:
+            codes = _cancel_codes(error)
+            if codes[:1] == ["ConditionalCheckFailed"]:
+                taken = f"name: a live tool is now named {tool.name!r}; rename or delete it first"
+                raise NameTakenError(f"{taken}, then restore this one") from None
+            if "ConditionalCheckFailed" in codes:
+                raise NotDeletedError(f"tool {tool.name!r} was restored already") from None
+            raise
+        return replace(tool, deleted=False, enabled=True, updated_at=now)
+
     # -- internals ---------------------------------------------------------------------
+
+    def _set_deleted(self, tool_id: str, deleted: bool, now: str) -> dict[str, Any]:
+        """The update that marks a live tool deleted and disabled, or a deleted one live again."""
+        gone = "SET deleted = :yes, enabled = :no, updated_at = :now, deleted_at = :now"
+        back = "SET deleted = :no, enabled = :yes, updated_at = :now REMOVE deleted_at"
+        return {
+            "Update": {
+                "TableName": self.table,
+                "Key": {"pk": _s("TOOLS"), "sk": _s(tool_id)},
+                "UpdateExpression": gone if deleted else back,
+                "ConditionExpression": "deleted = :no" if deleted else "deleted = :yes",
+                "ExpressionAttributeValues": {
+                    ":yes": {"BOOL": True},
+                    ":no": {"BOOL": False},
+                    ":now": _s(now),
+                },
+            }
+        }
 
     def _new_revision(
         self, tool_id: str, number: int, draft: Draft, *, actor: str, now: str
@@ -376,6 +417,10 @@ class CatalogStore:
             ContentType="text/plain; charset=utf-8",
             ChecksumAlgorithm="SHA256",
         )
+        files = {path: content_digest(data) for path, data in sorted(draft.files.items())}
+        for path, data in draft.files.items():  # content-addressed, like the code
+            at = f"files/{files[path]}"
+            self._s3.put_object(Bucket=self.bucket, Key=at, Body=data, ChecksumAlgorithm="SHA256")
         bundle_id = (
             self._bundles.identify(draft.language, draft.requirements)
             if self._bundles is not None and draft.requirements
@@ -398,6 +443,7 @@ class CatalogStore:
             created_at=now,
             created_by=actor,
             secrets=draft.secrets,
+            files=files,
             task=draft.task,
             tags=draft.tags,
         )

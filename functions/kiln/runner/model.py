@@ -32,6 +32,7 @@ class RunRequest:
     bundle_path: Path | None = None
     extra_env: Mapping[str, str] = field(default_factory=dict)
     label: str = ""  # tool name and revision, for the run's log line
+    files: Mapping[str, bytes] = field(default_factory=dict)  # written beside the script
     limits: RunLimits | None = None  # tighter limits this tool asks for
 
 

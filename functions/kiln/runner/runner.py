@@ -217,6 +217,7 @@ class Runner:
                 record.uid = lease.uid
             elif self.settings.sweep_shared_temp:
                 record.before = await asyncio.to_thread(contain.snapshot, record.shared_dirs)
+            await asyncio.to_thread(_write_files, run_dir, request.files)
             script = run_dir / SCRIPT_NAMES[request.language]
             script.write_text(request.code, encoding="utf-8")
             env, private = script_environment(
@@ -451,6 +452,14 @@ class Runner:
             runner_error=runner_error,
             disk_quota_bytes=quota,
         )
+
+
+def _write_files(run_dir: Path, files: Mapping[str, bytes]) -> None:
+    """The tool's own files, where the script finds them (paths were checked on save)."""
+    for relative, data in files.items():
+        path = run_dir / relative
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(data)
 
 
 def _json_arguments(arguments: Mapping[str, Any]) -> bytes:

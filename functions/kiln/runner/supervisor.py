@@ -213,12 +213,11 @@ def isolate(request: dict[str, Any]) -> str:
     if uid is None:
         return "shared"
     contain.kill_uid(uid)  # what an earlier holder of the uid left (a server killed mid-run)
-    script = request["script"]
-    with open(script, "rb") as f:
-        code = f.read()
+    run_dir = request["run_dir"]
+    files = _run_files(run_dir)  # the script and the tool's own files, read before the mount
     try:
         contain.private_mounts(
-            request["run_dir"],
+            run_dir,
             request["quota_bytes"],
             uid,
             request["read_only"],
@@ -234,16 +233,39 @@ def isolate(request: dict[str, Any]) -> str:
                     "and this process may not mount (no CAP_SYS_ADMIN): make it readable to "
                     "all, or install it elsewhere"
                 ) from None
-        for path in (request["run_dir"], script):
-            os.chown(path, uid, uid)
+        os.chown(run_dir, uid, uid)
+        for relative in files:
+            _chown_path(run_dir, relative, uid)
         return "uid"
-    fd = os.open(script, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    try:
-        os.write(fd, code)
-        os.fchown(fd, uid, uid)
-    finally:
-        os.close(fd)
+    for relative, data in files.items():  # the fresh mount hides them: write them again
+        path = os.path.join(run_dir, relative)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        _chown_path(run_dir, os.path.dirname(relative), uid)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        try:
+            os.write(fd, data)
+            os.fchown(fd, uid, uid)
+        finally:
+            os.close(fd)
     return "mounts"
+
+
+def _run_files(run_dir: str) -> dict[str, bytes]:
+    """Every file the server put in the run directory, by relative path."""
+    found: dict[str, bytes] = {}
+    for folder, _, names in os.walk(run_dir):
+        for name in names:
+            path = os.path.join(folder, name)
+            with open(path, "rb") as f:
+                found[os.path.relpath(path, run_dir)] = f.read()
+    return found
+
+
+def _chown_path(run_dir: str, relative: str, uid: int) -> None:
+    """Give `relative` and each directory on the way to it (below run_dir) to the run's uid."""
+    parts = [part for part in relative.split(os.sep) if part]
+    for depth in range(1, len(parts) + 1):
+        os.chown(os.path.join(run_dir, *parts[:depth]), uid, uid)
 
 
 class Watch:

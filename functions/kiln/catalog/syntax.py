@@ -1,5 +1,9 @@
 """Syntax checks for a tool's script, run before it is saved: Python compiles, Node parses.
 
+One check for every save path (REST, the admin MCP tools, tool folders and `kiln tools push`)
+and for the studio's dry run, so a script that cannot even start is refused when it is saved,
+with the line and column of the problem, instead of failing at its first call.
+
 The script is only parsed, never run: Python's `compile` in this process, Node's `--check`
 in a child process with a deadline (parsing needs no network, no environment and no secrets).
 """
@@ -13,6 +17,7 @@ import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
+from kiln.catalog.rules import RuleError, Violation
 from kiln.runner.errors import NodeUnavailableError
 from kiln.runner.nodejs import find_node
 
@@ -98,3 +103,28 @@ def check_syntax(language: str, code: str, node_binary: Path | None = None) -> S
     if language == "python":
         return check_python(code)
     return check_node(code, node_binary)
+
+
+def available_node() -> Path | None:
+    """The `node` the runner would use, or None when there is none here."""
+    try:
+        return find_node()
+    except NodeUnavailableError:
+        return None
+
+
+def check_parses(language: str, code: str, node: Path | None) -> None:
+    """The save-time rule: RuleError (field `code`, rule `syntax`, line and column) when the
+    script cannot parse. Node code is checked only where Node is (without it Node tools cannot
+    run here anyway, and their calls say so)."""
+    if language != "python" and node is None:
+        return
+    try:
+        problem = check_syntax(language, code, node)
+    except SyntaxCheckUnavailableError:
+        return
+    if problem is not None:
+        text = (
+            f"code does not parse: line {problem.line}, column {problem.column}: {problem.message}"
+        )
+        raise RuleError([Violation("code", "syntax", text)])

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from kiln.studio.syntax import SyntaxProblem, check_python, parse_node_error
+from kiln.catalog.syntax import SyntaxProblem, check_python, parse_node_error
 
 
 def test_python_that_compiles_has_no_problem() -> None:

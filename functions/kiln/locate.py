@@ -1,0 +1,129 @@
+"""How every `kiln` command finds the server to talk to and the key to send it.
+
+One rule for all commands (`tools`, `bundles`, `keys`, `secrets`, `stdio --url`):
+
+1. `--url` (or KILN_URL) names the server; the key is `--key`, else KILN_AUTHOR_KEY, else,
+   only when that URL is the local `kiln dev`, the local author key.
+2. Otherwise the server is the `kiln dev` recorded in the state directory's `server.json`
+   (written while it serves, removed when it stops), with `--key`, KILN_AUTHOR_KEY or the
+   state directory's `author_key`.
+3. Otherwise the command fails, saying which file it looked at and how to fix it.
+
+The local author key is never sent to a URL other than the recorded local server's: a typo in
+`--url` must not hand the key to someone else's machine.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from kiln.settings import LocalSettings
+
+SERVER_RECORD = "server.json"
+AUTHOR_KEY_FILE = "author_key"
+
+
+class ServerNotFoundError(Exception):
+    """No server was named and no running `kiln dev` is recorded; says where Kiln looked."""
+
+
+@dataclass(frozen=True)
+class ServerTarget:
+    url: str
+    key: str | None
+    key_source: str  # which key is sent, or why none is: completes "HTTP 401: ... (sent …)"
+
+
+def private_dir(path: Path) -> Path:
+    """Make `path` (mode 0700 when new) and return it."""
+    path.mkdir(mode=0o700, parents=True, exist_ok=True)
+    return path
+
+
+def write_private(path: Path, text: str) -> None:
+    """Write a file only its owner can read, atomically."""
+    tmp = path.with_name(path.name + ".tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        handle.write(text)
+    tmp.replace(path)
+
+
+def record_server(state_dir: Path, url: str) -> None:
+    """Note that this process serves the state directory's catalog at `url`."""
+    record = {"url": url, "pid": os.getpid()}
+    write_private(private_dir(state_dir) / SERVER_RECORD, json.dumps(record) + "\n")
+
+
+def forget_server(state_dir: Path) -> None:
+    path = state_dir / SERVER_RECORD
+    try:
+        if json.loads(path.read_text("utf-8")).get("pid") == os.getpid():
+            path.unlink()
+    except (OSError, ValueError, AttributeError):
+        pass
+
+
+def running_server(state_dir: Path) -> str | None:
+    """The URL of the `kiln dev` serving this state directory, if one is running."""
+    try:
+        record = json.loads((state_dir / SERVER_RECORD).read_text("utf-8"))
+        url, pid = str(record["url"]), int(record["pid"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return None  # left behind by a kiln dev that was killed
+    except PermissionError:
+        pass  # alive, someone else's
+    return url
+
+
+def local_author_key(state_dir: Path) -> str | None:
+    try:
+        return (state_dir / AUTHOR_KEY_FILE).read_text("utf-8").strip() or None
+    except OSError:
+        return None
+
+
+def find_server(local: LocalSettings, *, url: str | None, key: str | None) -> ServerTarget:
+    """The server and key a command uses (see the module docstring for the rule)."""
+    state = local.state_dir
+    recorded = running_server(state)
+    named = url or local.url
+    given = key or local.author_key
+    given_source = "the key from " + ("--key" if key else "KILN_AUTHOR_KEY")
+    if named:
+        if given:
+            return ServerTarget(named, given, given_source)
+        if recorded is not None and _same_server(named, recorded):
+            return _with_local_key(named, state)
+        return ServerTarget(named, None, "no key: pass --key KEY or set KILN_AUTHOR_KEY")
+    if recorded is not None:
+        if given:
+            return ServerTarget(recorded, given, given_source)
+        return _with_local_key(recorded, state)
+    raise ServerNotFoundError(
+        f"no running kiln dev found: looked for {state / SERVER_RECORD} (state directory from "
+        f"{local.state_dir_source}). Start `kiln dev` (same state directory), or name a server "
+        "with --url URL --key KEY (or KILN_URL and KILN_AUTHOR_KEY)"
+    )
+
+
+def _with_local_key(url: str, state: Path) -> ServerTarget:
+    path = state / AUTHOR_KEY_FILE
+    key = local_author_key(state)
+    if key is None:
+        return ServerTarget(url, None, f"no key: {path} is missing; pass --key KEY")
+    return ServerTarget(url, key, f"the local author key from {path}")
+
+
+def _same_server(a: str, b: str) -> bool:
+    def norm(url: str) -> str:
+        return url.rstrip("/").replace("://localhost:", "://127.0.0.1:")
+
+    return norm(a) == norm(b)
