@@ -56,7 +56,10 @@ def test_validate_reports_a_python_syntax_error_with_line_and_column(
     draft = {**GOOD, "code": "import json\n\ndef f(:\n    pass\n"}
     body = kiln_server.api("POST", "/api/tools/validate", json=draft).json()
     assert body["ok"] is False
-    assert body["violations"] == []
+    assert [(v["field"], v["rule"]) for v in body["violations"]] == [("code", "syntax")]
+    saved = kiln_server.api("POST", "/api/tools", json=draft)
+    assert saved.status_code == 422  # the save refuses it with the same violation
+    assert saved.json()["error"]["violations"] == body["violations"]
     assert body["syntax"]["line"] == 3
     assert body["syntax"]["column"] >= 1
     assert body["syntax"]["message"]

@@ -14,7 +14,12 @@ from fastapi import APIRouter, Request
 from kiln.api.common import blocking, json_body, kiln_of, require
 from kiln.api.errors import ApiError
 from kiln.catalog.rules import LANGUAGES, RuleError, check_draft
-from kiln.catalog.syntax import SyntaxCheckUnavailableError, SyntaxProblem, check_syntax
+from kiln.catalog.syntax import (
+    SyntaxCheckUnavailableError,
+    SyntaxProblem,
+    check_syntax,
+    syntax_violation,
+)
 
 router = APIRouter(tags=["studio"])
 
@@ -57,6 +62,9 @@ async def validate_tool(request: Request) -> dict[str, Any]:
     node = Path(settings.node_binary) if settings.node_binary else None
     violations = await blocking(_violations, payload)
     problem, checked = await blocking(_syntax, payload, node)
+    if problem is not None:  # a save refuses it too, as this violation
+        v = syntax_violation(problem)
+        violations.append({"field": v.field, "rule": v.rule, "message": v.message})
     return {
         "ok": not violations and problem is None,
         "violations": violations,

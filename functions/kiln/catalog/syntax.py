@@ -124,7 +124,10 @@ def check_parses(language: str, code: str, node: Path | None) -> None:
     except SyntaxCheckUnavailableError:
         return
     if problem is not None:
-        text = (
-            f"code does not parse: line {problem.line}, column {problem.column}: {problem.message}"
-        )
-        raise RuleError([Violation("code", "syntax", text)])
+        raise RuleError([syntax_violation(problem)])
+
+
+def syntax_violation(problem: SyntaxProblem) -> Violation:
+    """The save rule's violation for a script that does not parse (the studio's dry run too)."""
+    text = f"code does not parse: line {problem.line}, column {problem.column}: {problem.message}"
+    return Violation("code", "syntax", text)
