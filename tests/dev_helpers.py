@@ -16,6 +16,7 @@ from typing import Any
 import httpx
 
 from harness import free_port
+from kiln.emulator import shared_endpoint
 
 DEV_KEY = "dev-test-author-key-views"
 MODERN = "2026-07-28"
@@ -30,15 +31,17 @@ class DevServer:
 
     @property
     def env(self) -> dict[str, str]:
-        """The environment in which `kiln keys …` talks to this server's emulator."""
-        endpoint = (self.state_dir / "endpoint").read_text("utf-8").strip()
-        return {**_clean_env(), "AWS_ENDPOINT_URL": endpoint, "KILN_TABLE": "kiln",
-                "AWS_REGION": "us-east-1", "AWS_ACCESS_KEY_ID": "testing",
-                "AWS_SECRET_ACCESS_KEY": "testing"}  # fmt: skip
+        """The environment in which boto3 talks to this server's emulator (its signing key)."""
+        endpoint = shared_endpoint(self.state_dir / "aws")
+        assert endpoint is not None, "kiln dev's emulator left no endpoint.json"
+        return {**_clean_env(), "AWS_ENDPOINT_URL": endpoint.url, "KILN_TABLE": "kiln",
+                "AWS_REGION": endpoint.region,
+                "AWS_ACCESS_KEY_ID": endpoint.credentials.access_key_id,
+                "AWS_SECRET_ACCESS_KEY": endpoint.credentials.secret_access_key}  # fmt: skip
 
     def kiln(self, *args: str) -> subprocess.CompletedProcess[str]:
-        """Run the `kiln` command against this server (its URL, key and emulator)."""
-        env = {**self.env, "KILN_URL": self.url, "KILN_AUTHOR_KEY": DEV_KEY}
+        """Run the `kiln` command against this server, through its REST API (URL and key)."""
+        env = {**_clean_env(), "KILN_URL": self.url, "KILN_AUTHOR_KEY": DEV_KEY}
         return subprocess.run(
             [sys.executable, "-m", "kiln.cli", *args],
             env=env, capture_output=True, text=True, timeout=120, check=False,

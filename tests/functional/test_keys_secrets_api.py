@@ -81,3 +81,30 @@ def test_bad_secret_requests_are_refused_without_echoing_the_value(
         "PUT", "/api/tools/reader/secrets/API_TOKEN", json={"value": "x"}, key=call_key
     )
     assert put.status_code == 403
+
+
+def test_a_key_can_be_created_bound_to_a_view_with_limits_and_rebound(
+    kiln_server: RunningKiln,
+) -> None:
+    body = {"name": "bound", "scope": "call", "view": "finance",
+            "quota": {"calls_per_minute": 5}}  # fmt: skip
+    made = kiln_server.api("POST", "/api/keys", json=body)
+    assert made.status_code == 201, made.text
+    assert made.json()["view"] == "finance"
+    assert made.json()["quota"]["calls_per_minute"] == 5
+    rebound = kiln_server.api("PUT", "/api/keys/bound/binding", json={"view": None})
+    assert rebound.status_code == 200, rebound.text
+    assert rebound.json()["view"] is None
+    assert rebound.json()["quota"]["calls_per_minute"] is None
+    missing = kiln_server.api("PUT", "/api/keys/nobody/binding", json={})
+    assert missing.status_code == 404
+
+
+def test_a_bad_view_or_quota_on_a_key_names_the_field(kiln_server: RunningKiln) -> None:
+    bad_quota = {"name": "q", "quota": {"calls_per_minute": -1}}
+    refused = kiln_server.api("POST", "/api/keys", json=bad_quota)
+    assert refused.status_code == 422, refused.text
+    assert "calls_per_minute" in refused.json()["error"]["message"]
+    bad_view = kiln_server.api("POST", "/api/keys", json={"name": "v", "view": "no spaces"})
+    assert bad_view.status_code == 422, bad_view.text
+    assert kiln_server.api("GET", "/api/keys").json()["keys"] == []

@@ -1,9 +1,11 @@
 """REST: /api/keys. API keys through the server's admin API (author keys only).
 
-POST /api/keys {"name", "scope"} -> 201 with the key, shown this once; GET /api/keys lists
-them (never a secret); DELETE /api/keys/{name} revokes one, refused by this server from its
-next request (the key store forgets its cached lookup at once). Refusals (bad name or scope,
-a taken name, no such key) are domain errors, answered by `kiln.api.errors`.
+POST /api/keys {"name", "scope", "view"?, "quota"?} -> 201 with the key, shown this once;
+GET /api/keys lists them (never a secret); PUT /api/keys/{name}/binding {"view", "quota"}
+sets a key's view and limits (what is left out is cleared); DELETE /api/keys/{name} revokes
+one, refused by this server from its next request (the key store forgets its cached lookup at
+once). Refusals (bad name, scope, view or quota, a taken name, no such key) are domain errors,
+answered by `kiln.api.errors`.
 """
 
 from __future__ import annotations
@@ -14,6 +16,8 @@ from typing import Any
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 
+from kiln.access.quotas import Quota, QuotaRuleError, check_quota
+from kiln.access.views import check_view_name
 from kiln.api.common import blocking, json_body, kiln_of, require
 from kiln.api.errors import ApiError
 from kiln.auth.audit import record_write
@@ -34,8 +38,11 @@ async def create_key(request: Request) -> JSONResponse:
     payload = await json_body(request)
     if not isinstance(payload, dict):
         raise ApiError(422, "invalid_key", 'body: must be {"name": "...", "scope": "call"}')
+    view, quota = _binding(payload)
     keys = kiln_of(request).access.keys
-    record, secret = await blocking(keys.create, payload.get("name"), payload.get("scope", "call"))
+    name: Any = payload.get("name")  # the key store says what is wrong with it
+    scope: Any = payload.get("scope", "call")
+    record, secret = await blocking(lambda: keys.create(name, scope, view=view, quota=quota))
     record_write(who, action="key.create", tool_name="", key=record.name)
     return JSONResponse({**key_json(record), "key": secret}, status_code=201)
 
@@ -53,3 +60,27 @@ async def revoke_key(name: str, request: Request) -> dict[str, Any]:
     record = await blocking(kiln_of(request).access.keys.revoke, name)
     record_write(who, action="key.revoke", tool_name="", key=record.name)
     return key_json(record)
+
+
+@router.put("/{name}/binding")
+async def bind_key(name: str, request: Request) -> dict[str, Any]:
+    who = await require(request)
+    payload = await json_body(request)
+    if not isinstance(payload, dict):
+        raise ApiError(422, "invalid_key", 'body: must be {"view": ..., "quota": {...}}')
+    view, quota = _binding(payload)
+    keys = kiln_of(request).access.keys
+    record = await blocking(lambda: keys.bind(name, view=view, quota=quota))
+    record_write(who, action="key.bind", tool_name="", key=record.name)
+    return key_json(record)
+
+
+def _binding(payload: dict[str, Any]) -> tuple[str | None, Quota]:
+    """The view and quota a create or bind body asks for (absent: unbound, no limits)."""
+    view = payload.get("view")
+    if view is not None:
+        view = check_view_name(view)
+    try:
+        return view, check_quota(payload.get("quota"))
+    except QuotaRuleError as error:
+        raise ApiError(422, "invalid_key", str(error)) from None

@@ -13,7 +13,7 @@ logger = logging.getLogger("kiln.audit")
 
 ACTIONS = frozenset(
     {"create", "update", "rename", "enable", "disable", "delete", "undelete", "restore",
-     "secret.set", "secret.delete", "key.create", "key.revoke"}
+     "secret.set", "secret.delete", "key.create", "key.bind", "key.revoke"}
 )  # fmt: skip
 
 

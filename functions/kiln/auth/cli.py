@@ -16,7 +16,7 @@ from dataclasses import asdict, dataclass
 from typing import Any, TextIO
 from urllib.parse import quote
 
-from kiln.access.quotas import NO_QUOTA, Quota, QuotaRuleError, check_quota
+from kiln.access.quotas import Quota, QuotaRuleError, check_quota
 from kiln.access.views import ViewRuleError, check_view_name
 from kiln.auth import redact
 from kiln.auth.audit import record_write
@@ -213,9 +213,9 @@ def _keys_create(args: argparse.Namespace, io: Io) -> None:
         record, secret = _key_store(io).create(args.name, args.scope, view=view, quota=quota)
         name, scope, key_id = record.name, record.scope, record.key_id
     else:
-        if view is not None or quota != NO_QUOTA:
-            raise CliError("--view and the call limits are set through the table: add --aws")
-        body, _ = _api(args).request("POST", "/api/keys", {"name": args.name, "scope": args.scope})
+        payload = {"name": args.name, "scope": args.scope, "view": view,
+                   "quota": quota.as_dict()}  # fmt: skip
+        body, _ = _api(args).request("POST", "/api/keys", payload)
         name, scope, key_id, secret = body["name"], body["scope"], body["key_id"], body["key"]
     print(secret, file=io.stdout)
     print(
@@ -226,8 +226,16 @@ def _keys_create(args: argparse.Namespace, io: Io) -> None:
 
 def _keys_bind(args: argparse.Namespace, io: Io) -> None:
     view, quota = _binding(args)
-    record = _key_store(io).bind(args.name, view=view, quota=quota)
-    print(f"key {record.name!r}: {_describe(record.view, record.quota)}", file=io.stdout)
+    if args.aws:
+        record = _key_store(io).bind(args.name, view=view, quota=quota)
+        view, quota = record.view, record.quota
+    else:
+        body, _ = _api(args).request(
+            "PUT", f"/api/keys/{quote(args.name, safe='')}/binding",
+            {"view": view, "quota": quota.as_dict()},
+        )  # fmt: skip
+        view, quota = body.get("view"), check_quota(body.get("quota"))
+    print(f"key {args.name!r}: {_describe(view, quota)}", file=io.stdout)
 
 
 def _keys_ls(args: argparse.Namespace, io: Io) -> None:

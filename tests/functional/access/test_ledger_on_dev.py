@@ -106,7 +106,9 @@ def test_a_thousand_calls_by_three_keys_are_each_recorded_right_without_argument
 def assert_nowhere(dev: DevServer, secret: str) -> None:
     env = dev.env
     session = boto3.session.Session(
-        aws_access_key_id="testing", aws_secret_access_key="testing", region_name="us-east-1"
+        aws_access_key_id=env["AWS_ACCESS_KEY_ID"],
+        aws_secret_access_key=env["AWS_SECRET_ACCESS_KEY"],
+        region_name=env["AWS_REGION"],
     )
     ddb = session.client("dynamodb", endpoint_url=env["AWS_ENDPOINT_URL"])
     s3 = session.client("s3", endpoint_url=env["AWS_ENDPOINT_URL"])
