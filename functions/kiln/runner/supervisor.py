@@ -289,8 +289,10 @@ class Watch:
             return False
         if self.mode == "uid":
             elsewhere = contain.owned_entries(self.uid, self.shared)
-        else:
+        elif self.mode == "new":
             elsewhere = contain.new_entries(self.before, self.uid, self.shared, self.keep)
+        else:  # "run_dir": shared places are not swept, so only the run's own directory counts
+            elsewhere = []
         self.used = contain.disk_usage([self.run_dir, *elsewhere])
         return self.used > self.quota
 
