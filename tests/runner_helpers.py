@@ -151,8 +151,11 @@ def harness_fixture(tmp_path: Path) -> Iterator[Harness]:
     shared.mkdir()
     h = Harness(work_root, shared, test_settings(work_root, shared))
     yield h
-    # Whatever a test did, nothing it started may survive it.
-    leftovers = h.leftovers()
+    # Whatever a test did, nothing it started may survive it. A supervisor answers before it
+    # has exited (it closes its pipes first), so give the last one a moment to be reaped.
+    deadline = time.monotonic() + 2.0
+    while (leftovers := h.leftovers()) and time.monotonic() < deadline:
+        time.sleep(0.01)
     for pid in leftovers:
         with contextlib.suppress(OSError):
             os.kill(pid, 9)
