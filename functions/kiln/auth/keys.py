@@ -170,14 +170,7 @@ class KeyStore:
 
         This process sees the change at once; others within CACHE_TTL_S, like a revocation.
         """
-        item = self._db.get_item(
-            TableName=self._table,
-            Key={"pk": {"S": f"KEYNAME#{name}"}, "sk": {"S": "KEYNAME"}},
-            ConsistentRead=True,
-        ).get("Item")
-        if item is None:
-            raise KeyNotFoundError(f"no active key named {name!r}")
-        digest = item["key_hash"]["S"]
+        digest = self._active_digest(name)
         values = _binding_attributes(view, quota)
         sets = [f"#{field} = :{field}" for field in values]
         removes = [f"#{field}" for field in ("view", "quota") if field not in values]
@@ -204,11 +197,7 @@ class KeyStore:
             if exc.response["Error"]["Code"] == "ConditionalCheckFailedException":
                 raise KeyNotFoundError(f"no active key named {name!r}") from None
             raise
-        with self._lock:
-            self._cache.pop(digest, None)
-        record = self._read(digest)
-        assert record is not None
-        return record
+        return self._forget_and_read(digest)
 
     def list(self) -> list[KeyRecord]:
         """Every key, revoked ones included, oldest first. Never a secret, never a full hash."""
@@ -216,14 +205,7 @@ class KeyStore:
 
     def revoke(self, name: str) -> KeyRecord:
         """Revoke the named key; the name becomes free for a new key."""
-        item = self._db.get_item(
-            TableName=self._table,
-            Key={"pk": {"S": f"KEYNAME#{name}"}, "sk": {"S": "KEYNAME"}},
-            ConsistentRead=True,
-        ).get("Item")
-        if item is None:
-            raise KeyNotFoundError(f"no active key named {name!r}")
-        digest = item["key_hash"]["S"]
+        digest = self._active_digest(name)
         revoked_at = _now_iso(self._now())
         try:
             self._db.transact_write_items(
@@ -251,6 +233,21 @@ class KeyStore:
             if exc.response["Error"]["Code"] == "TransactionCanceledException":
                 raise KeyNotFoundError(f"no active key named {name!r}") from None
             raise
+        return self._forget_and_read(digest)
+
+    def _active_digest(self, name: str) -> str:
+        """The hash of the active key called `name` (strongly consistent read)."""
+        item = self._db.get_item(
+            TableName=self._table,
+            Key={"pk": {"S": f"KEYNAME#{name}"}, "sk": {"S": "KEYNAME"}},
+            ConsistentRead=True,
+        ).get("Item")
+        if item is None:
+            raise KeyNotFoundError(f"no active key named {name!r}")
+        return str(item["key_hash"]["S"])
+
+    def _forget_and_read(self, digest: str) -> KeyRecord:
+        """Drop this process's cached lookup of a key just changed, and read it back."""
         with self._lock:
             self._cache.pop(digest, None)
         record = self._read(digest)
