@@ -138,7 +138,6 @@ def server(
 ) -> Iterator[Server]:
     suffix = uuid.uuid4().hex[:10]
     shared = tmp_path_factory.mktemp("runs-share")
-    shared.chmod(0o1777)  # noqa: S103 - the unprivileged server's runs write their markers here
     moto_endpoint = planted_aws.endpoint
     keys = (planted_aws.access_key_id, planted_aws.secret_access_key)
     stack = AwsStack(
