@@ -1,11 +1,23 @@
-"""boto3 clients, made once at the edge and passed in; and the catalog's own resources."""
+"""AWS clients, made once at the edge and passed in; and the catalog's own resources.
+
+The clients come from one botocore session. Only DynamoDB's is made at once: the public
+function's first request reads the catalog's metadata and nothing else, so the S3 client and
+the boto3 session (which imports s3transfer and multiprocessing) are made on first use.
+"""
 
 from __future__ import annotations
 
+import json
+import os
+import threading
+from collections.abc import Callable, Mapping
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
-import boto3
+import botocore
+import botocore.session
 from botocore.config import Config
 from botocore.exceptions import ClientError, HTTPClientError
 from botocore.exceptions import ConnectionError as BotoConnectionError
@@ -89,15 +101,78 @@ class _StoreErrors:
             raise
 
 
-def _add_store_errors(base_classes: list[type], **_: Any) -> None:
+def _add_store_errors(**event: Any) -> None:
+    base_classes: list[type] = event["base_classes"]
     base_classes.insert(0, _StoreErrors)
+
+
+# botocore parses all of its endpoints.json (1.2 MB: every service of every partition) when a
+# session makes its first client, a tenth of a cold start. The same file cut to the services
+# Kiln calls is shipped in kiln/botocore_data and searched first; any other service falls back
+# to the partition's defaults, as with the full file. tests/unit/test_botocore_data.py fails
+# when it no longer equals `trimmed_endpoints` of the installed botocore's file.
+ENDPOINT_SERVICES = (
+    "dynamodb",
+    "lambda",
+    "logs",
+    "monitoring",
+    "oidc",
+    "s3",
+    "ssm",
+    "sso",
+    "sts",
+    "xray",
+)
+BOTOCORE_DATA = Path(__file__).parent / "botocore_data"
+
+
+def trimmed_endpoints(full: Mapping[str, Any]) -> dict[str, Any]:
+    """botocore's endpoints data with only `ENDPOINT_SERVICES` in each partition."""
+    partitions = [
+        {**p, "services": {k: v for k, v in p["services"].items() if k in ENDPOINT_SERVICES}}
+        for p in full["partitions"]
+    ]
+    return {**full, "partitions": partitions}
+
+
+def write_trimmed_endpoints() -> Path:
+    """Regenerate kiln/botocore_data/endpoints.json from the installed botocore."""
+    source = Path(botocore.__file__).parent / "data" / "endpoints.json"
+    target = BOTOCORE_DATA / "endpoints.json"
+    data = trimmed_endpoints(json.loads(source.read_text()))
+    target.write_text(json.dumps(data, separators=(",", ":"), sort_keys=True) + "\n")
+    return target
+
+
+class Lazy:
+    """Stands in for a client (or session) until its first attribute is read, then makes it.
+
+    Making a client loads its service model from disk, tens of milliseconds each, paid only
+    by processes that use it. One lock per session: botocore's client creation (credential
+    resolution, loaders) is not safe to run concurrently on one session; re-entrant, because
+    the S3 client is made through the lazy boto3 session.
+    """
+
+    def __init__(self, make: Callable[[], Any], lock: AbstractContextManager[Any]) -> None:
+        self._make = make
+        self._lock = lock
+        self._made: Any = None
+
+    def __getattr__(self, name: str) -> Any:
+        made = self._made
+        if made is None:
+            with self._lock:
+                if self._made is None:
+                    self._made = self._make()
+                made = self._made
+        return getattr(made, name)
 
 
 @dataclass(frozen=True)
 class AwsClients:
     dynamodb: Any
     s3: Any
-    session: Any = None
+    session: Any = None  # a boto3 Session over the same botocore session (more clients)
 
 
 def make_clients(
@@ -111,17 +186,19 @@ def make_clients(
     """Clients for DynamoDB and S3; `endpoint_url` points them at the local emulator.
 
     `credentials` (access key id, secret) are for the local emulator, whose key is its
-    own; otherwise boto3's usual chain applies. Every call has `deadlines`, and a store
+    own; otherwise botocore's usual chain applies. Every call has `deadlines`, and a store
     that does not answer raises StoreUnavailableError.
     """
-    access_key, secret_key = credentials if credentials else (None, None)
-    session = boto3.session.Session(
-        profile_name=profile,
-        region_name=region,
-        aws_access_key_id=access_key,
-        aws_secret_access_key=secret_key,
+    core = botocore.session.Session(profile=profile)
+    searched = core.get_config_variable("data_path")  # AWS_DATA_PATH stays ahead of ours
+    core.set_config_variable(
+        "data_path", os.pathsep.join(p for p in (searched, str(BOTOCORE_DATA)) if p)
     )
-    session.events.register("creating-client-class", _add_store_errors)
+    if region:
+        core.set_config_variable("region", region)
+    if credentials:
+        core.set_credentials(*credentials)
+    core.register("creating-client-class", _add_store_errors)
     config = Config(
         connect_timeout=deadlines.connect_s,
         read_timeout=deadlines.read_s,
@@ -131,11 +208,20 @@ def make_clients(
     kwargs: dict[str, Any] = {"config": config}
     if endpoint_url:
         kwargs["endpoint_url"] = endpoint_url
+    lock = threading.RLock()
+    with lock:
+        dynamodb = core.create_client("dynamodb", **kwargs)
+    session = Lazy(lambda: _boto3_session(core), lock)
+    # Through boto3, whose S3 client adds upload_file (the builder uploads bundles with it).
     return AwsClients(
-        dynamodb=session.client("dynamodb", **kwargs),
-        s3=session.client("s3", **kwargs),
-        session=session,
+        dynamodb=dynamodb, s3=Lazy(lambda: session.client("s3", **kwargs), lock), session=session
     )
+
+
+def _boto3_session(core: botocore.session.Session) -> Any:
+    import boto3
+
+    return boto3.session.Session(botocore_session=core)
 
 
 def ensure_resources(clients: AwsClients, *, table: str, bucket: str) -> None:

@@ -12,8 +12,15 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, ParamSpec, Protocol, TypeVar
 
-from kiln.access.gate import CallGate, Limits, bound_view, caller_of, key_limits
-from kiln.access.ledger import Outcome
+from kiln.access.gate import (
+    CallGate,
+    CallTicket,
+    Limits,
+    bound_view,
+    caller_of,
+    key_limits,
+    outcome_of,
+)
 from kiln.access.quotas import QuotaExceededError
 from kiln.access.resolve import ViewCatalog
 from kiln.access.views import View
@@ -72,6 +79,8 @@ class SecretValues(Protocol):
 VIEW_KEY = "view"  # CallContext.extra: the view a path such as /mcp/v/<name> serves
 # CallContext.extra: a list the transport runs (in a thread) after sending the answer
 AFTER_RESPONSE = "after_response"
+# CallContext.extra: a run an author started over REST, not a `tools/call` (not ledgered)
+AUTHOR_RUN = "author_run"
 
 
 def tool_view(tool: Tool) -> ToolView:
@@ -170,15 +179,20 @@ class CatalogBackend:
     @catalog_reads
     async def admit_task(
         self, name: str, arguments: Mapping[str, Any], ctx: CallContext
-    ) -> Tool | None:
-        """The tool a task for this request will run (its view's revision). The call was
-        admitted against the caller's quotas by `get_tool`, which the protocol asks first."""
+    ) -> tuple[Tool, CallTicket | None] | None:
+        """The tool a task for this request will run (its view's revision), and the ticket
+        its ledger entry and run-seconds charge are made from when it ends (None: not
+        ledgered). The call was admitted against the caller's quotas by `get_tool`, which the
+        protocol asks first, as for a plain call."""
         latest = self._snapshots.latest or await self._snapshots.fresh()
-        _, tools = await self._visible(latest, ctx)
+        view, tools = await self._visible(latest, ctx)
         found = tools.get(name)
         if found is None or not found.enabled:
             return None
-        return found
+        gate = self._gate
+        if gate is None or ctx.extra.get(AUTHOR_RUN):
+            return found, None
+        return found, gate.ticket(caller_of(ctx.principal, view), found, arguments)
 
     @catalog_reads
     async def find(self, name: str, revision: int) -> Tool | None:
@@ -211,9 +225,7 @@ class CatalogBackend:
         outcome, result = await self.execute(found, arguments, time_left_s=ctx.time_left_s)
         if gate is None:
             return outcome
-        kind: Outcome = "tool_error" if outcome.is_error else "ok"
-        if result is not None and result.timed_out:
-            kind = "timeout"
+        kind = outcome_of(outcome.is_error, result is not None and result.timed_out)
         await self._later(
             ctx, gate.finish, caller_of(ctx.principal, view), found, kind,
             digest=gate.digest(arguments), started=started,

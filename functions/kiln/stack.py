@@ -161,6 +161,7 @@ class Kiln:
             ToolCaller(self.backend),
             self.settings.tasks,
             now_iso=utc_now,
+            gate=self.gate,
         )
 
     @cached_property
@@ -187,7 +188,7 @@ class Kiln:
                 max_running=config.max_running_per_process,
                 runner_slots=self.settings.max_concurrent_runs,
             )
-        return TaskService(self.task_store, starter, config, self.backend)
+        return TaskService(self.task_store, starter, config, self.backend, gate=self.gate)
 
     async def stop_tasks(self) -> None:
         """Stop the task runs this process holds (kiln dev's shutdown)."""

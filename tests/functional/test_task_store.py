@@ -10,6 +10,8 @@ from typing import Any
 import pytest
 
 from conftest import AwsStack
+from kiln.access.gate import CallGate, CallTicket
+from kiln.access.ledger import CallLedger
 from kiln.protocol.backend import CallContext
 from kiln.tasks.service import TaskService
 from kiln.tasks.settings import TaskSettings
@@ -99,6 +101,26 @@ def test_a_renewed_lease_is_not_failed_by_a_reader_that_saw_the_old_one(
     found = store.get(live.owner, live.task_id)
     assert found is not None
     assert found.status == "working"
+
+
+def test_a_task_whose_lease_ran_out_is_ledgered_once_by_the_reader_that_fails_it(
+    aws: AwsStack, store: TaskStore
+) -> None:
+    ledger = CallLedger(aws.clients.dynamodb, table=aws.table, digest_key=b"k" * 32)
+    ticket = CallTicket(caller="key:alice", view=None, tool="slow", revision=1, bundle=None,
+                        digest="hmac-sha256:00", started=NOW - 30)  # fmt: skip
+    lost = item(lease_until=NOW - 1, call=ticket.as_json())
+    store.create(lost, max_running=5)
+    service = TaskService(store, Unused(), TaskSettings(), Unused(), gate=CallGate(None, ledger))
+    ctx = CallContext(principal=Principal("key:alice"))
+    for _ in range(2):  # the second reader finds it failed already: no second entry
+        record = asyncio.run(service.get_task(lost.task_id, ctx))
+        assert record is not None
+        assert record.status == "failed"
+    (entry,) = ledger.query()[0]
+    assert (entry.caller, entry.tool, entry.outcome) == ("key:alice", "slow", "tool_error")
+    assert entry.detail == "task: its worker was lost"
+    assert entry.duration_ms >= 30_000  # from the call to the reader that found it lost
 
 
 class Principal:

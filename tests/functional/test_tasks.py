@@ -174,9 +174,8 @@ def test_a_tool_with_a_five_minute_limit_runs_past_the_request_and_completes(
 ) -> None:
     sync = server.modern("tools/call", {"name": "five_minutes", "arguments": {"seconds": 6}})
     assert sync.json()["result"]["isError"] is True  # inside a request it is cut short
-    started = time.monotonic()
     created = call_task(server, "five_minutes", {"seconds": 6})
-    assert time.monotonic() - started < 2.0
+    assert created["status"] == "working"  # answered before the run ends
     done = settled(server, created["taskId"])
     assert done["status"] == "completed", done
     assert done["result"]["content"][0]["text"].startswith("slept 6")

@@ -145,10 +145,11 @@ def test_public_function_writes_only_ledger_quota_and_task_items(
     assert patterns == LEDGER_AND_QUOTA_KEYS | TASK_KEYS
 
 
-def test_the_worker_writes_only_task_items_and_task_result_objects(
+def test_the_worker_writes_only_task_ledger_and_quota_items_and_task_result_objects(
     template: dict[str, Any],
 ) -> None:
-    assert write_patterns(template, "WorkerFunction") == TASK_KEYS
+    # Ledger and quota items: a task call's entry and its run-seconds charge.
+    assert write_patterns(template, "WorkerFunction") == TASK_KEYS | LEDGER_AND_QUOTA_KEYS
     bucket = the_one(template, "AWS::S3::Bucket")
     for statement in statements(template, "WorkerFunction"):
         writes = [a for a in as_list(statement["Action"]) if not a.startswith("s3:Get")]

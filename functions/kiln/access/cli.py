@@ -10,6 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from kiln.access.ledger import OUTCOMES
 from kiln.access.view_files import ViewFileError, read_view_file, view_files, write_view_file
 from kiln.access.views import FIELDS, check_view
 
@@ -34,7 +35,7 @@ def register(commands: Any, remote: Remote) -> None:
     calls = remote(commands.add_parser("calls", help="the call ledger: who called what"))
     calls.add_argument("--tool")
     calls.add_argument("--caller", help="key:<name>, jwt:<subject> or anonymous")
-    calls.add_argument("--outcome", choices=["ok", "tool_error", "timeout", "refused"])
+    calls.add_argument("--outcome", choices=list(OUTCOMES))
     calls.add_argument("--since", help="ISO 8601 time or date")
     calls.add_argument("--until", help="ISO 8601 time or date")
     calls.add_argument("--limit", type=int, default=50, help="entries to show (default 50)")

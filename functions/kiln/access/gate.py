@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from kiln.access.ledger import CallLedger, CallRecord, Outcome
@@ -26,6 +27,52 @@ class Caller:
     label: str  # key:<name>, jwt:<subject> or anonymous
     view: str | None = None
     limits: Limits = ()  # key first, then view
+
+
+@dataclass(frozen=True)
+class CallTicket:
+    """What the ledger entry and the run-seconds charge of a call that ends later need: a
+    task-augmented `tools/call` keeps it in its task record until its run ends (possibly in
+    another process, the worker function). Never an argument's value: their digest only."""
+
+    caller: str
+    view: str | None
+    tool: str
+    revision: int
+    bundle: str | None
+    digest: str
+    started: float  # epoch seconds: when the call arrived
+    charge: tuple[str, ...] = ()  # subjects whose run-seconds per day the run counts against
+
+    def as_json(self) -> dict[str, Any]:
+        return {**asdict(self), "charge": list(self.charge)}
+
+    @classmethod
+    def from_json(cls, value: Any) -> CallTicket | None:
+        """The ticket a task record keeps; None for a record without one (or unreadable)."""
+        if not isinstance(value, Mapping):
+            return None
+        try:
+            return cls(
+                caller=str(value["caller"]),
+                view=None if value.get("view") is None else str(value["view"]),
+                tool=str(value["tool"]),
+                revision=int(value["revision"]),
+                bundle=None if value.get("bundle") is None else str(value["bundle"]),
+                digest=str(value.get("digest", "")),
+                started=float(value["started"]),
+                charge=tuple(str(s) for s in value.get("charge", ())),
+            )
+        except (KeyError, TypeError, ValueError):
+            log.error("a task record holds an unreadable call ticket; its call is not ledgered")
+            return None
+
+
+def outcome_of(is_error: bool, timed_out: bool) -> Outcome:
+    """How the ledger names a run's end (the same for a plain call and a task)."""
+    if timed_out:
+        return "timeout"
+    return "tool_error" if is_error else "ok"
 
 
 def bound_view(principal: Any, views: Mapping[str, View]) -> str | None:
@@ -142,6 +189,49 @@ class CallGate:
             caller, tool, outcome, digest=digest, started=started,
             duration_ms=run_seconds * 1000, output_bytes=output_bytes,
         )  # fmt: skip
+
+    def ticket(self, caller: Caller, tool: Tool, arguments: Mapping[str, Any]) -> CallTicket:
+        """The ticket of an admitted call whose run ends later (a task)."""
+        charge = tuple(s for s, quota in caller.limits if quota.run_seconds_per_day is not None)
+        return CallTicket(
+            caller=caller.label, view=caller.view, tool=tool.name, revision=tool.head.number,
+            bundle=tool.head.bundle_id, digest=self.digest(arguments), started=time.time(),
+            charge=charge,
+        )  # fmt: skip
+
+    def entry_item(
+        self,
+        ticket: CallTicket,
+        outcome: Outcome,
+        *,
+        duration_ms: float,
+        output_bytes: int = 0,
+        detail: str | None = None,
+    ) -> dict[str, Any] | None:
+        """The ledger item of a ticket's call, for a write that settles its task in the same
+        transaction (so it is written exactly once); None when the ledger is off."""
+        if self.ledger is None:
+            return None
+        entry = CallRecord(
+            at="", caller=ticket.caller, tool=ticket.tool, outcome=outcome,
+            revision=ticket.revision, view=ticket.view, bundle=ticket.bundle,
+            duration_ms=max(duration_ms, 0.0), output_bytes=output_bytes,
+            args_digest=ticket.digest, detail=detail,
+        )  # fmt: skip
+        item, _ = self.ledger.item(entry, started=ticket.started)
+        return item
+
+    def record_ticket(self, ticket: CallTicket, outcome: Outcome, *, detail: str) -> None:
+        """Record a ticket's call that ended without a run (its task was never started)."""
+        item = self.entry_item(ticket, outcome, duration_ms=0.0, detail=detail)
+        if item is not None and self.ledger is not None:
+            self.ledger.write(item)
+
+    def charge(self, ticket: CallTicket, run_seconds: float) -> None:
+        """Count a ticket's run against the daily run-seconds of its caller's quotas."""
+        if self.quotas is not None and run_seconds > 0:
+            for subject in ticket.charge:
+                self.quotas.charge(subject, run_seconds)
 
     def _record(
         self,

@@ -26,8 +26,9 @@ from dataclasses import asdict, dataclass
 from datetime import UTC, date, datetime, timedelta
 from typing import Any, Literal
 
-Outcome = Literal["ok", "tool_error", "timeout", "refused"]
-OUTCOMES: tuple[Outcome, ...] = ("ok", "tool_error", "timeout", "refused")
+Outcome = Literal["ok", "tool_error", "timeout", "refused", "cancelled"]
+# `cancelled`: a task-augmented call cancelled by its caller (tasks/cancel) before it ended.
+OUTCOMES: tuple[Outcome, ...] = ("ok", "tool_error", "timeout", "refused", "cancelled")
 DEFAULT_RETENTION_DAYS = 30
 MAX_PAGE = 1000
 
@@ -48,7 +49,7 @@ class CallRecord:
     duration_ms: float = 0.0
     output_bytes: int = 0
     args_digest: str = ""
-    detail: str | None = None  # for `refused`: which quota
+    detail: str | None = None  # for `refused`: which quota; for a task: `task` and why it ended
     id: str = ""
 
     def as_json(self) -> dict[str, Any]:
@@ -102,6 +103,19 @@ class CallLedger:
 
     def record(self, entry: CallRecord, *, started: float | None = None) -> CallRecord:
         """Write one entry; `started` (epoch seconds) is when the call arrived."""
+        item, written = self.item(entry, started=started)
+        self.write(item)
+        return written
+
+    def write(self, item: Mapping[str, Any]) -> None:
+        """Write an item made by `item`."""
+        self._db.put_item(TableName=self._table, Item=dict(item))
+
+    def item(
+        self, entry: CallRecord, *, started: float | None = None
+    ) -> tuple[dict[str, Any], CallRecord]:
+        """The DynamoDB item of an entry (for a caller that writes it in a transaction of its
+        own), and the entry as it will read back."""
         moment = self._clock() if started is None else started
         at = _iso_ms(moment)
         entry_id = secrets.token_hex(6)
@@ -123,8 +137,7 @@ class CallLedger:
             value = getattr(entry, field)
             if value:
                 item[field] = {"S": value}
-        self._db.put_item(TableName=self._table, Item=item)
-        return CallRecord(**{**entry.as_json(), "at": at, "id": entry_id})
+        return item, CallRecord(**{**entry.as_json(), "at": at, "id": entry_id})
 
     def query(
         self,

@@ -7,16 +7,26 @@ Items in the catalog table (the public function may write these, and no others):
 | `QUOTA#<subject>`   | `MINUTE`        | `window_start` (epoch ms), `calls` in that window   |
 | `QUOTA#<subject>`   | `DAY#<date>`    | `calls` admitted and `seconds` run that UTC day     |
 
-A subject is `key:<key id>` or `view:<name>`. Every admission is one conditional atomic
+A subject is `key:<key id>` or `view:<name>`. Every count is one conditional atomic
 update, so concurrent callers can never be admitted past a limit: DynamoDB serialises the
 updates of one item and the condition sees every earlier increment. A minute window starts
 with the first call after the previous one ended (not on the clock's minute), so a burst is
 counted in one window.
+
+Claims: a process counts a window's calls one at a time while less than `CLAIM_SHARE` x 2
+calls are left in it, which keeps small limits exact (every call is one update). Far from
+the limit it claims up to `CLAIM_MAX` calls with one update and admits them from memory, so
+a busy key costs one DynamoDB request per many calls instead of one per call. Claims are
+counted in DynamoDB like calls, so nothing is ever admitted past the limit; their cost is
+that a window's count includes calls a process has claimed but not yet used (at most
+CLAIM_MAX - 1 per process, and never more than 1/CLAIM_SHARE of what was left when
+claimed). They lapse with their window.
 """
 
 from __future__ import annotations
 
 import math
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -29,6 +39,8 @@ QuotaName = Literal["calls_per_minute", "run_seconds_per_day"]
 WINDOW_MS = 60_000
 DAY_ITEM_TTL_S = 3 * 86_400
 _ATTEMPTS = 5
+CLAIM_MAX = 32  # calls one update may claim for this process
+CLAIM_SHARE = 64  # ... and at most this fraction of what the window has left
 
 
 @dataclass(frozen=True)
@@ -129,6 +141,16 @@ def _next_midnight(epoch_s: float) -> float:
     return midnight.timestamp()
 
 
+@dataclass
+class _Window:
+    """A subject's minute window as this process last saw it."""
+
+    start_ms: int
+    limit: int
+    calls: int  # counted in DynamoDB when last seen (this process's unused claims included)
+    claimed: int = 0  # calls claimed by this process and not yet admitted
+
+
 class QuotaCounters:
     def __init__(
         self, dynamodb: Any, *, table: str, clock: Callable[[], float] = time.time
@@ -136,6 +158,9 @@ class QuotaCounters:
         self._db = dynamodb
         self._table = table
         self._clock = clock
+        self._lock = threading.Lock()
+        self._windows: dict[str, _Window] = {}
+        self._claiming: dict[str, threading.Lock] = {}
 
     def admit(self, subject: str, quota: Quota) -> None:
         """Count one call against `quota`; QuotaExceededError when it is spent.
@@ -154,6 +179,8 @@ class QuotaCounters:
     def release(self, subject: str, quota: Quota) -> None:
         """Give back a call `admit` counted (a later check refused the call after all)."""
         if quota.calls_per_minute is None:
+            return
+        if self._return_claim(subject, quota.calls_per_minute):
             return
         try:
             self._db.update_item(
@@ -230,19 +257,81 @@ class QuotaCounters:
             ) from None
 
     def _count_minute(self, subject: str, limit: int) -> None:
+        if self._take_claim(subject, limit):
+            return
+        if self._claim_size(subject, limit) == 1:
+            self._claim(subject, limit, 1)  # concurrent callers count concurrently
+            return
+        with self._claim_lock(subject):  # one claim in flight: the others wait and share it
+            if not self._take_claim(subject, limit):
+                self._claim(subject, limit, self._claim_size(subject, limit))
+
+    def _current(self, subject: str, limit: int) -> _Window | None:
+        """This process's view of the subject's window, if that window is still open."""
+        found = self._windows.get(subject)
+        now_ms = int(self._clock() * 1000)
+        if found is None or found.limit != limit or found.start_ms <= now_ms - WINDOW_MS:
+            return None
+        return found
+
+    def _take_claim(self, subject: str, limit: int) -> bool:
+        with self._lock:
+            window = self._current(subject, limit)
+            if window is None or window.claimed == 0:
+                return False
+            window.claimed -= 1
+            return True
+
+    def _return_claim(self, subject: str, limit: int) -> bool:
+        """Keep a given-back call as a claim of this process (while it holds claims anyway)."""
+        with self._lock:
+            window = self._current(subject, limit)
+            if window is None or window.claimed == 0:
+                return False
+            window.claimed += 1
+            return True
+
+    def _claim_size(self, subject: str, limit: int) -> int:
+        with self._lock:
+            window = self._current(subject, limit)
+        if window is None:
+            return 1  # a window this process has not seen: count one call, and learn it
+        return max(1, min(CLAIM_MAX, (limit - window.calls) // CLAIM_SHARE))
+
+    def _claim_lock(self, subject: str) -> threading.Lock:
+        with self._lock:
+            return self._claiming.setdefault(subject, threading.Lock())
+
+    def _saw(self, subject: str, limit: int, item: dict[str, Any], claimed: int) -> None:
+        start, calls = int(item["window_start"]["N"]), int(item["calls"]["N"])
+        with self._lock:
+            known = self._windows.get(subject)
+            if known is not None and (known.start_ms, known.limit) == (start, limit):
+                known.calls = max(known.calls, calls)
+                known.claimed += claimed
+            else:
+                self._windows[subject] = _Window(start, limit, calls, claimed)
+
+    def _claim(self, subject: str, limit: int, size: int) -> None:
+        """Count `size` calls in the subject's window: one admitted now, the rest claimed for
+        this process. QuotaExceededError when the window has no call left."""
         for _ in range(_ATTEMPTS):
             now_ms = int(self._clock() * 1000)
             cutoff = now_ms - WINDOW_MS
-            if self._try(
+            seen = self._try(
                 subject,
-                "SET calls = calls + :one",
-                "window_start > :cutoff AND calls < :limit",
-                {":one": {"N": "1"}, ":cutoff": {"N": str(cutoff)}, ":limit": {"N": str(limit)}},
-            ):
+                "SET calls = calls + :n",
+                "window_start > :cutoff AND calls <= :most",
+                {":n": {"N": str(size)}, ":cutoff": {"N": str(cutoff)},
+                 ":most": {"N": str(limit - size)}},
+            )  # fmt: skip
+            if seen is not None:
+                self._saw(subject, limit, seen, size - 1)
                 return
             current = self._get(subject, "MINUTE")
             if current is not None and int(current["window_start"]["N"]) > cutoff:
-                if int(current["calls"]["N"]) >= limit:
+                calls = int(current["calls"]["N"])
+                if calls >= limit:
                     resets_ms = int(current["window_start"]["N"]) + WINDOW_MS
                     raise QuotaExceededError(
                         subject=subject,
@@ -251,13 +340,18 @@ class QuotaCounters:
                         retry_after_s=max(1, math.ceil((resets_ms - now_ms) / 1000)),
                         resets_at=_iso(resets_ms / 1000),
                     )
-                continue  # a window another caller has just opened: count in it
-            if self._try(
+                size = min(size, limit - calls)
+                continue  # a window another caller has just opened, or fewer calls left
+            size = min(size, limit)
+            seen = self._try(
                 subject,
-                "SET window_start = :now, calls = :one",
+                "SET window_start = :now, calls = :n",
                 "attribute_not_exists(window_start) OR window_start <= :cutoff",
-                {":one": {"N": "1"}, ":now": {"N": str(now_ms)}, ":cutoff": {"N": str(cutoff)}},
-            ):
+                {":n": {"N": str(size)}, ":now": {"N": str(now_ms)},
+                 ":cutoff": {"N": str(cutoff)}},
+            )  # fmt: skip
+            if seen is not None:
+                self._saw(subject, limit, seen, size - 1)
                 return
         raise QuotaExceededError(  # the window kept moving under us: refuse rather than guess
             subject=subject,
@@ -267,17 +361,22 @@ class QuotaCounters:
             resets_at=_iso(self._clock() + 1),
         )
 
-    def _try(self, subject: str, update: str, condition: str, values: dict[str, Any]) -> bool:
+    def _try(
+        self, subject: str, update: str, condition: str, values: dict[str, Any]
+    ) -> dict[str, Any] | None:
+        """The minute item after a conditional update; None when the condition failed."""
         try:
-            self._db.update_item(
+            answer = self._db.update_item(
                 TableName=self._table,
                 Key=self._key(subject, "MINUTE"),
                 UpdateExpression=update,
                 ConditionExpression=condition,
                 ExpressionAttributeValues=values,
+                ReturnValues="ALL_NEW",
             )
         except ClientError as error:
             if error.response["Error"]["Code"] == "ConditionalCheckFailedException":
-                return False
+                return None
             raise
-        return True
+        attributes: dict[str, Any] = answer["Attributes"]
+        return attributes

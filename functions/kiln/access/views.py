@@ -22,7 +22,7 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from kiln.access.quotas import NO_QUOTA, Quota, QuotaRuleError, check_quota
-from kiln.catalog.rules import TAG_RULE, is_tag
+from kiln.catalog.names import TAG_RULE, is_tag
 from kiln.catalog.store import VERSION_KEY, utc_now
 
 NAME_RULE = "1-64 characters from a-z 0-9 _ -, starting with a letter or digit"

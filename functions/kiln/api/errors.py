@@ -18,7 +18,6 @@ from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.responses import Response
-from mcp_types import INVALID_REQUEST, METHOD_NOT_FOUND
 from starlette.exceptions import HTTPException
 
 from kiln.access.ledger import LedgerQueryError
@@ -53,6 +52,7 @@ from kiln.catalog.store import (
     ToolNotFoundError,
 )
 from kiln.protocol.jsontext import dumps
+from kiln.protocol.spec import INVALID_REQUEST, METHOD_NOT_FOUND
 
 # JSON-RPC codes of the implementation-defined server-error range (-32000 to -32099).
 UNAUTHORIZED = -32001

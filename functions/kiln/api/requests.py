@@ -12,7 +12,6 @@ import json
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from mcp_types import INVALID_REQUEST
 from starlette.background import BackgroundTask
 from starlette.requests import Request
 from starlette.responses import Response
@@ -20,6 +19,7 @@ from starlette.responses import Response
 from kiln.access.gate import bound_view
 from kiln.auth.policy import AuthError, Permission, Principal
 from kiln.protocol.backend import CallContext
+from kiln.protocol.spec import INVALID_REQUEST
 from kiln.service import AFTER_RESPONSE, VIEW_KEY
 
 if TYPE_CHECKING:

@@ -28,11 +28,7 @@ import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from packaging.requirements import Requirement
-from packaging.utils import canonicalize_name
-
 from kiln.catalog.model import Language
-from kiln.catalog.requirements import check_requirement
 from kiln.catalog.violations import RuleError
 
 LANGUAGES = ("python", "node")
@@ -141,6 +137,12 @@ def normalise_requirement(language: str, requirement: str) -> str:
     """
     if language not in LANGUAGES:
         raise RequirementError(f"language must be one of {', '.join(LANGUAGES)}")
+    # Imported here: the public function loads this module but never normalises (packaging).
+    from packaging.requirements import Requirement
+    from packaging.utils import canonicalize_name
+
+    from kiln.catalog.requirements import check_requirement
+
     checked: Language = "python" if language == "python" else "node"
     try:
         _, text = check_requirement(checked, requirement)

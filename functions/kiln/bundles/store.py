@@ -12,14 +12,13 @@ Status moves only by conditional writes, so two writers can never both win:
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
-
-from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
 
 from kiln.bundles.identity import bundle_id, normalise_requirements, parse_target
 
@@ -33,8 +32,14 @@ KEY_PREFIX = "bundles/"
 # stopped after 15 minutes); it may be retried.
 STALE_BUILD_AFTER = timedelta(minutes=20)
 
-_serializer = TypeSerializer()
-_deserializer = TypeDeserializer()
+
+@functools.cache
+def _codec() -> tuple[Any, Any]:
+    """boto3's attribute-value codec, made on first use: importing boto3 pulls in s3transfer
+    and multiprocessing, which a process that only reads the catalog never needs."""
+    from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
+
+    return TypeSerializer(), TypeDeserializer()
 
 
 ID_LENGTH = 32
@@ -128,7 +133,8 @@ class BundleRecord:
 
     @classmethod
     def from_item(cls, item: Mapping[str, Any]) -> BundleRecord:
-        data = {k: _deserializer.deserialize(v) for k, v in item.items()}
+        deserializer = _codec()[1]
+        data = {k: deserializer.deserialize(v) for k, v in item.items()}
 
         def opt_int(name: str) -> int | None:
             value = data.get(name)
@@ -162,7 +168,8 @@ def _key(bundle_id: str) -> dict[str, Any]:
 
 
 def _values(values: Mapping[str, Any]) -> dict[str, Any]:
-    return {name: _serializer.serialize(value) for name, value in values.items()}
+    serializer = _codec()[0]
+    return {name: serializer.serialize(value) for name, value in values.items()}
 
 
 class BundleStore:

@@ -8,11 +8,11 @@ package name that the author needs to see to find the problem.
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Mapping
 from typing import Any, Final
 
 from kiln.catalog.model import ANNOTATION_HINTS, Draft, Language, TaskMode
+from kiln.catalog.names import NAME_PATTERN, TAG_RULE, is_tag
 from kiln.catalog.requirements import check_requirement_list, is_semver_range
 from kiln.catalog.schemas import (
     check_input_schema,
@@ -25,6 +25,8 @@ from kiln.catalog.violations import MISSING, RuleError, Violation, encodable, es
 from kiln.secret_names import secret_name_problem
 
 __all__ = [
+    "NAME_PATTERN",
+    "TAG_RULE",
     "RuleError",
     "Violation",
     "check_draft",
@@ -32,10 +34,10 @@ __all__ = [
     "check_requirements",
     "closed_empty_schema",
     "is_semver_range",
+    "is_tag",
     "normalise_schema",
 ]
 
-NAME_PATTERN: Final = re.compile(r"[a-zA-Z][a-zA-Z0-9_-]{0,62}")
 RESERVED_PREFIX: Final = "kiln_"
 MAX_DESCRIPTION_CHARS: Final = 4096
 MAX_TITLE_CHARS: Final = 200
@@ -337,12 +339,6 @@ def _check_files(value: object, found: list[Violation]) -> dict[str, bytes]:
 
 
 MAX_TAGS: Final = 20
-TAG_RULE: Final = "1-32 characters from a-z 0-9 _ -, starting with a letter or digit"
-_TAG = re.compile(r"^[a-z0-9][a-z0-9_-]{0,31}$")
-
-
-def is_tag(value: object) -> bool:
-    return isinstance(value, str) and _TAG.fullmatch(value) is not None
 
 
 def _check_tags(value: object, found: list[Violation]) -> tuple[str, ...]:

@@ -32,7 +32,7 @@ from typing import Any, Protocol
 from botocore.exceptions import ClientError
 
 from kiln.catalog.model import Draft, Revision, Tool
-from kiln.catalog.rules import NAME_PATTERN
+from kiln.catalog.names import NAME_PATTERN
 from kiln.catalog.toolfiles import digest as content_digest
 from kiln.catalog.toolfiles import same_definition
 

@@ -14,12 +14,10 @@ What a result carries, for a successful run:
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from mcp_types import CallToolResult, TextContent
-
-from kiln.protocol.arguments import SchemaProblem, TooCostlyError, ValidatorCache, summarize
 from kiln.protocol.backend import CallContext, ToolBackend, ToolOutcome, ToolView
 from kiln.protocol.content import (
     ContentShapeError,
@@ -37,6 +35,12 @@ from kiln.protocol.errors import (
 from kiln.protocol.jsontext import load_json, lone_surrogate_path, may_hold_surrogates
 from kiln.protocol.wire import MODERN_VERSIONS, at_least, structured_allowed
 
+if TYPE_CHECKING:
+    from kiln.protocol.arguments import ValidatorCache
+
+# `mcp-types` and the schema machinery (jsonschema, referencing, re2) are imported by the
+# functions that need them: a cold start that only lists tools never loads them.
+
 log = logging.getLogger(__name__)
 
 _JSON_TYPE = {dict: "an object", list: "an array", str: "a string", bool: "a boolean"}
@@ -51,6 +55,8 @@ def _kind(value: Any) -> str:
 
 
 def text_block(text: str) -> dict[str, Any]:
+    from mcp_types import TextContent
+
     return TextContent(text=text).model_dump(by_alias=True, exclude_none=True)
 
 
@@ -58,6 +64,8 @@ def result(
     blocks: list[dict[str, Any]], *, is_error: bool, structured: Any = None
 ) -> dict[str, Any]:
     """A CallToolResult built through the official model."""
+    from mcp_types import CallToolResult
+
     data: dict[str, Any] = {"content": blocks, "isError": is_error}
     if structured is not None:
         data["structuredContent"] = structured
@@ -79,8 +87,14 @@ class ToolCaller:
         budget_s: float | None = 1.0,
     ) -> None:
         self._backend = backend
-        self._validators = validators or ValidatorCache()
+        self._given_validators = validators
         self._budget_s = budget_s
+
+    @functools.cached_property
+    def _validators(self) -> ValidatorCache:
+        from kiln.protocol.arguments import ValidatorCache
+
+        return self._given_validators or ValidatorCache()
 
     async def call(
         self, params: dict[str, Any], *, version: str, ctx: CallContext, request_id: RequestId
@@ -136,6 +150,8 @@ class ToolCaller:
     async def _check(
         self, tool: ToolView, arguments: Any
     ) -> tuple[ToolView, dict[str, Any]] | dict[str, Any]:
+        from kiln.protocol.arguments import SchemaProblem, TooCostlyError, summarize
+
         name = tool.name
         if not isinstance(arguments, dict):
             return tool_error(
@@ -215,6 +231,8 @@ class ToolCaller:
         return result([text_block(outcome.text)], is_error=False, structured=parsed)
 
     def _output_problem(self, tool: ToolView, value: Any, version: str) -> str | None:
+        from kiln.protocol.arguments import SchemaProblem, TooCostlyError
+
         assert tool.output_schema is not None
         if version not in MODERN_VERSIONS and not isinstance(value, dict):
             return (

@@ -15,8 +15,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from mcp_types import CLIENT_CAPABILITIES_META_KEY, PROTOCOL_VERSION_META_KEY
-
 from kiln.protocol.errors import (
     HeaderMismatchError,
     InvalidRequestError,
@@ -25,6 +23,7 @@ from kiln.protocol.errors import (
     UnsupportedVersionError,
     shown,
 )
+from kiln.protocol.spec import CLIENT_CAPABILITIES_META_KEY, PROTOCOL_VERSION_META_KEY
 from kiln.protocol.wire import DEFAULT_LEGACY, LEGACY_VERSIONS, MODERN_VERSIONS
 
 VERSION_HEADER = "mcp-protocol-version"

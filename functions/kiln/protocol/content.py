@@ -32,29 +32,33 @@ from __future__ import annotations
 
 import base64
 import binascii
+import functools
 from dataclasses import dataclass
-from typing import Any
-
-from mcp_types import (
-    AudioContent,
-    EmbeddedResource,
-    ImageContent,
-    ResourceLink,
-    TextContent,
-)
-from pydantic import BaseModel, ValidationError
+from typing import TYPE_CHECKING, Any
 
 from kiln.protocol.wire import CONTENT_TYPES_SINCE, at_least
 
+if TYPE_CHECKING:
+    from pydantic import BaseModel, ValidationError
+
 MARKER = "kiln/content"
 _ALLOWED_KEYS = frozenset({MARKER, "isError", "structuredContent"})
-_BLOCK_MODELS: dict[str, type[BaseModel]] = {
-    "text": TextContent,
-    "image": ImageContent,
-    "audio": AudioContent,
-    "resource": EmbeddedResource,
-    "resource_link": ResourceLink,
-}
+_BLOCK_TYPES = ("text", "image", "audio", "resource", "resource_link")
+
+
+@functools.cache
+def _block_models() -> dict[str, type[BaseModel]]:
+    # On first use: importing mcp-types is most of a cold start (see spec.py).
+    from mcp_types import AudioContent, EmbeddedResource, ImageContent, ResourceLink, TextContent
+
+    models: tuple[type[BaseModel], ...] = (
+        TextContent,
+        ImageContent,
+        AudioContent,
+        EmbeddedResource,
+        ResourceLink,
+    )
+    return dict(zip(_BLOCK_TYPES, models, strict=True))
 
 
 class ContentShapeError(ValueError):
@@ -95,10 +99,12 @@ def _block(index: int, raw: Any) -> tuple[dict[str, Any] | None, list[str]]:
     where = f"{MARKER}[{index}]"
     if not isinstance(raw, dict):
         return None, [f"{where}: must be an object"]
+    from pydantic import ValidationError
+
     kind = raw.get("type")
-    model = _BLOCK_MODELS.get(kind) if isinstance(kind, str) else None
+    model = _block_models().get(kind) if isinstance(kind, str) else None
     if model is None:
-        return None, [f"{where}.type: must be one of " + ", ".join(_BLOCK_MODELS)]
+        return None, [f"{where}.type: must be one of " + ", ".join(_BLOCK_TYPES)]
     try:
         block = model.model_validate(raw)
     except ValidationError as exc:
@@ -154,5 +160,7 @@ def for_version(blocks: list[dict[str, Any]], version: str) -> list[dict[str, An
             f"[kiln] {count} {kind} {noun} left out: MCP {version} has no {kind} content "
             f"(it arrived in {CONTENT_TYPES_SINCE[kind]})"
         )
+        from mcp_types import TextContent
+
         kept.append(TextContent(text=note).model_dump(by_alias=True, exclude_none=True))
     return kept

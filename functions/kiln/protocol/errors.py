@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from mcp_types import (
+from kiln.protocol.spec import (
     HEADER_MISMATCH,
     INTERNAL_ERROR,
     INVALID_PARAMS,
@@ -20,7 +20,6 @@ from mcp_types import (
     PARSE_ERROR,
     UNSUPPORTED_PROTOCOL_VERSION,
 )
-from mcp_types.jsonrpc import ErrorData, JSONRPCError
 
 RequestId = int | str | None
 
@@ -171,6 +170,8 @@ def error_code(error: ProtocolError) -> int:
 
 def error_object(error: ProtocolError) -> dict[str, Any]:
     """The JSON-RPC error response for `error` (`id` null when the request id is unknown)."""
+    from mcp_types.jsonrpc import ErrorData, JSONRPCError  # errors only: off the cold path
+
     wire = JSONRPCError(
         jsonrpc="2.0",
         id=error.request_id,

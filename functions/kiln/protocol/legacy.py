@@ -2,15 +2,8 @@
 
 from __future__ import annotations
 
+import functools
 from typing import Any
-
-from mcp_types import (
-    Implementation,
-    InitializeResult,
-    ServerCapabilities,
-    ServerTasksCapability,
-    ToolsCapability,
-)
 
 from kiln.protocol.errors import InvalidParamsError, RequestId
 from kiln.protocol.jsontext import dumps
@@ -25,15 +18,30 @@ def negotiate(requested: str) -> str:
 
 class LegacyEra:
     def __init__(self, settings: ProtocolSettings, *, tasks: bool = False) -> None:
-        # Static per version: rendered through the models and serialised once.
-        self._initialize = {
-            v: dumps(self._initialize_result(settings, v, tasks=tasks)) for v in LEGACY_VERSIONS
+        self._settings = settings
+        self._tasks = tasks
+
+    @functools.cached_property
+    def _initialize(self) -> dict[str, bytes]:
+        # Static per version: rendered through the models and serialised once, on the first
+        # initialize (a stateless client may list first: that must not wait for the models).
+        return {
+            v: dumps(self._initialize_result(self._settings, v, tasks=self._tasks))
+            for v in LEGACY_VERSIONS
         }
 
     @staticmethod
     def _initialize_result(
         settings: ProtocolSettings, version: str, *, tasks: bool
     ) -> dict[str, Any]:
+        from mcp_types import (
+            Implementation,
+            InitializeResult,
+            ServerCapabilities,
+            ServerTasksCapability,
+            ToolsCapability,
+        )
+
         task_capability = None
         if tasks and version == "2025-11-25":  # the only legacy revision with tasks
             task_capability = ServerTasksCapability.model_validate(

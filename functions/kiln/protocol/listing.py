@@ -2,9 +2,10 @@
 
 The backend hands over the tools the caller may see. Each distinct list (recognised by the
 identity of its `ToolView` objects, so a backend that keeps its catalog in memory costs one
-pointer comparison per tool) is sorted and fingerprinted once; each page is rendered through
-the `mcp-types` models and serialised once per (version, offset, cache scope), then served
-as bytes. The hot path therefore never touches pydantic.
+pointer comparison per tool) is sorted and fingerprinted once; each page is rendered and
+serialised once per (version, offset, cache scope), then served as bytes. Tools are rendered
+as the `mcp-types` `Tool` model dumps them (`wire.tool_dict`), so that a cold start's first
+list never imports pydantic's models; the model itself renders what only it can judge.
 """
 
 from __future__ import annotations
@@ -16,14 +17,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from mcp_types import ListToolsResult, Tool
-from pydantic import ValidationError
-
 from kiln.protocol.backend import ToolView
 from kiln.protocol.cursor import CursorCodec, CursorError
 from kiln.protocol.errors import InvalidParamsError, RequestId
 from kiln.protocol.jsontext import dumps
-from kiln.protocol.wire import MODERN_VERSIONS, tool_for_version, tool_model
+from kiln.protocol.wire import MODERN_VERSIONS, tool_dict, tool_for_version, tool_model
 
 log = logging.getLogger(__name__)
 
@@ -47,6 +45,12 @@ class _Snapshot:
 
 
 def _dump_tool(tool: ToolView) -> dict[str, Any]:
+    plain = tool_dict(tool)
+    if plain is not None:
+        return plain
+    from mcp_types import Tool
+    from pydantic import ValidationError
+
     try:
         model = tool_model(tool)
     except ValidationError:
@@ -124,12 +128,12 @@ class ToolLister:
         if not self._tasks:
             for tool in tools:
                 tool.pop("execution", None)
-        next_cursor = self._codec.encode(end, snap.fingerprint) if end < len(snap.dumped) else None
-        result = ListToolsResult.model_validate(
-            {"tools": tools, "nextCursor": next_cursor, "ttlMs": self._ttl_ms, "cacheScope": scope}
-        ).model_dump(by_alias=True, exclude_none=True, mode="json")
-        # The superset model re-adds nothing the version lacks, but keep each tool exactly as cut.
+        # As `ListToolsResult` dumps it (its field order; resultType defaults to "complete").
+        result: dict[str, Any] = {"ttlMs": self._ttl_ms, "cacheScope": scope}
+        if end < len(snap.dumped):
+            result["nextCursor"] = self._codec.encode(end, snap.fingerprint)
         result["tools"] = tools
+        result["resultType"] = "complete"
         if version not in MODERN_VERSIONS:
             for key in ("ttlMs", "cacheScope"):
                 result.pop(key, None)

@@ -2,17 +2,12 @@
 
 from __future__ import annotations
 
+import functools
 from typing import Any
-
-from mcp_types import (
-    SERVER_INFO_META_KEY,
-    DiscoverResult,
-    ServerCapabilities,
-    ToolsCapability,
-)
 
 from kiln.protocol.jsontext import dumps
 from kiln.protocol.settings import ProtocolSettings
+from kiln.protocol.spec import SERVER_INFO_META_KEY
 from kiln.protocol.tasks import TASKS_EXTENSION
 from kiln.protocol.wire import MODERN_VERSIONS, server_info
 
@@ -27,7 +22,16 @@ class ModernEra:
             website_url=settings.website_url,
             protocol_version=MODERN_VERSIONS[-1],
         )
-        self._discover = dumps(
+        self._settings = settings
+        self._tasks = tasks
+
+    @functools.cached_property
+    def _discover(self) -> bytes:
+        # Static, rendered through the models on the first discover (not by every cold start).
+        from mcp_types import DiscoverResult, ServerCapabilities, ToolsCapability
+
+        settings, tasks = self._settings, self._tasks
+        return dumps(
             self.finish(
                 DiscoverResult(
                     supported_versions=list(MODERN_VERSIONS),

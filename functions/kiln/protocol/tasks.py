@@ -21,16 +21,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable
-from typing import Any
-
-from mcp_types import (
-    CLIENT_CAPABILITIES_META_KEY,
-    CancelTaskResult,
-    CreateTaskResult,
-    GetTaskResult,
-    ListTasksResult,
-    Task,
-)
+from typing import TYPE_CHECKING, Any
 
 from kiln.protocol.backend import (
     CallContext,
@@ -50,6 +41,10 @@ from kiln.protocol.errors import (
     ProtocolError,
     RequestId,
 )
+from kiln.protocol.spec import CLIENT_CAPABILITIES_META_KEY
+
+if TYPE_CHECKING:
+    from mcp_types import Task
 
 TASKS_EXTENSION = "io.modelcontextprotocol/tasks"
 TASKS_VERSION = "2025-11-25"  # the one legacy revision with core tasks
@@ -106,6 +101,8 @@ def _legacy_status(record: TaskRecord) -> str:
 
 
 def _legacy_task(record: TaskRecord) -> Task:
+    from mcp_types import Task  # the models load with the first task, not at a cold start
+
     message = record.status_message
     if message is None and record.error is not None:
         message = str(record.error.get("message", ""))
@@ -163,6 +160,8 @@ class TaskMethods:
 
     async def tools_call(self, envelope: Envelope, ctx: CallContext) -> dict[str, Any]:
         """A tools/call: run inside the request, or create a task, as tool and client say."""
+        from mcp_types import CreateTaskResult
+
         rid = envelope.request_id
         tool = await self._caller.find(envelope.params, ctx=ctx, request_id=rid)
         as_task = self._wants_task(tool, envelope)
@@ -274,6 +273,8 @@ class TaskMethods:
     # ------------------------------------------------------------------ methods
 
     async def get(self, envelope: Envelope, ctx: CallContext) -> dict[str, Any]:
+        from mcp_types import GetTaskResult
+
         record = await self._find(envelope, ctx)
         if envelope.modern:
             return detailed_task(record)
@@ -286,6 +287,8 @@ class TaskMethods:
         return {}
 
     async def cancel(self, envelope: Envelope, ctx: CallContext) -> dict[str, Any]:
+        from mcp_types import CancelTaskResult
+
         record = await self._find(envelope, ctx)
         if envelope.modern:
             if not record.terminal:
@@ -339,6 +342,8 @@ class TaskMethods:
         )
 
     async def list(self, envelope: Envelope, ctx: CallContext) -> dict[str, Any]:
+        from mcp_types import ListTasksResult
+
         cursor = envelope.params.get("cursor")
         if cursor is not None and not isinstance(cursor, str):
             raise InvalidParamsError(

@@ -2,22 +2,28 @@
 
 `mcp-types` models are version supersets: they carry every field of every revision. This
 module dumps them and keeps only what the negotiated revision defines (digest §4.2).
+
+A cold start's first `tools/list` must not pay for importing `mcp-types` (see `spec.py`), so
+the two shapes it needs, `Tool` and `Implementation`, are also rendered by hand exactly as the
+models dump them; tests/unit/protocol/test_spec.py holds the two renderings equal. Anything the
+hand rendering is unsure of (annotations of an unexpected type or key) goes through the model.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from mcp_types import Implementation, Tool, ToolAnnotations, ToolExecution
-from mcp_types.version import (
+from kiln.protocol.backend import ToolView
+from kiln.protocol.spec import (
     HANDSHAKE_PROTOCOL_VERSIONS,
     KNOWN_PROTOCOL_VERSIONS,
     LATEST_HANDSHAKE_VERSION,
     MODERN_PROTOCOL_VERSIONS,
 )
 
-from kiln.protocol.backend import ToolView
+if TYPE_CHECKING:
+    from mcp_types import Tool
 
 LEGACY_VERSIONS: tuple[str, ...] = HANDSHAKE_PROTOCOL_VERSIONS
 MODERN_VERSIONS: tuple[str, ...] = MODERN_PROTOCOL_VERSIONS
@@ -77,15 +83,67 @@ def server_info(
     protocol_version: str,
 ) -> dict[str, Any]:
     """`serverInfo` (an `Implementation`) as `protocol_version` defines it."""
-    model = Implementation(
-        name=name, version=version, title=title, description=description, website_url=website_url
-    )
-    dumped = model.model_dump(by_alias=True, exclude_none=True, mode="json")
+    fields = (
+        ("name", name),
+        ("title", title),
+        ("version", version),
+        ("description", description),
+        ("websiteUrl", website_url),
+    )  # the model's field order
+    dumped = {key: value for key, value in fields if value is not None}
     return _keep(dumped, _SERVER_INFO_FIELDS_SINCE, protocol_version)
+
+
+_HINTS = ("readOnlyHint", "destructiveHint", "idempotentHint", "openWorldHint")
+_ANNOTATION_KEYS = frozenset(("title", *_HINTS))
+_TASK_SUPPORT = frozenset(("forbidden", "optional", "required"))
+
+
+def _plain_annotations(raw: Mapping[str, Any]) -> dict[str, Any] | None:
+    """`ToolAnnotations`' dump of `raw`, or None when only the model can tell (coercions)."""
+    if not _ANNOTATION_KEYS.issuperset(raw):
+        return None
+    dumped: dict[str, Any] = {}
+    for key in ("title", *_HINTS):
+        value = raw.get(key)
+        if value is None:
+            continue
+        if not isinstance(value, str if key == "title" else bool):
+            return None
+        dumped[key] = value
+    return dumped
+
+
+def tool_dict(tool: ToolView) -> dict[str, Any] | None:
+    """`tool_model(tool)`'s JSON dump without pydantic; None when the model must decide."""
+    if tool.task_support is not None and tool.task_support not in _TASK_SUPPORT:
+        return None
+    annotations = None
+    if tool.annotations is not None:
+        annotations = _plain_annotations(tool.annotations)
+        if annotations is None:
+            return None
+    dumped: dict[str, Any] = {"name": tool.name}
+    if tool.title is not None:
+        dumped["title"] = tool.title
+    if tool.description is not None:
+        dumped["description"] = tool.description
+    dumped["inputSchema"] = dict(tool.input_schema)
+    if tool.task_support is not None:
+        dumped["execution"] = {"taskSupport": tool.task_support}
+    if tool.output_schema is not None:
+        dumped["outputSchema"] = dict(tool.output_schema)
+    if annotations is not None:
+        dumped["annotations"] = annotations
+    if tool.meta is not None:
+        dumped["_meta"] = dict(tool.meta)
+    return dumped
 
 
 def tool_model(tool: ToolView) -> Tool:
     """The version-superset `Tool` for a catalog tool."""
+    from mcp_types import Tool, ToolAnnotations, ToolExecution
+
     return Tool(
         name=tool.name,
         title=tool.title,

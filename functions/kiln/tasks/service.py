@@ -18,6 +18,8 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
+from kiln.access.gate import CallGate, CallTicket
+from kiln.access.ledger import Outcome
 from kiln.catalog.model import Tool
 from kiln.protocol.backend import (
     CallContext,
@@ -53,9 +55,9 @@ def principal_label(ctx: CallContext) -> str:
 class TaskTools(Protocol):
     async def admit_task(
         self, name: str, arguments: Mapping[str, Any], ctx: CallContext
-    ) -> Tool | None:
-        """The tool the task will run, admitted against the caller's quotas (may raise a
-        ProtocolError such as RateLimitedError); None when it is no longer callable."""
+    ) -> tuple[Tool, CallTicket | None] | None:
+        """The tool the task will run and its call's ledger ticket (None: not ledgered); None
+        when it is no longer callable. May raise a ProtocolError (RateLimitedError)."""
         ...
 
 
@@ -159,12 +161,14 @@ class TaskService:
         settings: TaskSettings,
         tools: TaskTools,
         *,
+        gate: CallGate | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self._store = store
         self._starter = starter
         self._settings = settings
         self._tools = tools
+        self._gate = gate
         self._clock = clock
 
     async def close(self) -> None:
@@ -186,20 +190,41 @@ class TaskService:
         version: str,
         ttl_ms: int | None,
     ) -> TaskRecord:
+        admitted = await self._tools.admit_task(tool.name, arguments, ctx)
+        if admitted is None:
+            raise TaskRefusedError(f"Tool {tool.name!r} was disabled or removed; list tools again.")
+        found, ticket = admitted
+        try:
+            return await self._create(found, ticket, arguments, ctx, version, ttl_ms)
+        except TaskRefusedError as refusal:
+            # Answered like a plain call whose tool could not start: ledgered as a tool error.
+            if ticket is not None and self._gate is not None:
+                detail = f"task not started: {refusal}"
+                await asyncio.to_thread(
+                    self._gate.record_ticket, ticket, "tool_error", detail=detail
+                )
+            raise
+
+    async def _create(
+        self,
+        found: Tool,
+        ticket: CallTicket | None,
+        arguments: Mapping[str, Any],
+        ctx: CallContext,
+        version: str,
+        ttl_ms: int | None,
+    ) -> TaskRecord:
         if self._starter.busy():
             raise TaskRefusedError(
                 f"Kiln is running as many tasks as it may ({self._settings.max_running_per_process}"
                 "); try again when one has ended"
             )
-        found = await self._tools.admit_task(tool.name, arguments, ctx)
-        if found is None:
-            raise TaskRefusedError(f"Tool {tool.name!r} was disabled or removed; list tools again.")
         now = self._clock()
         ttl = self._ttl_ms(ttl_ms)
         item = TaskItem(
             owner=owner_key(principal_label(ctx)),
             task_id=secrets.token_urlsafe(32),  # 256 random bits: the id is a capability
-            tool=tool.name,
+            tool=found.name,
             revision=found.head.number,
             version=version,
             arguments=dict(arguments),
@@ -210,13 +235,14 @@ class TaskService:
             poll_interval_ms=self._settings.poll_interval_ms,
             expires_at=now + ttl / 1000,
             lease_until=now + self._settings.start_grace_s,
+            call=ticket.as_json() if ticket is not None else None,
         )
         cap = self._settings.max_running_per_principal
         try:
             await asyncio.to_thread(self._store.create, item, max_running=cap)
         except TaskTooLargeError as error:
             raise TaskRefusedError(
-                f"Tool {tool.name!r} was not started as a task: {error}"
+                f"Tool {found.name!r} was not started as a task: {error}"
             ) from error
         except TaskLimitError as error:
             raise TaskRefusedError(
@@ -227,16 +253,27 @@ class TaskService:
             await self._starter.start(item.owner, item.task_id)
         except Exception:
             log.exception("task %s: could not start its worker", item.task_id)
+            message = "Internal error: the task's worker could not be started"
             await asyncio.to_thread(
                 self._store.settle,
                 item,
                 "failed",
                 now=iso(self._clock()),
-                message="Internal error: the task's worker could not be started",
-                error=internal_error("Internal error: the task's worker could not be started"),
+                message=message,
+                error=internal_error(message),
+                ledger=self._entry(item, "tool_error", "task: its worker could not be started"),
             )
             return self._record(await self._get(item.owner, item.task_id) or item)
         return self._record(item)
+
+    def _entry(self, item: TaskItem, outcome: Outcome, detail: str) -> dict[str, Any] | None:
+        """The ledger item of a task's call ended here, not by its worker (no run-seconds
+        known: its duration is the time since the call)."""
+        ticket = CallTicket.from_json(item.call) if item.call is not None else None
+        if ticket is None or self._gate is None:
+            return None
+        elapsed_ms = (self._clock() - ticket.started) * 1000
+        return self._gate.entry_item(ticket, outcome, duration_ms=elapsed_ms, detail=detail)
 
     async def _get(self, owner: str, task_id: str) -> TaskItem | None:
         item = await asyncio.to_thread(self._store.get, owner, task_id)
@@ -249,6 +286,7 @@ class TaskService:
                 message=LEASE_LOST,
                 error=internal_error(LEASE_LOST),
                 lease_seen=item.lease_until,
+                ledger=self._entry(item, "tool_error", "task: its worker was lost"),
             )
             item = await asyncio.to_thread(self._store.get, owner, task_id)
         return item
@@ -269,6 +307,7 @@ class TaskService:
                 "cancelled",
                 now=iso(self._clock()),
                 message="The task was cancelled by request.",
+                ledger=self._entry(item, "cancelled", "task cancelled"),
             )
             self._starter.cancelled(task_id)
             item = await self._get(owner, task_id) or item

@@ -2,7 +2,8 @@
 
 | pk               | sk          | what                                                    |
 | ---------------- | ----------- | ------------------------------------------------------- |
-| `TASK#<owner>`   | `T#<id>`    | one task: tool, arguments, status, lease, result/error  |
+| `TASK#<owner>`   | `T#<id>`    | one task: tool, arguments, status, lease, result/error, |
+|                  |             | `call`: its call's ledger ticket (kiln.access.gate)     |
 | `TASK#<owner>`   | `RUNNING`   | `running`: how many of the owner's tasks are working    |
 
 `<owner>` is a hash of the caller (API key name or token subject; one shared value for
@@ -13,7 +14,9 @@ so reads also treat an expired record as gone). Arguments and results larger tha
 `inline_limit` go to S3 under `tasks/`.
 
 Every status change leaves `working` exactly once: the update is conditional on
-`status = working` and decrements the owner's running count in the same transaction.
+`status = working` and decrements the owner's running count in the same transaction, which
+also writes the call's ledger entry when it is given one, so a task's call is ledgered
+exactly once, by whoever ends it (the worker, a cancel, a reader that finds its lease lost).
 """
 
 from __future__ import annotations
@@ -66,6 +69,7 @@ class TaskItem:
     status_message: str | None = None
     result: Mapping[str, Any] | None = None
     error: Mapping[str, Any] | None = None
+    call: Mapping[str, Any] | None = None  # the call's ledger ticket (CallTicket.as_json)
 
 
 def _n(value: float) -> dict[str, str]:
@@ -78,6 +82,12 @@ def _key(owner: str, task_id: str) -> dict[str, Any]:
 
 def _counter(owner: str) -> dict[str, Any]:
     return {"pk": {"S": TASK_PREFIX + owner}, "sk": {"S": COUNTER_SK}}
+
+
+def _ledger_put(table: str, ledger: Mapping[str, Any] | None) -> list[dict[str, Any]]:
+    # Unconditional: its key is new (time and random id), and only the task's own condition
+    # may cancel the move.
+    return [] if ledger is None else [{"Put": {"TableName": table, "Item": dict(ledger)}}]
 
 
 def _failed_condition(error: ClientError) -> bool:
@@ -149,6 +159,7 @@ class TaskStore:
             status_message=message["S"] if message else None,
             result=self._load(raw, "result"),
             error=self._load(raw, "error"),
+            call=json.loads(raw["call"]["S"]) if "call" in raw else None,
         )
 
     # ------------------------------------------------------------------ writes
@@ -169,6 +180,8 @@ class TaskStore:
             "lease_until": _n(item.lease_until),
             **self._payload(item, "arguments", dict(item.arguments), spill=False),
         }
+        if item.call is not None:
+            record["call"] = {"S": json.dumps(item.call, separators=(",", ":"))}
         try:
             self._ddb.transact_write_items(
                 TransactItems=[
@@ -215,11 +228,13 @@ class TaskStore:
         result: Mapping[str, Any] | None = None,
         error: Mapping[str, Any] | None = None,
         lease_seen: float | None = None,
+        ledger: Mapping[str, Any] | None = None,
     ) -> bool:
         """Move a working task to a terminal status; False when it had already left `working`.
 
         `lease_seen` makes the move conditional on the lease not having been renewed since
         (how a reader fails a task whose worker stopped, without racing a live worker).
+        `ledger` is the call's ledger item, written with the move or not at all.
         """
         names = {"#s": "status"}
         values: dict[str, Any] = {":w": {"S": "working"}, ":to": {"S": status}, ":now": {"S": now}}
@@ -261,6 +276,7 @@ class TaskStore:
                             "ExpressionAttributeValues": {":minus": _n(-1)},
                         }
                     },
+                    *_ledger_put(self._table, ledger),
                 ]
             )
         except ClientError as exc:

@@ -5,6 +5,11 @@ task still being `working`, so a failed renewal means someone cancelled it: the 
 cancelled, which makes the runner kill its whole process tree before `execute` returns. A
 worker that dies stops renewing; the next reader sees the lease run out and fails the task
 (`TaskService.get_task`), so no task stays `working` forever.
+
+A task-augmented `tools/call` counts like a plain call: the worker writes its ledger entry
+in the transaction that settles the task (whoever settles it writes the entry, so it is
+written once) and charges the run's seconds to its caller's daily quotas, also when the
+run was cancelled or stopped.
 """
 
 from __future__ import annotations
@@ -12,10 +17,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import math
 import time
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any, Protocol
 
+from kiln.access.gate import CallGate, CallTicket, outcome_of
+from kiln.access.ledger import Outcome
 from kiln.catalog.model import Tool
 from kiln.protocol.backend import ToolOutcome, ToolView
 from kiln.protocol.calling import RunFailedError, ToolCaller
@@ -57,6 +66,7 @@ class TaskWorker:
         *,
         clock: Callable[[], float] = time.time,
         now_iso: Callable[[], str],
+        gate: CallGate | None = None,
     ) -> None:
         self._store = store
         self._tools = tools
@@ -64,6 +74,7 @@ class TaskWorker:
         self._settings = settings
         self._clock = clock
         self._now_iso = now_iso
+        self._gate = gate
 
     async def run(
         self,
@@ -89,7 +100,8 @@ class TaskWorker:
             return await self._fail(
                 item, f"Tool '{item.tool}' was removed or disabled before its task ran"
             )
-        run = asyncio.create_task(self._execute(tool, item, time_left_s, slot))
+        began = [math.inf]  # when the run got its slot (a queued run has used no seconds yet)
+        run = asyncio.create_task(self._execute(tool, item, time_left_s, slot, began))
         try:
             watched = await self._watch(item, run, cancelled)
         except asyncio.CancelledError:
@@ -99,30 +111,40 @@ class TaskWorker:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await run
             with contextlib.suppress(Exception):
-                await self._fail(item, STOPPED)
+                await self._fail(item, STOPPED, ran_s=self._ran(began))
             raise
-        if not watched:
+        if not watched:  # cancelled: the cancel wrote the call's entry; the run still counts
+            await self._charge(item, self._ran(began))
             return "cancelled"
         try:
-            outcome, _ = run.result()
+            outcome, result = run.result()
         except Exception:
             log.exception("task %s: the run failed", task_id)
-            return await self._fail(item, "Internal error: the run could not finish")
+            ran_s = self._ran(began)
+            return await self._fail(item, "Internal error: the run could not finish", ran_s=ran_s)
+        ended = _Ended.of(outcome, result, self._ran(began))
         try:
             # Output validation may be costly: off the event loop, as for calls.
             view = self._tools.view(tool)
-            result = await asyncio.to_thread(self._shaper.shape, view, outcome, item.version)
+            shaped = await asyncio.to_thread(self._shaper.shape, view, outcome, item.version)
         except RunFailedError as error:
-            return await self._settle(item, "failed", error=error_object(error)["error"])
-        return await self._settle(item, "completed", result=result)
+            return await self._settle(item, "failed", ended, error=error_object(error)["error"])
+        return await self._settle(item, "completed", ended, result=shaped)
 
     async def _execute(
-        self, tool: Tool, item: TaskItem, time_left_s: float | None, slot: asyncio.Semaphore | None
+        self,
+        tool: Tool,
+        item: TaskItem,
+        time_left_s: float | None,
+        slot: asyncio.Semaphore | None,
+        began: list[float],
     ) -> tuple[ToolOutcome, Any]:
-        if slot is None:
+        async with slot if slot is not None else contextlib.nullcontext():
+            began[0] = self._clock()
             return await self._tools.execute(tool, item.arguments, time_left_s=time_left_s)
-        async with slot:
-            return await self._tools.execute(tool, item.arguments, time_left_s=time_left_s)
+
+    def _ran(self, began: list[float]) -> float:
+        return max(0.0, self._clock() - began[0])
 
     async def _watch(
         self, item: TaskItem, run: asyncio.Task[Any], cancelled: asyncio.Event | None
@@ -154,18 +176,30 @@ class TaskWorker:
         lease = self._clock() + self._settings.lease_s
         return await asyncio.to_thread(self._store.renew, item, lease_until=lease)
 
-    async def _fail(self, item: TaskItem, message: str) -> str:
-        return await self._settle(item, "failed", error=internal_error(message))
+    async def _fail(self, item: TaskItem, message: str, *, ran_s: float = 0.0) -> str:
+        ended = _Ended("tool_error", ran_s, 0, "task: " + message.partition(";")[0])
+        return await self._settle(item, "failed", ended, error=internal_error(message))
 
     async def _settle(
         self,
         item: TaskItem,
         status: str,
+        ended: _Ended,
         *,
         result: Mapping[str, Any] | None = None,
         error: Mapping[str, Any] | None = None,
     ) -> str:
         message = str(error["message"]) if error is not None else None
+        ticket = self._ticket(item)
+        ledger = None
+        if ticket is not None and self._gate is not None:
+            ledger = self._gate.entry_item(
+                ticket, ended.outcome, duration_ms=ended.run_s * 1000,
+                output_bytes=ended.output_bytes, detail=ended.detail,
+            )  # fmt: skip
+        # Charged before the task is seen to end, so a call its caller makes after seeing it
+        # end is admitted against the day's seconds with this run's in.
+        await self._charge(item, ended.run_s)
         done = await asyncio.to_thread(
             self._store.settle,
             item,
@@ -174,11 +208,46 @@ class TaskWorker:
             message=message,
             result=result,
             error=error,
+            ledger=ledger,
         )
         if not done:  # cancelled (or failed by a reader) while the result was on its way
             found = await asyncio.to_thread(self._store.get, item.owner, item.task_id)
             return found.status if found else "missing"
         return status
+
+    def _ticket(self, item: TaskItem) -> CallTicket | None:
+        return CallTicket.from_json(item.call) if item.call is not None else None
+
+    async def _charge(self, item: TaskItem, run_s: float) -> None:
+        """Charge a run's seconds to its caller's daily quotas (a failed charge is logged: the
+        task's outcome stands)."""
+        ticket = self._ticket(item)
+        if ticket is None or self._gate is None or not ticket.charge:
+            return
+        try:
+            await asyncio.to_thread(self._gate.charge, ticket, run_s)
+        except Exception:
+            log.exception("task %s: its run-seconds could not be charged", item.task_id)
+
+
+@dataclass(frozen=True)
+class _Ended:
+    """How a task's run ended, as its ledger entry says it."""
+
+    outcome: Outcome
+    run_s: float
+    output_bytes: int = 0
+    detail: str = "task"
+
+    @classmethod
+    def of(cls, outcome: ToolOutcome, result: Any, elapsed_s: float) -> _Ended:
+        """As for a plain call (`CatalogBackend.call_tool`): the runner's measure when the
+        tool ran, else the time it took not to."""
+        if result is None:
+            return cls(outcome_of(outcome.is_error, False), elapsed_s)
+        size = len(str(result.stdout).encode("utf-8", "replace"))
+        kind = outcome_of(outcome.is_error, bool(result.timed_out))
+        return cls(kind, float(result.duration_s), size)
 
 
 def handle_event(event: Any, context: Any, worker: TaskWorker) -> dict[str, str]:

