@@ -173,6 +173,9 @@ class AwsClients:
     dynamodb: Any
     s3: Any
     session: Any = None  # a boto3 Session over the same botocore session (more clients)
+    # The local emulator's count of writes that may move the catalog (emulator/changes.py):
+    # bytes that stay equal while no such write was acknowledged; None where there is none.
+    catalog_changes: Callable[[], bytes | None] | None = None
 
 
 def make_clients(
