@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import sys
-import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -15,6 +13,7 @@ from typing import Any
 
 import httpx
 
+from devproc import serving
 from harness import free_port
 from kiln.emulator import shared_endpoint
 
@@ -96,32 +95,8 @@ def kiln_dev(
     state_dir: Path, *extra: str, env: Mapping[str, str] | None = None
 ) -> Iterator[DevServer]:
     port = free_port()
-    state_dir.mkdir(parents=True, exist_ok=True)
-    log_path = state_dir / "dev.log"
-    with log_path.open("a") as log:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "kiln.cli", "dev", "--port", str(port), "--state-dir",
-             str(state_dir), "--author-key", DEV_KEY, *extra],
-            env={**_clean_env(), **(env or {})}, stdout=log, stderr=subprocess.STDOUT,
-        )  # fmt: skip
-        url = f"http://127.0.0.1:{port}"
-        try:
-            deadline = time.monotonic() + 90
-            while True:
-                assert process.poll() is None, log_path.read_text()
-                try:
-                    if httpx.get(url + "/api/health", timeout=1).status_code == 200:
-                        break
-                except httpx.TransportError:
-                    pass
-                assert time.monotonic() < deadline, "kiln dev did not start within 90 s"
-                time.sleep(0.1)
-            with httpx.Client(timeout=120) as http:
-                yield DevServer(url, state_dir, http)
-        finally:
-            process.send_signal(signal.SIGTERM)
-            try:
-                process.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
+    command = [sys.executable, "-m", "kiln.cli", "dev", "--port", str(port), "--state-dir",
+               str(state_dir), "--author-key", DEV_KEY, *extra]  # fmt: skip
+    env_ = {**_clean_env(), **(env or {})}
+    with serving(command, port, state_dir / "dev.log", env=env_), httpx.Client(timeout=120) as http:
+        yield DevServer(f"http://127.0.0.1:{port}", state_dir, http)

@@ -6,8 +6,11 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import httpx
 
@@ -38,7 +41,7 @@ def start_dev(
     state_dir: Path, port: int, *extra: str, timeout_s: float = 60, user: int | None = None
 ) -> DevProcess:
     """Start `kiln dev` (as `user`, a uid, if given) and return once /api/health answers."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "KILN_"))}
+    env = clean_env()
     python = sys.executable
     if user is not None:
         env["HOME"] = str(state_dir.parent)
@@ -54,19 +57,80 @@ def start_dev(
             cwd=state_dir.parent,
         )  # fmt: skip
     url = f"http://127.0.0.1:{port}"
+    try:
+        await_health(process, url, log, timeout_s)
+    except AssertionError as error:
+        stop(process)
+        raise RuntimeError(str(error)) from None
+    return DevProcess(process, url, log)
+
+
+def clean_env(**extra: str) -> dict[str, str]:
+    """This environment without AWS or Kiln settings (a test's own shell may have some)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "KILN_"))}
+    return {**env, **extra}
+
+
+def await_health(
+    process: subprocess.Popen[bytes], url: str, log: Path, timeout_s: float = 90.0
+) -> None:
+    """Return once `url`/api/health answers 200; fail with the log if it exits or never does."""
     deadline = time.monotonic() + timeout_s
     while True:
-        if process.poll() is not None:
-            raise RuntimeError(f"kiln dev exited: {log.read_text(errors='replace')[-2000:]}")
+        assert process.poll() is None, f"kiln dev exited: {_tail(log)}"
         try:
             if httpx.get(url + "/api/health", timeout=1).status_code == 200:
-                return DevProcess(process, url, log)
+                return
         except httpx.TransportError:
             pass
-        if time.monotonic() > deadline:
-            process.kill()
-            raise RuntimeError("kiln dev did not start in time")
+        assert time.monotonic() < deadline, f"no answer in {timeout_s:.0f} s: {_tail(log)}"
         time.sleep(0.05)
+
+
+def stop(process: subprocess.Popen[bytes], timeout_s: float = 30.0) -> None:
+    """SIGTERM, as a user's Ctrl-C or a service manager would; kill it if it hangs."""
+    if process.poll() is None:
+        process.terminate()
+    try:
+        process.wait(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+
+
+@contextmanager
+def serving(
+    command: Sequence[str],
+    port: int,
+    log: Path,
+    *,
+    env: dict[str, str],
+    errors: Path | None = None,
+    cwd: Path | None = None,
+    preexec_fn: Callable[[], Any] | None = None,
+    timeout_s: float = 90.0,
+) -> Iterator[subprocess.Popen[bytes]]:
+    """Run a `kiln dev` command; yield it once it answers on `port`; stop it on the way out.
+
+    Its output goes to `log` (stderr to `errors` if given)."""
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with log.open("ab") as out, (errors or log).open("ab") as err:
+        process = subprocess.Popen(
+            list(command), env=env, cwd=cwd, stdout=out,
+            stderr=err if errors else subprocess.STDOUT, preexec_fn=preexec_fn,
+        )  # fmt: skip
+    try:
+        await_health(process, f"http://127.0.0.1:{port}", errors or log, timeout_s)
+        yield process
+    finally:
+        stop(process)
+
+
+def _tail(log: Path) -> str:
+    try:
+        return log.read_text(errors="replace")[-3000:]
+    except OSError:
+        return "(no log)"
 
 
 def python_for_others() -> tuple[str, str]:
@@ -99,12 +163,7 @@ def _others_can_run(path: Path) -> bool:
 
 
 def stop_dev(dev: DevProcess) -> None:
-    dev.process.terminate()
-    try:
-        dev.process.wait(timeout=20)
-    except subprocess.TimeoutExpired:
-        dev.process.kill()
-        dev.process.wait()
+    stop(dev.process, timeout_s=20)
 
 
 def rss_kib(pid: int) -> int:

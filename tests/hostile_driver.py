@@ -12,7 +12,10 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import shutil
+import socket
 import sys
+import tempfile
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -156,7 +159,11 @@ places = ["/tmp", os.getcwd(), "/dev/shm", "/var/tmp"]
 chunk = b"x" * (4 << 20)
 try:
     for i in range(128):
-        with open(os.path.join(places[i % len(places)], f"fill-{i}.bin"), "wb") as f:
+        try:
+            f = open(os.path.join(places[i % len(places)], f"fill-{i}.bin"), "wb")
+        except PermissionError:
+            continue  # a place fenced off from the run: fill the others
+        with f:
             f.write(chunk)
         written += len(chunk)
 except OSError as e:
@@ -165,6 +172,35 @@ except OSError as e:
 print(f"wrote {written >> 20} MiB", flush=True)
 """
 
+
+# Tries every place a run must not reach: the server's private directory (its key), another
+# run's directory, writing beside its own or in /tmp, a loopback port kept from runs; and,
+# as the proof that it works at all, its own and the shared directory.
+REACH = r"""
+import json, os, socket, sys
+args = json.load(sys.stdin)
+out = {}
+def attempt(name, action):
+    try:
+        action()
+        out[name] = "done"
+    except OSError as error:
+        out[name] = type(error).__name__
+state, other = args["state"], args["other_run"]
+attempt("read the server's key", lambda: open(os.path.join(state, "credentials.json")).read())
+attempt("list the server's directory", lambda: os.listdir(state))
+attempt("write into the server's directory", lambda: open(os.path.join(state, "x"), "w"))
+attempt("read another run's file", lambda: open(os.path.join(other, "secret.txt")).read())
+attempt("list another run's directory", lambda: os.listdir(other))
+attempt("write beside its directory", lambda: open(os.path.join(args["work_root"], "x"), "w"))
+attempt("write /tmp", lambda: open(args["tmp_path"], "w"))
+attempt("connect to the kept port",
+        lambda: socket.create_connection(("127.0.0.1", args["port"]), timeout=3).close())
+attempt("write its own directory", lambda: open("own.txt", "w"))
+attempt("write the shared directory",
+        lambda: open(os.path.join(os.environ["SHARED_DIR"], "reach.txt"), "w"))
+print(json.dumps(out))
+"""
 
 # Leaves a file in /tmp, after the server has made a place of its own there mid-run.
 LITTER = r"""
@@ -188,6 +224,7 @@ def settings(params: dict[str, Any]) -> RunnerSettings:
         run_uids=tuple(uids) if uids else None,  # type: ignore[arg-type]
         disk_quota_bytes=params.get("quota", 256 << 20),
         sweep_shared_temp=True,
+        tcp_ports=tuple(params["tcp_ports"]) if "tcp_ports" in params else None,
         python_executable=Path(sys.executable),
     )
 
@@ -204,6 +241,7 @@ def summary(result: RunResult) -> dict[str, Any]:
         "stdout": result.stdout,
         "runner_error": result.runner_error,
         "quota": result.disk_quota_bytes,
+        "isolation": result.isolation,
     }
 
 
@@ -284,6 +322,25 @@ async def litter(runner: Runner, params: dict[str, Any]) -> dict[str, Any]:
     return {"litter": summary(result), "own_kept": own_kept, "litter_left": litter_left}
 
 
+async def reach(runner: Runner, params: dict[str, Any]) -> dict[str, Any]:
+    """A tool tries the server's private files, another run's, and a port kept from runs."""
+    state = tempfile.mkdtemp(prefix="kiln-server-state-")  # 0700, like kiln dev's
+    other = tempfile.mkdtemp(prefix="kiln-run-", dir=params["work_root"])  # 0700, as a run's
+    listener = socket.create_server(("127.0.0.1", 0))
+    try:
+        for folder, name in ((state, "credentials.json"), (other, "secret.txt")):
+            with open(os.path.join(folder, name), "w") as f:  # noqa: ASYNC230 - tiny, local
+                f.write("secret")
+        args = {"state": state, "other_run": other, "work_root": params["work_root"],
+                "tmp_path": params["tmp_path"], "port": listener.getsockname()[1]}  # fmt: skip
+        result = await runner.run(request(REACH, params, language="python", arguments=args))
+    finally:
+        listener.close()
+        shutil.rmtree(state, ignore_errors=True)
+        shutil.rmtree(other, ignore_errors=True)
+    return {"reach": summary(result)}
+
+
 def _state(pid: int) -> str:
     try:
         with open(f"/proc/{pid}/stat") as f:
@@ -298,6 +355,7 @@ SCENARIOS: dict[str, Callable[[Runner, dict[str, Any]], Awaitable[dict[str, Any]
     "escape": escape,
     "fill": fill,
     "litter": litter,
+    "reach": reach,
 }
 
 

@@ -249,6 +249,9 @@ def main() -> int:
                 "KILN_BUCKET": name,
                 "POWERTOOLS_METRICS_NAMESPACE": "KilnBench",
                 "POWERTOOLS_SERVICE_NAME": "kiln",
+                # As template.yaml sets them for every function (else a start asks Node).
+                "KILN_BUNDLE_TARGET": "lambda-python3.13-x86_64",
+                "KILN_NODE_BUNDLE_TARGET": "node24-x86_64",
             }
             kiln_argv = [args.python, "-c", CONTEXT + KILN_CHILD]
             sdk_argv = [args.sdk_python, "-c", CONTEXT + SDK_CHILD]

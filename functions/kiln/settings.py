@@ -87,6 +87,26 @@ def _uid_range(value: str) -> tuple[int, int] | None:
     return low, high + 1
 
 
+def _tcp_ports(value: str) -> tuple[int, ...] | str:
+    """ "all", "auto", or ports and ranges: "80,443,8000-8099"."""
+    if value.lower() in {"all", "auto"}:
+        return value.lower()
+    ports: set[int] = set()
+    rule = "must be all, auto, or TCP ports and ranges such as 80,443,8000-8099 (1-65535)"
+    for item in _list(value):
+        first, _, last = item.partition("-")
+        try:
+            low, high = int(first), int(last or first)
+        except ValueError:
+            raise ValueError(rule) from None
+        if not 0 < low <= high < 65536:
+            raise ValueError(rule)
+        ports.update(range(low, high + 1))
+    if not ports:
+        raise ValueError(rule)
+    return tuple(sorted(ports))
+
+
 def _text(value: str) -> str:
     return value
 
@@ -155,6 +175,9 @@ class Settings:
     run_disk_quota_mb: int = 256  # KILN_RUN_DISK_QUOTA_MB
     sweep_shared_temp: bool = False  # KILN_SWEEP_SHARED_TEMP (default: on inside Lambda)
     run_shared_dirs: tuple[str, ...] = ()  # KILN_RUN_SHARED_DIRS: every run may use these
+    # KILN_RUN_TCP_PORTS: where runs may connect ("all"; "auto": common ports when the
+    # store is a local emulator, else all; or "80,443,8000-8099"), see stack.run_tcp_ports.
+    run_tcp_ports: tuple[int, ...] | str = "auto"
     # KILN_SERIALIZE_SHARED_UID_RUNS: runs sharing one uid (no root) go one at a time unless
     # this is turned off (trusted tools only).
     serialize_shared_uid_runs: bool = True
@@ -225,6 +248,7 @@ class Settings:
             ),
             sweep_shared_temp=_parse(e, "KILN_SWEEP_SHARED_TEMP", in_lambda, _boolean),
             run_shared_dirs=_parse(e, "KILN_RUN_SHARED_DIRS", (), _list),
+            run_tcp_ports=_parse(e, "KILN_RUN_TCP_PORTS", cls.run_tcp_ports, _tcp_ports),
             serialize_shared_uid_runs=_parse(
                 e, "KILN_SERIALIZE_SHARED_UID_RUNS", cls.serialize_shared_uid_runs, _boolean
             ),

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
+from urllib.parse import urlsplit
 
 import kiln
 from kiln.access.gate import CallGate
@@ -30,7 +31,7 @@ from kiln.bundles.service import Bundles, make_bundles
 from kiln.catalog.snapshot import CatalogSnapshots
 from kiln.catalog.store import CatalogStore
 from kiln.runner import Runner, RunnerSettings
-from kiln.runner.limits import default_own_temp_paths
+from kiln.runner.limits import COMMON_TCP_PORTS, default_own_temp_paths
 from kiln.service import CatalogBackend
 from kiln.settings import Settings
 
@@ -81,11 +82,42 @@ def runner_settings(settings: Settings) -> RunnerSettings:
         sweep_shared_temp=settings.sweep_shared_temp,
         shared_dirs=tuple(Path(d) for d in settings.run_shared_dirs),
         serialize_shared_uid_runs=settings.serialize_shared_uid_runs,
+        tcp_ports=run_tcp_ports(settings),
         own_temp_paths=(
             *default_own_temp_paths(),
             *([Path(settings.bundle_cache_dir)] if settings.bundle_cache_dir else []),
         ),
     )
+
+
+def run_tcp_ports(settings: Settings) -> tuple[int, ...] | None:
+    """The TCP ports a run may connect to (None: any), never a local store endpoint's.
+
+    A local emulator (`kiln dev`) holds the whole catalog; a tool must not even reach it.
+    Landlock allows ports, not addresses, so "any port but the emulator's" would take
+    65,534 rules and tens of milliseconds per run: runs get the common service ports
+    instead (`COMMON_TCP_PORTS`: web, databases, queues, local model servers), or what
+    KILN_RUN_TCP_PORTS says. With a remote store (Lambda) every port stays open.
+    """
+    wanted = settings.run_tcp_ports
+    local = _loopback_port(settings.endpoint_url)
+    if wanted == "all" or (wanted == "auto" and local is None):
+        return None
+    ports = COMMON_TCP_PORTS if isinstance(wanted, str) else wanted
+    return tuple(port for port in ports if port != local)
+
+
+def _loopback_port(url: str | None) -> int | None:
+    if not url:
+        return None
+    parsed = urlsplit(url)
+    host = parsed.hostname or ""
+    if host != "localhost" and not host.startswith("127.") and host != "::1":
+        return None
+    try:
+        return parsed.port or (443 if parsed.scheme == "https" else 80)
+    except ValueError:
+        return None
 
 
 @dataclass
@@ -206,7 +238,7 @@ def build_kiln(settings: Settings, *, clients: AwsClients | None = None) -> Kiln
     store = CatalogStore(
         clients.dynamodb, clients.s3, table=settings.table, bucket=settings.bucket, bundles=bundles
     )
-    snapshots = CatalogSnapshots(store)
+    snapshots = CatalogSnapshots(store, changes=clients.catalog_changes)
     runner = Runner(runner_settings(settings))
     access = AccessControl(settings, clients)
     views = ViewCatalog(

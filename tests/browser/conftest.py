@@ -6,18 +6,15 @@ while it is open, and later tests that call asyncio.run() must not find one."""
 
 from __future__ import annotations
 
-import os
 import shutil
-import signal
-import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from typing import Any
 
 import httpx
 import pytest
 
+from devproc import clean_env, serving
 from harness import free_port
 from studio_browser import CHROMIUM, CHROMIUM_ARGS, DESKTOP, KEY, SCREENSHOTS, Dev, Watch, open_page
 
@@ -28,34 +25,12 @@ sync_api = pytest.importorskip("playwright.sync_api")
 def dev(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Dev]:
     """One `kiln dev` process (embedded emulator, no example tools) for the whole session."""
     state = tmp_path_factory.mktemp("kiln-dev-state")
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "KILN_"))}
     port = free_port()
-    log = (state / "dev.log").open("a")
     command = [sys.executable, "-m", "kiln.cli", "dev", "--port", str(port)]
     command += ["--state-dir", str(state / "s"), "--author-key", KEY, "--no-examples"]
-    process = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        with httpx.Client(timeout=30) as http:
-            deadline = time.monotonic() + 60
-            while True:
-                assert process.poll() is None, (state / "dev.log").read_text()
-                try:
-                    if http.get(url + "/api/health", timeout=1).status_code == 200:
-                        break
-                except httpx.TransportError:
-                    pass
-                assert time.monotonic() < deadline, "kiln dev did not start within 60 s"
-                time.sleep(0.1)
-            yield Dev(url, http, state / "dev.log")
-    finally:
-        process.send_signal(signal.SIGTERM)
-        try:
-            process.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
-        log.close()
+    log, client = state / "dev.log", httpx.Client(timeout=30)
+    with serving(command, port, log, env=clean_env(), timeout_s=60), client as http:
+        yield Dev(f"http://127.0.0.1:{port}", http, state / "dev.log")
 
 
 @pytest.fixture(scope="package")

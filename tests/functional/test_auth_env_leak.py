@@ -99,6 +99,7 @@ class Server:
     needles: dict[str, str]  # what must not be found, by what it is
     own_secret: str
     process: subprocess.Popen[str]
+    shared: Path  # a directory every run may write (KILN_RUN_SHARED_DIRS): the markers
 
 
 SERVE = """\
@@ -132,8 +133,11 @@ def planted_aws(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PlantedAws
 
 
 @pytest.fixture(scope="module")
-def server(planted_aws: PlantedAws, planted_secrets: Planted) -> Iterator[Server]:
+def server(
+    planted_aws: PlantedAws, planted_secrets: Planted, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Server]:
     suffix = uuid.uuid4().hex[:10]
+    shared = tmp_path_factory.mktemp("runs-share")
     moto_endpoint = planted_aws.endpoint
     keys = (planted_aws.access_key_id, planted_aws.secret_access_key)
     stack = AwsStack(
@@ -190,6 +194,7 @@ def server(planted_aws: PlantedAws, planted_secrets: Planted) -> Iterator[Server
         "KILN_PUBLIC_ANONYMOUS": "false",
         "KILN_SECRETS_PREFIX": prefix,
         "KILN_BIND_HOST": "127.0.0.1",
+        "KILN_RUN_SHARED_DIRS": str(shared),
     }
     port = _free_port()
     process = subprocess.Popen(
@@ -215,7 +220,7 @@ def server(planted_aws: PlantedAws, planted_secrets: Planted) -> Iterator[Server
             if time.monotonic() > deadline:
                 raise RuntimeError("server did not start within 30 s")
             time.sleep(0.05)
-        yield Server(url, needles, own_secret, process)
+        yield Server(url, needles, own_secret, process, shared)
     finally:
         process.terminate()
         try:
@@ -273,12 +278,12 @@ def test_snooping_tool_finds_no_credential_no_key_and_no_other_secret(server: Se
 
 
 def test_snooping_tool_cannot_read_the_secret_of_a_tool_running_beside_it(
-    server: Server, tmp_path: Path
+    server: Server,
 ) -> None:
     sleeper: dict[str, Any] = {}
     markers = {
-        "started": str(tmp_path / "started"),
-        "finished": str(tmp_path / "finished"),
+        "started": str(server.shared / "started"),
+        "finished": str(server.shared / "finished"),
     }
     thread = threading.Thread(
         target=lambda: sleeper.update(_call(server, "sleeper", markers)), daemon=True

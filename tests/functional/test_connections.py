@@ -6,9 +6,7 @@ import json
 import logging
 import os
 import resource
-import signal
 import socket
-import subprocess
 import sys
 import time
 from collections.abc import Iterator
@@ -17,6 +15,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from devproc import serving
 from harness import free_port
 from kiln.connections import RateLimit
 
@@ -35,37 +34,10 @@ def dev(tmp_path: Path) -> Iterator[tuple[str, Path]]:
     env.update(KILN_IDLE_TIMEOUT_S="2", KILN_REQUEST_TIMEOUT_S="2")
     port = free_port()
     log_path = tmp_path / "dev.log"
-    with log_path.open("w") as log:
-        process = subprocess.Popen(
-            [
-                *(sys.executable, "-m", "kiln.cli", "dev", "--port", str(port)),
-                *("--no-examples", "--state-dir", str(tmp_path / ".kiln")),
-            ],
-            env=env,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            preexec_fn=_lower_fd_limit,
-        )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            assert process.poll() is None, log_path.read_text()
-            try:
-                if httpx.get(url + "/api/health", timeout=1).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            assert time.monotonic() < deadline, "kiln dev did not start within 60 s"
-            time.sleep(0.1)
-        yield url, log_path
-    finally:
-        process.send_signal(signal.SIGTERM)
-        try:
-            process.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+    command = [*(sys.executable, "-m", "kiln.cli", "dev", "--port", str(port)),
+               *("--no-examples", "--state-dir", str(tmp_path / ".kiln"))]  # fmt: skip
+    with serving(command, port, log_path, env=env, preexec_fn=_lower_fd_limit, timeout_s=60):
+        yield f"http://127.0.0.1:{port}", log_path
 
 
 def _connect(port: int) -> socket.socket:

@@ -4,16 +4,15 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
 
+from devproc import clean_env, serving
 from harness import free_port
 
 KEY = "dev-test-author-key"
@@ -21,48 +20,10 @@ KEY = "dev-test-author-key"
 
 @contextmanager
 def kiln_dev(state_dir: Path, port: int, *extra: str) -> Iterator[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "KILN_"))}
-    state_dir.mkdir(parents=True, exist_ok=True)
-    log = (state_dir / "dev.log").open("a")
-    process = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "kiln.cli",
-            "dev",
-            "--port",
-            str(port),
-            "--state-dir",
-            str(state_dir),
-            "--author-key",
-            KEY,
-            *extra,
-        ],
-        env=env,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            assert process.poll() is None, (state_dir / "dev.log").read_text()
-            try:
-                if httpx.get(url + "/api/health", timeout=1).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            assert time.monotonic() < deadline, "kiln dev did not start within 60 s"
-            time.sleep(0.1)
-        yield url
-    finally:
-        process.send_signal(signal.SIGTERM)
-        try:
-            process.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
-        log.close()
+    command = [sys.executable, "-m", "kiln.cli", "dev", "--port", str(port),
+               "--state-dir", str(state_dir), "--author-key", KEY, *extra]  # fmt: skip
+    with serving(command, port, state_dir / "dev.log", env=clean_env(), timeout_s=60):
+        yield f"http://127.0.0.1:{port}"
 
 
 def test_a_tool_created_through_the_api_survives_a_restart(tmp_path: Path) -> None:

@@ -33,6 +33,7 @@ from typing import Any
 import pytest
 
 import kiln
+from kiln.runner import landlock
 from kiln.runner.contain import SHARED_TEMP_DIRS, processes_of_uids
 from runner_helpers import private_uid_range, wait_for
 
@@ -88,6 +89,18 @@ class Stage:
     @property
     def uid_per_run(self) -> bool:
         return self.mode != "unprivileged"
+
+    @property
+    def fenced(self) -> bool:
+        """Runs under the server's uid, fenced by Landlock (no fence on older kernels)."""
+        return self.mode == "unprivileged" and landlock.abi() > 0
+
+    @property
+    def isolation(self) -> str:
+        """What the runner must report for each run: what keeps it apart, never more."""
+        if self.mode == "unprivileged":
+            return "landlock" if self.fenced else "shared"
+        return "mounts" if self.mode == "root" else "uid"
 
     @property
     def work_root(self) -> Path:
@@ -195,13 +208,15 @@ def test_a_tool_cannot_read_the_servers_environment_or_memory(stage: Stage) -> N
     snoop = snoop_report(report)
     assert snoop["found"] == [own]
     assert snoop["opened"].get("cmdline", 0) > 1  # it really looked at other processes
+    assert report["snoop"]["isolation"] == stage.isolation
     stage.assert_contained(report)
 
 
 def test_a_tool_that_kills_its_supervisor_and_the_helper_leaves_no_daemon(stage: Stage) -> None:
     report = stage.run("escape")
     escape = report["escape"]
-    if stage.uid_per_run:  # other uids: it cannot signal them
+    # Other uids, or a Landlock fence that scopes signals (ABI 6): it cannot signal them.
+    if stage.uid_per_run or (stage.fenced and landlock.abi() >= 6):
         assert escape["stdout"] == (
             "could not kill the helper: PermissionError; "
             "could not kill the supervisor: PermissionError\n"
@@ -242,7 +257,10 @@ def test_what_a_tool_leaves_in_tmp_is_removed_but_not_what_the_server_made_meanw
     litter = f"/tmp/litter-{secrets.token_hex(6)}"
     try:
         report = stage.run("litter", own_path=own, litter=litter)
-        assert report["litter"]["text"] == "littered"
+        if stage.fenced:  # /tmp is outside its fence: it cannot litter at all
+            assert "PermissionError: [Errno 13]" in report["litter"]["text"]
+        else:
+            assert report["litter"]["text"] == "littered"
         assert report["own_kept"] is True
         assert report["litter_left"] is False
         assert not os.path.exists(litter)  # as the server's host sees /tmp, too
@@ -252,3 +270,36 @@ def test_what_a_tool_leaves_in_tmp_is_removed_but_not_what_the_server_made_meanw
         shutil.rmtree(own, ignore_errors=True)
         with contextlib.suppress(FileNotFoundError):
             os.unlink(litter)
+
+
+SERVERS_OWN = (
+    "read the server's key",
+    "list the server's directory",
+    "write into the server's directory",
+    "read another run's file",
+    "list another run's directory",
+    "write beside its directory",
+)
+
+
+def test_a_tool_cannot_reach_the_servers_files_another_runs_files_or_a_port_kept_from_runs(
+    stage: Stage,
+) -> None:
+    if stage.mode == "unprivileged" and not stage.fenced:
+        pytest.skip("no Landlock: a run under the server's uid reaches what it can (README)")
+    tmp_path = f"/tmp/kiln-reach-{secrets.token_hex(6)}"
+    report = stage.run("reach", tcp_ports=[80, 443], tmp_path=tmp_path)
+    outcome = json.loads(report["reach"]["stdout"])
+    assert outcome["write its own directory"] == "done", outcome
+    assert outcome["write the shared directory"] == "done", outcome
+    for attempt in SERVERS_OWN:
+        # Refused (as another uid, or fenced), or not there at all (a private /tmp).
+        assert outcome[attempt] in ("PermissionError", "FileNotFoundError"), (attempt, outcome)
+    if landlock.abi() >= 4:  # the network fence: as root too
+        assert outcome["connect to the kept port"] == "PermissionError"
+    if stage.fenced:  # one uid: only the fence stands between it and the server's files
+        assert {outcome[attempt] for attempt in SERVERS_OWN} == {"PermissionError"}
+        assert outcome["write /tmp"] == "PermissionError"
+    assert report["reach"]["isolation"] == stage.isolation
+    assert not os.path.exists(tmp_path)
+    stage.assert_contained(report)

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import socket
 import subprocess
 import sys
@@ -18,6 +17,7 @@ from typing import Any
 
 import httpx
 
+from devproc import serving
 from harness import free_port
 
 KILN = Path(sys.executable).parent / "kiln"
@@ -65,37 +65,11 @@ def kiln_dev(home: Path, cwd: Path, port: int, *extra: str, **env: str) -> Itera
     cwd.mkdir(parents=True, exist_ok=True)
     run = f"dev-{port}-{time.monotonic_ns()}"
     out, err = cwd / f"{run}.out", cwd / f"{run}.err"
-    with out.open("ab") as stdout, err.open("ab") as stderr:
-        process = subprocess.Popen(
-            [str(KILN), "dev", "--port", str(port), "--no-examples", *extra],
-            cwd=cwd,
-            env=user_env(home, **env),
-            stdout=stdout,
-            stderr=stderr,
-        )
-    dev = Dev(f"http://127.0.0.1:{port}", process, out, err)
-    try:
-        deadline = time.monotonic() + 90
-        while not _serving(dev):
-            assert process.poll() is None, dev.stderr()
-            assert time.monotonic() < deadline, "kiln dev did not start within 90 s"
-            time.sleep(0.1)
+    command = [str(KILN), "dev", "--port", str(port), "--no-examples", *extra]
+    with serving(command, port, out, errors=err, env=user_env(home, **env), cwd=cwd) as process:
+        dev = Dev(f"http://127.0.0.1:{port}", process, out, err)
         yield dev
-    finally:
-        process.send_signal(signal.SIGTERM)
-        try:
-            process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
     assert "Traceback" not in dev.stderr(), dev.stderr()
-
-
-def _serving(dev: Dev) -> bool:
-    try:
-        return httpx.get(dev.url + "/api/health", timeout=1).status_code == 200
-    except httpx.TransportError:
-        return False
 
 
 def tool_folder(root: Path, name: str, manifest: dict[str, Any], files: dict[str, str]) -> Path:

@@ -15,7 +15,6 @@ import os
 import socket
 import subprocess
 import sys
-import time
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -25,6 +24,7 @@ import httpx
 import pytest
 
 from conftest import AwsStack
+from devproc import serving
 from kiln.authoring import AuthoringService, FolderTarget
 from kiln.aws import ensure_resources, make_clients
 from kiln.catalog.files import push, tool_folders
@@ -107,33 +107,16 @@ def kiln_dev_transport(stack: AwsStack, tmp: Path) -> Iterator[Exchange]:
     tools = [arg for folder in FOLDERS for arg in ("--tools", str(folder))]
     command = [sys.executable, "-m", "kiln.cli", "dev", "--no-examples", *tools,
                "--state-dir", str(tmp / "state"), "--port", str(port)]  # fmt: skip
-    process = subprocess.Popen(
-        command, env=clean_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
-    )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        with httpx.Client(timeout=60) as http:
-            deadline = time.monotonic() + 90
-            while True:
-                try:
-                    if http.get(url + "/api/health").status_code == 200:
-                        break
-                except httpx.TransportError:
-                    pass
-                assert process.poll() is None, "kiln dev exited during start-up"
-                assert time.monotonic() < deadline, "kiln dev did not answer within 90 s"
-                time.sleep(0.1)
-            headers = {"Accept": "application/json, text/event-stream"}
-            headers["MCP-Protocol-Version"] = VERSION
+    with serving(command, port, tmp / "dev.log", env=clean_env()), httpx.Client(timeout=60) as http:
+        url = f"http://127.0.0.1:{port}"
+        headers = {"Accept": "application/json, text/event-stream"}
+        headers["MCP-Protocol-Version"] = VERSION
 
-            def exchange(messages: list[Message]) -> dict[Any, Message]:
-                replies = [http.post(url + "/mcp", json=m, headers=headers) for m in messages]
-                return by_id([r.json() for r in replies if r.content])
+        def exchange(messages: list[Message]) -> dict[Any, Message]:
+            replies = [http.post(url + "/mcp", json=m, headers=headers) for m in messages]
+            return by_id([r.json() for r in replies if r.content])
 
-            yield exchange
-    finally:
-        process.terminate()
-        process.wait(timeout=30)
+        yield exchange
 
 
 def stdio_transport(stack: AwsStack, tmp: Path) -> Iterator[Exchange]:

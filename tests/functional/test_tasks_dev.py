@@ -17,6 +17,7 @@ from typing import Any
 import httpx
 import pytest
 
+from devproc import serving
 from harness import free_port
 
 EXT = "io.modelcontextprotocol/tasks"
@@ -43,34 +44,10 @@ def kiln_dev(
         "KILN_TASK_START_GRACE_S": "3",
     }
     env.update(lease)
-    state.mkdir(parents=True, exist_ok=True)
-    with (state / "dev.log").open("a") as log:
-        command = [sys.executable, "-m", "kiln.cli", "dev", "--port", str(port)]
-        command += ["--state-dir", str(state), "--tools", str(tools)]
-        process = subprocess.Popen(
-            command,
-            env=env,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-        )
-        try:
-            deadline = time.monotonic() + 60
-            while True:
-                assert process.poll() is None, (state / "dev.log").read_text()
-                with contextlib.suppress(httpx.TransportError):
-                    if httpx.get(f"http://127.0.0.1:{port}/api/health", timeout=1).is_success:
-                        break
-                assert time.monotonic() < deadline, "kiln dev did not start within 60 s"
-                time.sleep(0.1)
-            yield process
-        finally:
-            if process.poll() is None:
-                process.send_signal(signal.SIGTERM)
-                try:
-                    process.wait(timeout=20)
-                except subprocess.TimeoutExpired:
-                    process.kill()
-                    process.wait()
+    command = [sys.executable, "-m", "kiln.cli", "dev", "--port", str(port)]
+    command += ["--state-dir", str(state), "--tools", str(tools)]
+    with serving(command, port, state / "dev.log", env=env, timeout_s=60) as process:
+        yield process
 
 
 def mirrored(state: Path) -> list[Path]:

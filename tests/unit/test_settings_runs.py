@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from kiln.settings import Settings, SettingsError
+from kiln.stack import run_tcp_ports
 
 
 def test_run_uids_are_an_inclusive_range_and_off_turns_them_off() -> None:
@@ -41,3 +42,31 @@ def test_runs_sharing_a_uid_are_serialised_unless_turned_off() -> None:
     assert Settings.from_env({}).serialize_shared_uid_runs is True
     off = {"KILN_SERIALIZE_SHARED_UID_RUNS": "false"}
     assert Settings.from_env(off).serialize_shared_uid_runs is False
+
+
+def test_run_tcp_ports_take_ports_and_ranges_or_all_or_auto() -> None:
+    parsed = Settings.from_env({"KILN_RUN_TCP_PORTS": "443, 80,8000-8002"}).run_tcp_ports
+    assert parsed == (80, 443, 8000, 8001, 8002)
+    assert Settings.from_env({"KILN_RUN_TCP_PORTS": "ALL"}).run_tcp_ports == "all"
+    assert Settings.from_env({}).run_tcp_ports == "auto"
+
+
+@pytest.mark.parametrize("value", ["http", "0", "80-70", "65536", "1-2-3", ","])
+def test_bad_run_tcp_ports_name_the_variable_and_the_form(value: str) -> None:
+    with pytest.raises(SettingsError, match=r"^KILN_RUN_TCP_PORTS: must be all, auto, or TCP"):
+        Settings.from_env({"KILN_RUN_TCP_PORTS": value})
+
+
+def test_runs_may_reach_every_port_but_a_local_emulators() -> None:
+    local = Settings.from_env({"AWS_ENDPOINT_URL": "http://127.0.0.1:45678"})
+    ports = run_tcp_ports(local)
+    assert ports is not None
+    assert {443, 5432} <= set(ports)
+    assert 45678 not in ports
+    assert run_tcp_ports(Settings.from_env({})) is None  # AWS itself: any port
+    remote = {"AWS_ENDPOINT_URL": "https://dynamodb.example.com", "KILN_RUN_TCP_PORTS": "auto"}
+    assert run_tcp_ports(Settings.from_env(remote)) is None
+    everything = {"AWS_ENDPOINT_URL": "http://localhost:8001", "KILN_RUN_TCP_PORTS": "all"}
+    assert run_tcp_ports(Settings.from_env(everything)) is None
+    chosen = {"AWS_ENDPOINT_URL": "http://localhost:8001", "KILN_RUN_TCP_PORTS": "443,8000-8002"}
+    assert run_tcp_ports(Settings.from_env(chosen)) == (443, 8000, 8002)

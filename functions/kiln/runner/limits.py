@@ -29,6 +29,17 @@ MIB = 1024 * 1024
 DEFAULT_RUN_UIDS = (60000, 61000)
 
 
+# Where tools usually connect: every well-known port (web, mail, DNS over TCP, ...) and the
+# common service ports above it (databases, queues, search, web servers on 8000/8080,
+# local model servers). Used where runs must not reach every port (see stack.run_tcp_ports).
+COMMON_TCP_PORTS = (
+    *range(1, 1024),
+    *(1433, 1521, 2181, 3000, 3306, 4000, 4222, 5000, 5432, 5672, 5984, 6379, 6443, 7474),
+    *(7687, 8000, 8008, 8080, 8081, 8443, 8888, 9000, 9042, 9090, 9092, 9200, 9443, 11211),
+    *(11434, 27017),
+)
+
+
 @dataclass(frozen=True)
 class RunLimits:
     """Limits one tool asks for; each is clamped to the server's bound (it can only tighten)."""
@@ -89,6 +100,12 @@ class RunnerSettings:
     sweep_shared_temp: bool = False
     # Directories every run may read and write as they are (not private, never swept).
     shared_dirs: tuple[Path, ...] = ()
+    # The TCP ports runs may connect to, where Landlock can say (ABI 4); None: any port.
+    # `kiln dev` leaves its local emulator's port out (see `kiln.stack.run_tcp_ports`).
+    tcp_ports: tuple[int, ...] | None = None
+    # Fence runs with Landlock where the kernel has it (README: "What isolates one tool from
+    # another"); False only to see what holds without it (Lambda's kernels, older ones).
+    landlock: bool = True
     # The server's own places in the shared temporary directories, never swept: it may make
     # them while a run is under way (the bundle cache on a container's first call).
     own_temp_paths: tuple[Path, ...] = field(default_factory=lambda: default_own_temp_paths())

@@ -57,6 +57,11 @@ class RunResult:
     runner_error: str | None = None
     # Set when the run was stopped for using more disk than this (work and temporary files).
     disk_quota_bytes: int | None = None
+    # What kept the run apart, as its supervisor reported it: "mounts" (a uid and a mount
+    # namespace of its own), "uid" (a uid of its own), "landlock" (the server's uid, fenced
+    # by Landlock), "shared" (the server's uid, unfenced); "" when it never started.
+    isolation: str = ""
+    fence: str = ""  # the Landlock ruleset it entered, e.g. "landlock/7:files+tcp+signals"
 
     @property
     def failed(self) -> bool:

@@ -296,6 +296,8 @@ class Runner:
             "watch": watch,
             "read_only": sorted({os.path.realpath(p) for p in needed}),
             "read_write": [os.path.realpath(p) for p in self.settings.shared_dirs],
+            "landlock": self.settings.landlock,
+            "tcp_ports": None if self.settings.tcp_ports is None else list(self.settings.tcp_ports),
             "shared_dirs": list(record.shared_dirs),
             "keep": list(record.keep),
             "limits": {
@@ -451,6 +453,8 @@ class Runner:
             limit_source=deadline.source,
             runner_error=runner_error,
             disk_quota_bytes=quota,
+            isolation=status.get("isolation", ""),
+            fence=status.get("fence", ""),
         )
 
 
@@ -525,5 +529,6 @@ def _log(request: RunRequest, result: RunResult) -> None:
             "stderr_bytes": result.stderr_bytes,
             "truncated": result.stdout_truncated or result.stderr_truncated,
             "runner_error": result.runner_error,
+            "isolation": result.isolation,
         },
     )

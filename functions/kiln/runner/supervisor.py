@@ -69,15 +69,20 @@ from collections.abc import Sequence
 from typing import Any, NoReturn
 
 if __package__:
-    from kiln.runner import contain
-else:  # run by path as the helper (`python -I -S supervisor.py`): load the sibling by path
+    from kiln.runner import contain, landlock
+else:  # run by path as the helper (`python -I -S supervisor.py`): load the siblings by path
     import importlib.util
 
-    _spec = importlib.util.spec_from_file_location(
-        "kiln_runner_contain", os.path.join(os.path.dirname(__file__), "contain.py")
-    )
-    contain = importlib.util.module_from_spec(_spec)  # type: ignore[arg-type]
-    _spec.loader.exec_module(contain)  # type: ignore[union-attr]
+    def _sibling(name: str) -> Any:
+        spec = importlib.util.spec_from_file_location(
+            f"kiln_runner_{name}", os.path.join(os.path.dirname(__file__), f"{name}.py")
+        )
+        module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
+        spec.loader.exec_module(module)  # type: ignore[union-attr]
+        return module
+
+    contain = _sibling("contain")
+    landlock = _sibling("landlock")
 
 prctl = contain.prctl
 KILL_PATIENCE_S = 5.0  # how long to keep killing before reporting leftovers
@@ -168,16 +173,18 @@ def supervise(request: dict[str, Any], status_fd: int, private_fd: int) -> None:
         os._exit(1)  # the server has gone (its end of the status pipe is closed): run nothing
     os.umask(0o022)
     try:
-        isolation = isolate(request)
+        isolation, fence, enforced = fence_for(request, isolate(request))
     except OSError as error:
         os.write(status_fd, f"outcome error {error}\nleftover 0\n".encode())
         os._exit(0)
-    os.write(status_fd, f"isolation {isolation}\n".encode())
+    os.write(status_fd, f"isolation {isolation}\nfence {enforced}\n".encode())
     watch = Watch(request, isolation)
     pid = os.fork()
     if pid == 0:
-        start_script(request, status_fd, private_fd)  # never returns
+        start_script(request, status_fd, private_fd, fence)  # never returns
     os.close(private_fd)
+    if fence is not None:
+        os.close(fence)
     statuses: dict[int, int] = {}
     outcome = ""
     give_up = time.monotonic() + float(request["timeout_s"])
@@ -250,6 +257,28 @@ def isolate(request: dict[str, Any]) -> str:
     return "mounts"
 
 
+def fence_for(request: dict[str, Any], isolation: str) -> tuple[str, int | None, str]:
+    """The Landlock ruleset the script will enter: (isolation, its descriptor, what it enforces).
+
+    Runs under the server's own uid ("shared") get the file system fence too, and are then
+    "landlock"; runs with a uid and mounts of their own get only the network and signal
+    fence. Where the kernel has no Landlock nothing changes, and the status says so.
+    """
+    if not request["landlock"]:
+        return isolation, None, ""
+    files = isolation == "shared"
+    built = landlock.fence(
+        request["read_only"],
+        [request["run_dir"], *request["read_write"]],
+        request["tcp_ports"],
+        files=files,
+    )
+    if built is None:
+        return isolation, None, ""
+    fd, enforced = built
+    return ("landlock" if files else isolation), fd, enforced
+
+
 def _run_files(run_dir: str) -> dict[str, bytes]:
     """Every file the server put in the run directory, by relative path."""
     found: dict[str, bytes] = {}
@@ -297,8 +326,10 @@ class Watch:
         return self.used > self.quota
 
 
-def start_script(request: dict[str, Any], status_fd: int, private_fd: int) -> NoReturn:
-    """In the script's own process: session, limits, uid, then run Python or exec Node."""
+def start_script(
+    request: dict[str, Any], status_fd: int, private_fd: int, fence: int | None
+) -> NoReturn:
+    """In the script's own process: session, limits, uid, fence, then run Python or exec Node."""
     os.setsid()
     os.close(status_fd)
     signal.pthread_sigmask(signal.SIG_SETMASK, set())
@@ -311,6 +342,12 @@ def start_script(request: dict[str, Any], status_fd: int, private_fd: int) -> No
     prctl(contain.PR_SET_PDEATHSIG, signal.SIGKILL)  # after the uid change, which clears it
     with contextlib.suppress(OSError):  # a kernel without seccomp: the uid still separates
         contain.mark_as_run()
+    if fence is not None:
+        try:
+            landlock.enter(fence)
+        except OSError as error:  # reported as it is: the script does not run unfenced
+            os.write(2, f"[runner] cannot enter the run's Landlock fence: {error}\n".encode())
+            os._exit(126)
     os.chdir(request["run_dir"])
     if request["language"] == "python":
         prctl(contain.PR_SET_DUMPABLE, 0)  # no other process of this uid may read its memory

@@ -122,7 +122,7 @@ def test_queued_time_counts_against_the_invocations_time_left(harness: Harness) 
         first = asyncio.create_task(single.runner.run(single.request(WAIT_FOR_GO)))
         await until(lambda: single.runner.running == 1)
         second = asyncio.create_task(
-            single.runner.run(single.request("print('late')", time_left_s=5.0))
+            single.runner.run(single.request("print('late')", time_left_s=30.0, timeout_s=60.0))
         )
         await until(lambda: single.runner.waiting == 1)
         await asyncio.sleep(0.5)
@@ -131,5 +131,5 @@ def test_queued_time_counts_against_the_invocations_time_left(harness: Harness) 
         return (await second).applied_timeout_s
 
     applied = asyncio.run(scenario())
-    assert 3.0 < applied < 4.6
+    assert 20.0 < applied <= 29.5  # the half second (at least) it waited was taken off
     single.assert_clean()

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 import kiln
-from kiln.runner import contract_text
+from kiln.runner import contract_text, landlock
 from runner_helpers import Harness, is_alive, wait_for
 from runner_helpers import harness_fixture as harness_fixture
 
@@ -187,8 +187,9 @@ def test_marker_scan_sees_a_live_run(harness: Harness) -> None:
 def test_script_that_kills_its_supervisor_gets_a_runner_error_and_its_daemon_dies(
     harness: Harness,
 ) -> None:
-    """Where runs share the server's uid (no root), a script can kill its supervisor."""
-    shared_uid = harness.with_settings(run_uids=None)
+    """Where runs share the server's uid with no fence (Lambda), a script can kill its
+    supervisor."""
+    shared_uid = harness.with_settings(run_uids=None, landlock=False)
     code = DOUBLE_FORK + "import signal\nos.kill(os.getppid(), signal.SIGKILL)\ntime.sleep(60)\n"
     result = shared_uid.run(code, timeout_s=5)
     assert result.runner_error == "the run's supervisor ended without reporting (was it killed?)"
@@ -197,6 +198,28 @@ def test_script_that_kills_its_supervisor_gets_a_runner_error_and_its_daemon_die
         "[runner error] the run's supervisor ended without reporting (was it killed?)"
     )
     # The script dies with its supervisor (PDEATHSIG); the helper, a subreaper too, kills the rest.
+    wait_for(lambda: not is_alive(read_pid(harness.shared / "daemon.pid")))
+    harness.assert_clean()
+
+
+@pytest.mark.skipif(landlock.abi() < 6, reason="signal scoping needs Landlock ABI 6")
+def test_a_fenced_script_under_the_servers_uid_cannot_signal_its_supervisor(
+    harness: Harness,
+) -> None:
+    shared_uid = harness.with_settings(run_uids=None)
+    code = DOUBLE_FORK + (
+        "import signal\n"
+        "for sig in (signal.SIGSTOP, signal.SIGKILL):\n"
+        "    try:\n"
+        "        os.kill(os.getppid(), sig)\n"
+        "    except PermissionError:\n"
+        "        print('refused', sig.name)\n"
+    )
+    result = shared_uid.run(code, timeout_s=5)
+    assert result.stdout == "daemon started\nrefused SIGSTOP\nrefused SIGKILL\n"
+    assert result.runner_error is None
+    assert result.exit_code == 0
+    assert result.isolation == "landlock"
     wait_for(lambda: not is_alive(read_pid(harness.shared / "daemon.pid")))
     harness.assert_clean()
 
@@ -299,7 +322,8 @@ def test_cancelling_at_any_point_of_a_run_leaves_nothing_behind(harness: Harness
 
 def test_a_frozen_supervisor_is_overruled_by_the_servers_own_timer(harness: Harness) -> None:
     """The supervisor enforces the deadline; if it cannot, the server kills the tree itself."""
-    strict = harness.with_settings(kill_grace_s=0.5, run_uids=None)  # a script may stop it
+    # Unfenced under the server's uid, a script may stop its supervisor.
+    strict = harness.with_settings(kill_grace_s=0.5, run_uids=None, landlock=False)
     code = DOUBLE_FORK + "import signal\nos.kill(os.getppid(), signal.SIGSTOP)\ntime.sleep(60)\n"
     result = strict.run(code, timeout_s=0.5)
     assert result.timed_out
