@@ -226,10 +226,14 @@ class CatalogBackend:
         if gate is None:
             return outcome
         kind = outcome_of(outcome.is_error, result is not None and result.timed_out)
+        caller = caller_of(ctx.principal, view)
+        run_seconds = result.duration_s if result else time.time() - started
+        charges = gate.charges(caller)
+        if charges:  # written alongside the ledger entry, not after it
+            await self._later(ctx, gate.charge_run, charges, run_seconds)
         await self._later(
-            ctx, gate.finish, caller_of(ctx.principal, view), found, kind,
-            digest=gate.digest(arguments), started=started,
-            run_seconds=result.duration_s if result else time.time() - started,
+            ctx, gate.finish, caller, found, kind, digest=gate.digest(arguments),
+            started=started, run_seconds=run_seconds,
             output_bytes=len(result.stdout.encode("utf-8", "replace")) if result else 0,
         )  # fmt: skip
         return outcome
