@@ -6,14 +6,20 @@ One moto server and three Kiln servers (uvicorn), each in a process of its own a
 (DynamoDB is remote; each Lambda container is a process), identical but for the gate:
 
 - off: no ledger, and the key has no quota;
-- on: every call admitted against a calls-per-minute quota on its key (one conditional
-  update, overlapped with the catalog version read) and recorded in the ledger (one put,
-  started once the answer is out);
+- on: every call admitted against a calls-per-minute quota on its key (far from the limit,
+  from a claim of up to 32 calls made with one conditional update, overlapped with the
+  catalog version read) and recorded in the ledger (one put, started once the answer is out);
 - on, Lambda: the same, but answered only after the ledger write, as Mangum does in Lambda
-  (the write is a background task of the response, which Lambda waits for).
+  (the write is a background task of the response, which Lambda waits for: an answered call
+  is always recorded).
 
-Each round calls a trivial Python tool once on each, in a rotating order; prints the medians
-and their ratios to "off". Goal: "on" at most 1.10x.
+Each round calls a trivial Python tool once on each, in a rotating order; prints the medians,
+their ratios to "off", and each server's CPU time per call (the emulator's is shared).
+Goal: "on" at most 1.10x.
+
+The emulator is moto's app on an HTTP/1.1 server, so botocore keeps its connections open as
+it does with DynamoDB (`python -m moto.server` closes every connection: each request then
+pays a new TCP connection on both sides; `--connection-per-request` measures that way).
 """
 
 from __future__ import annotations
@@ -112,6 +118,31 @@ def serve_here(args: argparse.Namespace) -> None:
     uvicorn.Server(config).run()
 
 
+def serve_moto(port: int) -> None:
+    """The child side: moto's app, keeping connections open (HTTP/1.1), until stopped."""
+    from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app
+    from werkzeug.serving import WSGIRequestHandler, make_server
+
+    class KeepAlive(WSGIRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_request(self, *_: Any) -> None:
+            pass
+
+    app = DomainDispatcherApplication(create_backend_app)
+    make_server("127.0.0.1", port, app, threaded=True, request_handler=KeepAlive).serve_forever()
+
+
+def start_moto(port: int, *, keep_alive: bool) -> subprocess.Popen[bytes]:
+    """The emulator in a process of its own, as DynamoDB is: its work must not be counted as
+    the server's (one process would share one GIL between them)."""
+    if keep_alive:
+        command = [sys.executable, __file__, "--serve-moto", "--port", str(port)]
+    else:
+        command = [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)]
+    return subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
 def serve(mode: str, endpoint: str, cache: str) -> tuple[str, subprocess.Popen[bytes]]:
     """A Kiln server in a process of its own (as each Lambda container is)."""
     port = free_port()
@@ -124,6 +155,12 @@ def serve(mode: str, endpoint: str, cache: str) -> tuple[str, subprocess.Popen[b
     return f"http://127.0.0.1:{port}/mcp", child
 
 
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process so far (Linux /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--rounds", type=int, default=200)
@@ -131,22 +168,26 @@ def main() -> None:
     parser.add_argument("--port", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--endpoint", help=argparse.SUPPRESS)
     parser.add_argument("--cache", help=argparse.SUPPRESS)
+    parser.add_argument("--serve-moto", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--connection-per-request",
+        action="store_true",
+        help="run `python -m moto.server`, which closes every connection",
+    )
     args = parser.parse_args()
     for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
         os.environ.setdefault(name, "bench")
+    if args.serve_moto:
+        serve_moto(args.port)
+        return
     if args.serve:
         args.mode = args.serve
         serve_here(args)
         return
     rounds = args.rounds
     logging.getLogger("werkzeug").setLevel(logging.WARNING)
-    # The emulator runs in a process of its own, as DynamoDB does: its work must not be
-    # counted as the server's (one process would share one GIL between them).
     moto_port = free_port()
-    moto = subprocess.Popen(
-        [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(moto_port)],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
+    moto = start_moto(moto_port, keep_alive=not args.connection_per_request)
     endpoint = f"http://127.0.0.1:{moto_port}"
     wait_for(endpoint)
     clients = make_clients(endpoint_url=endpoint, region="us-east-1")
@@ -183,9 +224,12 @@ def main() -> None:
                     for _ in range(5):
                         call(name)
                 names = list(targets)
+                cpu = {name: cpu_seconds(servers[name][1].pid) for name in names}
                 for index in range(rounds):
                     for name in names[index % 3 :] + names[: index % 3]:
                         times[name].append(call(name))
+                for name in names:
+                    cpu[name] = cpu_seconds(servers[name][1].pid) - cpu[name]
         finally:
             for _, child in servers.values():
                 child.terminate()
@@ -193,11 +237,14 @@ def main() -> None:
             moto.terminate()
             moto.wait(timeout=10)
     base_ms = statistics.median(times["off"]) * 1000
-    print(f"tools/call of a Python tool over HTTP, {rounds} interleaved rounds")
+    how = "a connection per request" if args.connection_per_request else "kept-alive connections"
+    print(f"tools/call of a Python tool over HTTP, {rounds} interleaved rounds; emulator: {how}")
     for name, samples in times.items():
         median = statistics.median(samples) * 1000
+        per_call = cpu[name] / rounds * 1000
         print(
             f"  ledger and quota {name:11} median {median:7.2f} ms  ratio {median / base_ms:5.3f}x"
+            f"  server CPU {per_call:5.2f} ms/call"
         )
     print("  goal: 'on' at most 1.10x")
 

@@ -7,20 +7,18 @@ the boto3 session (which imports s3transfer and multiprocessing) are made on fir
 
 from __future__ import annotations
 
-import json
-import os
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
-import botocore
 import botocore.session
 from botocore.config import Config
 from botocore.exceptions import ClientError, HTTPClientError
 from botocore.exceptions import ConnectionError as BotoConnectionError
+
+from kiln.botocore_data import quick_loader
 
 # The single table: pk/sk strings. Item kinds are told apart by key prefixes
 # (see catalog/store.py and bundles/store.py); no index is needed.
@@ -106,44 +104,6 @@ def _add_store_errors(**event: Any) -> None:
     base_classes.insert(0, _StoreErrors)
 
 
-# botocore parses all of its endpoints.json (1.2 MB: every service of every partition) when a
-# session makes its first client, a tenth of a cold start. The same file cut to the services
-# Kiln calls is shipped in kiln/botocore_data and searched first; any other service falls back
-# to the partition's defaults, as with the full file. tests/unit/test_botocore_data.py fails
-# when it no longer equals `trimmed_endpoints` of the installed botocore's file.
-ENDPOINT_SERVICES = (
-    "dynamodb",
-    "lambda",
-    "logs",
-    "monitoring",
-    "oidc",
-    "s3",
-    "ssm",
-    "sso",
-    "sts",
-    "xray",
-)
-BOTOCORE_DATA = Path(__file__).parent / "botocore_data"
-
-
-def trimmed_endpoints(full: Mapping[str, Any]) -> dict[str, Any]:
-    """botocore's endpoints data with only `ENDPOINT_SERVICES` in each partition."""
-    partitions = [
-        {**p, "services": {k: v for k, v in p["services"].items() if k in ENDPOINT_SERVICES}}
-        for p in full["partitions"]
-    ]
-    return {**full, "partitions": partitions}
-
-
-def write_trimmed_endpoints() -> Path:
-    """Regenerate kiln/botocore_data/endpoints.json from the installed botocore."""
-    source = Path(botocore.__file__).parent / "data" / "endpoints.json"
-    target = BOTOCORE_DATA / "endpoints.json"
-    data = trimmed_endpoints(json.loads(source.read_text()))
-    target.write_text(json.dumps(data, separators=(",", ":"), sort_keys=True) + "\n")
-    return target
-
-
 class Lazy:
     """Stands in for a client (or session) until its first attribute is read, then makes it.
 
@@ -173,6 +133,9 @@ class AwsClients:
     dynamodb: Any
     s3: Any
     session: Any = None  # a boto3 Session over the same botocore session (more clients)
+    # The local emulator's count of writes that may move the catalog (emulator/changes.py):
+    # bytes that stay equal while no such write was acknowledged; None where there is none.
+    catalog_changes: Callable[[], bytes | None] | None = None
 
 
 def make_clients(
@@ -190,10 +153,8 @@ def make_clients(
     that does not answer raises StoreUnavailableError.
     """
     core = botocore.session.Session(profile=profile)
-    searched = core.get_config_variable("data_path")  # AWS_DATA_PATH stays ahead of ours
-    core.set_config_variable(
-        "data_path", os.pathsep.join(p for p in (searched, str(BOTOCORE_DATA)) if p)
-    )
+    # What botocore reads from disk for every new process, cut to what Kiln needs.
+    core.register_component("data_loader", quick_loader(core.get_config_variable("data_path")))
     if region:
         core.set_config_variable("region", region)
     if credentials:

@@ -18,6 +18,7 @@ import secrets
 import sys
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +29,7 @@ from kiln.aws import AwsClients, ensure_resources, make_clients
 from kiln.catalog.files import FolderError, tool_folders
 from kiln.catalog.reload import load_folders
 from kiln.emulator import Endpoint, run_emulator, shared_endpoint
+from kiln.emulator.changes import ChangeMark
 from kiln.emulator.privacy import secure_tree, write_private
 from kiln.locate import forget_server, private_dir, record_server, running_server
 from kiln.settings import LocalSettings, Settings, set_local_aws_defaults
@@ -160,6 +162,8 @@ def _emulator_stack(settings: Settings, endpoint: Endpoint) -> tuple[Settings, A
     settings = settings.with_(endpoint_url=endpoint.url, region=endpoint.region)
     keys = (endpoint.credentials.access_key_id, endpoint.credentials.secret_access_key)
     clients = make_clients(endpoint_url=endpoint.url, region=endpoint.region, credentials=keys)
+    if endpoint.changes is not None:
+        clients = replace(clients, catalog_changes=ChangeMark(endpoint.changes))
     return settings, clients
 
 

@@ -79,6 +79,8 @@ class SecretValues(Protocol):
 VIEW_KEY = "view"  # CallContext.extra: the view a path such as /mcp/v/<name> serves
 # CallContext.extra: a list the transport runs (in a thread) after sending the answer
 AFTER_RESPONSE = "after_response"
+# CallContext.extra: the answer waits for that list anyway (Lambda): start each item at once
+START_NOW = "start_bookkeeping_now"
 # CallContext.extra: a run an author started over REST, not a `tools/call` (not ledgered)
 AUTHOR_RUN = "author_run"
 
@@ -226,10 +228,14 @@ class CatalogBackend:
         if gate is None:
             return outcome
         kind = outcome_of(outcome.is_error, result is not None and result.timed_out)
+        caller = caller_of(ctx.principal, view)
+        run_seconds = result.duration_s if result else time.time() - started
+        charges = gate.charges(caller)
+        if charges:  # written alongside the ledger entry, not after it
+            await self._later(ctx, gate.charge_run, charges, run_seconds)
         await self._later(
-            ctx, gate.finish, caller_of(ctx.principal, view), found, kind,
-            digest=gate.digest(arguments), started=started,
-            run_seconds=result.duration_s if result else time.time() - started,
+            ctx, gate.finish, caller, found, kind, digest=gate.digest(arguments),
+            started=started, run_seconds=run_seconds,
             output_bytes=len(result.stdout.encode("utf-8", "replace")) if result else 0,
         )  # fmt: skip
         return outcome
@@ -257,6 +263,10 @@ class CatalogBackend:
         """Run blocking bookkeeping (ledger, quota refunds) after the answer has been sent when
         the transport offers that (`AFTER_RESPONSE` in ctx.extra), else now."""
         deferred = ctx.extra.get(AFTER_RESPONSE)
+        if deferred is not None and ctx.extra.get(START_NOW):
+            # Overlapped with shaping and sending the answer, which waits for it after all.
+            deferred.append(asyncio.ensure_future(asyncio.to_thread(fn, *args, **kw)))
+            return
         if deferred is not None:
             deferred.append(functools.partial(fn, *args, **kw))
             return

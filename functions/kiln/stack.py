@@ -238,7 +238,7 @@ def build_kiln(settings: Settings, *, clients: AwsClients | None = None) -> Kiln
     store = CatalogStore(
         clients.dynamodb, clients.s3, table=settings.table, bucket=settings.bucket, bundles=bundles
     )
-    snapshots = CatalogSnapshots(store)
+    snapshots = CatalogSnapshots(store, changes=clients.catalog_changes)
     runner = Runner(runner_settings(settings))
     access = AccessControl(settings, clients)
     views = ViewCatalog(

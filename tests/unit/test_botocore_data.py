@@ -1,4 +1,4 @@
-"""Kiln's cut of botocore's endpoints data: the same answers as the full file, for less parsing."""
+"""Kiln's cut of botocore's data: the same answers as botocore's own files, for less work."""
 
 from __future__ import annotations
 
@@ -9,24 +9,52 @@ import botocore
 import botocore.session
 import pytest
 
-from kiln.aws import BOTOCORE_DATA, ENDPOINT_SERVICES, make_clients, trimmed_endpoints
+from kiln.aws import make_clients
+from kiln.botocore_data import (
+    BUILTIN,
+    DATA,
+    ENDPOINT_SERVICES,
+    builtin_services,
+    quick_loader,
+    trimmed_endpoints,
+)
 
-FULL = Path(botocore.__file__).parent / "data" / "endpoints.json"
+REGENERATE = "regenerate with: python -c 'import kiln.botocore_data as d; d.write()'"
 REGIONS = ["eu-west-1", "cn-north-1", "us-gov-west-1"]  # one per partition family
 
 
-def test_the_shipped_file_is_the_installed_botocores_endpoints_cut_to_kilns_services() -> None:
-    shipped = json.loads((BOTOCORE_DATA / "endpoints.json").read_text())
-    expected = trimmed_endpoints(json.loads(FULL.read_text()))
-    assert shipped == expected, (
-        "kiln/botocore_data/endpoints.json is stale for this botocore: regenerate it with "
-        "python -c 'from kiln.aws import write_trimmed_endpoints as w; w()'"
-    )
+def test_the_shipped_endpoints_are_the_installed_botocores_cut_to_kilns_services() -> None:
+    shipped = json.loads((DATA / "endpoints.json").read_text())
+    expected = trimmed_endpoints(json.loads((BUILTIN / "endpoints.json").read_text()))
+    assert shipped == expected, f"data/endpoints.json is stale for this botocore: {REGENERATE}"
 
 
-def test_every_kept_service_is_one_botocore_knows() -> None:
-    (aws,) = [p for p in json.loads(FULL.read_text())["partitions"] if p["partition"] == "aws"]
+def test_the_shipped_service_list_is_the_installed_botocores() -> None:
+    shipped = json.loads((DATA / "services.json").read_text())
+    assert shipped["botocore"] == botocore.__version__, REGENERATE
+    assert shipped["service-2"] == builtin_services(), REGENERATE
+
+
+def test_every_kept_endpoint_service_is_one_botocore_knows() -> None:
+    data = json.loads((BUILTIN / "endpoints.json").read_text())
+    (aws,) = [p for p in data["partitions"] if p["partition"] == "aws"]
     assert sorted(s for s in ENDPOINT_SERVICES if s not in aws["services"]) == []
+
+
+def test_the_quick_loader_lists_what_botocores_own_loader_lists() -> None:
+    plain = botocore.session.Session().get_component("data_loader")
+    quick = quick_loader(None)
+    assert quick.list_available_services("service-2") == plain.list_available_services("service-2")
+    assert quick.list_available_services("waiters-2") == plain.list_available_services("waiters-2")
+
+
+def test_the_quick_loader_still_finds_services_on_aws_data_path(tmp_path: Path) -> None:
+    extra = tmp_path / "models"
+    (extra / "kiln-made-up" / "2020-01-01").mkdir(parents=True)
+    (extra / "kiln-made-up" / "2020-01-01" / "service-2.json").write_text("{}")
+    services = quick_loader(str(extra)).list_available_services("service-2")
+    assert "kiln-made-up" in services
+    assert "dynamodb" in services
 
 
 @pytest.mark.parametrize("service", ["dynamodb", "s3", "ssm"])

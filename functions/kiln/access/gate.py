@@ -18,6 +18,7 @@ log = logging.getLogger("kiln.access.gate")
 
 
 Limits = tuple[tuple[str, Quota], ...]  # (subject, quota) pairs, counted in this order
+Work = Callable[[], None] | asyncio.Future[None]  # bookkeeping to run, or already started
 
 
 @dataclass(frozen=True)
@@ -116,14 +117,21 @@ class Bookkeeping:
     def __init__(self) -> None:
         self._pending: set[asyncio.Future[None]] = set()
 
-    async def run(self, work: Sequence[Callable[[], None]]) -> None:
-        for item in work:
-            try:
-                await asyncio.to_thread(item)
-            except Exception:  # the call was answered: say loudly that its record is missing
-                log.exception("call bookkeeping failed (%s)", getattr(item, "func", item))
+    async def run(self, work: Sequence[Work]) -> None:
+        # Together, not one after another: in Lambda the answer waits for the slowest only.
+        await asyncio.gather(*(self._one(item) for item in work))
 
-    def start(self, work: Sequence[Callable[[], None]]) -> None:
+    @staticmethod
+    async def _one(item: Work) -> None:
+        try:
+            if isinstance(item, asyncio.Future):
+                await item  # started already
+            else:
+                await asyncio.to_thread(item)
+        except Exception:  # the call was answered: say loudly that its record is missing
+            log.exception("call bookkeeping failed (%s)", getattr(item, "func", item))
+
+    def start(self, work: Sequence[Work]) -> None:
         task = asyncio.ensure_future(self.run(work))
         self._pending.add(task)
         task.add_done_callback(self._pending.discard)
@@ -180,19 +188,27 @@ class CallGate:
         run_seconds: float,
         output_bytes: int,
     ) -> None:
-        """Charge the run's seconds to daily quotas and record the call."""
-        if self.quotas is not None and run_seconds > 0:
-            for subject, quota in caller.limits:
-                if quota.run_seconds_per_day is not None:
-                    self.quotas.charge(subject, run_seconds)
+        """Record the call (its run's seconds are charged by `charge_run`)."""
         self._record(
             caller, tool, outcome, digest=digest, started=started,
             duration_ms=run_seconds * 1000, output_bytes=output_bytes,
         )  # fmt: skip
 
+    def charges(self, caller: Caller) -> tuple[str, ...]:
+        """The subjects whose daily run-seconds a call of `caller` counts against."""
+        if self.quotas is None:
+            return ()
+        return tuple(s for s, quota in caller.limits if quota.run_seconds_per_day is not None)
+
+    def charge_run(self, subjects: Sequence[str], run_seconds: float) -> None:
+        """Add a finished run's seconds to the day of each subject."""
+        if self.quotas is not None and run_seconds > 0:
+            for subject in subjects:
+                self.quotas.charge(subject, run_seconds)
+
     def ticket(self, caller: Caller, tool: Tool, arguments: Mapping[str, Any]) -> CallTicket:
         """The ticket of an admitted call whose run ends later (a task)."""
-        charge = tuple(s for s, quota in caller.limits if quota.run_seconds_per_day is not None)
+        charge = self.charges(caller)
         return CallTicket(
             caller=caller.label, view=caller.view, tool=tool.name, revision=tool.head.number,
             bundle=tool.head.bundle_id, digest=self.digest(arguments), started=time.time(),
@@ -229,9 +245,7 @@ class CallGate:
 
     def charge(self, ticket: CallTicket, run_seconds: float) -> None:
         """Count a ticket's run against the daily run-seconds of its caller's quotas."""
-        if self.quotas is not None and run_seconds > 0:
-            for subject in ticket.charge:
-                self.quotas.charge(subject, run_seconds)
+        self.charge_run(ticket.charge, run_seconds)
 
     def _record(
         self,

@@ -165,7 +165,10 @@ class CallLedger:
             high = min(high, _decode_cursor(cursor))
         filters = {"tool": tool, "caller": caller, "outcome": outcome}
         found: list[CallRecord] = []
-        for item in self._items(start.date(), _day_of(high), _sk_of(start), high, filters):
+        # One more than a page: the cursor's own entry comes first. A further page is read
+        # only when filters left this one short.
+        days = (start.date(), _day_of(high))
+        for item in self._items(*days, _sk_of(start), high, filters, page_size=limit + 1):
             if item["sk"]["S"] >= high:  # the cursor's own entry, already served
                 continue
             found.append(_record(item))
@@ -193,11 +196,18 @@ class CallLedger:
     # -- internals ---------------------------------------------------------------------
 
     def _items(
-        self, first: date, last: date, low: str, high: str, filters: Mapping[str, str | None]
+        self,
+        first: date,
+        last: date,
+        low: str,
+        high: str,
+        filters: Mapping[str, str | None],
+        *,
+        page_size: int | None = None,
     ) -> Iterator[dict[str, Any]]:
         day = last
         while day >= first:
-            yield from self._day(day, low, high, filters, newest_first=True)
+            yield from self._day(day, low, high, filters, newest_first=True, page_size=page_size)
             day -= timedelta(days=1)
 
     def _day(
@@ -208,6 +218,7 @@ class CallLedger:
         filters: Mapping[str, str | None],
         *,
         newest_first: bool,
+        page_size: int | None = None,
     ) -> Iterator[dict[str, Any]]:
         names: dict[str, str] = {}
         values: dict[str, Any] = {
@@ -230,6 +241,8 @@ class CallLedger:
         if clauses:
             kwargs["FilterExpression"] = " AND ".join(clauses)
             kwargs["ExpressionAttributeNames"] = names
+        if page_size is not None:  # DynamoDB reads (and the emulator copies) no more than that
+            kwargs["Limit"] = page_size
         for page in self._db.get_paginator("query").paginate(**kwargs):
             yield from page["Items"]
 

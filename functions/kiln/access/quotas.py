@@ -15,12 +15,14 @@ counted in one window.
 
 Claims: a process counts a window's calls one at a time while less than `CLAIM_SHARE` x 2
 calls are left in it, which keeps small limits exact (every call is one update). Far from
-the limit it claims up to `CLAIM_MAX` calls with one update and admits them from memory, so
-a busy key costs one DynamoDB request per many calls instead of one per call. Claims are
-counted in DynamoDB like calls, so nothing is ever admitted past the limit; their cost is
-that a window's count includes calls a process has claimed but not yet used (at most
-CLAIM_MAX - 1 per process, and never more than 1/CLAIM_SHARE of what was left when
-claimed). They lapse with their window.
+the limit it claims several calls with one update and admits them from memory, so a busy
+key costs one DynamoDB request per many calls instead of one per call. A claim is at most
+what this process admitted for the subject in about `CLAIM_HORIZON_S` of this window (its
+own rate), `CLAIM_MAX`, and 1/CLAIM_SHARE of what the window has left. Claims are counted
+in DynamoDB like calls, so nothing is ever admitted past the limit; their cost is that a
+window's count includes calls a process has claimed but not used yet (fewer than one
+claim: about a second of its own traffic), which other processes cannot have. An idle
+process (a frozen Lambda container) holds at most that; claims lapse with their window.
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ DAY_ITEM_TTL_S = 3 * 86_400
 _ATTEMPTS = 5
 CLAIM_MAX = 32  # calls one update may claim for this process
 CLAIM_SHARE = 64  # ... and at most this fraction of what the window has left
+CLAIM_HORIZON_S = 1.0  # ... and about what this process admits in this long
 
 
 @dataclass(frozen=True)
@@ -149,6 +152,8 @@ class _Window:
     limit: int
     calls: int  # counted in DynamoDB when last seen (this process's unused claims included)
     claimed: int = 0  # calls claimed by this process and not yet admitted
+    admitted: int = 0  # calls this process admitted in this window
+    since_ms: int = 0  # when this process first counted in it
 
 
 class QuotaCounters:
@@ -280,6 +285,7 @@ class QuotaCounters:
             if window is None or window.claimed == 0:
                 return False
             window.claimed -= 1
+            window.admitted += 1
             return True
 
     def _return_claim(self, subject: str, limit: int) -> bool:
@@ -289,6 +295,7 @@ class QuotaCounters:
             if window is None or window.claimed == 0:
                 return False
             window.claimed += 1
+            window.admitted -= 1
             return True
 
     def _claim_size(self, subject: str, limit: int) -> int:
@@ -296,7 +303,10 @@ class QuotaCounters:
             window = self._current(subject, limit)
         if window is None:
             return 1  # a window this process has not seen: count one call, and learn it
-        return max(1, min(CLAIM_MAX, (limit - window.calls) // CLAIM_SHARE))
+        elapsed_s = max(1.0, (self._clock() * 1000 - window.since_ms) / 1000)
+        rate = (window.admitted + 1) / elapsed_s  # grows from 1 by doubling, like slow start
+        own = int(rate * CLAIM_HORIZON_S)
+        return max(1, min(CLAIM_MAX, own, (limit - window.calls) // CLAIM_SHARE))
 
     def _claim_lock(self, subject: str) -> threading.Lock:
         with self._lock:
@@ -309,8 +319,10 @@ class QuotaCounters:
             if known is not None and (known.start_ms, known.limit) == (start, limit):
                 known.calls = max(known.calls, calls)
                 known.claimed += claimed
+                known.admitted += 1
             else:
-                self._windows[subject] = _Window(start, limit, calls, claimed)
+                now_ms = int(self._clock() * 1000)
+                self._windows[subject] = _Window(start, limit, calls, claimed, 1, now_ms)
 
     def _claim(self, subject: str, limit: int, size: int) -> None:
         """Count `size` calls in the subject's window: one admitted now, the rest claimed for

@@ -1,10 +1,16 @@
-"""A process's in-memory copy of the catalog, kept fresh by one version read per request."""
+"""A process's in-memory copy of the catalog, kept fresh by one version read per request.
+
+Against the local emulator, the read is skipped while the emulator's write counter
+(emulator/changes.py) still shows the value it had just before the last read: no write that
+could move the version was acknowledged since, so the snapshot is still the catalog.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import threading
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from kiln.catalog.model import Revision, Tool
@@ -22,8 +28,18 @@ class Snapshot:
 class CatalogSnapshots:
     """Serves the catalog from memory; reloads it only when the version number moved."""
 
-    def __init__(self, store: CatalogStore, *, code_cache_entries: int = 256) -> None:
+    def __init__(
+        self,
+        store: CatalogStore,
+        *,
+        code_cache_entries: int = 256,
+        changes: Callable[[], bytes | None] | None = None,
+    ) -> None:
         self._store = store
+        self._changes = changes
+        # (counter before the read, the snapshot that read produced): set together, so a
+        # match always vouches for the snapshot it is paired with.
+        self._marked: tuple[bytes, Snapshot] | None = None
         self._lock = threading.Lock()
         self._snapshot: Snapshot | None = None
         self._code: OrderedDict[str, str] = OrderedDict()
@@ -48,6 +64,9 @@ class CatalogSnapshots:
         starts after it arrived. Under load one version read then serves every request
         that came in while the previous one was in flight.
         """
+        unchanged = self._unchanged()
+        if unchanged is not None:
+            return unchanged
         arrived = self._reads_started
         while True:
             read = self._read
@@ -62,18 +81,27 @@ class CatalogSnapshots:
 
     def current(self) -> Snapshot:
         """The catalog as of now: one strongly consistent read, plus a reload if it changed."""
+        mark = self._changes() if self._changes is not None else None
         version = self._store.catalog_version()
         snapshot = self._snapshot
-        if snapshot is not None and snapshot.version == version:
-            return snapshot
-        with self._lock:
-            snapshot = self._snapshot
-            if snapshot is None or snapshot.version != version:
-                tools = {tool.name: tool for tool in self._store.list_tools()}
-                snapshot = Snapshot(version, tools)
-                self._snapshot = snapshot
-                self.reloads += 1
+        if snapshot is None or snapshot.version != version:
+            with self._lock:
+                snapshot = self._snapshot
+                if snapshot is None or snapshot.version != version:
+                    tools = {tool.name: tool for tool in self._store.list_tools()}
+                    snapshot = Snapshot(version, tools)
+                    self._snapshot = snapshot
+                    self.reloads += 1
+        if mark is not None:
+            self._marked = (mark, snapshot)
         return snapshot
+
+    def _unchanged(self) -> Snapshot | None:
+        """The snapshot of the last read, if the emulator's counter says it is still current."""
+        marked = self._marked
+        if marked is None or self._changes is None:
+            return None
+        return marked[1] if self._changes() == marked[0] else None
 
     def revision(self, name: str, number: int) -> Revision:
         """One revision of a tool, read from the store (a task pinned to it runs it)."""

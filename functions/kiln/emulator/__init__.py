@@ -19,6 +19,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from kiln.emulator.changes import CHANGES_FILE
 from kiln.emulator.sigv4 import Credentials
 from kiln.settings import emulator_environment
 
@@ -30,6 +31,7 @@ class Endpoint:
     url: str
     credentials: Credentials
     region: str = REGION
+    changes: Path | None = None  # the emulator's write counter (see changes.py)
 
 
 class EmulatorError(RuntimeError):
@@ -45,7 +47,7 @@ def shared_endpoint(state_dir: Path) -> Endpoint | None:
     """The running emulator of `state_dir`, as its files describe it (None if none is)."""
     try:
         url = json.loads((state_dir / "endpoint.json").read_text("utf-8"))["url"]
-        return Endpoint(url, _read_credentials(state_dir))
+        return Endpoint(url, _read_credentials(state_dir), changes=state_dir / CHANGES_FILE)
     except (FileNotFoundError, KeyError, ValueError):
         return None
 
@@ -86,7 +88,7 @@ def run_emulator(
                     continue
                 line += chunk
         url = json.loads(line)["url"]
-        yield Endpoint(url, _read_credentials(state_dir))
+        yield Endpoint(url, _read_credentials(state_dir), changes=state_dir / CHANGES_FILE)
     finally:
         _stop(process)
 

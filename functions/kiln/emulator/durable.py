@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qs, unquote
 
+from kiln.emulator.changes import ChangeCounter, may_change_catalog
 from kiln.emulator.journal import Journal, Record
 from kiln.emulator.sigv4 import Credentials, SignatureError, verify
 
@@ -153,6 +154,7 @@ class DurableEmulator:
         self.tokens: OrderedDict[str, _Token] = OrderedDict()
         self.foreign_writes = False  # writes to services compaction cannot rebuild
         self.regions: set[str] = set()  # DynamoDB regions written to (compaction dumps them)
+        self.changes: ChangeCounter | None = None  # told of writes that may move the catalog
         self._compact = compact
         self._compact_after = compact_after
         self._clock = clock
@@ -191,7 +193,12 @@ class DurableEmulator:
                     return repeated
             meta = self._meta(environ, service, region)
             self.journal.append(Record("request", meta, body))
-            response = self.apply(meta, body)
+            try:
+                response = self.apply(meta, body)
+            finally:  # even a write moto refused halfway: a spare version read is harmless
+                counted = self.changes is not None and service == "dynamodb"
+                if counted and self.changes and may_change_catalog(operation, body):
+                    self.changes.bump()
             if self._compact is not None and self.journal.records >= self._compact_after:
                 self._compact()
             return response

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from kiln.emulator import compaction, motofix
+from kiln.emulator.changes import ChangeCounter
 from kiln.emulator.durable import DurableEmulator
 from kiln.emulator.journal import Journal, read_records
 from kiln.emulator.privacy import PRIVATE_UMASK, not_dumpable, secure_tree, write_private
@@ -120,6 +121,7 @@ def main(argv: list[str] | None = None) -> int:
     if not args.no_parent_watch:
         _exit_with_parent(sys.stdin.buffer, state_dir / ENDPOINT_FILE)
     emulator = build(state_dir, compact_after=args.compact_after)
+    emulator.changes = ChangeCounter(state_dir)  # after the replay: readers start afresh
 
     class Handler(WSGIRequestHandler):
         protocol_version = "HTTP/1.1"  # keep-alive: botocore reuses its connections

@@ -46,6 +46,22 @@ def test_entries_come_back_newest_first_across_days_in_pages(aws: AwsStack) -> N
     assert names == [f"tool{index}" for index in reversed(range(7))]
 
 
+def test_a_page_reads_one_entry_more_than_it_returns_not_the_whole_day(aws: AwsStack) -> None:
+    clock = Clock()
+    calls = ledger(aws, clock)
+    for index in range(7):
+        calls.record(entry(f"tool{index}"))
+        clock.now += 1
+    asked: list[object] = []
+    aws.clients.dynamodb.meta.events.register(
+        "before-parameter-build.dynamodb.Query", lambda params, **_: asked.append(params["Limit"])
+    )
+    page, cursor = calls.query(limit=3)
+    assert [r.tool for r in page] == ["tool6", "tool5", "tool4"]
+    assert asked == [4]  # one request, for the page and the cursor's entry
+    assert [r.tool for r in calls.query(limit=3, cursor=cursor)[0]] == ["tool3", "tool2", "tool1"]
+
+
 def test_filters_select_by_tool_caller_outcome_and_time(aws: AwsStack) -> None:
     clock = Clock()
     calls = ledger(aws, clock)

@@ -107,6 +107,20 @@ def test_a_key_far_from_its_limit_is_counted_in_claims_of_many_calls_per_update(
     assert 320 <= counted < 320 + 32  # claimed and not yet used: less than one claim
 
 
+def test_a_process_calling_about_once_a_second_claims_nothing_beyond_its_calls(
+    aws: AwsStack,
+) -> None:
+    clock = Clock()
+    quotas = counters(aws, clock)
+    quota = Quota(calls_per_minute=100_000)
+    for _ in range(5):
+        quotas.admit("key:calm", quota)
+        clock.now += 1.5
+    clock.now -= 1.5
+    # Claims follow this process's own rate: an idle process strands no calls in the window.
+    assert quotas.usage("key:calm")["calls_this_minute"] == 5
+
+
 def test_claims_admit_exactly_the_limit_to_concurrent_callers_of_one_process(
     aws: AwsStack,
 ) -> None:
@@ -140,7 +154,7 @@ def test_two_processes_claiming_from_one_window_admit_exactly_its_limit_together
 def test_a_call_given_back_while_claiming_is_kept_for_the_next_call(aws: AwsStack) -> None:
     quotas = counters(aws)
     quota = Quota(calls_per_minute=10_000)
-    for _ in range(3):
+    for _ in range(2):  # the second call claims two: one admitted, one kept
         quotas.admit("key:back", quota)
     counted = quotas.usage("key:back")["calls_this_minute"]
     sent = updates_made(aws)
