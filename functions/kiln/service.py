@@ -79,6 +79,8 @@ class SecretValues(Protocol):
 VIEW_KEY = "view"  # CallContext.extra: the view a path such as /mcp/v/<name> serves
 # CallContext.extra: a list the transport runs (in a thread) after sending the answer
 AFTER_RESPONSE = "after_response"
+# CallContext.extra: the answer waits for that list anyway (Lambda): start each item at once
+START_NOW = "start_bookkeeping_now"
 # CallContext.extra: a run an author started over REST, not a `tools/call` (not ledgered)
 AUTHOR_RUN = "author_run"
 
@@ -261,6 +263,10 @@ class CatalogBackend:
         """Run blocking bookkeeping (ledger, quota refunds) after the answer has been sent when
         the transport offers that (`AFTER_RESPONSE` in ctx.extra), else now."""
         deferred = ctx.extra.get(AFTER_RESPONSE)
+        if deferred is not None and ctx.extra.get(START_NOW):
+            # Overlapped with shaping and sending the answer, which waits for it after all.
+            deferred.append(asyncio.ensure_future(asyncio.to_thread(fn, *args, **kw)))
+            return
         if deferred is not None:
             deferred.append(functools.partial(fn, *args, **kw))
             return

@@ -239,3 +239,44 @@ def test_state_an_older_kiln_dev_mirrored_to_files_is_imported_once(
     assert body == b"print('old')\n"
     assert not (tmp_path / "dynamodb.json").exists()
     assert import_mirror(aws.clients, aws.table, aws.bucket, tmp_path) == 0
+
+
+# In a process of its own (the emulator's changes to moto are process-wide): the emulator's
+# app served over HTTP, written to through boto3, and moto's items counted as they live.
+COUNT_ITEMS = r"""
+import gc, json, sys, threading
+from pathlib import Path
+from werkzeug.serving import make_server
+from moto.dynamodb.models.dynamo_type import Item
+from kiln.aws import ensure_resources, make_clients
+from kiln.emulator import server
+state = Path(sys.argv[1])
+app = server.build(state, sync=False)
+http = make_server("127.0.0.1", 0, app, threaded=True)
+threading.Thread(target=http.serve_forever, daemon=True).start()
+keys = server.load_credentials(state)
+clients = make_clients(endpoint_url=f"http://127.0.0.1:{http.server_port}", region="us-east-1",
+                       credentials=(keys.access_key_id, keys.secret_access_key))
+ensure_resources(clients, table="kiln-emulator-test", bucket="kiln-emulator-test")
+update = {"TableName": "kiln-emulator-test", "Key": {"pk": {"S": "c"}, "sk": {"S": "1"}},
+          "UpdateExpression": "ADD n :one", "ExpressionAttributeValues": {":one": {"N": "1"}}}
+live = []
+for batch in (100, 200):  # counted after 100 writes, and after 300
+    for _ in range(batch):
+        clients.dynamodb.transact_write_items(TransactItems=[{"Update": update}])
+    gc.collect()
+    live.append(sum(isinstance(o, Item) for o in gc.get_objects()))
+print(json.dumps(live))
+"""
+
+
+def test_moto_items_do_not_pile_up_with_writes(tmp_path: Path) -> None:
+    """Every write copies the items it touches; none of the copies may outlive the write."""
+    functions = Path(__file__).resolve().parents[2] / "functions"
+    done = subprocess.run(
+        [sys.executable, "-c", COUNT_ITEMS, str(tmp_path)],
+        capture_output=True, text=True, timeout=120, check=True,
+        env={**os.environ, "PYTHONPATH": str(functions)},
+    )  # fmt: skip
+    after_100, after_300 = json.loads(done.stdout)
+    assert after_100 == after_300, (after_100, after_300)

@@ -18,6 +18,7 @@ log = logging.getLogger("kiln.access.gate")
 
 
 Limits = tuple[tuple[str, Quota], ...]  # (subject, quota) pairs, counted in this order
+Work = Callable[[], None] | asyncio.Future[None]  # bookkeeping to run, or already started
 
 
 @dataclass(frozen=True)
@@ -116,18 +117,21 @@ class Bookkeeping:
     def __init__(self) -> None:
         self._pending: set[asyncio.Future[None]] = set()
 
-    async def run(self, work: Sequence[Callable[[], None]]) -> None:
+    async def run(self, work: Sequence[Work]) -> None:
         # Together, not one after another: in Lambda the answer waits for the slowest only.
         await asyncio.gather(*(self._one(item) for item in work))
 
     @staticmethod
-    async def _one(item: Callable[[], None]) -> None:
+    async def _one(item: Work) -> None:
         try:
-            await asyncio.to_thread(item)
+            if isinstance(item, asyncio.Future):
+                await item  # started already
+            else:
+                await asyncio.to_thread(item)
         except Exception:  # the call was answered: say loudly that its record is missing
             log.exception("call bookkeeping failed (%s)", getattr(item, "func", item))
 
-    def start(self, work: Sequence[Callable[[], None]]) -> None:
+    def start(self, work: Sequence[Work]) -> None:
         task = asyncio.ensure_future(self.run(work))
         self._pending.add(task)
         task.add_done_callback(self._pending.discard)

@@ -9,18 +9,17 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from starlette.background import BackgroundTask
 from starlette.requests import Request
 from starlette.responses import Response
 
-from kiln.access.gate import bound_view
+from kiln.access.gate import Work, bound_view
 from kiln.auth.policy import AuthError, Permission, Principal
 from kiln.protocol.backend import CallContext
 from kiln.protocol.spec import INVALID_REQUEST
-from kiln.service import AFTER_RESPONSE, VIEW_KEY
+from kiln.service import AFTER_RESPONSE, START_NOW, VIEW_KEY
 
 if TYPE_CHECKING:
     from kiln.stack import Kiln
@@ -79,8 +78,10 @@ async def answer_mcp(
     parts = kiln_of(request)
     body = await read_capped(request, parts.settings.max_body_bytes)
     headers = {name.lower(): value for name, value in request.headers.items()}
-    after: list[Callable[[], None]] = []
+    after: list[Work] = []
     extra: dict[str, Any] = {AFTER_RESPONSE: after}
+    if request.scope.get("aws.context") is not None:  # the invocation ends after it anyway
+        extra[START_NOW] = True
     if view is not None:
         extra[VIEW_KEY] = view
     ctx = CallContext(time_left_s=time_left_s(request), principal=principal, extra=extra)

@@ -1,9 +1,15 @@
-"""Two changes to moto's DynamoDB, made once in the emulator process.
+"""Changes to moto, made once in the emulator process, that keep its memory flat.
 
 moto backs up every table a transaction touches with `copy.deepcopy` before applying it,
 so each catalog write copied the whole table (3-6 MB per write, growing with the catalog,
 and held on to long enough that the process grew to gigabytes). Here a transaction backs
 up only the items it touches and puts exactly those back when it is cancelled.
+
+moto also appends every model object it ever makes to a class-level list
+(`BaseModel.instances_tracked`, for its dashboard and `reset`), so every item copy a write
+makes (the transaction's backup, update_item's copy of the old item, each parsed item)
+lived for as long as the process: a few KB per write, forever. The emulator uses neither
+the dashboard nor `reset`, so nothing is tracked.
 """
 
 from __future__ import annotations
@@ -46,14 +52,28 @@ def _restore(table: Any, hash_key: Any, range_key: Any, item: Any) -> None:
         bucket[range_key] = item
 
 
+def _stop_tracking_instances() -> None:
+    from moto.core.common_models import BaseModel
+
+    def untracked_new(cls: Any, *args: Any, **kwargs: Any) -> Any:
+        return super(BaseModel, cls).__new__(cls)  # as moto's, without keeping a reference
+
+    BaseModel.__new__ = staticmethod(untracked_new)  # type: ignore[method-assign]
+    from moto.core.model_instances import reset_model_data
+
+    reset_model_data()  # and let go of what was tracked before
+
+
 def install() -> None:
-    """Patch moto (idempotent): per-item undo for transactions instead of table copies."""
+    """Patch moto (idempotent): per-item undo for transactions instead of table copies, and
+    no model object kept beyond its use."""
     global _INSTALLED
     if _INSTALLED:
         return
     from moto.dynamodb.models import DynamoDBBackend
     from moto.dynamodb.models.table import Table
 
+    _stop_tracking_instances()
     # moto's own backup becomes the live table itself (its rollback assigns it back: a
     # no-op); the items the transaction touched are restored below instead.
     Table.__deepcopy__ = lambda self, memo: self  # type: ignore[attr-defined]

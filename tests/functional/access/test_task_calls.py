@@ -38,7 +38,13 @@ def server(moto_endpoint: str, tmp_path_factory: pytest.TempPathFactory) -> Iter
         moto_endpoint,
         tmp,
         extra=[napper, broken],
-        tasks=TaskSettings(heartbeat_s=0.2, lease_s=2.0, start_grace_s=5.0, poll_interval_ms=200),
+        tasks=TaskSettings(
+            heartbeat_s=0.2,
+            lease_s=2.0,
+            start_grace_s=5.0,
+            poll_interval_ms=200,
+            max_running_per_principal=2,
+        ),
     )
 
 
@@ -150,6 +156,28 @@ def test_a_cancelled_task_is_ledgered_once_as_cancelled(server: McpServer) -> No
     assert (entry["tool"], entry["outcome"], entry["detail"]) == (
         "napper", "cancelled", "task cancelled"
     )  # fmt: skip
+
+
+def test_a_task_refused_for_too_many_running_is_ledgered_as_a_tool_error(
+    server: McpServer,
+) -> None:
+    name, secret = new_key(server)
+    running = [task_id_of(start_task(server, "modern", secret, "napper", {"seconds": 60}))
+               for _ in "ab"]  # fmt: skip
+    refused = start_task(server, "modern", secret, "napper", {"seconds": 60})
+    assert refused.json()["result"]["isError"] is True, refused.text
+    assert "Too many running tasks" in refused.text
+    (entry,) = ledger(server, name)
+    assert entry["outcome"] == "tool_error"
+    assert entry["detail"].startswith("task not started: Too many running tasks")
+    assert entry["duration_ms"] == 0
+    for task_id in running:
+        message = {"jsonrpc": "2.0", "id": 3, "method": "tasks/cancel",
+                   "params": {"taskId": task_id}}  # fmt: skip
+        server.post(message, {"MCP-Protocol-Version": "2025-11-25", **bearer(secret)})
+    assert sorted(e["outcome"] for e in ledger(server, name)) == [
+        "cancelled", "cancelled", "tool_error"
+    ]  # fmt: skip
 
 
 @pytest.mark.parametrize("wire", ["modern", "legacy"])
