@@ -339,12 +339,16 @@ class CatalogBackend:
         time_left_s: float | None,
     ) -> tuple[ToolOutcome, RunResult | None]:
         head = tool.head
-        code = await asyncio.to_thread(self._snapshots.code, head)
+        # A thread hop only for what may do I/O: on a busy machine each one waits for a
+        # worker thread to be scheduled, and a warm call usually needs none.
+        code = self._snapshots.cached_code(head)
+        if code is None:
+            code = await asyncio.to_thread(self._snapshots.code, head)
         files = await asyncio.to_thread(self._snapshots.files, head) if head.files else {}
         try:
             extra_env = (
                 dict(await asyncio.to_thread(self._secrets.values_for, tool))
-                if self._secrets is not None
+                if self._secrets is not None and head.secrets
                 else {}
             )
         except LookupError as error:  # a declared secret is not set
