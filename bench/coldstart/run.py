@@ -252,6 +252,7 @@ def main() -> int:
                 # As template.yaml sets them for every function (else a start asks Node).
                 "KILN_BUNDLE_TARGET": "lambda-python3.13-x86_64",
                 "KILN_NODE_BUNDLE_TARGET": "node24-x86_64",
+                "KILN_WORKER_FUNCTION": "kiln-bench-worker",  # tasks start in a worker
             }
             kiln_argv = [args.python, "-c", CONTEXT + KILN_CHILD]
             sdk_argv = [args.sdk_python, "-c", CONTEXT + SDK_CHILD]

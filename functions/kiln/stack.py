@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
+import threading
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -26,7 +27,7 @@ from kiln.access.quotas import QuotaCounters
 from kiln.access.resolve import ViewCatalog
 from kiln.access.views import ViewStore
 from kiln.auth.web import AccessControl
-from kiln.aws import AwsClients, make_clients
+from kiln.aws import AwsClients, Lazy, make_clients
 from kiln.bundles.service import Bundles, make_bundles
 from kiln.catalog.snapshot import CatalogSnapshots
 from kiln.catalog.store import CatalogStore
@@ -180,7 +181,13 @@ class Kiln:
         starter: Starter
         if config.worker_function:
             session = self.clients.session
-            client = session.client("lambda") if session is not None else None
+            # Made when the first task starts: the first tools/list builds this service too,
+            # and a Lambda client (boto3, its service model) is a tenth of a cold start.
+            client = (
+                Lazy(lambda: session.client("lambda"), threading.RLock())
+                if session is not None
+                else None
+            )
             starter = LambdaStarter(client, config.worker_function)
         else:
             starter = LocalPool(

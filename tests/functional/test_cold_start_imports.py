@@ -81,6 +81,7 @@ def _first_list(aws: AwsStack) -> dict[str, object]:
             "AWS_LAMBDA_FUNCTION_NAME": "kiln-probe",
             "KILN_TABLE": aws.table,
             "KILN_BUCKET": aws.bucket,
+            "KILN_WORKER_FUNCTION": "kiln-probe-worker",  # as template.yaml sets it
         },
         capture_output=True,
         text=True,

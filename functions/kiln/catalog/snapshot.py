@@ -107,13 +107,21 @@ class CatalogSnapshots:
         """One revision of a tool, read from the store (a task pinned to it runs it)."""
         return self._store.revision(name, number)
 
-    def code(self, revision: Revision) -> str:
-        """A revision's source, fetched from S3 once per process (it never changes)."""
+    def cached_code(self, revision: Revision) -> str | None:
+        """A revision's source if this process has it already (no I/O: safe on the loop)."""
         key = revision.code_sha256
         with self._lock:
             if key in self._code:
                 self._code.move_to_end(key)
                 return self._code[key]
+        return None
+
+    def code(self, revision: Revision) -> str:
+        """A revision's source, fetched from S3 once per process (it never changes)."""
+        cached = self.cached_code(revision)
+        if cached is not None:
+            return cached
+        key = revision.code_sha256
         text = self._store.code(revision)
         with self._lock:
             self._code[key] = text

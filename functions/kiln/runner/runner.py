@@ -217,7 +217,8 @@ class Runner:
                 record.uid = lease.uid
             elif self.settings.sweep_shared_temp:
                 record.before = await asyncio.to_thread(contain.snapshot, record.shared_dirs)
-            await asyncio.to_thread(_write_files, run_dir, request.files)
+            if request.files:
+                await asyncio.to_thread(_write_files, run_dir, request.files)
             script = run_dir / SCRIPT_NAMES[request.language]
             script.write_text(request.code, encoding="utf-8")
             env, private = script_environment(
