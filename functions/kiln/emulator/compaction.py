@@ -26,6 +26,9 @@ from kiln.emulator.journal import Record
 
 _S3 = "{http://s3.amazonaws.com/doc/2006-03-01/}"
 BATCH = 25  # BatchWriteItem's limit
+# Items read per Scan page. moto answers a Scan without Limit with every item at once: with
+# 5,500 ledger entries the emulator kept 12 MB more after a compaction than with pages.
+SCAN_PAGE = 250
 
 
 def _dynamodb_meta(operation: str, region: str, at: float) -> dict[str, Any]:
@@ -100,7 +103,7 @@ def _table_records(emulator: DurableEmulator, region: str, at: float) -> Iterato
         )
         start: dict[str, Any] | None = None
         while True:
-            scan: dict[str, Any] = {"TableName": name, "ConsistentRead": True}
+            scan: dict[str, Any] = {"TableName": name, "ConsistentRead": True, "Limit": SCAN_PAGE}
             if start:
                 scan["ExclusiveStartKey"] = start
             page = _dynamodb(emulator, "Scan", region, scan)
