@@ -154,20 +154,19 @@ def dump(emulator: DurableEmulator, at: float) -> Iterator[Record]:
     for token, seen in emulator.tokens.items():
         meta = {
             "token": token,
-            "digest": seen.digest,
+            "digest": seen.digest.hex(),
             "at": seen.at,
-            "status": seen.response.status,
-            "headers": seen.response.headers,
+            "status": seen.status,
         }
-        yield Record("token", meta, seen.response.body)
+        yield Record("token", meta, seen.body)
 
 
 def replay(emulator: DurableEmulator, records: list[Record]) -> None:
     """Apply a journal to a fresh moto, in order."""
     for record in records:
         if record.kind == "token":
-            meta = record.meta
-            response = Response(meta["status"], [tuple(h) for h in meta["headers"]], record.body)
-            emulator.tokens[meta["token"]] = _Token(meta["digest"], meta["at"], response)
+            meta = record.meta  # (journals before this one also kept "headers": not needed)
+            digest = bytes.fromhex(meta["digest"])
+            emulator.tokens[meta["token"]] = _Token(digest, meta["at"], meta["status"], record.body)
             continue
         emulator.apply(record.meta, record.body)
