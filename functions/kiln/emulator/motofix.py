@@ -10,12 +10,17 @@ moto also appends every model object it ever makes to a class-level list
 makes (the transaction's backup, update_item's copy of the old item, each parsed item)
 lived for as long as the process: a few KB per write, forever. The emulator uses neither
 the dashboard nor `reset`, so nothing is tracked.
+
+What stays is the data: each stored item (a call-ledger entry is one per `tools/call`, kept
+for its retention) took ~3.5 KB, partly its own copy of every attribute name and of values
+such as the tool's name repeated in every entry. Stored items share those strings (~2.5 KB).
 """
 
 from __future__ import annotations
 
 import copy
 import functools
+import sys
 from typing import Any
 
 _INSTALLED = False
@@ -64,9 +69,27 @@ def _stop_tracking_instances() -> None:
     reset_model_data()  # and let go of what was tracked before
 
 
+SHARED_VALUE_MAX = 32  # string values up to this length (names, outcomes) are shared
+
+
+def _share_strings() -> None:
+    from moto.dynamodb.models.dynamo_type import Item
+
+    original = Item.__init__
+
+    @functools.wraps(original)
+    def init(self: Any, hash_key: Any, range_key: Any, attrs: dict[str, Any]) -> None:
+        original(self, hash_key, range_key, {sys.intern(k): v for k, v in attrs.items()})
+        for value in self.attrs.values():
+            if value.type == "S" and len(value.value) <= SHARED_VALUE_MAX:
+                value.value = sys.intern(value.value)
+
+    Item.__init__ = init  # type: ignore[method-assign]
+
+
 def install() -> None:
     """Patch moto (idempotent): per-item undo for transactions instead of table copies, and
-    no model object kept beyond its use."""
+    no model object kept beyond its use, stored items sharing their strings."""
     global _INSTALLED
     if _INSTALLED:
         return
@@ -74,6 +97,7 @@ def install() -> None:
     from moto.dynamodb.models.table import Table
 
     _stop_tracking_instances()
+    _share_strings()
     # moto's own backup becomes the live table itself (its rollback assigns it back: a
     # no-op); the items the transaction touched are restored below instead.
     Table.__deepcopy__ = lambda self, memo: self  # type: ignore[attr-defined]

@@ -117,8 +117,10 @@ class Ruleset:
             raise _fail("create_ruleset")
         self.fd = int(fd)
         try:
+            rule = _NetPortAttr(CONNECT_TCP, 0)  # one struct for all: a thousand rules per run
             for port in tcp_ports if self.net and tcp_ports else ():
-                self._add(RULE_NET_PORT, _NetPortAttr(CONNECT_TCP, port))
+                rule.port = port
+                self._add(RULE_NET_PORT, rule)
         except BaseException:
             os.close(self.fd)
             raise

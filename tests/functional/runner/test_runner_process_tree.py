@@ -194,6 +194,7 @@ def test_script_that_kills_its_supervisor_gets_a_runner_error_and_its_daemon_die
     result = shared_uid.run(code, timeout_s=5)
     assert result.runner_error == "the run's supervisor ended without reporting (was it killed?)"
     assert result.exit_code is None
+    assert result.isolation == "shared"  # no fence, and it says so
     assert contract_text(result).endswith(
         "[runner error] the run's supervisor ended without reporting (was it killed?)"
     )
