@@ -30,13 +30,18 @@ def admitted(quotas: QuotaCounters, subject: str, quota: Quota) -> bool:
     return True
 
 
-def test_concurrent_callers_are_admitted_exactly_up_to_the_limit(aws: AwsStack) -> None:
+# 25: every call one conditional update; 1,000: far from the limit a process claims calls in
+# batches, and still admits exactly the limit.
+@pytest.mark.parametrize(("limit", "callers"), [(25, 60), (1_000, 1_100)], ids=["exact", "claims"])
+def test_concurrent_callers_of_one_process_are_admitted_exactly_up_to_the_limit(
+    aws: AwsStack, limit: int, callers: int
+) -> None:
     quotas = counters(aws)
-    quota = Quota(calls_per_minute=25)
+    quota = Quota(calls_per_minute=limit)
     with ThreadPoolExecutor(max_workers=12) as pool:
-        results = list(pool.map(lambda _: admitted(quotas, "key:abc", quota), range(60)))
-    assert results.count(True) == 25
-    assert quotas.usage("key:abc")["calls_this_minute"] == 25
+        results = list(pool.map(lambda _: admitted(quotas, "key:abc", quota), range(callers)))
+    assert results.count(True) == limit
+    assert quotas.usage("key:abc")["calls_this_minute"] == limit
 
 
 def test_a_refusal_says_which_quota_and_when_it_resets(aws: AwsStack) -> None:
@@ -119,17 +124,6 @@ def test_a_process_calling_about_once_a_second_claims_nothing_beyond_its_calls(
     clock.now -= 1.5
     # Claims follow this process's own rate: an idle process strands no calls in the window.
     assert quotas.usage("key:calm")["calls_this_minute"] == 5
-
-
-def test_claims_admit_exactly_the_limit_to_concurrent_callers_of_one_process(
-    aws: AwsStack,
-) -> None:
-    quotas = counters(aws)
-    quota = Quota(calls_per_minute=1_000)
-    with ThreadPoolExecutor(max_workers=12) as pool:
-        results = list(pool.map(lambda _: admitted(quotas, "key:many", quota), range(1_100)))
-    assert results.count(True) == 1_000
-    assert quotas.usage("key:many")["calls_this_minute"] == 1_000
 
 
 def test_two_processes_claiming_from_one_window_admit_exactly_its_limit_together(
