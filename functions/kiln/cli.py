@@ -12,12 +12,8 @@ from urllib.parse import quote
 from kiln.access.cli import register as register_access
 from kiln.auth.cli import register as register_auth
 from kiln.bundles.cli import register as register_bundles
+from kiln.locate import STATE_HELP, ServerNotFoundError, server_options
 from kiln.settings import Settings, SettingsError
-
-STATE_HELP = (
-    "local state directory (default: KILN_STATE_DIR, else $XDG_STATE_HOME/kiln, "
-    "else ~/.local/state/kiln)"
-)
 
 
 def _client(args: argparse.Namespace):  # type: ignore[no-untyped-def]
@@ -42,7 +38,6 @@ def cmd_tools_push(args: argparse.Namespace) -> int:
     from kiln.access.cli import push_view_files
     from kiln.catalog.files import FolderError, push, read_folders, tool_folders
     from kiln.client import ApiCallError, HttpTarget
-    from kiln.locate import ServerNotFoundError
 
     try:
         folders = [folder for root in args.dirs for folder in tool_folders(Path(root))]
@@ -69,7 +64,6 @@ def cmd_tools_pull(args: argparse.Namespace) -> int:
     from kiln.access.cli import pull_views
     from kiln.catalog.files import draft_from_tool_json, write_folder
     from kiln.client import ApiCallError
-    from kiln.locate import ServerNotFoundError
 
     try:
         client = _client(args)
@@ -89,7 +83,6 @@ def cmd_tools_pull(args: argparse.Namespace) -> int:
 
 def cmd_tools_list(args: argparse.Namespace) -> int:
     from kiln.client import ApiCallError
-    from kiln.locate import ServerNotFoundError
 
     try:
         listing, _ = _client(args).request("GET", "/api/tools")
@@ -107,7 +100,6 @@ def cmd_tools_list(args: argparse.Namespace) -> int:
 
 def cmd_tools_call(args: argparse.Namespace) -> int:
     from kiln.client import ApiCallError
-    from kiln.locate import ServerNotFoundError
 
     try:
         arguments = json.loads(args.args)
@@ -171,27 +163,21 @@ def build_parser() -> argparse.ArgumentParser:
         dest="tools_command", required=True
     )
 
-    def remote(sub: argparse.ArgumentParser) -> argparse.ArgumentParser:
-        sub.add_argument("--url", default=None, help="a Kiln server (default: the local kiln dev)")
-        sub.add_argument("--key", default=None, help="author key (default: KILN_AUTHOR_KEY)")
-        sub.add_argument("--state-dir", default=None, help=STATE_HELP)
-        return sub
-
-    push = remote(tools.add_parser("push", help="create or update tools from folders"))
+    push = server_options(tools.add_parser("push", help="create or update tools from folders"))
     push.add_argument("dirs", nargs="+", metavar="DIR")
     push.set_defaults(func=cmd_tools_push)
-    pull = remote(tools.add_parser("pull", help="write the catalog's tools as folders"))
+    pull = server_options(tools.add_parser("pull", help="write the catalog's tools as folders"))
     pull.add_argument("dir", metavar="DIR")
     pull.set_defaults(func=cmd_tools_pull)
-    remote(tools.add_parser("list", help="list tools")).set_defaults(func=cmd_tools_list)
-    call = remote(tools.add_parser("call", help="run a tool (author test run)"))
+    server_options(tools.add_parser("list", help="list tools")).set_defaults(func=cmd_tools_list)
+    call = server_options(tools.add_parser("call", help="run a tool (author test run)"))
     call.add_argument("name")
     call.add_argument("--args", default="{}", help="arguments as a JSON object")
     call.set_defaults(func=cmd_tools_call)
 
     register_bundles(commands)
     register_auth(commands)
-    register_access(commands, remote)
+    register_access(commands, server_options)
     return parser
 
 

@@ -15,6 +15,7 @@ The local author key is never sent to a URL other than the recorded local server
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 from dataclasses import dataclass
@@ -22,8 +23,28 @@ from pathlib import Path
 
 from kiln.settings import LocalSettings
 
+STATE_HELP = (
+    "local state directory (default: KILN_STATE_DIR, else $XDG_STATE_HOME/kiln, "
+    "else ~/.local/state/kiln)"
+)
 SERVER_RECORD = "server.json"
 AUTHOR_KEY_FILE = "author_key"
+
+
+def server_options(
+    parser: argparse.ArgumentParser,
+    *,
+    state_help: str = STATE_HELP,
+    aws_help: str | None = None,
+) -> argparse.ArgumentParser:
+    """Add --url, --key and --state-dir, which name the server as the rule above says; with
+    `aws_help`, also --aws: work on the environment's AWS resources instead of a server."""
+    parser.add_argument("--url", default=None, help="a Kiln server (default: the local kiln dev)")
+    parser.add_argument("--key", default=None, help="author key (default: KILN_AUTHOR_KEY)")
+    parser.add_argument("--state-dir", default=None, help=state_help)
+    if aws_help is not None:
+        parser.add_argument("--aws", action="store_true", help=aws_help)
+    return parser
 
 
 class ServerNotFoundError(Exception):

@@ -14,7 +14,6 @@ skipped on kernels without one: there it is not contained, as the README says).
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import pwd
@@ -23,6 +22,7 @@ import subprocess
 import tempfile
 import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -74,7 +74,6 @@ TOOL = {
     "code": HOSTILE,
     "input_schema": {"type": "object", "properties": {"state": {"type": "string"}}},
 }
-PER_RUN_UIDS = importlib.util.find_spec("kiln.runner.isolation") is not None
 
 
 def emulator_port(state: Path) -> int:
@@ -114,12 +113,22 @@ def users() -> Iterator[tuple[int, int]]:
             subprocess.run(["userdel", name], check=False)
 
 
-def _home(owner: int | None) -> Path:
+@contextmanager
+def _dev(owner: int | None) -> Iterator[tuple[DevProcess, Path]]:
+    """`kiln dev` (as `owner`, a uid, if given) and its state directory, in a fresh home."""
     home = Path(tempfile.mkdtemp(prefix="kiln-hostile-"))
-    os.chmod(home, 0o755)  # noqa: S103 -- the server's user must reach its home below /tmp
-    if owner is not None:
-        os.chown(home, owner, owner)
-    return home
+    try:
+        os.chmod(home, 0o755)  # noqa: S103 -- the server's user must reach its home below /tmp
+        if owner is not None:
+            os.chown(home, owner, owner)
+        state = home / "state"
+        dev = start_dev(state, free_port(), user=owner)
+        try:
+            yield dev, state
+        finally:
+            stop_dev(dev)
+    finally:
+        shutil.rmtree(home, ignore_errors=True)
 
 
 def _call_hostile(dev: DevProcess, state: Path) -> dict[str, Any]:
@@ -141,27 +150,17 @@ def _next_call_is_normal(dev: DevProcess) -> None:
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="needs root")
-@pytest.mark.xfail(not PER_RUN_UIDS, reason="runs share root's uid until per-run uids land")
 def test_as_root_a_tool_cannot_reach_the_emulator_nor_touch_the_state_directory() -> None:
-    home = _home(None)
-    state = home / "state"
-    dev = start_dev(state, free_port())
-    try:
+    with _dev(None) as (dev, state):
         assert_contained(_call_hostile(dev, state), state, fenced=landlock.abi() >= 4)
         _next_call_is_normal(dev)
-    finally:
-        stop_dev(dev)
-        shutil.rmtree(home, ignore_errors=True)
 
 
 def test_another_local_user_cannot_reach_the_emulator_nor_touch_the_state_directory(
     users: tuple[int, int],
 ) -> None:
     server, other = users
-    home = _home(server)
-    state = home / "state"
-    dev = start_dev(state, free_port(), user=server)
-    try:
+    with _dev(server) as (dev, state):
         hostile = subprocess.run(
             [python_for_others()[0], "-I", "-c", HOSTILE],
             input=json.dumps({"state": str(state)}),
@@ -169,9 +168,6 @@ def test_another_local_user_cannot_reach_the_emulator_nor_touch_the_state_direct
         )  # fmt: skip
         assert_contained(json.loads(hostile.stdout), state)
         assert dev.api("GET", "/api/tools").status_code == 200
-    finally:
-        stop_dev(dev)
-        shutil.rmtree(home, ignore_errors=True)
 
 
 @pytest.mark.skipif(landlock.abi() == 0, reason="needs a kernel with Landlock (Linux 5.13+)")
@@ -179,12 +175,6 @@ def test_as_an_unprivileged_user_a_tool_cannot_reach_the_emulator(
     users: tuple[int, int],
 ) -> None:
     server, _ = users
-    home = _home(server)
-    state = home / "state"
-    dev = start_dev(state, free_port(), user=server)
-    try:
+    with _dev(server) as (dev, state):
         assert_contained(_call_hostile(dev, state), state, fenced=landlock.abi() >= 4)
         _next_call_is_normal(dev)
-    finally:
-        stop_dev(dev)
-        shutil.rmtree(home, ignore_errors=True)

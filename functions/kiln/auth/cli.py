@@ -23,7 +23,7 @@ from kiln.auth.audit import record_write
 from kiln.auth.keys import KeyStore, KeyStoreError
 from kiln.auth.secrets import SecretError, SecretStore
 from kiln.client import ApiCallError, KilnClient, client_for
-from kiln.locate import ServerNotFoundError
+from kiln.locate import ServerNotFoundError, server_options
 from kiln.settings import Settings, SettingsError
 from kiln.stack import aws_clients
 
@@ -108,18 +108,12 @@ def register(subparsers: Any, *, resolve_tool: ToolResolver = catalog_tool_id) -
     for parser in (put, show, remove):
         parser.set_defaults(resolve_tool=resolve_tool)
     for parser in (create, revoke, put, show, remove, key_commands.choices["ls"]):
-        _remote_options(parser)
-
-
-def _remote_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--url", default=None, help="a Kiln server (default: the local kiln dev)")
-    parser.add_argument("--key", default=None, help="author key (default: KILN_AUTHOR_KEY)")
-    parser.add_argument("--state-dir", default=None, help=argparse.SUPPRESS)
-    parser.add_argument(
-        "--aws",
-        action="store_true",
-        help="write the environment's table (KILN_TABLE) and SSM directly, not through a server",
-    )
+        server_options(
+            parser,
+            state_help=argparse.SUPPRESS,
+            aws_help="write the environment's table (KILN_TABLE) and SSM directly, "
+            "not through a server",
+        )
 
 
 def _binding_arguments(parser: argparse.ArgumentParser) -> None:

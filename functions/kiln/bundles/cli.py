@@ -20,6 +20,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, TextIO
 
+from kiln.locate import server_options
 from kiln.settings import Settings
 
 
@@ -315,15 +316,11 @@ def register(subparsers: Any) -> None:
     commands = bundles.add_subparsers(dest="bundles_command", required=True)
 
     def source(sub: argparse.ArgumentParser) -> argparse.ArgumentParser:
-        sub.add_argument("--url", default=None, help="a Kiln server (default: the local kiln dev)")
-        sub.add_argument("--key", default=None, help="author key (default: KILN_AUTHOR_KEY)")
-        sub.add_argument("--state-dir", default=None, help=argparse.SUPPRESS)
-        sub.add_argument(
-            "--aws",
-            action="store_true",
-            help="read the table and bucket of the environment instead of a server",
+        return server_options(
+            sub,
+            state_help=argparse.SUPPRESS,
+            aws_help="read the table and bucket of the environment instead of a server",
         )
-        return sub
 
     ls = source(commands.add_parser("ls", help="list bundles and their status"))
     ls.add_argument("--json", action="store_true", help="print JSON")

@@ -131,17 +131,25 @@ def _split_npm(entry: str) -> tuple[str, str | None]:
     return entry[:at], entry[at + 1 :]
 
 
+_GIT_SOURCES: Final = ("git+", "git:", "github:", "gitlab:", "bitbucket:", "gist:")
+
+
+def _is_url(text: str) -> bool:
+    """A URL, or one of npm's repository shorthands (github:user/repo and the like)."""
+    return bool(_URL_SCHEME.search(text)) or text.lower().startswith(_GIT_SOURCES)
+
+
+def _url_refused(field: str) -> Violation:
+    return violation(field, "url_not_allowed", "must be a package from the registry, not a URL")
+
+
 def _node_requirement(field: str, entry: str, found: list[Violation]) -> tuple[str, str] | None:
     lowered = entry.lower()
     if entry.startswith("-"):
         found.append(violation(field, "option", "must be a package, not an npm option"))
         return None
-    if _URL_SCHEME.search(entry) or lowered.startswith(
-        ("git+", "git:", "github:", "gitlab:", "bitbucket:", "gist:")
-    ):
-        found.append(
-            violation(field, "url_not_allowed", "must be a package from the registry, not a URL")
-        )
+    if _is_url(entry):
+        found.append(_url_refused(field))
         return None
     if lowered.startswith(("file:", "link:")) or _looks_like_path(entry):
         found.append(
@@ -166,12 +174,8 @@ def _node_requirement(field: str, entry: str, found: list[Violation]) -> tuple[s
     if spec_lowered.startswith("npm:"):
         found.append(violation(field, "alias_not_allowed", "must not be an npm: alias"))
         return None
-    if _URL_SCHEME.search(spec) or spec_lowered.startswith(
-        ("git+", "git:", "github:", "gitlab:", "bitbucket:", "gist:")
-    ):
-        found.append(
-            violation(field, "url_not_allowed", "must be a package from the registry, not a URL")
-        )
+    if _is_url(spec):
+        found.append(_url_refused(field))
         return None
     if spec_lowered.startswith(("file:", "link:")) or _looks_like_path(spec) or "/" in spec:
         found.append(
