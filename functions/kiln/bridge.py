@@ -14,10 +14,12 @@ import json
 import urllib.error
 import urllib.parse
 import urllib.request
+from collections.abc import AsyncIterator
 from typing import Any, Protocol
 
 from mcp_types import PROTOCOL_VERSION_META_KEY
 
+from kiln.linewise import answer_lines
 from kiln.settings import LOCAL_URL
 
 ACCEPT = "application/json, text/event-stream"
@@ -125,7 +127,6 @@ def _error_for(message: Any, text: str) -> list[bytes]:
 async def serve_bridge(bridge: Bridge, reader: asyncio.StreamReader, writer: LineWriter) -> None:
     """Relay until `reader` reaches end of file, then finish the requests still running."""
     lock = asyncio.Lock()
-    running: set[asyncio.Task[None]] = set()
 
     async def answer(line: bytes) -> None:
         replies = await asyncio.to_thread(bridge.relay, line)
@@ -134,14 +135,8 @@ async def serve_bridge(bridge: Bridge, reader: asyncio.StreamReader, writer: Lin
                 writer.write(reply + b"\n")
             await writer.drain()
 
-    while line := await reader.readline():
-        if not line.strip():
-            continue
-        if b'"initialize"' in line:
-            await answer(line)  # the version it agrees goes on every later request
-            continue
-        task = asyncio.create_task(answer(line))
-        running.add(task)
-        task.add_done_callback(running.discard)
-    if running:
-        await asyncio.gather(*running)
+    async def lines() -> AsyncIterator[bytes]:
+        while line := await reader.readline():
+            yield line
+
+    await answer_lines(lines(), answer)

@@ -12,6 +12,7 @@ import asyncio
 import logging
 from collections.abc import AsyncIterator
 
+from kiln.linewise import answer_lines
 from kiln.protocol.backend import CallContext
 from kiln.protocol.dispatch import error_reply
 from kiln.protocol.errors import InternalError, InvalidRequestError, ProtocolError
@@ -79,7 +80,6 @@ async def serve_stdio(
     limit = endpoint.settings.max_body_bytes
     negotiated: str | None = None
     write_lock = asyncio.Lock()
-    running: set[asyncio.Task[None]] = set()
 
     async def send(body: bytes) -> None:
         async with write_lock:
@@ -109,22 +109,12 @@ async def serve_stdio(
         if reply.body is not None:
             await send(reply.body)
 
-    async for line in read_lines(reader, limit):
-        if isinstance(line, _TooLong):
-            await refuse(
-                InvalidRequestError(
-                    f"Invalid Request: the line is {line.size} bytes, the limit is {limit}"
-                )
-            )
-            continue
-        if not line.strip():
-            continue
-        if b'"initialize"' in line:
-            # Answer the handshake before reading on, so later lines see the agreed version.
-            await answer(line)
-            continue
-        task = asyncio.create_task(answer(line))
-        running.add(task)
-        task.add_done_callback(running.discard)
-    if running:
-        await asyncio.gather(*running)
+    async def lines() -> AsyncIterator[bytes]:
+        async for line in read_lines(reader, limit):
+            if isinstance(line, _TooLong):
+                message = f"Invalid Request: the line is {line.size} bytes, the limit is {limit}"
+                await refuse(InvalidRequestError(message))
+                continue
+            yield line
+
+    await answer_lines(lines(), answer)
