@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from kiln.runner import Runner, RunnerSettings, RunRequest, RunResult, contract_text
+from kiln.runner.supervisor import descendants
 
 MEMORY_SECRET = os.environ.get("SERVER_SECRET", "").replace("env", "memory").encode()
 
@@ -226,6 +227,7 @@ def settings(params: dict[str, Any]) -> RunnerSettings:
         sweep_shared_temp=True,
         tcp_ports=tuple(params["tcp_ports"]) if "tcp_ports" in params else None,
         python_executable=Path(sys.executable),
+        standby_runs=params.get("standby_runs", 4),  # as kiln dev runs: standbys on
     )
 
 
@@ -316,6 +318,7 @@ async def litter(runner: Runner, params: dict[str, Any]) -> dict[str, Any]:
     os.mkdir(params["own_path"])
     os.close(os.open(os.path.join(params["shared"], "go"), os.O_CREAT | os.O_WRONLY))
     result = await run
+    await asyncio.to_thread(runner.settle)  # with standbys, clean-up follows the answer
     own_kept, litter_left = await asyncio.to_thread(
         lambda: (os.path.isdir(params["own_path"]), os.path.exists(params["litter"]))
     )
@@ -341,6 +344,76 @@ async def reach(runner: Runner, params: dict[str, Any]) -> dict[str, Any]:
     return {"reach": summary(result)}
 
 
+# Finds the other runs of its server (the other descendants of the helper that forked its own
+# supervisor) and tries to read and kill each: a standby waiting for its tool's call is one.
+INTERFERE = r"""
+import json, os, signal
+
+def stat(pid):
+    data = open(f"/proc/{pid}/stat").read()
+    return int(data[data.rfind(")") + 2 :].split()[1])
+
+me = os.getpid()
+helper = stat(stat(me))  # script -> its supervisor -> the helper
+children = {}
+for name in os.listdir("/proc"):
+    if name.isdigit():
+        try:
+            children.setdefault(stat(name), []).append(int(name))
+        except (OSError, ValueError, IndexError):
+            pass
+others, queue = [], [helper]
+while queue:
+    for pid in children.get(queue.pop(), []):
+        queue.append(pid)
+        if pid not in (me, stat(me)):
+            others.append(pid)
+out = {"others": len(others), "read": 0, "killed": 0}
+for pid in others:
+    for part in ("environ", "mem", "cwd"):
+        try:
+            if part == "cwd":
+                os.listdir(f"/proc/{pid}/cwd")
+            else:
+                with open(f"/proc/{pid}/{part}", "rb") as f:
+                    f.read(1)
+            out["read"] += 1
+        except OSError:
+            pass
+    try:
+        os.kill(pid, signal.SIGKILL)
+        out["killed"] += 1
+    except OSError:
+        pass
+print(json.dumps(out))
+"""
+
+
+async def standby(runner: Runner, params: dict[str, Any]) -> dict[str, Any]:
+    """A tool goes after another tool's standby (prepared, waiting for its call)."""
+    s = params["secrets"]
+    victim = request(
+        "import json, os, sys\nargs = json.load(sys.stdin)\n"
+        "print(json.dumps({'token': os.environ.get('VICTIM_TOKEN'), 'arg': args['arg']}))\n",
+        params,
+        language="python",
+        arguments={"arg": s["argument"]},
+        extra_env={"VICTIM_TOKEN": s["env"]},
+    )
+    prepared = await asyncio.to_thread(runner.prepare, victim)
+    give_up = time.monotonic() + 5  # the helper forks its supervisor and script in its own time
+    while len(descendants(runner.helper_pid or 0)) < 2 and time.monotonic() < give_up:  # noqa: ASYNC110
+        await asyncio.sleep(0.01)
+    attack = await runner.run(request(INTERFERE, params, language="python"))
+    called = await runner.run(victim)
+    return {
+        "prepared": prepared,
+        "attack": summary(attack),
+        "victim": summary(called),
+        "victim_standby": called.standby,
+    }
+
+
 def _state(pid: int) -> str:
     try:
         with open(f"/proc/{pid}/stat") as f:
@@ -356,6 +429,7 @@ SCENARIOS: dict[str, Callable[[Runner, dict[str, Any]], Awaitable[dict[str, Any]
     "fill": fill,
     "litter": litter,
     "reach": reach,
+    "standby": standby,
 }
 
 

@@ -96,8 +96,22 @@ class Harness:
         env.update(fields.pop("extra_env", {}))
         return RunRequest(language=language, code=code, extra_env=env, **fields)
 
+    @property
+    def standby(self) -> bool:
+        return self.settings.standby_runs > 0
+
     def run(self, code: str, language: Language = "python", **fields: Any) -> RunResult:
-        return asyncio.run(self.runner.run(self.request(code, language, **fields)))
+        """One run; with standbys, of a run prepared before the call (and none left after)."""
+        request = self.request(code, language, **fields)
+        if not self.standby:
+            return asyncio.run(self.runner.run(request))
+        try:
+            prepared = self.runner.prepare(request)  # False where runs are not fenced apart
+            result = asyncio.run(self.runner.run(request))
+            assert result.standby or not prepared or not result.started, "standby not used"
+            return result
+        finally:
+            self.runner.discard_standbys()
 
     def text(self, code: str, language: Language = "python", **fields: Any) -> str:
         return contract_text(self.run(code, language, **fields))
@@ -113,6 +127,7 @@ class Harness:
 
     def assert_clean(self) -> None:
         """No process of any run alive, no run directory left, and a normal call works."""
+        self.runner.discard_standbys()  # what waits for a next call is not left of a run
         wait_for(lambda: not live_descendants(self.runner.helper_pid), timeout_s=2.0)
         assert self.leftovers() == []
         assert list(self.work_root.iterdir()) == []
@@ -143,14 +158,20 @@ def test_settings(work_root: Path, shared: Path) -> RunnerSettings:
     return RunnerSettings(work_root=work_root, run_uids=private_uid_range(), shared_dirs=(shared,))
 
 
-@pytest.fixture(name="harness")
-def harness_fixture(tmp_path: Path) -> Iterator[Harness]:
+@pytest.fixture(name="harness", params=["cold", "standby"])
+def harness_fixture(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Harness]:
+    """Every runner test twice: runs prepared on their call, and runs prepared before it."""
     work_root = tmp_path / "runs"
     shared = tmp_path / "shared"
     work_root.mkdir()
     shared.mkdir()
-    h = Harness(work_root, shared, test_settings(work_root, shared))
+    settings = test_settings(work_root, shared)
+    if request.param == "standby":
+        settings = replace(settings, standby_runs=4)
+    h = Harness(work_root, shared, settings)
     yield h
+    for runner in h.runners:
+        runner.discard_standbys()
     # Whatever a test did, nothing it started may survive it. A supervisor answers before it
     # has exited (it closes its pipes first), so give the last one a moment to be reaped.
     deadline = time.monotonic() + 2.0

@@ -5,6 +5,13 @@ Run: PYTHONPATH=functions python bench/runner/run.py [--rounds N]
 Each line prints the median of N runs and its ratio to the bare start of the same
 interpreter (`python -I -S -c pass`, `node -e 0`), measured in the same process, interleaved
 round by round so that machine noise hits both alike. Goal: within 1.5x of the bare start.
+
+Each tool runs twice per round: "cold" through a Runner without standbys (every run is
+prepared on its call: private directory, uid, mount namespace or Landlock fence, fork or
+exec) and "standby" through one that keeps a prepared run per tool (see
+kiln/runner/standby.py; the first call of a tool is cold, the rest find one waiting). Every
+measurement, bare starts included, begins after a pause (--settle) so that a standby being
+made in the background never competes with what is timed.
 """
 
 from __future__ import annotations
@@ -63,30 +70,38 @@ def through_runner(runner: Runner, language: str, code: str) -> Callable[[], Awa
     return once
 
 
-async def main(rounds: int) -> None:
-    runner = Runner(RunnerSettings())
+async def main(rounds: int, settle_s: float) -> None:
+    cold = Runner(RunnerSettings())
+    warm = Runner(RunnerSettings(standby_runs=len(TOOLS)))
     node = str(find_node())
     cases: dict[str, Callable[[], Awaitable[float]]] = {
         "bare python -I -S -c pass": bare([sys.executable, "-I", "-S", "-c", "pass"]),
         "bare node -e 0": bare([node, "-e", "0"]),
     }
     for name, (language, code) in TOOLS.items():
-        cases[name] = through_runner(runner, language, code)
+        cases[f"{name}, cold"] = through_runner(cold, language, code)
+        cases[f"{name}, standby"] = through_runner(warm, language, code)
     samples: dict[str, list[float]] = {name: [] for name in cases}
     for _ in range(3):  # warm up caches and imports
         for once in cases.values():
             await once()
     for _ in range(rounds):
         for name, once in cases.items():
+            warm.settle()
+            await asyncio.sleep(settle_s)
             samples[name].append(await once())
+    warm.settle()
+    print(f"standbys waiting at the end: {warm.standbys}")
+    cold.close()
+    warm.close()
     medians = {name: statistics.median(values) for name, values in samples.items()}
     print(f"{rounds} rounds, python {sys.version.split()[0]}, node at {node}")
-    print(f"  {'':30s} {'median':>9s} {'min':>8s}   ratio of medians (of minimums)")
+    print(f"  {'':38s} {'median':>9s} {'min':>8s}   ratio of medians (of minimums)")
     for name, median in medians.items():
         bare_name = "bare node -e 0" if "node" in name else "bare python -I -S -c pass"
         fastest, bare_fastest = min(samples[name]), min(samples[bare_name])
         print(
-            f"  {name:30s} {median * 1000:6.1f} ms {fastest * 1000:5.1f} ms   "
+            f"  {name:38s} {median * 1000:6.1f} ms {fastest * 1000:5.1f} ms   "
             f"{median / medians[bare_name]:4.2f}x ({fastest / bare_fastest:4.2f}x) bare"
         )
 
@@ -94,4 +109,6 @@ async def main(rounds: int) -> None:
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=40)
-    asyncio.run(main(parser.parse_args().rounds))
+    parser.add_argument("--settle", type=float, default=0.1, help="pause before each (s)")
+    args = parser.parse_args()
+    asyncio.run(main(args.rounds, args.settle))

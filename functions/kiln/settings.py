@@ -181,6 +181,9 @@ class Settings:
     # KILN_SERIALIZE_SHARED_UID_RUNS: runs sharing one uid (no root) go one at a time unless
     # this is turned off (trusted tools only).
     serialize_shared_uid_runs: bool = True
+    # KILN_RUN_STANDBY: how many recently called tools keep a prepared run waiting, so
+    # that their next call starts at once (0: none); see kiln.runner.standby.
+    run_standby: int = 4
     npm: str | None = None  # KILN_NPM: the npm that builds Node bundles
     bundle_target: str | None = None  # KILN_BUNDLE_TARGET: Python bundles' target
     node_bundle_target: str | None = None  # KILN_NODE_BUNDLE_TARGET
@@ -252,6 +255,7 @@ class Settings:
             serialize_shared_uid_runs=_parse(
                 e, "KILN_SERIALIZE_SHARED_UID_RUNS", cls.serialize_shared_uid_runs, _boolean
             ),
+            run_standby=_parse(e, "KILN_RUN_STANDBY", cls.run_standby, _non_negative_int),
             npm=_parse(e, "KILN_NPM", None, _text),
             bundle_target=_parse(e, "KILN_BUNDLE_TARGET", None, _text),
             node_bundle_target=_parse(e, "KILN_NODE_BUNDLE_TARGET", None, _text),

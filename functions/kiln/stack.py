@@ -83,6 +83,7 @@ def runner_settings(settings: Settings) -> RunnerSettings:
         sweep_shared_temp=settings.sweep_shared_temp,
         shared_dirs=tuple(Path(d) for d in settings.run_shared_dirs),
         serialize_shared_uid_runs=settings.serialize_shared_uid_runs,
+        standby_runs=settings.run_standby,
         tcp_ports=run_tcp_ports(settings),
         own_temp_paths=(
             *default_own_temp_paths(),

@@ -305,3 +305,20 @@ def test_a_tool_cannot_reach_the_servers_files_another_runs_files_or_a_port_kept
     assert report["reach"]["isolation"] == stage.isolation
     assert not os.path.exists(tmp_path)
     stage.assert_contained(report)
+
+
+def test_a_tool_can_neither_read_nor_kill_another_tools_standby(stage: Stage) -> None:
+    """A standby waits beside other tools' runs; they must not reach it before its call."""
+    if stage.mode == "unprivileged" and (not stage.fenced or landlock.abi() < 6):
+        pytest.skip("one uid without Landlock's signal scope (ABI 6): runs get no standbys")
+    secrets_ = {"argument": f"arg-{secrets.token_hex(8)}", "env": f"env-{secrets.token_hex(8)}"}
+    report = stage.run("standby", secrets=secrets_)
+    assert report["prepared"] is True
+    attack = json.loads(report["attack"]["stdout"])
+    assert attack["others"] >= 2, attack  # it did find the standby's supervisor and script
+    assert (attack["read"], attack["killed"]) == (0, 0), attack
+    # The standby answered its call, untouched, with the call's own secret and argument.
+    assert report["victim_standby"] is True
+    victim = json.loads(report["victim"]["stdout"])
+    assert victim == {"token": secrets_["env"], "arg": secrets_["argument"]}
+    stage.assert_contained(report)

@@ -32,6 +32,9 @@ from kiln.safe_schema import (
 )
 
 _CACHE_SIZE = 256
+# Checks whose work is bounded this small run on the event loop (tens of microseconds); a
+# thread hop would cost more. Work: schema nodes x argument nodes (strings by length).
+INLINE_WORK = 4096
 
 
 class SchemaProblem(Exception):
@@ -85,8 +88,19 @@ class ValidatorCache:
     async def check(
         self, schema: Mapping[str, Any], instance: Any, *, budget_s: float | None
     ) -> list[str]:
-        """`problems` on a worker thread, so a costly check never holds up the event loop."""
+        """`problems`, on a worker thread unless it is cheap: a costly check never holds up
+        the event loop."""
+        if self.has(schema):
+            work = _weight(schema, INLINE_WORK)
+            if work <= INLINE_WORK and work * _weight(instance, INLINE_WORK) <= INLINE_WORK:
+                return self.problems(schema, instance, budget_s=budget_s)
         return await asyncio.to_thread(self.problems, schema, instance, budget_s=budget_s)
+
+    def has(self, schema: Mapping[str, Any]) -> bool:
+        """True when the validator for `schema` is compiled already."""
+        key = schema_fingerprint(schema)
+        with self._lock:
+            return key in self._validators
 
     def problems(
         self, schema: Mapping[str, Any], instance: Any, *, budget_s: float | None = None
@@ -163,3 +177,20 @@ def describe(error: ValidationError) -> list[str]:
 def summarize(tool_name: str, problems: Sequence[str]) -> str:
     lines = "\n".join(f"- {p}" for p in problems)
     return f"Invalid arguments for tool '{tool_name}':\n{lines}"
+
+
+def _weight(value: Any, limit: int) -> int:
+    """How much there is to check in `value`: its nodes, strings by length; counts to `limit`."""
+    seen = 0
+    stack = [value]
+    while stack and seen <= limit:
+        item = stack.pop()
+        seen += 1
+        if isinstance(item, dict):
+            stack.extend(item.values())
+            seen += len(item)
+        elif isinstance(item, list):
+            stack.extend(item)
+        elif isinstance(item, str):
+            seen += len(item) // 64
+    return seen

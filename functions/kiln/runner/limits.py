@@ -109,6 +109,10 @@ class RunnerSettings:
     # The server's own places in the shared temporary directories, never swept: it may make
     # them while a run is under way (the bundle cache on a container's first call).
     own_temp_paths: tuple[Path, ...] = field(default_factory=lambda: default_own_temp_paths())
+    # Prepared runs kept for the tools called last, so that their next call starts at once
+    # (see standby.py); 0 turns them off. Each holds a waiting process (Node: ~40 MB).
+    standby_runs: int = 0
+    standby_idle_s: float = 300.0  # a standby unused this long is discarded
 
     def __post_init__(self) -> None:
         positive = (
@@ -128,6 +132,10 @@ class RunnerSettings:
                 raise ValueError(f"RunnerSettings.{name} must be positive")
         if self.run_uids is not None and not 0 < self.run_uids[0] < self.run_uids[1]:
             raise ValueError("RunnerSettings.run_uids must be a range [first, end) above 0")
+        if self.standby_runs < 0 or self.standby_idle_s <= 0:
+            raise ValueError(
+                "RunnerSettings.standby_runs must not be negative, standby_idle_s positive"
+            )
         if self.max_queue < 0 or self.answer_margin_s < 0:
             raise ValueError("RunnerSettings.max_queue and answer_margin_s must not be negative")
 

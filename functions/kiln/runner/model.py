@@ -62,6 +62,7 @@ class RunResult:
     # by Landlock), "shared" (the server's uid, unfenced); "" when it never started.
     isolation: str = ""
     fence: str = ""  # the Landlock ruleset it entered, e.g. "landlock/7:files+tcp+signals"
+    standby: bool = False  # it was prepared before the call (see kiln.runner.standby)
 
     @property
     def failed(self) -> bool:

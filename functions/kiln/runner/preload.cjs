@@ -18,5 +18,8 @@ if (Number.isInteger(fd) && fd > 2) {
       fs.closeSync(fd);
     } catch {}
   }
-  if (data) Object.assign(process.env, JSON.parse(data));
+  // A call always sends at least {}: nothing at all means the run was discarded before its
+  // call (or the server is gone), and the tool's code must not run.
+  if (!data) process.exit(0);
+  Object.assign(process.env, JSON.parse(data));
 }

@@ -19,45 +19,36 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import json
 import logging
-import math
 import os
 import signal
 import tempfile
 import time
 import weakref
-from collections.abc import AsyncIterator, Mapping
-from dataclasses import dataclass
+from collections import deque
+from collections.abc import AsyncIterator, Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from kiln.runner import contain, isolation, launcher, supervisor
+from kiln.runner import contain, isolation, landlock, launcher, supervisor
 from kiln.runner.environment import script_environment
-from kiln.runner.errors import InvalidArgumentsError, RunnerBusyError
+from kiln.runner.errors import RunnerBusyError
 from kiln.runner.isolation import RunRecord, UidPool
 from kiln.runner.launcher import PRELOAD, LauncherError, close_quietly, install_dirs
 from kiln.runner.limits import RunnerSettings, effective_limits
 from kiln.runner.model import LimitSource, RunRequest, RunResult
 from kiln.runner.nodejs import find_node
 from kiln.runner.pipes import NotStarted, Output, PipeFeeder, Reader, Status, returning
+from kiln.runner.results import json_arguments, log_run, run_result
+from kiln.runner.standby import Prepared, Standbys, standby_key
 
 logger = logging.getLogger("kiln.runner")
 
 SCRIPT_NAMES = {"python": "main.py", "node": "main.cjs"}
-# What Node prints when a CommonJS script meets ES-module code, and what to tell the author.
-ESM_HINTS = {
-    "Cannot use import statement outside a module": (
-        "[hint] Kiln runs Node tools as CommonJS: use require(), not import"
-    ),
-    "ERR_REQUIRE_ESM": (
-        "[hint] Kiln runs Node tools as CommonJS and this package is an ES module only: "
-        "pin a version that supports require(), or load it with await import() inside an "
-        "async function"
-    ),
-}
-# Node 20.19+ can require() most ES modules, but not those using top-level await.
-ESM_HINTS["ERR_REQUIRE_ASYNC_MODULE"] = ESM_HINTS["ERR_REQUIRE_ESM"]
 START_TIMEOUT_S = 10.0  # a supervisor reports its pid within milliseconds; this is a backstop
 PIPE_DRAIN_S = 1.0  # after the supervisor exits, how long an escaped holder may keep a pipe open
 ORPHAN_SETTLE_S = 0.2  # after a supervisor died, how long orphans are looked for
@@ -137,11 +128,54 @@ class Runner:
         # One helper process serves every Runner of this process; the last Runner to close
         # (or be collected) stops it.
         self._launcher = launcher.acquire(self.settings.python_executable)
-        self._finalizer = weakref.finalize(self, launcher.release, self._launcher)
+        # Runs under the server's uid fenced by Landlock can write only their own directory
+        # and the shared ones: nothing of theirs can be in /tmp to sweep.
+        self._fenced = self._uids is None and settings.landlock and landlock.abi() > 0
+        # Standbys only where runs are fenced from each other (see standby.py).
+        fenced = self._uids is not None or self._fenced
+        self._standbys: Standbys | None = None
+        self._spare: ThreadPoolExecutor | None = None
+        self._pending: deque[tuple[Prepared | None, RunRequest, Path, str | None]] = deque()
+        if settings.standby_runs > 0 and fenced:
+            discard = _discarder(self._uids)
+            self._standbys = Standbys(settings.standby_runs, settings.standby_idle_s, discard)
+            self._spare = ThreadPoolExecutor(1, thread_name_prefix="kiln-standby")
+        self._finalizer = weakref.finalize(
+            self, _shut_down, self._spare, self._standbys, self._launcher
+        )
 
     def close(self) -> None:
-        """Let go of the helper process (the last Runner stops it; started runs finish)."""
+        """Discard the standbys, let go of the helper (the last Runner stops it)."""
+        self._hand_over()
         self._finalizer()
+
+    @property
+    def standbys(self) -> int:
+        """Prepared runs waiting for a call of their tool now."""
+        return len(self._standbys) if self._standbys is not None else 0
+
+    def settle(self) -> None:
+        """Wait until the standbys asked for so far are made (tests and benchmarks)."""
+        if self._spare is not None:
+            self._hand_over()
+            self._spare.submit(lambda: None).result()
+
+    def prepare(self, request: RunRequest) -> bool:
+        """Have a standby wait for `request`'s tool now (blocking); False where there are none.
+
+        Its next call then starts at once, as any call after the first does by itself.
+        """
+        if self._standbys is None:
+            return False
+        interpreter = self._interpreter(request)
+        self._replenish(request, interpreter, self._key(request, interpreter))
+        return True
+
+    def discard_standbys(self) -> None:
+        """Discard every waiting standby now (blocking)."""
+        self.settle()
+        if self._standbys is not None:
+            self._standbys.close()
 
     @property
     def helper_pid(self) -> int | None:
@@ -165,7 +199,7 @@ class Runner:
         when no Node.js is found, InvalidArgumentsError (a ValueError) for arguments that
         strict JSON cannot carry (NaN, Infinity).
         """
-        stdin = _json_arguments(request.arguments)
+        stdin = json_arguments(request.arguments)
         queued_at = time.monotonic()
         async with self._gate.slot():
             waited = time.monotonic() - queued_at
@@ -183,7 +217,7 @@ class Runner:
                 )
             else:
                 try:
-                    result = await self._run_in_private_dir(request, stdin, deadline)
+                    result = await self._run_prepared(request, stdin, deadline)
                 except LauncherError as error:
                     result = RunResult(
                         stdout="",
@@ -196,46 +230,144 @@ class Runner:
                         started=False,
                         runner_error=str(error),
                     )
-        _log(request, result)
+        log_run(request, result)
         return result
 
-    async def _run_in_private_dir(
+    async def _run_prepared(
         self, request: RunRequest, stdin: bytes, deadline: Deadline
     ) -> RunResult:
+        interpreter = self._interpreter(request)
+        key = None
+        prepared = None
+        if self._standbys is not None:
+            key = self._key(request, interpreter)
+            prepared = self._standbys.take(key)
+        try:
+            if prepared is None:
+                prepared = await self._prepare_now(request, interpreter)
+            try:
+                return await self._supervise(request, stdin, deadline, prepared)
+            except NotStarted:
+                # The helper (or a standby) failed before the script ran: try once more, cold.
+                if prepared.key is None:
+                    self._launcher.discard()
+                failed, prepared = prepared, None
+                await asyncio.to_thread(self._finish, failed)
+                prepared = await self._prepare_now(request, interpreter)
+                return await self._supervise(request, stdin, deadline, prepared)
+        finally:
+            if self._spare is not None:
+                # The supervisor has killed the run's processes before reporting; removing its
+                # files, and preparing the tool's next run, need not hold up the answer: they
+                # start once the caller next yields (after the answer is written, usually),
+                # so that the thread does not compete with it for the interpreter.
+                self._pending.append((prepared, request, interpreter, key))
+                asyncio.get_running_loop().call_soon(self._hand_over)
+            elif prepared is not None:
+                await asyncio.to_thread(self._finish, prepared)
+
+    def _interpreter(self, request: RunRequest) -> Path:
         if request.language == "node":
-            interpreter = find_node(self.settings.node_binary)
-        else:
-            interpreter = self.settings.python_executable
+            return find_node(self.settings.node_binary)
+        return self.settings.python_executable
+
+    def _key(self, request: RunRequest, interpreter: Path) -> str:
+        files = sorted(
+            (name, hashlib.sha256(data).hexdigest()) for name, data in request.files.items()
+        )
+        limits = effective_limits(self.settings, request.limits)
+        return standby_key(
+            request.language,
+            request.code.encode(),
+            files,
+            str(request.bundle_path),
+            str(interpreter),
+            limits.__dict__,
+        )
+
+    async def _prepare_now(self, request: RunRequest, interpreter: Path) -> Prepared:
+        if request.files:  # may be large: not on the event loop
+            return await asyncio.to_thread(self._prepare, request, interpreter)
+        return self._prepare(request, interpreter)
+
+    def _hand_over(self) -> None:
+        """Give the spare thread what runs left to do (also on `settle` and `close`, should
+        their loop have closed before it ran this)."""
+        while self._pending and self._spare is not None:
+            with contextlib.suppress(IndexError, RuntimeError):  # taken, or shut down
+                self._spare.submit(self._after, *self._pending.popleft())
+
+    def _after(
+        self, prepared: Prepared | None, request: RunRequest, interpreter: Path, key: str | None
+    ) -> None:
+        """In the spare thread: clean up after a run, then prepare the tool's next one."""
+        if prepared is not None:
+            self._finish(prepared)
+        if key is not None:
+            self._replenish(request, interpreter, key)
+
+    def _replenish(self, request: RunRequest, interpreter: Path, key: str) -> None:
+        """A standby for the next call of this tool, unless one waits already."""
+        assert self._standbys is not None
+        if self._standbys.has(key):
+            return
+        try:
+            prepared = self._prepare(request, interpreter)
+        except (LauncherError, OSError, ValueError) as error:
+            logger.warning(
+                "could not prepare a standby run",
+                extra={"tool": request.label, "error": str(error)},
+            )
+            return
+        prepared.key = key
+        self._standbys.put(prepared)
+
+    def _prepare(self, request: RunRequest, interpreter: Path) -> Prepared:
+        """A private directory, a uid, the pipes; the run handed to the helper, unstarted."""
         work_root = self.settings.work_root or Path(tempfile.gettempdir())
         run_dir = Path(tempfile.mkdtemp(prefix="kiln-run-", dir=work_root))  # mode 0700
         keep = (str(work_root), *(str(p) for p in self.settings.own_temp_paths))
         record = RunRecord(run_dir, shared_dirs=contain.SHARED_TEMP_DIRS, keep=keep)
         lease = None
+        theirs: list[int] = []
+        ours: list[int] = []
         try:
             if self._uids is not None:
                 lease = self._uids.acquire()
                 record.uid = lease.uid
-            elif self.settings.sweep_shared_temp:
-                record.before = await asyncio.to_thread(contain.snapshot, record.shared_dirs)
-            if request.files:
-                await asyncio.to_thread(_write_files, run_dir, request.files)
+            elif self.settings.sweep_shared_temp and not self._fenced:
+                record.before = contain.snapshot(record.shared_dirs)
+            _write_files(run_dir, request.files)
             script = run_dir / SCRIPT_NAMES[request.language]
             script.write_text(request.code, encoding="utf-8")
-            env, private = script_environment(
-                request.language, run_dir, interpreter, request.bundle_path, request.extra_env
+            env, _ = script_environment(
+                request.language, run_dir, interpreter, request.bundle_path, {}
             )
-            order = self._order(request, deadline, interpreter, script, env, record)
-            secrets = json.dumps(private).encode()
-            try:
-                return await self._supervise(request, stdin, secrets, deadline, order, record)
-            except NotStarted:
-                # The helper died or failed before the script ran: safe to try once more.
-                self._launcher.discard()
-                return await self._supervise(request, stdin, secrets, deadline, order, record)
-        finally:
-            await asyncio.to_thread(self._clean_up, record)
+            order = self._order(request, interpreter, script, env, record)
+            for _ in range(6):  # stdin, private, go: they read; stdout, stderr, status: we do
+                read, write = os.pipe()
+                ours.append(write if len(ours) < 3 else read)
+                theirs.append(read if len(theirs) < 3 else write)
+            stdin_r, private_r, go_r, stdout_w, stderr_w, status_w = theirs
+            self._launcher.launch(order, [stdin_r, stdout_w, stderr_w, status_w, private_r, go_r])
+        except BaseException:
+            close_quietly(ours)
+            close_quietly(theirs)
+            isolation.clean_up(record)
             if lease is not None and self._uids is not None:
                 self._uids.release(lease)
+            raise
+        close_quietly(theirs)
+        stdin_w, private_w, go_w, stdout_r, stderr_r, status_r = ours
+        return Prepared(record, lease, stdin_w, private_w, go_w, stdout_r, stderr_r, status_r)
+
+    def _finish(self, prepared: Prepared) -> None:
+        """In a worker thread: a run that has ended (or never will) leaves nothing behind."""
+        prepared.let_go()  # a no-op for a run that was started
+        self._clean_up(prepared.record)
+        if prepared.lease is not None and self._uids is not None:
+            self._uids.release(prepared.lease)
+            prepared.lease = None
 
     def _clean_up(self, record: RunRecord) -> None:
         """In a worker thread: nothing of the run left running or on disk, a working helper."""
@@ -267,7 +399,6 @@ class Runner:
     def _order(
         self,
         request: RunRequest,
-        deadline: Deadline,
         interpreter: Path,
         script: Path,
         env: dict[str, str],
@@ -288,7 +419,7 @@ class Runner:
             "language": request.language,
             "run_dir": str(script.parent),
             "script": str(script),
-            "timeout_s": deadline.seconds,
+            "idle_s": self.settings.standby_idle_s,
             "env": env,
             "node": str(interpreter),
             "preload": str(PRELOAD),
@@ -310,41 +441,38 @@ class Runner:
         }
 
     async def _supervise(
-        self,
-        request: RunRequest,
-        stdin: bytes,
-        secrets: bytes,
-        deadline: Deadline,
-        order: dict[str, Any],
-        record: RunRecord,
+        self, request: RunRequest, stdin: bytes, deadline: Deadline, prepared: Prepared
     ) -> RunResult:
+        """Start a prepared run (`go`), feed it, read it, and wait for its end."""
         limits = effective_limits(self.settings, request.limits)
         loop = asyncio.get_running_loop()
         stdout, stderr = Output(limits.stdout_cap_bytes), Output(limits.stderr_cap_bytes)
         readers = [Reader(stdout), Reader(stderr)]
         status = Status()
-        stdin_read, stdin_write = os.pipe()
-        private_read, private_write = os.pipe()
-        pipes = [os.pipe() for _ in range(3)]  # stdout, stderr, status: we read, they write
-        # From here on every descriptor of ours is owned by a file object or a feeder, theirs
-        # by `theirs`.
-        feeders = [PipeFeeder(loop, stdin_write, stdin), PipeFeeder(loop, private_write, secrets)]
-        ours_out = [os.fdopen(r, "rb", buffering=0) for r, _ in pipes]
-        theirs = [stdin_read, *(w for _, w in pipes), private_read]
+        record = prepared.record
+        _, private = script_environment(
+            request.language, record.run_dir, Path(), request.bundle_path, request.extra_env
+        )
+        stdin_w, private_w, go, *reads = prepared.take()
+        # From here on every descriptor is owned by a file object, a feeder, or `go`.
+        ours_out = [os.fdopen(fd, "rb", buffering=0) for fd in reads]
+        feeders = [
+            PipeFeeder(loop, stdin_w, stdin),
+            PipeFeeder(loop, private_w, json.dumps(private).encode()),
+        ]
         transports: list[asyncio.BaseTransport] = []
-        launched = False
         started = time.monotonic()
         try:
-            # Readers first: once launched, the status pipe must be read whatever happens next.
+            # Readers first: once started, the status pipe must be read whatever happens next.
             for file, reader in zip(ours_out, [*readers, status], strict=True):
                 read_transport, _ = await loop.connect_read_pipe(returning(reader), file)
                 transports.append(read_transport)
             try:
-                self._launcher.launch(order, theirs)
-                launched = True
+                os.write(go, f"{deadline.seconds!r}\n".encode())
+            except BrokenPipeError:
+                raise NotStarted() from None  # a standby that gave up waiting
             finally:
-                close_quietly(theirs)
-                theirs.clear()  # closed: the numbers may be reused at once, never close again
+                close_quietly([go])
             for feeder in feeders:
                 feeder.start()
             try:
@@ -359,8 +487,7 @@ class Runner:
                 )
             duration = time.monotonic() - started
         finally:
-            close_quietly(theirs)  # still ours if we failed before launching
-            if launched and not status.closed.done():
+            if not status.closed.done():
                 await self._stop_when_started(status)
             fields = status.fields()
             record.isolation = fields.get("isolation", "")
@@ -371,7 +498,13 @@ class Runner:
                 transport.close()
             for file in ours_out:
                 file.close()  # a no-op for those a transport already closed
-        return self._result(request, stdout, stderr, fields, timed_out, deadline, duration)
+        if fields.get("outcome") == "discarded":
+            raise NotStarted()  # a standby that gave up waiting just before `go`
+        result = run_result(
+            request, stdout, stderr, fields, timed_out, deadline.seconds, deadline.source,
+            duration, self.settings.disk_quota_bytes,
+        )  # fmt: skip
+        return replace(result, standby=True) if prepared.key is not None else result
 
     async def _wait(self, pid: int, status: Status, deadline: Deadline) -> bool:
         """Wait for the supervisor; True if it had to be stopped by the server's own timer."""
@@ -405,59 +538,6 @@ class Runner:
         except TimeoutError:
             await asyncio.to_thread(_kill_tree_from, pid)
 
-    def _result(
-        self,
-        request: RunRequest,
-        stdout: Output,
-        stderr_output: Output,
-        status: dict[str, str],
-        server_timed_out: bool,
-        deadline: Deadline,
-        duration: float,
-    ) -> RunResult:
-        outcome = status.get("outcome", "")
-        timed_out = server_timed_out or outcome == "timeout"
-        exit_code: int | None = None
-        runner_error: str | None = None
-        quota: int | None = None
-        stderr = stderr_output.text()
-        if outcome.startswith("exit "):
-            exit_code = int(outcome.split()[1])
-        elif outcome.startswith("quota "):
-            quota = self.settings.disk_quota_bytes
-        elif outcome.startswith("error "):
-            runner_error = f"the run could not be isolated: {outcome.removeprefix('error ')}"
-        elif outcome == "stopped" and not timed_out:
-            runner_error = "the run was stopped from outside (its supervisor got SIGTERM)"
-        elif not outcome and not timed_out:
-            runner_error = "the run's supervisor ended without reporting (was it killed?)"
-        if status.get("leftover", "0") != "0":
-            logger.warning(
-                "run left processes behind",
-                extra={"tool": request.label, "leftover": status["leftover"]},
-            )
-        if request.language == "node":
-            hints = [hint for sign, hint in ESM_HINTS.items() if sign in stderr]
-            if hints:
-                stderr = stderr.rstrip("\n") + "\n" + hints[0] + "\n"
-        return RunResult(
-            stdout=stdout.text(),
-            stderr=stderr,
-            exit_code=None if timed_out else exit_code,
-            timed_out=timed_out,
-            applied_timeout_s=deadline.seconds,
-            duration_s=duration,
-            stdout_truncated=stdout.truncated,
-            stderr_truncated=stderr_output.truncated,
-            stdout_bytes=stdout.total,
-            stderr_bytes=stderr_output.total,
-            limit_source=deadline.source,
-            runner_error=runner_error,
-            disk_quota_bytes=quota,
-            isolation=status.get("isolation", ""),
-            fence=status.get("fence", ""),
-        )
-
 
 def _write_files(run_dir: Path, files: Mapping[str, bytes]) -> None:
     """The tool's own files, where the script finds them (paths were checked on save)."""
@@ -465,34 +545,6 @@ def _write_files(run_dir: Path, files: Mapping[str, bytes]) -> None:
         path = run_dir / relative
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(data)
-
-
-def _json_arguments(arguments: Mapping[str, Any]) -> bytes:
-    try:
-        return json.dumps(dict(arguments), allow_nan=False).encode()
-    except (TypeError, ValueError) as error:
-        path = _non_finite_path(arguments, "arguments")
-        if path:
-            reason = f"{path} is NaN or Infinity, which strict JSON cannot carry"
-        else:
-            reason = f"the arguments are not JSON ({error})"
-        raise InvalidArgumentsError(f"{reason}: a script receives its arguments as JSON") from None
-
-
-def _non_finite_path(value: Any, path: str) -> str:
-    if isinstance(value, float) and not math.isfinite(value):
-        return path
-    if isinstance(value, Mapping):
-        items: Any = ((f"{path}.{key}", item) for key, item in value.items())
-    elif isinstance(value, list | tuple):
-        items = ((f"{path}[{index}]", item) for index, item in enumerate(value))
-    else:
-        return ""
-    for item_path, item in items:
-        found = _non_finite_path(item, item_path)
-        if found:
-            return found
-    return ""
 
 
 def _kill_tree_from(root: int) -> None:
@@ -510,26 +562,24 @@ def _kill_tree_from(root: int) -> None:
         os.kill(root, signal.SIGKILL)
 
 
-def _log(request: RunRequest, result: RunResult) -> None:
-    logger.info(
-        "tool run %s",
-        "timed out"
-        if result.timed_out
-        else "failed in the runner"
-        if result.runner_error
-        else f"exit {result.exit_code}",
-        extra={
-            "tool": request.label,
-            "language": request.language,
-            "duration_s": round(result.duration_s, 4),
-            "exit_code": result.exit_code,
-            "timed_out": result.timed_out,
-            "applied_timeout_s": result.applied_timeout_s,
-            "limit_source": result.limit_source,
-            "stdout_bytes": result.stdout_bytes,
-            "stderr_bytes": result.stderr_bytes,
-            "truncated": result.stdout_truncated or result.stderr_truncated,
-            "runner_error": result.runner_error,
-            "isolation": result.isolation,
-        },
-    )
+def _discarder(uids: UidPool | None) -> Callable[[Prepared], None]:
+    """How a standby that will never run is cleaned up (holds no reference to the Runner)."""
+
+    def discard(prepared: Prepared) -> None:
+        prepared.let_go()
+        isolation.clean_up(prepared.record)
+        if prepared.lease is not None and uids is not None:
+            uids.release(prepared.lease)
+            prepared.lease = None
+
+    return discard
+
+
+def _shut_down(
+    spare: ThreadPoolExecutor | None, standbys: Standbys | None, helper: launcher.Launcher
+) -> None:
+    if spare is not None:
+        spare.shutdown(wait=True)
+    if standbys is not None:
+        standbys.close()
+    launcher.release(helper)

@@ -17,8 +17,12 @@ supervisor's descendants". The supervisor:
 1. becomes a child subreaper, blocks SIGCHLD and SIGTERM (handled with sigtimedwait) and
    writes `pid N` to the run's status pipe;
 2. forks the script process, which starts its own session, closes the status pipe, applies
-   the resource limits and asks to be SIGKILLed if the supervisor dies (PR_SET_PDEATHSIG);
-3. waits for the script to exit, for the deadline, or for SIGTERM from the server;
+   the resource limits and asks to be SIGKILLed if the supervisor dies (PR_SET_PDEATHSIG),
+   then waits for the tool's settings on its private pipe before running a line of the
+   tool (Node is exec'd first: its preload waits);
+3. waits for `go` (the run's deadline in seconds) on its go pipe, then for the script to
+   exit, for the deadline, or for SIGTERM from the server. End of file on the go pipe, or
+   `idle_s` without it, means the run is not wanted: it is killed unstarted (`discarded`);
 4. kills the tree: SIGKILL to the script's process group, then repeatedly walks
    /proc/*/stat for processes whose parent chain leads to it and SIGKILLs them, reaping as
    it goes, until it has no child left. As a subreaper, "no child left" means "no
@@ -36,8 +40,14 @@ and its bundle (added with `site.addsitedir`, so the bundle's .pth files work), 
 if a hostile script kills its own supervisor, the orphans land on the helper, which kills
 them. It exits when the server closes its socket.
 
+Why `go` is separate from the request. A run can be prepared before it is called: the
+supervisor isolates itself and starts the script (a forked interpreter, or Node up to its
+preload) and both wait, holding nothing of the call -- not its arguments, secrets or
+deadline. The server keeps one such standby per recently called tool (`standby.py`), so a
+call pays for none of that; a cold call sends `go` right behind the request.
+
 Requests arrive on a SOCK_SEQPACKET socket: one JSON message per run, with the run's stdin,
-stdout, stderr, status and private pipe ends attached as file descriptors (SCM_RIGHTS). The
+stdout, stderr, status, private and go pipe ends attached as file descriptors (SCM_RIGHTS). The
 private pipe carries the tool's settings and secrets; only the script process reads it (a
 Python script into its own os.environ, Node through `preload.cjs` on fd 3), so they are never
 in the helper's memory, in an exec'd environment block (/proc/PID/environ) or in a command line.
@@ -60,8 +70,8 @@ import gc
 import json
 import os
 import resource
+import select
 import signal
-import site  # imported here so that a script's bundle costs no import; -S stops site.main()
 import socket
 import sys
 import time
@@ -69,7 +79,7 @@ from collections.abc import Sequence
 from typing import Any, NoReturn
 
 if __package__:
-    from kiln.runner import contain, landlock
+    from kiln.runner import contain, landlock, pyrun
 else:  # run by path as the helper (`python -I -S supervisor.py`): load the siblings by path
     import importlib.util
 
@@ -83,11 +93,13 @@ else:  # run by path as the helper (`python -I -S supervisor.py`): load the sibl
 
     contain = _sibling("contain")
     landlock = _sibling("landlock")
+    pyrun = _sibling("pyrun")
 
 prctl = contain.prctl
 KILL_PATIENCE_S = 5.0  # how long to keep killing before reporting leftovers
 MAX_REQUEST_BYTES = 1 << 20
-SCRIPT_FDS = 5  # stdin, stdout, stderr, status, private
+SCRIPT_FDS = 6  # stdin, stdout, stderr, status, private, go
+GO_BYTES = 64  # `go` carries one number
 PRIVATE_FD = 3  # where a Node script's preload finds its settings and secrets
 WATCH_INTERVAL_S = 0.05  # how often disk use is measured when no tmpfs bounds it
 
@@ -163,7 +175,7 @@ def kill_tree(main: int, statuses: dict[int, int]) -> int:
         signal.sigtimedwait({signal.SIGCHLD}, 0.005)
 
 
-def supervise(request: dict[str, Any], status_fd: int, private_fd: int) -> None:
+def supervise(request: dict[str, Any], status_fd: int, private_fd: int, go_fd: int) -> None:
     """Run one script to its end or its deadline, kill what it left, report, exit."""
     prctl(contain.PR_SET_CHILD_SUBREAPER, 1)
     signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGCHLD, signal.SIGTERM})
@@ -181,14 +193,19 @@ def supervise(request: dict[str, Any], status_fd: int, private_fd: int) -> None:
     watch = Watch(request, isolation)
     pid = os.fork()
     if pid == 0:
+        os.close(go_fd)  # the script must not read (and so steal) its own deadline
         start_script(request, status_fd, private_fd, fence)  # never returns
     os.close(private_fd)
     if fence is not None:
         os.close(fence)
     statuses: dict[int, int] = {}
     outcome = ""
-    give_up = time.monotonic() + float(request["timeout_s"])
-    while pid not in statuses:
+    timeout_s = wait_for_go(go_fd, float(request["idle_s"]))
+    if timeout_s is None:
+        outcome = "discarded"
+        timeout_s = 0.0
+    give_up = time.monotonic() + timeout_s
+    while pid not in statuses and not outcome:
         left = give_up - time.monotonic()
         if left <= 0:
             outcome = "timeout"
@@ -212,6 +229,25 @@ def supervise(request: dict[str, Any], status_fd: int, private_fd: int) -> None:
     os.close(status_fd)
     os.closerange(0, 3)
     os._exit(0)
+
+
+def wait_for_go(fd: int, idle_s: float) -> float | None:
+    """The run's deadline in seconds once the server says go; None if it never will."""
+    data = b""
+    give_up = time.monotonic() + idle_s
+    while not data.endswith(b"\n") and len(data) < GO_BYTES:
+        left = give_up - time.monotonic()
+        if left <= 0 or not select.select([fd], [], [], left)[0]:
+            break
+        chunk = os.read(fd, GO_BYTES)
+        if not chunk:
+            break  # the server let go of the run (discarded, or it exited)
+        data += chunk
+    os.close(fd)
+    try:
+        return max(0.0, float(data)) if data.endswith(b"\n") else None
+    except ValueError:
+        return None
 
 
 def isolate(request: dict[str, Any]) -> str:
@@ -351,8 +387,10 @@ def start_script(
     os.chdir(request["run_dir"])
     if request["language"] == "python":
         prctl(contain.PR_SET_DUMPABLE, 0)  # no other process of this uid may read its memory
+        # Everything that runs none of the tool's code is done before its call arrives.
+        main, code = pyrun.load_python(request["run_dir"], request["script"])
         os.environ.update(read_private(private_fd))
-        run_python(request["run_dir"], request["script"], request["env"].get("PYTHONPATH"))
+        pyrun.run_python(main, code, request["script"], request["env"].get("PYTHONPATH"))
     node = request["node"]
     # Python starts with SIGPIPE and SIGXFSZ ignored, and exec keeps ignored signals ignored.
     signal.signal(signal.SIGPIPE, signal.SIG_DFL)
@@ -371,13 +409,19 @@ def start_script(
 
 
 def read_private(fd: int) -> dict[str, str]:
-    """The tool's settings and secrets, from the pipe only this process reads."""
+    """The tool's settings and secrets, from the pipe only this process reads.
+
+    A call always sends at least `{}`: end of file with nothing before it means the run was
+    discarded (or the server is gone), and the tool's code must not run at all.
+    """
     chunks = []
     while chunk := os.read(fd, 65536):
         chunks.append(chunk)
     os.close(fd)
     data = b"".join(chunks)
-    return dict(json.loads(data)) if data else {}
+    if not data:
+        os._exit(0)
+    return dict(json.loads(data))
 
 
 def set_limits(limits: dict[str, int], run_uid: int | None) -> None:
@@ -414,77 +458,6 @@ def user_tasks(uid: int) -> int:
                 if int(fields["Uid"].split()[0]) == uid:
                     count += int(fields["Threads"])
     return count
-
-
-def run_python(run_dir: str, script: str, bundle: str | None) -> NoReturn:
-    """Run the script as `__main__` in this forked interpreter, as `python -u main.py` would."""
-    import io
-
-    sys.argv[:] = [script]
-    sys.path[:0] = [run_dir]
-    if bundle:
-        sys.path.insert(1, bundle)
-        site.addsitedir(bundle)  # already on the path: this only runs the bundle's .pth files
-    sys.dont_write_bytecode = True
-    sys.stdin = io.TextIOWrapper(io.FileIO(0, "r", closefd=False), encoding="utf-8")
-    sys.stdout = io.TextIOWrapper(
-        io.FileIO(1, "w", closefd=False), encoding="utf-8", write_through=True
-    )
-    sys.stderr = io.TextIOWrapper(
-        io.FileIO(2, "w", closefd=False),
-        encoding="utf-8",
-        errors="backslashreplace",
-        write_through=True,
-    )
-    main = type(sys)("__main__")
-    main.__file__ = script
-    sys.modules["__main__"] = main
-    try:
-        with open(script, "rb") as source:
-            code = compile(source.read(), script, "exec")
-        exec(code, main.__dict__)  # noqa: S102 - running the author's script is the job
-    except SystemExit as exc:
-        finish(main, exit_code(exc))
-    except BaseException as exc:
-        tb = exc.__traceback__
-        while tb is not None and tb.tb_frame.f_code.co_filename != script:
-            tb = tb.tb_next  # hide the helper's own frames, as a plain `python main.py` would
-        sys.excepthook(type(exc), exc.with_traceback(tb), tb)
-        finish(main, 1)
-    finish(main, 0)
-
-
-def exit_code(exc: SystemExit) -> int:
-    """The status `python main.py` exits with after `sys.exit(value)`."""
-    if exc.code is None:
-        return 0
-    if isinstance(exc.code, int):
-        return exc.code & 0xFF
-    print(exc.code, file=sys.stderr)
-    return 1
-
-
-def finish(main: Any, code: int) -> NoReturn:
-    """Exit as the interpreter would, without tearing down the helper's inherited modules.
-
-    A full interpreter shutdown in a forked child frees every object the helper ever made,
-    writing to each copy-on-write page: tens of milliseconds. What a script can observe of
-    shutdown is kept: non-daemon threads are joined, atexit handlers run, the script's
-    globals are released (so unclosed files are flushed), the standard streams are flushed.
-    """
-    try:
-        threading = sys.modules.get("threading")
-        if threading is not None:
-            threading._shutdown()
-        import atexit
-
-        atexit._run_exitfuncs()
-        main.__dict__.clear()
-        for stream in (sys.stdout, sys.stderr):
-            with contextlib.suppress(Exception):
-                stream.flush()
-    finally:
-        os._exit(code)
 
 
 # --- the helper -----------------------------------------------------------------------------
@@ -559,13 +532,13 @@ class Helper:
 
 
 def become_supervisor(request: dict[str, Any], fds: list[int]) -> None:
-    stdin, stdout, stderr, status, private = fds
+    stdin, stdout, stderr, status, private, go = fds
     for target, fd in enumerate((stdin, stdout, stderr)):
         os.dup2(fd, target)
         os.close(fd)
     os.environ.clear()
     os.environ.update(request["env"])
-    supervise(request, status, private)
+    supervise(request, status, private, go)
 
 
 def share_static_paths(paths: list[str]) -> None:

@@ -230,6 +230,7 @@ def test_a_dead_helper_is_replaced_on_the_next_run(harness: Harness) -> None:
     helper = harness.runner.helper_pid
     assert helper is not None
     os.kill(helper, signal.SIGKILL)
+    wait_for(lambda: not is_alive(helper))  # (a standby asked of a dying helper is not made)
     assert harness.text("print('second')") == "second"
     assert harness.runner.helper_pid != helper
     harness.assert_clean()

@@ -1,0 +1,154 @@
+"""Prepared runs: a run handed to the helper and isolated, its script waiting for `go`.
+
+Every run is prepared first (a private directory with the tool's files, a uid of its own
+where the server is root, six pipes, the request sent to the helper, which forks the
+supervisor; the supervisor isolates itself and starts the script, which waits for the
+call's settings) and then started by `go`, its deadline. A cold call does both at once.
+
+`Standbys` keeps one prepared run per recently called tool, made right after a call of that
+tool, so that the next call of it pays for none of the preparing: no fork, uid change, mount
+namespace or Landlock fence on its path, and for Node no interpreter start either -- Node
+is exec'd at preparation and waits in its preload. A standby holds nothing of a call: the
+arguments, settings and secrets, and the deadline, arrive only with `go`.
+
+A standby is used only for an identical run (same language, code, files, bundle, limits,
+interpreter: the key), and only where each run is fenced from every other -- a uid of its
+own, or Landlock -- since a waiting process of one tool then sits beside the running script
+of another. Standbys are discarded when there are more than `standby_runs` of them (oldest
+first), when older than `standby_idle_s` (the supervisor also gives up by itself), and when
+the Runner closes; a discarded standby never ran a line of its tool.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import select
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from kiln.runner.isolation import RunRecord, UidLease
+from kiln.runner.launcher import close_quietly
+
+DRAIN_S = 5.0  # how long a discarded supervisor may take to kill its script and exit
+
+
+@dataclass
+class Prepared:
+    """One prepared run: its record, and the server's ends of its pipes until they are used."""
+
+    record: RunRecord
+    lease: UidLease | None
+    stdin: int  # write ends
+    private: int
+    go: int
+    stdout: int  # read ends
+    stderr: int
+    status: int
+    key: str | None = None
+    made: float = field(default_factory=time.monotonic)
+    taken: bool = False  # the pipe ends belong to the run now (closed by whoever took them)
+
+    def take(self) -> tuple[int, int, int, int, int, int]:
+        """Hand the pipe ends over: from here the caller closes them."""
+        self.taken = True
+        return self.stdin, self.private, self.go, self.stdout, self.stderr, self.status
+
+    def let_go(self) -> dict[str, str]:
+        """Not to be run: close `go` and wait (bounded) for the supervisor to kill it and exit.
+
+        Returns the supervisor's status fields; the record says whether it reported.
+        """
+        if self.taken:
+            return {}
+        self.taken = True
+        close_quietly([self.go, self.stdin, self.private, self.stdout, self.stderr])
+        data = _drain(self.status, DRAIN_S)
+        os.close(self.status)
+        fields = dict(
+            line.partition(" ")[::2] for line in data.decode(errors="replace").splitlines()
+        )
+        self.record.isolation = fields.get("isolation", "")
+        self.record.reported = "outcome" in fields
+        with contextlib.suppress(ValueError):
+            self.record.supervisor = int(fields.get("pid", ""))
+        return fields
+
+
+def _drain(fd: int, patience_s: float) -> bytes:
+    """Everything written to `fd` until its writer closes it, or until patience runs out."""
+    chunks = []
+    give_up = time.monotonic() + patience_s
+    while (left := give_up - time.monotonic()) > 0 and select.select([fd], [], [], left)[0]:
+        chunk = os.read(fd, 65536)
+        if not chunk:
+            break
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def standby_key(*parts: object) -> str:
+    """What makes two runs interchangeable before they are called."""
+    digest = hashlib.sha256()
+    for part in parts:
+        if isinstance(part, bytes):
+            digest.update(hashlib.sha256(part).digest())
+        else:
+            digest.update(json.dumps(part, sort_keys=True, default=str).encode())
+        digest.update(b"\0")
+    return digest.hexdigest()
+
+
+class Standbys:
+    """At most `size` prepared runs by key, each used once; thread-safe."""
+
+    def __init__(self, size: int, idle_s: float, finish: Callable[[Prepared], None]) -> None:
+        self.size = size
+        self.idle_s = idle_s
+        self._finish = finish  # cleans up after a discarded standby (called outside the lock)
+        self._ready: OrderedDict[str, Prepared] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def take(self, key: str) -> Prepared | None:
+        """The standby for `key`, if a fresh one is ready (it is then the caller's)."""
+        with self._lock:
+            prepared = self._ready.pop(key, None)
+        if prepared is not None and time.monotonic() - prepared.made > self.idle_s:
+            self._finish(prepared)
+            return None
+        return prepared
+
+    def has(self, key: str) -> bool:
+        with self._lock:
+            return key in self._ready
+
+    def put(self, prepared: Prepared) -> None:
+        """Keep `prepared` for its key; discard what that pushes out or what has gone stale."""
+        assert prepared.key is not None
+        now = time.monotonic()
+        with self._lock:
+            dropped = [self._ready.pop(prepared.key)] if prepared.key in self._ready else []
+            self._ready[prepared.key] = prepared
+            stale = [k for k, p in self._ready.items() if now - p.made > self.idle_s]
+            dropped.extend(self._ready.pop(k) for k in stale)
+            while len(self._ready) > self.size:
+                dropped.append(self._ready.popitem(last=False)[1])
+        for old in dropped:
+            self._finish(old)
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._ready)
+
+    def close(self) -> None:
+        """Discard every standby (blocking: each supervisor is waited for)."""
+        with self._lock:
+            dropped = list(self._ready.values())
+            self._ready.clear()
+        for prepared in dropped:
+            self._finish(prepared)
