@@ -11,6 +11,7 @@ import asyncio
 import contextlib
 import os
 import random
+import sys
 import time
 import uuid
 from collections.abc import Iterator
@@ -152,10 +153,30 @@ def private_uid_range(size: int = 64) -> tuple[int, int]:
     return first, first + size
 
 
+def harness_python() -> Path:
+    """This interpreter by another of its names in the same bin directory.
+
+    Runners share one helper per interpreter path; servers other tests build in this process
+    (with standbys waiting in them) use sys.executable, and must not count as this test's
+    leftovers.
+    """
+    current = Path(sys.executable)
+    for name in ("python3", "python", f"python{sys.version_info[0]}.{sys.version_info[1]}"):
+        other = current.with_name(name)
+        if name != current.name and other.exists():
+            return other
+    return current
+
+
 def test_settings(work_root: Path, shared: Path) -> RunnerSettings:
     """Runner settings for a test: its own uid range, and a directory runs share with it."""
     shared.chmod(0o1777)  # runs of other uids write pid files here
-    return RunnerSettings(work_root=work_root, run_uids=private_uid_range(), shared_dirs=(shared,))
+    return RunnerSettings(
+        work_root=work_root,
+        run_uids=private_uid_range(),
+        shared_dirs=(shared,),
+        python_executable=harness_python(),
+    )
 
 
 @pytest.fixture(name="harness", params=["cold", "standby"])

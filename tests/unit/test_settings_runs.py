@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from kiln.settings import Settings, SettingsError
-from kiln.stack import run_tcp_ports
+from kiln.stack import run_tcp_ports, runner_settings
 
 
 def test_run_uids_are_an_inclusive_range_and_off_turns_them_off() -> None:
@@ -70,3 +70,9 @@ def test_runs_may_reach_every_port_but_a_local_emulators() -> None:
     assert run_tcp_ports(Settings.from_env(everything)) is None
     chosen = {"AWS_ENDPOINT_URL": "http://localhost:8001", "KILN_RUN_TCP_PORTS": "443,8000-8002"}
     assert run_tcp_ports(Settings.from_env(chosen)) == (443, 8000, 8002)
+
+
+def test_kiln_run_standby_reaches_the_runner_and_zero_turns_standbys_off() -> None:
+    assert runner_settings(Settings.from_env({})).standby_runs == 4
+    assert runner_settings(Settings.from_env({"KILN_RUN_STANDBY": "2"})).standby_runs == 2
+    assert runner_settings(Settings.from_env({"KILN_RUN_STANDBY": "0"})).standby_runs == 0
