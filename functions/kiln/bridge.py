@@ -14,7 +14,6 @@ import json
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import AsyncIterator
 from typing import Any, Protocol
 
 from mcp_types import PROTOCOL_VERSION_META_KEY
@@ -43,10 +42,18 @@ def mcp_url(url: str) -> str:
 
 
 class Bridge:
-    def __init__(self, url: str, key: str | None, *, timeout_s: float = 900.0) -> None:
+    def __init__(
+        self,
+        url: str,
+        key: str | None,
+        *,
+        timeout_s: float = 900.0,
+        max_line_bytes: int = 1024 * 1024,
+    ) -> None:
         self.url = mcp_url(url)
         self.key = key
         self.timeout_s = timeout_s
+        self.max_line_bytes = max_line_bytes  # a longer line is refused here, not relayed
         self.negotiated: str | None = None
 
     def headers_for(self, message: Any) -> dict[str, str]:
@@ -128,15 +135,19 @@ async def serve_bridge(bridge: Bridge, reader: asyncio.StreamReader, writer: Lin
     """Relay until `reader` reaches end of file, then finish the requests still running."""
     lock = asyncio.Lock()
 
-    async def answer(line: bytes) -> None:
-        replies = await asyncio.to_thread(bridge.relay, line)
+    async def write(replies: list[bytes]) -> None:
         async with lock:
             for reply in replies:
                 writer.write(reply + b"\n")
             await writer.drain()
 
-    async def lines() -> AsyncIterator[bytes]:
-        while line := await reader.readline():
-            yield line
+    async def answer(line: bytes) -> None:
+        await write(await asyncio.to_thread(bridge.relay, line))
 
-    await answer_lines(lines(), answer)
+    async def too_long(size: int) -> None:
+        # The same refusal as the local `kiln stdio`: the id of a line not read is unknown.
+        text = f"Invalid Request: the line is {size} bytes, the limit is {bridge.max_line_bytes}"
+        error = {"jsonrpc": "2.0", "id": None, "error": {"code": -32600, "message": text}}
+        await write([json.dumps(error).encode()])
+
+    await answer_lines(reader, bridge.max_line_bytes, answer, too_long)

@@ -365,8 +365,11 @@ def run_bridge(args: argparse.Namespace) -> int:
     from kiln.bridge import Bridge, serve_bridge
 
     local = LocalSettings.from_env()
+    settings: Settings | None = getattr(args, "settings", None)
+    # The same line limit as the local `kiln stdio` (KILN_MAX_BODY_BYTES, 1 MiB by default).
+    limit = (settings or Settings.from_env()).max_body_bytes
     try:
-        bridge = Bridge(args.url, args.key or local.author_key)
+        bridge = Bridge(args.url, args.key or local.author_key, max_line_bytes=limit)
     except ValueError as error:
         print(f"kiln stdio: {error}", file=sys.stderr)
         return 2

@@ -8,7 +8,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -21,7 +21,7 @@ from conftest import AwsStack
 from kiln.aws import AwsClients, ensure_resources, make_clients
 from kiln.dev import import_mirror
 from kiln.emulator import Endpoint, run_emulator
-from kiln.emulator.journal import read_records
+from kiln.emulator.journal import Record, read_records
 
 TABLE = BUCKET = "kiln-emulator-test"
 KEY = {"pk": {"S": "counter"}, "sk": {"S": "one"}}
@@ -106,13 +106,27 @@ def test_a_repeated_token_returns_the_first_success_without_applying_again(
         assert counter(clients) == 2
 
 
+def journal_once(state: Path, ready: Callable[[list[Record]], bool]) -> list[Record]:
+    """The journal's records once `ready` holds for them (compactions run in the background)."""
+    deadline = time.monotonic() + 60
+    while not ready(records := read_records(state / "journal")[0]):
+        assert time.monotonic() < deadline, f"the journal never got there: {len(records)} records"
+        time.sleep(0.05)
+    return records
+
+
+def requests_in(records: list[Record]) -> list[Record]:
+    return [record for record in records if record.kind == "request"]
+
+
 def test_a_token_is_remembered_across_a_compaction_and_a_restart(tmp_path: Path) -> None:
     with emulator(tmp_path, compact_after=5) as clients:
         clients.dynamodb.transact_write_items(**add_one("kept-token"))
         for _ in range(6):  # the journal is rewritten as the state, tokens included
             clients.dynamodb.transact_write_items(**add_one())
-    records, _ = read_records(tmp_path / "journal")
-    assert "kept-token" in [record.meta.get("token") for record in records]
+        journal_once(
+            tmp_path, lambda records: "kept-token" in [r.meta.get("token") for r in records]
+        )
     with emulator(tmp_path) as clients:
         clients.dynamodb.transact_write_items(**add_one("kept-token"))
         assert counter(clients) == 7
@@ -172,12 +186,16 @@ def test_the_journal_is_compacted_and_the_state_kept(tmp_path: Path) -> None:
             clients.dynamodb.put_item(
                 TableName=TABLE, Item={"pk": {"S": "row"}, "sk": {"S": str(i)}}
             )
-    # 134 writes went in; what is left is the state (a table and its items in 2 batches, a
-    # bucket, an object) and the writes since the last compaction
-    records, _ = read_records(tmp_path / "journal")
-    requests = [record for record in records if record.kind == "request"]
-    assert len(requests) < 5 + 40
-    assert len(records) - len(requests) == 100  # each transaction's token, for 10 minutes
+        # 134 writes went in; what is left is the state (a table and its items in 2 batches,
+        # a bucket, an object) and the writes since the last compaction
+        records = journal_once(tmp_path, lambda records: len(requests_in(records)) < 5 + 40)
+    transactions = [
+        record
+        for record in requests_in(records)
+        if record.meta["environ"].get("HTTP_X_AMZ_TARGET", "").endswith(".TransactWriteItems")
+    ]
+    tokens = [record for record in records if record.kind == "token"]
+    assert len(tokens) + len(transactions) == 100  # each one's token, kept for 10 minutes
     with emulator(tmp_path) as clients:
         assert counter(clients) == 100
         rows = clients.dynamodb.query(
@@ -229,6 +247,10 @@ def test_the_emulator_exits_when_the_process_that_started_it_is_killed(tmp_path:
     while Path(f"/proc/{pid}").exists() and b"Z" not in _state(pid):
         assert time.monotonic() < deadline, "the emulator outlived kiln dev"
         time.sleep(0.05)
+
+
+def _alive(pid: int) -> bool:
+    return _state(pid) not in (b"Z", b" Z ")
 
 
 def _state(pid: int) -> bytes:
@@ -326,3 +348,90 @@ def test_stored_items_share_their_attribute_names_and_short_values(tmp_path: Pat
     )  # fmt: skip
     shared = json.loads(done.stdout)
     assert shared == {"names": [True, True, True], "tool": True, "values": ["a", "b"]}
+
+
+def compactors_of(state: Path) -> list[int]:
+    """The live compaction children working on `state`'s journal (by their command line)."""
+    journal = str(state / "journal").encode()
+    found = []
+    for proc in Path("/proc").iterdir():
+        try:
+            argv = (proc / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if (
+            b"kiln.emulator.compactor" in argv
+            and journal in argv
+            and _state(int(proc.name)) != b"Z"
+        ):
+            found.append(int(proc.name))
+    return found
+
+
+def hold_a_compaction(clients: AwsClients, state: Path) -> tuple[int, int]:
+    """Write until a compaction starts, and stop its child (SIGSTOP): from then on, until
+    the test lets it go, a compaction is in progress. The writes made, and the child."""
+    made, deadline = 0, time.monotonic() + 60
+    while time.monotonic() < deadline:
+        clients.dynamodb.transact_write_items(**add_one())
+        made += 1
+        for child in compactors_of(state):
+            os.kill(child, signal.SIGSTOP)
+            while _alive(child) and _state(child) != b" T ":  # stopped, or done already
+                assert time.monotonic() < deadline, "SIGSTOP did not stop the compactor"
+                time.sleep(0.01)
+            if _alive(child):
+                return made, child
+    raise AssertionError(f"no compaction started in {made} writes")
+
+
+def test_writes_are_acknowledged_while_a_compaction_is_in_progress_and_it_keeps_them(
+    tmp_path: Path,
+) -> None:
+    with emulator(tmp_path, compact_after=20) as clients:
+        made, child = hold_a_compaction(clients, tmp_path)
+        try:
+            for _ in range(30):  # each acknowledged with the compaction still running
+                clients.dynamodb.transact_write_items(**add_one())
+            assert counter(clients) == made + 30
+            assert compactors_of(tmp_path) == [child]  # held, and no second one started
+            # nothing adopted yet: the journal is every write (and CreateTable, CreateBucket)
+            assert len(requests_in(read_records(tmp_path / "journal")[0])) == made + 32
+        finally:
+            os.kill(child, signal.SIGCONT)
+        journal_once(tmp_path, lambda records: len(requests_in(records)) < made + 32)
+        assert counter(clients) == made + 30
+    with emulator(tmp_path) as clients:
+        assert counter(clients) == made + 30
+
+
+def test_a_sigkill_of_the_emulator_during_a_compaction_loses_no_write(tmp_path: Path) -> None:
+    with emulator(tmp_path, compact_after=20) as clients:
+        made, child = hold_a_compaction(clients, tmp_path)
+        for _ in range(5):
+            clients.dynamodb.transact_write_items(**add_one())
+        os.kill(json.loads((tmp_path / "endpoint.json").read_text())["pid"], signal.SIGKILL)
+        os.kill(child, signal.SIGCONT)
+        deadline = time.monotonic() + 30
+        while compactors_of(tmp_path):  # it follows its emulator, and adopts nothing
+            assert time.monotonic() < deadline, "the compactor outlived its emulator"
+            time.sleep(0.05)
+    assert len(requests_in(read_records(tmp_path / "journal")[0])) == made + 5 + 2
+    with emulator(tmp_path) as clients:
+        assert counter(clients) == made + 5
+    assert not list(tmp_path.glob("journal.compacting-*"))
+
+
+def test_a_compactor_killed_midway_loses_nothing_and_a_later_compaction_succeeds(
+    tmp_path: Path,
+) -> None:
+    with emulator(tmp_path, compact_after=20) as clients:
+        made, child = hold_a_compaction(clients, tmp_path)
+        os.kill(child, signal.SIGKILL)
+        for _ in range(25):  # past the threshold again: another compaction starts
+            clients.dynamodb.transact_write_items(**add_one())
+        journal_once(tmp_path, lambda records: len(requests_in(records)) < made + 25)
+        assert counter(clients) == made + 25
+    with emulator(tmp_path) as clients:
+        assert counter(clients) == made + 25
+    assert not list(tmp_path.glob("journal.compacting-*"))

@@ -389,3 +389,58 @@ def test_every_command_works_beside_kiln_dev_and_the_secret_survives_a_restart(
     assert not any(SECRET in text for text in outputs)
     private = state_of(home)
     assert private.stat().st_mode & 0o077 == 0
+
+
+LENGTH_TOOL = {
+    "description": "Prints the length of its text.",
+    "input_schema": {
+        "type": "object",
+        "properties": {"text": {"type": "string"}},
+        "required": ["text"],
+    },
+}
+LENGTH_FILES = {"main.py": "import json, sys\nprint(len(json.load(sys.stdin)['text']))\n"}
+
+
+def test_the_url_bridge_relays_a_line_over_64_kib_and_answers_the_next_line_too(
+    tmp_path: Path,
+) -> None:
+    home = tmp_path / "home"
+    tools = tool_folder(tmp_path / "tools", "length", LENGTH_TOOL, LENGTH_FILES).parent
+    long_call = stdio_call("length", {"text": "x" * 200_000})
+    ping = json.dumps({"jsonrpc": "2.0", "id": 3, "method": "ping"}) + "\n"
+    with kiln_dev(home, tmp_path / "server", free_port(), "--tools", str(tools)) as dev:
+        bridged = kiln(
+            home, tmp_path / "desktop", "stdio", "--url", dev.url, stdin=long_call + ping
+        )
+        assert bridged.returncode == 0, bridged.stderr
+        replies = {reply["id"]: reply for reply in map(json.loads, bridged.stdout.splitlines())}
+        assert replies[2]["result"]["content"][0]["text"].strip() == "200000"
+        assert replies[3]["result"] == {}
+
+        # Over the bridge's own line limit (KILN_MAX_BODY_BYTES, as for the local kiln stdio):
+        # refused with the sizes, and the next line is still read whole and answered.
+        limited = kiln(
+            home,
+            tmp_path / "desktop",
+            "stdio",
+            "--url",
+            dev.url,
+            stdin=long_call + ping,
+            KILN_MAX_BODY_BYTES="100000",
+        )
+        assert limited.returncode == 0, limited.stderr
+        answers = [json.loads(line) for line in limited.stdout.splitlines()]
+        refused = [answer for answer in answers if answer["id"] is None]
+        assert refused == [
+            {
+                "jsonrpc": "2.0",
+                "id": None,
+                "error": {
+                    "code": -32600,
+                    "message": f"Invalid Request: the line is {len(long_call.splitlines()[2])} "
+                    "bytes, the limit is 100000",
+                },
+            }
+        ]
+        assert {answer["id"] for answer in answers} == {1, None, 3}

@@ -2,8 +2,9 @@
 
 `kiln dev` runs it with `run_emulator(state_dir)`; `kiln stdio` beside it finds it with
 `shared_endpoint(state_dir)`. The parts: sigv4 (signature checks), journal + durable (the
-write-ahead journal in front of moto), compaction, motofix (moto's table copies), server
-(the child process), privacy (the state directory's permissions).
+write-ahead journal in front of moto), compaction (and compactor, which runs it in a child
+process while the emulator serves), motofix (moto's table copies), server (the child
+process), privacy (the state directory's permissions).
 """
 
 from __future__ import annotations

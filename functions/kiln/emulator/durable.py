@@ -149,8 +149,6 @@ class DurableEmulator:
         journal: Journal,
         credentials: Credentials,
         *,
-        compact: Callable[[], None] | None = None,
-        compact_after: int = 5000,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.app = app
@@ -162,8 +160,8 @@ class DurableEmulator:
         self.foreign_writes = False  # writes to services compaction cannot rebuild
         self.regions: set[str] = set()  # DynamoDB regions written to (compaction dumps them)
         self.changes: ChangeCounter | None = None  # told of writes that may move the catalog
-        self._compact = compact
-        self._compact_after = compact_after
+        # Called after each journaled write, writers' lock held (starts compactions).
+        self.after_append: Callable[[], None] | None = None
         self._clock = clock
 
     def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Any:
@@ -206,8 +204,8 @@ class DurableEmulator:
                 counted = self.changes is not None and service == "dynamodb"
                 if counted and self.changes and may_change_catalog(operation, body):
                     self.changes.bump()
-            if self._compact is not None and self.journal.records >= self._compact_after:
-                self._compact()
+            if self.after_append is not None:
+                self.after_append()
             return response
 
     def apply(self, meta: dict[str, Any], body: bytes) -> Response:

@@ -7,7 +7,9 @@ request was never answered, so no one was told it happened.
 
 Compaction rewrites the journal as the state it leads to (a table and its items, a bucket
 and its objects, the tokens still within their window), written to a new file, synced,
-then renamed over the old one: at every instant one complete journal is on disk.
+then renamed over the old one: at every instant one complete journal is on disk. While the
+emulator serves, a child process compacts a prefix of the journal (compactor.py) and
+`adopt` appends what was written since to its result before the rename.
 """
 
 from __future__ import annotations
@@ -45,12 +47,14 @@ class Record:
         return cls(kind=meta.pop("kind"), meta=meta, body=payload[4 + size :])
 
 
-def read_records(path: Path) -> tuple[list[Record], int]:
-    """Every whole record in the file, and the byte length they take (a torn tail excluded)."""
+def read_records(path: Path, upto: int | None = None) -> tuple[list[Record], int]:
+    """Every whole record in the file (in its first `upto` bytes if given), and the byte
+    length they take (a torn tail excluded)."""
     records: list[Record] = []
     if not path.is_file():
         return records, 0
-    data = path.read_bytes()
+    with path.open("rb") as handle:
+        data = handle.read() if upto is None else handle.read(upto)
     offset = 0
     while offset + _FRAME.size <= len(data):
         length, crc = _FRAME.unpack_from(data, offset)
@@ -115,6 +119,35 @@ class Journal:
         self._file.close()
         self._file = self._open(size)
         self.records, self.bytes = count, size
+
+    def adopt(self, fresh: Path, records: int, since: int, since_records: int) -> None:
+        """Make `fresh` the journal: a synced compaction (`records` records) of this journal's
+        first `since` bytes (`since_records` records). Call with the writers' lock held.
+
+        The records appended after `since` are copied to its end and synced before the
+        rename, so the journal on disk holds every acknowledged write at every instant: the
+        old one until the rename, the new one after.
+        """
+        size = fresh.stat().st_size
+        with self.path.open("rb") as old, fresh.open("ab") as out:
+            old.seek(since)
+            left = self.bytes - since
+            while left > 0:
+                chunk = old.read(min(left, 1 << 20))
+                if not chunk:
+                    raise OSError(f"{self.path} is shorter than its acknowledged records")
+                out.write(chunk)
+                left -= len(chunk)
+            out.flush()
+            os.fsync(out.fileno())
+        fresh.replace(self.path)
+        # From here on appends must go to the new file, even if syncing the rename fails.
+        self._file.close()
+        appended = self.bytes - since
+        self._file = self._open(size + appended)
+        self.records = records + self.records - since_records
+        self.bytes = size + appended
+        fsync_dir(self.path.parent)
 
     def close(self) -> None:
         self._file.close()

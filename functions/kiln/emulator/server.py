@@ -23,6 +23,7 @@ from typing import IO, Any
 
 from kiln.emulator import compaction, motofix
 from kiln.emulator.changes import ChangeCounter
+from kiln.emulator.compactor import BackgroundCompactor, remove_leftovers
 from kiln.emulator.durable import DurableEmulator
 from kiln.emulator.journal import Journal, read_records
 from kiln.emulator.privacy import PRIVATE_UMASK, not_dumpable, secure_tree, write_private
@@ -80,23 +81,18 @@ def build(state_dir: Path, *, sync: bool = True, compact_after: int = 5000) -> D
 
     motofix.install()
     credentials = load_credentials(state_dir)
+    remove_leftovers(state_dir)
     records, valid = read_records(state_dir / JOURNAL_FILE)
     journal = Journal(state_dir / JOURNAL_FILE, valid_length=valid, sync=sync)
     journal.records = len(records)
     emulator = DurableEmulator(
         DomainDispatcherApplication(create_backend_app), journal, credentials
     )
-
-    def compact() -> None:
-        if emulator.foreign_writes:
-            return  # a service the dump does not cover: keep the whole history
-        journal.replace_with(compaction.dump(emulator, time.time()))
-
-    emulator._compact = compact
-    emulator._compact_after = compact_after
     compaction.replay(emulator, records)
-    if len(records) > compact_after // 5:
-        compact()
+    # At start no one is waiting yet: a long journal is compacted here, in this process.
+    if len(records) > compact_after // 5 and not emulator.foreign_writes:
+        journal.replace_with(compaction.dump(emulator, time.time()))
+    emulator.after_append = BackgroundCompactor(emulator, compact_after).after_append
     return emulator
 
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator
 
 from kiln.linewise import answer_lines
 from kiln.protocol.backend import CallContext
@@ -21,48 +20,6 @@ from kiln.protocol.http import McpEndpoint
 log = logging.getLogger(__name__)
 
 _NO_HEADERS: dict[str, str] = {}
-_CHUNK = 64 * 1024
-
-
-class _TooLong:
-    """Stands for a line longer than the limit (its bytes were read and dropped)."""
-
-    def __init__(self, size: int) -> None:
-        self.size = size
-
-
-async def read_lines(reader: asyncio.StreamReader, limit: int) -> AsyncIterator[bytes | _TooLong]:
-    """Lines without their newline, of any length: one over `limit` bytes comes as `_TooLong`.
-
-    `StreamReader.readline` raises on a line over its buffer limit and loses its place; this
-    reads in chunks and drops the rest of an over-long line, so the next line is read whole.
-    """
-    pending = bytearray()
-    dropped = 0  # > 0 while skipping the rest of an over-long line
-    while True:
-        chunk = await reader.read(_CHUNK)
-        if not chunk:
-            break
-        start = 0
-        while (end := chunk.find(b"\n", start)) != -1:
-            piece = chunk[start:end]
-            if dropped or len(pending) + len(piece) > limit:
-                yield _TooLong(dropped + len(pending) + len(piece))
-                dropped = 0
-            else:
-                yield bytes(pending + piece)
-            pending.clear()
-            start = end + 1
-        rest = chunk[start:]
-        if dropped or len(pending) + len(rest) > limit:
-            dropped += len(pending) + len(rest)
-            pending.clear()
-        else:
-            pending += rest
-    if dropped:
-        yield _TooLong(dropped)
-    elif pending:
-        yield bytes(pending)
 
 
 async def serve_stdio(
@@ -109,12 +66,8 @@ async def serve_stdio(
         if reply.body is not None:
             await send(reply.body)
 
-    async def lines() -> AsyncIterator[bytes]:
-        async for line in read_lines(reader, limit):
-            if isinstance(line, _TooLong):
-                message = f"Invalid Request: the line is {line.size} bytes, the limit is {limit}"
-                await refuse(InvalidRequestError(message))
-                continue
-            yield line
+    async def too_long(size: int) -> None:
+        message = f"Invalid Request: the line is {size} bytes, the limit is {limit}"
+        await refuse(InvalidRequestError(message))
 
-    await answer_lines(lines(), answer)
+    await answer_lines(reader, limit, answer, too_long)

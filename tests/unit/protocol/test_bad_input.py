@@ -7,9 +7,9 @@ import json
 
 import pytest
 
+from kiln.linewise import read_lines
 from kiln.protocol import McpEndpoint, ProtocolSettings
 from kiln.protocol.jsontext import dumps, lone_surrogate_path
-from kiln.protocol.stdio import read_lines
 
 from .helpers import Client, FakeBackend, add_vat_tool, body, printing
 
