@@ -22,6 +22,7 @@ import random
 import shutil
 import signal
 import stat
+import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -53,8 +54,13 @@ class UidPool:
         self._next = random.randrange(first, end)  # servers on one machine start apart
         self._held: set[int] = set()
         self._ready = False
+        self._lock = threading.Lock()  # runs are prepared on the event loop and in a thread
 
     def acquire(self) -> UidLease:
+        with self._lock:
+            return self._acquire()
+
+    def _acquire(self) -> UidLease:
         self._prepare()
         size = self.end - self.first
         for step in range(size):
@@ -75,8 +81,9 @@ class UidPool:
         )
 
     def release(self, lease: UidLease) -> None:
-        self._held.discard(lease.uid)
-        os.close(lease.fd)
+        with self._lock:
+            self._held.discard(lease.uid)
+            os.close(lease.fd)
 
     def _prepare(self) -> None:
         if self._ready:

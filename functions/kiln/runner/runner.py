@@ -239,9 +239,12 @@ class Runner:
         interpreter = self._interpreter(request)
         key = None
         prepared = None
-        if self._standbys is not None:
+        if self._standbys is not None and self._spare is not None:
             key = self._key(request, interpreter)
             prepared = self._standbys.take(key)
+            if prepared is not None and not self._standbys.fresh(prepared):
+                self._spare.submit(self._finish, prepared)  # discarded off the event loop
+                prepared = None
         try:
             if prepared is None:
                 prepared = await self._prepare_now(request, interpreter)
@@ -286,7 +289,8 @@ class Runner:
         )
 
     async def _prepare_now(self, request: RunRequest, interpreter: Path) -> Prepared:
-        if request.files:  # may be large: not on the event loop
+        sweeps = self.settings.sweep_shared_temp and self._uids is None and not self._fenced
+        if request.files or sweeps:  # may be large, or list /tmp: not on the event loop
             return await asyncio.to_thread(self._prepare, request, interpreter)
         return self._prepare(request, interpreter)
 

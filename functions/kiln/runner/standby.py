@@ -115,13 +115,14 @@ class Standbys:
         self._lock = threading.Lock()
 
     def take(self, key: str) -> Prepared | None:
-        """The standby for `key`, if a fresh one is ready (it is then the caller's)."""
+        """The standby for `key`, if one is ready: the caller's from now on, to run or (when
+        no longer `fresh`) to discard."""
         with self._lock:
-            prepared = self._ready.pop(key, None)
-        if prepared is not None and time.monotonic() - prepared.made > self.idle_s:
-            self._finish(prepared)
-            return None
-        return prepared
+            return self._ready.pop(key, None)
+
+    def fresh(self, prepared: Prepared) -> bool:
+        """True until the supervisor may have given up waiting for its call."""
+        return time.monotonic() - prepared.made < self.idle_s * 0.9
 
     def has(self, key: str) -> bool:
         with self._lock:
@@ -130,11 +131,10 @@ class Standbys:
     def put(self, prepared: Prepared) -> None:
         """Keep `prepared` for its key; discard what that pushes out or what has gone stale."""
         assert prepared.key is not None
-        now = time.monotonic()
         with self._lock:
             dropped = [self._ready.pop(prepared.key)] if prepared.key in self._ready else []
             self._ready[prepared.key] = prepared
-            stale = [k for k, p in self._ready.items() if now - p.made > self.idle_s]
+            stale = [k for k, p in self._ready.items() if not self.fresh(p)]
             dropped.extend(self._ready.pop(k) for k in stale)
             while len(self._ready) > self.size:
                 dropped.append(self._ready.popitem(last=False)[1])
