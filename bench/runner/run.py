@@ -9,9 +9,11 @@ round by round so that machine noise hits both alike. Goal: within 1.5x of the b
 Each tool runs twice per round: "cold" through a Runner without standbys (every run is
 prepared on its call: private directory, uid, mount namespace or Landlock fence, fork or
 exec) and "standby" through one that keeps a prepared run per tool (see
-kiln/runner/standby.py; the first call of a tool is cold, the rest find one waiting). Every
-measurement, bare starts included, begins after a pause (--settle) so that a standby being
-made in the background never competes with what is timed.
+kiln/runner/standby.py; the first call of a tool is cold, the rest find one waiting). A
+standby is made in the background right after its call; runs follow each other without a
+pause (idle pauses make this VM's next wake-up slow), in an order where that work can only
+slow standby runs, never the baselines: standby runs first, then cold runs (during which the
+last standby is made), then the bare starts. `--settle S` pauses before each.
 """
 
 from __future__ import annotations
@@ -74,21 +76,22 @@ async def main(rounds: int, settle_s: float) -> None:
     cold = Runner(RunnerSettings())
     warm = Runner(RunnerSettings(standby_runs=len(TOOLS)))
     node = str(find_node())
-    cases: dict[str, Callable[[], Awaitable[float]]] = {
-        "bare python -I -S -c pass": bare([sys.executable, "-I", "-S", "-c", "pass"]),
-        "bare node -e 0": bare([node, "-e", "0"]),
-    }
+    cases: dict[str, Callable[[], Awaitable[float]]] = {}
+    for name, (language, code) in TOOLS.items():
+        cases[f"{name}, standby"] = through_runner(warm, language, code)
     for name, (language, code) in TOOLS.items():
         cases[f"{name}, cold"] = through_runner(cold, language, code)
-        cases[f"{name}, standby"] = through_runner(warm, language, code)
+    cases["bare python -I -S -c pass"] = bare([sys.executable, "-I", "-S", "-c", "pass"])
+    cases["bare node -e 0"] = bare([node, "-e", "0"])
     samples: dict[str, list[float]] = {name: [] for name in cases}
     for _ in range(3):  # warm up caches and imports
         for once in cases.values():
             await once()
     for _ in range(rounds):
         for name, once in cases.items():
-            warm.settle()
-            await asyncio.sleep(settle_s)
+            if settle_s:
+                warm.settle()
+                await asyncio.sleep(settle_s)
             samples[name].append(await once())
     warm.settle()
     print(f"standbys waiting at the end: {warm.standbys}")
@@ -109,6 +112,6 @@ async def main(rounds: int, settle_s: float) -> None:
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=40)
-    parser.add_argument("--settle", type=float, default=0.1, help="pause before each (s)")
+    parser.add_argument("--settle", type=float, default=0.0, help="pause before each (s)")
     args = parser.parse_args()
     asyncio.run(main(args.rounds, args.settle))
