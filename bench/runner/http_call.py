@@ -67,7 +67,7 @@ def write_tools(root: Path) -> None:
 
 
 @contextmanager
-def kiln_dev(work: Path, **extra_env: str) -> Iterator[str]:
+def kiln_dev(work: Path, tools: Path | None = None, **extra_env: str) -> Iterator[str]:
     port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "KILN_"))}
     env.update(extra_env)
@@ -77,7 +77,7 @@ def kiln_dev(work: Path, **extra_env: str) -> Iterator[str]:
         [
             *(sys.executable, "-m", "kiln.cli", "dev", "--port", str(port), "--no-examples"),
             *("--state-dir", str(work / "state"), "--author-key", "bench-key"),
-            *("--tools", str(work.parent / "tools")),
+            *("--tools", str(tools or work / "tools")),
         ],
         env=env,
         stdout=log,
@@ -140,8 +140,8 @@ def main(rounds: int, settle_s: float) -> None:
         work = Path(tmp)
         write_tools(work / "tools")
         with (
-            kiln_dev(work / "standby") as url,
-            kiln_dev(work / "cold", KILN_RUN_STANDBY="0") as cold_url,
+            kiln_dev(work / "standby", work / "tools") as url,
+            kiln_dev(work / "cold", work / "tools", KILN_RUN_STANDBY="0") as cold_url,
             httpx.Client(base_url=url, headers=HEADERS) as client,
             httpx.Client(base_url=cold_url, headers=HEADERS) as cold_client,
         ):
