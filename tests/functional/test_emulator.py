@@ -435,3 +435,40 @@ def test_a_compactor_killed_midway_loses_nothing_and_a_later_compaction_succeeds
     with emulator(tmp_path) as clients:
         assert counter(clients) == made + 25
     assert not list(tmp_path.glob("journal.compacting-*"))
+
+
+def test_a_query_returns_its_partition_in_key_order_and_pages_among_many_others(
+    tmp_path: Path,
+) -> None:
+    """The emulator reads one partition for a Query (moto read and sorted the whole table):
+    the answers stay DynamoDB's -- key order both ways, Limit, ExclusiveStartKey, filters."""
+    with emulator(tmp_path) as clients:
+        db = clients.dynamodb
+        for n in range(30):  # other partitions, before and after the one queried
+            for pk in ("A", "LEDGER#x", "TOOLS#", "Z"):
+                db.put_item(TableName=TABLE, Item={"pk": {"S": pk}, "sk": {"S": f"{n:03}"}})
+        for n in (5, 1, 4, 2, 3):
+            item = {"pk": {"S": "TOOLS"}, "sk": {"S": f"t{n}"}, "n": {"N": str(n)}}
+            db.put_item(TableName=TABLE, Item=item)
+
+        def query(pk: str = "TOOLS", **extra: Any) -> dict[str, Any]:
+            return db.query(
+                TableName=TABLE,
+                KeyConditionExpression="pk = :pk",
+                ExpressionAttributeValues={":pk": {"S": pk}, **extra.pop("values", {})},
+                **extra,
+            )
+
+        def keys(answer: dict[str, Any]) -> list[str]:
+            return [item["sk"]["S"] for item in answer["Items"]]
+
+        assert keys(query()) == ["t1", "t2", "t3", "t4", "t5"]
+        assert keys(query(ScanIndexForward=False)) == ["t5", "t4", "t3", "t2", "t1"]
+        first = query(Limit=2)
+        assert keys(first) == ["t1", "t2"]
+        rest = query(ExclusiveStartKey=first["LastEvaluatedKey"])
+        assert keys(rest) == ["t3", "t4", "t5"]
+        odd = query(FilterExpression="n IN (:one, :three)",
+                    values={":one": {"N": "1"}, ":three": {"N": "3"}})  # fmt: skip
+        assert keys(odd) == ["t1", "t3"]
+        assert query("nobody")["Items"] == []

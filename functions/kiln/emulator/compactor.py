@@ -46,13 +46,15 @@ def remove_leftovers(state_dir: Path) -> None:
 
 
 class BackgroundCompactor:
-    """Starts a compaction once `compact_after` records were appended since the last one
-    (or since start), one at a time, and adopts its result."""
+    """Starts a compaction once the journal has grown by `compact_after` records, or by as
+    many as the last compaction kept if that is more (each replays the whole journal, so
+    a fixed step would make the work per write grow with the data: with a ledger of 100,000
+    calls a compaction ran all the time), one at a time, and adopts its result."""
 
     def __init__(self, emulator: DurableEmulator, compact_after: int) -> None:
         self.emulator = emulator
         self.compact_after = compact_after
-        self.next_at = emulator.journal.records + compact_after
+        self.next_at = self._after(emulator.journal.records)
         self.running = False
         self.given_up = False  # the journal holds writes the dump cannot rebuild
         self._runs = 0
@@ -82,7 +84,7 @@ class BackgroundCompactor:
                     self.next_at = journal.records + self.compact_after
                 else:
                     journal.adopt(out, records, since, since_records)
-                    self.next_at = records + self.compact_after
+                    self.next_at = self._after(records)
                 self.running = False
                 self.after_append()  # the writes made meanwhile may already be enough
         except Exception:
@@ -92,6 +94,10 @@ class BackgroundCompactor:
                 self.running = False
         finally:
             _remove(out)  # adopted (renamed away) or not to be used
+
+    def _after(self, kept: int) -> int:
+        """When the next compaction starts, for a journal of `kept` records."""
+        return kept + max(self.compact_after, kept)
 
     def _compact(self, out: Path, since: int) -> int | None:
         """Run the child; the number of records it wrote, or None if there is nothing to
