@@ -158,6 +158,12 @@ def main() -> int:
     parser.add_argument("--warmup", type=int, default=20)
     parser.add_argument("--build", default=os.environ.get("KILN_E2E_BUILD"))
     parser.add_argument("--python", default=os.environ.get("KILN_E2E_PYTHON") or sys.executable)
+    parser.add_argument(
+        "--standby",
+        default="4",
+        help="KILN_RUN_STANDBY for the function (as root here runs get a uid each, so standbys "
+        "are made; in Lambda only where the kernel has Landlock): 0 to time every call cold",
+    )
     args = parser.parse_args()
 
     import logging
@@ -186,6 +192,7 @@ def main() -> int:
                 "KILN_BUCKET": name,
                 "KILN_PUBLIC_ANONYMOUS": "true",
                 "KILN_BUNDLE_CACHE_DIR": str(tmp / "bundles"),
+                "KILN_RUN_STANDBY": args.standby,
                 "POWERTOOLS_SERVICE_NAME": "kiln",
                 "POWERTOOLS_METRICS_NAMESPACE": "KilnBench",
             }
