@@ -244,8 +244,10 @@ def run_dev(args: argparse.Namespace) -> int:
             app = create_app(parts)
             url = f"http://{_url_host(args.host)}:{sock.getsockname()[1]}"
             _announce(url, key, local, settings)
-            # Task runs stop first (their process trees killed, their tasks marked failed).
-            hook = ShutdownHook(app, lambda: None, before=parts.stop_tasks)
+            # Task runs stop first (their process trees killed, their tasks marked failed);
+            # then the runner lets its standbys go (uvicorn re-raises SIGTERM afterwards, so
+            # this is the last moment: nothing after `run` would remove their directories).
+            hook = ShutdownHook(app, parts.runner.close, before=parts.stop_tasks)
             record_server(local.state_dir, url)
             try:
                 uvicorn.Server(_server_config(hook, args, settings)).run(sockets=[sock])

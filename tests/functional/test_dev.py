@@ -6,7 +6,8 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -164,3 +165,50 @@ def test_a_second_kiln_dev_on_the_same_state_is_refused_and_kiln_stdio_shares_it
         assert stdio.returncode == 0, stdio.stderr
         answer = json.loads(out.read_text().splitlines()[0])
         assert answer["result"]["content"][0]["text"] == "7"
+
+
+def test_stopping_kiln_dev_discards_its_standbys_and_leaves_no_run_behind(tmp_path: Path) -> None:
+    """A call leaves a standby (a prepared run for the tool's next call) waiting; SIGTERM must
+    take it with it: no process in a run directory, no run directory."""
+    temp = tmp_path / "temp"
+    temp.mkdir()
+    port = free_port()
+    command = [sys.executable, "-m", "kiln.cli", "dev", "--port", str(port), "--state-dir",
+               str(tmp_path / "state"), "--author-key", "standby-test-key"]  # fmt: skip
+    headers = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
+    call = {"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+            "params": {"name": "add_vat", "arguments": {"net": 10}}}  # fmt: skip
+    with serving(command, port, tmp_path / "dev.log", env=clean_env(TMPDIR=str(temp))):
+        for _ in range(2):  # the second call starts from the standby the first one left
+            answer = httpx.post(f"http://127.0.0.1:{port}/mcp", headers=headers, json=call)
+            assert answer.json()["result"]["isError"] is False
+        assert wait_until(lambda: len(runs_in(temp)) >= 1)  # the next call's, waiting
+        assert wait_until(lambda: processes_inside(temp, "kiln-run-") != [])  # its script
+    assert runs_in(temp) == []
+    assert processes_inside(temp, "kiln-run-") == []
+
+
+def runs_in(folder: Path) -> list[str]:
+    return sorted(p.name for p in folder.iterdir() if p.name.startswith("kiln-run-"))
+
+
+def processes_inside(folder: Path, prefix: str) -> list[int]:
+    """Live processes working in a directory `prefix`* of `folder` (a run's script does)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if str(entry.joinpath("cwd").resolve()).startswith(str(folder / prefix)):
+                    found.append(int(entry.name))
+            except OSError:
+                continue
+    return found
+
+
+def wait_until(condition: Callable[[], bool], timeout_s: float = 10.0) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
