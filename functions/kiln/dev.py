@@ -15,6 +15,7 @@ import json
 import logging
 import os
 import secrets
+import signal
 import sys
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
@@ -318,11 +319,21 @@ def run_stdio(args: argparse.Namespace) -> int:
             for line in load_tool_folders(parts.authoring, args, parts.views.store):
                 print(f"kiln stdio: {line}", file=sys.stderr)
             print(f"kiln stdio: {serving}", file=sys.stderr)
-            asyncio.run(serve(parts.endpoint, settings.local_time_budget_s))
+            # A client that stops its server with SIGTERM gets the same clean exit as one
+            # that closes stdin: the runner's standbys are let go, their directories removed.
+            signal.signal(signal.SIGTERM, _exit_on_sigterm)
+            try:
+                asyncio.run(serve(parts.endpoint, settings.local_time_budget_s))
+            finally:
+                parts.runner.close()
     except (FolderError, StateInUseError) as error:
         print(f"kiln stdio: {error}", file=sys.stderr)
         return 1
     return 0
+
+
+def _exit_on_sigterm(signum: int, frame: Any) -> None:
+    raise SystemExit(0)
 
 
 async def _stdio_streams() -> tuple[asyncio.StreamReader, Any]:

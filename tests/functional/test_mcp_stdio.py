@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -108,3 +112,43 @@ def test_kiln_stdio_serves_a_modern_request(tmp_path: Path) -> None:
         [{"jsonrpc": "2.0", "id": 1, "method": "server/discover", "params": {"_meta": meta}}],
     )
     assert replies[0]["result"]["supportedVersions"] == ["2026-07-28"]
+
+
+@pytest.mark.parametrize("ending", ["stdin closed", "SIGTERM"])
+def test_kiln_stdio_leaves_no_run_behind_however_its_client_stops_it(
+    tmp_path: Path, ending: str
+) -> None:
+    """A call leaves a standby waiting for the tool's next call; it goes with the server."""
+    temp = tmp_path / "temp"
+    temp.mkdir()
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "KILN_"))}
+    process = subprocess.Popen(
+        [sys.executable, "-m", "kiln.cli", "stdio", "--no-examples", "--tools",
+         str(ROOT / "examples" / "conformance"), "--state-dir", str(tmp_path / ".kiln")],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+        env={**env, "TMPDIR": str(temp)},
+    )  # fmt: skip
+    assert process.stdin is not None and process.stdout is not None
+    try:
+        call = {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                "params": {"name": "test_simple_text", "arguments": {}}}  # fmt: skip
+        process.stdin.write(json.dumps(call).encode() + b"\n")
+        process.stdin.flush()
+        assert json.loads(process.stdout.readline())["result"]["isError"] is False
+        deadline = time.monotonic() + 10
+        while not list(temp.glob("kiln-run-*")):  # the standby, made after the answer
+            assert time.monotonic() < deadline, "no standby was made"
+            time.sleep(0.05)
+        if ending == "SIGTERM":
+            process.send_signal(signal.SIGTERM)
+        else:
+            process.stdin.close()
+        process.wait(timeout=30)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+        process.stdout.close()
+        if not process.stdin.closed:
+            process.stdin.close()
+    assert list(temp.glob("kiln-run-*")) == []
