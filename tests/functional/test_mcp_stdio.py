@@ -128,7 +128,8 @@ def test_kiln_stdio_leaves_no_run_behind_however_its_client_stops_it(
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
         env={**env, "TMPDIR": str(temp)},
     )  # fmt: skip
-    assert process.stdin is not None and process.stdout is not None
+    assert process.stdin is not None
+    assert process.stdout is not None
     try:
         call = {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
                 "params": {"name": "test_simple_text", "arguments": {}}}  # fmt: skip
