@@ -491,17 +491,19 @@ class Runner:
                 )
             duration = time.monotonic() - started
         finally:
-            if not status.closed.done():
-                await self._stop_when_started(status)
-            fields = status.fields()
-            record.isolation = fields.get("isolation", "")
-            record.reported = "outcome" in fields
-            for feeder in feeders:
-                feeder.close()
-            for transport in transports:
-                transport.close()
-            for file in ours_out:
-                file.close()  # a no-op for those a transport already closed
+            try:
+                if not status.closed.done():
+                    await self._stop_when_started(status)
+            finally:  # even when cancelled again while stopping (clean-up kills what is left)
+                fields = status.fields()
+                record.isolation = fields.get("isolation", "")
+                record.reported = "outcome" in fields
+                for feeder in feeders:
+                    feeder.close()
+                for transport in transports:
+                    transport.close()
+                for file in ours_out:
+                    file.close()  # a no-op for those a transport already closed
         if fields.get("outcome") == "discarded":
             raise NotStarted()  # a standby that gave up waiting just before `go`
         result = run_result(
