@@ -133,5 +133,6 @@ def log_run(request: RunRequest, result: RunResult) -> None:
             "truncated": result.stdout_truncated or result.stderr_truncated,
             "runner_error": result.runner_error,
             "isolation": result.isolation,
+            "standby": result.standby,
         },
     )
