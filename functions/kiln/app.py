@@ -23,6 +23,7 @@ from kiln.api import (
     tools,
     views,
 )
+from kiln.api.lifespan import closing
 from kiln.stack import Kiln, Role
 from kiln.studio import assets as studio_assets
 
@@ -36,6 +37,7 @@ def create_app(parts: Kiln, *, role: Role = "all") -> FastAPI:
         redoc_url=None,
         openapi_url=None if role == "public" else "/api/openapi.json",
         redirect_slashes=False,  # `/api/tools/` is a JSON 404, not an empty-bodied redirect
+        lifespan=closing(parts),
     )
     app.state.kiln = parts
     middleware.install(app, parts.settings)

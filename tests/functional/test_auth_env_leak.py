@@ -108,7 +108,7 @@ from kiln import stack
 from kiln.settings import Settings
 stack.prepare_process()
 uvicorn.run(stack.build_app(Settings.from_env()), host="127.0.0.1", port=int(sys.argv[1]),
-            log_level="warning", lifespan="off")
+            log_level="warning", lifespan="on")
 """
 
 
@@ -138,6 +138,8 @@ def server(
 ) -> Iterator[Server]:
     suffix = uuid.uuid4().hex[:10]
     shared = tmp_path_factory.mktemp("runs-share")
+    temp = tmp_path_factory.mktemp("server-temp")  # where its runs' directories go
+    temp.chmod(0o1777)
     moto_endpoint = planted_aws.endpoint
     keys = (planted_aws.access_key_id, planted_aws.secret_access_key)
     stack = AwsStack(
@@ -195,6 +197,7 @@ def server(
         "KILN_SECRETS_PREFIX": prefix,
         "KILN_BIND_HOST": "127.0.0.1",
         "KILN_RUN_SHARED_DIRS": str(shared),
+        "TMPDIR": str(temp),
     }
     port = _free_port()
     process = subprocess.Popen(
@@ -234,6 +237,8 @@ def server(
             process.stdout.close()
         for value in [*needles.values(), own_secret]:
             assert value not in log, "the server printed a planted secret"
+        # Its app's lifespan let the standbys its calls left go: no run directory is left.
+        assert sorted(p.name for p in temp.glob("kiln-run-*")) == []
 
 
 def _call(server: Server, name: str, arguments: dict[str, Any] | None = None) -> dict[str, Any]:

@@ -15,6 +15,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from kiln.api import middleware
+from kiln.api.lifespan import closing
 from kiln.api.requests import kiln_of, serve_mcp, serve_view
 from kiln.stack import Kiln
 
@@ -55,6 +56,7 @@ def create_public_app(parts: Kiln) -> Starlette:
             Route("/.well-known/oauth-protected-resource/{resource:path}", protected_resource),
         ],
         exception_handlers={HTTPException: refused, Exception: refused},
+        lifespan=closing(parts),
     )
     app.router.redirect_slashes = False  # as the full app: `/mcp/` is a JSON-RPC 404, no redirect
     app.state.kiln = parts
