@@ -81,10 +81,15 @@ class Prepared:
 
 
 def _drain(fd: int, patience_s: float) -> bytes:
-    """Everything written to `fd` until its writer closes it, or until patience runs out."""
+    """Everything written to `fd` until its writer closes it, or until patience runs out.
+
+    poll, not select: a busy server's descriptors go past select's 1,024.
+    """
     chunks = []
+    poller = select.poll()
+    poller.register(fd, select.POLLIN)
     give_up = time.monotonic() + patience_s
-    while (left := give_up - time.monotonic()) > 0 and select.select([fd], [], [], left)[0]:
+    while (left := give_up - time.monotonic()) > 0 and poller.poll(left * 1000):
         chunk = os.read(fd, 65536)
         if not chunk:
             break

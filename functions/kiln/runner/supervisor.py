@@ -234,10 +234,12 @@ def supervise(request: dict[str, Any], status_fd: int, private_fd: int, go_fd: i
 def wait_for_go(fd: int, idle_s: float) -> float | None:
     """The run's deadline in seconds once the server says go; None if it never will."""
     data = b""
+    poller = select.poll()
+    poller.register(fd, select.POLLIN)
     give_up = time.monotonic() + idle_s
     while not data.endswith(b"\n") and len(data) < GO_BYTES:
         left = give_up - time.monotonic()
-        if left <= 0 or not select.select([fd], [], [], left)[0]:
+        if left <= 0 or not poller.poll(left * 1000):
             break
         chunk = os.read(fd, GO_BYTES)
         if not chunk:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import resource
 import signal
 import time
 from collections.abc import Iterator
@@ -170,3 +171,24 @@ def test_runs_that_are_not_fenced_apart_get_no_standby(standby: Harness) -> None
     result = call(unfenced, "print('x')")
     unfenced.runner.settle()
     assert (result.standby, unfenced.runner.standbys) == (False, 0)
+
+
+def test_standbys_are_discarded_when_the_server_holds_more_than_1024_descriptors(
+    standby: Harness,
+) -> None:
+    """A busy server (kiln dev allows 1,000 connections) has descriptors past select's limit."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard != resource.RLIM_INFINITY and hard < 1400:
+        pytest.skip("the descriptor limit is below what the test needs")
+    resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, 1400), hard))
+    held = [os.open(os.devnull, os.O_RDONLY) for _ in range(1100)]
+    try:
+        assert standby.runner.prepare(standby.request("print('many')"))  # its pipes past 1,024
+        standby.runner.discard_standbys()
+        assert standby.runner.standbys == 0
+        result = call(standby, "print('many')")
+        assert (result.stdout, result.runner_error) == ("many\n", None)
+    finally:
+        for fd in held:
+            os.close(fd)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
