@@ -82,11 +82,11 @@ def test_a_standby_waiting_longer_than_the_timeout_still_gets_the_whole_timeout(
     standby: Harness,
 ) -> None:
     code = "import time\ntime.sleep(0.3)\nprint('done')\n"
-    request = standby.request(code, timeout_s=0.6)
+    request = standby.request(code, timeout_s=2.0)
     assert standby.runner.prepare(request)
     # Waiting in a standby is not running: the deadline starts with the call. (The sleep is
     # the scenario, not a wait for something to happen.)
-    time.sleep(0.7)
+    time.sleep(2.2)
     result = asyncio.run(standby.runner.run(request))
     assert (result.standby, result.timed_out, result.stdout) == (True, False, "done\n")
 
@@ -118,7 +118,7 @@ def test_a_standby_that_gave_up_waiting_is_replaced_by_a_cold_run(tmp_path: Path
     work_root, shared = tmp_path / "runs", tmp_path / "shared"
     work_root.mkdir()
     shared.mkdir()
-    settings = replace(settings_for_test(work_root, shared), standby_runs=2, standby_idle_s=0.3)
+    settings = replace(settings_for_test(work_root, shared), standby_runs=2, standby_idle_s=1.0)
     h = Harness(work_root, shared, settings)
     try:
         assert h.runner.prepare(h.request("print('late')"))
