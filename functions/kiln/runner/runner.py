@@ -136,6 +136,7 @@ class Runner:
         self._standbys: Standbys | None = None
         self._spare: ThreadPoolExecutor | None = None
         self._pending: deque[tuple[Prepared | None, RunRequest, Path, str | None]] = deque()
+        self._closed = False
         if settings.standby_runs > 0 and fenced:
             discard = _discarder(self._uids)
             self._standbys = Standbys(settings.standby_runs, settings.standby_idle_s, discard)
@@ -146,6 +147,7 @@ class Runner:
 
     def close(self) -> None:
         """Discard the standbys, let go of the helper (the last Runner stops it)."""
+        self._closed = True  # runs still ending clean up after themselves, and leave no standby
         self._hand_over()
         self._finalizer()
 
@@ -259,7 +261,7 @@ class Runner:
                 prepared = await self._prepare_now(request, interpreter)
                 return await self._supervise(request, stdin, deadline, prepared)
         finally:
-            if self._spare is not None:
+            if self._spare is not None and not self._closed:
                 # The supervisor has killed the run's processes before reporting; removing its
                 # files, and preparing the tool's next run, need not hold up the answer: they
                 # start once the caller next yields (after the answer is written, usually),
@@ -298,8 +300,14 @@ class Runner:
         """Give the spare thread what runs left to do (also on `settle` and `close`, should
         their loop have closed before it ran this)."""
         while self._pending and self._spare is not None:
-            with contextlib.suppress(IndexError, RuntimeError):  # taken, or shut down
-                self._spare.submit(self._after, *self._pending.popleft())
+            try:
+                item = self._pending.popleft()
+            except IndexError:  # taken by another caller
+                return
+            try:
+                self._spare.submit(self._after, *item)
+            except RuntimeError:  # shut down (the runner closed): clean up here
+                self._after(*item)
 
     def _after(
         self, prepared: Prepared | None, request: RunRequest, interpreter: Path, key: str | None
@@ -307,7 +315,7 @@ class Runner:
         """In the spare thread: clean up after a run, then prepare the tool's next one."""
         if prepared is not None:
             self._finish(prepared)
-        if key is not None:
+        if key is not None and not self._closed:
             self._replenish(request, interpreter, key)
 
     def _replenish(self, request: RunRequest, interpreter: Path, key: str) -> None:

@@ -192,3 +192,25 @@ def test_standbys_are_discarded_when_the_server_holds_more_than_1024_descriptors
         for fd in held:
             os.close(fd)
         resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+
+def test_a_run_that_ends_after_its_runner_closed_still_leaves_nothing(standby: Harness) -> None:
+    """A server shutting down closes its runner while calls are still ending: each cleans up
+    after itself, and no standby is made for it."""
+    code = (
+        "import os, time\nopen(os.path.join(os.environ['SHARED_DIR'], 'running'), 'w').close()\n"
+        "time.sleep(0.5)\nprint('late')\n"
+    )
+
+    async def close_during_the_run() -> RunResult:
+        run = asyncio.create_task(standby.runner.run(standby.request(code)))
+        while not (standby.shared / "running").exists():
+            assert not run.done(), run.result()
+            await asyncio.sleep(0.01)
+        standby.runner.close()
+        return await run
+
+    result = asyncio.run(close_during_the_run())
+    assert (result.stdout, result.runner_error) == ("late\n", None)
+    assert list(standby.work_root.iterdir()) == []  # removed before the answer, as without standbys
+    assert standby.runner.standbys == 0
