@@ -68,11 +68,9 @@ class ValidatorCache:
 
     def get(self, schema: Mapping[str, Any]) -> Any:
         key = schema_fingerprint(schema)
-        with self._lock:
-            validator = self._validators.get(key)
-            if validator is not None:
-                self._validators.move_to_end(key)
-                return validator
+        validator = self._cached(key)
+        if validator is not None:
+            return validator
         try:
             Draft202012Validator.check_schema(schema)
         except SchemaError as exc:
@@ -90,17 +88,19 @@ class ValidatorCache:
     ) -> list[str]:
         """`problems`, on a worker thread unless it is cheap: a costly check never holds up
         the event loop."""
-        if self.has(schema):
+        validator = self._cached(schema_fingerprint(schema))  # compiling is never cheap
+        if validator is not None:
             work = _weight(schema, INLINE_WORK)
             if work <= INLINE_WORK and work * _weight(instance, INLINE_WORK) <= INLINE_WORK:
-                return self.problems(schema, instance, budget_s=budget_s)
+                return _problems(validator, instance, budget_s)
         return await asyncio.to_thread(self.problems, schema, instance, budget_s=budget_s)
 
-    def has(self, schema: Mapping[str, Any]) -> bool:
-        """True when the validator for `schema` is compiled already."""
-        key = schema_fingerprint(schema)
+    def _cached(self, key: str) -> Any:
         with self._lock:
-            return key in self._validators
+            validator = self._validators.get(key)
+            if validator is not None:
+                self._validators.move_to_end(key)
+            return validator
 
     def problems(
         self, schema: Mapping[str, Any], instance: Any, *, budget_s: float | None = None
@@ -109,24 +109,28 @@ class ValidatorCache:
 
         Raises SchemaProblem when the schema is unusable, TooCostlyError past `budget_s`.
         """
-        validator = self.get(schema)
-        try:
-            with budget(budget_s):
-                errors = list(validator.iter_errors(instance))
-        except Unresolvable as exc:
-            raise SchemaProblem("the schema has a $ref that cannot be resolved") from exc
-        except PatternError as exc:
-            raise SchemaProblem(f"the schema has a pattern Kiln cannot evaluate ({exc})") from exc
-        except BudgetExceededError as exc:
-            raise TooCostlyError(
-                f"checking a value against the schema took longer than {budget_s} s"
-            ) from exc
-        lines: list[str] = []
-        for error in errors:
-            for line in describe(error):
-                if line not in lines:
-                    lines.append(line)
-        return sorted(lines)
+        return _problems(self.get(schema), instance, budget_s)
+
+
+def _problems(validator: Any, instance: Any, budget_s: float | None) -> list[str]:
+    """`ValidatorCache.problems` with the validator in hand."""
+    try:
+        with budget(budget_s):
+            errors = list(validator.iter_errors(instance))
+    except Unresolvable as exc:
+        raise SchemaProblem("the schema has a $ref that cannot be resolved") from exc
+    except PatternError as exc:
+        raise SchemaProblem(f"the schema has a pattern Kiln cannot evaluate ({exc})") from exc
+    except BudgetExceededError as exc:
+        raise TooCostlyError(
+            f"checking a value against the schema took longer than {budget_s} s"
+        ) from exc
+    lines: list[str] = []
+    for error in errors:
+        for line in describe(error):
+            if line not in lines:
+                lines.append(line)
+    return sorted(lines)
 
 
 def _path(parts: Iterable[Any]) -> str:

@@ -82,11 +82,16 @@ class Status(Reader):
             self.pid.exception()  # whoever waits gets it; nobody waiting is fine too
 
     def fields(self) -> dict[str, str]:
-        status: dict[str, str] = {}
-        for line in bytes(self.sink.kept).decode(errors="replace").splitlines():
-            key, _, value = line.partition(" ")
-            status[key] = value
-        return status
+        return status_fields(bytes(self.sink.kept))
+
+
+def status_fields(data: bytes) -> dict[str, str]:
+    """A status pipe's `key value` lines (`pid`, `isolation`, `outcome`, ...) as a dict."""
+    status: dict[str, str] = {}
+    for line in data.decode(errors="replace").splitlines():
+        key, _, value = line.partition(" ")
+        status[key] = value
+    return status
 
 
 class PipeFeeder:

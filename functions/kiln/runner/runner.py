@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from kiln.runner import contain, isolation, landlock, launcher, supervisor
-from kiln.runner.environment import script_environment
+from kiln.runner.environment import script_environment, tool_settings
 from kiln.runner.errors import RunnerBusyError
 from kiln.runner.isolation import RunRecord, UidPool
 from kiln.runner.launcher import PRELOAD, LauncherError, close_quietly, install_dirs
@@ -130,16 +130,17 @@ class Runner:
         self._launcher = launcher.acquire(self.settings.python_executable)
         # Runs under the server's uid fenced by Landlock can write only their own directory
         # and the shared ones: nothing of theirs can be in /tmp to sweep.
-        self._fenced = self._uids is None and settings.landlock and landlock.abi() > 0
-        # Standbys only where runs are fenced from each other (see standby.py).
-        fenced = self._uids is not None or self._fenced
+        fenced = self._uids is None and settings.landlock and landlock.abi() > 0
+        # Without either, what a run created directly in /tmp is found by being new: swept.
+        self._sweeps = settings.sweep_shared_temp and self._uids is None and not fenced
+        self._discard = _discarder(self._uids)
         self._standbys: Standbys | None = None
         self._spare: ThreadPoolExecutor | None = None
         self._pending: deque[tuple[Prepared | None, RunRequest, Path, str | None]] = deque()
         self._closed = False
-        if settings.standby_runs > 0 and fenced:
-            discard = _discarder(self._uids)
-            self._standbys = Standbys(settings.standby_runs, settings.standby_idle_s, discard)
+        # Standbys only where runs are fenced from each other (see standby.py).
+        if settings.standby_runs > 0 and (self._uids is not None or fenced):
+            self._standbys = Standbys(settings.standby_runs, settings.standby_idle_s, self._discard)
             self._spare = ThreadPoolExecutor(1, thread_name_prefix="kiln-standby")
         self._finalizer = weakref.finalize(
             self, _shut_down, self._spare, self._standbys, self._launcher
@@ -291,8 +292,7 @@ class Runner:
         )
 
     async def _prepare_now(self, request: RunRequest, interpreter: Path) -> Prepared:
-        sweeps = self.settings.sweep_shared_temp and self._uids is None and not self._fenced
-        if request.files or sweeps:  # may be large, or list /tmp: not on the event loop
+        if request.files or self._sweeps:  # may be large, or list /tmp: not on the event loop
             return await asyncio.to_thread(self._prepare, request, interpreter)
         return self._prepare(request, interpreter)
 
@@ -347,14 +347,12 @@ class Runner:
             if self._uids is not None:
                 lease = self._uids.acquire()
                 record.uid = lease.uid
-            elif self.settings.sweep_shared_temp and not self._fenced:
+            elif self._sweeps:
                 record.before = contain.snapshot(record.shared_dirs)
             _write_files(run_dir, request.files)
             script = run_dir / SCRIPT_NAMES[request.language]
             script.write_text(request.code, encoding="utf-8")
-            env, _ = script_environment(
-                request.language, run_dir, interpreter, request.bundle_path, {}
-            )
+            env = script_environment(request.language, run_dir, interpreter, request.bundle_path)
             order = self._order(request, interpreter, script, env, record)
             for _ in range(6):  # stdin, private, go: they read; stdout, stderr, status: we do
                 read, write = os.pipe()
@@ -371,19 +369,16 @@ class Runner:
             raise
         close_quietly(theirs)
         stdin_w, private_w, go_w, stdout_r, stderr_r, status_r = ours
-        return Prepared(record, lease, stdin_w, private_w, go_w, stdout_r, stderr_r, status_r)
+        return Prepared(record, lease, stdin_w, private_w, go_w, stdout_r, stderr_r, status_r, env)
 
     def _finish(self, prepared: Prepared) -> None:
-        """In a worker thread: a run that has ended (or never will) leaves nothing behind."""
-        prepared.let_go()  # a no-op for a run that was started
-        self._clean_up(prepared.record)
-        if prepared.lease is not None and self._uids is not None:
-            self._uids.release(prepared.lease)
-            prepared.lease = None
+        """In a worker thread: a run that has ended (or never will) leaves nothing behind,
+        and the helper works."""
+        self._discard(prepared)  # its processes (as its uid), its files, its uid
+        self._settle_orphans(prepared.record)
 
-    def _clean_up(self, record: RunRecord) -> None:
-        """In a worker thread: nothing of the run left running or on disk, a working helper."""
-        isolation.clean_up(record)
+    def _settle_orphans(self, record: RunRecord) -> None:
+        """Without a uid of its own, a run whose supervisor died left orphans: kill them."""
         if record.uid is not None:
             return  # its uid is all it had: killed (by the supervisor, or by clean_up)
         if record.reported and self._launcher.alive():
@@ -462,9 +457,7 @@ class Runner:
         readers = [Reader(stdout), Reader(stderr)]
         status = Status()
         record = prepared.record
-        _, private = script_environment(
-            request.language, record.run_dir, Path(), request.bundle_path, request.extra_env
-        )
+        private = tool_settings(request.extra_env, prepared.env)
         stdin_w, private_w, go, *reads = prepared.take()
         # From here on every descriptor is owned by a file object, a feeder, or `go`.
         ours_out = [os.fdopen(fd, "rb", buffering=0) for fd in reads]
@@ -577,10 +570,11 @@ def _kill_tree_from(root: int) -> None:
 
 
 def _discarder(uids: UidPool | None) -> Callable[[Prepared], None]:
-    """How a standby that will never run is cleaned up (holds no reference to the Runner)."""
+    """How a run that has ended, or a standby that will never run, is cleaned up (holds no
+    reference to the Runner, so that standbys can use it)."""
 
     def discard(prepared: Prepared) -> None:
-        prepared.let_go()
+        prepared.let_go()  # a no-op for a run that was started
         isolation.clean_up(prepared.record)
         if prepared.lease is not None and uids is not None:
             uids.release(prepared.lease)

@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 
 from kiln.runner.isolation import RunRecord, UidLease
 from kiln.runner.launcher import close_quietly
+from kiln.runner.pipes import status_fields
 
 DRAIN_S = 5.0  # how long a discarded supervisor may take to kill its script and exit
 
@@ -50,6 +51,7 @@ class Prepared:
     stdout: int  # read ends
     stderr: int
     status: int
+    env: dict[str, str] = field(default_factory=dict)  # what the runner set in its environment
     key: str | None = None
     made: float = field(default_factory=time.monotonic)
     taken: bool = False  # the pipe ends belong to the run now (closed by whoever took them)
@@ -59,25 +61,19 @@ class Prepared:
         self.taken = True
         return self.stdin, self.private, self.go, self.stdout, self.stderr, self.status
 
-    def let_go(self) -> dict[str, str]:
-        """Not to be run: close `go` and wait (bounded) for the supervisor to kill it and exit.
-
-        Returns the supervisor's status fields; the record says whether it reported.
-        """
+    def let_go(self) -> None:
+        """Not to be run: close `go` and wait (bounded) for the supervisor to kill it and exit;
+        the record then says whether it reported. A no-op for a run that was started."""
         if self.taken:
-            return {}
+            return
         self.taken = True
         close_quietly([self.go, self.stdin, self.private, self.stdout, self.stderr])
-        data = _drain(self.status, DRAIN_S)
+        fields = status_fields(_drain(self.status, DRAIN_S))
         os.close(self.status)
-        fields = dict(
-            line.partition(" ")[::2] for line in data.decode(errors="replace").splitlines()
-        )
         self.record.isolation = fields.get("isolation", "")
         self.record.reported = "outcome" in fields
         with contextlib.suppress(ValueError):
             self.record.supervisor = int(fields.get("pid", ""))
-        return fields
 
 
 def _drain(fd: int, patience_s: float) -> bytes:
