@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from kiln.aws import AwsClients, ensure_resources, make_clients
+from kiln.aws.clients import AwsClients, ensure_resources, make_clients
 
 # Fails the session if a key or secret planted by a test shows up in any log line.
 pytest_plugins = ["leakguard"]
@@ -34,8 +34,8 @@ class AwsStack:
 def moto_endpoint(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """Kiln's local emulator (moto in a child process, signed requests only, journaled),
     keyed with the tests' fake credentials so that every client and subprocess signs."""
-    from kiln.emulator import run_emulator
-    from kiln.emulator.privacy import write_private
+    from kiln.local.emulator import run_emulator
+    from kiln.local.emulator.privacy import write_private
 
     state = tmp_path_factory.mktemp("emulator")
     key = {

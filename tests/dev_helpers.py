@@ -15,7 +15,7 @@ import httpx
 
 from devproc import serving
 from harness import free_port
-from kiln.emulator import shared_endpoint
+from kiln.local.emulator import shared_endpoint
 
 DEV_KEY = "dev-test-author-key-views"
 MODERN = "2026-07-28"
@@ -42,7 +42,7 @@ class DevServer:
         """Run the `kiln` command against this server, through its REST API (URL and key)."""
         env = {**_clean_env(), "KILN_URL": self.url, "KILN_AUTHOR_KEY": DEV_KEY}
         return subprocess.run(
-            [sys.executable, "-m", "kiln.cli", *args],
+            [sys.executable, "-m", "kiln.cli.main", *args],
             env=env, capture_output=True, text=True, timeout=120, check=False,
         )  # fmt: skip
 
@@ -95,7 +95,7 @@ def kiln_dev(
     state_dir: Path, *extra: str, env: Mapping[str, str] | None = None
 ) -> Iterator[DevServer]:
     port = free_port()
-    command = [sys.executable, "-m", "kiln.cli", "dev", "--port", str(port), "--state-dir",
+    command = [sys.executable, "-m", "kiln.cli.main", "dev", "--port", str(port), "--state-dir",
                str(state_dir), "--author-key", DEV_KEY, *extra]  # fmt: skip
     env_ = {**_clean_env(), **(env or {})}
     with serving(command, port, state_dir / "dev.log", env=env_), httpx.Client(timeout=120) as http:

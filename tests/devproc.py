@@ -28,11 +28,11 @@ class DevProcess:
         return httpx.request(method, self.url + path, headers=headers, timeout=30, **kw)  # type: ignore[arg-type]
 
     def emulator_pid(self) -> int | None:
-        """The emulator child's pid (the one child of kiln dev that runs kiln.emulator)."""
+        """The emulator child's pid (the one child of kiln dev that runs kiln.local.emulator)."""
         for task in Path(f"/proc/{self.process.pid}/task").iterdir():
             for child in (task / "children").read_text().split():
                 cmdline = Path(f"/proc/{child}/cmdline").read_bytes()
-                if b"kiln.emulator" in cmdline:
+                if b"kiln.local.emulator" in cmdline:
                     return int(child)
         return None
 
@@ -51,7 +51,7 @@ def start_dev(
     log = state_dir.parent / f"{state_dir.name}.dev.log"
     with log.open("ab") as sink:
         process = subprocess.Popen(
-            [python, "-m", "kiln.cli", "dev", "--port", str(port), "--state-dir",
+            [python, "-m", "kiln.cli.main", "dev", "--port", str(port), "--state-dir",
              str(state_dir), "--author-key", AUTHOR_KEY, "--no-examples", *extra],
             env=env, stdout=sink, stderr=subprocess.STDOUT, user=user, group=user,
             cwd=state_dir.parent,

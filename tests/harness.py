@@ -13,8 +13,7 @@ import httpx
 import uvicorn
 
 from conftest import AwsStack
-from kiln.api.public import create_public_app
-from kiln.app import create_app
+from kiln.api.apps import create_app, create_public_app
 from kiln.settings import Settings
 from kiln.stack import Kiln, build_kiln, prepare_process
 

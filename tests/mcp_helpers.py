@@ -15,7 +15,7 @@ import httpx
 from conftest import AwsStack
 from harness import AUTHOR_KEY, RunningKiln, serve
 from kiln.authoring import AuthoringService, FolderTarget
-from kiln.aws import ensure_resources, make_clients
+from kiln.aws.clients import ensure_resources, make_clients
 from kiln.catalog.files import push, tool_folders
 from kiln.catalog.store import CatalogStore
 from kiln.settings import Settings

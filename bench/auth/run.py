@@ -28,10 +28,10 @@ import uvicorn
 from cryptography.hazmat.primitives.asymmetric import rsa
 from moto.server import ThreadedMotoServer
 
-from kiln.app import create_app
-from kiln.auth.keys import KeyStore
-from kiln.auth.settings import AuthSettings
-from kiln.aws import ensure_resources, make_clients
+from kiln.api.apps import create_app
+from kiln.aws.clients import ensure_resources, make_clients
+from kiln.identity.keys import KeyStore
+from kiln.identity.settings import AuthSettings
 from kiln.settings import Settings
 from kiln.stack import build_kiln
 

@@ -42,10 +42,10 @@ os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
 import httpx  # noqa: E402
 import uvicorn  # noqa: E402
 
-from kiln.app import create_app  # noqa: E402
-from kiln.aws import AwsClients, ensure_resources, make_clients  # noqa: E402
+from kiln.api.apps import create_app  # noqa: E402
+from kiln.aws.clients import AwsClients, ensure_resources, make_clients  # noqa: E402
 from kiln.bundles.scheduler import run_build  # noqa: E402
-from kiln.emulator import run_emulator  # noqa: E402
+from kiln.local.emulator import run_emulator  # noqa: E402
 from kiln.settings import Settings  # noqa: E402
 from kiln.stack import build_kiln  # noqa: E402
 

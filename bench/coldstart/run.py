@@ -166,7 +166,7 @@ def timed(argv: list[str], env: dict[str, str], stdin: str) -> tuple[float, list
 
 def seed(endpoint: str, table: str, bucket: str) -> None:
     sys.path.insert(0, str(ROOT / "functions"))
-    from kiln.aws import ensure_resources, make_clients
+    from kiln.aws.clients import ensure_resources, make_clients
     from kiln.catalog.rules import check_draft
     from kiln.catalog.store import CatalogStore
 

@@ -5,7 +5,7 @@ through boto3 with a long read timeout, so a write held up by a compaction shows
 wait instead of a timeout: first `--items` PutItems (ledger-sized items), then `--updates`
 UpdateItems spread over them, so the journal is compacted at least once with every item
 in the table. Prints the median write, the slowest, their ratio, and how many writes took
-longer than the production client's read timeout (kiln.aws.StoreDeadlines.read_s: such a
+longer than the production client's read timeout (kiln.aws.clients.StoreDeadlines.read_s: such a
 write is a 503 for a caller of Kiln).
 
     python bench/durability/compaction.py [--items 5000] [--updates 6000]
@@ -23,9 +23,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path[:0] = [str(ROOT / "functions"), str(ROOT / "tests")]
 
-from kiln.aws import StoreDeadlines, ensure_resources, make_clients  # noqa: E402
-from kiln.emulator import run_emulator  # noqa: E402
-from kiln.emulator.journal import read_records  # noqa: E402
+from kiln.aws.clients import StoreDeadlines, ensure_resources, make_clients  # noqa: E402
+from kiln.local.emulator import run_emulator  # noqa: E402
+from kiln.local.emulator.journal import read_records  # noqa: E402
 
 TABLE = "kiln-bench"
 

@@ -26,8 +26,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path[:0] = [str(ROOT / "functions"), str(ROOT / "tests")]
 
-from kiln.aws import AwsClients, ensure_resources, make_clients  # noqa: E402
-from kiln.emulator import run_emulator  # noqa: E402
+from kiln.aws.clients import AwsClients, ensure_resources, make_clients  # noqa: E402
+from kiln.local.emulator import run_emulator  # noqa: E402
 
 TABLE = "kiln-bench"
 KEY = {"pk": {"S": "counter"}, "sk": {"S": "one"}}
@@ -42,7 +42,7 @@ def compactors(journal: Path) -> list[int]:
             argv = (proc / "cmdline").read_bytes().split(b"\0")
         except OSError:
             continue
-        if b"kiln.emulator.compactor" in argv and str(journal).encode() in argv:
+        if b"kiln.local.emulator.compactor" in argv and str(journal).encode() in argv:
             found.append(int(proc.name))
     return found
 

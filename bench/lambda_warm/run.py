@@ -134,7 +134,7 @@ def pct(samples: list[float], q: float) -> float:
 
 
 def seed(endpoint: str, name: str) -> None:
-    from kiln.aws import ensure_resources, make_clients
+    from kiln.aws.clients import ensure_resources, make_clients
     from kiln.catalog.rules import check_draft
     from kiln.catalog.store import CatalogStore
 

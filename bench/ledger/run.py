@@ -40,11 +40,11 @@ import httpx
 import uvicorn
 
 from kiln.access.quotas import Quota
-from kiln.app import create_app
-from kiln.auth.keys import KeyStore
-from kiln.aws import ensure_resources, make_clients
+from kiln.api.apps import create_app
+from kiln.aws.clients import ensure_resources, make_clients
 from kiln.catalog.rules import check_draft
 from kiln.catalog.store import CatalogStore
+from kiln.identity.keys import KeyStore
 from kiln.settings import Settings
 from kiln.stack import build_kiln, prepare_process
 

@@ -87,7 +87,7 @@ def compaction_kib(pid: int) -> int:
 
 
 def _compacting(pid: int) -> bool:
-    return b"kiln.emulator.compactor" in Path(f"/proc/{pid}/cmdline").read_bytes()
+    return b"kiln.local.emulator.compactor" in Path(f"/proc/{pid}/cmdline").read_bytes()
 
 
 def requests() -> itertools.cycle[tuple[str, str, dict[str, str], Any]]:
@@ -216,7 +216,7 @@ def dev_pid(work: Path) -> int:
                 cmdline = (entry / "cmdline").read_bytes()
             except OSError:
                 continue
-            if b"kiln.cli\x00dev" in cmdline and marker in cmdline:
+            if b"kiln.cli.main\x00dev" in cmdline and marker in cmdline:
                 return int(entry.name)
     raise SystemExit("kiln dev's process not found")
 

@@ -13,11 +13,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from kiln import observability, stack
+from kiln import stack
+from kiln.observability import telemetry as observability
 from kiln.settings import Settings
 
 if TYPE_CHECKING:
-    from kiln.stack import Role
+    from kiln.api.mcp import Serves
 
 # Lambda's only writable place; the builder's scratch space (EphemeralStorage in template.yaml).
 BUILD_DIR = Path("/tmp")  # noqa: S108
@@ -27,11 +28,13 @@ clients = stack.aws_clients(settings)
 telemetry = stack.telemetry(settings)
 
 
-def _http(role: Role, name: str) -> observability.Handler:
+def _http(serves: Serves, name: str) -> observability.Handler:
     from mangum import Mangum
 
+    from kiln.api.apps import build_app
+
     stack.prepare_process()
-    app = stack.build_app(settings, role=role, clients=clients)
+    app = build_app(stack.build_kiln(settings, clients=clients), serves)
     return observability.http_handler(Mangum(app, lifespan="off"), name=name, telemetry=telemetry)
 
 

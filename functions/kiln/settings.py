@@ -14,7 +14,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TypeVar
 
-from kiln.auth.settings import AuthSettings, AuthSettingsError, check_audience
+from kiln.identity.settings import AuthSettings, AuthSettingsError, check_audience
 from kiln.tasks.settings import TaskSettings
 
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
@@ -309,7 +309,7 @@ def emulator_environment() -> dict[str, str]:
 
 def set_local_aws_defaults() -> None:
     """A region (and placeholder credentials) for boto3 in local runs, unless set; the
-    local emulator's clients are given its own key (kiln.emulator)."""
+    local emulator's clients are given its own key (kiln.local.emulator)."""
     os.environ.setdefault("AWS_ACCESS_KEY_ID", "kiln-local")
     os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "kiln-local")
     os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")

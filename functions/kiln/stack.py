@@ -1,11 +1,12 @@
 """The composition root: settings in, a running Kiln out.
 
 Every entry point starts here: the Lambda handlers (`kiln.lambda_handlers`), `kiln dev` and
-`kiln stdio` (`kiln.dev`), and the CLI (`kiln.cli`). They read `Settings.from_env()` once,
-call `prepare_process()` (process-wide setup: log redaction, a non-dumpable process), and
-`build_kiln(settings)` for the parts: AWS clients, the catalog store and its snapshots,
-bundles, the runner, access control, the authoring service and the MCP endpoints. Nothing
-below this module reads the environment or builds its own collaborators.
+`kiln stdio` (`kiln.local.dev`), and the CLI (`kiln.cli.main`). They read
+`Settings.from_env()` once, call `prepare_process()` (process-wide setup: log redaction, a
+non-dumpable process), and `build_kiln(settings)` for the parts: AWS clients, the catalog
+store and its snapshots, bundles, the runner, access control, the authoring service and the
+MCP endpoints. Nothing below this module reads the environment or builds its own
+collaborators.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import threading
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 import kiln
@@ -26,35 +27,31 @@ from kiln.access.ledger import CallLedger
 from kiln.access.quotas import QuotaCounters
 from kiln.access.resolve import ViewCatalog
 from kiln.access.views import ViewStore
-from kiln.auth.web import AccessControl
-from kiln.aws import AwsClients, Lazy, make_clients
-from kiln.bundles.service import Bundles, make_bundles
+from kiln.api.auth import AccessControl
+from kiln.aws.clients import AwsClients, Lazy, make_clients
+from kiln.bundles.hooks import Bundles, make_bundles
 from kiln.catalog.snapshot import CatalogSnapshots
 from kiln.catalog.store import CatalogStore
 from kiln.runner import Runner, RunnerSettings
 from kiln.runner.limits import COMMON_TCP_PORTS, default_own_temp_paths
-from kiln.service import CatalogBackend
+from kiln.serving.backend import CatalogBackend
 from kiln.settings import Settings
 
 log = logging.getLogger("kiln.stack")
 
 if TYPE_CHECKING:
-    from starlette.applications import Starlette
-
     from kiln.authoring.service import AuthoringService
-    from kiln.observability import Telemetry
+    from kiln.observability.telemetry import Telemetry
     from kiln.protocol import McpEndpoint
-    from kiln.tasks.service import TaskService
+    from kiln.tasks.backend import TaskService
     from kiln.tasks.store import TaskStore
     from kiln.tasks.worker import TaskWorker
-
-Role = Literal["all", "public", "admin"]
 
 
 def prepare_process() -> None:
     """Process-wide setup, once per process, by the entry point (never by a library)."""
-    from kiln.auth import redact
-    from kiln.auth.process import protect_process
+    from kiln.observability import redact
+    from kiln.runner.shield import protect_process
 
     redact.install()  # no key or bearer token reaches a log line from here on
     protect_process()  # tools cannot read this process's environ (AWS credentials, keys)
@@ -67,7 +64,7 @@ def aws_clients(settings: Settings) -> AwsClients:
 
 
 def telemetry(settings: Settings) -> Telemetry:
-    from kiln.observability import Telemetry
+    from kiln.observability.telemetry import Telemetry
 
     return Telemetry(settings.service_name, settings.metrics_namespace, tracing=settings.tracing)
 
@@ -176,7 +173,7 @@ class Kiln:
     @cached_property
     def tasks(self) -> TaskService:
         """Tasks of the public endpoint: a worker function in AWS, a local pool elsewhere."""
-        from kiln.tasks.service import LambdaStarter, LocalPool, Starter, TaskService
+        from kiln.tasks.backend import LambdaStarter, LocalPool, Starter, TaskService
 
         config = self.settings.tasks
         starter: Starter
@@ -284,23 +281,6 @@ def ledger_digest_key(settings: Settings) -> bytes:
         return hashlib.sha256(f"kiln-ledger-digest:{secret}".encode()).digest()
     log.warning("KILN_LEDGER_DIGEST_KEY is not set: argument digests compare within this process")
     return os.urandom(32)
-
-
-def build_app(
-    settings: Settings, *, role: Role = "all", clients: AwsClients | None = None
-) -> Starlette:
-    """The ASGI app over a freshly built Kiln (what `kiln dev` and the Lambda handlers serve).
-
-    The public role gets bare Starlette with the MCP routes and the metadata documents only:
-    its cold start (the one MCP clients wait for) imports neither FastAPI nor the REST API.
-    """
-    if role == "public":
-        from kiln.api.public import create_public_app
-
-        return create_public_app(build_kiln(settings, clients=clients))
-    from kiln.app import create_app
-
-    return create_app(build_kiln(settings, clients=clients), role=role)
 
 
 class _LazySecretNames:

@@ -27,7 +27,7 @@ from typing import Any
 import pytest
 
 from e2e.runtime_api import Answer, RuntimeApi
-from kiln.aws import ensure_resources, make_clients
+from kiln.aws.clients import ensure_resources, make_clients
 from kiln.catalog.rules import check_draft
 from kiln.catalog.store import CatalogStore
 

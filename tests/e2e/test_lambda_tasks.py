@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 from e2e.test_lambda_runtime import LambdaProcess, answer_body, event_for, rpc, start_lambda
-from kiln.aws import ensure_resources, make_clients
+from kiln.aws.clients import ensure_resources, make_clients
 from kiln.catalog.rules import check_draft
 from kiln.catalog.store import CatalogStore
 

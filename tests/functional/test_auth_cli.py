@@ -12,10 +12,10 @@ import boto3
 import pytest
 
 from conftest import AwsStack
-from kiln.auth.keys import KeyStore
-from kiln.auth.secrets import SecretStore
+from kiln.access.secrets import SecretStore
 from kiln.catalog.rules import check_draft
 from kiln.catalog.store import CatalogStore
+from kiln.identity.keys import KeyStore
 
 FUNCTIONS = str(Path(__file__).resolve().parents[2] / "functions")
 
@@ -39,7 +39,7 @@ def kiln(
         "KILN_SECRETS_PREFIX": prefix,
     }
     return subprocess.run(
-        [sys.executable, "-m", "kiln.cli", *args, "--aws"],
+        [sys.executable, "-m", "kiln.cli.main", *args, "--aws"],
         input=stdin,
         capture_output=True,
         text=True,

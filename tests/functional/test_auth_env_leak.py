@@ -28,13 +28,13 @@ import httpx
 import pytest
 
 from conftest import AwsStack
-from kiln.auth.keys import KeyStore
-from kiln.auth.secrets import SecretStore
-from kiln.aws import ensure_resources, make_clients
+from kiln.access.secrets import SecretStore
+from kiln.aws.clients import ensure_resources, make_clients
 from kiln.catalog.rules import check_draft
 from kiln.catalog.store import CatalogStore
-from kiln.emulator import run_emulator
-from kiln.emulator.privacy import write_private
+from kiln.identity.keys import KeyStore
+from kiln.local.emulator import run_emulator
+from kiln.local.emulator.privacy import write_private
 from leakguard import Planted
 
 CALLER = "caller's API key"
@@ -105,10 +105,11 @@ class Server:
 SERVE = """\
 import sys, uvicorn
 from kiln import stack
+from kiln.api.apps import create_app
 from kiln.settings import Settings
 stack.prepare_process()
-uvicorn.run(stack.build_app(Settings.from_env()), host="127.0.0.1", port=int(sys.argv[1]),
-            log_level="warning", lifespan="on")
+app = create_app(stack.build_kiln(Settings.from_env()))
+uvicorn.run(app, host="127.0.0.1", port=int(sys.argv[1]), log_level="warning", lifespan="on")
 """
 
 

@@ -8,7 +8,7 @@ import jwt
 import pytest
 
 from auth_support import Issuer, new_rsa_key, running_issuer
-from kiln.auth.jwt import JwtVerifier, ScopeNames, TokenError
+from kiln.identity.tokens import JwtVerifier, ScopeNames, TokenError
 
 AUD = "https://kiln.example/mcp"
 

@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from conftest import AwsStack
-from kiln.auth.keys import (
+from kiln.identity.keys import (
     InvalidKeyNameError,
     InvalidScopeError,
     KeyNameTakenError,

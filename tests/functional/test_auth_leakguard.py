@@ -44,7 +44,7 @@ def test_session_fails_when_a_planted_secret_is_logged(tmp_path: Path) -> None:
 
 def test_session_passes_when_redaction_hides_the_key(tmp_path: Path) -> None:
     body = (
-        "from kiln.auth import redact\n"
+        "from kiln.observability import redact\n"
         "    redact.install()\n"
         '    logging.getLogger("kiln.x").info("auth header Bearer %s", secret)\n'
         '    logging.getLogger("kiln.y").info("key %s", secret)'

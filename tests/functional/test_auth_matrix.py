@@ -18,10 +18,10 @@ import pytest
 from auth_support import Issuer, running_issuer
 from conftest import AwsStack
 from harness import RunningKiln, serve
-from kiln.auth.keys import KeyStore
-from kiln.auth.settings import AuthSettings
-from kiln.aws import ensure_resources, make_clients
+from kiln.aws.clients import ensure_resources, make_clients
 from kiln.catalog.rules import check_draft
+from kiln.identity.keys import KeyStore
+from kiln.identity.settings import AuthSettings
 from kiln.settings import Settings
 from leakguard import Planted
 

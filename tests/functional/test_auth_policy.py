@@ -8,9 +8,9 @@ import pytest
 
 from auth_support import Issuer, running_issuer
 from conftest import AwsStack
-from kiln.auth.jwt import JwtVerifier
-from kiln.auth.keys import KeyStore
-from kiln.auth.policy import Authenticator, AuthError, Principal
+from kiln.identity.keys import KeyStore
+from kiln.identity.policy import Authenticator, AuthError, Principal
+from kiln.identity.tokens import JwtVerifier
 
 BASE = "https://kiln.example"
 META_MCP = f'resource_metadata="{BASE}/.well-known/oauth-protected-resource/mcp"'

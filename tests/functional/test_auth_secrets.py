@@ -8,7 +8,7 @@ from typing import Any
 import boto3
 import pytest
 
-from kiln.auth.secrets import (
+from kiln.access.secrets import (
     InvalidSecretError,
     MissingSecretsError,
     SecretNotFoundError,

@@ -12,9 +12,9 @@ from typing import Any, ClassVar
 import pytest
 
 from conftest import AwsStack
+from kiln.bundles.hooks import LazyLocalWorker, NoBuilder, make_bundles
 from kiln.bundles.identity import default_target
 from kiln.bundles.scheduler import LambdaBuildScheduler, handle_build_event
-from kiln.bundles.service import LazyLocalWorker, NoBuilder, make_bundles
 from kiln.bundles.store import BundleStore
 from kiln.settings import Settings
 

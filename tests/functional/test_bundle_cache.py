@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from conftest import AwsStack
-from kiln.aws import ensure_resources, make_clients
+from kiln.aws.clients import ensure_resources, make_clients
 from kiln.bundles.cache import BundleCache, BundleFetchError, BundleNotReadyError
 from kiln.bundles.identity import default_target
 from kiln.bundles.scheduler import run_build
@@ -116,7 +116,7 @@ def test_ten_concurrent_first_calls_unpack_once(stack: AwsStack, tmp_path: Path)
 CHILD = """
 import json, sys
 from pathlib import Path
-from kiln.aws import make_clients
+from kiln.aws.clients import make_clients
 from kiln.bundles.cache import BundleCache
 from kiln.bundles.store import BundleStore
 endpoint, table, root, bundle = sys.argv[1:5]
@@ -298,7 +298,7 @@ def test_a_new_cache_sweeps_what_dead_processes_left(stack: AwsStack, tmp_path: 
 PINNER = """
 import sys
 from pathlib import Path
-from kiln.aws import make_clients
+from kiln.aws.clients import make_clients
 from kiln.bundles.cache import BundleCache
 from kiln.bundles.store import BundleStore
 endpoint, table, root, bundle = sys.argv[1:5]

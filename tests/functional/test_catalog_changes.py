@@ -16,12 +16,12 @@ from pathlib import Path
 
 import pytest
 
-from kiln.aws import AwsClients, ensure_resources, make_clients
+from kiln.aws.clients import AwsClients, ensure_resources, make_clients
 from kiln.catalog.model import Draft
 from kiln.catalog.snapshot import CatalogSnapshots
 from kiln.catalog.store import CatalogStore
-from kiln.emulator import Endpoint, run_emulator
-from kiln.emulator.changes import ChangeMark
+from kiln.local.emulator import Endpoint, run_emulator
+from kiln.local.emulator.changes import ChangeMark
 
 DRAFT = Draft(name="echo", description="Echo.", language="python", code="print(1)\n")
 

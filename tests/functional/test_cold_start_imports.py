@@ -37,7 +37,7 @@ DEFERRED = (
     "kiln.catalog.rules",
     "kiln.catalog.schemas",
     "kiln.catalog.requirements",
-    "kiln.protocol.arguments",
+    "kiln.schema.arguments",
     "kiln.authoring.service",
 )
 

@@ -1,4 +1,4 @@
-"""The local emulator (kiln.emulator) as its own process: signatures, journal, tokens."""
+"""The local emulator (kiln.local.emulator) as its own process: signatures, journal, tokens."""
 
 from __future__ import annotations
 
@@ -18,10 +18,10 @@ import pytest
 from botocore.exceptions import ClientError
 
 from conftest import AwsStack
-from kiln.aws import AwsClients, ensure_resources, make_clients
-from kiln.dev import import_mirror
-from kiln.emulator import Endpoint, run_emulator
-from kiln.emulator.journal import Record, read_records
+from kiln.aws.clients import AwsClients, ensure_resources, make_clients
+from kiln.local.dev import import_mirror
+from kiln.local.emulator import Endpoint, run_emulator
+from kiln.local.emulator.journal import Record, read_records
 
 TABLE = BUCKET = "kiln-emulator-test"
 KEY = {"pk": {"S": "counter"}, "sk": {"S": "one"}}
@@ -231,7 +231,8 @@ def test_the_emulator_exits_when_the_process_that_started_it_is_killed(tmp_path:
         [
             sys.executable,
             "-c",
-            "import sys, time\nfrom pathlib import Path\nfrom kiln.emulator import run_emulator\n"
+            "import sys, time\nfrom pathlib import Path\n"
+            "from kiln.local.emulator import run_emulator\n"
             "with run_emulator(Path(sys.argv[1])):\n    print('up', flush=True); time.sleep(600)\n",
             str(tmp_path),
         ],
@@ -285,8 +286,8 @@ import gc, json, sys, threading
 from pathlib import Path
 from werkzeug.serving import make_server
 from moto.dynamodb.models.dynamo_type import Item
-from kiln.aws import ensure_resources, make_clients
-from kiln.emulator import server
+from kiln.aws.clients import ensure_resources, make_clients
+from kiln.local.emulator import server
 state = Path(sys.argv[1])
 app = server.build(state, sync=False)
 http = make_server("127.0.0.1", 0, app, threaded=True)
@@ -321,7 +322,7 @@ def test_moto_items_do_not_pile_up_with_writes(tmp_path: Path) -> None:
 
 SHARED_STRINGS = r"""
 import json
-from kiln.emulator import motofix
+from kiln.local.emulator import motofix
 from moto.dynamodb.models.dynamo_type import DynamoType, Item
 motofix.install()
 text = '{"pk": {"S": "LEDGER#2026-11-30"}, "sk": {"S": "%s"}, "tool": {"S": "echo"}}'
@@ -360,7 +361,7 @@ def compactors_of(state: Path) -> list[int]:
         except OSError:
             continue
         if (
-            b"kiln.emulator.compactor" in argv
+            b"kiln.local.emulator.compactor" in argv
             and journal in argv
             and _state(int(proc.name)) != b"Z"
         ):

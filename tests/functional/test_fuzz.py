@@ -23,8 +23,8 @@ from hypothesis import strategies as st
 
 from conftest import AwsStack
 from harness import AUTHOR_KEY
+from kiln.local.stdio import serve_stdio
 from kiln.protocol import McpEndpoint
-from kiln.protocol.stdio import serve_stdio
 from kiln.settings import Settings
 from kiln.stack import build_kiln
 from mcp_helpers import MODERN, McpServer, meta, start_kiln

@@ -18,7 +18,7 @@ import pytest
 from conftest import AwsStack
 from faultproxy import BLACK_HOLE, CUT, PASS, FaultProxy, fault_proxy
 from harness import AUTHOR_KEY, RunningKiln, serve
-from kiln.aws import StoreDeadlines, make_clients
+from kiln.aws.clients import StoreDeadlines, make_clients
 from kiln.settings import Settings
 
 # Short deadlines keep the test quick; the mechanism is the one production uses.

@@ -9,8 +9,7 @@ import botocore
 import botocore.session
 import pytest
 
-from kiln.aws import make_clients
-from kiln.botocore_data import (
+from kiln.aws.botocore_data import (
     BUILTIN,
     DATA,
     ENDPOINT_SERVICES,
@@ -18,8 +17,9 @@ from kiln.botocore_data import (
     quick_loader,
     trimmed_endpoints,
 )
+from kiln.aws.clients import make_clients
 
-REGENERATE = "regenerate with: python -c 'import kiln.botocore_data as d; d.write()'"
+REGENERATE = "regenerate with: python -c 'import kiln.aws.botocore_data as d; d.write()'"
 REGIONS = ["eu-west-1", "cn-north-1", "us-gov-west-1"]  # one per partition family
 
 

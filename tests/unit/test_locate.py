@@ -1,4 +1,4 @@
-"""How every `kiln` command finds its server and key (kiln.locate), from settings and files."""
+"""How every `kiln` command finds its server and key (kiln.cli.locate), from settings and files."""
 
 from __future__ import annotations
 
@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from kiln.locate import ServerNotFoundError, find_server, forget_server, record_server
+from kiln.cli.locate import ServerNotFoundError, find_server
+from kiln.local.state import forget_server, record_server
 from kiln.settings import LocalSettings
 
 

@@ -7,7 +7,7 @@ import json
 import time
 from typing import Any
 
-from kiln.observability import (
+from kiln.observability.telemetry import (
     HTTP_API_LIMIT_MS,
     FrontDoorContext,
     describe_request,

@@ -9,8 +9,8 @@ import pytest
 from jsonschema import Draft202012Validator
 
 from kiln.catalog.rules import RuleError, normalise_schema
-from kiln.protocol.arguments import SchemaProblem, TooCostlyError, ValidatorCache
-from kiln.safe_schema import SafeValidator, pattern_problem, search
+from kiln.schema.arguments import SchemaProblem, TooCostlyError, ValidatorCache
+from kiln.schema.safe import SafeValidator, pattern_problem, search
 
 EVIL = "^(a+)+$"
 EVIL_INPUT = "a" * 27 + "!"  # seconds of backtracking in Python's re

@@ -12,7 +12,7 @@ from botocore.auth import S3SigV4Auth, SigV4Auth
 from botocore.awsrequest import AWSRequest
 from botocore.credentials import Credentials as BotoCredentials
 
-from kiln.emulator.sigv4 import Credentials, SignatureError, verify
+from kiln.local.emulator.sigv4 import Credentials, SignatureError, verify
 
 KEY = Credentials("KILNTESTKEY", "s3cr3t-value")
 

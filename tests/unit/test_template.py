@@ -14,7 +14,7 @@ import pytest
 from cfnlint.decode import decode
 from packaging.requirements import Requirement
 
-from kiln.aws import TABLE_DEFINITION
+from kiln.aws.clients import TABLE_DEFINITION
 
 ROOT = Path(__file__).resolve().parents[2]
 TEMPLATE = ROOT / "template.yaml"

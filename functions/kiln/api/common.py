@@ -15,9 +15,9 @@ from kiln.api.errors import ApiError
 from kiln.api.requests import kiln_of as kiln_of
 from kiln.api.requests import read_capped as read_capped
 from kiln.api.requests import time_left_s as time_left_s
-from kiln.auth.policy import Permission, Principal
 from kiln.authoring.serialise import etag
 from kiln.catalog.model import Tool
+from kiln.identity.policy import Permission, Principal
 from kiln.protocol.jsontext import load_json, lone_surrogate_path, may_hold_surrogates
 
 T = TypeVar("T")

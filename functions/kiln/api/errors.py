@@ -21,6 +21,7 @@ from fastapi.responses import Response
 from starlette.exceptions import HTTPException
 
 from kiln.access.ledger import LedgerQueryError
+from kiln.access.secrets import InvalidSecretError, SecretError, SecretNotFoundError
 from kiln.access.views import (
     StaleViewError,
     ViewError,
@@ -28,17 +29,8 @@ from kiln.access.views import (
     ViewNotFoundError,
     ViewRuleError,
 )
-from kiln.auth.keys import (
-    InvalidKeyNameError,
-    InvalidScopeError,
-    KeyNameTakenError,
-    KeyNotFoundError,
-    KeyStoreError,
-)
-from kiln.auth.policy import AuthError
-from kiln.auth.secrets import InvalidSecretError, SecretError, SecretNotFoundError
 from kiln.authoring.service import ArgumentsRejectedError, UndeclaredSecretError
-from kiln.aws import StoreUnavailableError
+from kiln.aws.clients import StoreUnavailableError
 from kiln.bundles.store import AmbiguousBundleIdError, BundleIdError, BundleStateError
 from kiln.catalog.rules import RuleError
 from kiln.catalog.store import (
@@ -51,6 +43,14 @@ from kiln.catalog.store import (
     StaleRevisionError,
     ToolNotFoundError,
 )
+from kiln.identity.keys import (
+    InvalidKeyNameError,
+    InvalidScopeError,
+    KeyNameTakenError,
+    KeyNotFoundError,
+    KeyStoreError,
+)
+from kiln.identity.policy import AuthError
 from kiln.protocol.jsontext import dumps
 from kiln.protocol.spec import INVALID_REQUEST, METHOD_NOT_FOUND
 

@@ -20,8 +20,8 @@ from kiln.access.quotas import Quota, QuotaRuleError, check_quota
 from kiln.access.views import check_view_name
 from kiln.api.common import blocking, json_body, kiln_of, require
 from kiln.api.errors import ApiError
-from kiln.auth.audit import record_write
-from kiln.auth.keys import KeyRecord
+from kiln.identity.audit import record_write
+from kiln.identity.keys import KeyRecord
 
 router = APIRouter(prefix="/api/keys", tags=["keys"])
 

@@ -1,43 +1,65 @@
-"""The MCP routes: /mcp (callers), /mcp/v/{view} (a published view) and /admin/mcp
-(authors), over `kiln.protocol`.
+"""The MCP routes, one list for both apps: /mcp (callers), /mcp/v/{view} (a published
+view), /admin/mcp (authors), and the OAuth protected-resource metadata documents.
 
-The route authenticates, reads the capped body and hands (method, headers, body) to the
-transport-agnostic endpoint; everything MCP happens there (`kiln.api.requests`, shared with
-the public function's bare Starlette app in `kiln.api.public`).
+Each route authenticates, reads the capped body and hands (method, headers, body) to the
+transport-agnostic endpoint (`kiln.api.requests`); everything MCP happens in `kiln.protocol`.
+Bare Starlette routes: the public function's app imports no FastAPI.
 """
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Request
-from fastapi.responses import Response
-from starlette.exceptions import HTTPException
+from typing import Literal
 
-from kiln.api.requests import serve_mcp, serve_view
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import BaseRoute, Route
+
+from kiln.api.requests import kiln_of, serve_mcp, serve_view
 
 # Every method reaches the protocol layer, which answers all but POST with a JSON-RPC 405;
 # methods outside this list get the same answer from the app's routing error handler.
 METHODS = ["GET", "POST", "DELETE", "PUT", "PATCH", "OPTIONS", "TRACE"]
-public_router = APIRouter(include_in_schema=False)
-admin_router = APIRouter(include_in_schema=False)
+
+Serves = Literal["public", "admin", "all"]
 
 
-@public_router.api_route("/mcp", methods=METHODS)
 async def public_mcp(request: Request) -> Response:
     return await serve_mcp(request, "call", "/mcp")
 
 
-@admin_router.api_route("/admin/mcp", methods=METHODS)
 async def admin_mcp(request: Request) -> Response:
     return await serve_mcp(request, "author", "/admin/mcp")
 
 
-@public_router.api_route("/mcp/v/{view}", methods=METHODS)
-async def view_mcp(view: str, request: Request) -> Response:
-    return await serve_view(request, view)
+async def view_mcp(request: Request) -> Response:
+    return await serve_view(request, str(request.path_params["view"]))
 
 
-@public_router.api_route("/mcp/{rest:path}", methods=METHODS)
-@admin_router.api_route("/admin/mcp/{rest:path}", methods=METHODS)
-async def below_mcp(rest: str) -> Response:
+async def below_mcp(request: Request) -> Response:
     """Paths below an MCP endpoint: a JSON-RPC 404 (not a redirect to the endpoint)."""
     raise HTTPException(404)
+
+
+async def protected_resource(request: Request) -> Response:
+    return kiln_of(request).access.metadata_response(request)
+
+
+def routes(serves: Serves) -> list[BaseRoute]:
+    """The MCP and metadata routes of an app that serves callers, authors or both."""
+    found: list[BaseRoute] = [
+        Route("/.well-known/oauth-protected-resource", protected_resource),
+        Route("/.well-known/oauth-protected-resource/{resource:path}", protected_resource),
+    ]
+    if serves in ("all", "public"):
+        found += [
+            Route("/mcp", public_mcp, methods=METHODS),
+            Route("/mcp/v/{view}", view_mcp, methods=METHODS),
+            Route("/mcp/{rest:path}", below_mcp, methods=METHODS),
+        ]
+    if serves in ("all", "admin"):
+        found += [
+            Route("/admin/mcp", admin_mcp, methods=METHODS),
+            Route("/admin/mcp/{rest:path}", below_mcp, methods=METHODS),
+        ]
+    return found

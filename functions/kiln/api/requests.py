@@ -1,7 +1,7 @@
 """The MCP routes' work, on Starlette alone (no FastAPI import): authenticate, read the capped
 body, hand (method, headers, body) to the transport-agnostic endpoint.
 
-The public function's app (`kiln.api.public`) is bare Starlette so that a cold start does not
+The public function's app (`kiln.api.public_app`) is bare Starlette so that a cold start does not
 import FastAPI and the REST API; `kiln.api.mcp` mounts the same functions in the full app.
 """
 
@@ -16,17 +16,17 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from kiln.access.gate import Work, bound_view
-from kiln.auth.policy import AuthError, Permission, Principal
+from kiln.identity.policy import AuthError, Permission, Principal
 from kiln.protocol.backend import CallContext
 from kiln.protocol.spec import INVALID_REQUEST
-from kiln.service import AFTER_RESPONSE, START_NOW, VIEW_KEY
+from kiln.serving.backend import AFTER_RESPONSE, START_NOW, VIEW_KEY
 
 if TYPE_CHECKING:
     from kiln.stack import Kiln
 
 
 def kiln_of(request: Request) -> Kiln:
-    """The Kiln the app was composed over (`kiln.app.create_app` puts it on app.state)."""
+    """The Kiln the app was composed over (`kiln.api.apps.create_app` puts it on app.state)."""
     parts: Kiln = request.app.state.kiln
     return parts
 

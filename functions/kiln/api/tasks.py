@@ -20,7 +20,7 @@ from kiln.protocol.backend import CallContext, TaskRecord, TaskRefusedError
 from kiln.protocol.calling import ToolCaller
 from kiln.protocol.tasks import modern_task
 from kiln.protocol.wire import LATEST_LEGACY
-from kiln.service import AUTHOR_RUN, tool_view
+from kiln.serving.backend import AUTHOR_RUN, tool_view
 
 router = APIRouter(prefix="/api/tasks", tags=["tasks"])
 

@@ -18,7 +18,7 @@ from kiln.api.errors import ApiError
 from kiln.authoring.serialise import revision_json, tool_json
 from kiln.protocol.calling import ToolCaller
 from kiln.protocol.wire import LATEST_LEGACY
-from kiln.service import tool_view
+from kiln.serving.backend import tool_view
 
 router = APIRouter(prefix="/api/tools", tags=["tools"])
 

@@ -14,11 +14,11 @@ import json
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
-from kiln.auth.policy import Principal
 from kiln.authoring.serialise import revision_json, tool_json
 from kiln.authoring.service import AuthoringService
 from kiln.catalog.rules import RuleError
 from kiln.catalog.store import CatalogError
+from kiln.identity.policy import Principal
 from kiln.protocol.backend import CallContext, ToolBackend, ToolOutcome, ToolView
 
 INSTRUCTIONS = """\
@@ -190,7 +190,7 @@ class AdminBackend:
         return VIEWS.get(name) or await self._catalog.get_tool(name, ctx)
 
     async def record_rejected(self, tool: ToolView, arguments: Any, ctx: CallContext) -> None:
-        """A catalog tool's call refused for its arguments goes to the ledger (kiln.service)."""
+        """A catalog tool's call refused for its arguments goes to the ledger (serving.backend)."""
         record = getattr(self._catalog, "record_rejected", None)
         if tool.name not in VIEWS and record is not None:
             await record(tool, arguments, ctx)

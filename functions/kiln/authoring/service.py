@@ -17,17 +17,17 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
-from kiln.auth.audit import created_by, record_write
-from kiln.auth.policy import Principal
-from kiln.auth.secrets import SecretError
+from kiln.access.secrets import SecretError
 from kiln.authoring.serialise import definition, draft_of
 from kiln.catalog.model import Draft, Revision, Tool
 from kiln.catalog.rules import check_draft, check_name
 from kiln.catalog.store import CatalogStore, ToolNotFoundError
 from kiln.catalog.syntax import available_node, check_parses
-from kiln.protocol.arguments import SchemaProblem, ValidatorCache, summarize
+from kiln.identity.audit import created_by, record_write
+from kiln.identity.policy import Principal
 from kiln.protocol.backend import ToolOutcome
 from kiln.runner.model import RunResult
+from kiln.schema.arguments import SchemaProblem, ValidatorCache, summarize
 
 ARGUMENTS_BUDGET_S = 1.0  # checking test-run arguments against a schema gives up after this
 
@@ -43,13 +43,13 @@ class ArgumentsRejectedError(ValueError):
 
 
 class BundleRequests(Protocol):
-    """Starts a tool's dependency bundle build (`kiln.bundles.service.Bundles`)."""
+    """Starts a tool's dependency bundle build (`kiln.bundles.hooks.Bundles`)."""
 
     def prepare(self, language: str, requirements: tuple[str, ...]) -> str | None: ...
 
 
 class Executor(Protocol):
-    """Runs a catalog tool's head revision (`kiln.service.CatalogBackend`)."""
+    """Runs a catalog tool's head revision (`kiln.serving.backend.CatalogBackend`)."""
 
     async def execute(
         self, tool: Tool, arguments: Mapping[str, Any], *, time_left_s: float | None
@@ -57,7 +57,7 @@ class Executor(Protocol):
 
 
 class SecretNames(Protocol):
-    """A tool's secrets (`kiln.auth.secrets.SecretStore`): which are set; set or remove one."""
+    """A tool's secrets (`kiln.access.secrets.SecretStore`): which are set; set or remove one."""
 
     def names(self, tool_id: str) -> list[str]: ...
 

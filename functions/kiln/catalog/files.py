@@ -173,7 +173,7 @@ def write_folder(root: Path, draft: Draft) -> Path:
 
 class SyncTarget(Protocol):
     """A catalog that folders are pushed to: the authoring service (`kiln.authoring.FolderTarget`)
-    or a server's REST API (`kiln.client.HttpTarget`)."""
+    or a server's REST API (`kiln.cli.client.HttpTarget`)."""
 
     def current(self, name: str) -> tuple[Draft, int] | None:
         """The named tool's head as a draft, with its revision; None if there is none."""

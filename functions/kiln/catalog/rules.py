@@ -20,9 +20,9 @@ from kiln.catalog.schemas import (
     closed_empty_schema,
     normalise_schema,
 )
+from kiln.catalog.secret_names import secret_name_problem
 from kiln.catalog.toolfiles import check_files
 from kiln.catalog.violations import MISSING, RuleError, Violation, encodable, escaped, violation
-from kiln.secret_names import secret_name_problem
 
 __all__ = [
     "NAME_PATTERN",

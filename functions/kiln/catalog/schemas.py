@@ -18,8 +18,8 @@ from referencing.exceptions import Unresolvable
 from referencing.jsonschema import DRAFT202012
 
 from kiln.catalog.violations import MISSING, RuleError, Violation, escaped, violation
-from kiln.jsonschema_text import rule_text
-from kiln.safe_schema import pattern_problem
+from kiln.schema.safe import pattern_problem
+from kiln.schema.wording import rule_text
 
 MAX_SCHEMA_BYTES: Final = 64 * 1024
 MAX_SCHEMA_DEPTH: Final = 32

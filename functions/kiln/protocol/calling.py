@@ -36,7 +36,7 @@ from kiln.protocol.jsontext import load_json, lone_surrogate_path, may_hold_surr
 from kiln.protocol.wire import MODERN_VERSIONS, at_least, structured_allowed
 
 if TYPE_CHECKING:
-    from kiln.protocol.arguments import ValidatorCache
+    from kiln.schema.arguments import ValidatorCache
 
 # `mcp-types` and the schema machinery (jsonschema, referencing, re2) are imported by the
 # functions that need them: a cold start that only lists tools never loads them.
@@ -92,7 +92,7 @@ class ToolCaller:
 
     @functools.cached_property
     def _validators(self) -> ValidatorCache:
-        from kiln.protocol.arguments import ValidatorCache
+        from kiln.schema.arguments import ValidatorCache
 
         return self._given_validators or ValidatorCache()
 
@@ -150,7 +150,7 @@ class ToolCaller:
     async def _check(
         self, tool: ToolView, arguments: Any
     ) -> tuple[ToolView, dict[str, Any]] | dict[str, Any]:
-        from kiln.protocol.arguments import SchemaProblem, TooCostlyError, summarize
+        from kiln.schema.arguments import SchemaProblem, TooCostlyError, summarize
 
         name = tool.name
         if not isinstance(arguments, dict):
@@ -231,7 +231,7 @@ class ToolCaller:
         return result([text_block(outcome.text)], is_error=False, structured=parsed)
 
     def _output_problem(self, tool: ToolView, value: Any, version: str) -> str | None:
-        from kiln.protocol.arguments import SchemaProblem, TooCostlyError
+        from kiln.schema.arguments import SchemaProblem, TooCostlyError
 
         assert tool.output_schema is not None
         if version not in MODERN_VERSIONS and not isinstance(value, dict):

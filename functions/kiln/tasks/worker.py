@@ -36,7 +36,7 @@ log = logging.getLogger("kiln.tasks")
 
 
 class ToolRunner(Protocol):
-    """What the worker needs from the catalog backend (`kiln.service.CatalogBackend`)."""
+    """What the worker needs from the catalog backend (`kiln.serving.backend.CatalogBackend`)."""
 
     async def find(self, name: str, revision: int) -> Tool | None:
         """The enabled catalog tool with this name, at this revision."""

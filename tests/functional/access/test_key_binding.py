@@ -6,8 +6,8 @@ import pytest
 
 from conftest import AwsStack
 from kiln.access.quotas import NO_QUOTA, Quota
-from kiln.auth.keys import KeyNotFoundError, KeyStore
-from kiln.auth.policy import Authenticator
+from kiln.identity.keys import KeyNotFoundError, KeyStore
+from kiln.identity.policy import Authenticator
 
 
 def test_a_bound_key_authenticates_with_its_view_and_quota(aws: AwsStack) -> None:

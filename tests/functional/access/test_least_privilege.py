@@ -12,9 +12,9 @@ from conftest import AwsStack
 from kiln.access.ledger import CallLedger, CallRecord
 from kiln.access.quotas import Quota, QuotaCounters
 from kiln.access.views import ViewStore, check_view
-from kiln.auth.keys import KeyStore
 from kiln.catalog.rules import check_draft
 from kiln.catalog.store import CatalogStore
+from kiln.identity.keys import KeyStore
 
 TEMPLATE = Path(__file__).resolve().parents[3] / "template.yaml"
 

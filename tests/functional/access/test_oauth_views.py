@@ -12,9 +12,9 @@ from auth_support import Issuer, running_issuer
 from conftest import AwsStack
 from harness import AUTHOR_KEY, RunningKiln, serve
 from kiln.access.views import ViewStore, check_view
-from kiln.auth.settings import AuthSettings
 from kiln.catalog.rules import check_draft
 from kiln.catalog.store import CatalogStore
+from kiln.identity.settings import AuthSettings
 from kiln.settings import Settings
 
 BASE = "https://kiln.example"

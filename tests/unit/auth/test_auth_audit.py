@@ -8,8 +8,8 @@ from datetime import UTC, datetime
 
 import pytest
 
-from kiln.auth.audit import created_by, record_write
-from kiln.auth.policy import ANONYMOUS, Principal
+from kiln.identity.audit import created_by, record_write
+from kiln.identity.policy import ANONYMOUS, Principal
 
 
 def test_write_is_logged_as_one_json_line_naming_who_what_when_and_revision(

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from kiln.auth.jwt import ScopeNames
-from kiln.auth.metadata import (
+from kiln.identity.metadata import (
     metadata_url,
     protected_resource_metadata,
     resource_path_for,
     resource_url,
 )
+from kiln.identity.tokens import ScopeNames
 
 
 def test_oauth_mode_document_names_the_issuer_and_the_resource() -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from kiln.auth.policy import ANONYMOUS, Authenticator, AuthError
+from kiln.identity.policy import ANONYMOUS, Authenticator, AuthError
 
 BASE = "https://kiln.example"
 META = 'resource_metadata="https://kiln.example/.well-known/oauth-protected-resource/mcp"'

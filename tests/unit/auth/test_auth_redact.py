@@ -6,7 +6,7 @@ import logging
 
 import pytest
 
-from kiln.auth.redact import REDACTED, RedactingFilter, install, redact
+from kiln.observability.redact import REDACTED, RedactingFilter, install, redact
 
 KEY = "kiln_author_" + "Zx9-_" * 8 + "abc"
 JWT = "eyJhbGciOiJSUzI1NiJ9.eyJzdWIiOiJhbGljZSJ9.c2lnbmF0dXJlLXBhcnQ"

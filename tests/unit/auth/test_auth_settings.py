@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from kiln.auth.settings import AuthSettings, AuthSettingsError, check_audience
+from kiln.identity.settings import AuthSettings, AuthSettingsError, check_audience
 
 
 def test_defaults_are_keys_only_and_not_anonymous() -> None:

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from kiln.protocol.arguments import SchemaProblem, ValidatorCache, schema_fingerprint
+from kiln.schema.arguments import SchemaProblem, ValidatorCache, schema_fingerprint
 
 SECRET = "s3cr3t-value-do-not-echo"
 

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from kiln.linewise import read_lines
+from kiln.local.linewise import read_lines
 from kiln.protocol import McpEndpoint, ProtocolSettings
 from kiln.protocol.jsontext import dumps, lone_surrogate_path
 

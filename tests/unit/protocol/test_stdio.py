@@ -7,8 +7,8 @@ import json
 import os
 from typing import Any
 
+from kiln.local.stdio import serve_stdio
 from kiln.protocol import McpEndpoint, ProtocolSettings
-from kiln.protocol.stdio import serve_stdio
 
 from .helpers import FakeBackend, add_vat, add_vat_tool, meta
 

@@ -1,1 +1,0 @@
-"""Access control: API keys, OAuth tokens, who may do what, per-tool secrets, audit."""

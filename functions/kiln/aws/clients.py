@@ -1,0 +1,207 @@
+"""AWS clients, made once at the edge and passed in; and the catalog's own resources.
+
+The clients come from one botocore session. Only DynamoDB's is made at once: the public
+function's first request reads the catalog's metadata and nothing else, so the S3 client and
+the boto3 session (which imports s3transfer and multiprocessing) are made on first use.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
+from typing import Any
+
+import botocore.session
+from botocore.config import Config
+from botocore.exceptions import ClientError, HTTPClientError
+from botocore.exceptions import ConnectionError as BotoConnectionError
+
+from kiln.aws.botocore_data import quick_loader
+
+# The single table: pk/sk strings. Item kinds are told apart by key prefixes
+# (see catalog/store.py and bundles/store.py); no index is needed.
+TABLE_DEFINITION: dict[str, Any] = {
+    "AttributeDefinitions": [
+        {"AttributeName": "pk", "AttributeType": "S"},
+        {"AttributeName": "sk", "AttributeType": "S"},
+    ],
+    "KeySchema": [
+        {"AttributeName": "pk", "KeyType": "HASH"},
+        {"AttributeName": "sk", "KeyType": "RANGE"},
+    ],
+    "BillingMode": "PAY_PER_REQUEST",
+}
+
+
+class StoreUnavailableError(Exception):
+    """DynamoDB or S3 did not answer within the deadline, or answered that it cannot.
+
+    REST answers 503 with Retry-After, MCP an error saying the catalog is unavailable.
+    The message names the operation and the cause, never a key or an item.
+    """
+
+    retry_after_s = 1
+
+
+# Answers that mean "not now" rather than "not like this": after botocore's own retries,
+# they are the store being unavailable, not a bug in the request.
+_UNAVAILABLE_CODES = frozenset(
+    {
+        "ServiceUnavailable",
+        "InternalServerError",
+        "InternalError",
+        "ThrottlingException",
+        "ProvisionedThroughputExceededException",
+        "RequestLimitExceeded",
+        "SlowDown",
+    }
+)
+
+
+@dataclass(frozen=True)
+class StoreDeadlines:
+    """How long one store call may take: each attempt's connect and read timeouts, and
+    the attempts botocore makes in all (retries reuse a write's idempotency token).
+    The worst case, attempts x (connect or read) + one back-off, stays far inside a
+    request's budget (API Gateway's 29 s)."""
+
+    connect_s: float = 1.0
+    read_s: float = 3.0
+    attempts: int = 2
+
+    @property
+    def worst_case_s(self) -> float:
+        return self.attempts * (self.connect_s + self.read_s) + 1.0
+
+
+class _StoreErrors:
+    """Mixed into every boto3 client class made by `make_clients` (botocore's
+    creating-client-class hook), so that paginators and waiters are covered too."""
+
+    def _make_api_call(self, operation_name: str, api_params: Any) -> Any:
+        try:
+            return super()._make_api_call(operation_name, api_params)  # type: ignore[misc]
+        except (BotoConnectionError, HTTPClientError) as error:
+            raise StoreUnavailableError(
+                f"the catalog store did not answer in time ({operation_name}: "
+                f"{type(error).__name__}); retry shortly"
+            ) from error
+        except ClientError as error:
+            status = error.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0)
+            code = error.response.get("Error", {}).get("Code", "")
+            if status >= 500 or code in _UNAVAILABLE_CODES:
+                raise StoreUnavailableError(
+                    f"the catalog store is unavailable ({operation_name}: {code or status}); "
+                    "retry shortly"
+                ) from error
+            raise
+
+
+def _add_store_errors(**event: Any) -> None:
+    base_classes: list[type] = event["base_classes"]
+    base_classes.insert(0, _StoreErrors)
+
+
+class Lazy:
+    """Stands in for a client (or session) until its first attribute is read, then makes it.
+
+    Making a client loads its service model from disk, tens of milliseconds each, paid only
+    by processes that use it. One lock per session: botocore's client creation (credential
+    resolution, loaders) is not safe to run concurrently on one session; re-entrant, because
+    the S3 client is made through the lazy boto3 session.
+    """
+
+    def __init__(self, make: Callable[[], Any], lock: AbstractContextManager[Any]) -> None:
+        self._make = make
+        self._lock = lock
+        self._made: Any = None
+
+    def __getattr__(self, name: str) -> Any:
+        made = self._made
+        if made is None:
+            with self._lock:
+                if self._made is None:
+                    self._made = self._make()
+                made = self._made
+        return getattr(made, name)
+
+
+@dataclass(frozen=True)
+class AwsClients:
+    dynamodb: Any
+    s3: Any
+    session: Any = None  # a boto3 Session over the same botocore session (more clients)
+    # The local emulator's count of writes that may move the catalog (emulator/changes.py):
+    # bytes that stay equal while no such write was acknowledged; None where there is none.
+    catalog_changes: Callable[[], bytes | None] | None = None
+
+
+def make_clients(
+    *,
+    endpoint_url: str | None = None,
+    region: str | None = None,
+    profile: str | None = None,
+    credentials: tuple[str, str] | None = None,
+    deadlines: StoreDeadlines = StoreDeadlines(),
+) -> AwsClients:
+    """Clients for DynamoDB and S3; `endpoint_url` points them at the local emulator.
+
+    `credentials` (access key id, secret) are for the local emulator, whose key is its
+    own; otherwise botocore's usual chain applies. Every call has `deadlines`, and a store
+    that does not answer raises StoreUnavailableError.
+    """
+    core = botocore.session.Session(profile=profile)
+    # What botocore reads from disk for every new process, cut to what Kiln needs.
+    core.register_component("data_loader", quick_loader(core.get_config_variable("data_path")))
+    if region:
+        core.set_config_variable("region", region)
+    if credentials:
+        core.set_credentials(*credentials)
+    core.register("creating-client-class", _add_store_errors)
+    config = Config(
+        connect_timeout=deadlines.connect_s,
+        read_timeout=deadlines.read_s,
+        retries={"total_max_attempts": deadlines.attempts, "mode": "standard"},
+        tcp_keepalive=True,
+    )
+    kwargs: dict[str, Any] = {"config": config}
+    if endpoint_url:
+        kwargs["endpoint_url"] = endpoint_url
+    lock = threading.RLock()
+    with lock:
+        dynamodb = core.create_client("dynamodb", **kwargs)
+    session = Lazy(lambda: _boto3_session(core), lock)
+    # Through boto3, whose S3 client adds upload_file (the builder uploads bundles with it).
+    return AwsClients(
+        dynamodb=dynamodb, s3=Lazy(lambda: session.client("s3", **kwargs), lock), session=session
+    )
+
+
+def _boto3_session(core: botocore.session.Session) -> Any:
+    import boto3
+
+    return boto3.session.Session(botocore_session=core)
+
+
+def ensure_resources(clients: AwsClients, *, table: str, bucket: str) -> None:
+    """Create the table and bucket if they are missing (local stacks and tests only)."""
+    dynamodb, s3 = clients.dynamodb, clients.s3
+    try:
+        dynamodb.describe_table(TableName=table)
+    except dynamodb.exceptions.ResourceNotFoundException:
+        dynamodb.create_table(TableName=table, **TABLE_DEFINITION)
+        dynamodb.get_waiter("table_exists").wait(
+            TableName=table, WaiterConfig={"Delay": 0.2, "MaxAttempts": 50}
+        )
+    try:
+        s3.head_bucket(Bucket=bucket)
+    except s3.exceptions.ClientError:
+        region = s3.meta.region_name
+        if region and region != "us-east-1":
+            s3.create_bucket(
+                Bucket=bucket, CreateBucketConfiguration={"LocationConstraint": region}
+            )
+        else:
+            s3.create_bucket(Bucket=bucket)

@@ -1,0 +1,196 @@
+"""The `kiln` command: parse, call, print."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from urllib.parse import quote
+
+from kiln.cli.bundles import register as register_bundles
+from kiln.cli.keys import register as register_auth
+from kiln.cli.locate import STATE_HELP, ServerNotFoundError, server_options
+from kiln.cli.views import register as register_access
+from kiln.settings import Settings, SettingsError
+
+
+def _client(args: argparse.Namespace):  # type: ignore[no-untyped-def]
+    from kiln.cli.client import client_for
+
+    return client_for(args)
+
+
+def cmd_dev(args: argparse.Namespace) -> int:
+    from kiln.local.dev import run_dev
+
+    return run_dev(args)
+
+
+def cmd_stdio(args: argparse.Namespace) -> int:
+    from kiln.local.dev import run_stdio
+
+    return run_stdio(args)
+
+
+def cmd_tools_push(args: argparse.Namespace) -> int:
+    from kiln.catalog.files import FolderError, push, read_folders, tool_folders
+    from kiln.cli.client import ApiCallError, HttpTarget
+    from kiln.cli.views import push_view_files
+
+    try:
+        folders = [folder for root in args.dirs for folder in tool_folders(Path(root))]
+        if not folders:
+            raise FolderError(
+                f"no tool folders in {', '.join(args.dirs)} (a tool folder holds tool.json "
+                "and main.py or main.js)"
+            )
+        read_folders(folders)  # every folder's problems, before a server is even looked for
+        client = _client(args)
+        results = push(HttpTarget(client), folders)
+        views = push_view_files(client, [Path(root) for root in args.dirs])
+    except (FolderError, ApiCallError, ServerNotFoundError) as error:
+        print(f"kiln tools push: {error}", file=sys.stderr)
+        return 1
+    for result in results:
+        print(f"{result.action:9} {result.name}")
+    for name, action in views:
+        print(f"{action:9} view {name}")
+    return 0
+
+
+def cmd_tools_pull(args: argparse.Namespace) -> int:
+    from kiln.catalog.files import draft_from_tool_json, write_folder
+    from kiln.cli.client import ApiCallError
+    from kiln.cli.views import pull_views
+
+    try:
+        client = _client(args)
+        listing, _ = client.request("GET", "/api/tools")
+        for summary in listing["tools"]:
+            body = client.tool(summary["name"])
+            if body is not None:
+                folder = write_folder(Path(args.dir), draft_from_tool_json(body, body["code"]))
+                print(f"wrote     {folder}")
+        for path in pull_views(client, Path(args.dir)):
+            print(f"wrote     {path}")
+    except (ApiCallError, ServerNotFoundError) as error:
+        print(f"kiln tools pull: {error}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def cmd_tools_list(args: argparse.Namespace) -> int:
+    from kiln.cli.client import ApiCallError
+
+    try:
+        listing, _ = _client(args).request("GET", "/api/tools")
+    except (ApiCallError, ServerNotFoundError) as error:
+        print(f"kiln tools list: {error}", file=sys.stderr)
+        return 1
+    for tool in listing["tools"]:
+        state = "enabled " if tool["enabled"] else "disabled"
+        tags = " ".join(f"#{tag}" for tag in tool.get("tags", []))
+        print(
+            f"{tool['name']:32} {state} r{tool['revision']:<4} {tool['language']:6} {tags}".rstrip()
+        )
+    return 0
+
+
+def cmd_tools_call(args: argparse.Namespace) -> int:
+    from kiln.cli.client import ApiCallError
+
+    try:
+        arguments = json.loads(args.args)
+    except json.JSONDecodeError as error:
+        print(f"kiln tools call: --args is not valid JSON ({error.msg})", file=sys.stderr)
+        return 2
+    try:
+        body, _ = _client(args).request(
+            "POST", f"/api/tools/{quote(args.name, safe='')}/run", {"arguments": arguments}
+        )
+    except (ApiCallError, ServerNotFoundError) as error:
+        print(f"kiln tools call: {error}", file=sys.stderr)
+        return 1
+    print(body.get("text", ""))
+    return 0 if body.get("ok") else 1
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="kiln", description="Small scripts as MCP tools.")
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    dev = commands.add_parser("dev", help="run Kiln locally on an embedded AWS emulator")
+    dev.add_argument("--host", default="127.0.0.1")
+    dev.add_argument("--port", type=int, default=8000)
+    dev.add_argument(
+        "--tools",
+        action="append",
+        default=[],
+        metavar="DIR",
+        help="also load the tool folders in DIR (repeatable)",
+    )
+    dev.add_argument("--no-examples", action="store_true", help="do not load examples/tools")
+    dev.add_argument("--state-dir", default=None, help=STATE_HELP)
+    dev.add_argument(
+        "--author-key", default=None, help="default: KILN_AUTHOR_KEY, else the saved one"
+    )
+    dev.add_argument(
+        "--aws",
+        action="store_true",
+        help="use the AWS account of the environment instead of the emulator",
+    )
+    dev.set_defaults(func=cmd_dev)
+
+    stdio = commands.add_parser(
+        "stdio", help="serve MCP over stdin/stdout (the local catalog, or a server with --url)"
+    )
+    stdio.add_argument("--tools", action="append", default=[], metavar="DIR")
+    stdio.add_argument("--no-examples", action="store_true")
+    stdio.add_argument("--state-dir", default=None, help=STATE_HELP)
+    stdio.add_argument("--aws", action="store_true")
+    stdio.add_argument("--url", default=None, help="bridge to this Kiln server's /mcp instead")
+    stdio.add_argument("--key", default=None, help="key to send with --url")
+    stdio.add_argument(
+        "--client-config",
+        action="store_true",
+        help="print the mcpServers entry a desktop client needs to start this, then exit",
+    )
+    stdio.set_defaults(func=cmd_stdio)
+
+    tools = commands.add_parser("tools", help="manage tools on a Kiln server").add_subparsers(
+        dest="tools_command", required=True
+    )
+
+    push = server_options(tools.add_parser("push", help="create or update tools from folders"))
+    push.add_argument("dirs", nargs="+", metavar="DIR")
+    push.set_defaults(func=cmd_tools_push)
+    pull = server_options(tools.add_parser("pull", help="write the catalog's tools as folders"))
+    pull.add_argument("dir", metavar="DIR")
+    pull.set_defaults(func=cmd_tools_pull)
+    server_options(tools.add_parser("list", help="list tools")).set_defaults(func=cmd_tools_list)
+    call = server_options(tools.add_parser("call", help="run a tool (author test run)"))
+    call.add_argument("name")
+    call.add_argument("--args", default="{}", help="arguments as a JSON object")
+    call.set_defaults(func=cmd_tools_call)
+
+    register_bundles(commands)
+    register_auth(commands)
+    register_access(commands, server_options)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """The `kiln` entry point: settings from the environment, once, then the command."""
+    args = build_parser().parse_args(argv)
+    try:
+        args.settings = Settings.from_env()
+    except SettingsError as error:
+        print(f"kiln: {error}", file=sys.stderr)
+        return 2
+    return int(args.func(args))
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

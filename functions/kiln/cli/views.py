@@ -1,0 +1,192 @@
+"""`kiln views …` and `kiln calls …`: views and the call ledger of a running server (REST)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import urllib.parse
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from kiln.access.ledger import OUTCOMES
+from kiln.access.view_files import ViewFileError, read_view_file, view_files, write_view_file
+from kiln.access.views import FIELDS, check_view
+
+Remote = Callable[[argparse.ArgumentParser], argparse.ArgumentParser]
+
+
+def register(commands: Any, remote: Remote) -> None:
+    """Add the `views` and `calls` command groups; `remote` adds --url/--key to a command."""
+    views = commands.add_parser("views", help="tool views: named, pinned sets of tools")
+    sub = views.add_subparsers(dest="views_command", required=True)
+    remote(sub.add_parser("ls", help="list views")).set_defaults(func=cmd_views_ls)
+    show = remote(sub.add_parser("show", help="a view and the tools it shows now"))
+    show.add_argument("name")
+    show.set_defaults(func=cmd_views_show)
+    put = remote(sub.add_parser("put", help="create or replace views from NAME.view.json files"))
+    put.add_argument("files", nargs="+", metavar="FILE")
+    put.set_defaults(func=cmd_views_put)
+    remove = remote(sub.add_parser("rm", help="delete a view"))
+    remove.add_argument("name")
+    remove.set_defaults(func=cmd_views_rm)
+
+    calls = remote(commands.add_parser("calls", help="the call ledger: who called what"))
+    calls.add_argument("--tool")
+    calls.add_argument("--caller", help="key:<name>, jwt:<subject> or anonymous")
+    calls.add_argument("--outcome", choices=list(OUTCOMES))
+    calls.add_argument("--since", help="ISO 8601 time or date")
+    calls.add_argument("--until", help="ISO 8601 time or date")
+    calls.add_argument("--limit", type=int, default=50, help="entries to show (default 50)")
+    calls.add_argument("--json", action="store_true", help="one JSON object per line")
+    calls.add_argument("--totals", metavar="DAY", help="per-key and per-tool totals of a day")
+    calls.set_defaults(func=cmd_calls)
+
+
+def _client(args: argparse.Namespace) -> Any:
+    from kiln.cli.main import _client as make
+
+    return make(args)
+
+
+def _fail(command: str, error: Exception) -> int:
+    print(f"kiln {command}: {error}", file=sys.stderr)
+    return 1
+
+
+def cmd_views_ls(args: argparse.Namespace) -> int:
+    from kiln.cli.client import ApiCallError
+
+    try:
+        body, _ = _client(args).request("GET", "/api/views")
+    except ApiCallError as error:
+        return _fail("views ls", error)
+    for view in body["views"]:
+        where = f"/mcp/v/{view['name']}" if view["published"] else "-"
+        print(f"{view['name']:24} r{view['revision']:<4} {where:28} {' '.join(view['tools'])}")
+    return 0
+
+
+def cmd_views_show(args: argparse.Namespace) -> int:
+    from kiln.cli.client import ApiCallError
+
+    path = f"/api/views/{urllib.parse.quote(args.name, safe='')}"
+    try:
+        body, _ = _client(args).request("GET", path)
+    except ApiCallError as error:
+        return _fail("views show", error)
+    print(json.dumps(body, indent=2))
+    return 0
+
+
+def cmd_views_put(args: argparse.Namespace) -> int:
+    from kiln.cli.client import ApiCallError
+
+    client = _client(args)
+    try:
+        views = [read_view_file(Path(name)) for name in args.files]
+        for view in views:
+            action = put_view(client, view.definition())
+            print(f"{action:9} {view.name}")
+    except (ViewFileError, ApiCallError) as error:
+        return _fail("views put", error)
+    return 0
+
+
+def put_view(client: Any, definition: dict[str, Any]) -> str:
+    """Create or replace one view through REST; 'created', 'updated' or 'unchanged'."""
+    from kiln.cli.client import ApiCallError
+
+    path = f"/api/views/{urllib.parse.quote(definition['name'], safe='')}"
+    try:
+        current, _ = client.request("GET", path)
+    except ApiCallError as error:
+        if error.status != 404:
+            raise
+        client.request("PUT", path, definition)
+        return "created"
+    stored = {key: current[key] for key in FIELDS if key in current}
+    if check_view(stored).definition() == check_view(definition).definition():
+        return "unchanged"
+    client.request("PUT", path, definition, {"If-Match": f'"{current["revision"]}"'})
+    return "updated"
+
+
+def push_view_files(client: Any, roots: list[Path]) -> list[tuple[str, str]]:
+    """Create or replace the views of the `*.view.json` files in `roots` (after the tools)."""
+    views = [read_view_file(path) for root in roots for path in view_files(root)]
+    return [(view.name, put_view(client, view.definition())) for view in views]
+
+
+def pull_views(client: Any, root: Path) -> list[Path]:
+    """Write every view as `<name>.view.json` in `root`."""
+    body, _ = client.request("GET", "/api/views")
+    root.mkdir(parents=True, exist_ok=True)
+    stored = [{key: v[key] for key in FIELDS if key in v} for v in body["views"]]
+    return [write_view_file(root, check_view(definition)) for definition in stored]
+
+
+def cmd_views_rm(args: argparse.Namespace) -> int:
+    from kiln.cli.client import ApiCallError
+
+    try:
+        _client(args).request("DELETE", f"/api/views/{urllib.parse.quote(args.name, safe='')}")
+    except ApiCallError as error:
+        return _fail("views rm", error)
+    print(f"deleted   {args.name}")
+    return 0
+
+
+def cmd_calls(args: argparse.Namespace) -> int:
+    from kiln.cli.client import ApiCallError
+
+    client = _client(args)
+    try:
+        if args.totals:
+            day = urllib.parse.quote(args.totals)
+            body, _ = client.request("GET", f"/api/calls/totals?day={day}")
+            print_totals(body)
+            return 0
+        for entry in ledger_entries(client, args):
+            if args.json:
+                print(json.dumps(entry, sort_keys=True))
+            else:
+                print(
+                    f"{entry['at']}  {entry['caller']:20} {entry['tool']}@{entry['revision']}"
+                    f"  {entry['outcome']:10} {entry['duration_ms']:8.1f} ms"
+                    + (f"  view {entry['view']}" if entry.get("view") else "")
+                )
+    except ApiCallError as error:
+        return _fail("calls", error)
+    return 0
+
+
+def ledger_entries(client: Any, args: argparse.Namespace) -> list[dict[str, Any]]:
+    query = {
+        key: value
+        for key in ("tool", "caller", "outcome", "since", "until")
+        if (value := getattr(args, key))
+    }
+    wanted = max(1, args.limit)
+    found: list[dict[str, Any]] = []
+    cursor = None
+    while len(found) < wanted:
+        page = {**query, "limit": str(min(1000, wanted - len(found)))}
+        if cursor:
+            page["cursor"] = cursor
+        body, _ = client.request("GET", "/api/calls?" + urllib.parse.urlencode(page))
+        found.extend(body["calls"])
+        cursor = body.get("next_cursor")
+        if not cursor:
+            break
+    return found
+
+
+def print_totals(body: dict[str, Any]) -> None:
+    columns = ("calls", "ok", "tool_error", "timeout", "refused", "run_seconds")
+    print(f"{body['day']}: {body['all']['calls']} calls")
+    for title, table in (("caller", body["by_caller"]), ("tool", body["by_tool"])):
+        print(f"\n{title:28} " + " ".join(f"{c:>11}" for c in columns))
+        for name in sorted(table):
+            print(f"{name:28} " + " ".join(f"{table[name][c]:>11}" for c in columns))

@@ -1,0 +1,2 @@
+"""Who is calling: API keys, OAuth tokens, the policy that turns a credential into a
+principal, the protected-resource metadata, and the audit of catalog writes."""

@@ -1,0 +1,153 @@
+"""`kiln stdio --url URL`: MCP over stdin/stdout, relayed to a Kiln server's /mcp over HTTP.
+
+For desktop clients that only launch processes: each line read is POSTed as it is, with the
+headers Streamable HTTP asks for (the negotiated `MCP-Protocol-Version` after `initialize`;
+for 2026-07-28 messages the version, `Mcp-Method` and `Mcp-Name` from the body), and each
+JSON-RPC message in the answer is written back as one line. Requests run concurrently, as
+they do in the local `kiln stdio`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import urllib.error
+import urllib.parse
+import urllib.request
+from typing import Any, Protocol
+
+from mcp_types import PROTOCOL_VERSION_META_KEY
+
+from kiln.local.linewise import answer_lines
+from kiln.settings import LOCAL_URL
+
+ACCEPT = "application/json, text/event-stream"
+_NAME_FIELD = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
+
+
+class LineWriter(Protocol):
+    def write(self, data: bytes) -> None: ...
+
+    async def drain(self) -> None: ...
+
+
+def mcp_url(url: str) -> str:
+    """`URL` itself when it names an endpoint path, else `URL/mcp`."""
+    parts = urllib.parse.urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        raise ValueError(f"--url: give a full http(s) URL such as {LOCAL_URL}, not {url!r}")
+    if parts.path in ("", "/"):
+        return url.rstrip("/") + "/mcp"
+    return url
+
+
+class Bridge:
+    def __init__(
+        self,
+        url: str,
+        key: str | None,
+        *,
+        timeout_s: float = 900.0,
+        max_line_bytes: int = 1024 * 1024,
+    ) -> None:
+        self.url = mcp_url(url)
+        self.key = key
+        self.timeout_s = timeout_s
+        self.max_line_bytes = max_line_bytes  # a longer line is refused here, not relayed
+        self.negotiated: str | None = None
+
+    def headers_for(self, message: Any) -> dict[str, str]:
+        headers = {
+            "Content-Type": "application/json",
+            "Accept": "application/json, text/event-stream",
+        }
+        if self.key:
+            headers["Authorization"] = f"Bearer {self.key}"
+        params = message.get("params") if isinstance(message, dict) else None
+        meta = params.get("_meta") if isinstance(params, dict) else None
+        if isinstance(meta, dict) and isinstance(meta.get(PROTOCOL_VERSION_META_KEY), str):
+            method = str(message.get("method", ""))
+            headers["MCP-Protocol-Version"] = meta[PROTOCOL_VERSION_META_KEY]
+            headers["Mcp-Method"] = method
+            field = _NAME_FIELD.get(method)
+            if field and isinstance(params, dict) and isinstance(params.get(field), str):
+                headers["Mcp-Name"] = params[field]
+        elif self.negotiated:
+            headers["MCP-Protocol-Version"] = self.negotiated
+        return headers
+
+    def relay(self, line: bytes) -> list[bytes]:
+        """POST one message; the JSON-RPC messages of the answer, one per list item."""
+        try:
+            message = json.loads(line)
+        except ValueError:
+            message = None
+        request = urllib.request.Request(  # noqa: S310  (scheme checked in mcp_url)
+            self.url, data=line, method="POST", headers=self.headers_for(message)
+        )
+        try:
+            with urllib.request.urlopen(request, timeout=self.timeout_s) as response:  # noqa: S310
+                body, kind = response.read(), response.headers.get("content-type", "")
+        except urllib.error.HTTPError as error:
+            body, kind = error.read(), error.headers.get("content-type", "")
+            if "json" not in kind:
+                return _error_for(message, f"HTTP {error.code} from {self.url}")
+        except (urllib.error.URLError, OSError) as error:
+            reason = getattr(error, "reason", error)
+            return _error_for(message, f"cannot reach {self.url} ({reason})")
+        replies = _sse_messages(body) if "event-stream" in kind else [body.strip()]
+        replies = [reply for reply in replies if reply]
+        self._note_version(message, replies)
+        return replies
+
+    def _note_version(self, message: Any, replies: list[bytes]) -> None:
+        if not (isinstance(message, dict) and message.get("method") == "initialize"):
+            return
+        for reply in replies:
+            try:
+                version = json.loads(reply)["result"]["protocolVersion"]
+            except (ValueError, KeyError, TypeError):
+                continue
+            if isinstance(version, str):
+                self.negotiated = version
+
+
+def _sse_messages(body: bytes) -> list[bytes]:
+    messages, data = [], []
+    for raw in [*body.splitlines(), b""]:
+        if raw.startswith(b"data:"):
+            data.append(raw[5:].strip())
+        elif not raw.strip() and data:
+            messages.append(b"\n".join(data))
+            data = []
+    return messages
+
+
+def _error_for(message: Any, text: str) -> list[bytes]:
+    """A JSON-RPC error for a request the server could not answer (notifications get none)."""
+    if not isinstance(message, dict) or "id" not in message or "method" not in message:
+        return []
+    error = {"jsonrpc": "2.0", "id": message["id"], "error": {"code": -32603, "message": text}}
+    return [json.dumps(error).encode()]
+
+
+async def serve_bridge(bridge: Bridge, reader: asyncio.StreamReader, writer: LineWriter) -> None:
+    """Relay until `reader` reaches end of file, then finish the requests still running."""
+    lock = asyncio.Lock()
+
+    async def write(replies: list[bytes]) -> None:
+        async with lock:
+            for reply in replies:
+                writer.write(reply + b"\n")
+            await writer.drain()
+
+    async def answer(line: bytes) -> None:
+        await write(await asyncio.to_thread(bridge.relay, line))
+
+    async def too_long(size: int) -> None:
+        # The same refusal as the local `kiln stdio`: the id of a line not read is unknown.
+        text = f"Invalid Request: the line is {size} bytes, the limit is {bridge.max_line_bytes}"
+        error = {"jsonrpc": "2.0", "id": None, "error": {"code": -32600, "message": text}}
+        await write([json.dumps(error).encode()])
+
+    await answer_lines(reader, bridge.max_line_bytes, answer, too_long)

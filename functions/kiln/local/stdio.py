@@ -1,0 +1,73 @@
+"""MCP over stdio: newline-delimited JSON-RPC on a reader/writer pair, for desktop clients.
+
+Same protocol as HTTP, minus the HTTP parts (no headers, Origin or status codes). A stdio
+connection is a session, so the version agreed by `initialize` is remembered and shapes
+later results; a message carrying the 2026-07-28 `_meta` envelope is served statelessly.
+Requests run concurrently (a slow tool does not hold up `ping`); each reply is one line.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from kiln.local.linewise import answer_lines
+from kiln.protocol.backend import CallContext
+from kiln.protocol.dispatch import error_reply
+from kiln.protocol.errors import InternalError, InvalidRequestError, ProtocolError
+from kiln.protocol.http import McpEndpoint
+
+log = logging.getLogger(__name__)
+
+_NO_HEADERS: dict[str, str] = {}
+
+
+async def serve_stdio(
+    endpoint: McpEndpoint,
+    reader: asyncio.StreamReader,
+    writer: asyncio.StreamWriter,
+    ctx: CallContext | None = None,
+) -> None:
+    """Serve until `reader` reaches end of file, then finish the requests still running.
+
+    Every line gets its answer (or none, for a notification); no input ends the loop.
+    """
+    context = ctx or CallContext()
+    dispatcher = endpoint.dispatcher
+    limit = endpoint.settings.max_body_bytes
+    negotiated: str | None = None
+    write_lock = asyncio.Lock()
+
+    async def send(body: bytes) -> None:
+        async with write_lock:
+            try:
+                writer.write(body + b"\n")
+                await writer.drain()
+            except (ConnectionError, OSError):  # the client closed its end: nothing to tell
+                log.warning("stdout is closed; a reply was dropped")
+
+    async def refuse(error: ProtocolError) -> None:
+        reply = error_reply(error)
+        assert reply.body is not None
+        await send(reply.body)
+
+    async def answer(line: bytes) -> None:
+        nonlocal negotiated
+        try:
+            reply = await dispatcher.handle_body(
+                line, _NO_HEADERS, context, http=False, legacy_version=negotiated
+            )
+        except Exception:
+            log.exception("unexpected failure answering a stdio line")
+            await refuse(InternalError("Internal error"))
+            return
+        if reply.negotiated is not None:
+            negotiated = reply.negotiated
+        if reply.body is not None:
+            await send(reply.body)
+
+    async def too_long(size: int) -> None:
+        message = f"Invalid Request: the line is {size} bytes, the limit is {limit}"
+        await refuse(InvalidRequestError(message))
+
+    await answer_lines(reader, limit, answer, too_long)

@@ -1,0 +1,2 @@
+"""The call path: the catalog snapshot, bundles, secrets and the runner joined into the
+backend MCP talks to (list, get, call), resolving a tool once per request."""

@@ -1,0 +1,389 @@
+"""Kiln's tools as MCP sees them: the catalog snapshot, bundles and the runner, joined."""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import logging
+import time
+from collections.abc import Callable, Coroutine, Mapping, Sequence
+from contextlib import AbstractContextManager, ExitStack
+from dataclasses import replace
+from pathlib import Path
+from typing import Any, ParamSpec, Protocol, TypeVar
+
+from kiln.access.gate import (
+    CallGate,
+    CallTicket,
+    Limits,
+    bound_view,
+    caller_of,
+    key_limits,
+    outcome_of,
+)
+from kiln.access.quotas import QuotaExceededError
+from kiln.access.resolve import ViewCatalog
+from kiln.access.views import View
+from kiln.aws.clients import StoreUnavailableError
+from kiln.bundles.cache import BundleError
+from kiln.catalog.model import Tool
+from kiln.catalog.snapshot import CatalogSnapshots, Snapshot
+from kiln.protocol.backend import CallContext, ToolOutcome, ToolView
+from kiln.protocol.errors import RateLimitedError, UnavailableError
+from kiln.runner import (
+    InvalidArgumentsError,
+    NodeUnavailableError,
+    Runner,
+    RunnerBusyError,
+    contract_text,
+)
+from kiln.runner.model import RunRequest, RunResult
+
+log = logging.getLogger("kiln.serving.backend")
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+
+
+def catalog_reads(
+    method: Callable[_P, Coroutine[Any, Any, _R]],
+) -> Callable[_P, Coroutine[Any, Any, _R]]:
+    """A store that does not answer becomes MCP's "catalog unavailable" error."""
+
+    @functools.wraps(method)
+    async def reading(*args: _P.args, **kwargs: _P.kwargs) -> _R:
+        try:
+            return await method(*args, **kwargs)
+        except StoreUnavailableError as error:
+            log.warning("catalog unavailable: %s", error)
+            raise UnavailableError(
+                "Catalog unavailable: the tool catalog did not answer in time; retry shortly",
+                data={"retryAfterSeconds": error.retry_after_s},
+            ) from error
+
+    return reading
+
+
+class BundlePaths(Protocol):
+    def use(self, bundle_id: str) -> AbstractContextManager[Path]:
+        """The unpacked bundle's directory, kept (never evicted) while the block runs.
+
+        Raises BundleError (not ready, failed, or not downloadable) with a message to show.
+        """
+        ...
+
+
+class SecretValues(Protocol):
+    def values_for(self, tool: Tool) -> Mapping[str, str]: ...
+
+
+VIEW_KEY = "view"  # CallContext.extra: the view a path such as /mcp/v/<name> serves
+# CallContext.extra: a list the transport runs (in a thread) after sending the answer
+AFTER_RESPONSE = "after_response"
+# CallContext.extra: the answer waits for that list anyway (Lambda): start each item at once
+START_NOW = "start_bookkeeping_now"
+# CallContext.extra: a run an author started over REST, not a `tools/call` (not ledgered)
+AUTHOR_RUN = "author_run"
+
+
+def tool_view(tool: Tool) -> ToolView:
+    head = tool.head
+    return ToolView(
+        name=tool.name,
+        description=head.description,
+        input_schema=head.input_schema,
+        title=head.title,
+        output_schema=head.output_schema,
+        annotations=head.annotations,
+        updated_at=tool.updated_at,
+        task_support=head.task,
+    )
+
+
+class CatalogBackend:
+    """The `ToolBackend` of the public endpoint: enabled catalog tools, run by the runner.
+
+    With `views`, a request bound to a view (by its path, its key or its token) sees that
+    view's tools only, pinned ones at their pinned revision; anything else is "unknown".
+    With `gate`, every call is admitted against quotas and recorded in the ledger.
+    """
+
+    def __init__(
+        self,
+        snapshots: CatalogSnapshots,
+        runner: Runner,
+        *,
+        bundles: BundlePaths | None = None,
+        secrets: SecretValues | None = None,
+        views: ViewCatalog | None = None,
+        gate: CallGate | None = None,
+    ) -> None:
+        self._snapshots = snapshots
+        self._runner = runner
+        self._bundles = bundles
+        self._secrets = secrets
+        self._view_catalog = views
+        self._gate = gate
+        self._listed: dict[str | None, tuple[int, list[ToolView]]] = {}
+
+    @catalog_reads
+    async def list_tools(self, ctx: CallContext) -> Sequence[ToolView]:
+        snapshot = await self._snapshots.fresh()
+        view, tools = await self._visible(snapshot, ctx)
+        key = view.name if view else None
+        cached = self._listed.get(key)
+        if cached is not None and cached[0] == snapshot.version:
+            return cached[1]
+        listed = [tool_view(tool) for tool in tools.values() if tool.enabled]
+        self._listed[key] = (snapshot.version, listed)
+        return listed
+
+    @catalog_reads
+    async def get_tool(self, name: str, ctx: CallContext) -> ToolView | None:
+        """The tool a `tools/call` names, if this request may see it; the first half of the call.
+
+        With quotas, this is where the call is admitted: a key's quota is counted while the
+        catalog version is read (one round trip hidden behind another), a view's after.
+        Refused: RateLimitedError (and a `refused` ledger entry). A call admitted for a tool
+        that turns out not to exist gives its count back.
+        """
+        gate = self._gate
+        early = key_limits(ctx.principal) if gate is not None else ()
+        admitting = None
+        if gate is not None and early:
+            admitting = asyncio.ensure_future(asyncio.to_thread(gate.admit, early))
+        try:
+            view, tools = await self._visible(await self._snapshots.fresh(), ctx)
+        except BaseException:
+            if admitting is not None:
+                await self._settle(admitting, early)
+            raise
+        tool = tools.get(name)
+        if tool is not None and not tool.enabled:
+            tool = None
+        if gate is not None:
+            caller = caller_of(ctx.principal, view)
+            late = tuple(limit for limit in caller.limits if limit not in early)
+            try:
+                if admitting is not None:
+                    await admitting
+                if late and tool is not None:
+                    await asyncio.to_thread(gate.admit, late)
+            except QuotaExceededError as refused:
+                if tool is not None:
+                    await self._later(ctx, gate.refused, caller, tool, refused, started=time.time())
+                raise RateLimitedError(
+                    str(refused), retry_after_s=refused.retry_after_s, data=refused.data()
+                ) from None
+            if tool is None and admitting is not None:
+                await self._later(ctx, gate.release, early)
+        return tool_view(tool) if tool is not None else None
+
+    @catalog_reads
+    async def admit_task(
+        self, name: str, arguments: Mapping[str, Any], ctx: CallContext
+    ) -> tuple[Tool, CallTicket | None] | None:
+        """The tool a task for this request will run (its view's revision), and the ticket
+        its ledger entry and run-seconds charge are made from when it ends (None: not
+        ledgered). The call was admitted against the caller's quotas by `get_tool`, which the
+        protocol asks first, as for a plain call."""
+        latest = self._snapshots.latest or await self._snapshots.fresh()
+        view, tools = await self._visible(latest, ctx)
+        found = tools.get(name)
+        if found is None or not found.enabled:
+            return None
+        gate = self._gate
+        if gate is None or ctx.extra.get(AUTHOR_RUN):
+            return found, None
+        return found, gate.ticket(caller_of(ctx.principal, view), found, arguments)
+
+    @catalog_reads
+    async def find(self, name: str, revision: int) -> Tool | None:
+        """The enabled catalog tool with this name at `revision` (the task worker's lookup)."""
+        tool = (await self._snapshots.fresh()).tools.get(name)
+        if tool is None or not tool.enabled:
+            return None
+        if tool.head.number == revision:
+            return tool
+        pinned = await asyncio.to_thread(self._snapshots.revision, name, revision)
+        return replace(tool, head=pinned)
+
+    def view(self, tool: Tool) -> ToolView:
+        return tool_view(tool)
+
+    @catalog_reads
+    async def call_tool(
+        self, tool: ToolView, arguments: Mapping[str, Any], ctx: CallContext
+    ) -> ToolOutcome:
+        # get_tool has just read the catalog for this request: no second version read.
+        latest = self._snapshots.latest or await self._snapshots.fresh()
+        view, tools = await self._visible(latest, ctx)
+        found = tools.get(tool.name)
+        if found is None or not found.enabled:
+            return ToolOutcome(
+                f"Tool {tool.name!r} was disabled or removed; list tools again.", True
+            )
+        gate = self._gate
+        started = time.time()
+        outcome, result = await self.execute(found, arguments, time_left_s=ctx.time_left_s)
+        if gate is None:
+            return outcome
+        kind = outcome_of(outcome.is_error, result is not None and result.timed_out)
+        caller = caller_of(ctx.principal, view)
+        run_seconds = result.duration_s if result else time.time() - started
+        charges = gate.charges(caller)
+        if charges:  # spent before the answer: the caller's next call must see it
+            await self._before_answer(ctx, gate.charge_run, charges, run_seconds)
+        await self._later(
+            ctx, gate.finish, caller, found, kind, digest=gate.digest(arguments),
+            started=started, run_seconds=run_seconds,
+            output_bytes=len(result.stdout.encode("utf-8", "replace")) if result else 0,
+        )  # fmt: skip
+        return outcome
+
+    async def record_rejected(self, tool: ToolView, arguments: Any, ctx: CallContext) -> None:
+        """Ledger a call answered with an isError result because its arguments broke the
+        tool's schema (it was admitted, and counted, by `get_tool`)."""
+        gate = self._gate
+        latest = self._snapshots.latest
+        if gate is None or latest is None:
+            return
+        view, tools = await self._visible(latest, ctx)
+        found = tools.get(tool.name)
+        if found is None:
+            return
+        digest = gate.digest(arguments if isinstance(arguments, dict) else {"": arguments})
+        await self._later(
+            ctx, gate.finish, caller_of(ctx.principal, view), found, "tool_error",
+            digest=digest, started=time.time(), run_seconds=0.0, output_bytes=0,
+        )  # fmt: skip
+
+    async def _later(
+        self, ctx: CallContext, fn: Callable[..., None], *args: Any, **kw: Any
+    ) -> None:
+        """Run blocking bookkeeping (ledger, quota refunds) after the answer has been sent when
+        the transport offers that (`AFTER_RESPONSE` in ctx.extra), else now."""
+        deferred = ctx.extra.get(AFTER_RESPONSE)
+        if deferred is not None and ctx.extra.get(START_NOW):
+            # Overlapped with shaping and sending the answer, which waits for it after all.
+            deferred.append(asyncio.ensure_future(asyncio.to_thread(fn, *args, **kw)))
+            return
+        if deferred is not None:
+            deferred.append(functools.partial(fn, *args, **kw))
+            return
+        try:
+            await asyncio.to_thread(fn, *args, **kw)
+        except Exception:  # the call ran: answer it, and say loudly that its record is missing
+            log.exception("call bookkeeping failed (%s)", getattr(fn, "__name__", fn))
+
+    async def _before_answer(
+        self, ctx: CallContext, fn: Callable[..., None], *args: Any, **kw: Any
+    ) -> None:
+        """Bookkeeping the answer must not overtake. Where the answer waits for deferred work
+        anyway (Lambda: `START_NOW`) it runs alongside the ledger write; elsewhere, now."""
+        if ctx.extra.get(AFTER_RESPONSE) is not None and ctx.extra.get(START_NOW):
+            await self._later(ctx, fn, *args, **kw)
+            return
+        try:
+            await asyncio.to_thread(fn, *args, **kw)
+        except Exception:  # the call ran: answer it, and say loudly that its charge is missing
+            log.exception("call bookkeeping failed (%s)", getattr(fn, "__name__", fn))
+
+    async def _settle(self, admitting: asyncio.Future[None], limits: Limits) -> None:
+        """An admission whose request failed before it could run: give its count back."""
+        try:
+            await admitting
+        except Exception:
+            return
+        if self._gate is not None:
+            await asyncio.to_thread(self._gate.release, limits)
+
+    async def _visible(
+        self, snapshot: Snapshot, ctx: CallContext
+    ) -> tuple[View | None, dict[str, Tool]]:
+        """The view this request is bound to (if any) and the tools it may see."""
+        catalog = self._view_catalog
+        if catalog is None:
+            return None, snapshot.tools
+        name = ctx.extra.get(VIEW_KEY)
+        principal = ctx.principal
+        needs_views = (
+            name is None
+            and principal is not None
+            and (principal.view or getattr(principal, "grants", None))
+        )
+        if name is None and not needs_views:
+            return None, snapshot.tools
+        views = catalog.views_ready(snapshot.version)
+        if views is None:
+            views = await asyncio.to_thread(catalog.views_at, snapshot.version)
+        name = name or bound_view(principal, views)
+        if name is None:
+            return None, snapshot.tools
+        view = views.get(name)
+        if view is None:  # bound to a view that is gone: nothing is visible
+            return None, {}
+        tools = catalog.cached(snapshot.version, name)
+        if tools is None:
+            tools = await asyncio.to_thread(
+                catalog.tools_of, snapshot.version, name, snapshot.tools
+            )
+        return view, tools or {}
+
+    async def execute(
+        self, tool: Tool, arguments: Mapping[str, Any], *, time_left_s: float | None
+    ) -> tuple[ToolOutcome, RunResult | None]:
+        """Run a catalog tool's head revision; the outcome is shaped as the contract says.
+
+        The RunResult is None when the tool could not start (bundle not ready, runner busy).
+        """
+        head = tool.head
+        with ExitStack() as pinned:
+            try:
+                bundle_path = await self._bundle_path(head.bundle_id, pinned)
+            except BundleError as error:
+                return ToolOutcome(f"Tool {tool.name!r} cannot run: {error}", True), None
+            return await self._run(tool, arguments, bundle_path, time_left_s)
+
+    async def _run(
+        self,
+        tool: Tool,
+        arguments: Mapping[str, Any],
+        bundle_path: Path | None,
+        time_left_s: float | None,
+    ) -> tuple[ToolOutcome, RunResult | None]:
+        head = tool.head
+        # A thread hop only for what may do I/O: on a busy machine each one waits for a
+        # worker thread to be scheduled, and a warm call usually needs none.
+        code = self._snapshots.cached_code(head)
+        if code is None:
+            code = await asyncio.to_thread(self._snapshots.code, head)
+        files = await asyncio.to_thread(self._snapshots.files, head) if head.files else {}
+        try:
+            extra_env = (
+                dict(await asyncio.to_thread(self._secrets.values_for, tool))
+                if self._secrets is not None and head.secrets
+                else {}
+            )
+        except LookupError as error:  # a declared secret is not set
+            return ToolOutcome(f"Tool {tool.name!r} cannot run: {error}", True), None
+        request = RunRequest(
+            language=head.language,
+            code=code,
+            arguments=arguments,
+            timeout_s=head.timeout_seconds,
+            time_left_s=time_left_s,
+            bundle_path=bundle_path,
+            extra_env=extra_env,
+            files=files,
+            label=f"{tool.name}@{head.number}",
+        )
+        try:
+            result = await self._runner.run(request)
+        except (RunnerBusyError, NodeUnavailableError, InvalidArgumentsError) as error:
+            return ToolOutcome(str(error), True), None
+        return ToolOutcome(contract_text(result), result.failed, stdout=result.stdout), result
+
+    async def _bundle_path(self, bundle_id: str | None, pinned: ExitStack) -> Path | None:
+        if bundle_id is None or self._bundles is None:
+            return None
+        return await asyncio.to_thread(pinned.enter_context, self._bundles.use(bundle_id))
