@@ -26,8 +26,8 @@ from kiln.access.gate import CallGate
 from kiln.access.ledger import CallLedger
 from kiln.access.quotas import QuotaCounters
 from kiln.access.resolve import ViewCatalog
+from kiln.access.secrets import SecretStore
 from kiln.access.views import ViewStore
-from kiln.api.auth import AccessControl
 from kiln.aws.clients import AwsClients, Lazy, make_clients
 from kiln.bundles.hooks import Bundles, make_bundles
 from kiln.catalog.snapshot import CatalogSnapshots
@@ -41,6 +41,7 @@ log = logging.getLogger("kiln.stack")
 
 if TYPE_CHECKING:
     from kiln.authoring.service import AuthoringService
+    from kiln.identity.callers import Callers
     from kiln.observability.telemetry import Telemetry
     from kiln.protocol import McpEndpoint
     from kiln.tasks.backend import TaskService
@@ -129,7 +130,8 @@ class Kiln:
     snapshots: CatalogSnapshots
     runner: Runner
     backend: CatalogBackend
-    access: AccessControl
+    callers: Callers
+    secrets: SecretStore
     bundles: Bundles
     views: ViewCatalog
     gate: CallGate
@@ -144,7 +146,7 @@ class Kiln:
             self.store,
             bundles=self.bundles,
             executor=self.backend,
-            secrets=_LazySecretNames(self.access),
+            secrets=self.secrets,
         )
 
     @cached_property
@@ -245,17 +247,19 @@ def build_kiln(settings: Settings, *, clients: AwsClients | None = None) -> Kiln
     )
     snapshots = CatalogSnapshots(store, changes=clients.catalog_changes)
     runner = Runner(runner_settings(settings))
-    access = AccessControl(settings, clients)
+    callers = make_callers(settings, clients)
+    secrets = make_secrets(settings, clients)
     views = ViewCatalog(
         ViewStore(clients.dynamodb, table=settings.table),
         lambda tool_id, number: store.revision(f"id:{tool_id}", number),
     )
     gate = call_gate(settings, clients)
     backend = CatalogBackend(
-        snapshots, runner, bundles=bundles, secrets=access, views=views, gate=gate
+        snapshots, runner, bundles=bundles, secrets=secrets, views=views, gate=gate
     )
     return Kiln(
-        settings, clients, store, snapshots, runner, backend, access, bundles, views, gate,
+        settings, clients, store, snapshots, runner, backend, callers, secrets, bundles, views,
+        gate,
     )  # fmt: skip
 
 
@@ -283,17 +287,42 @@ def ledger_digest_key(settings: Settings) -> bytes:
     return os.urandom(32)
 
 
-class _LazySecretNames:
-    """Secrets through AccessControl, whose SSM client is made only when first asked."""
+STATIC_AUTHOR_NAME = "author"  # how KILN_AUTHOR_KEY appears in audit records
 
-    def __init__(self, access: AccessControl) -> None:
-        self._access = access
 
-    def names(self, tool_id: str) -> list[str]:
-        return list(self._access.secrets.names(tool_id))
+def make_callers(settings: Settings, clients: AwsClients) -> Callers:
+    """Who is calling: API keys, OAuth tokens (when an issuer is set), the static author key."""
+    from kiln.identity.callers import Callers
+    from kiln.identity.keys import KeyStore
+    from kiln.identity.policy import Authenticator, Permission
+    from kiln.identity.settings import check_audience
+    from kiln.identity.tokens import JwtVerifier
 
-    def set(self, tool_id: str, name: str, value: str) -> None:
-        self._access.secrets.set(tool_id, name, value)
+    auth = settings.auth
+    check_audience(auth, settings.public_base_url)  # Settings made in code skip from_env
+    keys = KeyStore(clients.dynamodb, table=settings.table)
+    verifier = (
+        JwtVerifier(issuer=auth.oauth_issuer, jwks_url=auth.oauth_jwks_url, scopes=auth.scopes)
+        if auth.oauth_issuer
+        else None
+    )
+    static: dict[str, tuple[str, Permission]] = {}
+    if settings.author_key:
+        static[settings.author_key] = (STATIC_AUTHOR_NAME, "author")
+    authenticator = Authenticator(
+        keys=keys,
+        verifier=verifier,
+        scopes=auth.scopes,
+        anonymous_calls=settings.public_anonymous,
+        audiences=auth.oauth_audiences,
+        public_url=settings.public_base_url,
+        static_keys=static,
+    )
+    return Callers(keys, authenticator, auth, public_base_url=settings.public_base_url)
 
-    def delete(self, tool_id: str, name: str) -> None:
-        self._access.secrets.delete(tool_id, name)
+
+def make_secrets(settings: Settings, clients: AwsClients) -> SecretStore:
+    """Per-tool secrets; the SSM client is made on first use (no secrets, no client)."""
+    session = clients.session
+    ssm = Lazy(lambda: session.client("ssm", endpoint_url=settings.endpoint_url), threading.RLock())
+    return SecretStore(ssm, settings.auth.secrets_prefix)

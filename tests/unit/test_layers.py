@@ -27,7 +27,9 @@ MAY_IMPORT: dict[str, set[str]] = {
     "protocol": {"schema"},
     "catalog": {"runner", "schema"},
     "bundles": {"aws", "catalog", "runner", "settings"},
-    "identity": set(),
+    # A key carries a view and quotas: who is calling may name what they may spend (never
+    # the other way round).
+    "identity": {"access"},
     "access": {"catalog", "schema"},
     "tasks": {"access", "catalog", "protocol", "runner", "schema"},
     "serving": {"access", "aws", "bundles", "catalog", "protocol", "runner", "schema"},

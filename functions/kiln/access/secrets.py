@@ -110,6 +110,10 @@ class SecretStore:
             raise MissingSecretsError(tool_id, missing)
         return {name: cached[1][name] for name in sorted(wanted)}
 
+    def values_for(self, tool: Any) -> Mapping[str, str]:
+        """A catalog tool's declared secrets for one run (the call path's SecretValues)."""
+        return secret_env(self, tool.id, tuple(getattr(tool.head, "secrets", ()) or ()))
+
     def delete(self, tool_id: str, name: str) -> None:
         check_secret_name(name)
         try:

@@ -11,6 +11,7 @@ from typing import Any, TypeVar
 from fastapi import Request
 from fastapi.responses import JSONResponse
 
+from kiln.api import auth
 from kiln.api.errors import ApiError
 from kiln.api.requests import kiln_of as kiln_of
 from kiln.api.requests import read_capped as read_capped
@@ -30,7 +31,7 @@ async def blocking(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
 
 async def require(request: Request, need: Permission = "author", resource: str = "") -> Principal:
     """The caller, when it may do what `need` names; AuthError (401/403) for anyone else."""
-    return await kiln_of(request).access.require(request, need, resource)
+    return await auth.require(request, need, resource)
 
 
 async def json_body(request: Request) -> Any:

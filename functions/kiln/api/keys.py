@@ -39,7 +39,7 @@ async def create_key(request: Request) -> JSONResponse:
     if not isinstance(payload, dict):
         raise ApiError(422, "invalid_key", 'body: must be {"name": "...", "scope": "call"}')
     view, quota = _binding(payload)
-    keys = kiln_of(request).access.keys
+    keys = kiln_of(request).callers.keys
     name: Any = payload.get("name")  # the key store says what is wrong with it
     scope: Any = payload.get("scope", "call")
     record, secret = await blocking(lambda: keys.create(name, scope, view=view, quota=quota))
@@ -50,14 +50,14 @@ async def create_key(request: Request) -> JSONResponse:
 @router.get("")
 async def list_keys(request: Request) -> dict[str, Any]:
     await require(request)
-    records = await blocking(kiln_of(request).access.keys.list)
+    records = await blocking(kiln_of(request).callers.keys.list)
     return {"keys": [key_json(record) for record in records]}
 
 
 @router.delete("/{name}")
 async def revoke_key(name: str, request: Request) -> dict[str, Any]:
     who = await require(request)
-    record = await blocking(kiln_of(request).access.keys.revoke, name)
+    record = await blocking(kiln_of(request).callers.keys.revoke, name)
     record_write(who, action="key.revoke", tool_name="", key=record.name)
     return key_json(record)
 
@@ -69,7 +69,7 @@ async def bind_key(name: str, request: Request) -> dict[str, Any]:
     if not isinstance(payload, dict):
         raise ApiError(422, "invalid_key", 'body: must be {"view": ..., "quota": {...}}')
     view, quota = _binding(payload)
-    keys = kiln_of(request).access.keys
+    keys = kiln_of(request).callers.keys
     record = await blocking(lambda: keys.bind(name, view=view, quota=quota))
     record_write(who, action="key.bind", tool_name="", key=record.name)
     return key_json(record)

@@ -15,7 +15,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
-from kiln.api.requests import kiln_of, serve_mcp, serve_view
+from kiln.api.requests import serve_mcp, serve_view
 
 # Every method reaches the protocol layer, which answers all but POST with a JSON-RPC 405;
 # methods outside this list get the same answer from the app's routing error handler.
@@ -42,7 +42,9 @@ async def below_mcp(request: Request) -> Response:
 
 
 async def protected_resource(request: Request) -> Response:
-    return kiln_of(request).access.metadata_response(request)
+    from kiln.api.auth import metadata_response
+
+    return metadata_response(request)
 
 
 def routes(serves: Serves) -> list[BaseRoute]:

@@ -1,8 +1,8 @@
 """The MCP routes' work, on Starlette alone (no FastAPI import): authenticate, read the capped
 body, hand (method, headers, body) to the transport-agnostic endpoint.
 
-The public function's app (`kiln.api.public_app`) is bare Starlette so that a cold start does not
-import FastAPI and the REST API; `kiln.api.mcp` mounts the same functions in the full app.
+The public function's app (`kiln.api.apps.create_public_app`) is bare Starlette so that a cold
+start does not import FastAPI and the REST API; both apps mount the same routes (`kiln.api.mcp`).
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from kiln.access.gate import Work, bound_view
+from kiln.api.auth import base_url, require
 from kiln.identity.policy import AuthError, Permission, Principal
 from kiln.protocol.backend import CallContext
 from kiln.protocol.spec import INVALID_REQUEST
@@ -59,9 +60,8 @@ def auth_refusal(error: AuthError) -> Response:
 
 
 async def serve_mcp(request: Request, need: Permission, path: str) -> Response:
-    parts = kiln_of(request)
     try:
-        principal = await parts.access.require(request, need, path)
+        principal = await require(request, need, path)
     except AuthError as error:
         return auth_refusal(error)
     who = None if principal.kind == "anonymous" else principal
@@ -111,13 +111,13 @@ async def serve_view(request: Request, view: str) -> Response:
     principal: Principal | None = None
     if request.headers.get("authorization"):
         try:
-            who = await parts.access.require(request, "call", path)
+            who = await require(request, "call", path)
         except AuthError as error:
             return auth_refusal(error)
         principal = None if who.kind == "anonymous" else who
     elif not found.anonymous:  # the view's setting, whatever KILN_PUBLIC_ANONYMOUS says
-        challenge = parts.access.authenticator.challenge(
-            need="call", resource_path=path, base_url=parts.access.base_url(request)
+        challenge = parts.callers.authenticator.challenge(
+            need="call", resource_path=path, base_url=base_url(request)
         )
         message = "this view needs a bearer credential (an API key or OAuth token)"
         return auth_refusal(AuthError(401, challenge, message))

@@ -9,17 +9,14 @@ from collections.abc import Sequence
 from pathlib import Path
 from urllib.parse import quote
 
+from kiln.cli import output
 from kiln.cli.bundles import register as register_bundles
 from kiln.cli.keys import register as register_auth
 from kiln.cli.locate import STATE_HELP, ServerNotFoundError, server_options
 from kiln.cli.views import register as register_access
 from kiln.settings import Settings, SettingsError
 
-
-def _client(args: argparse.Namespace):  # type: ignore[no-untyped-def]
-    from kiln.cli.client import client_for
-
-    return client_for(args)
+_client = output.client
 
 
 def cmd_dev(args: argparse.Namespace) -> int:
@@ -51,8 +48,7 @@ def cmd_tools_push(args: argparse.Namespace) -> int:
         results = push(HttpTarget(client), folders)
         views = push_view_files(client, [Path(root) for root in args.dirs])
     except (FolderError, ApiCallError, ServerNotFoundError) as error:
-        print(f"kiln tools push: {error}", file=sys.stderr)
-        return 1
+        return output.fail("tools push", error)
     for result in results:
         print(f"{result.action:9} {result.name}")
     for name, action in views:
@@ -76,8 +72,7 @@ def cmd_tools_pull(args: argparse.Namespace) -> int:
         for path in pull_views(client, Path(args.dir)):
             print(f"wrote     {path}")
     except (ApiCallError, ServerNotFoundError) as error:
-        print(f"kiln tools pull: {error}", file=sys.stderr)
-        return 1
+        return output.fail("tools pull", error)
     return 0
 
 
@@ -87,8 +82,7 @@ def cmd_tools_list(args: argparse.Namespace) -> int:
     try:
         listing, _ = _client(args).request("GET", "/api/tools")
     except (ApiCallError, ServerNotFoundError) as error:
-        print(f"kiln tools list: {error}", file=sys.stderr)
-        return 1
+        return output.fail("tools list", error)
     for tool in listing["tools"]:
         state = "enabled " if tool["enabled"] else "disabled"
         tags = " ".join(f"#{tag}" for tag in tool.get("tags", []))
@@ -111,8 +105,7 @@ def cmd_tools_call(args: argparse.Namespace) -> int:
             "POST", f"/api/tools/{quote(args.name, safe='')}/run", {"arguments": arguments}
         )
     except (ApiCallError, ServerNotFoundError) as error:
-        print(f"kiln tools call: {error}", file=sys.stderr)
-        return 1
+        return output.fail("tools call", error)
     print(body.get("text", ""))
     return 0 if body.get("ok") else 1
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import urllib.parse
 from collections.abc import Callable
 from pathlib import Path
@@ -13,6 +12,7 @@ from typing import Any
 from kiln.access.ledger import OUTCOMES
 from kiln.access.view_files import ViewFileError, read_view_file, view_files, write_view_file
 from kiln.access.views import FIELDS, check_view
+from kiln.cli import output
 
 Remote = Callable[[argparse.ArgumentParser], argparse.ArgumentParser]
 
@@ -44,15 +44,8 @@ def register(commands: Any, remote: Remote) -> None:
     calls.set_defaults(func=cmd_calls)
 
 
-def _client(args: argparse.Namespace) -> Any:
-    from kiln.cli.main import _client as make
-
-    return make(args)
-
-
-def _fail(command: str, error: Exception) -> int:
-    print(f"kiln {command}: {error}", file=sys.stderr)
-    return 1
+_client = output.client
+_fail = output.fail
 
 
 def cmd_views_ls(args: argparse.Namespace) -> int:
