@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from kiln.identity.settings import AuthSettings, AuthSettingsError, check_audience
+from kiln.runner.limits import LAMBDA_MAX_TIMEOUT_S
 from kiln.tasks.settings import TaskSettings
 
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
@@ -162,7 +163,7 @@ class Settings:
     bind_host: str | None = None  # KILN_BIND_HOST (set by `kiln dev`): loopback -> Host checks
     instructions: str | None = None  # KILN_INSTRUCTIONS: the MCP `instructions` text
     max_body_bytes: int = 1024 * 1024  # KILN_MAX_BODY_BYTES
-    max_timeout_s: float = 900.0  # KILN_MAX_TIMEOUT_S: no run lasts longer
+    max_timeout_s: float = LAMBDA_MAX_TIMEOUT_S  # KILN_MAX_TIMEOUT_S: no run lasts longer
     local_time_budget_s: float = 60.0  # KILN_LOCAL_TIME_BUDGET_S: "time left" outside Lambda
     max_concurrent_runs: int = 4  # KILN_MAX_CONCURRENT_RUNS
     max_run_queue: int = 32  # KILN_MAX_RUN_QUEUE

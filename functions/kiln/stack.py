@@ -232,6 +232,7 @@ class Kiln:
                 max_body_bytes=self.settings.max_body_bytes,
                 allowed_origins=self.settings.allowed_origins,
                 loopback_bind=self.settings.loopback_bind,
+                check_origin=False,  # both apps' edge (kiln.api.middleware) checks them first
                 cursor_secret=self.cursor_secret,
             ),
             tasks=tasks,

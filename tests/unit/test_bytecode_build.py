@@ -83,6 +83,8 @@ def test_the_function_build_ships_unchecked_cpython_313_bytecode_for_every_modul
     )
     assert (out / "kiln" / "lambda_handlers.py").is_file()
     assert not (out / "kiln" / "studio" / "web").exists()  # TypeScript sources stay out
+    assert not (out / "kiln" / "cli").exists()  # the `kiln` command and kiln dev stay out
+    assert not (out / "kiln" / "local").exists()
     assert missing_bytecode(out / "kiln") == []
 
 
@@ -107,4 +109,6 @@ def test_the_sam_build_output_holds_cpython_313_bytecode_for_code_and_deps_layer
     build = (ROOT / os.environ["KILN_E2E_BUILD"]).resolve()
     for name in FUNCTIONS:
         assert missing_bytecode(build / name / "kiln") == [], name
+        assert not (build / name / "kiln" / "cli").exists(), name
+        assert not (build / name / "kiln" / "local").exists(), name
     assert missing_bytecode(build / "DepsLayer" / "python") == []

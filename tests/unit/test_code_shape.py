@@ -2,7 +2,11 @@
 
 - no module in functions/kiln over 600 lines, no function over 80;
 - only the settings module reads the process environment (the runner's supervisor only
-  replaces its own environment with the one it was given for the child).
+  replaces its own environment with the one it was given for the child);
+- no `"jsonrpc"` string outside `protocol/`: every JSON-RPC body is written there
+  (`kiln.protocol.errors.jsonrpc_error` for errors);
+- at most five modules at the top of the package: `__init__`, `settings`, `stack`,
+  `lambda_handlers` (everything else lives in a room).
 """
 
 from __future__ import annotations
@@ -50,3 +54,28 @@ def test_no_function_is_longer_than_80_lines() -> None:
 def test_only_the_settings_module_reads_the_environment() -> None:
     readers = {name(path) for path in modules() if ENVIRONMENT.search(path.read_text("utf-8"))}
     assert readers - CHILD_ENVIRONMENT == ENVIRONMENT_READERS
+
+
+TOP_LEVEL = {"__init__.py", "settings.py", "stack.py", "lambda_handlers.py"}
+
+
+def _jsonrpc_literals(path: Path) -> list[int]:
+    return [
+        node.lineno
+        for node in ast.walk(ast.parse(path.read_text("utf-8")))
+        if isinstance(node, ast.Constant) and node.value == "jsonrpc"
+    ]
+
+
+def test_only_the_protocol_room_writes_jsonrpc_bodies() -> None:
+    found = {
+        name(path): lines
+        for path in modules()
+        if not name(path).startswith("protocol/") and (lines := _jsonrpc_literals(path))
+    }
+    assert found == {}
+
+
+def test_the_package_top_holds_only_the_entry_modules() -> None:
+    top = {path.name for path in PACKAGE.glob("*.py")}
+    assert top <= TOP_LEVEL, f"move {sorted(top - TOP_LEVEL)} into a room"

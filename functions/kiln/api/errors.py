@@ -5,8 +5,9 @@ access control, bundles) as a domain exception; the REST app and the MCP routes 
 into an answer here, and only here. The lookup walks the class's MRO, so a new subclass
 answers like its parent until it is given a row of its own.
 
-(JSON-RPC errors of the MCP protocol itself live in `kiln.protocol.errors`; this table is
-for what the application layer refuses.)
+(Errors of the MCP protocol itself have their own table in `kiln.protocol.errors`, which also
+writes every JSON-RPC error body, these included; this table is for what the application
+layer refuses.)
 """
 
 from __future__ import annotations
@@ -51,14 +52,9 @@ from kiln.identity.keys import (
     KeyStoreError,
 )
 from kiln.identity.policy import AuthError
+from kiln.protocol.errors import REFUSED, UNAUTHORIZED, UNAVAILABLE, jsonrpc_error
 from kiln.protocol.jsontext import dumps
-from kiln.protocol.spec import INVALID_REQUEST, METHOD_NOT_FOUND
-
-# JSON-RPC codes of the implementation-defined server-error range (-32000 to -32099).
-UNAUTHORIZED = -32001
-REFUSED = -32002  # a request the application refused (a rule, a conflict, a missing thing)
-UNAVAILABLE = -32000  # the catalog store did not answer in time: retry later
-INTERNAL = -32603
+from kiln.protocol.spec import INTERNAL_ERROR, INVALID_REQUEST, METHOD_NOT_FOUND
 
 log = logging.getLogger(__name__)
 
@@ -87,7 +83,7 @@ def _current_revision(error: BaseException) -> dict[str, Any]:
 
 
 @dataclass(frozen=True)
-class ErrorRule:
+class Refusal:
     status: int  # HTTP status of the REST answer
     code: str  # `error.code` of the REST body
     jsonrpc: int = REFUSED  # the JSON-RPC error code when it ends an MCP request
@@ -104,49 +100,49 @@ def _current_view_revision(error: BaseException) -> dict[str, Any]:
     return {"current_revision": error.current}
 
 
-ERRORS: dict[type[BaseException], ErrorRule] = {
-    RuleError: ErrorRule(422, "invalid_tool", details=_violations),
-    ArgumentsRejectedError: ErrorRule(422, "invalid_arguments"),
-    CatalogError: ErrorRule(400, "bad_request"),
-    NameMismatchError: ErrorRule(422, "name_mismatch"),
-    NameTakenError: ErrorRule(409, "name_taken"),
-    ToolNotFoundError: ErrorRule(404, "not_found"),
-    RevisionNotFoundError: ErrorRule(404, "not_found"),
-    StaleRevisionError: ErrorRule(412, "stale_revision", details=_current_revision),
-    RevisionRequiredError: ErrorRule(428, "revision_required"),
-    BundleStateError: ErrorRule(409, "bundle_state"),
-    BundleIdError: ErrorRule(404, "not_found"),
-    AmbiguousBundleIdError: ErrorRule(409, "ambiguous_id"),
-    NotDeletedError: ErrorRule(409, "not_deleted"),
-    UndeclaredSecretError: ErrorRule(422, "undeclared_secret"),
-    AuthError: ErrorRule(401, "unauthorized", jsonrpc=UNAUTHORIZED),
-    StoreUnavailableError: ErrorRule(503, "catalog_unavailable", jsonrpc=UNAVAILABLE),
-    ViewError: ErrorRule(400, "bad_request"),
-    ViewRuleError: ErrorRule(422, "invalid_view", details=_problems),
-    ViewNotFoundError: ErrorRule(404, "not_found"),
-    ViewExistsError: ErrorRule(409, "name_taken"),
-    StaleViewError: ErrorRule(412, "stale_revision", details=_current_view_revision),
-    LedgerQueryError: ErrorRule(400, "bad_query"),
-    KeyStoreError: ErrorRule(400, "bad_request"),
-    InvalidKeyNameError: ErrorRule(422, "invalid_key"),
-    InvalidScopeError: ErrorRule(422, "invalid_key"),
-    KeyNameTakenError: ErrorRule(409, "name_taken"),
-    KeyNotFoundError: ErrorRule(404, "not_found"),
-    SecretError: ErrorRule(400, "bad_request"),
-    InvalidSecretError: ErrorRule(422, "invalid_secret"),  # messages never carry the value
-    SecretNotFoundError: ErrorRule(404, "not_found"),
+ERRORS: dict[type[BaseException], Refusal] = {
+    RuleError: Refusal(422, "invalid_tool", details=_violations),
+    ArgumentsRejectedError: Refusal(422, "invalid_arguments"),
+    CatalogError: Refusal(400, "bad_request"),
+    NameMismatchError: Refusal(422, "name_mismatch"),
+    NameTakenError: Refusal(409, "name_taken"),
+    ToolNotFoundError: Refusal(404, "not_found"),
+    RevisionNotFoundError: Refusal(404, "not_found"),
+    StaleRevisionError: Refusal(412, "stale_revision", details=_current_revision),
+    RevisionRequiredError: Refusal(428, "revision_required"),
+    BundleStateError: Refusal(409, "bundle_state"),
+    BundleIdError: Refusal(404, "not_found"),
+    AmbiguousBundleIdError: Refusal(409, "ambiguous_id"),
+    NotDeletedError: Refusal(409, "not_deleted"),
+    UndeclaredSecretError: Refusal(422, "undeclared_secret"),
+    AuthError: Refusal(401, "unauthorized", jsonrpc=UNAUTHORIZED),
+    StoreUnavailableError: Refusal(503, "catalog_unavailable", jsonrpc=UNAVAILABLE),
+    ViewError: Refusal(400, "bad_request"),
+    ViewRuleError: Refusal(422, "invalid_view", details=_problems),
+    ViewNotFoundError: Refusal(404, "not_found"),
+    ViewExistsError: Refusal(409, "name_taken"),
+    StaleViewError: Refusal(412, "stale_revision", details=_current_view_revision),
+    LedgerQueryError: Refusal(400, "bad_query"),
+    KeyStoreError: Refusal(400, "bad_request"),
+    InvalidKeyNameError: Refusal(422, "invalid_key"),
+    InvalidScopeError: Refusal(422, "invalid_key"),
+    KeyNameTakenError: Refusal(409, "name_taken"),
+    KeyNotFoundError: Refusal(404, "not_found"),
+    SecretError: Refusal(400, "bad_request"),
+    InvalidSecretError: Refusal(422, "invalid_secret"),  # messages never carry the value
+    SecretNotFoundError: Refusal(404, "not_found"),
 }
-INTERNAL_RULE = ErrorRule(500, "internal", jsonrpc=INTERNAL)
+INTERNAL_REFUSAL = Refusal(500, "internal", jsonrpc=INTERNAL_ERROR)
 AUTH_CODES = {400: "invalid_request", 401: "unauthorized", 403: "forbidden"}
 
 
-def rule_for(error: BaseException) -> ErrorRule:
+def refusal_for(error: BaseException) -> Refusal:
     """The row of the nearest class in `error`'s MRO that has one."""
     for cls in type(error).__mro__:
         rule = ERRORS.get(cls)
         if rule is not None:
             return rule
-    return INTERNAL_RULE
+    return INTERNAL_REFUSAL
 
 
 def rest_status_and_body(error: BaseException) -> tuple[int, dict[str, Any]]:
@@ -155,7 +151,7 @@ def rest_status_and_body(error: BaseException) -> tuple[int, dict[str, Any]]:
         return error.status, {"error": {"code": error.code, "message": str(error), **error.extra}}
     if isinstance(error, AuthError):
         return error.status, {"error": {"code": AUTH_CODES[error.status], "message": error.message}}
-    rule = rule_for(error)
+    rule = refusal_for(error)
     body: dict[str, Any] = {"code": rule.code, "message": str(error)}
     if rule.details is not None:
         body.update(rule.details(error))
@@ -188,12 +184,7 @@ def jsonrpc_response(error: BaseException) -> Response:
     else:
         status, body = rest_status_and_body(error)
         message, headers = body["error"]["message"], _headers(error)
-    wire = {
-        "jsonrpc": "2.0",
-        "id": None,
-        "error": {"code": rule_for(error).jsonrpc, "message": message},
-    }
-    return json_response(wire, status, headers)
+    return json_response(jsonrpc_error(refusal_for(error).jsonrpc, message), status, headers)
 
 
 def under_mcp(path: str) -> bool:
@@ -202,8 +193,7 @@ def under_mcp(path: str) -> bool:
 
 
 def _jsonrpc_error(code: int, message: str, status: int, headers: dict[str, str]) -> Response:
-    wire = {"jsonrpc": "2.0", "id": None, "error": {"code": code, "message": message}}
-    return json_response(wire, status, headers)
+    return json_response(jsonrpc_error(code, message), status, headers)
 
 
 _ROUTING = {  # status -> (REST code, REST message, JSON-RPC code, JSON-RPC message)
@@ -244,7 +234,7 @@ async def _internal(request: Request, error: Exception) -> Response:
     """A failure nothing else caught: still JSON (the traceback goes to the log, not out)."""
     log.error("unhandled %s on %s %s", type(error).__name__, request.method, request.url.path)
     if under_mcp(request.url.path):
-        return _jsonrpc_error(INTERNAL, "Internal error", 500, {})
+        return _jsonrpc_error(INTERNAL_ERROR, "Internal error", 500, {})
     body = {"error": {"code": "internal", "message": "internal error; the server log has details"}}
     return json_response(body, 500)
 

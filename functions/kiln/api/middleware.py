@@ -8,7 +8,9 @@ from starlette.applications import Starlette
 from starlette.middleware.cors import CORSMiddleware
 from starlette.responses import JSONResponse
 
-from kiln.protocol.guard import host_allowed, origin_allowed, same_origin
+from kiln.protocol.errors import jsonrpc_error
+from kiln.protocol.guard import refusal
+from kiln.protocol.spec import INVALID_REQUEST
 from kiln.settings import Settings
 
 LOOPBACK_ORIGIN = r"https?://(localhost|127\.0\.0\.1|\[::1\])(:[0-9]+)?"
@@ -35,32 +37,23 @@ class RebindingGuard:
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         if scope["type"] == "http":
             headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]}
-            refusal = self._refusal(headers)
-            if refusal is not None:
-                status, message = refusal
+            refused = refusal(
+                headers.get("host"),
+                headers.get("origin"),
+                allowed=self.allowed_origins,
+                loopback_bind=self.loopback_bind,
+                same_origin_ok=True,
+            )
+            if refused is not None:
+                status, message = refused
                 if scope["path"].endswith("/mcp"):
-                    error = {"code": -32600, "message": message}
-                    body: dict[str, Any] = {"jsonrpc": "2.0", "id": None, "error": error}
+                    body: dict[str, Any] = jsonrpc_error(INVALID_REQUEST, message)
                 else:
                     code = "forbidden_origin" if status == 403 else "misdirected_request"
                     body = {"error": {"code": code, "message": message}}
                 await JSONResponse(body, status_code=status)(scope, receive, send)
                 return
         await self.app(scope, receive, send)
-
-    def _refusal(self, headers: dict[str, str]) -> tuple[int, str] | None:
-        if not host_allowed(headers.get("host"), loopback_bind=self.loopback_bind):
-            return 421, (
-                "Misdirected request: this server is bound to loopback and answers only "
-                "localhost, 127.0.0.1 or [::1] as Host"
-            )
-        origin = headers.get("origin")
-        allowed = same_origin(origin, headers.get("host")) or origin_allowed(
-            origin, allowed=self.allowed_origins, loopback_bind=self.loopback_bind
-        )
-        if not allowed:
-            return 403, "Forbidden: the request's Origin is not allowed on this server"
-        return None
 
 
 def install(app: Starlette, settings: Settings) -> None:

@@ -19,6 +19,7 @@ from kiln.access.gate import Work, bound_view
 from kiln.api.auth import base_url, require
 from kiln.identity.policy import AuthError, Permission, Principal
 from kiln.protocol.backend import CallContext
+from kiln.protocol.errors import jsonrpc_error
 from kiln.protocol.spec import INVALID_REQUEST
 from kiln.serving.backend import AFTER_RESPONSE, START_NOW, VIEW_KEY
 
@@ -130,5 +131,5 @@ async def serve_view(request: Request, view: str) -> Response:
 
 
 def refusal(status: int, message: str) -> Response:
-    wire = {"jsonrpc": "2.0", "id": None, "error": {"code": INVALID_REQUEST, "message": message}}
+    wire = jsonrpc_error(INVALID_REQUEST, message)
     return Response(json.dumps(wire), status_code=status, media_type="application/json")

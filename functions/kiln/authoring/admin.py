@@ -20,6 +20,7 @@ from kiln.catalog.rules import RuleError
 from kiln.catalog.store import CatalogError
 from kiln.identity.policy import Principal
 from kiln.protocol.backend import CallContext, ToolBackend, ToolOutcome, ToolView
+from kiln.runner.limits import LAMBDA_MAX_TIMEOUT_S
 
 INSTRUCTIONS = """\
 # Writing a Kiln tool
@@ -81,7 +82,7 @@ _DEFINITION: dict[str, Any] = {
     "input_schema": {"type": "object", "description": "JSON Schema of the arguments."},
     "output_schema": {"type": "object", "description": "JSON Schema of the printed JSON."},
     "annotations": {"type": "object", "description": "readOnlyHint, destructiveHint, ..."},
-    "timeout_seconds": {"type": "number", "exclusiveMinimum": 0, "maximum": 900},
+    "timeout_seconds": {"type": "number", "exclusiveMinimum": 0, "maximum": LAMBDA_MAX_TIMEOUT_S},
     "enabled": {"type": "boolean"},
     "task": {
         "type": ["string", "null"],

@@ -23,6 +23,7 @@ from kiln.catalog.schemas import (
 from kiln.catalog.secret_names import secret_name_problem
 from kiln.catalog.toolfiles import check_files
 from kiln.catalog.violations import MISSING, RuleError, Violation, encodable, escaped, violation
+from kiln.runner.limits import LAMBDA_MAX_TIMEOUT_S
 
 __all__ = [
     "NAME_PATTERN",
@@ -42,7 +43,7 @@ RESERVED_PREFIX: Final = "kiln_"
 MAX_DESCRIPTION_CHARS: Final = 4096
 MAX_TITLE_CHARS: Final = 200
 MAX_CODE_BYTES: Final = 256 * 1024
-MAX_TIMEOUT_SECONDS: Final = 900.0
+MAX_TIMEOUT_SECONDS: Final = LAMBDA_MAX_TIMEOUT_S
 DEFAULT_TIMEOUT_SECONDS: Final = 30.0
 
 

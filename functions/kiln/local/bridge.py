@@ -19,6 +19,9 @@ from typing import Any, Protocol
 from mcp_types import PROTOCOL_VERSION_META_KEY
 
 from kiln.local.linewise import answer_lines
+from kiln.protocol.errors import jsonrpc_error
+from kiln.protocol.spec import INTERNAL_ERROR, INVALID_REQUEST
+from kiln.runner.limits import LAMBDA_MAX_TIMEOUT_S
 from kiln.settings import LOCAL_URL
 
 ACCEPT = "application/json, text/event-stream"
@@ -47,7 +50,7 @@ class Bridge:
         url: str,
         key: str | None,
         *,
-        timeout_s: float = 900.0,
+        timeout_s: float = LAMBDA_MAX_TIMEOUT_S,
         max_line_bytes: int = 1024 * 1024,
     ) -> None:
         self.url = mcp_url(url)
@@ -127,7 +130,7 @@ def _error_for(message: Any, text: str) -> list[bytes]:
     """A JSON-RPC error for a request the server could not answer (notifications get none)."""
     if not isinstance(message, dict) or "id" not in message or "method" not in message:
         return []
-    error = {"jsonrpc": "2.0", "id": message["id"], "error": {"code": -32603, "message": text}}
+    error = jsonrpc_error(INTERNAL_ERROR, text, request_id=message["id"])
     return [json.dumps(error).encode()]
 
 
@@ -147,7 +150,7 @@ async def serve_bridge(bridge: Bridge, reader: asyncio.StreamReader, writer: Lin
     async def too_long(size: int) -> None:
         # The same refusal as the local `kiln stdio`: the id of a line not read is unknown.
         text = f"Invalid Request: the line is {size} bytes, the limit is {bridge.max_line_bytes}"
-        error = {"jsonrpc": "2.0", "id": None, "error": {"code": -32600, "message": text}}
+        error = jsonrpc_error(INVALID_REQUEST, text)
         await write([json.dumps(error).encode()])
 
     await answer_lines(reader, bridge.max_line_bytes, answer, too_long)

@@ -28,6 +28,10 @@ from typing import Any
 import h11
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
+from kiln.protocol.errors import jsonrpc_error
+from kiln.protocol.jsontext import dumps
+from kiln.protocol.spec import INVALID_REQUEST
+
 log = logging.getLogger(__name__)
 
 _FD_RESERVE = 64  # descriptors kept for the store, tool runs' pipes, bundles and logs
@@ -50,9 +54,8 @@ def connection_cap(limits: ConnectionLimits) -> int:
     return max(1, min(limits.max_connections, soft - reserve))
 
 
-_BAD_REQUEST = (
-    b'{"jsonrpc":"2.0","id":null,"error":{"code":-32600,'
-    b'"message":"Invalid Request: the HTTP request could not be parsed"}}'
+_BAD_REQUEST = dumps(
+    jsonrpc_error(INVALID_REQUEST, "Invalid Request: the HTTP request could not be parsed")
 )
 
 

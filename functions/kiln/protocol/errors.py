@@ -108,9 +108,26 @@ class UnavailableError(ProtocolError):
         return UnavailableError(self.message, request_id=request_id, data=self.data, modern=modern)
 
 
-# JSON-RPC leaves -32000..-32099 to the server; this one says "unavailable, retry later".
-UNAVAILABLE = -32000
-RATE_LIMITED = -32029  # implementation-defined server error (JSON-RPC -32000..-32099)
+# JSON-RPC leaves -32000..-32099 to the server (implementation-defined errors): Kiln's own.
+UNAVAILABLE = -32000  # the catalog store did not answer in time: retry later
+UNAUTHORIZED = -32001  # no credential, or one that may not do this
+REFUSED = -32002  # a request the application refused (a rule, a conflict, a missing thing)
+RATE_LIMITED = -32029  # a quota refused the call
+
+
+def error_data(code: int, message: str, data: Any = None) -> dict[str, Any]:
+    """A JSON-RPC error object: `{"code", "message"}`, and `data` when there is some."""
+    error: dict[str, Any] = {"code": code, "message": message}
+    if data is not None:
+        error["data"] = data
+    return error
+
+
+def jsonrpc_error(
+    code: int, message: str, *, request_id: RequestId = None, data: Any = None
+) -> dict[str, Any]:
+    """The one JSON-RPC error body: every error answer Kiln writes, on every transport."""
+    return {"jsonrpc": "2.0", "id": request_id, "error": error_data(code, message, data)}
 
 
 class RateLimitedError(ProtocolError):
@@ -170,13 +187,6 @@ def error_code(error: ProtocolError) -> int:
 
 def error_object(error: ProtocolError) -> dict[str, Any]:
     """The JSON-RPC error response for `error` (`id` null when the request id is unknown)."""
-    from mcp_types.jsonrpc import ErrorData, JSONRPCError  # errors only: off the cold path
-
-    wire = JSONRPCError(
-        jsonrpc="2.0",
-        id=error.request_id,
-        error=ErrorData(code=error_code(error), message=error.message, data=error.data),
-    ).model_dump(mode="json")
-    if error.data is None:
-        del wire["error"]["data"]
-    return wire
+    return jsonrpc_error(
+        error_code(error), error.message, request_id=error.request_id, data=error.data
+    )

@@ -49,3 +49,31 @@ def origin_allowed(origin: str | None, *, allowed: Collection[str], loopback_bin
     if origin is None or origin in allowed:
         return True
     return loopback_bind and is_loopback_origin(origin)
+
+
+MISDIRECTED = (
+    "Misdirected request: this server is bound to loopback and answers only "
+    "localhost, 127.0.0.1 or [::1] as Host"
+)
+FORBIDDEN_ORIGIN = "Forbidden: the request's Origin is not allowed on this server"
+
+
+def refusal(
+    host: str | None,
+    origin: str | None,
+    *,
+    allowed: Collection[str],
+    loopback_bind: bool,
+    same_origin_ok: bool = False,
+) -> tuple[int, str] | None:
+    """Why a request's Host or Origin is refused (its HTTP status and message), or None.
+
+    With `same_origin_ok`, a page this server served may call it (the studio); the Host
+    check runs first, so a rebinding page cannot pass as one on a loopback bind."""
+    if not host_allowed(host, loopback_bind=loopback_bind):
+        return 421, MISDIRECTED
+    if same_origin_ok and same_origin(origin, host):
+        return None
+    if not origin_allowed(origin, allowed=allowed, loopback_bind=loopback_bind):
+        return 403, FORBIDDEN_ORIGIN
+    return None

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from kiln.protocol.backend import CallContext, TaskBackend, ToolBackend
 from kiln.protocol.dispatch import Dispatcher, Reply, error_reply
 from kiln.protocol.errors import TransportError
-from kiln.protocol.guard import host_allowed, origin_allowed
+from kiln.protocol.guard import refusal
 from kiln.protocol.settings import ProtocolSettings
 
 _JSON = "application/json"
@@ -72,19 +72,18 @@ class McpEndpoint:
                 status=405,
                 headers={"allow": "POST"},
             )
-        if not host_allowed(request.headers.get("host"), loopback_bind=settings.loopback_bind):
-            raise TransportError(
-                "Misdirected request: this server is bound to loopback and answers only "
-                "localhost, 127.0.0.1 or [::1] as Host",
-                status=421,
+        refused = (
+            refusal(
+                request.headers.get("host"),
+                request.headers.get("origin"),
+                allowed=settings.allowed_origins,
+                loopback_bind=settings.loopback_bind,
             )
-        origin = request.headers.get("origin")
-        if not origin_allowed(
-            origin, allowed=settings.allowed_origins, loopback_bind=settings.loopback_bind
-        ):
-            raise TransportError(
-                "Forbidden: the request's Origin is not allowed on this server", status=403
-            )
+            if settings.check_origin
+            else None
+        )
+        if refused is not None:
+            raise TransportError(refused[1], status=refused[0])
         if len(request.body) > settings.max_body_bytes:
             raise TransportError(
                 f"Payload too large: the body is {len(request.body)} bytes, "

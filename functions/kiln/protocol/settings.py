@@ -22,5 +22,8 @@ class ProtocolSettings:
     discover_ttl_ms: int = 300_000
     allowed_origins: tuple[str, ...] = ()  # exact origins, e.g. "https://app.example.com"
     loopback_bind: bool = False  # True: only loopback Host names, and loopback Origins allowed
+    # False where an HTTP edge has already checked Host and Origin before any credential
+    # (kiln.api.middleware, in both apps): each request is checked once.
+    check_origin: bool = True
     task_result_wait_s: float = 20.0  # how long 2025-11-25 tasks/result waits for the end
     cursor_secret: bytes = b""  # empty: a random per-process secret (set it when scaled out)

@@ -40,8 +40,9 @@ from kiln.protocol.errors import (
     MissingCapabilityError,
     ProtocolError,
     RequestId,
+    error_data,
 )
-from kiln.protocol.spec import CLIENT_CAPABILITIES_META_KEY
+from kiln.protocol.spec import CLIENT_CAPABILITIES_META_KEY, INTERNAL_ERROR
 
 if TYPE_CHECKING:
     from mcp_types import Task
@@ -144,7 +145,7 @@ def detailed_task(record: TaskRecord) -> dict[str, Any]:
     if record.status == "completed" and record.result is not None:
         task["result"] = dict(record.result)
     elif record.status == "failed":
-        task["error"] = dict(record.error or {"code": -32603, "message": "Internal error"})
+        task["error"] = dict(record.error or error_data(INTERNAL_ERROR, "Internal error"))
     return task
 
 
@@ -337,7 +338,7 @@ class TaskMethods:
                 request_id=envelope.request_id,
             )
         raise ReplayedError(
-            dict(record.error or {"code": -32603, "message": "Internal error"}),
+            dict(record.error or error_data(INTERNAL_ERROR, "Internal error")),
             request_id=envelope.request_id,
         )
 

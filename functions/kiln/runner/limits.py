@@ -23,6 +23,7 @@ import sys
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Final
 
 MIB = 1024 * 1024
 # Above the uids of real accounts and inside the 65,536 ids a user namespace usually maps.
@@ -71,6 +72,10 @@ def default_own_temp_paths() -> tuple[Path, ...]:
     return (temp / "kiln-bundles", temp / "kiln-build-home")
 
 
+# No run lasts longer than a Lambda invocation can (900 s): the one statement of that limit.
+LAMBDA_MAX_TIMEOUT_S: Final = 900.0
+
+
 @dataclass(frozen=True)
 class RunnerSettings:
     max_concurrent_runs: int = 4
@@ -78,7 +83,7 @@ class RunnerSettings:
     stdout_cap_bytes: int = 1 * MIB
     stderr_cap_bytes: int = 64 * 1024
     answer_margin_s: float = 1.0  # time kept to answer before the invocation's deadline
-    max_timeout_s: float = 900.0  # Lambda's own maximum
+    max_timeout_s: float = LAMBDA_MAX_TIMEOUT_S
     memory_limit_bytes: int = 1024 * MIB  # RLIMIT_DATA per process (see module docstring)
     file_size_limit_bytes: int = 64 * MIB
     open_files_limit: int = 256

@@ -28,6 +28,7 @@ from kiln.protocol.backend import (
     TaskRefusedError,
     ToolView,
 )
+from kiln.runner.limits import LAMBDA_MAX_TIMEOUT_S
 from kiln.tasks.settings import TaskSettings
 from kiln.tasks.store import TaskItem, TaskLimitError, TaskStore, TaskTooLargeError, owner_key
 from kiln.tasks.worker import TaskWorker, internal_error
@@ -176,8 +177,8 @@ class TaskService:
         await self._starter.close()
 
     def _ttl_ms(self, requested: int | None) -> int:
-        # A task outlives the longest run (900 s) by ten minutes, so its result can be read.
-        floor = int((900 + self._settings.start_grace_s + 600) * 1000)
+        # A task outlives the longest run by ten minutes, so its result can be read.
+        floor = int((LAMBDA_MAX_TIMEOUT_S + self._settings.start_grace_s + 600) * 1000)
         wanted = requested if requested is not None else self._settings.ttl_ms
         return max(floor, min(wanted, self._settings.max_ttl_ms))
 

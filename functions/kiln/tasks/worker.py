@@ -28,7 +28,8 @@ from kiln.access.ledger import Outcome
 from kiln.catalog.model import Tool
 from kiln.protocol.backend import ToolOutcome, ToolView
 from kiln.protocol.calling import RunFailedError, ToolCaller
-from kiln.protocol.errors import error_object
+from kiln.protocol.errors import error_data, error_object
+from kiln.protocol.spec import INTERNAL_ERROR
 from kiln.tasks.settings import TaskSettings
 from kiln.tasks.store import TaskItem, TaskStore
 
@@ -53,7 +54,7 @@ STOPPED = "The server stopped while this task ran, and its run was stopped; call
 
 
 def internal_error(message: str) -> dict[str, Any]:
-    return {"code": -32603, "message": message}
+    return error_data(INTERNAL_ERROR, message)
 
 
 class TaskWorker:
