@@ -13,7 +13,7 @@ import pytest
 from kiln.aws.clients import AwsClients, ensure_resources, make_clients
 
 # Fails the session if a key or secret planted by a test shows up in any log line.
-pytest_plugins = ["leakguard"]
+pytest_plugins = ["support.leakguard"]
 
 # Tests never touch real AWS: fake credentials and a fixed region for every client.
 os.environ.setdefault("AWS_ACCESS_KEY_ID", "testing")

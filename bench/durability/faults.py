@@ -1,6 +1,6 @@
 """Bench: how long Kiln takes to answer when its store is cut, black-holed or loses a reply.
 
-Kiln (uvicorn, in this process) talks to the local emulator through tests/faultproxy.py with
+Kiln (uvicorn, in this process) talks to the local emulator through tests/support/faultproxy.py with
 the production deadlines (kiln.aws.clients.StoreDeadlines). For each fault it prints the answer
 (status, JSON-RPC code) and the time taken, beside the healthy answer's time and the
 deadline's worst case.
@@ -20,11 +20,11 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path[:0] = [str(ROOT / "functions"), str(ROOT / "tests")]
 
 from conftest import AwsStack  # noqa: E402
-from faultproxy import BLACK_HOLE, CUT, PASS, fault_proxy  # noqa: E402
-from harness import AUTHOR_KEY, serve  # noqa: E402
 from kiln.aws.clients import StoreDeadlines, ensure_resources, make_clients  # noqa: E402
 from kiln.local.emulator import run_emulator  # noqa: E402
 from kiln.settings import Settings  # noqa: E402
+from support.app import AUTHOR_KEY, serve  # noqa: E402
+from support.faultproxy import BLACK_HOLE, CUT, PASS, fault_proxy  # noqa: E402
 
 TOOL = {"name": "bench", "description": "d", "language": "python", "code": "print(1)\n"}
 LIST = {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}

@@ -20,8 +20,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path[:0] = [str(ROOT / "functions"), str(ROOT / "tests")]
 
-from devproc import start_dev  # noqa: E402
-from harness import free_port  # noqa: E402
+from support.app import free_port  # noqa: E402
+from support.devserver import start_dev  # noqa: E402
 
 
 def main() -> int:

@@ -20,8 +20,8 @@ import httpx
 ROOT = Path(__file__).resolve().parents[2]
 sys.path[:0] = [str(ROOT / "functions"), str(ROOT / "tests")]
 
-from devproc import AUTHOR_KEY, rss_kib, start_dev, stop_dev  # noqa: E402
-from harness import free_port  # noqa: E402
+from support.app import free_port  # noqa: E402
+from support.devserver import AUTHOR_KEY, rss_kib, start_dev, stop_dev  # noqa: E402
 
 
 def write(http: httpx.Client, url: str, n: int, revision: list[int]) -> None:

@@ -14,9 +14,18 @@ from typing import Any
 import httpx
 import pytest
 
-from devproc import clean_env, serving
-from harness import free_port
-from studio_browser import CHROMIUM, CHROMIUM_ARGS, DESKTOP, KEY, SCREENSHOTS, Dev, Watch, open_page
+from support.app import free_port
+from support.browser import (
+    CHROMIUM,
+    CHROMIUM_ARGS,
+    DESKTOP,
+    KEY,
+    SCREENSHOTS,
+    Dev,
+    Watch,
+    open_page,
+)
+from support.devserver import clean_env, serving
 
 sync_api = pytest.importorskip("playwright.sync_api")
 

@@ -7,7 +7,7 @@ from typing import Any
 
 from playwright.sync_api import expect
 
-from studio_browser import (
+from support.browser import (
     KEY,
     Dev,
     Watch,

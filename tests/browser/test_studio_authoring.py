@@ -8,7 +8,7 @@ from typing import Any
 
 from playwright.sync_api import expect
 
-from studio_browser import Dev, assert_accessible, set_code, shoot, sign_in
+from support.browser import Dev, assert_accessible, set_code, shoot, sign_in
 
 TWO_FIELDS = """import json
 import sys

@@ -7,7 +7,7 @@ from typing import Any
 
 from playwright.sync_api import expect
 
-from studio_browser import Dev, assert_accessible, shoot, sign_in
+from support.browser import Dev, assert_accessible, shoot, sign_in
 
 
 def test_author_creates_a_key_signs_in_read_only_with_it_and_revokes_it(

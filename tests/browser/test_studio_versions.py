@@ -8,7 +8,7 @@ from typing import Any
 
 from playwright.sync_api import expect
 
-from studio_browser import Dev, assert_accessible, shoot, sign_in
+from support.browser import Dev, assert_accessible, shoot, sign_in
 
 CODE_V1 = "import json, sys\nargs = json.load(sys.stdin)\nprint(json.dumps({'v': 1}))\n"
 CODE_THEIRS = "import json, sys\nargs = json.load(sys.stdin)\nprint(json.dumps({'v': 'theirs'}))\n"

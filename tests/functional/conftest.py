@@ -7,8 +7,8 @@ from collections.abc import Callable, Iterator
 import pytest
 
 from conftest import AwsStack
-from harness import AUTHOR_KEY, RunningKiln, serve
 from kiln.settings import Settings
+from support.app import AUTHOR_KEY, RunningKiln, serve
 
 
 @pytest.fixture

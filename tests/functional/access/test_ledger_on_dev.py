@@ -14,7 +14,7 @@ from typing import Any
 import boto3
 import pytest
 
-from dev_helpers import DevServer, kiln_dev
+from support.devserver import DevServer, kiln_dev
 
 ECHO = "import json, sys\nprint(json.load(sys.stdin)['text'])\n"
 FAILS = "import sys\nprint('no', file=sys.stderr)\nsys.exit(3)\n"

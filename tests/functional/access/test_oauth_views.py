@@ -8,14 +8,14 @@ from typing import Any
 
 import pytest
 
-from auth_support import Issuer, running_issuer
 from conftest import AwsStack
-from harness import AUTHOR_KEY, RunningKiln, serve
 from kiln.access.views import ViewStore, check_view
 from kiln.catalog.rules import check_draft
 from kiln.catalog.store import CatalogStore
 from kiln.identity.settings import AuthSettings
 from kiln.settings import Settings
+from support.app import AUTHOR_KEY, RunningKiln, serve
+from support.auth import Issuer, running_issuer
 
 BASE = "https://kiln.example"
 MODERN = "2026-07-28"

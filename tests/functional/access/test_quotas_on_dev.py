@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from dev_helpers import DevServer, kiln_dev
+from support.devserver import DevServer, kiln_dev
 
 
 @pytest.fixture(scope="module")

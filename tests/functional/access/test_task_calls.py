@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from kiln.tasks.settings import TaskSettings
-from mcp_helpers import META_CAPS, McpServer, meta, start_kiln, write_tool
+from support.app import META_CAPS, McpServer, meta, start_kiln, write_tool
 
 EXT = "io.modelcontextprotocol/tasks"
 TERMINAL = {"completed", "failed", "cancelled"}

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from conftest import AwsStack
-from harness import AUTHOR_KEY, RunningKiln, serve
 from kiln.settings import Settings
+from support.app import AUTHOR_KEY, RunningKiln, serve
 
 
 @pytest.fixture

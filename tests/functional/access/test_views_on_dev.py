@@ -10,7 +10,7 @@ from typing import Any
 import httpx
 import pytest
 
-from dev_helpers import DevServer, kiln_dev
+from support.devserver import DevServer, kiln_dev
 
 WIRES = ["legacy", "modern"]
 

@@ -10,8 +10,8 @@ import time
 import pytest
 
 from kiln.runner import RunnerBusyError, contract_text
-from runner_helpers import Harness
-from runner_helpers import harness_fixture as harness_fixture
+from support.runner import Harness
+from support.runner import harness_fixture as harness_fixture
 
 BLOCKING_S = 0.5  # far above any callback of the run path, far below a blocking wait
 

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from kiln.runner import InvalidArgumentsError, contract_text
-from runner_helpers import Harness
-from runner_helpers import harness_fixture as harness_fixture
+from support.runner import Harness
+from support.runner import harness_fixture as harness_fixture
 
 
 def test_seed_exit_7_example_gives_the_exact_text(harness: Harness) -> None:

@@ -6,8 +6,8 @@ import re
 import time
 
 from kiln.runner import contract_text
-from runner_helpers import Harness
-from runner_helpers import harness_fixture as harness_fixture
+from support.runner import Harness
+from support.runner import harness_fixture as harness_fixture
 
 SLEEP = "import time\ntime.sleep(60)\n"
 

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from runner_helpers import Harness, wait_for
-from runner_helpers import harness_fixture as harness_fixture
+from support.runner import Harness, wait_for
+from support.runner import harness_fixture as harness_fixture
 
 PRINT_ENV_PY = "import json, os\nprint(json.dumps(dict(os.environ)))\n"
 PRINT_ENV_NODE = "console.log(JSON.stringify(process.env))\n"

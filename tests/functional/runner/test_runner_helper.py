@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from kiln.runner import Runner, RunnerSettings, RunRequest, contract_text
-from runner_helpers import is_alive, wait_for
+from support.runner import is_alive, wait_for
 
 
 def hello(runner: Runner) -> str:

@@ -10,8 +10,8 @@ from kiln.runner import NodeUnavailableError
 from kiln.runner.nodejs import find_node
 from kiln.settings import Settings
 from kiln.stack import runner_settings
-from runner_helpers import Harness
-from runner_helpers import harness_fixture as harness_fixture
+from support.runner import Harness
+from support.runner import harness_fixture as harness_fixture
 
 
 def fake_node(directory: Path) -> Path:

@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from kiln.runner import RunLimits, contract_text
-from runner_helpers import Harness
-from runner_helpers import harness_fixture as harness_fixture
+from support.runner import Harness
+from support.runner import harness_fixture as harness_fixture
 
 GIB = 1024 * 1024 * 1024
 MIB = 1024 * 1024

@@ -16,8 +16,8 @@ import pytest
 
 import kiln
 from kiln.runner import contract_text, landlock
-from runner_helpers import Harness, is_alive, wait_for
-from runner_helpers import harness_fixture as harness_fixture
+from support.runner import Harness, is_alive, wait_for
+from support.runner import harness_fixture as harness_fixture
 
 # A script that starts a helper, waits until the helper has written its pid, then exits 0.
 DOUBLE_FORK = """

@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 
 from kiln.runner import RunResult
-from runner_helpers import Harness, live_descendants, wait_for
-from runner_helpers import test_settings as settings_for_test
+from support.runner import Harness, live_descendants, wait_for
+from support.runner import test_settings as settings_for_test
 
 ECHO = """
 import json, os, sys

@@ -5,8 +5,7 @@ from __future__ import annotations
 import pytest
 
 from kiln.protocol import McpEndpoint, ProtocolSettings
-
-from .helpers import Client, FakeBackend, add_vat, add_vat_tool
+from support.protocol import Client, FakeBackend, add_vat, add_vat_tool
 
 
 @pytest.fixture

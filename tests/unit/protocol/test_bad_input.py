@@ -10,8 +10,7 @@ import pytest
 from kiln.local.linewise import read_lines
 from kiln.protocol import McpEndpoint, ProtocolSettings
 from kiln.protocol.jsontext import dumps, lone_surrogate_path
-
-from .helpers import Client, FakeBackend, add_vat_tool, body, printing
+from support.protocol import Client, FakeBackend, add_vat_tool, body, printing
 
 LONE = "\\udfff"  # a JSON escape for a lone low surrogate, as a fuzzer sends it
 HEADERS = {"mcp-protocol-version": "2025-11-25"}

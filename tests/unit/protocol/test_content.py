@@ -8,8 +8,7 @@ from typing import Any
 import pytest
 
 from kiln.protocol import McpEndpoint, ProtocolSettings, ToolView
-
-from .helpers import Client, FakeBackend, body, printing
+from support.protocol import Client, FakeBackend, body, printing
 
 PNG = (
     "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8DwHwAFBQIAX8jx0gAAAABJRU5E"

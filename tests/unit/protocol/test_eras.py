@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .helpers import Client, body
+from support.protocol import Client, body
 
 
 def test_legacy_initialize_then_modern_discover_both_succeed_without_shared_state(

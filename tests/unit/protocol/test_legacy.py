@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from .helpers import Client, body
+from support.protocol import Client, body
 
 LEGACY = ["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"]
 

@@ -8,8 +8,7 @@ from typing import Any
 import pytest
 
 from kiln.protocol import ToolView
-
-from .helpers import (
+from support.protocol import (
     META_CAPS,
     META_INFO,
     META_PV,

@@ -10,8 +10,7 @@ import pytest
 
 from kiln.protocol import CallContext, McpEndpoint, ProtocolSettings, ToolView
 from kiln.protocol.backend import TaskCursorError, TaskRecord, TaskRefusedError
-
-from .helpers import Client, FakeBackend, add_vat, add_vat_tool, body, meta, printing
+from support.protocol import Client, FakeBackend, add_vat, add_vat_tool, body, meta, printing
 
 EXT = "io.modelcontextprotocol/tasks"
 SLOW = ToolView(

@@ -9,8 +9,7 @@ from typing import Any
 import pytest
 
 from kiln.protocol import CallContext, McpEndpoint, ProtocolSettings, ToolOutcome, ToolView
-
-from .helpers import Client, FakeBackend, add_vat_tool, body, printing
+from support.protocol import Client, FakeBackend, add_vat_tool, body, printing
 
 NAME_RULE = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
 

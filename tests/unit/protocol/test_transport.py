@@ -7,8 +7,7 @@ import json
 import pytest
 
 from kiln.protocol import McpEndpoint, ProtocolSettings
-
-from .helpers import MODERN, Client, FakeBackend, body, meta
+from support.protocol import MODERN, Client, FakeBackend, body, meta
 
 
 def test_notification_gets_202_and_no_body(client: Client) -> None:

@@ -14,7 +14,7 @@ answers are the same for every process of one botocore release, so they ship wit
   botocore has that version, and lists the other search paths (AWS_DATA_PATH, ~/.aws/models)
   as botocore would; on any other release it lists everything itself.
 
-tests/unit/test_botocore_data.py fails when either file no longer matches the installed
+tests/unit/aws/test_botocore_data.py fails when either file no longer matches the installed
 botocore (regenerate with `python -c "import kiln.aws.botocore_data as d; d.write()"`).
 """
 

@@ -1,0 +1,110 @@
+"""The third-party yardsticks in ../shared/tools, run against a real Kiln server.
+
+The official MCP conformance suite (both wires, with the fixture tools loaded) and three real
+MCP clients. They install their own pinned toolchains into ~/.cache on first use.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from support.app import McpServer, start_kiln
+
+ROOT = Path(__file__).resolve().parents[3]
+CACHE = Path(os.environ.get("MCP_YARDSTICK_CACHE", Path.home() / ".cache" / "mcp-yardsticks"))
+# The last Python SDK line with the 2025-11-25 experimental tasks client (2.x removed it).
+PY_SDK_TASKS = "1.30.0"
+YARDSTICKS = Path(os.environ.get("KILN_YARDSTICKS", ROOT.parent / "shared" / "tools"))
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(
+        not (YARDSTICKS / "conformance.sh").is_file(),
+        reason=(
+            f"the yardsticks (conformance.sh and the client runners) are not at {YARDSTICKS}; "
+            "to run these tests, point KILN_YARDSTICKS at a directory holding them, e.g. "
+            "KILN_YARDSTICKS=/path/to/shared/tools .venv/bin/pytest tests/functional/"
+            "test_yardsticks.py"
+        ),
+    ),
+]
+
+
+@pytest.fixture(scope="module")
+def server(moto_endpoint: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[McpServer]:
+    yield from start_kiln(moto_endpoint, tmp_path_factory.mktemp("yardsticks"))
+
+
+def run(*command: str | Path, timeout: float = 600) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(part) for part in command],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+
+
+def test_the_official_conformance_suite_passes_every_applicable_scenario_on_both_wires(
+    server: McpServer, tmp_path: Path
+) -> None:
+    # 11 + 14 scenarios on the two wires, and the 7 of the tasks-extension leg (SEP-2663),
+    # which runs because slow_compute is listed (examples/conformance holds its fixtures).
+    done = run("bash", YARDSTICKS / "conformance.sh", server.url, tmp_path / "out")
+    lines = done.stdout.strip().splitlines()
+    assert lines, done.stderr[-3000:]
+    assert "-- tasks-extension" in done.stdout, done.stdout[-3000:]
+    assert lines[-1] == "conformance: 32 passed, 0 failed of 32", done.stdout[-3000:]
+
+
+@pytest.mark.parametrize("client", ["py", "ts", "inspector"])
+def test_a_real_mcp_client_lists_and_calls_add_vat(server: McpServer, client: str) -> None:
+    done = run(
+        "bash",
+        YARDSTICKS / "probe.sh",
+        client,
+        server.url,
+        "--tool",
+        "add_vat",
+        "--args",
+        '{"net": 99.99}',
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "119.99" in done.stdout
+
+
+@pytest.fixture(scope="module")
+def sdk_with_tasks() -> Path:
+    """A virtualenv (in the yardstick cache) with the Python SDK that still speaks core tasks."""
+    venv = CACHE / f"py-mcp-{PY_SDK_TASKS}"
+    python = venv / "bin" / "python"
+    if not python.exists():
+        made = run(sys.executable, "-m", "venv", venv)
+        assert made.returncode == 0, made.stderr
+        pip = run(python, "-m", "pip", "install", "-q", f"mcp=={PY_SDK_TASKS}")
+        assert pip.returncode == 0, pip.stderr[-3000:]
+    return python
+
+
+def test_the_python_sdk_runs_a_2025_11_25_task_creates_polls_and_gets_the_result(
+    server: McpServer, sdk_with_tasks: Path
+) -> None:
+    script = ROOT / "tests" / "functional" / "clients" / "sdk_tasks_client.py"
+    arguments = '{"seconds": 1, "label": "sdk"}'
+    done = run(sdk_with_tasks, script, server.url, "slow_compute", arguments, timeout=120)
+    assert done.returncode == 0, done.stderr[-3000:]
+    flow = json.loads(done.stdout)
+    assert flow["protocol"] == "2025-11-25"
+    assert flow["tasks_capability"] is True
+    assert flow["created"] == "working"
+    assert flow["statuses"][-1] == "completed"
+    assert flow["result"]["content"] == [{"type": "text", "text": "sdk: computed after 1 s"}]
+    related = flow["result"]["_meta"]["io.modelcontextprotocol/related-task"]
+    assert related == {"taskId": flow["task_id"]}

@@ -1,0 +1,115 @@
+"""What the public Lambda function loads before it answers its first tools/list.
+
+A cold start pays for every module imported before the first answer. The schema machinery
+(jsonschema, re2), the requirement parser (packaging), the MCP wire models (mcp-types,
+pydantic), boto3's transfer layer and the bundle builder are needed only by other requests
+(tools/call, saves, builds) and must load on first use. Checked by listing `sys.modules` in
+a fresh process: deterministic, no timings.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from conftest import AwsStack
+from kiln.catalog.rules import check_draft
+from kiln.catalog.store import CatalogStore
+
+ROOT = Path(__file__).resolve().parents[3]
+EVENT = ROOT / "tests" / "events" / "http-api-tools-list.json"
+
+# Loaded only by requests other than a list (tools/call, saves, builds, initialize).
+DEFERRED = (
+    "jsonschema",
+    "referencing",
+    "re2",
+    "packaging",
+    "mcp_types",
+    "pydantic",
+    "boto3",
+    "s3transfer",
+    "multiprocessing",
+    "fastapi",
+    "kiln.catalog.rules",
+    "kiln.catalog.schemas",
+    "kiln.catalog.requirements",
+    "kiln.schema.arguments",
+    "kiln.authoring.service",
+)
+
+PROBE = """
+import json, sys
+from kiln.lambda_handlers import mcp
+
+class Context:
+    aws_request_id = "probe"
+    function_name = "kiln-probe"
+    memory_limit_in_mb = 1024
+    invoked_function_arn = "arn:aws:lambda:us-east-1:123456789012:function:kiln-probe"
+    def get_remaining_time_in_millis(self):
+        return 30000
+
+deferred = json.loads(sys.argv[1])
+imported = sorted(m for m in deferred if m in sys.modules)
+response = mcp(json.loads(sys.stdin.read()), Context())
+body = json.loads(response["body"])
+print(json.dumps({
+    "status": response["statusCode"],
+    "tools": [t["name"] for t in body["result"]["tools"]],
+    "at import": imported,
+    "after the answer": sorted(m for m in deferred if m in sys.modules),
+}))
+"""
+
+
+def _first_list(aws: AwsStack) -> dict[str, object]:
+    clean = {k: v for k, v in os.environ.items() if not k.startswith(("KILN_", "POWERTOOLS_"))}
+    event = json.loads(EVENT.read_text())
+    event["headers"]["host"] = "127.0.0.1:8000"
+    done = subprocess.run(
+        [sys.executable, "-c", PROBE, json.dumps(DEFERRED)],
+        input=json.dumps(event),
+        env={
+            **clean,
+            "PYTHONPATH": str(ROOT / "functions"),
+            "AWS_REGION": "us-east-1",
+            "AWS_ENDPOINT_URL": aws.endpoint_url,
+            "AWS_LAMBDA_FUNCTION_NAME": "kiln-probe",
+            "KILN_TABLE": aws.table,
+            "KILN_BUCKET": aws.bucket,
+            "KILN_WORKER_FUNCTION": "kiln-probe-worker",  # as template.yaml sets it
+        },
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    result: dict[str, object] = json.loads(done.stdout.strip().splitlines()[-1])
+    return result
+
+
+def test_the_public_handler_answers_its_first_tools_list_without_the_deferred_modules(
+    aws: AwsStack,
+) -> None:
+    store = CatalogStore(aws.clients.dynamodb, aws.clients.s3, table=aws.table, bucket=aws.bucket)
+    draft = {
+        "name": "add_vat",
+        "description": "Add VAT to a net amount.",
+        "language": "python",
+        "code": "print(1)\n",
+        "input_schema": {"type": "object", "properties": {"net": {"type": "number"}}},
+        "annotations": {"readOnlyHint": True},
+    }
+    store.create(check_draft(draft), actor="test")
+
+    loaded = _first_list(aws)
+
+    assert loaded["status"] == 200
+    assert loaded["tools"] == ["add_vat"]
+    assert loaded["at import"] == []
+    assert loaded["after the answer"] == []

@@ -1,0 +1,155 @@
+"""`kiln stdio` as a desktop client launches it: a real process, JSON-RPC lines on its pipes."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[3]
+
+
+def run_stdio(tmp_path: Path, lines: list[dict[str, Any] | bytes]) -> list[dict[str, Any]]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "KILN_"))}
+    process = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "kiln.cli.main",
+            "stdio",
+            "--no-examples",
+            "--tools",
+            str(ROOT / "examples" / "conformance"),
+            "--state-dir",
+            str(tmp_path / ".kiln"),
+        ],
+        input=b"".join(
+            (line if isinstance(line, bytes) else json.dumps(line).encode()) + b"\n"
+            for line in lines
+        ),
+        capture_output=True,
+        env=env,
+        timeout=120,
+        check=False,
+    )
+    assert process.returncode == 0, process.stderr
+    return [json.loads(line) for line in process.stdout.splitlines()]
+
+
+def test_kiln_stdio_answers_every_bad_line_and_keeps_serving(tmp_path: Path) -> None:
+    big = b'{"jsonrpc":"2.0","id":1,"method":"ping","params":{"pad":"' + b"x" * 100_000 + b'"}}'
+    huge = b'{"jsonrpc":"2.0","id":2,"method":"ping","pad":"' + b"y" * 2_000_000 + b'"}'
+    replies = run_stdio(
+        tmp_path,
+        [
+            big,  # over asyncio's 64 KiB line buffer, under the 1 MiB message limit
+            b'{"jsonrpc":"2.0","id":"\\udfff","method":"ping"}',
+            huge,  # over the message limit
+            b"\xff\xfe not json",
+            b'{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"x\\udfff"}}',
+            {"jsonrpc": "2.0", "id": 6, "method": "ping"},
+        ],
+    )
+    assert len(replies) == 6  # concurrent lines may answer in any order
+    by_id = {reply["id"]: reply for reply in replies if reply["id"] is not None}
+    assert by_id[1] == {"jsonrpc": "2.0", "id": 1, "result": {}}
+    assert by_id[5]["error"]["code"] == -32600
+    assert by_id[6] == {"jsonrpc": "2.0", "id": 6, "result": {}}
+    anonymous = sorted(r["error"]["message"] for r in replies if r["id"] is None)
+    assert anonymous[0].startswith("Invalid Request: id holds a \\u escape")
+    assert anonymous[1] == f"Invalid Request: the line is {len(huge)} bytes, the limit is 1048576"
+    assert anonymous[2].startswith("Parse error: the body is not valid UTF-8")
+
+
+def test_kiln_stdio_initializes_lists_and_calls_a_fixture_tool(tmp_path: Path) -> None:
+    replies = run_stdio(
+        tmp_path,
+        [
+            {
+                "jsonrpc": "2.0",
+                "id": 1,
+                "method": "initialize",
+                "params": {
+                    "protocolVersion": "2025-06-18",
+                    "capabilities": {},
+                    "clientInfo": {"name": "desktop", "version": "1"},
+                },
+            },
+            {"jsonrpc": "2.0", "method": "notifications/initialized"},
+            {"jsonrpc": "2.0", "id": 2, "method": "tools/list"},
+            {
+                "jsonrpc": "2.0",
+                "id": 3,
+                "method": "tools/call",
+                "params": {"name": "test_image_content", "arguments": {}},
+            },
+            {"jsonrpc": "2.0", "id": 4, "method": "ping"},
+        ],
+    )
+    by_id = {reply["id"]: reply for reply in replies}
+    assert set(by_id) == {1, 2, 3, 4}
+    assert by_id[1]["result"]["protocolVersion"] == "2025-06-18"
+    names = {tool["name"] for tool in by_id[2]["result"]["tools"]}
+    assert "test_simple_text" in names
+    assert by_id[3]["result"]["content"][0]["type"] == "image"
+    assert by_id[4]["result"] == {}
+
+
+def test_kiln_stdio_serves_a_modern_request(tmp_path: Path) -> None:
+    meta = {
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {},
+    }
+    replies = run_stdio(
+        tmp_path,
+        [{"jsonrpc": "2.0", "id": 1, "method": "server/discover", "params": {"_meta": meta}}],
+    )
+    assert replies[0]["result"]["supportedVersions"] == ["2026-07-28"]
+
+
+@pytest.mark.parametrize("ending", ["stdin closed", "SIGTERM"])
+def test_kiln_stdio_leaves_no_run_behind_however_its_client_stops_it(
+    tmp_path: Path, ending: str
+) -> None:
+    """A call leaves a standby waiting for the tool's next call; it goes with the server."""
+    temp = tmp_path / "temp"
+    temp.mkdir()
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "KILN_"))}
+    process = subprocess.Popen(
+        [sys.executable, "-m", "kiln.cli.main", "stdio", "--no-examples", "--tools",
+         str(ROOT / "examples" / "conformance"), "--state-dir", str(tmp_path / ".kiln")],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+        env={**env, "TMPDIR": str(temp)},
+    )  # fmt: skip
+    assert process.stdin is not None
+    assert process.stdout is not None
+    try:
+        call = {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                "params": {"name": "test_simple_text", "arguments": {}}}  # fmt: skip
+        process.stdin.write(json.dumps(call).encode() + b"\n")
+        process.stdin.flush()
+        assert json.loads(process.stdout.readline())["result"]["isError"] is False
+        deadline = time.monotonic() + 10
+        while not list(temp.glob("kiln-run-*")):  # the standby, made after the answer
+            assert time.monotonic() < deadline, "no standby was made"
+            time.sleep(0.05)
+        if ending == "SIGTERM":
+            process.send_signal(signal.SIGTERM)
+        else:
+            process.stdin.close()
+        process.wait(timeout=30)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+        process.stdout.close()
+        if not process.stdin.closed:
+            process.stdin.close()
+    assert list(temp.glob("kiln-run-*")) == []

@@ -1,0 +1,324 @@
+"""Hostile tools, each a real script, against a real runner: each is contained.
+
+Every test runs three ways: with the server as root (each run gets its own uid, a private
+tmpfs for its files and /tmp); as root without CAP_SYS_ADMIN, as in most containers (its own
+uid, its disk use measured instead); and as an unprivileged user created for the test
+(Lambda's model: the server and every tool share one uid; where the kernel has Landlock, as
+here, each run is fenced: its own directory, the system read-only, no signals out, no TCP
+but the ports it is given). The server is `tests/support/hostile_driver.py` in a child
+process; it holds a secret in its environment and one in its memory, runs the scenario,
+then one normal call. After it, this process (root) checks that nothing of the tools is left
+running or on disk.
+
+Cases about the runner live here; cases about the store (reaching the emulator, writing the
+state directory) belong beside them, as more tests taking the `stage` fixture or their own.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import pwd
+import secrets
+import shutil
+import signal
+import stat
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import kiln
+from kiln.runner import landlock
+from kiln.runner.contain import SHARED_TEMP_DIRS, processes_of_uids
+from support.runner import private_uid_range, wait_for
+
+DRIVER = Path(__file__).resolve().parents[2] / "support" / "hostile_driver.py"
+FUNCTIONS = Path(kiln.__file__).resolve().parents[1]
+TEST_USER = "kiln-hostile-test"
+SYSTEM_PYTHON = "/usr/bin/python3"  # the test user cannot reach a Python under /root
+
+
+def owned_files(uids: tuple[int, int]) -> list[str]:
+    """Files and directories owned by uids [low, high) in the shared temporary directories."""
+    found: list[str] = []
+    pending = [d for d in SHARED_TEMP_DIRS if os.path.isdir(d)]
+    while pending:
+        with contextlib.suppress(OSError), os.scandir(pending.pop()) as entries:
+            for entry in entries:
+                with contextlib.suppress(OSError):
+                    info = entry.stat(follow_symlinks=False)
+                    if uids[0] <= info.st_uid < uids[1]:
+                        found.append(entry.path)
+                    elif stat.S_ISDIR(info.st_mode) and info.st_mode & stat.S_IWOTH:
+                        pending.append(entry.path)
+    return found
+
+
+@pytest.fixture(scope="module")
+def test_user() -> int:
+    """The uid of an unprivileged account for the server, created if it does not exist."""
+    if os.geteuid() != 0:
+        pytest.skip("needs root: to run the server both as root and as another user")
+    try:
+        return pwd.getpwnam(TEST_USER).pw_uid
+    except KeyError:
+        pass
+    subprocess.run(
+        ["useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", TEST_USER],
+        check=True,
+        capture_output=True,
+    )
+    return pwd.getpwnam(TEST_USER).pw_uid
+
+
+@dataclass
+class Stage:
+    """One way of running the server: as root, or as the unprivileged test user."""
+
+    mode: str  # "root", "root-without-mounts", "unprivileged"
+    base: Path
+    user: int
+    tool_uids: tuple[int, int]  # the uids the tools run as
+    server_secret: str = field(default_factory=lambda: "server-env-" + secrets.token_hex(12))
+
+    @property
+    def uid_per_run(self) -> bool:
+        return self.mode != "unprivileged"
+
+    @property
+    def fenced(self) -> bool:
+        """Runs under the server's uid, fenced by Landlock (no fence on older kernels)."""
+        return self.mode == "unprivileged" and landlock.abi() > 0
+
+    @property
+    def isolation(self) -> str:
+        """What the runner must report for each run: what keeps it apart, never more."""
+        if self.mode == "unprivileged":
+            return "landlock" if self.fenced else "shared"
+        return "mounts" if self.mode == "root" else "uid"
+
+    @property
+    def work_root(self) -> Path:
+        return self.base / "work"
+
+    @property
+    def shared(self) -> Path:
+        return self.base / "shared"
+
+    def run(self, scenario: str, **params: Any) -> dict[str, Any]:
+        params.update(work_root=str(self.work_root), shared=str(self.shared))
+        if self.mode == "root":
+            command = [sys.executable, str(DRIVER), scenario]
+            params["run_uids"] = list(self.tool_uids)
+        elif self.mode == "root-without-mounts":
+            drop = ("setpriv", "--inh-caps=-sys_admin", "--bounding-set=-sys_admin")
+            command = [*drop, SYSTEM_PYTHON, str(DRIVER), scenario]
+            params["run_uids"] = list(self.tool_uids)
+        else:
+            command = [
+                *("setpriv", f"--reuid={self.user}", f"--regid={self.user}", "--clear-groups"),
+                *(SYSTEM_PYTHON, str(DRIVER), scenario),
+            ]
+        completed = subprocess.run(
+            command,
+            input=json.dumps(params),
+            env={
+                "PYTHONPATH": str(FUNCTIONS),
+                "PATH": "/usr/bin:/bin",
+                "SERVER_SECRET": self.server_secret,
+            },
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+        assert completed.returncode == 0, completed.stderr
+        report: dict[str, Any] = json.loads(completed.stdout)
+        return report
+
+    def assert_contained(self, report: dict[str, Any]) -> None:
+        """The next call was normal; nothing of the tools is running or on disk."""
+        assert report["next_call"] == "normal"
+        wait_for(lambda: processes_of_uids(*self.tool_uids) == [], timeout_s=5.0)
+        assert owned_files(self.tool_uids) == []
+        assert list(self.work_root.iterdir()) == []
+
+
+@pytest.fixture(params=["root", "root-without-mounts", "unprivileged"])
+def stage(request: pytest.FixtureRequest, test_user: int) -> Iterator[Stage]:
+    if request.param != "root" and not (shutil.which("setpriv") and Path(SYSTEM_PYTHON).exists()):
+        pytest.skip("needs setpriv and /usr/bin/python3 to run the server with less power")
+    base = Path(tempfile.mkdtemp(prefix="kiln-hostile-"))
+    base.chmod(0o755)
+    if request.param == "unprivileged":
+        tool_uids = (test_user, test_user + 1)
+    else:
+        tool_uids = private_uid_range()
+    (base / "work").mkdir()
+    (base / "shared").mkdir()
+    (base / "shared").chmod(0o1777)
+    if request.param == "unprivileged":
+        os.chown(base / "work", test_user, test_user)
+    try:
+        yield Stage(request.param, base, test_user, tool_uids)
+    finally:
+        for pid in processes_of_uids(*tool_uids):
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+        for path in owned_files(tool_uids):
+            shutil.rmtree(path, ignore_errors=True)
+            with contextlib.suppress(OSError):
+                os.unlink(path)
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def snoop_report(report: dict[str, Any]) -> dict[str, Any]:
+    found: dict[str, Any] = json.loads(report["snoop"]["stdout"])
+    return found
+
+
+@pytest.mark.parametrize("victim", ["python", "node"])
+def test_a_tool_cannot_read_the_secret_code_files_or_arguments_of_a_tool_running_beside_it(
+    stage: Stage, victim: str
+) -> None:
+    hidden = {
+        what: f"{what}-{secrets.token_hex(12)}" for what in ("env", "code", "file", "argument")
+    }
+    own = "snoop-own-" + secrets.token_hex(12)
+    report = stage.run("neighbours", victim=victim, secrets=hidden, own=own)
+    snoop = snoop_report(report)
+    assert snoop["found"] == [own]  # its own secret, and nothing of the victim's
+    assert report["victim"]["stdout"].startswith("victim had its secret " + hidden["argument"][:6])
+    if stage.uid_per_run:
+        assert snoop["victim_alive"], "the two runs did not overlap; the test proved nothing"
+    else:
+        # One uid for all: runs that could read each other's processes are not run together.
+        assert not snoop["victim_alive"]
+    stage.assert_contained(report)
+
+
+def test_a_tool_cannot_read_the_servers_environment_or_memory(stage: Stage) -> None:
+    own = "snoop-own-" + secrets.token_hex(12)
+    report = stage.run("server_secrets", own=own)
+    snoop = snoop_report(report)
+    assert snoop["found"] == [own]
+    assert snoop["opened"].get("cmdline", 0) > 1  # it really looked at other processes
+    assert report["snoop"]["isolation"] == stage.isolation
+    stage.assert_contained(report)
+
+
+def test_a_tool_that_kills_its_supervisor_and_the_helper_leaves_no_daemon(stage: Stage) -> None:
+    report = stage.run("escape")
+    escape = report["escape"]
+    # Other uids, or a Landlock fence that scopes signals (ABI 6): it cannot signal them.
+    if stage.uid_per_run or (stage.fenced and landlock.abi() >= 6):
+        assert escape["stdout"] == (
+            "could not kill the helper: PermissionError; "
+            "could not kill the supervisor: PermissionError\n"
+        )
+    else:  # one uid: it can, and the server finds the orphans it left
+        assert escape["runner_error"] == (
+            "the run's supervisor ended without reporting (was it killed?)"
+        )
+        assert report["helper_after"] != report["helper_before"]
+    assert report["daemon_alive"] is False
+    stage.assert_contained(report)
+
+
+def test_a_tool_that_fills_the_temporary_directories_is_stopped_at_its_quota(
+    stage: Stage,
+) -> None:
+    quota_mib = 64
+    report = stage.run("fill", quota=quota_mib << 20)
+    text = report["fill"]["text"]
+    assert "wrote 512 MiB" not in text
+    if stage.mode == "root":  # a tmpfs of the quota's size: the write past it fails
+        assert text.startswith("stopped after "), text
+        assert text.endswith("OSError errno 28\n[exit 3]"), text
+        assert int(text.split()[2]) <= quota_mib
+    else:  # no tmpfs: measured, and stopped within moments of passing the quota
+        assert text.endswith(
+            f"[disk quota] stopped after writing more than {quota_mib} MiB of files "
+            "(the run's quota)"
+        ), text
+        assert report["fill"]["quota"] == quota_mib << 20
+    stage.assert_contained(report)
+
+
+def test_what_a_tool_leaves_in_tmp_is_removed_but_not_what_the_server_made_meanwhile(
+    stage: Stage,
+) -> None:
+    own = f"/tmp/kiln-own-{secrets.token_hex(6)}"
+    litter = f"/tmp/litter-{secrets.token_hex(6)}"
+    try:
+        report = stage.run("litter", own_path=own, litter=litter)
+        if stage.fenced:  # /tmp is outside its fence: it cannot litter at all
+            assert "PermissionError: [Errno 13]" in report["litter"]["text"]
+        else:
+            assert report["litter"]["text"] == "littered"
+        assert report["own_kept"] is True
+        assert report["litter_left"] is False
+        assert not os.path.exists(litter)  # as the server's host sees /tmp, too
+        shutil.rmtree(own)  # the server's, made by the server: not a leftover of the tool
+        stage.assert_contained(report)
+    finally:
+        shutil.rmtree(own, ignore_errors=True)
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(litter)
+
+
+SERVERS_OWN = (
+    "read the server's key",
+    "list the server's directory",
+    "write into the server's directory",
+    "read another run's file",
+    "list another run's directory",
+    "write beside its directory",
+)
+
+
+def test_a_tool_cannot_reach_the_servers_files_another_runs_files_or_a_port_kept_from_runs(
+    stage: Stage,
+) -> None:
+    if stage.mode == "unprivileged" and not stage.fenced:
+        pytest.skip("no Landlock: a run under the server's uid reaches what it can (README)")
+    tmp_path = f"/tmp/kiln-reach-{secrets.token_hex(6)}"
+    report = stage.run("reach", tcp_ports=[80, 443], tmp_path=tmp_path)
+    outcome = json.loads(report["reach"]["stdout"])
+    assert outcome["write its own directory"] == "done", outcome
+    assert outcome["write the shared directory"] == "done", outcome
+    for attempt in SERVERS_OWN:
+        # Refused (as another uid, or fenced), or not there at all (a private /tmp).
+        assert outcome[attempt] in ("PermissionError", "FileNotFoundError"), (attempt, outcome)
+    if landlock.abi() >= 4:  # the network fence: as root too
+        assert outcome["connect to the kept port"] == "PermissionError"
+    if stage.fenced:  # one uid: only the fence stands between it and the server's files
+        assert {outcome[attempt] for attempt in SERVERS_OWN} == {"PermissionError"}
+        assert outcome["write /tmp"] == "PermissionError"
+    assert report["reach"]["isolation"] == stage.isolation
+    assert not os.path.exists(tmp_path)
+    stage.assert_contained(report)
+
+
+def test_a_tool_can_neither_read_nor_kill_another_tools_standby(stage: Stage) -> None:
+    """A standby waits beside other tools' runs; they must not reach it before its call."""
+    if stage.mode == "unprivileged" and (not stage.fenced or landlock.abi() < 6):
+        pytest.skip("one uid without Landlock's signal scope (ABI 6): runs get no standbys")
+    secrets_ = {"argument": f"arg-{secrets.token_hex(8)}", "env": f"env-{secrets.token_hex(8)}"}
+    report = stage.run("standby", secrets=secrets_)
+    assert report["prepared"] is True
+    attack = json.loads(report["attack"]["stdout"])
+    assert attack["others"] >= 2, attack  # it did find the standby's supervisor and script
+    assert (attack["read"], attack["killed"]) == (0, 0), attack
+    # The standby answered its call, untouched, with the call's own secret and argument.
+    assert report["victim_standby"] is True
+    victim = json.loads(report["victim"]["stdout"])
+    assert victim == {"token": secrets_["env"], "arg": secrets_["argument"]}
+    stage.assert_contained(report)

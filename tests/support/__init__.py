@@ -1,0 +1,1 @@
+"""Helpers shared by the tests and benchmarks (see tests/README.md)."""

@@ -1,0 +1,259 @@
+"""`kiln dev` as a process, for functional tests and benchmarks: started as a user runs it
+(a real process on a free port, a private state directory), awaited, stopped.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from kiln.local.emulator import shared_endpoint
+from support.app import free_port
+
+AUTHOR_KEY = "devproc-author-key-0123456789"
+
+
+@dataclass
+class DevProcess:
+    process: subprocess.Popen[bytes]
+    url: str
+    log: Path
+
+    def api(self, method: str, path: str, **kw: object) -> httpx.Response:
+        headers = {"Authorization": f"Bearer {AUTHOR_KEY}", **dict(kw.pop("headers", {}) or {})}  # type: ignore[call-overload]
+        return httpx.request(method, self.url + path, headers=headers, timeout=30, **kw)  # type: ignore[arg-type]
+
+    def emulator_pid(self) -> int | None:
+        """The emulator child's pid (the one child of kiln dev that runs kiln.local.emulator)."""
+        for task in Path(f"/proc/{self.process.pid}/task").iterdir():
+            for child in (task / "children").read_text().split():
+                cmdline = Path(f"/proc/{child}/cmdline").read_bytes()
+                if b"kiln.local.emulator" in cmdline:
+                    return int(child)
+        return None
+
+
+def start_dev(
+    state_dir: Path, port: int, *extra: str, timeout_s: float = 60, user: int | None = None
+) -> DevProcess:
+    """Start `kiln dev` (as `user`, a uid, if given) and return once /api/health answers."""
+    env = clean_env()
+    python = sys.executable
+    if user is not None:
+        env["HOME"] = str(state_dir.parent)
+        python, path = python_for_others()
+        env["PYTHONPATH"] = path
+    state_dir.parent.mkdir(parents=True, exist_ok=True)
+    log = state_dir.parent / f"{state_dir.name}.dev.log"
+    with log.open("ab") as sink:
+        process = subprocess.Popen(
+            [python, "-m", "kiln.cli.main", "dev", "--port", str(port), "--state-dir",
+             str(state_dir), "--author-key", AUTHOR_KEY, "--no-examples", *extra],
+            env=env, stdout=sink, stderr=subprocess.STDOUT, user=user, group=user,
+            cwd=state_dir.parent,
+        )  # fmt: skip
+    url = f"http://127.0.0.1:{port}"
+    try:
+        await_health(process, url, log, timeout_s)
+    except AssertionError as error:
+        stop(process)
+        raise RuntimeError(str(error)) from None
+    return DevProcess(process, url, log)
+
+
+def clean_env(**extra: str) -> dict[str, str]:
+    """This environment without AWS or Kiln settings (a test's own shell may have some)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "KILN_"))}
+    return {**env, **extra}
+
+
+def await_health(
+    process: subprocess.Popen[bytes], url: str, log: Path, timeout_s: float = 90.0
+) -> None:
+    """Return once `url`/api/health answers 200; fail with the log if it exits or never does."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        assert process.poll() is None, f"kiln dev exited: {_tail(log)}"
+        try:
+            if httpx.get(url + "/api/health", timeout=1).status_code == 200:
+                return
+        except httpx.TransportError:
+            pass
+        assert time.monotonic() < deadline, f"no answer in {timeout_s:.0f} s: {_tail(log)}"
+        time.sleep(0.05)
+
+
+def stop(process: subprocess.Popen[bytes], timeout_s: float = 30.0) -> None:
+    """SIGTERM, as a user's Ctrl-C or a service manager would; kill it if it hangs."""
+    if process.poll() is None:
+        process.terminate()
+    try:
+        process.wait(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+
+
+@contextmanager
+def serving(
+    command: Sequence[str],
+    port: int,
+    log: Path,
+    *,
+    env: dict[str, str],
+    errors: Path | None = None,
+    cwd: Path | None = None,
+    preexec_fn: Callable[[], Any] | None = None,
+    timeout_s: float = 90.0,
+) -> Iterator[subprocess.Popen[bytes]]:
+    """Run a `kiln dev` command; yield it once it answers on `port`; stop it on the way out.
+
+    Its output goes to `log` (stderr to `errors` if given)."""
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with log.open("ab") as out, (errors or log).open("ab") as err:
+        process = subprocess.Popen(
+            list(command), env=env, cwd=cwd, stdout=out,
+            stderr=err if errors else subprocess.STDOUT, preexec_fn=preexec_fn,
+        )  # fmt: skip
+    try:
+        await_health(process, f"http://127.0.0.1:{port}", errors or log, timeout_s)
+        yield process
+    finally:
+        stop(process)
+
+
+def _tail(log: Path) -> str:
+    try:
+        return log.read_text(errors="replace")[-3000:]
+    except OSError:
+        return "(no log)"
+
+
+def python_for_others() -> tuple[str, str]:
+    """An interpreter other users may run, and the PYTHONPATH that gives it Kiln.
+
+    This interpreter may live under a home directory others cannot enter (pyenv in /root);
+    the system's Python of the same minor version runs this venv's packages."""
+    import sysconfig
+
+    version = f"python{sys.version_info.major}.{sys.version_info.minor}"
+    for candidate in (sys.executable, f"/usr/bin/{version}", f"/usr/local/bin/{version}"):
+        if _others_can_run(Path(candidate)):
+            break
+    else:
+        raise RuntimeError(f"no {version} that other users can run")
+    functions = Path(__file__).resolve().parents[2] / "functions"
+    return candidate, os.pathsep.join([sysconfig.get_paths()["purelib"], str(functions)])
+
+
+def _others_can_run(path: Path) -> bool:
+    try:
+        real = path.resolve(strict=True)
+    except OSError:
+        return False
+    for part in [*reversed(real.parents), real]:
+        mode = part.stat().st_mode
+        if not mode & 0o001:
+            return False
+    return True
+
+
+def stop_dev(dev: DevProcess) -> None:
+    stop(dev.process, timeout_s=20)
+
+
+def rss_kib(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    return 0
+
+
+DEV_KEY = "dev-test-author-key-views"
+MODERN = "2026-07-28"
+LEGACY = "2025-11-25"
+
+
+@dataclass
+class DevServer:
+    url: str
+    state_dir: Path
+    http: httpx.Client
+
+    @property
+    def env(self) -> dict[str, str]:
+        """The environment in which boto3 talks to this server's emulator (its signing key)."""
+        endpoint = shared_endpoint(self.state_dir / "aws")
+        assert endpoint is not None, "kiln dev's emulator left no endpoint.json"
+        return {**clean_env(), "AWS_ENDPOINT_URL": endpoint.url, "KILN_TABLE": "kiln",
+                "AWS_REGION": endpoint.region,
+                "AWS_ACCESS_KEY_ID": endpoint.credentials.access_key_id,
+                "AWS_SECRET_ACCESS_KEY": endpoint.credentials.secret_access_key}  # fmt: skip
+
+    def kiln(self, *args: str) -> subprocess.CompletedProcess[str]:
+        """Run the `kiln` command against this server, through its REST API (URL and key)."""
+        env = {**clean_env(), "KILN_URL": self.url, "KILN_AUTHOR_KEY": DEV_KEY}
+        return subprocess.run(
+            [sys.executable, "-m", "kiln.cli.main", *args],
+            env=env, capture_output=True, text=True, timeout=120, check=False,
+        )  # fmt: skip
+
+    def create_key(self, name: str, *flags: str) -> str:
+        done = self.kiln("keys", "create", "--name", name, "--scope", "call", *flags)
+        assert done.returncode == 0, done.stderr
+        return done.stdout.strip()
+
+    def api(self, method: str, path: str, **kw: Any) -> httpx.Response:
+        headers = {"Authorization": f"Bearer {DEV_KEY}", **kw.pop("headers", {})}
+        return self.http.request(method, self.url + path, headers=headers, **kw)
+
+    def mcp(
+        self,
+        method: str,
+        params: Mapping[str, Any] | None = None,
+        *,
+        wire: str = "legacy",
+        key: str | None = None,
+        path: str = "/mcp",
+        rid: Any = 1,
+    ) -> httpx.Response:
+        """One MCP request on the legacy (2025-11-25) or the modern (2026-07-28) wire."""
+        body: dict[str, Any] = {"jsonrpc": "2.0", "id": rid, "method": method,
+                                "params": dict(params or {})}  # fmt: skip
+        headers = {"Content-Type": "application/json",
+                   "Accept": "application/json, text/event-stream"}  # fmt: skip
+        if wire == "modern":
+            body["params"]["_meta"] = {
+                "io.modelcontextprotocol/protocolVersion": MODERN,
+                "io.modelcontextprotocol/clientCapabilities": {},
+                "io.modelcontextprotocol/clientInfo": {"name": "views-test"},
+            }
+            headers.update({"MCP-Protocol-Version": MODERN, "Mcp-Method": method})
+            if method == "tools/call":
+                headers["Mcp-Name"] = str(body["params"]["name"])
+        else:
+            headers["MCP-Protocol-Version"] = LEGACY
+        if key is not None:
+            headers["Authorization"] = f"Bearer {key}"
+        return self.http.post(self.url + path, json=body, headers=headers)
+
+
+@contextmanager
+def kiln_dev(
+    state_dir: Path, *extra: str, env: Mapping[str, str] | None = None
+) -> Iterator[DevServer]:
+    port = free_port()
+    command = [sys.executable, "-m", "kiln.cli.main", "dev", "--port", str(port), "--state-dir",
+               str(state_dir), "--author-key", DEV_KEY, *extra]  # fmt: skip
+    env_ = {**clean_env(), **(env or {})}
+    with serving(command, port, state_dir / "dev.log", env=env_), httpx.Client(timeout=120) as http:
+        yield DevServer(f"http://127.0.0.1:{port}", state_dir, http)

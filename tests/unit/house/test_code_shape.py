@@ -1,0 +1,81 @@
+"""The package keeps the shape the house rules ask for, so that it stays readable.
+
+- no module in functions/kiln over 600 lines, no function over 80;
+- only the settings module reads the process environment (the runner's supervisor only
+  replaces its own environment with the one it was given for the child);
+- no `"jsonrpc"` string outside `protocol/`: every JSON-RPC body is written there
+  (`kiln.protocol.errors.jsonrpc_error` for errors);
+- at most five modules at the top of the package: `__init__`, `settings`, `stack`,
+  `lambda_handlers` (everything else lives in a room).
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+PACKAGE = Path(__file__).resolve().parents[3] / "functions" / "kiln"
+MAX_MODULE_LINES = 600
+MAX_FUNCTION_LINES = 80
+ENVIRONMENT_READERS = {"settings.py"}
+CHILD_ENVIRONMENT = {"runner/supervisor.py"}  # sets the child's environ; reads nothing
+ENVIRONMENT = re.compile(r"os\.environ|getenv")
+
+
+def modules() -> list[Path]:
+    return sorted(PACKAGE.rglob("*.py"))
+
+
+def name(path: Path) -> str:
+    return path.relative_to(PACKAGE).as_posix()
+
+
+def test_no_module_is_longer_than_600_lines() -> None:
+    long = {
+        name(path): lines
+        for path in modules()
+        if (lines := len(path.read_text("utf-8").splitlines())) > MAX_MODULE_LINES
+    }
+    assert long == {}
+
+
+def test_no_function_is_longer_than_80_lines() -> None:
+    long = {}
+    for path in modules():
+        for node in ast.walk(ast.parse(path.read_text("utf-8"))):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                lines = (node.end_lineno or node.lineno) - node.lineno + 1
+                if lines > MAX_FUNCTION_LINES:
+                    long[f"{name(path)}:{node.name}"] = lines
+    assert long == {}
+
+
+def test_only_the_settings_module_reads_the_environment() -> None:
+    readers = {name(path) for path in modules() if ENVIRONMENT.search(path.read_text("utf-8"))}
+    assert readers - CHILD_ENVIRONMENT == ENVIRONMENT_READERS
+
+
+TOP_LEVEL = {"__init__.py", "settings.py", "stack.py", "lambda_handlers.py"}
+
+
+def _jsonrpc_literals(path: Path) -> list[int]:
+    return [
+        node.lineno
+        for node in ast.walk(ast.parse(path.read_text("utf-8")))
+        if isinstance(node, ast.Constant) and node.value == "jsonrpc"
+    ]
+
+
+def test_only_the_protocol_room_writes_jsonrpc_bodies() -> None:
+    found = {
+        name(path): lines
+        for path in modules()
+        if not name(path).startswith("protocol/") and (lines := _jsonrpc_literals(path))
+    }
+    assert found == {}
+
+
+def test_the_package_top_holds_only_the_entry_modules() -> None:
+    top = {path.name for path in PACKAGE.glob("*.py")}
+    assert top <= TOP_LEVEL, f"move {sorted(top - TOP_LEVEL)} into a room"

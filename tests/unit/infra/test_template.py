@@ -1,0 +1,333 @@
+"""template.yaml, read as data: who may do what to the catalog, and what the storage looks like."""
+
+from __future__ import annotations
+
+import fnmatch
+import json
+import re
+import tomllib
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import pytest
+from cfnlint.decode import decode
+from packaging.requirements import Requirement
+
+from kiln.aws.clients import TABLE_DEFINITION
+
+ROOT = Path(__file__).resolve().parents[3]
+TEMPLATE = ROOT / "template.yaml"
+
+READ_ONLY_TABLE_ACTIONS = {
+    "dynamodb:GetItem",
+    "dynamodb:BatchGetItem",
+    "dynamodb:Query",
+    "dynamodb:Scan",
+    "dynamodb:DescribeTable",
+}
+READ_ONLY_BUCKET_ACTIONS = {
+    "s3:GetObject",
+    "s3:GetObjectVersion",
+    "s3:GetObjectTagging",
+    "s3:ListBucket",
+}
+
+
+@pytest.fixture(scope="module")
+def template() -> dict[str, Any]:
+    data, problems = decode(str(TEMPLATE))
+    assert not problems, problems
+    assert data is not None
+    return dict(data)
+
+
+def resources_of_type(template: Mapping[str, Any], kind: str) -> dict[str, Any]:
+    return {k: v for k, v in template["Resources"].items() if v["Type"] == kind}
+
+
+def the_one(template: Mapping[str, Any], kind: str) -> str:
+    (name,) = resources_of_type(template, kind)
+    return name
+
+
+def statements(template: Mapping[str, Any], function: str) -> Iterator[dict[str, Any]]:
+    """Every Allow statement of a function's inline policies; anything else fails the test.
+
+    A managed policy or a SAM policy template cannot be read here, so it is refused rather
+    than trusted.
+    """
+    props = template["Resources"][function]["Properties"]
+    assert "Role" not in props, f"{function} brings its own role; its rights cannot be read here"
+    assert "Policies" not in template.get("Globals", {}).get("Function", {})
+    for policy in props.get("Policies", []):
+        message = f"{function} has a policy that is not an inline statement list: {policy!r}"
+        assert isinstance(policy, Mapping), message
+        assert set(policy) <= {"Version", "Statement"}, message
+        for statement in policy["Statement"]:
+            assert statement["Effect"] == "Allow", statement
+            yield statement
+
+
+def as_list(value: Any) -> list[Any]:
+    return list(value) if isinstance(value, list) else [value]
+
+
+def refers_to(resource: Any, logical_id: str) -> bool:
+    text = json.dumps(resource)
+    if text.strip('"') == "*":
+        return True
+    return re.search(rf"\b{re.escape(logical_id)}\b", text) is not None
+
+
+def actions_on(template: Mapping[str, Any], function: str, logical_id: str) -> set[str]:
+    found: set[str] = set()
+    for statement in statements(template, function):
+        if any(refers_to(r, logical_id) for r in as_list(statement["Resource"])):
+            found.update(as_list(statement["Action"]))
+    return found
+
+
+# What the public function may write: quota counters and ledger entries (kiln.access), task
+# records (kiln.tasks), and nothing whose partition key could belong to the catalog (tools,
+# views, names, keys).
+LEDGER_AND_QUOTA_KEYS = {"LEDGER#*", "QUOTA#*"}
+TASK_KEYS = {"TASK#*"}
+CATALOG_PARTITIONS = ["CATALOG", "TOOLS", "TOOL#0a1b", "NAME#add_vat", "VIEWS", "KEY#ab12",
+                      "KEYNAME#ci", "BUNDLE#x"]  # fmt: skip
+
+
+def test_public_function_can_only_read_the_table_without_a_leading_key_condition(
+    template: dict[str, Any],
+) -> None:
+    table = the_one(template, "AWS::DynamoDB::Table")
+    unconditioned: set[str] = set()
+    for statement in statements(template, "McpFunction"):
+        if "Condition" not in statement and any(
+            refers_to(r, table) for r in as_list(statement["Resource"])
+        ):
+            unconditioned.update(as_list(statement["Action"]))
+    assert unconditioned, "the public function must be able to read the catalog"
+    assert unconditioned <= READ_ONLY_TABLE_ACTIONS, unconditioned - READ_ONLY_TABLE_ACTIONS
+
+
+def write_patterns(template: Mapping[str, Any], function: str) -> set[str]:
+    """The partition-key patterns a function's table writes are confined to.
+
+    Every statement that may write the table must be confined by a leading-keys condition;
+    a write without one fails the test.
+    """
+    table = the_one(template, "AWS::DynamoDB::Table")
+    writes = [
+        s
+        for s in statements(template, function)
+        if any(refers_to(r, table) for r in as_list(s["Resource"]))
+        and set(as_list(s["Action"])) - READ_ONLY_TABLE_ACTIONS
+    ]
+    found: set[str] = set()
+    for statement in writes:
+        assert set(as_list(statement["Action"])) <= {"dynamodb:PutItem", "dynamodb:UpdateItem"}
+        # ForAllValues: every partition key the request touches must match a pattern.
+        condition = statement["Condition"]
+        assert list(condition) == ["ForAllValues:StringLike"], statement
+        assert list(condition["ForAllValues:StringLike"]) == ["dynamodb:LeadingKeys"], statement
+        patterns = set(condition["ForAllValues:StringLike"]["dynamodb:LeadingKeys"])
+        for partition in CATALOG_PARTITIONS:
+            assert not any(fnmatch.fnmatchcase(partition, p) for p in patterns), partition
+        found |= patterns
+    return found
+
+
+def test_public_function_writes_only_ledger_quota_and_task_items(
+    template: dict[str, Any],
+) -> None:
+    patterns = write_patterns(template, "McpFunction")
+    assert patterns == LEDGER_AND_QUOTA_KEYS | TASK_KEYS
+
+
+def test_the_worker_writes_only_task_ledger_and_quota_items_and_task_result_objects(
+    template: dict[str, Any],
+) -> None:
+    # Ledger and quota items: a task call's entry and its run-seconds charge.
+    assert write_patterns(template, "WorkerFunction") == TASK_KEYS | LEDGER_AND_QUOTA_KEYS
+    bucket = the_one(template, "AWS::S3::Bucket")
+    for statement in statements(template, "WorkerFunction"):
+        writes = [a for a in as_list(statement["Action"]) if not a.startswith("s3:Get")]
+        if any(a.startswith("s3:") for a in writes):
+            for resource in as_list(statement["Resource"]):
+                assert refers_to(resource, bucket), resource
+                assert json.dumps(resource).endswith('/tasks/*"}'), resource
+
+
+def test_only_the_public_and_admin_functions_may_start_task_runs(
+    template: dict[str, Any],
+) -> None:
+    starters = {"McpFunction", "AdminFunction"}  # MCP tasks, and authors' task runs (REST)
+    for function in resources_of_type(template, "AWS::Serverless::Function"):
+        invokes = actions_on(template, function, "WorkerFunction")
+        assert ("lambda:InvokeFunction" in invokes) == (function in starters), function
+    for function in starters:
+        props = template["Resources"][function]["Properties"]
+        assert props["Environment"]["Variables"]["KILN_WORKER_FUNCTION"] == {
+            "Ref": "WorkerFunction"
+        }
+
+
+def test_the_worker_runs_up_to_fifteen_minutes_and_is_never_retried(
+    template: dict[str, Any],
+) -> None:
+    props = template["Resources"]["WorkerFunction"]["Properties"]
+    assert props["Timeout"] == 900
+    assert props["EventInvokeConfig"]["MaximumRetryAttempts"] == 0
+    assert props["ReservedConcurrentExecutions"] == {"Ref": "WorkerConcurrency"}
+
+
+def test_ledger_entries_and_day_counters_expire_by_ttl(template: dict[str, Any]) -> None:
+    props = template["Resources"][the_one(template, "AWS::DynamoDB::Table")]["Properties"]
+    assert props["TimeToLiveSpecification"] == {"AttributeName": "expires_at", "Enabled": True}
+
+
+def test_public_function_can_only_read_the_bucket(template: dict[str, Any]) -> None:
+    bucket = the_one(template, "AWS::S3::Bucket")
+    actions = actions_on(template, "McpFunction", bucket)
+    assert actions, "the public function must be able to read code and bundles"
+    assert actions <= READ_ONLY_BUCKET_ACTIONS, actions - READ_ONLY_BUCKET_ACTIONS
+
+
+def test_public_function_has_no_rights_beyond_the_table_and_the_bucket(
+    template: dict[str, Any],
+) -> None:
+    table = the_one(template, "AWS::DynamoDB::Table")
+    bucket = the_one(template, "AWS::S3::Bucket")
+    for statement in statements(template, "McpFunction"):
+        if statement.get("Sid") in {"ReadToolSecrets", "StartTaskRuns"}:
+            continue  # their own tests
+        for resource in as_list(statement["Resource"]):
+            assert refers_to(resource, table) or refers_to(resource, bucket), statement
+
+
+SECRETS_RESOURCE = {
+    "Fn::Sub": "arn:${AWS::Partition}:ssm:${AWS::Region}:${AWS::AccountId}"
+    ":parameter/kiln/${Stage}/*"
+}
+
+
+@pytest.mark.parametrize("function", ["McpFunction", "AdminFunction", "WorkerFunction"])
+def test_functions_may_only_read_their_stages_tool_secrets(
+    template: dict[str, Any], function: str
+) -> None:
+    (statement,) = [s for s in statements(template, function) if s.get("Sid") == "ReadToolSecrets"]
+    assert as_list(statement["Action"]) == ["ssm:GetParametersByPath"]
+    assert as_list(statement["Resource"]) == [SECRETS_RESOURCE]
+    variables = template["Globals"]["Function"]["Environment"]["Variables"]
+    assert variables["KILN_SECRETS_PREFIX"] == {"Fn::Sub": "/kiln/${Stage}"}
+
+
+@pytest.mark.parametrize(
+    "function", ["McpFunction", "AdminFunction", "BuilderFunction", "WorkerFunction"]
+)
+def test_no_function_has_a_wildcard_action_or_resource(
+    template: dict[str, Any], function: str
+) -> None:
+    for statement in statements(template, function):
+        for action in as_list(statement["Action"]):
+            assert "*" not in action, f"{function}: wildcard action {action}"
+        for resource in as_list(statement["Resource"]):
+            assert resource != "*", f"{function}: wildcard resource in {statement}"
+
+
+def test_only_the_admin_function_may_start_bundle_builds(template: dict[str, Any]) -> None:
+    for function in resources_of_type(template, "AWS::Serverless::Function"):
+        invokes = actions_on(template, function, "BuilderFunction")
+        assert ("lambda:InvokeFunction" in invokes) == (function == "AdminFunction"), function
+
+
+def test_the_builder_writes_only_bundle_objects(template: dict[str, Any]) -> None:
+    for statement in statements(template, "BuilderFunction"):
+        if any(a.startswith("s3:Put") for a in as_list(statement["Action"])):
+            for resource in as_list(statement["Resource"]):
+                assert json.dumps(resource).endswith('/bundles/*"}'), resource
+
+
+def test_table_definition_equals_the_one_kiln_creates_locally(template: dict[str, Any]) -> None:
+    props = template["Resources"][the_one(template, "AWS::DynamoDB::Table")]["Properties"]
+    for key, value in TABLE_DEFINITION.items():
+        assert json.loads(json.dumps(props[key])) == value, key
+    assert "GlobalSecondaryIndexes" not in props
+    assert "LocalSecondaryIndexes" not in props
+
+
+def test_table_has_point_in_time_recovery_and_encryption(template: dict[str, Any]) -> None:
+    props = template["Resources"][the_one(template, "AWS::DynamoDB::Table")]["Properties"]
+    assert props["PointInTimeRecoverySpecification"] == {"PointInTimeRecoveryEnabled": True}
+    assert props["SSESpecification"]["SSEEnabled"] is True
+
+
+def test_bucket_is_private_versioned_encrypted_and_tls_only(template: dict[str, Any]) -> None:
+    bucket = the_one(template, "AWS::S3::Bucket")
+    props = template["Resources"][bucket]["Properties"]
+    assert set(props["PublicAccessBlockConfiguration"].values()) == {True}
+    assert len(props["PublicAccessBlockConfiguration"]) == 4
+    assert props["VersioningConfiguration"] == {"Status": "Enabled"}
+    assert props["BucketEncryption"]["ServerSideEncryptionConfiguration"]
+    rules = {r["Id"]: r for r in props["LifecycleConfiguration"]["Rules"]}
+    assert "NoncurrentVersionExpiration" in rules["expire-noncurrent-versions"]
+    assert rules["expire-unused-bundles"]["Prefix"] == "bundles/"
+    (policy,) = resources_of_type(template, "AWS::S3::BucketPolicy").values()
+    (deny,) = policy["Properties"]["PolicyDocument"]["Statement"]
+    assert deny["Effect"] == "Deny"
+    assert deny["Condition"] == {"Bool": {"aws:SecureTransport": "false"}}
+
+
+def test_http_api_is_throttled(template: dict[str, Any]) -> None:
+    api = template["Resources"][the_one(template, "AWS::Serverless::HttpApi")]["Properties"]
+    settings = api["DefaultRouteSettings"]
+    assert {"ThrottlingRateLimit", "ThrottlingBurstLimit"} <= set(settings)
+
+
+def test_handlers_name_the_entry_points_of_kiln_lambda_handlers(template: dict[str, Any]) -> None:
+    source = (ROOT / "functions/kiln/lambda_handlers.py").read_text()
+    for name, function in resources_of_type(template, "AWS::Serverless::Function").items():
+        module, _, attribute = function["Properties"]["Handler"].rpartition(".")
+        assert module == "kiln.lambda_handlers", name
+        assert f'"{attribute}":' in source, f"{name}: no entry point {attribute!r}"
+
+
+def test_deps_layer_pins_every_runtime_dependency_of_the_package() -> None:
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    lines = (ROOT / "layers/deps/requirements.txt").read_text().splitlines()
+    pins = [Requirement(line) for line in lines if line.strip() and not line.startswith("#")]
+    pinned = {canonical(r.name) for r in pins}
+    for requirement in pins:
+        assert str(requirement.specifier).startswith("=="), f"{requirement} is not pinned"
+    for dependency in project["dependencies"]:
+        assert canonical(Requirement(dependency).name) in pinned, dependency
+
+
+def canonical(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def test_bundle_targets_match_the_runtime_and_the_node_layer(template: dict[str, Any]) -> None:
+    globals_ = template["Globals"]["Function"]
+    variables = globals_["Environment"]["Variables"]
+    runtime = globals_["Runtime"]  # python3.13
+    assert variables["KILN_BUNDLE_TARGET"] == {"Fn::Sub": f"lambda-{runtime}-${{Architecture}}"}
+    makefile = (ROOT / "layers/node/Makefile").read_text()
+    (node_version,) = re.findall(r"^NODE_VERSION \?= (\d+)\.", makefile, re.MULTILINE)
+    assert variables["KILN_NODE_BUNDLE_TARGET"] == {
+        "Fn::Sub": f"node{node_version}-${{Architecture}}"
+    }
+    # The deps layer's Makefile fetches wheels for, and compiles with, the runtime's Python.
+    deps = (ROOT / "layers/deps/Makefile").read_text()
+    version = runtime.removeprefix("python")
+    assert f"PYTHON ?= {runtime}\n" in deps
+    assert f"--python-version {version}" in deps
+
+
+def test_the_admin_function_serves_the_studio_beside_the_api(template: dict[str, Any]) -> None:
+    events = template["Resources"]["AdminFunction"]["Properties"]["Events"]
+    routes = {(e["Properties"]["Path"], e["Properties"]["Method"]) for e in events.values()}
+    assert {("/studio", "GET"), ("/studio/{proxy+}", "GET"), ("/api/{proxy+}", "ANY")} <= routes
+    public = template["Resources"]["McpFunction"]["Properties"]["Events"]
+    assert not any("studio" in e["Properties"]["Path"] for e in public.values())
