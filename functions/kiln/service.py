@@ -163,12 +163,16 @@ class CatalogBackend:
         if gate is not None:
             caller = caller_of(ctx.principal, view)
             late = tuple(limit for limit in caller.limits if limit not in early)
+            admitted: Limits = ()
             try:
                 if admitting is not None:
                     await admitting
+                    admitted = early
                 if late and tool is not None:
                     await asyncio.to_thread(gate.admit, late)
             except QuotaExceededError as refused:
+                if admitted:  # refused by the view's quota: the key's count is given back
+                    await self._later(ctx, gate.release, admitted)
                 if tool is not None:
                     await self._later(ctx, gate.refused, caller, tool, refused, started=time.time())
                 raise RateLimitedError(
@@ -227,18 +231,23 @@ class CatalogBackend:
         outcome, result = await self.execute(found, arguments, time_left_s=ctx.time_left_s)
         if gate is None:
             return outcome
-        kind = outcome_of(outcome.is_error, result is not None and result.timed_out)
+        timed_out = result is not None and result.timed_out
         caller = caller_of(ctx.principal, view)
-        run_seconds = result.duration_s if result else time.time() - started
+        run_seconds = result.duration_s if result else 0.0  # a tool that never started: none
         charges = gate.charges(caller)
         if charges:  # spent before the answer: the caller's next call must see it
             await self._before_answer(ctx, gate.charge_run, charges, run_seconds)
-        await self._later(
-            ctx, gate.finish, caller, found, kind, digest=gate.digest(arguments),
-            started=started, run_seconds=run_seconds,
-            output_bytes=len(result.stdout.encode("utf-8", "replace")) if result else 0,
-        )  # fmt: skip
-        return outcome
+
+        async def settle(answered_error: bool) -> None:
+            # As the caller saw it: output that breaks the outputSchema is an error too.
+            kind = outcome_of(outcome.is_error or answered_error, timed_out)
+            await self._later(
+                ctx, gate.finish, caller, found, kind, digest=gate.digest(arguments),
+                started=started, run_seconds=run_seconds,
+                output_bytes=len(result.stdout.encode("utf-8", "replace")) if result else 0,
+            )  # fmt: skip
+
+        return replace(outcome, settle=settle)
 
     async def record_rejected(self, tool: ToolView, arguments: Any, ctx: CallContext) -> None:
         """Ledger a call answered with an isError result because its arguments broke the
