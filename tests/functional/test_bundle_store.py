@@ -156,6 +156,7 @@ def test_listing_bundles_reads_their_directory_never_the_whole_table(
         "before-call.dynamodb.Scan", lambda **_: scans.append(1)
     )
     second = store.ensure("python", TARGET, ["roman==4.*"])
-    assert first is not None and second is not None
+    assert first is not None
+    assert second is not None
     assert {r.id for r in store.list()} == {first.id, second.id}
     assert scans == []

@@ -36,7 +36,7 @@ def dev(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevServer]:
     tool(tools, "fails", FAILS, input_schema=schema)
     tool(tools, "sleepy", SLEEPY, input_schema=schema, timeout_seconds=0.5)
     counted = {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}
-    tool(tools, "badout", "print('{\"n\": \"many\"}')\n", output_schema=counted)
+    tool(tools, "badout", 'print(\'{"n": "many"}\')\n', output_schema=counted)
     tool(tools, "needs_secret", "print('never')\n", secrets=["API_TOKEN"])
     with kiln_dev(root / "state", "--no-examples", "--tools", str(tools)) as server:
         yield server
