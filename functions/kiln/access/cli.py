@@ -6,7 +6,7 @@ import argparse
 import json
 import sys
 import urllib.parse
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -73,7 +73,7 @@ def cmd_views_ls(args: argparse.Namespace) -> int:
     return 0
 
 
-def print_rows(rows: list[tuple[str, ...]]) -> None:
+def print_rows(rows: Sequence[tuple[str, ...]]) -> None:
     """Columns as wide as their widest cell, two spaces apart."""
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     for row in rows:
