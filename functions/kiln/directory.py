@@ -7,7 +7,8 @@ every `GET /api/keys` read every call ever made. Now each member also has an ite
 and a listing is a Query of that partition plus a BatchGetItem of the members.
 
 A table written before directories existed is listed by one Scan, once: the members it finds
-are added to the directory and a marker item says that it is complete.
+are added to the directory and a marker item says that it is complete. A table created with
+directories has that marker from the start (`mark_new_table`).
 """
 
 from __future__ import annotations
@@ -17,6 +18,16 @@ from typing import Any
 
 MARKER = "#complete"  # sorts before every member id (hex digits, names)
 BATCH_GET = 100  # BatchGetItem's limit
+
+
+KINDS = ("keys", "bundles")
+
+
+def mark_new_table(dynamodb: Any, table: str) -> None:
+    """A table just created has every directory complete (there is nothing to scan for)."""
+    for kind in KINDS:
+        item = {"pk": {"S": f"DIR#{kind}"}, "sk": {"S": MARKER}}
+        dynamodb.put_item(TableName=table, Item=item)
 
 
 class Directory:

@@ -29,7 +29,7 @@ from kiln.bundles.cache import BundleError
 from kiln.catalog.model import Tool
 from kiln.catalog.snapshot import CatalogSnapshots, Snapshot
 from kiln.protocol.backend import CallContext, ToolOutcome, ToolView
-from kiln.protocol.errors import RateLimitedError, UnavailableError
+from kiln.protocol.errors import InvalidParamsError, RateLimitedError, UnavailableError
 from kiln.runner import (
     InvalidArgumentsError,
     NodeUnavailableError,
@@ -158,7 +158,8 @@ class CatalogBackend:
                 await self._settle(admitting, early)
             raise
         tool = tools.get(name)
-        if tool is not None and not tool.enabled:
+        disabled = tool is not None and not tool.enabled
+        if disabled:
             tool = None
         if gate is not None:
             caller = caller_of(ctx.principal, view)
@@ -180,6 +181,13 @@ class CatalogBackend:
                 ) from None
             if tool is None and admitting is not None:
                 await self._later(ctx, gate.release, early)
+        can = getattr(ctx.principal, "can", None)
+        if disabled and can is not None and can("author"):
+            # Its author is told why; any other caller sees an unknown tool, as before.
+            raise InvalidParamsError(
+                f"Tool {name!r} is disabled: enable it (POST /api/tools/{name}/enable, or the "
+                "studio) to call it; callers without an author key see it as unknown"
+            )
         return tool_view(tool) if tool is not None else None
 
     @catalog_reads

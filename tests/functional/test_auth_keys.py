@@ -196,6 +196,8 @@ def test_a_key_written_before_the_directory_existed_is_still_listed(
     store: KeyStore, aws: AwsStack
 ) -> None:
     digest = "ab" * 32
+    marker = {"pk": {"S": "DIR#keys"}, "sk": {"S": "#complete"}}
+    aws.clients.dynamodb.delete_item(TableName=aws.table, Key=marker)  # a table from before
     aws.clients.dynamodb.put_item(
         TableName=aws.table,
         Item={"pk": {"S": f"KEY#{digest}"}, "sk": {"S": "KEY"}, "name": {"S": "old"},

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from dev_helpers import DevServer, kiln_dev
+from dev_helpers import DEV_KEY, MODERN, DevServer, kiln_dev
 
 
 @pytest.fixture(scope="module")
@@ -53,3 +53,50 @@ def test_calls_columns_stay_in_line_with_long_tool_names(dev: DevServer) -> None
     assert len(rows) == 2
     at = header.index("OUTCOME")
     assert all(row[at:].startswith("ok ") for row in rows), listed.stdout
+
+
+def test_a_disabled_tool_is_named_disabled_to_its_author_and_unknown_to_others(
+    dev: DevServer,
+) -> None:
+    assert dev.api("POST", "/api/tools/ping/disable").status_code == 200
+    try:
+        author = dev.mcp("tools/call", {"name": "ping", "arguments": {}}, key=DEV_KEY)
+        assert "Tool 'ping' is disabled" in author.json()["error"]["message"], author.text
+        assert "enable" in author.json()["error"]["message"]
+        anonymous = dev.mcp("tools/call", {"name": "ping", "arguments": {}})
+        assert anonymous.json()["error"]["message"] == "Unknown tool: ping"
+    finally:
+        assert dev.api("POST", "/api/tools/ping/enable").status_code == 200
+
+
+def test_a_missing_mcp_name_header_says_what_it_must_carry(dev: DevServer) -> None:
+    body = {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+            "params": {"name": "ping", "arguments": {},
+                       "_meta": {"io.modelcontextprotocol/protocolVersion": MODERN,
+                                 "io.modelcontextprotocol/clientCapabilities": {}}}}  # fmt: skip
+    headers = {"MCP-Protocol-Version": MODERN, "Mcp-Method": "tools/call",
+               "Accept": "application/json, text/event-stream"}  # fmt: skip
+    answer = dev.http.post(dev.url + "/mcp", json=body, headers=headers)
+    message = answer.json()["error"]["message"]
+    assert "required header Mcp-Name is missing" in message
+    assert "params.name of tools/call: 'ping'" in message
+
+
+def test_a_404_on_an_mcp_path_is_written_as_every_other_answer(dev: DevServer) -> None:
+    answer = dev.http.post(dev.url + "/mcp/v/nowhere", json={})
+    assert answer.status_code == 404
+    assert answer.content == json.dumps(answer.json(), separators=(",", ":")).encode()
+
+
+def test_put_without_if_match_is_428_even_with_a_body_that_lacks_a_name(dev: DevServer) -> None:
+    answer = dev.api("PUT", "/api/tools/ping", json={"description": "no name"})
+    assert answer.status_code == 428, answer.text
+
+
+def test_restoring_the_current_revision_makes_no_new_revision(dev: DevServer) -> None:
+    head = dev.api("GET", "/api/tools/ping").json()["revision"]
+    restored = dev.api("POST", f"/api/tools/ping/revisions/{head}/restore",
+                       headers={"If-Match": f'"{head}"'})  # fmt: skip
+    assert restored.status_code == 200, restored.text
+    assert restored.json()["revision"] == head
+    assert len(dev.api("GET", "/api/tools/ping/revisions").json()["revisions"]) == head

@@ -8,7 +8,6 @@ import FastAPI and the REST API; `kiln.api.mcp` mounts the same functions in the
 from __future__ import annotations
 
 import asyncio
-import json
 from typing import TYPE_CHECKING, Any
 
 from starlette.requests import Request
@@ -124,5 +123,7 @@ async def serve_view(request: Request, view: str) -> Response:
 
 
 def refusal(status: int, message: str) -> Response:
+    from kiln.api.errors import json_response  # as every other answer is written
+
     wire = {"jsonrpc": "2.0", "id": None, "error": {"code": INVALID_REQUEST, "message": message}}
-    return Response(json.dumps(wire), status_code=status, media_type="application/json")
+    return json_response(wire, status)

@@ -34,7 +34,7 @@ from botocore.exceptions import ClientError
 from kiln.catalog.model import Draft, Revision, Tool
 from kiln.catalog.names import NAME_PATTERN, taken_by
 from kiln.catalog.toolfiles import digest as content_digest
-from kiln.catalog.toolfiles import same_definition
+from kiln.catalog.toolfiles import same_definition, same_revision
 
 log = logging.getLogger("kiln.catalog")
 TRANSACTION_ATTEMPTS = 5
@@ -277,13 +277,10 @@ class CatalogStore:
         current = self._live(ref)
         old = self.revision(ref, number)
         self._check_head(current, expected_revision)
-        revision = replace(
-            old,
-            number=expected_revision + 1,
-            created_at=self._now(),
-            created_by=actor,
-            restored_from=number,
-        )
+        if same_revision(old, current.head):
+            return current  # restoring what is already the head makes no new revision
+        revision = replace(old, number=expected_revision + 1, created_at=self._now(),
+                           created_by=actor, restored_from=number)  # fmt: skip
         return self._commit_revision(current, revision, enabled=current.enabled)
 
     def set_enabled(self, ref: str, enabled: bool, *, actor: str = "") -> Tool:
