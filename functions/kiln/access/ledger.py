@@ -6,8 +6,15 @@
 |                       |                          | bundle, outcome, duration, output size,  |
 |                       |                          | argument digest                          |
 
+| `LEDGERSUM#<yyyy-mm-dd>` | `TOTALS`         | the day's counts and run time, per       |
+|                       |                          | caller and per tool (`<dim>|<name>|<n>`) |
+
 Entries carry `expires_at` (DynamoDB TTL) `retention_days` after the call. One partition per
-UTC day keeps a query for a time range to one request per day and needs no index. Arguments
+UTC day keeps a query for a time range to one request per day and needs no index. Each
+entry is written in one transaction with an update of its day's totals item, so the day's
+totals are one read however many calls the day had; and a query reads at most
+`READ_FACTOR` times the page it returns (a filtered query that found fewer answers with
+a cursor to continue), so no read of the ledger grows with the ledger. Arguments
 are recorded as an HMAC-SHA256 of their canonical JSON under a server-side key: equal
 arguments give equal digests, but a digest cannot be checked against guesses without the key.
 """
@@ -19,18 +26,23 @@ import binascii
 import hashlib
 import hmac
 import json
+import random
 import secrets
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass
 from datetime import UTC, date, datetime, timedelta
 from typing import Any, Literal
+
+from botocore.exceptions import ClientError
 
 Outcome = Literal["ok", "tool_error", "timeout", "refused", "cancelled"]
 # `cancelled`: a task-augmented call cancelled by its caller (tasks/cancel) before it ended.
 OUTCOMES: tuple[Outcome, ...] = ("ok", "tool_error", "timeout", "refused", "cancelled")
 DEFAULT_RETENTION_DAYS = 30
 MAX_PAGE = 1000
+READ_FACTOR = 10  # a query reads at most this many entries per entry it may return
+WRITE_ATTEMPTS = 4  # an entry's transaction races others on its day's totals item
 
 
 class LedgerQueryError(ValueError):
@@ -108,8 +120,17 @@ class CallLedger:
         return written
 
     def write(self, item: Mapping[str, Any]) -> None:
-        """Write an item made by `item`."""
-        self._db.put_item(TableName=self._table, Item=dict(item))
+        """Write an item made by `item`, with its day's totals."""
+        for attempt in range(WRITE_ATTEMPTS):
+            try:
+                self._db.transact_write_items(TransactItems=writes(self._table, item))
+                return
+            except ClientError as error:
+                reasons = error.response.get("CancellationReasons") or []
+                racing = any(r.get("Code") == "TransactionConflict" for r in reasons)
+                if not racing or attempt + 1 == WRITE_ATTEMPTS:
+                    raise
+                time.sleep(random.uniform(0.005, 0.02) * (attempt + 1))
 
     def item(
         self, entry: CallRecord, *, started: float | None = None
@@ -165,15 +186,26 @@ class CallLedger:
             high = min(high, _decode_cursor(cursor))
         filters = {"tool": tool, "caller": caller, "outcome": outcome}
         found: list[CallRecord] = []
-        # One more than a page: the cursor's own entry comes first. A further page is read
-        # only when filters left this one short.
-        days = (start.date(), _day_of(high))
-        for item in self._items(*days, _sk_of(start), high, filters, page_size=limit + 1):
-            if item["sk"]["S"] >= high:  # the cursor's own entry, already served
-                continue
-            found.append(_record(item))
-            if len(found) == limit:
-                return found, _encode_cursor(item["sk"]["S"])
+        budget = READ_FACTOR * (limit + 1)
+        day, first = _day_of(high), start.date()
+        while day >= first:
+            page_from: dict[str, Any] | None = None
+            while True:
+                # One more than a page: the cursor's own entry comes first.
+                page = self._page(day, _sk_of(start), high, filters, limit + 1, page_from)
+                budget -= int(page.get("ScannedCount", 0))
+                for item in page["Items"]:
+                    if item["sk"]["S"] >= high:  # the cursor's own entry, already served
+                        continue
+                    found.append(_record(item))
+                    if len(found) == limit:
+                        return found, _encode_cursor(item["sk"]["S"])
+                page_from = page.get("LastEvaluatedKey")
+                if page_from is None:
+                    break
+                if budget <= 0:  # filters left this page short: the caller continues
+                    return found, _encode_cursor(page_from["sk"]["S"])
+            day -= timedelta(days=1)
         return found, None
 
     def totals(self, day: str) -> dict[str, Any]:
@@ -182,44 +214,33 @@ class CallLedger:
             the_day = date.fromisoformat(day)
         except ValueError:
             raise LedgerQueryError("day: must be a date such as 2026-01-31") from None
-        by_caller: dict[str, dict[str, Any]] = {}
-        by_tool: dict[str, dict[str, Any]] = {}
+        item = self._db.get_item(
+            TableName=self._table, Key=_totals_key(the_day.isoformat()), ConsistentRead=True
+        ).get("Item", {})
+        by: dict[str, dict[str, dict[str, Any]]] = {"caller": {}, "tool": {}}
         everything: dict[str, Any] = _zero()
-        for item in self._day(the_day, "0", "~", {}, newest_first=False):
-            record = _record(item)
-            for table, name in ((by_caller, record.caller), (by_tool, record.tool)):
-                _add(table.setdefault(name, _zero()), record)
-            _add(everything, record)
-        return {"day": the_day.isoformat(), "all": everything, "by_caller": by_caller,
-                "by_tool": by_tool}  # fmt: skip
+        for attribute, value in item.items():
+            dim, _, rest = attribute.partition("|")
+            name, _, field = rest.rpartition("|")
+            if dim == "all":
+                _put(everything, field, value)
+            elif dim in by and name:
+                _put(by[dim].setdefault(name, _zero()), field, value)
+        return {"day": the_day.isoformat(), "all": everything, "by_caller": by["caller"],
+                "by_tool": by["tool"]}  # fmt: skip
 
     # -- internals ---------------------------------------------------------------------
 
-    def _items(
-        self,
-        first: date,
-        last: date,
-        low: str,
-        high: str,
-        filters: Mapping[str, str | None],
-        *,
-        page_size: int | None = None,
-    ) -> Iterator[dict[str, Any]]:
-        day = last
-        while day >= first:
-            yield from self._day(day, low, high, filters, newest_first=True, page_size=page_size)
-            day -= timedelta(days=1)
-
-    def _day(
+    def _page(
         self,
         day: date,
         low: str,
         high: str,
         filters: Mapping[str, str | None],
-        *,
-        newest_first: bool,
-        page_size: int | None = None,
-    ) -> Iterator[dict[str, Any]]:
+        limit: int,
+        start: Mapping[str, Any] | None,
+    ) -> dict[str, Any]:
+        """One Query page of a day, newest first: at most `limit` entries read."""
         names: dict[str, str] = {}
         values: dict[str, Any] = {
             ":pk": {"S": f"LEDGER#{day.isoformat()}"},
@@ -236,15 +257,42 @@ class CallLedger:
             "TableName": self._table,
             "KeyConditionExpression": "pk = :pk AND sk BETWEEN :lo AND :hi",
             "ExpressionAttributeValues": values,
-            "ScanIndexForward": not newest_first,
+            "ScanIndexForward": False,
+            "Limit": limit,  # DynamoDB reads (and the emulator copies) no more than that
         }
         if clauses:
             kwargs["FilterExpression"] = " AND ".join(clauses)
             kwargs["ExpressionAttributeNames"] = names
-        if page_size is not None:  # DynamoDB reads (and the emulator copies) no more than that
-            kwargs["Limit"] = page_size
-        for page in self._db.get_paginator("query").paginate(**kwargs):
-            yield from page["Items"]
+        if start is not None:
+            kwargs["ExclusiveStartKey"] = dict(start)
+        page: dict[str, Any] = self._db.query(**kwargs)
+        return page
+
+
+def _totals_key(day: str) -> dict[str, Any]:
+    return {"pk": {"S": f"LEDGERSUM#{day}"}, "sk": {"S": "TOTALS"}}
+
+
+def writes(table: str, item: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The transaction items that write a ledger entry and add it to its day's totals."""
+    counts = {"calls": "1", item["outcome"]["S"]: "1", "run_ms": item["duration_ms"]["N"]}
+    names: dict[str, str] = {"#exp": "expires_at"}
+    values: dict[str, Any] = {":exp": item["expires_at"]}
+    adds: list[str] = []
+    for dim, name in (("all", ""), ("caller", item["caller"]["S"]), ("tool", item["tool"]["S"])):
+        for field, amount in counts.items():
+            index = len(adds)
+            names[f"#a{index}"] = f"{dim}|{name}|{field}" if name else f"{dim}|{field}"
+            values[f":a{index}"] = {"N": amount}
+            adds.append(f"#a{index} :a{index}")
+    update = {
+        "TableName": table,
+        "Key": _totals_key(item["at"]["S"][:10]),
+        "UpdateExpression": f"SET #exp = :exp ADD {', '.join(adds)}",
+        "ExpressionAttributeNames": names,
+        "ExpressionAttributeValues": values,
+    }
+    return [{"Put": {"TableName": table, "Item": dict(item)}}, {"Update": update}]
 
 
 def _day_of(sk: str) -> date:
@@ -292,7 +340,9 @@ def _zero() -> dict[str, Any]:
     return {"calls": 0, **{outcome: 0 for outcome in OUTCOMES}, "run_seconds": 0.0}
 
 
-def _add(totals: dict[str, Any], record: CallRecord) -> None:
-    totals["calls"] += 1
-    totals[record.outcome] += 1
-    totals["run_seconds"] = round(totals["run_seconds"] + record.duration_ms / 1000, 3)
+def _put(totals: dict[str, Any], field: str, value: Mapping[str, Any]) -> None:
+    number = float(value.get("N", 0))
+    if field == "run_ms":
+        totals["run_seconds"] = round(number / 1000, 3)
+    elif field in totals:
+        totals[field] = int(number)

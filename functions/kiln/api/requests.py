@@ -8,10 +8,8 @@ start does not import FastAPI and the REST API; both apps mount the same routes 
 from __future__ import annotations
 
 import asyncio
-import json
 from typing import TYPE_CHECKING, Any
 
-from starlette.background import BackgroundTask
 from starlette.requests import Request
 from starlette.responses import Response
 
@@ -72,30 +70,25 @@ async def serve_mcp(request: Request, need: Permission, path: str) -> Response:
 async def answer_mcp(
     request: Request, principal: Principal | None, *, admin: bool = False, view: str | None = None
 ) -> Response:
-    """Hand the request to the MCP endpoint; ledger writes and quota refunds it leaves run
-    once the answer is out (in Lambda, before the invocation returns: nothing is lost)."""
+    """Hand the request to the MCP endpoint; ledger writes and quota refunds it leaves are
+    done before the answer is sent (on `kiln dev` as in Lambda: nothing answered is lost)."""
     from kiln.protocol import HttpRequest
 
     parts = kiln_of(request)
     body = await read_capped(request, parts.settings.max_body_bytes)
     headers = {name.lower(): value for name, value in request.headers.items()}
     after: list[Work] = []
-    extra: dict[str, Any] = {AFTER_RESPONSE: after}
-    if request.scope.get("aws.context") is not None:  # the invocation ends after it anyway
-        extra[START_NOW] = True
+    # Bookkeeping starts at once and the answer waits for it, here as in Lambda: an answered
+    # call is always in the ledger, even if the server is killed the moment after.
+    extra: dict[str, Any] = {AFTER_RESPONSE: after, START_NOW: True}
     if view is not None:
         extra[VIEW_KEY] = view
     ctx = CallContext(time_left_s=time_left_s(request), principal=principal, extra=extra)
     endpoint = parts.admin_endpoint if admin else parts.endpoint
     answer = await endpoint.handle(HttpRequest(request.method, headers, body), ctx)
-    background = None
-    if after and request.scope.get("aws.context") is not None:
-        background = BackgroundTask(parts.gate.after.run, after)
-    elif after:  # a server that keeps running: do not hold the connection for it
-        parts.gate.after.start(after)
-    return Response(
-        answer.body, status_code=answer.status, headers=answer.headers, background=background
-    )
+    if after:
+        await parts.gate.after.run(after)
+    return Response(answer.body, status_code=answer.status, headers=answer.headers)
 
 
 async def serve_view(request: Request, view: str) -> Response:
@@ -131,5 +124,6 @@ async def serve_view(request: Request, view: str) -> Response:
 
 
 def refusal(status: int, message: str) -> Response:
-    wire = jsonrpc_error(INVALID_REQUEST, message)
-    return Response(json.dumps(wire), status_code=status, media_type="application/json")
+    from kiln.api.errors import json_response  # as every other answer is written
+
+    return json_response(jsonrpc_error(INVALID_REQUEST, message), status)

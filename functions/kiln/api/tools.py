@@ -16,6 +16,7 @@ from kiln.api import tasks
 from kiln.api.common import blocking, if_match, json_body, kiln_of, require, tagged, time_left_s
 from kiln.api.errors import ApiError
 from kiln.authoring.serialise import revision_json, tool_json
+from kiln.catalog.store import RevisionRequiredError
 from kiln.protocol.calling import ToolCaller
 from kiln.protocol.wire import LATEST_LEGACY
 from kiln.serving.backend import tool_view
@@ -58,6 +59,11 @@ async def get_tool(ref: str, request: Request) -> JSONResponse:
 async def replace_tool(ref: str, request: Request) -> JSONResponse:
     who = await require(request)
     expected = if_match(request)
+    if expected is None:  # before the body is read: its problems are not the first to fix
+        raise RevisionRequiredError(
+            "If-Match: required; send the revision you read (its ETag) so that a change "
+            "made in the meantime is not overwritten"
+        )
     payload = await json_body(request)
     update = functools.partial(kiln_of(request).authoring.update, expected_revision=expected)
     tool = await blocking(update, ref, payload, who)

@@ -195,6 +195,9 @@ def ensure_resources(clients: AwsClients, *, table: str, bucket: str) -> None:
         dynamodb.get_waiter("table_exists").wait(
             TableName=table, WaiterConfig={"Delay": 0.2, "MaxAttempts": 50}
         )
+        from kiln.aws.directory import mark_new_table
+
+        mark_new_table(dynamodb, table)
     try:
         s3.head_bucket(Bucket=bucket)
     except s3.exceptions.ClientError:

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
+from kiln.aws.directory import Directory
 from kiln.bundles.identity import bundle_id, normalise_requirements, parse_target
 
 Status = Literal["pending", "building", "ready", "failed"]
@@ -180,6 +181,9 @@ class BundleStore:
         self.s3 = s3
         self.table = table
         self.bucket = bucket
+        self._directory = Directory(
+            dynamodb, table=table, kind="bundles", key_of=_key, legacy=self._scan_ids
+        )
 
     # -- records ---------------------------------------------------------------------------
 
@@ -212,12 +216,14 @@ class BundleStore:
             ),
         }
         try:
-            self.dynamodb.put_item(
-                TableName=self.table,
-                Item=item,
-                ConditionExpression="attribute_not_exists(pk)",
-            )
-        except self.dynamodb.exceptions.ConditionalCheckFailedException:
+            self.dynamodb.transact_write_items(
+                TransactItems=[
+                    {"Put": {"TableName": self.table, "Item": item,
+                             "ConditionExpression": "attribute_not_exists(pk)"}},
+                    self._directory.put(identity),
+                ]
+            )  # fmt: skip
+        except self.dynamodb.exceptions.TransactionCanceledException:
             existing = self.get(identity)
             if existing is not None:
                 return existing
@@ -249,7 +255,13 @@ class BundleStore:
 
     def list(self) -> list[BundleRecord]:
         """Every bundle, newest first."""
-        records: list[BundleRecord] = []
+        records = [BundleRecord.from_item(item) for item in self._directory.items()]
+        return sorted(records, key=lambda r: (r.created_at, r.id), reverse=True)
+
+    def _scan_ids(self) -> Sequence[str]:
+        """Every bundle's id, by a Scan of the whole table: only for a table written before
+        bundles had a directory (kiln.aws.directory), once."""
+        found: list[str] = []
         kwargs: dict[str, Any] = {
             "TableName": self.table,
             "FilterExpression": "begins_with(pk, :prefix) AND sk = :sk",
@@ -258,11 +270,11 @@ class BundleStore:
         }
         while True:
             page = self.dynamodb.scan(**kwargs)
-            records.extend(BundleRecord.from_item(item) for item in page.get("Items", []))
+            found.extend(str(item["pk"]["S"])[len(PREFIX) :] for item in page.get("Items", []))
             if "LastEvaluatedKey" not in page:
                 break
             kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
-        return sorted(records, key=lambda r: (r.created_at, r.id), reverse=True)
+        return found
 
     # -- status transitions ----------------------------------------------------------------
 

@@ -17,3 +17,11 @@ _TAG = re.compile(r"^[a-z0-9][a-z0-9_-]{0,31}$")
 
 def is_tag(value: object) -> bool:
     return isinstance(value, str) and _TAG.fullmatch(value) is not None
+
+
+def taken_by(name: str, holder: str) -> str:
+    """Why a new tool cannot be called `name`: the tool `holder` has it (names are unique
+    whatever their case: `ROMAN` is taken by `roman`)."""
+    if holder == name:
+        return f"name: a tool named {name!r} already exists"
+    return f"name: {name!r} is taken by the tool {holder!r} (names are unique in any case)"

@@ -63,6 +63,18 @@ def _python_requirement(field: str, entry: str, found: list[Violation]) -> tuple
             violation(field, "path_not_allowed", "must be a package from the index, not a path")
         )
         return None
+    node_style = _NODE_STYLE.fullmatch(entry.strip())
+    if node_style is not None:  # `lodash@4` would parse as a URL requirement
+        name, version = node_style.group(1), node_style.group(2)
+        found.append(
+            violation(
+                field,
+                "node_syntax",
+                f"looks like a Node requirement (name@version); a Python tool's is a PEP 508 "
+                f"requirement such as {name.rpartition('/')[2]}=={version.lstrip('^~')}",
+            )
+        )
+        return None
     try:
         requirement = Requirement(entry)
     except InvalidRequirement:
@@ -96,6 +108,11 @@ def _python_requirement(field: str, entry: str, found: list[Violation]) -> tuple
 
 _NPM_NAME: Final = re.compile(r"(?:@[a-z0-9][a-z0-9._-]*/)?[a-z0-9][a-z0-9._-]*")
 _NPM_NAME_MAX: Final = 214
+# `lodash@4`, `@scope/pkg@^1.2` in a Python tool; `lodash>=4`, `lodash==4.17` in a Node one.
+_NODE_STYLE: Final = re.compile(
+    r"((?:@[a-z0-9][a-z0-9._-]*/)?[A-Za-z0-9][A-Za-z0-9._-]*)@([~^]?[0-9][0-9A-Za-z.*x-]*)"
+)
+_PYTHON_STYLE: Final = re.compile(r"([^<>=!~\s]+)\s*((?:[<>]=?|==|~=|!=)\s*\S.*)")
 _NPM_BANNED_NAMES: Final = frozenset({"node_modules", "favicon.ico"})
 
 _NR: Final = r"(?:0|[1-9][0-9]*)"
@@ -157,6 +174,17 @@ def _node_requirement(field: str, entry: str, found: list[Violation]) -> tuple[s
         )
         return None
     name, spec = _split_npm(entry)
+    python_style = _PYTHON_STYLE.fullmatch(name) if spec is None else None
+    if python_style is not None and _NPM_NAME.fullmatch(python_style.group(1)):
+        package, version = python_style.group(1), python_style.group(2).strip()
+        found.append(
+            violation(
+                field,
+                "semver_range",
+                f"must give its range after @, as Node does: {package}@{version.lstrip('=')}",
+            )
+        )
+        return None
     if len(name) > _NPM_NAME_MAX or name in _NPM_BANNED_NAMES or _NPM_NAME.fullmatch(name) is None:
         found.append(
             violation(

@@ -284,6 +284,16 @@ def check_requirements(language: str, requirements: object) -> tuple[str, ...]:
 # the whole payload
 
 
+def _unknown_field(key: object) -> str:
+    """Why `key` is refused, with the field it was probably meant to be."""
+    import difflib
+
+    known = sorted({*CANONICAL_FIELDS, *FIELD_ALIASES})
+    close = difflib.get_close_matches(str(key), known, n=1, cutoff=0.75)
+    hint = f"; did you mean {close[0]!r}?" if close else ""
+    return "is not a field of a tool definition" + hint
+
+
 def _canonical(payload: Mapping[Any, Any], found: list[Violation]) -> dict[str, object]:
     fields: dict[str, object] = {}
     given_as: dict[str, str] = {}
@@ -291,9 +301,7 @@ def _canonical(payload: Mapping[Any, Any], found: list[Violation]) -> dict[str, 
         if key in READ_ONLY_FIELDS:
             continue
         if not isinstance(key, str) or (key not in CANONICAL_FIELDS and key not in FIELD_ALIASES):
-            found.append(
-                violation(escaped(key), "unknown_field", "is not a field of a tool definition")
-            )
+            found.append(violation(escaped(key), "unknown_field", _unknown_field(key)))
             continue
         canonical = FIELD_ALIASES.get(key, key)
         if canonical in fields:

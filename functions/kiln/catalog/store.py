@@ -32,9 +32,9 @@ from typing import Any, Protocol
 from botocore.exceptions import ClientError
 
 from kiln.catalog.model import Draft, Revision, Tool
-from kiln.catalog.names import NAME_PATTERN
+from kiln.catalog.names import NAME_PATTERN, taken_by
 from kiln.catalog.toolfiles import digest as content_digest
-from kiln.catalog.toolfiles import same_definition
+from kiln.catalog.toolfiles import same_definition, same_revision
 
 log = logging.getLogger("kiln.catalog")
 TRANSACTION_ATTEMPTS = 5
@@ -174,11 +174,8 @@ class CatalogStore:
             return tool
         if NAME_PATTERN.fullmatch(ref) is None:
             raise ToolNotFoundError(f"no tool is named {_shown(ref)}")
-        claim = self._ddb.get_item(
-            TableName=self.table,
-            Key={"pk": _s(f"NAME#{ref.lower()}"), "sk": _s("NAME")},
-            ConsistentRead=True,
-        ).get("Item")
+        key = {"pk": _s(f"NAME#{ref.lower()}"), "sk": _s("NAME")}
+        claim = self._ddb.get_item(TableName=self.table, Key=key, ConsistentRead=True).get("Item")
         tool = self._get_by_id(claim["tool_id"]["S"]) if claim else None
         if tool is None or tool.deleted or tool.name != ref:
             raise ToolNotFoundError(f"no tool is named {_shown(ref)}")
@@ -244,7 +241,7 @@ class CatalogStore:
             )
         except ClientError as error:
             if _cancel_codes(error)[:1] == ["ConditionalCheckFailed"]:
-                raise NameTakenError(f"name: a tool named {draft.name!r} already exists") from None
+                raise self._name_taken(draft.name) from None
             raise
         return tool
 
@@ -280,13 +277,10 @@ class CatalogStore:
         current = self._live(ref)
         old = self.revision(ref, number)
         self._check_head(current, expected_revision)
-        revision = replace(
-            old,
-            number=expected_revision + 1,
-            created_at=self._now(),
-            created_by=actor,
-            restored_from=number,
-        )
+        if same_revision(old, current.head):
+            return current  # restoring what is already the head makes no new revision
+        revision = replace(old, number=expected_revision + 1, created_at=self._now(),
+                           created_by=actor, restored_from=number)  # fmt: skip
         return self._commit_revision(current, revision, enabled=current.enabled)
 
     def set_enabled(self, ref: str, enabled: bool, *, actor: str = "") -> Tool:
@@ -346,7 +340,7 @@ class CatalogStore:
         except ClientError as error:
             codes = _cancel_codes(error)
             if len(ops) == 3 and codes[:1] == ["ConditionalCheckFailed"]:
-                raise NameTakenError(f"name: a tool named {new_name!r} already exists") from None
+                raise self._name_taken(new_name) from None
             if "ConditionalCheckFailed" in codes:
                 raise ToolNotFoundError(f"tool {ref!r} changed or was deleted; retry") from None
             raise
@@ -520,6 +514,11 @@ class CatalogStore:
             }
         }
 
+    def _name_taken(self, name: str) -> NameTakenError:
+        key = {"pk": _s(f"NAME#{name.lower()}"), "sk": _s("NAME")}
+        claim = self._ddb.get_item(TableName=self.table, Key=key, ConsistentRead=True)
+        return NameTakenError(taken_by(name, claim.get("Item", {}).get("name", {}).get("S", name)))
+
     def _put_name(self, name: str, tool_id: str) -> dict[str, Any]:
         return {
             "Put": {
@@ -581,11 +580,8 @@ class CatalogStore:
                 raise
 
     def _get_by_id(self, tool_id: str) -> Tool | None:
-        item = self._ddb.get_item(
-            TableName=self.table,
-            Key={"pk": _s("TOOLS"), "sk": _s(tool_id)},
-            ConsistentRead=True,
-        ).get("Item")
+        key = {"pk": _s("TOOLS"), "sk": _s(tool_id)}
+        item = self._ddb.get_item(TableName=self.table, Key=key, ConsistentRead=True).get("Item")
         return _tool_from_item(item) if item else None
 
     def _query(self, pk: str) -> Iterator[dict[str, Any]]:

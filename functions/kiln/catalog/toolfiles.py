@@ -12,9 +12,10 @@ import binascii
 import hashlib
 import re
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Final
 
-from kiln.catalog.model import Draft, Tool
+from kiln.catalog.model import Draft, Revision, Tool
 
 MAX_FILES: Final = 100
 MAX_FILE_BYTES: Final = 256 * 1024
@@ -88,6 +89,13 @@ def _decode(encoded: object) -> bytes | None:
         return base64.b64decode(encoded, validate=True)
     except (binascii.Error, ValueError):
         return None
+
+
+def same_revision(revision: Revision, head: Revision) -> bool:
+    """Whether `revision` defines the tool exactly as `head` does (who made each and when
+    aside): restoring it would change nothing."""
+    made = ("number", "created_at", "created_by", "restored_from")
+    return replace(revision, **{field: getattr(head, field) for field in made}) == head
 
 
 def same_definition(tool: Tool, draft: Draft) -> bool:

@@ -22,7 +22,9 @@ class RuleError(ValueError):
 
     def __init__(self, violations: Iterable[Violation]) -> None:
         self.violations: tuple[Violation, ...] = tuple(violations)
-        super().__init__("; ".join(v.message for v in self.violations))
+        # Each message is a sentence ending in "."; joined, only the last keeps it.
+        parts = [v.message.removesuffix(".") for v in self.violations]
+        super().__init__("; ".join(parts) + ("." if parts else ""))
 
     def as_dicts(self) -> list[dict[str, str]]:
         """The violations as JSON-ready objects, for an API error body."""

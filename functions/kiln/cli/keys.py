@@ -107,7 +107,7 @@ def register(subparsers: Any, *, resolve_tool: ToolResolver = catalog_tool_id) -
     remove.set_defaults(func=_command(_secrets_rm))
     for parser in (put, show, remove):
         parser.set_defaults(resolve_tool=resolve_tool)
-    for parser in (create, revoke, put, show, remove, key_commands.choices["ls"]):
+    for parser in (create, bind, revoke, put, show, remove, key_commands.choices["ls"]):
         server_options(
             parser,
             state_help=argparse.SUPPRESS,
@@ -144,6 +144,13 @@ def _describe(view: str | None, quota: Quota) -> str:
     if quota.run_seconds_per_day is not None:
         parts.append(f"{quota.run_seconds_per_day:g} run-s/day")
     return ", ".join(parts) or "-"
+
+
+def _quota_of(value: Any) -> Quota:
+    """A quota as the REST API shows it (unset limits may be null)."""
+    if not isinstance(value, dict):
+        return check_quota(None)
+    return check_quota({k: v for k, v in value.items() if v is not None})
 
 
 def run(handler: Handler, args: argparse.Namespace, io: Io | None = None) -> int:
@@ -243,7 +250,7 @@ def _keys_ls(args: argparse.Namespace, io: Io) -> None:
     for r in records:
         status = f"revoked {r['revoked_at']}" if r.get("revoked_at") else "active"
         last = r.get("last_used_at") or "never"
-        limits = r.get("limits") or (f"view {r['view']}" if r.get("view") else "-")
+        limits = r.get("limits") or _describe(r.get("view"), _quota_of(r.get("quota")))
         rows.append((r["name"], r["scope"], r["key_id"], r["created_at"], last, status, limits))
     _table_out(rows, io.stdout)
 

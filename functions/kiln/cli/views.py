@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import urllib.parse
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -55,10 +55,22 @@ def cmd_views_ls(args: argparse.Namespace) -> int:
         body, _ = _client(args).request("GET", "/api/views")
     except ApiCallError as error:
         return _fail("views ls", error)
+    if not body["views"]:
+        print("no views yet: write NAME.view.json and run `kiln views put NAME.view.json`")
+        return 0
+    rows = [("NAME", "REV", "PATH", "TOOLS")]
     for view in body["views"]:
         where = f"/mcp/v/{view['name']}" if view["published"] else "-"
-        print(f"{view['name']:24} r{view['revision']:<4} {where:28} {' '.join(view['tools'])}")
+        rows.append((view["name"], f"r{view['revision']}", where, " ".join(view["tools"])))
+    print_rows(rows)
     return 0
+
+
+def print_rows(rows: Sequence[tuple[str, ...]]) -> None:
+    """Columns as wide as their widest cell, two spaces apart."""
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    for row in rows:
+        print("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())
 
 
 def cmd_views_show(args: argparse.Namespace) -> int:
@@ -141,18 +153,30 @@ def cmd_calls(args: argparse.Namespace) -> int:
             body, _ = client.request("GET", f"/api/calls/totals?day={day}")
             print_totals(body)
             return 0
-        for entry in ledger_entries(client, args):
-            if args.json:
+        entries = ledger_entries(client, args)
+        if args.json:
+            for entry in entries:
                 print(json.dumps(entry, sort_keys=True))
-            else:
-                print(
-                    f"{entry['at']}  {entry['caller']:20} {entry['tool']}@{entry['revision']}"
-                    f"  {entry['outcome']:10} {entry['duration_ms']:8.1f} ms"
-                    + (f"  view {entry['view']}" if entry.get("view") else "")
-                )
+        elif entries:
+            print_rows([("AT", "CALLER", "TOOL", "OUTCOME", "DURATION", "VIEW")]
+                       + [_entry_row(entry) for entry in entries])  # fmt: skip
     except ApiCallError as error:
         return _fail("calls", error)
     return 0
+
+
+def _entry_row(entry: dict[str, Any]) -> tuple[str, ...]:
+    revision = entry.get("revision")
+    tool = entry["tool"] if revision is None else f"{entry['tool']}@{revision}"
+    duration = f"{entry['duration_ms']:.1f} ms"
+    return (
+        entry["at"],
+        entry["caller"],
+        tool,
+        entry["outcome"],
+        duration,
+        entry.get("view") or "-",
+    )
 
 
 def ledger_entries(client: Any, args: argparse.Namespace) -> list[dict[str, Any]]:
@@ -180,6 +204,7 @@ def print_totals(body: dict[str, Any]) -> None:
     columns = ("calls", "ok", "tool_error", "timeout", "refused", "run_seconds")
     print(f"{body['day']}: {body['all']['calls']} calls")
     for title, table in (("caller", body["by_caller"]), ("tool", body["by_tool"])):
-        print(f"\n{title:28} " + " ".join(f"{c:>11}" for c in columns))
+        width = max([28, *(len(name) for name in table)])
+        print(f"\n{title:{width}} " + " ".join(f"{c:>11}" for c in columns))
         for name in sorted(table):
-            print(f"{name:28} " + " ".join(f"{table[name][c]:>11}" for c in columns))
+            print(f"{name:{width}} " + " ".join(f"{table[name][c]:>11}" for c in columns))

@@ -18,6 +18,7 @@ from typing import Any, Literal
 from botocore.exceptions import ClientError
 
 from kiln.access.quotas import NO_QUOTA, Quota, check_quota
+from kiln.aws.directory import Directory
 
 log = logging.getLogger("kiln.identity.keys")
 
@@ -112,6 +113,11 @@ class KeyStore:
         self._cache: dict[str, _Cached] = {}
         self._lock = threading.Lock()
         self._warned = False
+        self._directory = Directory(
+            dynamodb, table=table, kind="keys",
+            key_of=lambda digest: {"pk": {"S": f"KEY#{digest}"}, "sk": {"S": "KEY"}},
+            legacy=lambda: (item["key_hash"]["S"] for item in self._scan_keys()),
+        )  # fmt: skip
 
     def create(
         self, name: str, scope: str, *, view: str | None = None, quota: Quota = NO_QUOTA
@@ -156,6 +162,7 @@ class KeyStore:
                             "ConditionExpression": "attribute_not_exists(pk)",
                         }
                     },
+                    self._directory.put(digest),
                 ]
             )
         except ClientError as exc:
@@ -201,7 +208,8 @@ class KeyStore:
 
     def list(self) -> list[KeyRecord]:
         """Every key, revoked ones included, oldest first. Never a secret, never a full hash."""
-        return sorted(self._scan_keys(), key=lambda r: (r.created_at, r.name))
+        records = (_record(item) for item in self._directory.items())
+        return sorted(records, key=lambda r: (r.created_at, r.name))
 
     def revoke(self, name: str) -> KeyRecord:
         """Revoke the named key; the name becomes free for a new key."""
@@ -327,7 +335,9 @@ class KeyStore:
         item = self._get(digest)
         return None if item is None else _record(item)
 
-    def _scan_keys(self) -> Iterator[KeyRecord]:
+    def _scan_keys(self) -> Iterator[dict[str, Any]]:
+        """Every key item, by a Scan of the whole table: only for a table written before
+        keys had a directory (kiln.aws.directory), once."""
         paginator = self._db.get_paginator("scan")
         pages = paginator.paginate(
             TableName=self._table,
@@ -336,8 +346,7 @@ class KeyStore:
             ConsistentRead=True,
         )
         for page in pages:
-            for item in page.get("Items", []):
-                yield _record(item)
+            yield from page.get("Items", [])
 
 
 def _binding_attributes(view: str | None, quota: Quota) -> dict[str, Any]:

@@ -272,6 +272,11 @@ def run_stdio(args: argparse.Namespace) -> int:
         return run_bridge(args)
     local = _local(args)
     settings = _start(args, logging.WARNING)
+    if not (args.aws or settings.endpoint_url or settings.ledger_digest_key):
+        # The local catalog's digests, as `kiln dev` makes them from the same author key
+        # (and no warning in a desktop client's log on every start).
+        digest = local.author_key or author_key(local.state_dir, None)
+        settings = settings.with_(ledger_digest_key=digest)
 
     async def serve(endpoint: Any, budget_s: float) -> None:
         reader, writer = await _stdio_streams()
@@ -304,7 +309,10 @@ def _exit_on_sigterm(signum: int, frame: Any) -> None:
 async def _stdio_streams() -> tuple[asyncio.StreamReader, Any]:
     loop = asyncio.get_running_loop()
     reader = asyncio.StreamReader()
-    await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin)
+    try:
+        await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin)
+    except ValueError:  # stdin is a regular file (`kiln stdio < requests.jsonl`): read it
+        _feeding.add(asyncio.ensure_future(_feed(reader, sys.stdin.buffer)))
     try:
         transport, protocol = await loop.connect_write_pipe(
             asyncio.streams.FlowControlMixin, sys.stdout
@@ -359,6 +367,16 @@ def run_bridge(args: argparse.Namespace) -> int:
 
     asyncio.run(serve())
     return 0
+
+
+_feeding: set[asyncio.Future[None]] = set()  # keeps the task reading a file stdin alive
+
+
+async def _feed(reader: asyncio.StreamReader, stream: Any) -> None:
+    """A regular file's lines into `reader`, read in a thread, then its end."""
+    while chunk := await asyncio.to_thread(stream.read1, 65536):
+        reader.feed_data(chunk)
+    reader.feed_eof()
 
 
 class _FileWriter:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
@@ -34,6 +34,9 @@ class ToolOutcome:
     is_error: bool
     stdout: str = ""  # the raw stdout, for structuredContent and the `kiln/content` shape
     # (protocol/content.py); `text` should start with it, so notes after it are kept
+    # Told, once the result is shaped, whether the caller got an error (an output that
+    # breaks the outputSchema is one though the run succeeded): the call's ledger entry.
+    settle: Callable[[bool], Awaitable[None]] | None = field(default=None, compare=False)
 
 
 @dataclass(frozen=True)

@@ -194,12 +194,16 @@ class ToolCaller:
             raise InternalError("Internal error", request_id=request_id) from exc
         try:
             if tool.output_schema is None:
-                return self.shape(tool, outcome, version)
-            # Output validation can cost as much as input validation: off the event loop too.
-            return await asyncio.to_thread(self.shape, tool, outcome, version)
+                shaped = self.shape(tool, outcome, version)
+            else:
+                # Output validation can cost as much as input validation: off the event loop.
+                shaped = await asyncio.to_thread(self.shape, tool, outcome, version)
         except RunFailedError as error:
             error.request_id = request_id
+            await _settle(outcome, True)
             raise
+        await _settle(outcome, bool(shaped.get("isError")))
+        return shaped
 
     def shape(self, tool: ToolView, outcome: ToolOutcome, version: str) -> dict[str, Any]:
         """The CallToolResult for what the run produced, as `version` can receive it."""
@@ -286,6 +290,16 @@ class ToolCaller:
 
 
 _NOT_JSON: Any = object()
+
+
+async def _settle(outcome: ToolOutcome, is_error: bool) -> None:
+    """Tell the backend how the call ended for its caller (for its ledger entry)."""
+    if outcome.settle is not None:
+        try:
+            await outcome.settle(is_error)
+        except Exception:
+            log.exception("could not settle a call's bookkeeping")
+
 
 # A tool that must end its call in a JSON-RPC error instead of a result (for a task: `failed`
 # with that error) prints exactly {"kiln/error": {"message": "...", "data": <optional>}}.

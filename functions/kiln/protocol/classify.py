@@ -186,10 +186,12 @@ def _check_modern(
             modern=True,
         )
     if http:
-        _check_header(headers, METHOD_HEADER, "Mcp-Method", method, rid)
+        _check_header(headers, METHOD_HEADER, "Mcp-Method", method, rid,
+                      what="the request's method")  # fmt: skip
         field = _NAME_FIELD.get(method)
         if field is not None:
-            _check_header(headers, NAME_HEADER, "Mcp-Name", params.get(field), rid, encoded=True)
+            _check_header(headers, NAME_HEADER, "Mcp-Name", params.get(field), rid, encoded=True,
+                          what=f"params.{field} of {method}")  # fmt: skip
     return body_version
 
 
@@ -201,11 +203,16 @@ def _check_header(
     rid: RequestId,
     *,
     encoded: bool = False,
+    what: str = "",
 ) -> None:
     raw = header(headers, key)
     if raw is None:
+        known = what and isinstance(expected, str)
+        needs = f" (it carries {what}: {shown(expected)})" if known else ""
         raise HeaderMismatchError(
-            f"Header mismatch: required header {label} is missing", request_id=rid, modern=True
+            f"Header mismatch: required header {label} is missing{needs}",
+            request_id=rid,
+            modern=True,
         )
     if not all(" " <= ch <= "~" or ch == "\t" for ch in raw):
         raise HeaderMismatchError(

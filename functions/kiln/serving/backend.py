@@ -29,7 +29,7 @@ from kiln.bundles.cache import BundleError
 from kiln.catalog.model import Tool
 from kiln.catalog.snapshot import CatalogSnapshots, Snapshot
 from kiln.protocol.backend import CallContext, ToolOutcome, ToolView
-from kiln.protocol.errors import RateLimitedError, UnavailableError
+from kiln.protocol.errors import InvalidParamsError, RateLimitedError, UnavailableError
 from kiln.runner import (
     InvalidArgumentsError,
     NodeUnavailableError,
@@ -158,17 +158,22 @@ class CatalogBackend:
                 await self._settle(admitting, early)
             raise
         tool = tools.get(name)
-        if tool is not None and not tool.enabled:
+        disabled = tool is not None and not tool.enabled
+        if disabled:
             tool = None
         if gate is not None:
             caller = caller_of(ctx.principal, view)
             late = tuple(limit for limit in caller.limits if limit not in early)
+            admitted: Limits = ()
             try:
                 if admitting is not None:
                     await admitting
+                    admitted = early
                 if late and tool is not None:
                     await asyncio.to_thread(gate.admit, late)
             except QuotaExceededError as refused:
+                if admitted:  # refused by the view's quota: the key's count is given back
+                    await self._later(ctx, gate.release, admitted)
                 if tool is not None:
                     await self._later(ctx, gate.refused, caller, tool, refused, started=time.time())
                 raise RateLimitedError(
@@ -176,6 +181,13 @@ class CatalogBackend:
                 ) from None
             if tool is None and admitting is not None:
                 await self._later(ctx, gate.release, early)
+        can = getattr(ctx.principal, "can", None)
+        if disabled and can is not None and can("author"):
+            # Its author is told why; any other caller sees an unknown tool, as before.
+            raise InvalidParamsError(
+                f"Tool {name!r} is disabled: enable it (POST /api/tools/{name}/enable, or the "
+                "studio) to call it; callers without an author key see it as unknown"
+            )
         return tool_view(tool) if tool is not None else None
 
     @catalog_reads
@@ -227,18 +239,23 @@ class CatalogBackend:
         outcome, result = await self.execute(found, arguments, time_left_s=ctx.time_left_s)
         if gate is None:
             return outcome
-        kind = outcome_of(outcome.is_error, result is not None and result.timed_out)
+        timed_out = result is not None and result.timed_out
         caller = caller_of(ctx.principal, view)
-        run_seconds = result.duration_s if result else time.time() - started
+        run_seconds = result.duration_s if result else 0.0  # a tool that never started: none
         charges = gate.charges(caller)
         if charges:  # spent before the answer: the caller's next call must see it
             await self._before_answer(ctx, gate.charge_run, charges, run_seconds)
-        await self._later(
-            ctx, gate.finish, caller, found, kind, digest=gate.digest(arguments),
-            started=started, run_seconds=run_seconds,
-            output_bytes=len(result.stdout.encode("utf-8", "replace")) if result else 0,
-        )  # fmt: skip
-        return outcome
+
+        async def settle(answered_error: bool) -> None:
+            # As the caller saw it: output that breaks the outputSchema is an error too.
+            kind = outcome_of(outcome.is_error or answered_error, timed_out)
+            await self._later(
+                ctx, gate.finish, caller, found, kind, digest=gate.digest(arguments),
+                started=started, run_seconds=run_seconds,
+                output_bytes=len(result.stdout.encode("utf-8", "replace")) if result else 0,
+            )  # fmt: skip
+
+        return replace(outcome, settle=settle)
 
     async def record_rejected(self, tool: ToolView, arguments: Any, ctx: CallContext) -> None:
         """Ledger a call answered with an isError result because its arguments broke the

@@ -28,7 +28,6 @@ from kiln.protocol.backend import (
     TaskRefusedError,
     ToolView,
 )
-from kiln.runner.limits import LAMBDA_MAX_TIMEOUT_S
 from kiln.tasks.settings import TaskSettings
 from kiln.tasks.store import TaskItem, TaskLimitError, TaskStore, TaskTooLargeError, owner_key
 from kiln.tasks.worker import TaskWorker, internal_error
@@ -176,9 +175,11 @@ class TaskService:
         """Stop this process's task runs; their tasks end `failed`, saying why."""
         await self._starter.close()
 
-    def _ttl_ms(self, requested: int | None) -> int:
-        # A task outlives the longest run by ten minutes, so its result can be read.
-        floor = int((LAMBDA_MAX_TIMEOUT_S + self._settings.start_grace_s + 600) * 1000)
+    def _ttl_ms(self, requested: int | None, run_s: float) -> int:
+        """The ttl a task gets: the one asked for, within the maximum, but never less than
+        its tool's run can take (its timeout, the worker's start grace) plus a minute to read
+        the result. `ttlMs` in the answer says which it is."""
+        floor = int((run_s + self._settings.start_grace_s + 60) * 1000)
         wanted = requested if requested is not None else self._settings.ttl_ms
         return max(floor, min(wanted, self._settings.max_ttl_ms))
 
@@ -221,7 +222,7 @@ class TaskService:
                 "); try again when one has ended"
             )
         now = self._clock()
-        ttl = self._ttl_ms(ttl_ms)
+        ttl = self._ttl_ms(ttl_ms, float(found.head.timeout_seconds))
         item = TaskItem(
             owner=owner_key(principal_label(ctx)),
             task_id=secrets.token_urlsafe(32),  # 256 random bits: the id is a capability

@@ -30,6 +30,8 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
+from kiln.access.ledger import writes as ledger_writes
+
 TASK_PREFIX = "TASK#"
 COUNTER_SK = "RUNNING"
 INLINE_LIMIT = 256 * 1024  # a DynamoDB item holds 400 KB; the rest of the record is small
@@ -86,8 +88,8 @@ def _counter(owner: str) -> dict[str, Any]:
 
 def _ledger_put(table: str, ledger: Mapping[str, Any] | None) -> list[dict[str, Any]]:
     # Unconditional: its key is new (time and random id), and only the task's own condition
-    # may cancel the move.
-    return [] if ledger is None else [{"Put": {"TableName": table, "Item": dict(ledger)}}]
+    # may cancel the move. With it, its day's totals (see kiln.access.ledger).
+    return [] if ledger is None else ledger_writes(table, ledger)
 
 
 def _failed_condition(error: ClientError) -> bool:

@@ -20,7 +20,7 @@ import logging
 import math
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 from kiln.access.gate import CallGate, CallTicket, outcome_of
@@ -129,7 +129,10 @@ class TaskWorker:
             view = self._tools.view(tool)
             shaped = await asyncio.to_thread(self._shaper.shape, view, outcome, item.version)
         except RunFailedError as error:
+            ended = ended.as_error()
             return await self._settle(item, "failed", ended, error=error_object(error)["error"])
+        if shaped.get("isError"):  # e.g. output that breaks the outputSchema: not `ok`
+            ended = ended.as_error()
         return await self._settle(item, "completed", ended, result=shaped)
 
     async def _execute(
@@ -244,11 +247,15 @@ class _Ended:
     def of(cls, outcome: ToolOutcome, result: Any, elapsed_s: float) -> _Ended:
         """As for a plain call (`CatalogBackend.call_tool`): the runner's measure when the
         tool ran, else the time it took not to."""
-        if result is None:
-            return cls(outcome_of(outcome.is_error, False), elapsed_s)
+        if result is None:  # it never started: no run time (as for a plain call)
+            return cls(outcome_of(outcome.is_error, False), 0.0)
         size = len(str(result.stdout).encode("utf-8", "replace"))
         kind = outcome_of(outcome.is_error, bool(result.timed_out))
         return cls(kind, float(result.duration_s), size)
+
+    def as_error(self) -> _Ended:
+        """The same run, ended as an error for its caller (a run that succeeded is not `ok`)."""
+        return self if self.outcome != "ok" else replace(self, outcome="tool_error")
 
 
 def handle_event(event: Any, context: Any, worker: TaskWorker) -> dict[str, str]:

@@ -126,3 +126,49 @@ def test_bad_query_parameters_are_named(
 ) -> None:
     with pytest.raises(LedgerQueryError, match=message):
         ledger(aws, Clock()).query(**kwargs)  # type: ignore[arg-type]
+
+
+def test_a_filtered_query_reads_at_most_ten_times_its_page_and_gives_a_cursor_to_go_on(
+    aws: AwsStack,
+) -> None:
+    """A filter that matches rarely once read the whole ledger in one request."""
+    clock = Clock()
+    calls = ledger(aws, clock)
+    calls.record(entry("rare"))
+    for _ in range(60):
+        clock.now += 1
+        calls.record(entry("common"))
+    scanned: list[int] = []
+    aws.clients.dynamodb.meta.events.register(
+        "after-call.dynamodb.Query",
+        lambda parsed, **_: scanned.append(int(parsed.get("ScannedCount", 0))),
+    )
+    page, cursor = calls.query(tool="rare", limit=2)
+    assert page == []
+    assert cursor is not None
+    assert sum(scanned) <= 10 * 3
+    found = []
+    while cursor is not None:
+        page, cursor = calls.query(tool="rare", limit=2, cursor=cursor)
+        found += page
+    assert [r.tool for r in found] == ["rare"]
+
+
+def test_totals_are_one_read_of_the_days_totals_not_of_its_entries(aws: AwsStack) -> None:
+    clock = Clock()
+    calls = ledger(aws, clock)
+    for outcome in ("ok", "ok", "tool_error"):
+        calls.record(CallRecord(at="", caller="key:1", tool="a", outcome=outcome,  # type: ignore[arg-type]
+                                duration_ms=250.0))  # fmt: skip
+    db = aws.clients.dynamodb
+    for item in db.scan(TableName=aws.table)["Items"]:
+        if item["pk"]["S"].startswith("LEDGER#"):  # the entries go; the totals stay
+            db.delete_item(TableName=aws.table, Key={"pk": item["pk"], "sk": item["sk"]})
+    queries: list[object] = []
+    db.meta.events.register("before-call.dynamodb.Query", lambda **_: queries.append(1))
+    totals = calls.totals("2027-01-15")
+    assert totals["all"] == {"calls": 3, "ok": 2, "tool_error": 1, "timeout": 0, "refused": 0,
+                             "cancelled": 0, "run_seconds": 0.75}  # fmt: skip
+    assert totals["by_caller"]["key:1"]["calls"] == 3
+    assert totals["by_tool"]["a"]["tool_error"] == 1
+    assert queries == []

@@ -35,6 +35,9 @@ def dev(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevServer]:
     tool(tools, "echo", ECHO, input_schema=schema)
     tool(tools, "fails", FAILS, input_schema=schema)
     tool(tools, "sleepy", SLEEPY, input_schema=schema, timeout_seconds=0.5)
+    counted = {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}
+    tool(tools, "badout", 'print(\'{"n": "many"}\')\n', output_schema=counted)
+    tool(tools, "needs_secret", "print('never')\n", secrets=["API_TOKEN"])
     with kiln_dev(root / "state", "--no-examples", "--tools", str(tools)) as server:
         yield server
 
@@ -129,3 +132,28 @@ def assert_nowhere(dev: DevServer, secret: str) -> None:
     for path in dev.state_dir.rglob("*"):
         if path.is_file():
             assert secret.encode() not in path.read_bytes(), path
+
+
+def ledgered(dev: DevServer, name: str) -> list[dict[str, Any]]:
+    answer = dev.api("GET", "/api/calls", params={"tool": name, "limit": 50})
+    assert answer.status_code == 200, answer.text
+    return answer.json()["calls"]  # type: ignore[no-any-return]
+
+
+def test_output_that_breaks_the_output_schema_is_ledgered_as_the_error_the_caller_got(
+    dev: DevServer,
+) -> None:
+    answer = dev.mcp("tools/call", {"name": "badout", "arguments": {}}, wire="modern")
+    assert answer.json()["result"]["isError"] is True, answer.text
+    assert "does not match its outputSchema" in answer.text
+    assert [entry["outcome"] for entry in ledgered(dev, "badout")] == ["tool_error"]
+
+
+def test_a_call_refused_before_its_tool_started_is_ledgered_with_no_duration(
+    dev: DevServer,
+) -> None:
+    answer = dev.mcp("tools/call", {"name": "needs_secret", "arguments": {}})
+    assert answer.json()["result"]["isError"] is True, answer.text
+    assert "API_TOKEN" in answer.text
+    (entry,) = ledgered(dev, "needs_secret")
+    assert (entry["outcome"], entry["duration_ms"]) == ("tool_error", 0.0)

@@ -33,6 +33,8 @@ def dev(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevServer]:
             }
         )
     )
+    tight = {"tools": ["ping"], "published": True, "quota": {"calls_per_minute": 1}}
+    (tools / "tight.view.json").write_text(json.dumps(tight))
     with kiln_dev(root / "state", "--no-examples", "--tools", str(tools)) as server:
         yield server
 
@@ -115,3 +117,11 @@ def test_a_view_quota_counts_every_call_through_the_view(dev: DevServer) -> None
     assert refused.status_code == 429
     assert "view 'metered' may make 2 calls per minute" in refused.json()["error"]["message"]
     assert ping(dev, None, "modern").status_code == 200  # /mcp is not the view
+
+
+def test_a_call_the_views_quota_refuses_does_not_spend_the_keys_quota(dev: DevServer) -> None:
+    key = dev.create_key("viewer", "--calls-per-minute", "3")
+    through_view = [ping(dev, key, "legacy", "/mcp/v/tight").status_code for _ in range(4)]
+    assert through_view == [200, 429, 429, 429]
+    direct = [ping(dev, key, "modern").status_code for _ in range(3)]
+    assert direct == [200, 200, 429]  # the key's 3: one through the view, two here

@@ -143,3 +143,20 @@ def test_any_unique_prefix_names_a_bundle_and_an_ambiguous_one_says_so(
         store.resolve("ffffffffffff0")
     with pytest.raises(BundleIdError, match="32 lower-case hex digits; any unique prefix"):
         store.resolve("not-hex")
+
+
+def test_listing_bundles_reads_their_directory_never_the_whole_table(
+    store: BundleStore, aws: AwsStack
+) -> None:
+    """The table holds the call ledger too: a Scan per listing grew with every call made."""
+    first = store.ensure("python", TARGET, ["humanize==4.*"])
+    store.list()  # a table from before directories is completed once (one Scan) here
+    scans: list[object] = []
+    aws.clients.dynamodb.meta.events.register(
+        "before-call.dynamodb.Scan", lambda **_: scans.append(1)
+    )
+    second = store.ensure("python", TARGET, ["roman==4.*"])
+    assert first is not None
+    assert second is not None
+    assert {r.id for r in store.list()} == {first.id, second.id}
+    assert scans == []

@@ -218,3 +218,10 @@ def test_concurrent_fresh_reads_share_one_version_read_and_see_prior_writes(
     store.create(DRAFT)
     assert asyncio.run(burst()) == [1] * 20
     assert 1 <= len(reads) <= 2
+
+
+def test_a_name_taken_in_another_case_names_the_tool_that_holds_it(store: CatalogStore) -> None:
+    store.create(DRAFT)
+    with pytest.raises(NameTakenError) as refused:
+        store.create(replace(DRAFT, name="ECHO"))
+    assert "'ECHO' is taken by the tool 'echo'" in str(refused.value)

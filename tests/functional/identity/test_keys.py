@@ -175,3 +175,35 @@ def test_other_process_does_not_rewrite_last_used_within_the_minute(
     other = KeyStore(aws.clients.dynamodb, table=aws.table, now=lambda: later)
     assert other.authenticate(secret) is not None
     assert store.list()[0].last_used_at == "2026-11-29T12:00:00Z"
+
+
+def test_listing_keys_reads_their_directory_never_the_whole_table(
+    store: KeyStore, aws: AwsStack
+) -> None:
+    """The table holds the call ledger too: a Scan per listing grew with every call made."""
+    store.create("first", "call")
+    store.list()  # a table from before directories is completed once (one Scan) here
+    scans: list[object] = []
+    aws.clients.dynamodb.meta.events.register(
+        "before-call.dynamodb.Scan", lambda **_: scans.append(1)
+    )
+    store.create("second", "author")
+    assert [r.name for r in store.list()] == ["first", "second"]
+    assert scans == []
+
+
+def test_a_key_written_before_the_directory_existed_is_still_listed(
+    store: KeyStore, aws: AwsStack
+) -> None:
+    digest = "ab" * 32
+    marker = {"pk": {"S": "DIR#keys"}, "sk": {"S": "#complete"}}
+    aws.clients.dynamodb.delete_item(TableName=aws.table, Key=marker)  # a table from before
+    aws.clients.dynamodb.put_item(
+        TableName=aws.table,
+        Item={"pk": {"S": f"KEY#{digest}"}, "sk": {"S": "KEY"}, "name": {"S": "old"},
+              "scope": {"S": "call"}, "key_hash": {"S": digest},
+              "created_at": {"S": "2026-01-01T00:00:00Z"}},
+    )  # fmt: skip
+    store.create("new", "call")
+    assert [r.name for r in store.list()] == ["old", "new"]
+    assert [r.name for r in store.list()] == ["old", "new"]  # and from the directory after

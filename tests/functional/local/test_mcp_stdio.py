@@ -153,3 +153,23 @@ def test_kiln_stdio_leaves_no_run_behind_however_its_client_stops_it(
         if not process.stdin.closed:
             process.stdin.close()
     assert list(temp.glob("kiln-run-*")) == []
+
+
+def test_kiln_stdio_reads_stdin_from_a_regular_file_and_warns_of_nothing(tmp_path: Path) -> None:
+    """`kiln stdio < requests.jsonl` once ended in a traceback (a file is not a pipe); and
+    every start wrote a KILN_LEDGER_DIGEST_KEY warning into the desktop client's log."""
+    requests = tmp_path / "requests.jsonl"
+    ping = {"jsonrpc": "2.0", "id": 7, "method": "ping", "params": {}}
+    requests.write_text(json.dumps(ping) + "\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "KILN_"))}
+    with requests.open("rb") as stdin:
+        process = subprocess.run(
+            [sys.executable, "-m", "kiln.cli", "stdio", "--no-examples",
+             "--state-dir", str(tmp_path / ".kiln")],
+            stdin=stdin, capture_output=True, env=env, timeout=120, check=False,
+        )  # fmt: skip
+    stderr = process.stderr.decode(errors="replace")
+    assert process.returncode == 0, stderr
+    assert [json.loads(line)["id"] for line in process.stdout.splitlines()] == [7]
+    assert "Traceback" not in stderr
+    assert "WARNING" not in stderr, stderr

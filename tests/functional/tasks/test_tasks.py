@@ -438,3 +438,20 @@ def test_an_author_cancels_a_rest_task_and_plain_tools_are_not_run_as_tasks(
     )
     assert bad.status_code == 422
     assert bad.json()["error"]["code"] == "invalid_arguments"
+
+
+def test_a_ttl_a_client_asks_for_is_honoured_down_to_what_the_tools_run_needs(
+    server: McpServer,
+) -> None:
+    """It was raised to about 27 minutes whatever the tool, and nothing said so."""
+
+    def task_ttl(ttl: int) -> int:
+        params = {"name": "printer", "arguments": {"kib": 1}, "task": {"ttl": ttl}}
+        message = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params}
+        answer = server.post(message, {"MCP-Protocol-Version": "2025-11-25"})
+        created: dict[str, Any] = answer.json()["result"]["task"]
+        return int(created["ttl"])
+
+    assert task_ttl(300_000) == 300_000
+    # printer's timeout (the default 30 s), the worker's start grace, a minute to read it
+    assert task_ttl(1_000) == int((30 + FAST_LEASES.start_grace_s + 60) * 1000)

@@ -191,7 +191,7 @@ def test_rule_error_text_joins_every_message() -> None:
         check_draft(tool(name="1", description=...))
 
     text = str(caught.value)
-    assert all(v.message in text for v in caught.value.violations)
+    assert all(v.message.removesuffix(".") in text for v in caught.value.violations)
     assert len(caught.value.violations) == 2
     assert caught.value.as_dicts()[0].keys() == {"field", "rule", "message"}
 
@@ -1261,3 +1261,30 @@ def test_declared_secrets_are_checked_sorted_and_unique() -> None:
     assert ("secrets", "unique") in fields
     with pytest.raises(RuleError, match="list of at most 20 names"):
         check_draft(tool(secrets="A_TOKEN"))
+
+
+def test_a_node_style_requirement_in_a_python_tool_says_so_not_that_it_is_a_url() -> None:
+    with pytest.raises(RuleError) as refused:
+        check_requirements("python", ["lodash@4"])
+    assert "looks like a Node requirement" in str(refused.value)
+    assert "lodash==4" in str(refused.value)
+    assert "URL" not in str(refused.value)
+
+
+def test_a_python_style_range_in_a_node_tool_shows_the_node_form() -> None:
+    with pytest.raises(RuleError) as refused:
+        check_requirements("node", ["lodash>=4"])
+    assert "lodash@>=4" in str(refused.value)
+    assert "name" not in str(refused.value).replace("requirements", "")
+
+
+def test_an_unknown_field_suggests_the_one_meant_and_the_problems_read_as_one_sentence() -> None:
+    draft = {"name": "x", "description": "d", "language": "python", "code": "print(1)\n",
+             "timout_seconds": 3, "requirements": ["lodash@4"]}  # fmt: skip
+    with pytest.raises(RuleError) as refused:
+        check_draft(draft)
+    message = str(refused.value)
+    wanted = "timout_seconds is not a field of a tool definition; did you mean 'timeout_seconds'?"
+    assert wanted in message
+    assert ".;" not in message
+    assert message.endswith(").")

@@ -29,7 +29,7 @@ MAY_IMPORT: dict[str, set[str]] = {
     "bundles": {"aws", "catalog", "runner", "settings"},
     # A key carries a view and quotas: who is calling may name what they may spend (never
     # the other way round).
-    "identity": {"access"},
+    "identity": {"access", "aws"},
     "access": {"catalog", "schema"},
     "tasks": {"access", "catalog", "protocol", "runner", "schema"},
     "serving": {"access", "aws", "bundles", "catalog", "protocol", "runner", "schema"},

@@ -91,7 +91,7 @@ def actions_on(template: Mapping[str, Any], function: str, logical_id: str) -> s
 # What the public function may write: quota counters and ledger entries (kiln.access), task
 # records (kiln.tasks), and nothing whose partition key could belong to the catalog (tools,
 # views, names, keys).
-LEDGER_AND_QUOTA_KEYS = {"LEDGER#*", "QUOTA#*"}
+LEDGER_AND_QUOTA_KEYS = {"LEDGER#*", "LEDGERSUM#*", "QUOTA#*"}
 TASK_KEYS = {"TASK#*"}
 CATALOG_PARTITIONS = ["CATALOG", "TOOLS", "TOOL#0a1b", "NAME#add_vat", "VIEWS", "KEY#ab12",
                       "KEYNAME#ci", "BUNDLE#x"]  # fmt: skip

@@ -13,7 +13,10 @@ the dashboard nor `reset`, so nothing is tracked.
 
 A Query on a table's own key read every item of the table and sorted them all to keep those
 of one partition: with the call ledger in the same table, every catalog listing got slower
-with each call ever made (tens of milliseconds after 100,000). It now reads that partition.
+with each call ever made (tens of milliseconds after 100,000). It now reads that partition;
+and as the ledger's partition of a day grows with every call, each partition is kept sorted
+(a SortedDict), so a Query reads the page it returns (a bisection to its first key, then at
+most Limit + 1 items), and a Scan chains the sorted partitions instead of sorting every item.
 
 What stays is the data: each stored item (a call-ledger entry is one per `tools/call`, kept
 for its retention) took ~3.5 KB, partly its own copy of every attribute name and of values
@@ -25,6 +28,7 @@ from __future__ import annotations
 import copy
 import functools
 import inspect
+import itertools
 import sys
 import threading
 from typing import Any
@@ -93,7 +97,66 @@ def _share_strings() -> None:
     Item.__init__ = init  # type: ignore[method-assign]
 
 
-_partition = threading.local()  # the (table, hash key) a Query on the table's own key reads
+_query = threading.local()  # what a Query on a table's own key asks for (see _bounded)
+
+
+def _sorted_partitions() -> None:
+    """Each partition of a table with a sort key is a SortedDict: a Query reads the keys it
+    returns (a bisection, then the page), not the whole partition sorted anew."""
+    from collections import defaultdict
+
+    from moto.dynamodb.models.table import Table
+    from sortedcontainers import SortedDict  # type: ignore[import-untyped]
+
+    init = Table.__init__
+
+    @functools.wraps(init)
+    def sorted_init(self: Any, *args: Any, **kwargs: Any) -> None:
+        init(self, *args, **kwargs)
+        self.items = defaultdict(SortedDict)
+
+    Table.__init__ = sorted_init  # type: ignore[method-assign]
+
+
+def _bounds(op: str | None, objs: list[Any]) -> tuple[Any, Any, bool, bool] | None:
+    """(low, high, low inclusive, high inclusive) of a sort-key condition; None: not a range."""
+    if op is None:
+        return None, None, True, True
+    first, last = (objs[0], objs[-1]) if objs else (None, None)
+    found: dict[str, tuple[Any, Any, bool, bool]] = {
+        "EQ": (first, first, True, True),
+        "LE": (None, first, True, True),
+        "LT": (None, first, True, False),
+        "GE": (first, None, True, True),
+        "GT": (first, None, False, True),
+        "BETWEEN": (first, last, True, True),
+    }
+    return found.get(op)
+
+
+def _bounded(table: Any, partition: Any, asked: dict[str, Any]) -> list[Any]:
+    """The items of `partition` a Query can return: those its sort-key condition admits, from
+    its start key on, in its direction, one more than its Limit (moto's own loop then decides
+    the page and its LastEvaluatedKey exactly as before)."""
+    from moto.dynamodb.models.dynamo_type import DynamoType
+
+    bounds = _bounds(asked.get("range_comparison"), asked.get("range_objs") or [])
+    if bounds is None or asked.get("filter_kwargs"):
+        return list(partition.values())
+    low, high, low_in, high_in = bounds
+    forward = asked.get("scan_index_forward", True) is not False
+    start = asked.get("exclusive_start_key")
+    if start and table.range_key_attr in start:
+        after = DynamoType(start[table.range_key_attr])
+        if forward and (low is None or after >= low):
+            low, low_in = after, False
+        elif not forward and (high is None or after <= high):
+            high, high_in = after, False
+    keys = partition.irange(low, high, inclusive=(low_in, high_in), reverse=not forward)
+    limit = asked.get("limit")
+    if limit:
+        keys = itertools.islice(keys, limit + 1)
+    return [partition[key] for key in keys]
 
 
 def _query_one_partition() -> None:
@@ -104,28 +167,34 @@ def _query_one_partition() -> None:
 
     @functools.wraps(query)
     def one_partition_query(self: Any, hash_key: Any, *args: Any, **kwargs: Any) -> Any:
-        index_name = signature.bind(self, hash_key, *args, **kwargs).arguments.get("index_name")
-        if hash_key is None or index_name:  # an index's query reads the index's way
+        asked = signature.bind(self, hash_key, *args, **kwargs).arguments
+        if hash_key is None or asked.get("index_name"):  # an index's query reads its own way
             return query(self, hash_key, *args, **kwargs)
-        _partition.key = (self, hash_key)
+        _query.asked = (self, hash_key, asked)
         try:
             return query(self, hash_key, *args, **kwargs)
         finally:
-            _partition.key = None
+            _query.asked = None
 
     @functools.wraps(all_items)
     def partition_items(self: Any) -> Any:
-        key = getattr(_partition, "key", None)
-        if key is None or key[0] is not self:
-            return all_items(self)
-        found = self.items.get(key[1])  # a defaultdict: .get does not add the partition
+        asked = getattr(_query, "asked", None)
+        if asked is None or asked[0] is not self:
+            return _all_sorted(self)
+        found = self.items.get(asked[1])  # a defaultdict: .get does not add the partition
         if found is None:
             return []
-        items = list(found.values()) if self.has_range_key else [found]
-        return sorted(items, key=lambda x: (x.hash_key, x.range_key) if x.range_key else x.hash_key)
+        return _bounded(self, found, asked[2]) if self.has_range_key else [found]
 
     Table.query = one_partition_query  # type: ignore[method-assign]
     Table.all_items = partition_items  # type: ignore[method-assign]
+
+
+def _all_sorted(table: Any) -> list[Any]:
+    """Every item in key order (a Scan's): the partitions in order, each already sorted."""
+    if not table.has_range_key:
+        return [table.items[key] for key in sorted(table.items)]
+    return [item for key in sorted(table.items) for item in table.items[key].values()]
 
 
 def install() -> None:
@@ -139,6 +208,7 @@ def install() -> None:
 
     _stop_tracking_instances()
     _share_strings()
+    _sorted_partitions()
     _query_one_partition()
     # moto's own backup becomes the live table itself (its rollback assigns it back: a
     # no-op); the items the transaction touched are restored below instead.
