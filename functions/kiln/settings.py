@@ -175,6 +175,7 @@ class Settings:
     run_disk_quota_mb: int = 256  # KILN_RUN_DISK_QUOTA_MB
     sweep_shared_temp: bool = False  # KILN_SWEEP_SHARED_TEMP (default: on inside Lambda)
     run_shared_dirs: tuple[str, ...] = ()  # KILN_RUN_SHARED_DIRS: every run may use these
+    run_unix_sockets: bool = False  # KILN_RUN_UNIX_SOCKETS: runs may make unix sockets
     # KILN_RUN_TCP_PORTS: where runs may connect ("all"; "auto": common ports when the
     # store is a local emulator, else all; or "80,443,8000-8099"), see stack.run_tcp_ports.
     run_tcp_ports: tuple[int, ...] | str = "auto"
@@ -251,6 +252,7 @@ class Settings:
             ),
             sweep_shared_temp=_parse(e, "KILN_SWEEP_SHARED_TEMP", in_lambda, _boolean),
             run_shared_dirs=_parse(e, "KILN_RUN_SHARED_DIRS", (), _list),
+            run_unix_sockets=_parse(e, "KILN_RUN_UNIX_SOCKETS", False, _boolean),
             run_tcp_ports=_parse(e, "KILN_RUN_TCP_PORTS", cls.run_tcp_ports, _tcp_ports),
             serialize_shared_uid_runs=_parse(
                 e, "KILN_SERIALIZE_SHARED_UID_RUNS", cls.serialize_shared_uid_runs, _boolean

@@ -82,6 +82,7 @@ def runner_settings(settings: Settings) -> RunnerSettings:
         disk_quota_bytes=settings.run_disk_quota_mb * 1024 * 1024,
         sweep_shared_temp=settings.sweep_shared_temp,
         shared_dirs=tuple(Path(d) for d in settings.run_shared_dirs),
+        unix_sockets=settings.run_unix_sockets,
         serialize_shared_uid_runs=settings.serialize_shared_uid_runs,
         standby_runs=settings.run_standby,
         tcp_ports=run_tcp_ports(settings),

@@ -436,6 +436,7 @@ class Runner:
             "read_only": sorted({os.path.realpath(p) for p in needed}),
             "read_write": [os.path.realpath(p) for p in self.settings.shared_dirs],
             "landlock": self.settings.landlock,
+            "unix_sockets": self.settings.unix_sockets,
             "tcp_ports": None if self.settings.tcp_ports is None else list(self.settings.tcp_ports),
             "shared_dirs": list(record.shared_dirs),
             "keep": list(record.keep),
