@@ -23,6 +23,7 @@ from urllib.parse import urlsplit
 import kiln
 from kiln.access.gate import CallGate
 from kiln.access.ledger import CallLedger
+from kiln.access.pins import CatalogBinder
 from kiln.access.quotas import QuotaCounters
 from kiln.access.resolve import ViewCatalog
 from kiln.access.views import ViewStore
@@ -251,7 +252,7 @@ def build_kiln(settings: Settings, *, clients: AwsClients | None = None) -> Kiln
     runner = Runner(runner_settings(settings))
     access = AccessControl(settings, clients)
     views = ViewCatalog(
-        ViewStore(clients.dynamodb, table=settings.table),
+        ViewStore(clients.dynamodb, table=settings.table, binder=CatalogBinder(store)),
         lambda tool_id, number: store.revision(f"id:{tool_id}", number),
     )
     gate = call_gate(settings, clients)

@@ -65,6 +65,8 @@ def cmd_views_ls(args: argparse.Namespace) -> int:
     for view in body["views"]:
         where = f"/mcp/v/{view['name']}" if view["published"] else "-"
         print(f"{view['name']:24} r{view['revision']:<4} {where:28} {' '.join(view['tools'])}")
+        for problem in view.get("problems", []):  # an entry that serves nothing, and why
+            print(f"{'':24} ! {problem}")
     return 0
 
 
