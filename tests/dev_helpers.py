@@ -95,9 +95,9 @@ def _clean_env() -> dict[str, str]:
 
 @contextmanager
 def kiln_dev(
-    state_dir: Path, *extra: str, env: Mapping[str, str] | None = None
+    state_dir: Path, *extra: str, env: Mapping[str, str] | None = None, port: int | None = None
 ) -> Iterator[DevServer]:
-    port = free_port()
+    port = port or free_port()
     command = [sys.executable, "-m", "kiln.cli", "dev", "--port", str(port), "--state-dir",
                str(state_dir), "--author-key", DEV_KEY, *extra]  # fmt: skip
     env_ = {**_clean_env(), **(env or {})}
@@ -137,25 +137,32 @@ def unprivileged_user() -> tuple[int, int]:
 
 
 @contextmanager
-def kiln_dev_as(uid_model: str, base: Path, *extra: str) -> Iterator[DevServer]:
+def kiln_dev_as(
+    uid_model: str,
+    base: Path,
+    *extra: str,
+    env: Mapping[str, str] | None = None,
+    port: int | None = None,
+) -> Iterator[DevServer]:
     """`kiln dev` as root ("root") or as an unprivileged user ("unprivileged": one uid for
     the server and every run, as on Lambda), its state under `base` (made 0755 here)."""
     base.mkdir(parents=True, exist_ok=True)
     base.chmod(0o755)
     if uid_model == "root":
-        with kiln_dev(base / "state", *extra) as server:
+        with kiln_dev(base / "state", *extra, env=env, port=port) as server:
             yield server
         return
     uid, gid = unprivileged_user()
     for place in ("state", "home"):
         (base / place).mkdir(exist_ok=True)
         os.chown(base / place, uid, gid)
-    port = free_port()
+    port = port or free_port()
     functions = Path(kiln.__file__).resolve().parents[1]
     packages = sysconfig.get_paths()["purelib"]
     command = ["setpriv", f"--reuid={uid}", f"--regid={gid}", "--clear-groups",
                str(SYSTEM_PYTHON), "-m", "kiln.cli", "dev", "--port", str(port), "--state-dir",
                str(base / "state"), "--author-key", DEV_KEY, *extra]  # fmt: skip
-    env = {**_clean_env(), "HOME": str(base / "home"), "PYTHONPATH": f"{functions}:{packages}"}
-    with serving(command, port, base / "dev.log", env=env), httpx.Client(timeout=120) as http:
+    env_ = {**_clean_env(), "HOME": str(base / "home"), "PYTHONPATH": f"{functions}:{packages}",
+            **(env or {})}  # fmt: skip
+    with serving(command, port, base / "dev.log", env=env_), httpx.Client(timeout=120) as http:
         yield DevServer(f"http://127.0.0.1:{port}", base / "state", http)

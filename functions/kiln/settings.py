@@ -160,6 +160,7 @@ class Settings:
     public_anonymous: bool = True  # KILN_PUBLIC_ANONYMOUS: /mcp answers without a key
     allowed_origins: tuple[str, ...] = ()  # KILN_ALLOWED_ORIGINS, comma-separated
     bind_host: str | None = None  # KILN_BIND_HOST (set by `kiln dev`): loopback -> Host checks
+    bind_port: int | None = None  # set by `kiln dev`: its own port, kept from runs' TCP
     instructions: str | None = None  # KILN_INSTRUCTIONS: the MCP `instructions` text
     max_body_bytes: int = 1024 * 1024  # KILN_MAX_BODY_BYTES
     max_timeout_s: float = 900.0  # KILN_MAX_TIMEOUT_S: no run lasts longer

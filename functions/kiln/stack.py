@@ -108,7 +108,8 @@ def run_tcp_ports(settings: Settings) -> tuple[int, ...] | None:
     if wanted == "all" or (wanted == "auto" and local is None):
         return None
     ports = COMMON_TCP_PORTS if isinstance(wanted, str) else wanted
-    return tuple(port for port in ports if port != local)
+    # Nor kiln dev's own port: a tool calling Kiln from inside a run could wait for itself.
+    return tuple(port for port in ports if port not in (local, settings.bind_port))
 
 
 def _loopback_port(url: str | None) -> int | None:

@@ -8,10 +8,9 @@ from starlette.applications import Starlette
 from starlette.middleware.cors import CORSMiddleware
 from starlette.responses import JSONResponse
 
-from kiln.protocol.guard import host_allowed, origin_allowed, same_origin
+from kiln.protocol.guard import host_allowed, origin_allowed
 from kiln.settings import Settings
 
-LOOPBACK_ORIGIN = r"https?://(localhost|127\.0\.0\.1|\[::1\])(:[0-9]+)?"
 CORS_HEADERS = [
     "Authorization",
     "Content-Type",
@@ -55,9 +54,7 @@ class RebindingGuard:
                 "localhost, 127.0.0.1 or [::1] as Host"
             )
         origin = headers.get("origin")
-        allowed = same_origin(origin, headers.get("host")) or origin_allowed(
-            origin, allowed=self.allowed_origins, loopback_bind=self.loopback_bind
-        )
+        allowed = origin_allowed(origin, allowed=self.allowed_origins, host=headers.get("host"))
         if not allowed:
             return 403, "Forbidden: the request's Origin is not allowed on this server"
         return None
@@ -69,7 +66,6 @@ def install(app: Starlette, settings: Settings) -> None:
     app.add_middleware(
         CORSMiddleware,
         allow_origins=list(settings.allowed_origins),
-        allow_origin_regex=LOOPBACK_ORIGIN if settings.loopback_bind else None,
         allow_methods=["GET", "POST", "PUT", "DELETE"],
         allow_headers=CORS_HEADERS,
         expose_headers=["ETag", "Location", "WWW-Authenticate"],

@@ -31,9 +31,12 @@ def _located(response: JSONResponse, name: str) -> JSONResponse:
 
 @router.get("")
 async def list_tools(request: Request, include_deleted: bool = False) -> dict[str, Any]:
-    await require(request, "author" if include_deleted else "call")
-    authoring = kiln_of(request).authoring
-    tools = await blocking(authoring.list_tools, include_deleted=include_deleted)
+    who = await require(request, "author" if include_deleted else "call")
+    parts = kiln_of(request)
+    tools = await blocking(parts.authoring.list_tools, include_deleted=include_deleted)
+    if not who.can("author") and (who.view or who.grants):  # bound: its view's tools, only
+        shown = await parts.backend.visible_ids(who)
+        tools = [tool for tool in tools if tool.id in shown]
     return {"tools": [tool_json(t) for t in tools]}
 
 

@@ -35,17 +35,9 @@ def same_origin(origin: str | None, host: str | None) -> bool:
     return parts.scheme in {"http", "https"} and parts.netloc.lower() == host.strip().lower()
 
 
-def is_loopback_origin(origin: str) -> bool:
-    try:
-        parts = urlsplit(origin)
-        hostname = parts.hostname
-    except ValueError:
-        return False
-    return parts.scheme in {"http", "https"} and hostname in {"localhost", "127.0.0.1", "::1"}
-
-
-def origin_allowed(origin: str | None, *, allowed: Collection[str], loopback_bind: bool) -> bool:
-    """No Origin (not a browser) passes; one that is present must be on the allow-list."""
-    if origin is None or origin in allowed:
-        return True
-    return loopback_bind and is_loopback_origin(origin)
+def origin_allowed(origin: str | None, *, allowed: Collection[str], host: str | None) -> bool:
+    """No Origin (not a browser) passes; one that is present must be the server's own (a page
+    it served, as the studio) or on the allow-list. Another loopback port is not the server:
+    any local web page (a dev server, a page a tool opened) would otherwise read its tools and
+    call them as an anonymous caller, with the answers."""
+    return origin is None or origin in allowed or same_origin(origin, host)

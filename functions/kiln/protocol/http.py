@@ -80,7 +80,7 @@ class McpEndpoint:
             )
         origin = request.headers.get("origin")
         if not origin_allowed(
-            origin, allowed=settings.allowed_origins, loopback_bind=settings.loopback_bind
+            origin, allowed=settings.allowed_origins, host=request.headers.get("host")
         ):
             raise TransportError(
                 "Forbidden: the request's Origin is not allowed on this server", status=403
