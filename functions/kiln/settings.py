@@ -161,6 +161,7 @@ class Settings:
     public_anonymous: bool = True  # KILN_PUBLIC_ANONYMOUS: /mcp answers without a key
     allowed_origins: tuple[str, ...] = ()  # KILN_ALLOWED_ORIGINS, comma-separated
     bind_host: str | None = None  # KILN_BIND_HOST (set by `kiln dev`): loopback -> Host checks
+    bind_port: int | None = None  # set by `kiln dev`: its own port, kept from runs' TCP
     instructions: str | None = None  # KILN_INSTRUCTIONS: the MCP `instructions` text
     max_body_bytes: int = 1024 * 1024  # KILN_MAX_BODY_BYTES
     max_timeout_s: float = LAMBDA_MAX_TIMEOUT_S  # KILN_MAX_TIMEOUT_S: no run lasts longer
@@ -176,6 +177,7 @@ class Settings:
     run_disk_quota_mb: int = 256  # KILN_RUN_DISK_QUOTA_MB
     sweep_shared_temp: bool = False  # KILN_SWEEP_SHARED_TEMP (default: on inside Lambda)
     run_shared_dirs: tuple[str, ...] = ()  # KILN_RUN_SHARED_DIRS: every run may use these
+    run_unix_sockets: bool = False  # KILN_RUN_UNIX_SOCKETS: runs may make unix sockets
     # KILN_RUN_TCP_PORTS: where runs may connect ("all"; "auto": common ports when the
     # store is a local emulator, else all; or "80,443,8000-8099"), see stack.run_tcp_ports.
     run_tcp_ports: tuple[int, ...] | str = "auto"
@@ -252,6 +254,7 @@ class Settings:
             ),
             sweep_shared_temp=_parse(e, "KILN_SWEEP_SHARED_TEMP", in_lambda, _boolean),
             run_shared_dirs=_parse(e, "KILN_RUN_SHARED_DIRS", (), _list),
+            run_unix_sockets=_parse(e, "KILN_RUN_UNIX_SOCKETS", False, _boolean),
             run_tcp_ports=_parse(e, "KILN_RUN_TCP_PORTS", cls.run_tcp_ports, _tcp_ports),
             serialize_shared_uid_runs=_parse(
                 e, "KILN_SERIALIZE_SHARED_UID_RUNS", cls.serialize_shared_uid_runs, _boolean

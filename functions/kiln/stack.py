@@ -24,6 +24,7 @@ from urllib.parse import urlsplit
 import kiln
 from kiln.access.gate import CallGate
 from kiln.access.ledger import CallLedger
+from kiln.access.pins import CatalogBinder
 from kiln.access.quotas import QuotaCounters
 from kiln.access.resolve import ViewCatalog
 from kiln.access.secrets import SecretStore
@@ -80,6 +81,7 @@ def runner_settings(settings: Settings) -> RunnerSettings:
         disk_quota_bytes=settings.run_disk_quota_mb * 1024 * 1024,
         sweep_shared_temp=settings.sweep_shared_temp,
         shared_dirs=tuple(Path(d) for d in settings.run_shared_dirs),
+        unix_sockets=settings.run_unix_sockets,
         serialize_shared_uid_runs=settings.serialize_shared_uid_runs,
         standby_runs=settings.run_standby,
         tcp_ports=run_tcp_ports(settings),
@@ -104,7 +106,8 @@ def run_tcp_ports(settings: Settings) -> tuple[int, ...] | None:
     if wanted == "all" or (wanted == "auto" and local is None):
         return None
     ports = COMMON_TCP_PORTS if isinstance(wanted, str) else wanted
-    return tuple(port for port in ports if port != local)
+    # Nor kiln dev's own port: a tool calling Kiln from inside a run could wait for itself.
+    return tuple(port for port in ports if port not in (local, settings.bind_port))
 
 
 def _loopback_port(url: str | None) -> int | None:
@@ -251,7 +254,7 @@ def build_kiln(settings: Settings, *, clients: AwsClients | None = None) -> Kiln
     callers = make_callers(settings, clients)
     secrets = make_secrets(settings, clients)
     views = ViewCatalog(
-        ViewStore(clients.dynamodb, table=settings.table),
+        ViewStore(clients.dynamodb, table=settings.table, binder=CatalogBinder(store)),
         lambda tool_id, number: store.revision(f"id:{tool_id}", number),
     )
     gate = call_gate(settings, clients)

@@ -5,8 +5,10 @@
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
+import sysconfig
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -16,6 +18,7 @@ from typing import Any
 
 import httpx
 
+import kiln
 from kiln.local.emulator import shared_endpoint
 from support.app import free_port
 
@@ -249,11 +252,74 @@ class DevServer:
 
 @contextmanager
 def kiln_dev(
-    state_dir: Path, *extra: str, env: Mapping[str, str] | None = None
+    state_dir: Path, *extra: str, env: Mapping[str, str] | None = None, port: int | None = None
 ) -> Iterator[DevServer]:
-    port = free_port()
+    port = port or free_port()
     command = [sys.executable, "-m", "kiln.cli.main", "dev", "--port", str(port), "--state-dir",
                str(state_dir), "--author-key", DEV_KEY, *extra]  # fmt: skip
     env_ = {**clean_env(), **(env or {})}
     with serving(command, port, state_dir / "dev.log", env=env_), httpx.Client(timeout=120) as http:
         yield DevServer(f"http://127.0.0.1:{port}", state_dir, http)
+
+
+UNPRIVILEGED_USER = "kiln-hostile-test"  # the hostile-tool tests' account, too
+SYSTEM_PYTHON = Path("/usr/bin/python3")  # the user cannot reach a Python under /root
+
+
+def unprivileged_user() -> tuple[int, int]:
+    """(uid, gid) of an unprivileged account, created if missing; skips unless root."""
+    import pwd
+
+    import pytest
+
+    if os.geteuid() != 0:
+        pytest.skip("needs root: to run kiln dev both as root and as another user")
+    if not shutil.which("setpriv") or not SYSTEM_PYTHON.exists():
+        pytest.skip("needs setpriv and /usr/bin/python3 to run kiln dev as another user")
+    if subprocess.run([str(SYSTEM_PYTHON), "-c", "import sys; print(sys.version_info[:2])"],
+                      capture_output=True, text=True, check=False).stdout.strip() != str(
+        sys.version_info[:2]
+    ):  # fmt: skip
+        pytest.skip("/usr/bin/python3 is not this Python's version: it cannot load its packages")
+    try:
+        entry = pwd.getpwnam(UNPRIVILEGED_USER)
+    except KeyError:
+        subprocess.run(
+            ["useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin",
+             UNPRIVILEGED_USER],
+            check=True, capture_output=True,
+        )  # fmt: skip
+        entry = pwd.getpwnam(UNPRIVILEGED_USER)
+    return entry.pw_uid, entry.pw_gid
+
+
+@contextmanager
+def kiln_dev_as(
+    uid_model: str,
+    base: Path,
+    *extra: str,
+    env: Mapping[str, str] | None = None,
+    port: int | None = None,
+) -> Iterator[DevServer]:
+    """`kiln dev` as root ("root") or as an unprivileged user ("unprivileged": one uid for
+    the server and every run, as on Lambda), its state under `base` (made 0755 here)."""
+    base.mkdir(parents=True, exist_ok=True)
+    base.chmod(0o755)
+    if uid_model == "root":
+        with kiln_dev(base / "state", *extra, env=env, port=port) as server:
+            yield server
+        return
+    uid, gid = unprivileged_user()
+    for place in ("state", "home"):
+        (base / place).mkdir(exist_ok=True)
+        os.chown(base / place, uid, gid)
+    port = port or free_port()
+    functions = Path(kiln.__file__).resolve().parents[1]
+    packages = sysconfig.get_paths()["purelib"]
+    command = ["setpriv", f"--reuid={uid}", f"--regid={gid}", "--clear-groups",
+               str(SYSTEM_PYTHON), "-m", "kiln.cli", "dev", "--port", str(port), "--state-dir",
+               str(base / "state"), "--author-key", DEV_KEY, *extra]  # fmt: skip
+    env_ = {**clean_env(), "HOME": str(base / "home"), "PYTHONPATH": f"{functions}:{packages}",
+            **(env or {})}  # fmt: skip
+    with serving(command, port, base / "dev.log", env=env_), httpx.Client(timeout=120) as http:
+        yield DevServer(f"http://127.0.0.1:{port}", base / "state", http)

@@ -215,6 +215,57 @@ print("littered")
 """
 
 
+# Finds the named unix sockets it can see (/proc/net/unix lists every one on the machine; it
+# tries those of the test's places) and connects to each; and makes a socketpair, which
+# asyncio needs and which must keep working.
+SOCKETS = r"""
+import json, os, socket, sys
+args = json.load(sys.stdin)
+listed = set()
+with open("/proc/net/unix") as f:
+    for line in f.read().splitlines()[1:]:
+        parts = line.split()
+        if len(parts) > 7 and parts[7].startswith(tuple(args["places"])):
+            listed.add(parts[7])
+out = {"listed": sorted(listed), "connect": {}}
+for path in sorted(listed | set(args["paths"])):
+    try:
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.settimeout(3)
+        s.connect(path)
+        s.close()
+        out["connect"][path] = "connected"
+    except OSError as error:
+        out["connect"][path] = type(error).__name__
+a, b = socket.socketpair()
+a.sendall(b"x")
+out["socketpair"] = b.recv(1).decode()
+print(json.dumps(out))
+"""
+
+
+# A long task: it leaves a daemon in a session of its own, and both keep beating (a file
+# touched every 50 ms) for a minute unless stopped.
+LONG_TASK = r"""
+import os, sys, time
+shared = os.environ["SHARED_DIR"]
+def beat(name):
+    with open(os.path.join(shared, name + ".pid.tmp"), "w") as f:
+        f.write(str(os.getpid()))
+    os.rename(os.path.join(shared, name + ".pid.tmp"), os.path.join(shared, name + ".pid"))
+    for _ in range(1200):
+        os.utime(os.path.join(shared, name + ".pid"))
+        time.sleep(0.05)
+if os.fork() == 0:
+    os.setsid()
+    if os.fork() == 0:
+        beat("daemon")
+    os._exit(0)
+beat("script")
+print("ran to its end")
+"""
+
+
 def settings(params: dict[str, Any]) -> RunnerSettings:
     uids = params.get("run_uids")
     own = (Path(params["own_path"]),) if params.get("own_path") else ()
@@ -228,6 +279,8 @@ def settings(params: dict[str, Any]) -> RunnerSettings:
         tcp_ports=tuple(params["tcp_ports"]) if "tcp_ports" in params else None,
         python_executable=Path(sys.executable),
         standby_runs=params.get("standby_runs", 4),  # as kiln dev runs: standbys on
+        # Only when asked: the same attack then runs against a runner without the setting.
+        **({"unix_sockets": True} if params.get("unix_sockets") else {}),  # type: ignore[arg-type]
     )
 
 
@@ -414,6 +467,40 @@ async def standby(runner: Runner, params: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+async def sockets(runner: Runner, params: dict[str, Any]) -> dict[str, Any]:
+    """A tool connects to every named unix socket it finds: the server's own among them."""
+    own_dir = tempfile.mkdtemp(prefix="kiln-server-sockets-")  # 0700, the server's alone
+    own = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        own.bind(os.path.join(own_dir, "server.sock"))
+        os.chmod(own.getsockname(), 0o600)
+        own.listen(8)
+        args = {"places": [*params["places"], own_dir],
+                "paths": [*params["paths"], own.getsockname()]}  # fmt: skip
+        result = await runner.run(request(SOCKETS, params, language="python", arguments=args))
+    finally:
+        own.close()
+        shutil.rmtree(own_dir, ignore_errors=True)
+    return {"sockets": summary(result), "server_socket": os.path.join(own_dir, "server.sock")}
+
+
+async def abandoned(runner: Runner, params: dict[str, Any]) -> dict[str, Any]:
+    """Starts a long task, says which processes it made, then waits to be killed (-9)."""
+    run = asyncio.create_task(
+        runner.run(request(LONG_TASK, params, language="python", timeout_s=60))
+    )
+    pids = {}
+    for name in ("script", "daemon"):
+        path = os.path.join(params["shared"], name + ".pid")
+        while not os.path.exists(path):  # noqa: ASYNC110, ASYNC240 - another process writes it
+            await asyncio.sleep(0.01)
+        with open(path) as f:  # noqa: ASYNC230 - tiny, local
+            pids[name] = int(f.read())
+    print(json.dumps({**pids, "helper": runner.helper_pid}), flush=True)
+    await run  # the test kills this process long before the task's minute is up
+    return {"abandoned": "ran to its end: the test did not kill the server"}
+
+
 def _state(pid: int) -> str:
     try:
         with open(f"/proc/{pid}/stat") as f:
@@ -430,6 +517,8 @@ SCENARIOS: dict[str, Callable[[Runner, dict[str, Any]], Awaitable[dict[str, Any]
     "litter": litter,
     "reach": reach,
     "standby": standby,
+    "sockets": sockets,
+    "abandoned": abandoned,
 }
 
 

@@ -6,8 +6,8 @@ import logging
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
-from dataclasses import replace
 
+from kiln.access.pins import pinned_tool, problems
 from kiln.access.views import View, ViewStore
 from kiln.catalog.model import Revision, Tool
 from kiln.catalog.store import CatalogError
@@ -22,8 +22,9 @@ def resolve(
 ) -> dict[str, Tool]:
     """The view's enabled tools by name; a pinned one carries its pinned revision as `head`.
 
-    A name entry wins over a tag match of the same tool (so a pin holds); a pinned revision
-    that does not exist leaves the tool out rather than serving another revision.
+    A name entry wins over a tag match of the same tool (so a pin holds). An entry bound to a
+    tool (`kiln.access.pins`) serves that tool under its name of today, or nothing: a pinned
+    revision that does not exist, or a tool that is gone, is never served by another.
     """
     chosen: dict[str, Tool] = {}
     for entry in view.entries:
@@ -31,21 +32,14 @@ def resolve(
             for tool in tools.values():
                 if tool.enabled and entry.tag in tool.head.tags:
                     chosen.setdefault(tool.name, tool)
+    by_id = {tool.id: tool for tool in tools.values()}
     for entry in view.entries:
         if entry.tool is None:
             continue
-        named = tools.get(entry.tool)
-        if named is None or not named.enabled:
-            chosen.pop(entry.tool, None)
-            continue
-        if entry.pin is None or entry.pin == named.head.number:
-            chosen[named.name] = named
-            continue
-        pinned = revision(named, entry.pin)
-        if pinned is None:
-            chosen.pop(named.name, None)
-        else:
-            chosen[named.name] = replace(named, head=pinned)
+        served, _ = pinned_tool(entry, tools, by_id, revision)
+        chosen.pop(str(entry.tool), None)  # the name is the entry's, whoever holds it now
+        if served is not None:
+            chosen[served.name] = served
     return chosen
 
 
@@ -100,6 +94,11 @@ class ViewCatalog:
             if version == self._version:
                 self._resolved[name] = result
         return result
+
+    def problems_of(self, version: int, name: str, tools: Mapping[str, Tool]) -> list[str]:
+        """Why entries of view `name` serve nothing at `version` (blocking)."""
+        view = self.views_at(version).get(name)
+        return [] if view is None else problems(view, tools, self._revision)
 
     def cached(self, version: int, name: str) -> dict[str, Tool] | None:
         """What `tools_of` would answer, if it needs no I/O; else None."""

@@ -7,10 +7,15 @@ container, exactly like a tool change, at no extra read.
 | pk      | sk       | what                                  |
 | ------- | -------- | ------------------------------------- |
 | `VIEWS` | `<name>` | the view as JSON, and its `revision`   |
+
+Beside the definition, `bindings` holds each named entry's tool id and pinned content digest
+(`kiln.access.pins`): what the entry serves is that tool, whatever it is called now.
 """
 
 from __future__ import annotations
 
+import builtins
+import contextlib
 import json
 import random
 import re
@@ -76,6 +81,8 @@ class ViewEntry:
     tool: str | None = None
     tag: str | None = None
     pin: int | None = None
+    tool_id: str | None = None  # the tool the name was bound to when the view was saved
+    digest: str | None = None  # the pinned revision's content digest (kiln.access.pins)
 
     def __str__(self) -> str:
         if self.tag is not None:
@@ -222,9 +229,20 @@ def check_view(payload: object, *, name: str | None = None) -> View:
     )
 
 
+def _binding(entry: ViewEntry) -> dict[str, str | None] | None:
+    return {"id": entry.tool_id, "digest": entry.digest} if entry.tool_id else None
+
+
 def _from_item(item: Mapping[str, Any]) -> View:
     definition = json.loads(item["view"]["S"])
     view = check_view(definition)
+    bindings = json.loads(item.get("bindings", {}).get("S", "[]"))
+    if len(bindings) == len(view.entries):
+        entries = tuple(
+            replace(e, tool_id=b.get("id"), digest=b.get("digest")) if b else e
+            for e, b in zip(view.entries, bindings, strict=True)
+        )
+        view = replace(view, entries=entries)
     return replace(
         view,
         revision=int(item["revision"]["N"]),
@@ -236,10 +254,18 @@ def _from_item(item: Mapping[str, Any]) -> View:
 class ViewStore:
     """Views in the catalog table; every write bumps the catalog version (same transaction)."""
 
-    def __init__(self, dynamodb: Any, *, table: str, clock: Callable[[], str] = utc_now) -> None:
+    def __init__(
+        self,
+        dynamodb: Any,
+        *,
+        table: str,
+        clock: Callable[[], str] = utc_now,
+        binder: Callable[[ViewEntry], ViewEntry] | None = None,
+    ) -> None:
         self._db = dynamodb
         self._table = table
         self._now = clock
+        self._bind = binder  # binds a named entry to its tool (kiln.access.pins)
 
     def list(self) -> list[View]:
         views: list[View] = []
@@ -268,7 +294,8 @@ class ViewStore:
 
         Replacing needs the revision the author read; a stale one raises StaleViewError.
         """
-        saved = replace(view, updated_at=self._now(), updated_by=actor)
+        saved = replace(self._bound(view, expected_revision), updated_at=self._now(),
+                        updated_by=actor)  # fmt: skip
         if not expected_revision:
             saved = replace(saved, revision=1)
             condition, values = "attribute_not_exists(pk)", {}
@@ -281,6 +308,7 @@ class ViewStore:
             "sk": {"S": view.name},
             "view": {"S": json.dumps(saved.definition(), sort_keys=True)},
             "revision": {"N": str(saved.revision)},
+            "bindings": {"S": json.dumps([_binding(e) for e in saved.entries])},
             "updated_at": {"S": saved.updated_at},
             "updated_by": {"S": actor},
         }
@@ -295,6 +323,45 @@ class ViewStore:
         if not self._transact({"Put": put}):
             self._refuse(view.name, expected_revision)
         return saved
+
+    def _bound(self, view: View, expected_revision: int | None) -> View:
+        """Entries kept as the stored view bound them; the others bound to today's tools.
+
+        An entry the author did not change keeps its tool, even if another now has its name.
+        """
+        if self._bind is None:
+            return view
+        kept: dict[str, ViewEntry] = {}
+        if expected_revision:
+            with contextlib.suppress(ViewNotFoundError):
+                kept = {str(e): e for e in self.get(view.name).entries if e.tool_id}
+        entries = tuple(
+            e if e.tool is None or e.tool_id else kept.get(str(e)) or self._bind(e)
+            for e in view.entries
+        )
+        return replace(view, entries=entries)
+
+    def carry_rename(self, tool_id: str, old: str, new: str) -> builtins.list[str]:
+        """Views naming the renamed tool now name it by its new name; returns their names.
+
+        Entries bound to the tool follow it anyway; unbound ones naming `old` are bound now.
+        """
+        carried = []
+        for view in self.list():
+            entries = tuple(
+                replace(e, tool=new, tool_id=tool_id)
+                if e.tool is not None
+                and (e.tool_id == tool_id or (e.tool_id is None and e.tool == old))
+                else e
+                for e in view.entries
+                if not (e.tool == new and e.tool_id != tool_id)  # a name it has now taken
+            )
+            if entries != view.entries:
+                with contextlib.suppress(StaleViewError, ViewNotFoundError):  # changed meanwhile
+                    self.put(replace(view, entries=entries), expected_revision=view.revision,
+                             actor="rename")  # fmt: skip
+                    carried.append(view.name)
+        return carried
 
     def delete(self, name: str) -> View:
         view = self.get(name)

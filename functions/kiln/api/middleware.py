@@ -13,7 +13,6 @@ from kiln.protocol.guard import refusal
 from kiln.protocol.spec import INVALID_REQUEST
 from kiln.settings import Settings
 
-LOOPBACK_ORIGIN = r"https?://(localhost|127\.0\.0\.1|\[::1\])(:[0-9]+)?"
 CORS_HEADERS = [
     "Authorization",
     "Content-Type",
@@ -42,7 +41,6 @@ class RebindingGuard:
                 headers.get("origin"),
                 allowed=self.allowed_origins,
                 loopback_bind=self.loopback_bind,
-                same_origin_ok=True,
             )
             if refused is not None:
                 status, message = refused
@@ -62,7 +60,6 @@ def install(app: Starlette, settings: Settings) -> None:
     app.add_middleware(
         CORSMiddleware,
         allow_origins=list(settings.allowed_origins),
-        allow_origin_regex=LOOPBACK_ORIGIN if settings.loopback_bind else None,
         allow_methods=["GET", "POST", "PUT", "DELETE"],
         allow_headers=CORS_HEADERS,
         expose_headers=["ETag", "Location", "WWW-Authenticate"],

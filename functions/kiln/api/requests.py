@@ -19,7 +19,7 @@ from kiln.identity.policy import AuthError, Permission, Principal
 from kiln.protocol.backend import CallContext
 from kiln.protocol.errors import jsonrpc_error
 from kiln.protocol.spec import INVALID_REQUEST
-from kiln.serving.backend import AFTER_RESPONSE, START_NOW, VIEW_KEY
+from kiln.serving.backend import AFTER_RESPONSE, PEER_KEY, START_NOW, VIEW_KEY
 
 if TYPE_CHECKING:
     from kiln.stack import Kiln
@@ -83,6 +83,9 @@ async def answer_mcp(
     extra: dict[str, Any] = {AFTER_RESPONSE: after, START_NOW: True}
     if view is not None:
         extra[VIEW_KEY] = view
+    client, server = request.scope.get("client"), request.scope.get("server")
+    if client and server and client[0] in ("127.0.0.1", "::1"):  # a tool's run, perhaps
+        extra[PEER_KEY] = (client[1], server[1])
     ctx = CallContext(time_left_s=time_left_s(request), principal=principal, extra=extra)
     endpoint = parts.admin_endpoint if admin else parts.endpoint
     answer = await endpoint.handle(HttpRequest(request.method, headers, body), ctx)

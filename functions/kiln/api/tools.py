@@ -16,6 +16,7 @@ from kiln.api import tasks
 from kiln.api.common import blocking, if_match, json_body, kiln_of, require, tagged, time_left_s
 from kiln.api.errors import ApiError
 from kiln.authoring.serialise import revision_json, tool_json
+from kiln.catalog.model import Tool
 from kiln.catalog.store import RevisionRequiredError
 from kiln.protocol.calling import ToolCaller
 from kiln.protocol.wire import LATEST_LEGACY
@@ -31,9 +32,12 @@ def _located(response: JSONResponse, name: str) -> JSONResponse:
 
 @router.get("")
 async def list_tools(request: Request, include_deleted: bool = False) -> dict[str, Any]:
-    await require(request, "author" if include_deleted else "call")
-    authoring = kiln_of(request).authoring
-    tools = await blocking(authoring.list_tools, include_deleted=include_deleted)
+    who = await require(request, "author" if include_deleted else "call")
+    parts = kiln_of(request)
+    tools = await blocking(parts.authoring.list_tools, include_deleted=include_deleted)
+    if not who.can("author") and (who.view or who.grants):  # bound: its view's tools, only
+        shown = await parts.backend.visible_ids(who)
+        tools = [tool for tool in tools if tool.id in shown]
     return {"tools": [tool_json(t) for t in tools]}
 
 
@@ -116,8 +120,16 @@ async def rename_tool(ref: str, request: Request) -> JSONResponse:
     new_name = payload.get("name") if isinstance(payload, dict) else None
     if not isinstance(new_name, str):
         raise ApiError(422, "invalid_tool", 'name: required; send {"name": "<new name>"}')
-    tool = await blocking(kiln_of(request).authoring.rename, ref, new_name, who)
-    return _located(tagged(tool_json(tool), tool), tool.name)
+    parts = kiln_of(request)
+
+    def rename() -> tuple[Tool, list[str]]:
+        """The rename, then the views naming the tool carried along (`views` in the answer)."""
+        old = parts.store.get(ref).name
+        tool = parts.authoring.rename(ref, new_name, who)
+        return tool, parts.views.store.carry_rename(tool.id, old, tool.name)
+
+    tool, carried = await blocking(rename)
+    return _located(tagged({**tool_json(tool), "views": carried}, tool), tool.name)
 
 
 @router.delete("/{ref}")

@@ -20,9 +20,20 @@ def _answer(view: View, status: int = 200, **extra: Any) -> JSONResponse:
 
 @router.get("/api/views")
 async def list_views(request: Request) -> dict[str, Any]:
+    """Every view, each with `problems`: entries that serve nothing, and why."""
     await require(request)
-    views = await blocking(kiln_of(request).views.store.list)
-    return {"views": [view.as_json() for view in sorted(views, key=lambda v: v.name)]}
+    parts = kiln_of(request)
+    snapshot = await parts.snapshots.fresh()
+
+    def listing() -> list[dict[str, Any]]:
+        views = parts.views.views_at(snapshot.version)
+        return [
+            {**view.as_json(),
+             "problems": parts.views.problems_of(snapshot.version, name, snapshot.tools)}
+            for name, view in sorted(views.items())
+        ]  # fmt: skip
+
+    return {"views": await blocking(listing)}
 
 
 @router.get("/api/views/{name}")
@@ -34,7 +45,8 @@ async def get_view(name: str, request: Request) -> JSONResponse:
     snapshot = await parts.snapshots.fresh()
     tools = await blocking(parts.views.tools_of, snapshot.version, name, snapshot.tools)
     shows = [{"name": t.name, "revision": t.head.number} for t in (tools or {}).values()]
-    return _answer(view, shows=sorted(shows, key=lambda t: str(t["name"])))
+    found = await blocking(parts.views.problems_of, snapshot.version, name, snapshot.tools)
+    return _answer(view, shows=sorted(shows, key=lambda t: str(t["name"])), problems=found)
 
 
 @router.post("/api/views", status_code=201)

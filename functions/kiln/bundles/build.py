@@ -20,7 +20,6 @@ import shutil
 import stat
 import subprocess
 import sys
-import tempfile
 import time
 import zipfile
 from collections.abc import Callable, Iterator
@@ -29,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from kiln.bundles.identity import Target, parse_target, split_node_requirement
+from kiln.bundles.owned_dirs import temp_place
 from kiln.bundles.store import BundleRecord
 from kiln.settings import inherited_environment
 
@@ -312,8 +312,7 @@ def _run(command: list[str], log: _Log, *, what: str, cwd: Path) -> None:
     if node:  # npm runs `node` from PATH
         env["PATH"] = f"{Path(node).parent}{os.pathsep}{env.get('PATH', '')}"
     if not os.access(Path.home(), os.W_OK):  # Lambda: only /tmp is writable
-        scratch_home = Path(tempfile.gettempdir()) / "kiln-build-home"
-        scratch_home.mkdir(exist_ok=True)
+        scratch_home = temp_place("kiln-build-home")  # pip reads its settings from here
         env["HOME"] = str(scratch_home)
         env.setdefault("PIP_CACHE_DIR", str(scratch_home / "pip-cache"))
         env.setdefault("npm_config_cache", str(scratch_home / "npm-cache"))

@@ -1,6 +1,7 @@
 """Ready bundles, downloaded once per process and unpacked once per machine under /tmp.
 
-Layout under `root` (default `<tmp>/kiln-bundles`):
+Layout under `root` (default `<tmp>/kiln-bundles-<uid>`, made and checked by Kiln: see
+`kiln.bundles.owned_dirs`):
 
     <id>/              a complete bundle; it appears only by an atomic rename
     .tmp/              downloads and half-unpacked folders, never used by a run
@@ -20,7 +21,6 @@ import hashlib
 import os
 import shutil
 import stat
-import tempfile
 import threading
 import time
 import uuid
@@ -30,6 +30,7 @@ from collections.abc import Collection, Iterator
 from datetime import UTC, datetime
 from pathlib import Path, PurePosixPath
 
+from kiln.bundles.owned_dirs import owned_directory, temp_place
 from kiln.bundles.store import BundleRecord, BundleStore, parse_iso
 
 DEFAULT_BUDGET_BYTES = 300 * 1024 * 1024  # leaves room in Lambda's default 512 MB /tmp
@@ -100,7 +101,8 @@ class BundleCache:
         # The targets this process can load; a bundle built for another (a function moved to
         # arm64, say) is refused with a message instead of failing inside the tool.
         self.targets = frozenset(targets)
-        self.root = root or Path(tempfile.gettempdir()) / "kiln-bundles"
+        # Kiln's own, checked (owned_dirs): another user must not plant a bundle in it.
+        self.root = owned_directory(root) if root else temp_place("kiln-bundles")
         self.budget_bytes = budget_bytes
         self.downloads = 0  # S3 downloads this process made
         self.unpacks = 0  # bundles this process unpacked

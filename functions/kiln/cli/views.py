@@ -59,10 +59,14 @@ def cmd_views_ls(args: argparse.Namespace) -> int:
         print("no views yet: write NAME.view.json and run `kiln views put NAME.view.json`")
         return 0
     rows = [("NAME", "REV", "PATH", "TOOLS")]
+    problems: list[str] = []
     for view in body["views"]:
         where = f"/mcp/v/{view['name']}" if view["published"] else "-"
         rows.append((view["name"], f"r{view['revision']}", where, " ".join(view["tools"])))
+        problems += [f"{view['name']}: {problem}" for problem in view.get("problems", [])]
     print_rows(rows)
+    for problem in problems:  # an entry that serves nothing, and why
+        print(f"  ! {problem}")
     return 0
 
 

@@ -35,20 +35,12 @@ def same_origin(origin: str | None, host: str | None) -> bool:
     return parts.scheme in {"http", "https"} and parts.netloc.lower() == host.strip().lower()
 
 
-def is_loopback_origin(origin: str) -> bool:
-    try:
-        parts = urlsplit(origin)
-        hostname = parts.hostname
-    except ValueError:
-        return False
-    return parts.scheme in {"http", "https"} and hostname in {"localhost", "127.0.0.1", "::1"}
-
-
-def origin_allowed(origin: str | None, *, allowed: Collection[str], loopback_bind: bool) -> bool:
-    """No Origin (not a browser) passes; one that is present must be on the allow-list."""
-    if origin is None or origin in allowed:
-        return True
-    return loopback_bind and is_loopback_origin(origin)
+def origin_allowed(origin: str | None, *, allowed: Collection[str], host: str | None) -> bool:
+    """No Origin (not a browser) passes; one that is present must be the server's own (a page
+    it served, as the studio) or on the allow-list. Another loopback port is not the server:
+    any local web page (a dev server, a page a tool opened) would otherwise read its tools and
+    call them as an anonymous caller, with the answers."""
+    return origin is None or origin in allowed or same_origin(origin, host)
 
 
 MISDIRECTED = (
@@ -59,21 +51,14 @@ FORBIDDEN_ORIGIN = "Forbidden: the request's Origin is not allowed on this serve
 
 
 def refusal(
-    host: str | None,
-    origin: str | None,
-    *,
-    allowed: Collection[str],
-    loopback_bind: bool,
-    same_origin_ok: bool = False,
+    host: str | None, origin: str | None, *, allowed: Collection[str], loopback_bind: bool
 ) -> tuple[int, str] | None:
     """Why a request's Host or Origin is refused (its HTTP status and message), or None.
 
-    With `same_origin_ok`, a page this server served may call it (the studio); the Host
-    check runs first, so a rebinding page cannot pass as one on a loopback bind."""
+    The Host check runs first, so a rebinding page cannot pass as the server's own page on a
+    loopback bind."""
     if not host_allowed(host, loopback_bind=loopback_bind):
         return 421, MISDIRECTED
-    if same_origin_ok and same_origin(origin, host):
-        return None
-    if not origin_allowed(origin, allowed=allowed, loopback_bind=loopback_bind):
+    if not origin_allowed(origin, allowed=allowed, host=host):
         return 403, FORBIDDEN_ORIGIN
     return None

@@ -69,14 +69,89 @@ class _SockFprog(ctypes.Structure):
     _fields_ = (("len", ctypes.c_ushort), ("filter", ctypes.POINTER(_SockFilter)))
 
 
-def mark_as_run() -> None:
+# The mark's filter also refuses what reaches past every fence: a unix socket of the run's
+# own making (Landlock scopes only abstract ones; a named socket of the server's uid, a world-
+# writable one in /run, a docker.sock are reachable by path, and a mount namespace hides only
+# what it replaces) and io_uring, whose socket and connect operations no seccomp filter sees.
+# `socketpair` stays allowed (asyncio needs it), and so does every other socket family.
+AF_UNIX = 1
+EACCES, ENOSYS = 13, 38
+SECCOMP_RET_ERRNO = 0x00050000
+BPF_LD_W_ABS, BPF_JEQ_K = 0x20, 0x15
+IO_URING_SETUP = 425  # the same number on every architecture
+# machine: (audit arch, socket), (its 32-bit compat calls: socket, socketcall or none);
+# a call of any arch but the native one is checked against the compat numbers.
+_SOCKET_CALLS = {
+    "x86_64": ((0xC000003E, 41), (359, 102)),
+    "aarch64": ((0xC00000B7, 198), (281, 0xFFFFFFFF)),
+}
+X32_BIT = 0x40000000  # x86_64's x32 calls: the same arch, numbers with this bit set
+
+
+_Step = str | tuple[int, str | int, str | int, int]  # a label, or (code, jt, jf, k)
+
+
+def run_filter(allow_unix_sockets: bool) -> list[tuple[int, int, int, int]]:
+    """The run mark's BPF program, as (code, jt, jf, k): allow all, or refuse unix sockets."""
+    numbers = _SOCKET_CALLS.get(os.uname().machine)
+    if allow_unix_sockets or numbers is None:
+        return [(BPF_RET_K, 0, 0, SECCOMP_RET_ALLOW)]
+    (arch, sock), (compat_sock, socketcall) = numbers
+    # Offsets into seccomp_data: nr 0, arch 4, args[0] 16 (its low half: the domain).
+    program: list[_Step] = [
+        (BPF_LD_W_ABS, 0, 0, 4),
+        (BPF_JEQ_K, 0, "compat", arch),
+        (BPF_LD_W_ABS, 0, 0, 0),
+        (BPF_JEQ_K, "nosys", 0, IO_URING_SETUP),
+        (BPF_JEQ_K, "domain", 0, sock),
+        (BPF_JEQ_K, "domain", 0, sock | X32_BIT),
+        (BPF_RET_K, 0, 0, SECCOMP_RET_ALLOW),
+        "compat",
+        (BPF_LD_W_ABS, 0, 0, 0),
+        (BPF_JEQ_K, "nosys", 0, IO_URING_SETUP),
+        (BPF_JEQ_K, "refuse", 0, socketcall),  # its argument is a pointer: all of it
+        (BPF_JEQ_K, "domain", 0, compat_sock),
+        (BPF_RET_K, 0, 0, SECCOMP_RET_ALLOW),
+        "domain",
+        (BPF_LD_W_ABS, 0, 0, 16),
+        (BPF_JEQ_K, "refuse", 0, AF_UNIX),
+        (BPF_RET_K, 0, 0, SECCOMP_RET_ALLOW),
+        "refuse",
+        (BPF_RET_K, 0, 0, SECCOMP_RET_ERRNO | EACCES),  # PermissionError, like the fences
+        "nosys",
+        (BPF_RET_K, 0, 0, SECCOMP_RET_ERRNO | ENOSYS),  # libuv and others fall back
+    ]
+    return _assemble(program)
+
+
+def _assemble(program: list[_Step]) -> list[tuple[int, int, int, int]]:
+    """Resolves labels (strings) to BPF's forward jumps (instructions skipped after this one)."""
+    labels, pc = {}, 0
+    for item in program:
+        if isinstance(item, str):
+            labels[item] = pc
+        else:
+            pc += 1
+    out: list[tuple[int, int, int, int]] = []
+    for item in program:
+        if not isinstance(item, str):
+            code, jt, jf, k = item
+            here = len(out) + 1
+            out.append((code, labels[jt] - here if isinstance(jt, str) else jt,
+                        labels[jf] - here if isinstance(jf, str) else jf, k))  # fmt: skip
+    return out
+
+
+def mark_as_run(allow_unix_sockets: bool = False) -> None:
     """Mark this process and all it will start as a tool's: irremovable, inherited by all.
 
-    Also `no_new_privs`: no setuid program can give a tool more rights than it has.
+    Also `no_new_privs`: no setuid program can give a tool more rights than it has; and,
+    unless allowed (`KILN_RUN_UNIX_SOCKETS`), no unix socket of its own (see `run_filter`).
     """
     prctl(PR_SET_NO_NEW_PRIVS, 1)
-    program = (_SockFilter * 1)(_SockFilter(BPF_RET_K, 0, 0, SECCOMP_RET_ALLOW))
-    fprog = _SockFprog(1, program)
+    steps = run_filter(allow_unix_sockets)
+    program = (_SockFilter * len(steps))(*(_SockFilter(c, jt, jf, k) for c, jt, jf, k in steps))
+    fprog = _SockFprog(len(steps), program)
     number = SYS_SECCOMP.get(os.uname().machine)
     # SPEC_ALLOW: where the kernel would otherwise turn on its speculative-store-bypass
     # mitigation for every seccomp'd process (slowing JIT-heavy Node), leave it as it was.

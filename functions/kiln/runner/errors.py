@@ -13,6 +13,18 @@ class RunnerBusyError(Exception):
         )
 
 
+class RunSlotRefusedError(Exception):
+    """A run from inside another run found no slot within its share: it is not made to wait."""
+
+    def __init__(self, running: int, slots: int, share: str | None) -> None:
+        held = f"; {share} already holds its share of them" if share else ""
+        super().__init__(
+            f"refused at once: all {slots} run slots are taken ({running} running{held}), and "
+            "this call comes from a tool's own run (a tool calling Kiln): waiting for a slot "
+            "could mean waiting for itself. Call it again later, or not from inside a tool"
+        )
+
+
 class NodeUnavailableError(Exception):
     """No Node.js binary could be found for a Node tool."""
 

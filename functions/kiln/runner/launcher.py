@@ -117,6 +117,8 @@ class Launcher:
 
     def _stop_locked(self) -> None:
         if self._socket is not None:
+            with contextlib.suppress(OSError):  # a helper that died cannot be told
+                self._socket.send(supervisor.CLOSING)  # runs under way may end
             self._socket.close()  # the helper exits when it sees the socket close
             self._socket = None
         process, self._process = self._process, None

@@ -19,6 +19,7 @@ unprivileged user, so the limit applies there.
 
 from __future__ import annotations
 
+import os
 import sys
 import tempfile
 from dataclasses import dataclass, field
@@ -68,8 +69,8 @@ class RunLimits:
 
 def default_own_temp_paths() -> tuple[Path, ...]:
     """Where the bundle cache and bundle builds live unless configured elsewhere."""
-    temp = Path(tempfile.gettempdir())
-    return (temp / "kiln-bundles", temp / "kiln-build-home")
+    temp, uid = Path(tempfile.gettempdir()), os.geteuid()
+    return (temp / f"kiln-bundles-{uid}", temp / f"kiln-build-home-{uid}")
 
 
 # No run lasts longer than a Lambda invocation can (900 s): the one statement of that limit.
@@ -105,6 +106,9 @@ class RunnerSettings:
     sweep_shared_temp: bool = False
     # Directories every run may read and write as they are (not private, never swept).
     shared_dirs: tuple[Path, ...] = ()
+    # Let runs make unix sockets (a database's, a docker.sock): every socket their uid may
+    # open is then theirs to reach. Off: `socket(AF_UNIX)` is refused (contain.run_filter).
+    unix_sockets: bool = False
     # The TCP ports runs may connect to, where Landlock can say (ABI 4); None: any port.
     # `kiln dev` leaves its local emulator's port out (see `kiln.stack.run_tcp_ports`).
     tcp_ports: tuple[int, ...] | None = None

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -34,6 +34,11 @@ class RunRequest:
     label: str = ""  # tool name and revision, for the run's log line
     files: Mapping[str, bytes] = field(default_factory=dict)  # written beside the script
     limits: RunLimits | None = None  # tighter limits this tool asks for
+    # Whose run this is, for a fair share of the slots (kiln.runner.slots): "tool:<id>",
+    # "caller:<key>", "view:<name>". And, asked only when no slot is free: does the call
+    # come from inside a run (then it is refused rather than made to wait)?
+    shares: tuple[str, ...] = ()
+    from_run: Callable[[], bool] | None = field(default=None, compare=False)
 
 
 @dataclass(frozen=True)

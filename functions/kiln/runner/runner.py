@@ -28,15 +28,14 @@ import tempfile
 import time
 import weakref
 from collections import deque
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from kiln.runner import contain, isolation, landlock, launcher, supervisor
+from kiln.runner import contain, isolation, landlock, launcher, peers, supervisor
 from kiln.runner.environment import script_environment, tool_settings
-from kiln.runner.errors import RunnerBusyError
 from kiln.runner.isolation import RunRecord, UidPool
 from kiln.runner.launcher import PRELOAD, LauncherError, close_quietly, install_dirs
 from kiln.runner.limits import RunnerSettings, effective_limits
@@ -44,6 +43,7 @@ from kiln.runner.model import LimitSource, RunRequest, RunResult
 from kiln.runner.nodejs import find_node
 from kiln.runner.pipes import NotStarted, Output, PipeFeeder, Reader, Status, returning
 from kiln.runner.results import json_arguments, log_run, run_result
+from kiln.runner.slots import SlotGate
 from kiln.runner.standby import Prepared, Standbys, standby_key
 
 logger = logging.getLogger("kiln.runner")
@@ -73,43 +73,6 @@ def deadline_for(request: RunRequest, settings: RunnerSettings, waited_s: float)
     return Deadline(max(0.0, seconds), source)
 
 
-class _Gate:
-    """At most `slots` runs at once and `queue` callers waiting; the next caller is refused."""
-
-    def __init__(self, slots: int, queue: int) -> None:
-        self.slots = slots
-        self.queue = queue
-        self.running = 0
-        self.waiting = 0
-        self._semaphore: asyncio.Semaphore | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
-
-    @contextlib.asynccontextmanager
-    async def slot(self) -> AsyncIterator[None]:
-        semaphore = self._semaphore_for_this_loop()
-        if semaphore.locked() and self.waiting >= self.queue:
-            raise RunnerBusyError(self.running, self.waiting)
-        self.waiting += 1
-        try:
-            await semaphore.acquire()
-        finally:
-            self.waiting -= 1
-        self.running += 1
-        try:
-            yield
-        finally:
-            self.running -= 1
-            semaphore.release()
-
-    def _semaphore_for_this_loop(self) -> asyncio.Semaphore:
-        # A Runner may outlive an event loop (Mangum runs each invocation on the loop it finds).
-        loop = asyncio.get_running_loop()
-        if self._semaphore is None or (self._loop is not loop and self.running == 0):
-            self._semaphore = asyncio.Semaphore(self.slots)
-            self._loop = loop
-        return self._semaphore
-
-
 class Runner:
     """Runs scripts under `settings`; `run` is safe to call from many tasks at once."""
 
@@ -122,7 +85,7 @@ class Runner:
         # Runs sharing one uid could read each other's files and processes: one at a time.
         serial = self._uids is None and settings.serialize_shared_uid_runs
         slots = 1 if serial else settings.max_concurrent_runs
-        self._gate = _Gate(slots, settings.max_queue)
+        self._gate = SlotGate(slots, settings.max_queue)
         self._own_filters = None if root else isolation.protect_server()
         self._python_dirs = install_dirs(settings.python_executable)
         # One helper process serves every Runner of this process; the last Runner to close
@@ -190,6 +153,15 @@ class Runner:
         """Runs holding a slot now."""
         return self._gate.running
 
+    def from_run(self, client_port: int, server_port: int) -> bool:
+        """True when a loopback connection to this server was opened by a run (a uid per run
+        only; see `kiln.runner.peers`)."""
+        if self._uids is None or self.settings.run_uids is None:
+            return False
+        uid = peers.connection_uid(client_port, server_port)
+        low, high = self.settings.run_uids
+        return uid is not None and low <= uid < high
+
     @property
     def waiting(self) -> int:
         """Callers queued for a slot now."""
@@ -204,7 +176,7 @@ class Runner:
         """
         stdin = json_arguments(request.arguments)
         queued_at = time.monotonic()
-        async with self._gate.slot():
+        async with self._gate.slot(request.shares, request.from_run):
             waited = time.monotonic() - queued_at
             deadline = deadline_for(request, self.settings, waited)
             if deadline.seconds <= 0:
@@ -436,6 +408,7 @@ class Runner:
             "read_only": sorted({os.path.realpath(p) for p in needed}),
             "read_write": [os.path.realpath(p) for p in self.settings.shared_dirs],
             "landlock": self.settings.landlock,
+            "unix_sockets": self.settings.unix_sockets,
             "tcp_ports": None if self.settings.tcp_ports is None else list(self.settings.tcp_ports),
             "shared_dirs": list(record.shared_dirs),
             "keep": list(record.keep),

@@ -99,6 +99,9 @@ prctl = contain.prctl
 KILL_PATIENCE_S = 5.0  # how long to keep killing before reporting leftovers
 MAX_REQUEST_BYTES = 1 << 20
 SCRIPT_FDS = 6  # stdin, stdout, stderr, status, private, go
+# A server closing its runner says so first: runs under way end in their own time. A socket
+# that closes without it means the server died (`kill -9`): its runs are stopped.
+CLOSING = b"closing"
 GO_BYTES = 64  # `go` carries one number
 PRIVATE_FD = 3  # where a Node script's preload finds its settings and secrets
 WATCH_INTERVAL_S = 0.05  # how often disk use is measured when no tmpfs bounds it
@@ -223,7 +226,8 @@ def supervise(request: dict[str, Any], status_fd: int, private_fd: int, go_fd: i
         contain.kill_uid(request["uid"])  # anything of the uid outside the tree, too
     if not outcome:
         outcome = f"exit {os.waitstatus_to_exitcode(statuses[pid])}"
-    os.write(status_fd, f"outcome {outcome}\nleftover {leftover}\n".encode())
+    with contextlib.suppress(OSError):  # the server may be gone (Helper.stop_all)
+        os.write(status_fd, f"outcome {outcome}\nleftover {leftover}\n".encode())
     # The server's answer waits for end of file on these: give it before the exit's own work
     # (unmapping memory, tearing down the run's mount namespace).
     os.close(status_fd)
@@ -379,7 +383,7 @@ def start_script(
         os.setresuid(uid, uid, uid)
     prctl(contain.PR_SET_PDEATHSIG, signal.SIGKILL)  # after the uid change, which clears it
     with contextlib.suppress(OSError):  # a kernel without seccomp: the uid still separates
-        contain.mark_as_run()
+        contain.mark_as_run(request.get("unix_sockets", False))
     if fence is not None:
         try:
             landlock.enter(fence)
@@ -503,6 +507,24 @@ class Helper:
                 return
             time.sleep(0.005)
 
+    def stop_all(self, grace_s: float = 5.0) -> None:
+        """Stop every run (each supervisor kills its tree and its uid), then what is left.
+
+        The server is gone (a `kill -9` of `kiln dev` among the ways): a task's script would
+        otherwise run on to its end with no one to answer.
+        """
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGCHLD})
+        for pid in self.supervisors:
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGTERM)
+        give_up = time.monotonic() + grace_s
+        while self.supervisors and time.monotonic() < give_up:
+            signal.sigtimedwait({signal.SIGCHLD}, 0.05)
+            self.reap()
+        kill_all(list(self.supervisors))  # one that did not stop in time
+        self.supervisors.clear()
+        self.kill_strays()
+
     def serve(self) -> tuple[dict[str, Any], list[int]] | None:
         """Fork a supervisor per request; in the child, return its request and descriptors."""
         prctl(contain.PR_SET_CHILD_SUBREAPER, 1)
@@ -513,9 +535,12 @@ class Helper:
             try:
                 data, fds, _, _ = socket.recv_fds(self.sock, MAX_REQUEST_BYTES, SCRIPT_FDS)
             except OSError:
+                data, fds = b"", []
+            if data == CLOSING and not fds:
                 return None
-            if not data:
-                return None  # the server closed its end: nothing more will come
+            if not data:  # the server died: nothing of its runs may go on without it
+                self.stop_all()
+                return None
             if len(fds) != SCRIPT_FDS:
                 for fd in fds:
                     os.close(fd)

@@ -37,6 +37,7 @@ from kiln.runner import (
     RunnerBusyError,
     contract_text,
 )
+from kiln.runner.errors import RunSlotRefusedError
 from kiln.runner.model import RunRequest, RunResult
 
 log = logging.getLogger("kiln.serving.backend")
@@ -77,12 +78,23 @@ class SecretValues(Protocol):
 
 
 VIEW_KEY = "view"  # CallContext.extra: the view a path such as /mcp/v/<name> serves
+PEER_KEY = "peer"  # CallContext.extra: (client port, server port) of a loopback request
 # CallContext.extra: a list the transport runs (in a thread) after sending the answer
 AFTER_RESPONSE = "after_response"
 # CallContext.extra: the answer waits for that list anyway (Lambda): start each item at once
 START_NOW = "start_bookkeeping_now"
 # CallContext.extra: a run an author started over REST, not a `tools/call` (not ledgered)
 AUTHOR_RUN = "author_run"
+
+
+def run_shares(tool: Tool, principal: Any, view: View | None) -> tuple[str, ...]:
+    """Whose run a call is, for its fair share of run slots: the tool, a keyed caller, a view."""
+    shares = [f"tool:{tool.id}"]
+    if principal is not None:
+        shares.append(f"caller:{principal.label}")
+    if view is not None:
+        shares.append(f"view:{view.name}")
+    return tuple(shares)
 
 
 def tool_view(tool: Tool) -> ToolView:
@@ -236,7 +248,10 @@ class CatalogBackend:
             )
         gate = self._gate
         started = time.time()
-        outcome, result = await self.execute(found, arguments, time_left_s=ctx.time_left_s)
+        outcome, result = await self.execute(
+            found, arguments, time_left_s=ctx.time_left_s,
+            shares=run_shares(found, ctx.principal, view), from_run=self._from_run(ctx),
+        )  # fmt: skip
         if gate is None:
             return outcome
         timed_out = result is not None and result.timed_out
@@ -314,6 +329,13 @@ class CatalogBackend:
         if self._gate is not None:
             await asyncio.to_thread(self._gate.release, limits)
 
+    async def visible_ids(self, principal: Any) -> set[str]:
+        """Ids of the tools `principal` may see over MCP (a key bound to a view: its tools)."""
+        _, tools = await self._visible(
+            await self._snapshots.fresh(), CallContext(principal=principal)
+        )
+        return {tool.id for tool in tools.values()}
+
     async def _visible(
         self, snapshot: Snapshot, ctx: CallContext
     ) -> tuple[View | None, dict[str, Tool]]:
@@ -347,19 +369,33 @@ class CatalogBackend:
         return view, tools or {}
 
     async def execute(
-        self, tool: Tool, arguments: Mapping[str, Any], *, time_left_s: float | None
+        self,
+        tool: Tool,
+        arguments: Mapping[str, Any],
+        *,
+        time_left_s: float | None,
+        shares: tuple[str, ...] = (),
+        from_run: Callable[[], bool] | None = None,
     ) -> tuple[ToolOutcome, RunResult | None]:
         """Run a catalog tool's head revision; the outcome is shaped as the contract says.
 
         The RunResult is None when the tool could not start (bundle not ready, runner busy).
+        `shares` name whose run it is (kiln.runner.slots; the tool's own at least).
         """
         head = tool.head
+        whose = {"shares": shares or (f"tool:{tool.id}",), "from_run": from_run}
         with ExitStack() as pinned:
             try:
                 bundle_path = await self._bundle_path(head.bundle_id, pinned)
             except BundleError as error:
                 return ToolOutcome(f"Tool {tool.name!r} cannot run: {error}", True), None
-            return await self._run(tool, arguments, bundle_path, time_left_s)
+            return await self._run(tool, arguments, bundle_path, time_left_s, whose)
+
+    def _from_run(self, ctx: CallContext) -> Callable[[], bool] | None:
+        peer = ctx.extra.get(PEER_KEY)
+        if peer is None:
+            return None
+        return functools.partial(self._runner.from_run, *peer)
 
     async def _run(
         self,
@@ -367,6 +403,7 @@ class CatalogBackend:
         arguments: Mapping[str, Any],
         bundle_path: Path | None,
         time_left_s: float | None,
+        whose: Mapping[str, Any],
     ) -> tuple[ToolOutcome, RunResult | None]:
         head = tool.head
         # A thread hop only for what may do I/O: on a busy machine each one waits for a
@@ -393,10 +430,12 @@ class CatalogBackend:
             extra_env=extra_env,
             files=files,
             label=f"{tool.name}@{head.number}",
+            **whose,
         )
         try:
             result = await self._runner.run(request)
-        except (RunnerBusyError, NodeUnavailableError, InvalidArgumentsError) as error:
+        except (RunnerBusyError, RunSlotRefusedError, NodeUnavailableError,
+                InvalidArgumentsError) as error:  # fmt: skip
             return ToolOutcome(str(error), True), None
         return ToolOutcome(contract_text(result), result.failed, stdout=result.stdout), result
 

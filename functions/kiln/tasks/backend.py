@@ -28,6 +28,7 @@ from kiln.protocol.backend import (
     TaskRefusedError,
     ToolView,
 )
+from kiln.serving.backend import catalog_reads
 from kiln.tasks.settings import TaskSettings
 from kiln.tasks.store import TaskItem, TaskLimitError, TaskStore, TaskTooLargeError, owner_key
 from kiln.tasks.worker import TaskWorker, internal_error
@@ -183,6 +184,7 @@ class TaskService:
         wanted = requested if requested is not None else self._settings.ttl_ms
         return max(floor, min(wanted, self._settings.max_ttl_ms))
 
+    @catalog_reads  # a store that does not answer: -32000 "unavailable", as for a plain call
     async def create_task(
         self,
         tool: ToolView,

@@ -128,3 +128,14 @@ def test_a_published_view_is_served_on_its_own_path(
     assert "bound to view 'finance'" in other.text
     for missing in ("/mcp/v/hidden", "/mcp/v/nope"):
         assert dev.mcp("tools/list", wire=wire, path=missing).status_code == 404
+
+
+def test_a_key_bound_to_a_view_lists_only_the_views_tools_over_rest_too(
+    dev: DevServer, finance_key: str
+) -> None:
+    headers = {"Authorization": f"Bearer {finance_key}"}
+    listed_ = dev.http.get(dev.url + "/api/tools", headers=headers)
+    assert listed_.status_code == 200, listed_.text
+    assert {t["name"] for t in listed_.json()["tools"]} == {"revised", "taxed"}
+    everything = {t["name"] for t in dev.api("GET", "/api/tools").json()["tools"]}
+    assert {"revised", "taxed", "outside", "later"} <= everything  # the author sees all

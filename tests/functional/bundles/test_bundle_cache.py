@@ -4,6 +4,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 import threading
 import uuid
 from collections import Counter
@@ -17,6 +18,7 @@ from conftest import AwsStack
 from kiln.aws.clients import ensure_resources, make_clients
 from kiln.bundles.cache import BundleCache, BundleFetchError, BundleNotReadyError
 from kiln.bundles.identity import default_target
+from kiln.bundles.owned_dirs import UnsafeDirectoryError, temp_place
 from kiln.bundles.scheduler import run_build
 from kiln.bundles.store import BundleRecord, BundleStore
 
@@ -350,3 +352,62 @@ def test_a_bundle_built_for_another_target_is_refused_with_what_to_do(
     assert "save the tool again" in str(error.value)
     assert error.value.status == "wrong_target"
     assert visible_entries(tmp_path / "cache") == []
+
+
+NOBODY = 65534  # another local user
+
+
+def plant(root: Path, bundle_id: str) -> Path:
+    """What another local user leaves where Kiln would unpack a bundle: their own code."""
+    module = root / bundle_id / "humanize"
+    module.mkdir(parents=True)
+    (module / "__init__.py").write_text("print('PLANTED')\n")
+    for path in (root, root / bundle_id, module, module / "__init__.py"):
+        os.chown(path, NOBODY, NOBODY)
+    root.chmod(0o1777)
+    return root / bundle_id
+
+
+needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="needs root: to act as another user")
+
+
+@needs_root
+def test_a_cache_folder_another_user_made_is_refused_with_whose_it_is(
+    stack: AwsStack, tmp_path: Path
+) -> None:
+    store = fresh_store(stack)
+    humanize = ready(store, "humanize==4.*")
+    plant(tmp_path / "cache", humanize.id)
+    with pytest.raises(UnsafeDirectoryError, match="belongs to uid 65534, not to this server"):
+        BundleCache(store, root=tmp_path / "cache")
+
+
+def test_a_cache_folder_others_can_write_is_refused(stack: AwsStack, tmp_path: Path) -> None:
+    (tmp_path / "cache").mkdir(mode=0o777)
+    (tmp_path / "cache").chmod(0o777)
+    with pytest.raises(UnsafeDirectoryError, match=r"can be written by other users \(mode 777\)"):
+        BundleCache(fresh_store(stack), root=tmp_path / "cache")
+
+
+@needs_root
+def test_the_default_cache_is_the_servers_own_even_where_another_user_came_first(
+    stack: AwsStack, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another user pre-made the cache's predictable /tmp place with a bundle of their own."""
+    shared_tmp = tmp_path / "tmp"
+    shared_tmp.mkdir()
+    shared_tmp.chmod(0o1777)
+    monkeypatch.setattr(tempfile, "tempdir", str(shared_tmp))
+    temp_place.cache_clear()
+    store = fresh_store(stack)
+    humanize = ready(store, "humanize==4.*")
+    for name in ("kiln-bundles", f"kiln-bundles-{os.geteuid()}"):  # before and after the fix
+        plant(shared_tmp / name, humanize.id)
+    try:
+        cache = BundleCache(store)
+        path = cache.path_for(humanize.id)
+    finally:
+        temp_place.cache_clear()
+    assert "PLANTED" not in (path / "humanize" / "__init__.py").read_text()
+    info = cache.root.stat()
+    assert (info.st_uid, info.st_mode & 0o022) == (os.geteuid(), 0)

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import sysconfig
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -173,3 +176,44 @@ def test_kiln_stdio_reads_stdin_from_a_regular_file_and_warns_of_nothing(tmp_pat
     assert [json.loads(line)["id"] for line in process.stdout.splitlines()] == [7]
     assert "Traceback" not in stderr
     assert "WARNING" not in stderr, stderr
+
+
+def test_kiln_stdio_as_a_second_user_is_not_stopped_by_anothers_bundle_cache(
+    tmp_path: Path,
+) -> None:
+    """Another user's Kiln made the shared temporary directory's bundle cache first (root's
+    `kiln dev`, say): a second user's `kiln stdio` uses a cache of its own, not theirs."""
+    from support.devserver import SYSTEM_PYTHON, unprivileged_user
+
+    uid, gid = unprivileged_user()
+    base = Path(tempfile.mkdtemp(prefix="kiln-stdio-second-user-"))
+    try:
+        base.chmod(0o755)
+        shared_tmp, home, tools = base / "tmp", base / "home", base / "tools" / "hello"
+        shared_tmp.mkdir(mode=0o1777)
+        shared_tmp.chmod(0o1777)
+        for theirs in ("kiln-bundles", f"kiln-bundles-{uid}"):  # before and after the fix
+            (shared_tmp / theirs / ".tmp").mkdir(parents=True)
+        tools.mkdir(parents=True)
+        (tools / "tool.json").write_text(json.dumps({"description": "Says hello."}))
+        (tools / "main.py").write_text("print('hello')\n")
+        home.mkdir()
+        os.chown(home, uid, gid)
+        packages = sysconfig.get_paths()["purelib"]
+        env = {"PATH": "/usr/bin:/bin", "HOME": str(home), "TMPDIR": str(shared_tmp),
+               "PYTHONPATH": f"{ROOT / 'functions'}:{packages}"}  # fmt: skip
+        lines = [{"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                  "params": {"name": "hello", "arguments": {}}}]  # fmt: skip
+        process = subprocess.run(
+            ["setpriv", f"--reuid={uid}", f"--regid={gid}", "--clear-groups",
+             str(SYSTEM_PYTHON), "-m", "kiln.cli", "stdio", "--no-examples",
+             "--tools", str(tools.parent), "--state-dir", str(home / ".kiln")],
+            input="".join(json.dumps(line) + "\n" for line in lines).encode(),
+            capture_output=True, env=env, timeout=120, check=False,
+        )  # fmt: skip
+        assert process.returncode == 0, process.stderr.decode()
+        [reply] = [json.loads(line) for line in process.stdout.splitlines()]
+        assert "error" not in reply, (reply, process.stderr.decode()[-2000:])
+        assert reply["result"]["content"][0]["text"].strip() == "hello", reply
+    finally:
+        shutil.rmtree(base, ignore_errors=True)

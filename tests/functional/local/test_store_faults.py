@@ -120,3 +120,34 @@ def test_writes_whose_replies_are_lost_succeed_once_without_a_false_conflict(
 
     history = kiln.api("GET", "/api/tools/faulty/revisions").json()
     assert [revision["revision"] for revision in history["revisions"]] == [1, 2]
+
+
+def test_a_task_creation_the_store_does_not_answer_gets_the_documented_minus_32000(
+    faulty: Faulty,
+) -> None:
+    kiln = faulty.kiln
+    task_tool = {**TOOL, "name": "faulty_task", "task": "optional"}
+    assert kiln.api("POST", "/api/tools", json=task_tool).status_code == 201
+    faulty.proxy.lose_replies(DEADLINES.attempts, b'"RUNNING"')  # the task item's write
+    call = {"jsonrpc": "2.0", "id": 9, "method": "tools/call",
+            "params": {"name": "faulty_task", "arguments": {}, "task": {"ttl": 60000}}}  # fmt: skip
+    answer = kiln.mcp(call, headers={"MCP-Protocol-Version": "2025-11-25"})
+    assert faulty.proxy.replies_left_to_lose == 0, "the task's write was never sent"
+    error = answer.json().get("error")
+    assert error is not None, answer.text
+    assert (error["code"], answer.json()["id"]) == (-32000, 9), error
+    assert error["message"].startswith("Catalog unavailable"), error
+
+
+def test_a_create_the_store_applied_but_never_answered_is_answered_as_made(
+    faulty: Faulty,
+) -> None:
+    """Every attempt's reply lost: the tool exists, so the author hears 201 (a 503 would send
+    them to retry into "already exists")."""
+    kiln = faulty.kiln
+    faulty.proxy.lose_replies(DEADLINES.attempts, b"TransactWriteItems")
+    created = kiln.api("POST", "/api/tools", json=TOOL)
+    assert faulty.proxy.replies_left_to_lose == 0  # every reply really was lost
+    assert created.status_code == 201, created.text
+    assert created.json()["revision"] == 1
+    assert kiln.api("GET", "/api/tools/faulty").status_code == 200

@@ -72,8 +72,13 @@ def test_foreign_origin_gets_403_with_a_json_rpc_error_without_id(server: McpSer
     assert response.json()["error"]["code"] == -32600
 
 
-def test_localhost_origin_is_allowed_on_a_loopback_bind(server: McpServer) -> None:
-    assert server.post(PING, {"Origin": "http://localhost:6274"}).status_code == 200
+def test_a_page_on_another_loopback_port_is_refused_on_a_loopback_bind(server: McpServer) -> None:
+    """Another local port is another program (a dev server, a page a tool opened): its page
+    would read tools and call them anonymously, with the answers. KILN_ALLOWED_ORIGINS
+    admits one (the MCP Inspector at http://localhost:6274, say)."""
+    refused = server.post(PING, {"Origin": "http://localhost:6274"})
+    assert refused.status_code == 403, refused.text
+    assert "Origin" in refused.json()["error"]["message"]
 
 
 def test_request_without_origin_is_not_rejected(server: McpServer) -> None:

@@ -23,6 +23,7 @@ import pwd
 import secrets
 import shutil
 import signal
+import socket
 import stat
 import subprocess
 import sys
@@ -113,6 +114,44 @@ class Stage:
         return self.base / "shared"
 
     def run(self, scenario: str, **params: Any) -> dict[str, Any]:
+        command = self.command(scenario, params)
+        completed = subprocess.run(
+            command,
+            input=json.dumps(params),
+            env=self.env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+        assert completed.returncode == 0, completed.stderr
+        report: dict[str, Any] = json.loads(completed.stdout)
+        return report
+
+    def start(self, scenario: str, **params: Any) -> subprocess.Popen[str]:
+        """The server of a scenario, left running (for a test that kills it)."""
+        server = subprocess.Popen(
+            self.command(scenario, params),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=self.env,
+            text=True,
+        )
+        assert server.stdin is not None
+        server.stdin.write(json.dumps(params))
+        server.stdin.close()
+        return server
+
+    @property
+    def env(self) -> dict[str, str]:
+        return {
+            "PYTHONPATH": str(FUNCTIONS),
+            "PATH": "/usr/bin:/bin",
+            "SERVER_SECRET": self.server_secret,
+        }
+
+    def command(self, scenario: str, params: dict[str, Any]) -> list[str]:
         params.update(work_root=str(self.work_root), shared=str(self.shared))
         if self.mode == "root":
             command = [sys.executable, str(DRIVER), scenario]
@@ -126,22 +165,7 @@ class Stage:
                 *("setpriv", f"--reuid={self.user}", f"--regid={self.user}", "--clear-groups"),
                 *(SYSTEM_PYTHON, str(DRIVER), scenario),
             ]
-        completed = subprocess.run(
-            command,
-            input=json.dumps(params),
-            env={
-                "PYTHONPATH": str(FUNCTIONS),
-                "PATH": "/usr/bin:/bin",
-                "SERVER_SECRET": self.server_secret,
-            },
-            capture_output=True,
-            text=True,
-            timeout=120,
-            check=False,
-        )
-        assert completed.returncode == 0, completed.stderr
-        report: dict[str, Any] = json.loads(completed.stdout)
-        return report
+        return command
 
     def assert_contained(self, report: dict[str, Any]) -> None:
         """The next call was normal; nothing of the tools is running or on disk."""
@@ -322,3 +346,88 @@ def test_a_tool_can_neither_read_nor_kill_another_tools_standby(stage: Stage) ->
     victim = json.loads(report["victim"]["stdout"])
     assert victim == {"token": secrets_["env"], "arg": secrets_["argument"]}
     stage.assert_contained(report)
+
+
+@contextlib.contextmanager
+def listening_sockets(*names: str) -> Iterator[dict[str, str]]:
+    """Listening unix sockets anyone may connect to, in a directory under /run (as on a
+    developer's machine: a world-writable socket of a service, a docker.sock)."""
+    place = Path(tempfile.mkdtemp(prefix="kiln-hostile-", dir="/run"))
+    place.chmod(0o755)
+    held: list[Any] = []
+    try:
+        paths = {}
+        for name in names:
+            listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            listener.bind(str(place / name))
+            (place / name).chmod(0o777)
+            listener.listen(16)
+            held.append(listener)
+            paths[name] = str(place / name)
+        yield paths
+    finally:
+        for listener in held:
+            listener.close()
+        shutil.rmtree(place, ignore_errors=True)
+
+
+@pytest.mark.parametrize("opted_in", [False, True], ids=["refused", "opted-in"])
+def test_a_tool_cannot_connect_to_a_named_unix_socket_unless_the_server_allows_it(
+    stage: Stage, opted_in: bool
+) -> None:
+    """The server's own 0600 socket, a world-writable one in /run, a docker.sock: none
+    reachable (Landlock scopes only abstract sockets; another uid opens a 0777 one)."""
+    with listening_sockets("world.sock", "docker.sock") as paths:
+        place = str(Path(paths["world.sock"]).parent)
+        report = stage.run(
+            "sockets", places=[place], paths=list(paths.values()), unix_sockets=opted_in
+        )
+        text = report["sockets"]["text"]
+        outcome = json.loads(report["sockets"]["stdout"] or "null") or pytest.fail(text)
+    assert set(paths.values()) <= set(outcome["listed"]), outcome  # it found them itself
+    assert outcome["socketpair"] == "x", outcome  # asyncio's self-pipe keeps working
+    tried = outcome["connect"]
+    if opted_in:  # KILN_RUN_UNIX_SOCKETS: the kernel's own permissions decide
+        assert tried[paths["world.sock"]] == "connected", tried
+    else:
+        assert "connected" not in tried.values(), tried
+        assert {tried[p] for p in paths.values()} == {"PermissionError"}, tried
+        assert tried[report["server_socket"]] in ("PermissionError", "FileNotFoundError"), tried
+    stage.assert_contained(report)
+
+
+def process_state(pid: int) -> str:
+    """R, S, ... for a live process; Z (a zombie) or X (gone) for one that has ended."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return "X"
+
+
+def test_nothing_a_run_started_outlives_a_kill_9_of_its_server(stage: Stage) -> None:
+    """A long task and the daemon it left in its own session, then `kill -9` of the server:
+    both stop (they would otherwise run their minute out with no one to answer)."""
+    server = stage.start("abandoned")
+    try:
+        assert server.stdout is not None
+        line = server.stdout.readline()  # the driver says which processes the task made
+        assert line, server.stderr.read() if server.stderr else "no output"
+        made = json.loads(line)
+        for name in ("script", "daemon", "helper"):
+            assert process_state(made[name]) not in ("Z", "X"), (name, made)
+        server.kill()
+        server.wait(timeout=10)
+        try:
+            wait_for(lambda: all(process_state(pid) in ("Z", "X") for pid in made.values()), 8.0)
+        except AssertionError:
+            states = {name: process_state(pid) for name, pid in made.items()}
+            pytest.fail(f"8 s after kill -9 of the server, still running: {states}")
+        wait_for(lambda: processes_of_uids(*stage.tool_uids) == [], timeout_s=5.0)
+    finally:
+        if server.poll() is None:
+            server.kill()
+            server.wait(timeout=10)
+        for stream in (server.stdout, server.stderr):
+            if stream is not None:
+                stream.close()

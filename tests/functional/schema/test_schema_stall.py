@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 from typing import Any
 
 import httpx
@@ -90,3 +91,49 @@ def test_a_costly_validation_gives_up_at_its_budget_while_health_keeps_answering
     assert "took longer than 1.0 s" in result["content"][0]["text"]
     # A blocked event loop would answer health only after the call: here it answers throughout.
     assert answered_meanwhile >= 3
+
+
+def test_a_large_array_under_unique_items_is_checked_in_linear_time_beside_other_calls(
+    kiln_server: RunningKiln,
+) -> None:
+    """6,000 objects (about 270 KB) cannot be sorted: jsonschema compared every pair, 18
+    million comparisons holding the GIL (tens of seconds) while other callers waited."""
+    schema = {"type": "object", "properties": {"xs": {"type": "array", "uniqueItems": True}}}
+    assert _save(kiln_server, "unique_tool", schema).status_code == 201
+    assert _save(kiln_server, "plain_tool", {"type": "object"}).status_code == 201
+    items: list[Any] = [{"item": i, "label": f"{i:06d}-" + "x" * 24} for i in range(6_000)]
+    outcome: list[Any] = []
+
+    def big_call() -> None:
+        message = {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "tools/call",
+            "params": {"name": "unique_tool", "arguments": {"xs": [*items, items[0]]}},
+        }
+        headers = {"Accept": "application/json, text/event-stream",
+                   "MCP-Protocol-Version": "2025-11-25"}  # fmt: skip
+        try:
+            answer = httpx.post(kiln_server.url + "/mcp", json=message, headers=headers,
+                                timeout=30)  # fmt: skip
+            outcome.append(answer.json()["result"])
+        except httpx.TimeoutException as error:
+            outcome.append(f"no answer in 30 s ({type(error).__name__})")
+
+    caller = threading.Thread(target=big_call)
+    caller.start()
+    waits: list[float] = []
+    while caller.is_alive() or not waits:  # another caller's call, all along
+        started = time.monotonic()
+        other = _call(kiln_server, "plain_tool", {})
+        waits.append(time.monotonic() - started)
+        assert other["isError"] is False, other
+    caller.join()
+    # Held behind a check that holds the GIL, they waited as long as it ran.
+    assert max(waits) < 10, f"another caller waited {max(waits):.1f} s"
+    [result] = outcome
+    assert isinstance(result, dict), result
+    assert result["isError"] is True, result
+    assert result["content"][0]["text"] == (
+        "Invalid arguments for tool 'unique_tool':\n- xs: must not contain duplicate items"
+    )

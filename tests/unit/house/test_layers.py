@@ -25,13 +25,13 @@ MAY_IMPORT: dict[str, set[str]] = {
     "aws": set(),
     "observability": set(),
     "protocol": {"schema"},
-    "catalog": {"runner", "schema"},
+    "catalog": {"aws", "runner", "schema"},
     "bundles": {"aws", "catalog", "runner", "settings"},
     # A key carries a view and quotas: who is calling may name what they may spend (never
     # the other way round).
     "identity": {"access", "aws"},
     "access": {"catalog", "schema"},
-    "tasks": {"access", "catalog", "protocol", "runner", "schema"},
+    "tasks": {"access", "catalog", "protocol", "runner", "schema", "serving"},
     "serving": {"access", "aws", "bundles", "catalog", "protocol", "runner", "schema"},
     "authoring": {
         "access",

@@ -80,10 +80,12 @@ def test_foreign_origin_gets_403_with_a_json_rpc_error_without_id(client: Client
     assert "Origin" in error["error"]["message"]
 
 
-def test_loopback_origin_is_allowed_on_a_loopback_bind(client: Client) -> None:
+def test_only_the_servers_own_origin_passes_not_another_loopback_port(client: Client) -> None:
+    """A page on another local port is not a caller Kiln agreed to (it would read the answers)."""
     message = {"jsonrpc": "2.0", "id": 1, "method": "ping"}
-    for origin in ("http://localhost:3000", "http://127.0.0.1:8000", "http://[::1]:9"):
-        assert client.post(message, {"origin": origin}).status == 200
+    assert client.post(message, {"origin": "http://127.0.0.1:8000"}).status == 200  # the Host
+    for origin in ("http://localhost:3000", "http://127.0.0.1:8001", "http://[::1]:9"):
+        assert client.post(message, {"origin": origin}).status == 403, origin
 
 
 def test_configured_origin_is_allowed_and_others_are_not(backend: FakeBackend) -> None:
