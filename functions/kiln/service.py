@@ -30,6 +30,7 @@ from kiln.catalog.model import Tool
 from kiln.catalog.snapshot import CatalogSnapshots, Snapshot
 from kiln.protocol.backend import CallContext, ToolOutcome, ToolView
 from kiln.protocol.errors import RateLimitedError, UnavailableError
+from kiln.remote_runner import RemoteRunner
 from kiln.runner import (
     InvalidArgumentsError,
     NodeUnavailableError,
@@ -116,9 +117,11 @@ class CatalogBackend:
         secrets: SecretValues | None = None,
         views: ViewCatalog | None = None,
         gate: CallGate | None = None,
+        remote: RemoteRunner | None = None,
     ) -> None:
         self._snapshots = snapshots
         self._runner = runner
+        self._remote = remote  # every run goes to the runner function (kiln.remote_runner)
         self._bundles = bundles
         self._secrets = secrets
         self._view_catalog = views
@@ -337,6 +340,8 @@ class CatalogBackend:
         The RunResult is None when the tool could not start (bundle not ready, runner busy).
         """
         head = tool.head
+        if self._remote is not None:  # the runner function fetches the bundle itself
+            return await self._run(tool, arguments, None, time_left_s)
         with ExitStack() as pinned:
             try:
                 bundle_path = await self._bundle_path(head.bundle_id, pinned)
@@ -378,7 +383,12 @@ class CatalogBackend:
             label=f"{tool.name}@{head.number}",
         )
         try:
-            result = await self._runner.run(request)
+            if self._remote is not None:
+                result = await self._remote.run(
+                    request, tool_id=tool.id, author=head.created_by, bundle_id=head.bundle_id
+                )
+            else:
+                result = await self._runner.run(request)
         except (RunnerBusyError, NodeUnavailableError, InvalidArgumentsError) as error:
             return ToolOutcome(str(error), True), None
         return ToolOutcome(contract_text(result), result.failed, stdout=result.stdout), result
