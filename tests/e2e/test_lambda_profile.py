@@ -252,3 +252,42 @@ def test_the_runner_refuses_a_call_without_a_tenant(stack: Any) -> None:
 
 
 __all__ = ["TenantInvoke"]
+
+
+def test_runs_report_exactly_what_held_and_doctor_sees_the_same(stack: Any) -> None:
+    """No seccomp mark, no Landlock, one uid: the run says so, and is never called fenced."""
+    import boto3
+
+    from kiln.doctor import weaker_than
+    from kiln.remote_runner import encode, result_from
+    from kiln.runner import RunRequest
+
+    _, runners, _ = stack
+    client = boto3.client(
+        "lambda", endpoint_url=runners.url, region_name="us-east-1",
+        aws_access_key_id="testing", aws_secret_access_key="testing",
+    )  # fmt: skip
+    request = RunRequest(language="python", code="print('held')", arguments={}, timeout_s=10)
+    payload = encode(request, tenant="doctor-tenant", tool_id="doctor-tenant", bundle=None)
+    answer = client.invoke(
+        FunctionName="kiln-runner", TenantId="doctor-tenant", Payload=json.dumps(payload).encode()
+    )
+    result = result_from(json.loads(answer["Payload"].read())["result"])
+    assert result.stdout == "held\n"
+    assert (result.isolation, result.fence, result.mark) == ("shared", "", "none"), result
+    # The same environment answers the doctor's probe: what it found matches the run.
+    found = kiln_doctor(client)
+    assert found["seccomp"].startswith("refused: Operation not permitted"), found
+    assert found["landlock_abi"] == 0
+    assert set(found["namespaces"].values()) == {"refused: Operation not permitted (1)"}
+    assert found["uid_model"] == "one uid for every run"
+    assert found["runtime_api"]["child"] == "allowed", found  # Lambda's own loopback API
+    assert found["runs"]["isolation"] == result.isolation
+    assert weaker_than(found, "shared") is None
+    assert weaker_than(found, "landlock") == "runs get 'shared', weaker than the claimed 'landlock'"
+
+
+def kiln_doctor(client: Any) -> dict[str, Any]:
+    from kiln.doctor import remote
+
+    return remote(client, "kiln-runner", tenant="doctor-tenant")

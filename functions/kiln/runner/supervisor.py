@@ -189,7 +189,8 @@ def supervise(request: dict[str, Any], status_fd: int, private_fd: int, go_fd: i
     except OSError as error:
         os.write(status_fd, f"outcome error {error}\nleftover 0\n".encode())
         os._exit(0)
-    os.write(status_fd, f"isolation {isolation}\nfence {enforced}\n".encode())
+    mark = request.get("mark", "seccomp")
+    os.write(status_fd, f"isolation {isolation}\nfence {enforced}\nmark {mark}\n".encode())
     watch = Watch(request, isolation)
     pid = os.fork()
     if pid == 0:
@@ -471,6 +472,7 @@ class Helper:
     def __init__(self, sock: socket.socket) -> None:
         self.sock = sock
         self.supervisors: set[int] = set()
+        self.mark = mark_allowed()
 
     def reap(self, *_: object) -> None:
         """SIGCHLD: reap supervisors; kill anything else that was reparented here."""
@@ -526,11 +528,26 @@ class Helper:
             if pid == 0:
                 signal.signal(signal.SIGCHLD, signal.SIG_DFL)
                 self.sock.close()
-                return json.loads(data), fds
+                return dict(json.loads(data), mark=self.mark), fds
             self.supervisors.add(pid)
             signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGCHLD})
             for fd in fds:
                 os.close(fd)
+
+
+def mark_allowed() -> str:
+    """"seccomp" when a run's processes can carry the mark, "none" where the kernel refuses it
+    (Lambda, by several reports): then orphans cannot be told apart by it, and only an
+    environment of the run's own (the runner function) finds them all."""
+    pid = os.fork()
+    if pid == 0:
+        try:
+            contain.mark_as_run()
+        except OSError:
+            os._exit(1)
+        os._exit(0)
+    _, status = os.waitpid(pid, 0)
+    return "seccomp" if os.waitstatus_to_exitcode(status) == 0 else "none"
 
 
 def become_supervisor(request: dict[str, Any], fds: list[int]) -> None:
