@@ -216,12 +216,21 @@ class TenantInvoke:
 
 @contextlib.contextmanager
 def lambda_stack(
-    tmp: Path, moto_endpoint: str, table: str, bucket: str, *, tenant: str = "tool"
+    tmp: Path,
+    moto_endpoint: str,
+    table: str,
+    bucket: str,
+    *,
+    tenant: str = "tool",
+    credential: str = "testing",
 ) -> Iterator[tuple[Environment, TenantInvoke]]:
-    """The public `mcp` function and its tenant-isolated runner function, both sandboxed."""
+    """The public `mcp` function and its tenant-isolated runner function, both sandboxed.
+
+    `credential` is the functions' AWS secret key (moto takes any): a test can look for it.
+    """
     store_env = {
         "AWS_ACCESS_KEY_ID": "testing",
-        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_SECRET_ACCESS_KEY": credential,
         "AWS_ENDPOINT_URL": moto_endpoint,
         "KILN_TABLE": table,
         "KILN_BUCKET": bucket,

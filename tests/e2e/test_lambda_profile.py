@@ -121,6 +121,61 @@ tmp = sorted(os.listdir("/tmp"))
 print(json.dumps({"own": open("own.txt").read(), "arg": args["n"], "tmp": tmp}))
 """
 
+# One tool, several hostile acts; each call picks one (the same tool: the same environment).
+HOSTILE = r"""
+import json, os, sys
+args = json.load(sys.stdin)
+mode = args["mode"]
+if mode == "fill":
+    written, chunk = 0, b"x" * (4 << 20)
+    try:
+        for i in range(150):
+            with open(os.path.join(["/tmp", os.getcwd()][i % 2], f"fill-{i}.bin"), "wb") as f:
+                f.write(chunk)
+            written += len(chunk)
+    except OSError as e:
+        print(f"stopped after {written >> 20} MiB: errno {e.errno}", flush=True)
+        sys.exit(3)
+    print(f"wrote {written >> 20} MiB")
+elif mode == "litter":
+    open("/tmp/litter-" + args["tag"], "w").write("left behind")
+    os.makedirs("/var/tmp/dir-" + args["tag"], exist_ok=True)
+    print("littered")
+elif mode == "list":
+    print(json.dumps({d: sorted(os.listdir(d)) for d in ("/tmp", "/var/tmp", "/dev/shm")}))
+elif mode == "snoop":
+    chunks, opened = [json.dumps(dict(os.environ)).encode()], {}
+    for name in os.listdir("/proc"):
+        if not name.isdigit() or int(name) == os.getpid():
+            continue
+        for part in ("environ", "cmdline", "mem"):
+            try:
+                with open(f"/proc/{name}/{part}", "rb") as f:
+                    chunks.append(f.read(1 << 20))
+                opened[part] = opened.get(part, 0) + 1
+            except OSError:
+                pass
+    data = b"".join(chunks)
+    found = [n for n in args["needles"] if n.encode() in data]
+    print(json.dumps({"found": found, "opened": opened}))
+"""
+
+NODE_ESCAPE = r"""
+const { spawn } = require('node:child_process');
+const fs = require('node:fs');
+const child = spawn('/bin/sleep', ['300'], { detached: true, stdio: 'ignore' });
+child.unref();
+const stat = (pid) => fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
+const parent = (pid) => Number(stat(pid).slice(stat(pid).lastIndexOf(')') + 2).split(' ')[1]);
+const supervisor = process.ppid, helper = parent(supervisor);
+const done = [];
+for (const [name, pid] of [['helper', helper], ['supervisor', supervisor]]) {
+  try { process.kill(pid, 'SIGKILL'); done.push('killed the ' + name); }
+  catch (e) { done.push('could not kill the ' + name + ': ' + e.code); }
+}
+console.log(done.join('; '));
+"""
+
 OWN = b"victim's own file\n"
 TOOLS = [
     tool("e2e_escape", ESCAPE),
@@ -131,7 +186,10 @@ TOOLS = [
         "files": {"own.txt": base64.b64encode(b"victim's own file\n").decode()},
     },
     tool("e2e_plain", "print('normal')\n"),
+    tool("e2e_hostile", HOSTILE),
+    {**tool("e2e_node_escape", NODE_ESCAPE), "language": "node"},
 ]
+CREDENTIAL = "runner-credential-" + secrets.token_hex(12)
 
 
 @pytest.fixture(scope="module")
@@ -146,7 +204,10 @@ def stack(moto_endpoint: str, tmp_path_factory: pytest.TempPathFactory) -> Itera
     _, key = KeyStore(clients.dynamodb, table=table).create("profile-caller", "call")
     tmp = tmp_path_factory.mktemp("profile")
     tmp.chmod(0o755)
-    with lambda_stack(tmp, moto_endpoint, table, bucket) as (mcp, runners):
+    with lambda_stack(tmp, moto_endpoint, table, bucket, credential=CREDENTIAL) as (
+        mcp,
+        runners,
+    ):
         yield mcp, runners, {**ids, "key": key}
 
 
@@ -291,3 +352,48 @@ def kiln_doctor(client: Any) -> dict[str, Any]:
     from kiln.doctor import remote
 
     return remote(client, "kiln-runner", tenant="doctor-tenant")
+
+
+def test_a_node_tool_that_kills_its_supervisor_chain_leaves_nothing_running(stack: Any) -> None:
+    mcp, runners, ids = stack
+    text = call(mcp, "e2e_node_escape")
+    assert "killed the supervisor" in text or "[runner error]" in text, text
+    runtime_and_helper_only(runners.environments[ids["e2e_node_escape"]])
+    assert call(mcp, "e2e_plain") == "normal"
+
+
+def temp_dirs(mcp: Environment) -> dict[str, list[str]]:
+    listed: dict[str, list[str]] = json.loads(call(mcp, "e2e_hostile", {"mode": "list"}))
+    return listed
+
+
+def test_a_tool_that_fills_tmp_is_stopped_at_its_quota_and_its_files_are_gone(
+    stack: Any,
+) -> None:
+    mcp, runners, ids = stack
+    before = temp_dirs(mcp)
+    text = call(mcp, "e2e_hostile", {"mode": "fill"})
+    assert "wrote 600 MiB" not in text, text
+    assert "[disk quota] stopped after writing more than 256 MiB" in text, text
+    assert temp_dirs(mcp) == before  # the next call of the same tool finds none of it
+    runtime_and_helper_only(runners.environments[ids["e2e_hostile"]])
+
+
+def test_what_a_tool_leaves_in_the_temporary_directories_is_removed(stack: Any) -> None:
+    mcp = stack[0]
+    before = temp_dirs(mcp)
+    tag = secrets.token_hex(6)
+    assert call(mcp, "e2e_hostile", {"mode": "litter", "tag": tag}) == "littered"
+    after = temp_dirs(mcp)
+    assert after == before, after
+    assert not any(tag in name for names in after.values() for name in names)
+
+
+def test_a_tool_cannot_read_the_runner_runtimes_credentials_or_memory(stack: Any) -> None:
+    mcp = stack[0]
+    own = "own-" + secrets.token_hex(8)
+    text = call(mcp, "e2e_hostile", {"mode": "snoop", "needles": [CREDENTIAL, own], "own": own})
+    found = json.loads(text)
+    assert found["found"] == [own], found  # its own arguments, not the runtime's credential
+    assert found["opened"].get("cmdline", 0) >= 2, found  # it did look at the other processes
+    assert found["opened"].get("environ", 0) == 0, found  # the runtime is not dumpable
