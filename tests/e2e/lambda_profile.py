@@ -222,15 +222,17 @@ def lambda_stack(
     bucket: str,
     *,
     tenant: str = "tool",
-    credential: str = "testing",
+    runtime_secret: str = "",
 ) -> Iterator[tuple[Environment, TenantInvoke]]:
     """The public `mcp` function and its tenant-isolated runner function, both sandboxed.
 
-    `credential` is the functions' AWS secret key (moto takes any): a test can look for it.
+    `runtime_secret` is put in both functions' environment (as a ledger key): a secret of
+    the runtime's that a test can look for.
     """
     store_env = {
+        "KILN_LEDGER_DIGEST_KEY": runtime_secret,
         "AWS_ACCESS_KEY_ID": "testing",
-        "AWS_SECRET_ACCESS_KEY": credential,
+        "AWS_SECRET_ACCESS_KEY": "testing",
         "AWS_ENDPOINT_URL": moto_endpoint,
         "KILN_TABLE": table,
         "KILN_BUCKET": bucket,

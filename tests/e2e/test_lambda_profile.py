@@ -144,7 +144,8 @@ elif mode == "litter":
 elif mode == "list":
     print(json.dumps({d: sorted(os.listdir(d)) for d in ("/tmp", "/var/tmp", "/dev/shm")}))
 elif mode == "snoop":
-    chunks, opened = [json.dumps(dict(os.environ)).encode()], {}
+    # Its own token (an argument) proves the search works; the needles list is left out.
+    chunks, opened = [json.dumps(dict(os.environ)).encode(), args["own"].encode()], {}
     for name in os.listdir("/proc"):
         if not name.isdigit() or int(name) == os.getpid():
             continue
@@ -204,7 +205,7 @@ def stack(moto_endpoint: str, tmp_path_factory: pytest.TempPathFactory) -> Itera
     _, key = KeyStore(clients.dynamodb, table=table).create("profile-caller", "call")
     tmp = tmp_path_factory.mktemp("profile")
     tmp.chmod(0o755)
-    with lambda_stack(tmp, moto_endpoint, table, bucket, credential=CREDENTIAL) as (
+    with lambda_stack(tmp, moto_endpoint, table, bucket, runtime_secret=CREDENTIAL) as (
         mcp,
         runners,
     ):
@@ -216,8 +217,10 @@ def call(mcp: Environment, name: str, arguments: dict[str, Any] | None = None,
     event = event_for("http-api-tools-call.json", rpc("tools/call", {"name": name,
                       "arguments": arguments or {}}))  # fmt: skip
     event["headers"].update(headers or {})
-    body = answer_body(mcp.invoke(event, timeout_s=40))
-    return call_text(body)
+    try:
+        return call_text(answer_body(mcp.invoke(event, timeout_s=40)))
+    except AssertionError as error:  # say why: the function's own log
+        raise AssertionError(f"{error}\n--- mcp function log:\n{mcp.log()}") from None
 
 
 def runtime_and_helper_only(environment: Environment) -> None:
@@ -310,6 +313,7 @@ def test_the_runner_refuses_a_call_without_a_tenant(stack: Any) -> None:
     with pytest.raises(urllib.error.HTTPError) as refused:
         urllib.request.urlopen(request, timeout=10)  # noqa: S310
     assert refused.value.code == 400
+    refused.value.close()
 
 
 __all__ = ["TenantInvoke"]
@@ -363,8 +367,10 @@ def test_a_node_tool_that_kills_its_supervisor_chain_leaves_nothing_running(stac
 
 
 def temp_dirs(mcp: Environment) -> dict[str, list[str]]:
+    """What the tool's environment holds in its temporary directories, but the listing
+    run's own directory."""
     listed: dict[str, list[str]] = json.loads(call(mcp, "e2e_hostile", {"mode": "list"}))
-    return listed
+    return {d: [n for n in names if not n.startswith("kiln-run-")] for d, names in listed.items()}
 
 
 def test_a_tool_that_fills_tmp_is_stopped_at_its_quota_and_its_files_are_gone(
