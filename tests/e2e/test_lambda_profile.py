@@ -9,10 +9,13 @@ tool (tenant) gets environments of its own. See `lambda_profile.py`.
 from __future__ import annotations
 
 import base64
+import hashlib
+import io
 import json
 import os
 import secrets
 import uuid
+import zipfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -23,8 +26,11 @@ from e2e.lambda_profile import Environment, TenantInvoke, lambda_stack
 from e2e.test_lambda_runtime import answer_body, call_text, event_for, rpc
 from kiln.auth.keys import KeyStore
 from kiln.aws import ensure_resources, make_clients
+from kiln.bundles.identity import bundle_id
+from kiln.bundles.store import BundleStore
 from kiln.catalog.rules import check_draft
 from kiln.catalog.store import CatalogStore
+from kiln.runner.contain import state_of
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="the profile's sandbox needs root")
 
@@ -192,15 +198,62 @@ TOOLS = [
 ]
 CREDENTIAL = "runner-credential-" + secrets.token_hex(12)
 
+# Two tools with the same requirements share one bundle (content-addressed). A rewrites the
+# module in its unpacked copy; B must still import the original.
+TARGET = "lambda-python3.13-x86_64"
+REQUIREMENTS = ["sharedmod==1.0"]
+BUNDLE_A = r"""
+import json, sys
+import shared_mod
+before = shared_mod.VALUE
+path = shared_mod.__file__
+try:
+    open(path, "w").write("VALUE = 'changed by A'\n")
+    wrote = "wrote"
+except OSError as e:
+    wrote = type(e).__name__
+print(json.dumps({"before": before, "wrote": wrote}))
+"""
+BUNDLE_B = "import shared_mod\nprint(shared_mod.VALUE)\n"
+BUNDLE_TOOLS = [
+    {**tool("e2e_bundle_a", BUNDLE_A), "requirements": REQUIREMENTS},
+    {**tool("e2e_bundle_b", BUNDLE_B), "requirements": REQUIREMENTS},
+]
+
+
+class FixedTarget:
+    """The catalog's bundle hook, for one target (no builder: the bundle is made below)."""
+
+    def identify(self, language: str, requirements: tuple[str, ...]) -> str | None:
+        return bundle_id(language, TARGET, requirements)
+
+
+def ready_bundle(clients: Any, table: str, bucket: str) -> None:
+    """The bundle both bundle tools use, ready in the store: one module, VALUE = original."""
+    store = BundleStore(clients.dynamodb, clients.s3, table=table, bucket=bucket)
+    record = store.ensure("python", TARGET, REQUIREMENTS)
+    assert record is not None
+    data = io.BytesIO()
+    with zipfile.ZipFile(data, "w") as archive:
+        archive.writestr("shared_mod.py", "VALUE = 'original'\n")
+    body = data.getvalue()
+    clients.s3.put_object(Bucket=bucket, Key=record.zip_key, Body=body)
+    store.mark_building(record.id)
+    store.mark_ready(record.id, {"zip_size": len(body), "unpacked_size": 20, "file_count": 1,
+                                 "zip_sha256": hashlib.sha256(body).hexdigest()})  # fmt: skip
+
 
 @pytest.fixture(scope="module")
 def stack(moto_endpoint: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     table = bucket = f"kiln-profile-{uuid.uuid4().hex[:10]}"
     clients = make_clients(endpoint_url=moto_endpoint, region="us-east-1")
     ensure_resources(clients, table=table, bucket=bucket)
-    store = CatalogStore(clients.dynamodb, clients.s3, table=table, bucket=bucket)
+    store = CatalogStore(
+        clients.dynamodb, clients.s3, table=table, bucket=bucket, bundles=FixedTarget()
+    )
+    ready_bundle(clients, table, bucket)
     ids = {}
-    for draft in TOOLS:
+    for draft in [*TOOLS, *BUNDLE_TOOLS]:
         ids[draft["name"]] = store.create(check_draft(draft), actor="e2e").id
     _, key = KeyStore(clients.dynamodb, table=table).create("profile-caller", "call")
     tmp = tmp_path_factory.mktemp("profile")
@@ -238,7 +291,8 @@ def runtime_and_helper_only(environment: Environment) -> None:
     assert len(runtime) == 1, f"left running: {found}"
     assert len(others) <= 1, f"left running: {found}"
     for pid in others:
-        children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+        listed = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+        children = [c for c in listed if state_of(c) not in (b"Z", b"X")]  # not yet reaped
         assert "supervisor.py" in found[pid], f"left running: {found}"
         assert children == [], f"left running: {found}"
 
@@ -403,3 +457,15 @@ def test_a_tool_cannot_read_the_runner_runtimes_credentials_or_memory(stack: Any
     assert found["found"] == [own], found  # its own arguments, not the runtime's credential
     assert found["opened"].get("cmdline", 0) >= 2, found  # it did look at the other processes
     assert found["opened"].get("environ", 0) == 0, found  # the runtime is not dumpable
+
+
+def test_a_tool_cannot_change_the_bundle_another_tool_shares_with_it(stack: Any) -> None:
+    mcp = stack[0]
+    for _ in range(2):
+        a = json.loads(call(mcp, "e2e_bundle_a"))
+        # One uid in its environment: it can write its own unpacked copy...
+        assert a["wrote"] == "wrote", a
+        # ... which is that tool's alone: B's environment fetched its own.
+        assert call(mcp, "e2e_bundle_b") == "original"
+    # A's own later call meets what A did (the README says so): its tenant, its leftover.
+    assert json.loads(call(mcp, "e2e_bundle_a"))["before"] == "changed by A"
