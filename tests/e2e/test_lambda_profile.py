@@ -32,6 +32,7 @@ from kiln.catalog.rules import check_draft
 from kiln.catalog.store import CatalogStore
 from kiln.runner.contain import state_of
 
+EVENTS = Path(__file__).resolve().parents[1] / "events"
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="the profile's sandbox needs root")
 
 
@@ -194,6 +195,10 @@ TOOLS = [
     },
     tool("e2e_plain", "print('normal')\n"),
     tool("e2e_hostile", HOSTILE),
+    tool(
+        "e2e_sleeper",
+        "import json, sys, time\ntime.sleep(json.load(sys.stdin)['s'])\nprint('woke up')\n",
+    ),
     {**tool("e2e_node_escape", NODE_ESCAPE), "language": "node"},
 ]
 CREDENTIAL = "runner-credential-" + secrets.token_hex(12)
@@ -469,3 +474,59 @@ def test_a_tool_cannot_change_the_bundle_another_tool_shares_with_it(stack: Any)
         assert call(mcp, "e2e_bundle_b") == "original"
     # A's own later call meets what A did (the README says so): its tenant, its leftover.
     assert json.loads(call(mcp, "e2e_bundle_a"))["before"] == "changed by A"
+
+
+def admin_run_event(name: str, key: str) -> dict[str, Any]:
+    """An HTTP API event: an author's test run, POST /api/tools/NAME/run."""
+    event = json.loads((EVENTS / "http-api-admin-health.json").read_text())
+    path = f"/api/tools/{name}/run"
+    event["rawPath"] = event["requestContext"]["http"]["path"] = path
+    event["routeKey"] = event["requestContext"]["routeKey"] = "ANY /api/{proxy+}"
+    event["requestContext"]["http"]["method"] = "POST"
+    event["headers"].update({"authorization": f"Bearer {key}",
+                             "content-type": "application/json"})  # fmt: skip
+    event["body"] = json.dumps({"arguments": {}})
+    return event
+
+
+def test_an_authors_test_run_goes_to_the_runner_and_says_what_held(
+    stack: Any, moto_endpoint: str, tmp_path: Path
+) -> None:
+    """The admin function's REST test run: through the runner, reporting isolation exactly."""
+    _, runners, ids = stack
+    tmp_path.chmod(0o755)
+    author_key = "kiln_author_" + secrets.token_hex(16)
+    admin = Environment(
+        tmp_path / "admin",
+        "admin",
+        {
+            **runners.env,
+            "KILN_AUTHOR_KEY": author_key,
+            "KILN_RUNNER_FUNCTION": "kiln-runner",
+            "KILN_RUNNER_ENDPOINT_URL": runners.url,
+        },
+        [moto_endpoint, runners.url],
+    )
+    try:
+        answer = admin.invoke(admin_run_event("e2e_plain", author_key), timeout_s=40)
+    finally:
+        admin.close()
+    assert answer.kind == "response", answer.payload
+    assert answer.payload["statusCode"] == 200, f"{answer.payload}\n{admin.log()}"
+    run = json.loads(answer.payload["body"])
+    assert run["stdout"] == "normal\n"
+    assert (run["isolation"], run["fence"], run["mark"]) == ("shared", "none", "none"), run
+    # It ran in the tool's own runner environment (the tenant is the tool's id).
+    assert runners.served[-1][0] == ids["e2e_plain"]
+
+
+def test_the_callers_remaining_time_bounds_the_run_in_the_runner(stack: Any) -> None:
+    mcp, runners, ids = stack
+    assert call(mcp, "e2e_sleeper", {"s": 0}) == "woke up"  # its environment is warm
+    params = {"name": "e2e_sleeper", "arguments": {"s": 60}}
+    event = event_for("http-api-tools-call.json", rpc("tools/call", params))
+    answer = mcp.invoke(event, timeout_s=5.0)
+    text = call_text(answer_body(answer))
+    assert "[timeout]" in text, text
+    assert answer.answered_ms < answer.deadline_ms, "answered after the mcp invocation's deadline"
+    runtime_and_helper_only(runners.environments[ids["e2e_sleeper"]])
