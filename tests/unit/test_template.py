@@ -353,7 +353,8 @@ def test_the_runner_is_tenant_isolated_and_reads_only_bundle_objects(
     props = template["Resources"]["RunnerFunction"]["Properties"]
     assert props["TenancyConfig"] == {"TenantIsolationMode": "PER_TENANT"}
     assert props["Handler"] == "kiln.lambda_handlers.runner"
-    assert "SnapStart" not in props and "ProvisionedConcurrencyConfig" not in props
+    assert "SnapStart" not in props
+    assert "ProvisionedConcurrencyConfig" not in props
     assert props["ReservedConcurrentExecutions"] == {"Ref": "RunnerConcurrency"}
     assert props["EphemeralStorage"]["Size"] >= 1024
     assert props["EventInvokeConfig"]["MaximumRetryAttempts"] == 0

@@ -536,9 +536,9 @@ class Helper:
 
 
 def mark_allowed() -> str:
-    """"seccomp" when a run's processes can carry the mark, "none" where the kernel refuses it
-    (Lambda, by several reports): then orphans cannot be told apart by it, and only an
-    environment of the run's own (the runner function) finds them all."""
+    """Whether a run's processes can carry the mark: "seccomp", or "none" where the kernel
+    refuses it (Lambda, by several reports). Then orphans cannot be told apart by it, and only
+    an environment of the run's own (the runner function) finds them all."""
     pid = os.fork()
     if pid == 0:
         try:
