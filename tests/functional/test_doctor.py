@@ -5,14 +5,18 @@ from __future__ import annotations
 import ctypes
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 import kiln
 from kiln.runner import contain, landlock
 
 FUNCTIONS = Path(kiln.__file__).resolve().parents[1]
+LSM = "/sys/kernel/security/lsm"
 
 
 def doctor(*args: str) -> subprocess.CompletedProcess[str]:
@@ -51,6 +55,28 @@ def test_doctor_json_matches_the_kernel() -> None:
     expected = "a uid per run" if contain.can_switch_uid() else "one uid for every run"
     assert found["uid_model"] == expected
     assert ctypes.sizeof(ctypes.c_int) == 4  # (the probe's ctypes calls assume it)
+
+
+def test_doctor_reads_the_lsm_list_as_the_kernel_gives_it() -> None:
+    """Where securityfs is not mounted (as here), in a mount namespace of its own with it."""
+    if os.geteuid() != 0 or not shutil.which("unshare"):
+        pytest.skip("needs root and unshare to mount securityfs privately")
+    script = (
+        "mount -t securityfs securityfs /sys/kernel/security 2>/dev/null; "
+        f"cat {LSM}; echo; echo ---; exec {sys.executable} -m kiln.cli doctor --json"
+    )
+    done = subprocess.run(
+        ["unshare", "--mount", "sh", "-c", script], capture_output=True, text=True, timeout=60,
+        check=False,
+        env={"PYTHONPATH": str(FUNCTIONS), "PATH": os.environ.get("PATH", "/usr/bin:/bin")},
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    listed, _, report = done.stdout.partition("---\n")
+    found = json.loads(report)
+    if not listed.strip():
+        pytest.skip("this kernel has no securityfs to mount")
+    assert found["lsm"] == listed.strip()
+    assert ("landlock" in listed.strip().split(",")) == (found["landlock_abi"] > 0), found
 
 
 def test_doctor_text_names_the_isolation_and_require_fails_when_weaker() -> None:

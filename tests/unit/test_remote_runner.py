@@ -140,3 +140,14 @@ def test_the_callers_remaining_time_bounds_the_invoke() -> None:
     waited, result = asyncio.run(timed())  # (the loop's close then waits for the thread)
     assert waited < 1.5
     assert result.runner_error == "the runner function did not answer in the time left"
+
+
+def test_the_lambda_client_kiln_makes_knows_tenant_id() -> None:
+    """Kiln's own botocore session (with its cut of botocore's data) serialises TenantId as
+    the X-Amz-Tenant-Id header: an older botocore would refuse the parameter."""
+    from kiln.aws import make_clients
+
+    session = make_clients(region="us-east-1", credentials=("testing", "testing")).session
+    model = session.client("lambda").meta.service_model.operation_model("Invoke")
+    member = model.input_shape.members["TenantId"]
+    assert member.serialization == {"location": "header", "name": "X-Amz-Tenant-Id"}

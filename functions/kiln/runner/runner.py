@@ -383,6 +383,8 @@ class Runner:
             return  # its uid is all it had: killed (by the supervisor, or by clean_up)
         if record.reported and self._launcher.alive():
             return  # the supervisor killed the whole tree, as a subreaper sees it
+        if record.mark == "none":  # said, not hidden (the runner function sweeps instead)
+            logger.warning("a run's supervisor died; no seccomp mark tells its orphans apart")
         # Its supervisor died (a tool may have killed it, and the helper too): the orphans are
         # on their way to the helper or, if that died, to the server. Keep killing marked
         # children of both while the kernel settles them.
@@ -498,6 +500,7 @@ class Runner:
             finally:  # even when cancelled again while stopping (clean-up kills what is left)
                 fields = status.fields()
                 record.isolation = fields.get("isolation", "")
+                record.mark = fields.get("mark", "")
                 record.reported = "outcome" in fields
                 for feeder in feeders:
                     feeder.close()
