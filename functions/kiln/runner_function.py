@@ -3,9 +3,10 @@
 `kiln.lambda_handlers.runner` hands every invocation to `RunnerFunction.handle`. A run
 payload (`kiln.remote_runner.encode`) is run by the same `kiln.runner.Runner` that `kiln dev`
 uses in-process; then, whatever the run did to its supervisor, every process of the
-environment but the runtime (this process, its ancestors, the runner's helper) is killed
-and the files the run left in the shared temporary directories are removed, so the next
-invocation finds nothing of it (`kiln.runner.sweep`). No standby waits between invocations.
+environment but the runtime (this process, its ancestors, the runner's helper, what ran
+before the first run) is killed and the files the run left in the shared temporary
+directories are removed, so the next invocation finds nothing of it (`kiln.runner.sweep`).
+No standby waits between invocations.
 
 An environment serves one tenant: the first run pins it, and a payload for another tenant,
 or one whose tenant is not the environment's (`context.tenant_id`), is refused. A doctor
@@ -66,7 +67,13 @@ class RunnerFunction:
         self.tenant: str | None = None
         self.keep = [str(self.bundle_root), *map(str, self.settings.own_temp_paths)]
         self.baseline = contain.snapshot()  # the runtime's own entries, kept
+        self.companions = sweep.census()  # processes there before any run (extensions), kept
         self._loop = asyncio.new_event_loop()
+
+    def close(self) -> None:
+        """Let go of the runner's helper and the event loop (the runtime never does: tests)."""
+        self.runner.close()
+        self._loop.close()
 
     def handle(self, event: Mapping[str, Any], context: Any) -> dict[str, Any]:
         if event.get("kiln_doctor"):
@@ -126,7 +133,8 @@ class RunnerFunction:
     def sweep(self) -> dict[str, int]:
         """Kill everything but the runtime; remove what runs left in the shared directories."""
         helper = self.runner.helper_pid
-        killed, alive = sweep.kill_all_but([helper] if helper is not None else [])
+        keep = [helper] if helper is not None else []
+        killed, alive = sweep.kill_all_but(keep, self.companions)
         removed = contain.remove(sweep.litter(self.baseline, self.keep))
         if killed or alive or removed:
             log.warning(

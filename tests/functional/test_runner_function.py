@@ -37,7 +37,7 @@ def function(tmp_path: Any) -> Iterator[RunnerFunction]:
     settings = RunnerSettings(run_uids=private_uid_range(), work_root=tmp_path)
     made = RunnerFunction(settings, s3=None, bucket="unused")
     yield made
-    made.runner.close()
+    made.close()
 
 
 def payload(tenant: str, code: str = "print('ran')") -> dict[str, Any]:
@@ -67,12 +67,16 @@ def test_a_doctor_payload_answers_the_probe(function: RunnerFunction) -> None:
 SWEEPER = """
 import json, subprocess
 from kiln.runner import contain, sweep
+companion = subprocess.Popen(["sleep", "30"])  # there before any run: an extension
+before = sweep.census()
 kept = subprocess.Popen(["sleep", "30"])
 strays = [subprocess.Popen(["sh", "-c", "sleep 30 & sleep 30"]) for _ in range(2)]
-killed, alive = sweep.kill_all_but([kept.pid])
+killed, alive = sweep.kill_all_but([kept.pid], before)
 states = {"kept": contain.state_of(kept.pid).decode(),
+          "companion": contain.state_of(companion.pid).decode(),
           "strays": [contain.state_of(s.pid).decode() for s in strays]}
 kept.kill()
+companion.kill()
 print(json.dumps({"killed": killed, "alive": alive, **states}))
 """
 
@@ -89,6 +93,7 @@ def test_the_sweep_kills_all_but_what_it_keeps_and_never_beyond_its_own_tree_as_
     assert report["alive"] == 0
     assert report["killed"] >= 2  # the two shells, and their sleeps when already forked
     assert report["kept"] in ("S", "R"), report
+    assert report["companion"] in ("S", "R"), report
     assert set(report["strays"]) <= {"X", "Z"}, report
 
 

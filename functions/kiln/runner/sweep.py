@@ -3,7 +3,8 @@
 Where the kernel refuses seccomp (Lambda, by several reports), a run's processes carry no
 mark, and an orphan of a tool cannot be told from a process of the server's own. The runner
 function does not need to tell them apart: its environment holds the runtime (this process,
-its ancestors and the helper it started) and one run at a time, so after every run whatever
+its ancestors, the helper it started, and whatever ran before the first run: `census`) and
+one run at a time, so after every run whatever
 else runs is the run's, whatever the run did to its supervisor. `kill_all_but` kills it by
 walking /proc, and `litter` finds the files it left in the shared temporary directories.
 
@@ -36,23 +37,51 @@ def ancestors(pid: int) -> set[int]:
     return found
 
 
-def candidates(keep: Collection[int]) -> list[int]:
-    """Live processes that are neither kept nor an ancestor of this one.
+def started(pid: int) -> int | None:
+    """When a process started (clock ticks since boot): with its pid, who it is."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            data = f.read()
+        return int(data[data.rfind(b")") + 2 :].split()[19])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def census() -> frozenset[tuple[int, int | None]]:
+    """(pid, start time) of every process there is before any run: the runtime's companions
+    (a Lambda extension, a telemetry daemon), spared by every sweep."""
+    return frozenset((pid, started(pid)) for pid in _pool())
+
+
+def _pool() -> Iterable[int]:
+    if os.geteuid() == 0:
+        return [pid for pid, _ in descendants(os.getpid())]
+    me = os.getuid()
+    return [pid for pid in contain.pids() if me in contain.uids_of(pid)[:3]]
+
+
+def candidates(keep: Collection[int], before: Collection[tuple[int, int | None]] = ()) -> list[int]:
+    """Live processes that are neither kept, an ancestor of this one, nor there `before`.
 
     Unprivileged (Lambda): every process of this uid, wherever its parent chain leads.
     As root (`kiln dev`, a test without the Lambda profile): only this process's descendants,
     so that a root process never touches the rest of the machine.
     """
     spared = ancestors(os.getpid()) | set(keep)
-    if os.geteuid() == 0:
-        pool: Iterable[int] = (pid for pid, _ in descendants(os.getpid()))
-    else:
-        me = os.getuid()
-        pool = (pid for pid in contain.pids() if me in contain.uids_of(pid)[:3])
-    return [pid for pid in pool if pid not in spared and contain.state_of(pid) not in (b"Z", b"X")]
+    return [
+        pid
+        for pid in _pool()
+        if pid not in spared
+        and contain.state_of(pid) not in (b"Z", b"X")
+        and (pid, started(pid)) not in before
+    ]
 
 
-def kill_all_but(keep: Collection[int], patience_s: float = PATIENCE_S) -> tuple[int, int]:
+def kill_all_but(
+    keep: Collection[int],
+    before: Collection[tuple[int, int | None]] = (),
+    patience_s: float = PATIENCE_S,
+) -> tuple[int, int]:
     """SIGKILL every candidate until none is left; (killed, still alive after patience).
 
     Reaps this process's own children among them (an orphan reparented to it).
@@ -60,7 +89,7 @@ def kill_all_but(keep: Collection[int], patience_s: float = PATIENCE_S) -> tuple
     killed: set[int] = set()
     give_up = time.monotonic() + patience_s
     while True:
-        alive = candidates(keep)
+        alive = candidates(keep, before)
         if not alive or time.monotonic() > give_up:
             return len(killed), len(alive)
         for pid in alive:
