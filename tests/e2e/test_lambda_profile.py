@@ -541,3 +541,80 @@ def test_the_callers_remaining_time_bounds_the_run_in_the_runner(stack: Any) -> 
     assert "[timeout]" in text, text
     assert answer.answered_ms < answer.deadline_ms, "answered after the mcp invocation's deadline"
     runtime_and_helper_only(runners.environments[ids["e2e_sleeper"]])
+
+
+NEIGHBOUR_VICTIM = r"""
+import json, os, sys, time
+args = json.load(sys.stdin)
+open("/tmp/victim-running", "w").write(args["secret"])
+began = time.time()
+time.sleep(3)
+print(json.dumps({"had": args["secret"][:6] + " " + open("secret.txt").read()[:6],
+                  "from": began, "to": time.time()}))
+"""
+NEIGHBOUR_SNOOP = r"""
+import json, os, sys, time
+args = json.load(sys.stdin)
+time.sleep(1)  # the victim is running by now, in its own environment
+chunks, pids = [], 0
+for name in os.listdir("/proc"):
+    if not name.isdigit():
+        continue
+    pids += 1
+    for part in ("cmdline", "environ"):
+        try:
+            chunks.append(open(f"/proc/{name}/{part}", "rb").read())
+        except OSError:
+            pass
+for root, _, files in os.walk("/tmp"):
+    for name in files:
+        try:
+            chunks.append(open(os.path.join(root, name), "rb").read(1 << 20))
+        except OSError:
+            pass
+data = b"".join(chunks)
+print(json.dumps({"found": [n for n in args["needles"] if n.encode() in data], "pids": pids,
+                  "at": time.time()}))
+"""
+
+
+def test_a_tool_cannot_see_a_tool_running_at_the_same_time(stack: Any) -> None:
+    """Two tenants' runs overlap; the snoop finds none of the victim's secrets, processes or
+    files (the victim's environment is not its own)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    import boto3
+
+    from kiln.remote_runner import encode, result_from
+    from kiln.runner import RunRequest
+
+    _, runners, _ = stack
+    client = boto3.client(
+        "lambda", endpoint_url=runners.url, region_name="us-east-1",
+        aws_access_key_id="testing", aws_secret_access_key="testing",
+    )  # fmt: skip
+    secret, file_secret = "arg-" + secrets.token_hex(8), "file-" + secrets.token_hex(8)
+
+    def invoke(tenant: str, code: str, arguments: dict[str, Any], **extra: Any) -> Any:
+        request = RunRequest(language="python", code=code, arguments=arguments, timeout_s=20,
+                             **extra)  # fmt: skip
+        body = json.dumps(encode(request, tenant=tenant, tool_id=tenant, bundle=None)).encode()
+        answer = client.invoke(FunctionName="kiln-runner", TenantId=tenant, Payload=body)
+        return result_from(json.loads(answer["Payload"].read())["result"])
+
+    for tenant in ("neighbour-victim", "neighbour-snoop"):  # both environments warm first
+        invoke(tenant, "print('warm')", {})
+    with ThreadPoolExecutor(2) as pool:
+        victim = pool.submit(invoke, "neighbour-victim", NEIGHBOUR_VICTIM, {"secret": secret},
+                             files={"secret.txt": file_secret.encode()})  # fmt: skip
+        snoop = pool.submit(invoke, "neighbour-snoop", NEIGHBOUR_SNOOP,
+                            {"needles": [secret, file_secret]})  # fmt: skip
+        victim_result, snoop_result = victim.result(timeout=60), snoop.result(timeout=60)
+    victim_saw = json.loads(victim_result.stdout)
+    assert victim_saw["had"] == f"{secret[:6]} {file_secret[:6]}"
+    seen = json.loads(snoop_result.stdout)
+    # It looked while the victim ran (one kernel, one clock): else the test proved nothing.
+    assert victim_saw["from"] < seen["at"] < victim_saw["to"], (victim_saw, seen)
+    assert seen["found"] == [], seen
+    # Its own environment only: the runtime, the helper, its supervisor and itself.
+    assert seen["pids"] <= 5, seen
