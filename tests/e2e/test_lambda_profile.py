@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 
-from e2e.lambda_profile import Environment, TenantInvoke, lambda_stack
+from e2e.lambda_profile import Environment, lambda_stack
 from e2e.test_lambda_runtime import answer_body, call_text, event_for, rpc
 from kiln.auth.keys import KeyStore
 from kiln.aws import ensure_resources, make_clients
@@ -372,62 +372,6 @@ def test_two_tenants_interleaved_never_share_an_environment_or_reach_each_other(
     runtime_and_helper_only(runners.environments[ids["e2e_marker"]])
 
 
-def test_the_runner_refuses_a_call_without_a_tenant(stack: Any) -> None:
-    import urllib.error
-    import urllib.request
-
-    _, runners, _ = stack
-    request = urllib.request.Request(  # noqa: S310 - the stand-in's own http URL
-        runners.url + "/2015-03-31/functions/kiln-runner/invocations", data=b"{}", method="POST"
-    )
-    with pytest.raises(urllib.error.HTTPError) as refused:
-        urllib.request.urlopen(request, timeout=10)  # noqa: S310
-    assert refused.value.code == 400
-    refused.value.close()
-
-
-__all__ = ["TenantInvoke"]
-
-
-def test_runs_report_exactly_what_held_and_doctor_sees_the_same(stack: Any) -> None:
-    """No seccomp mark, no Landlock, one uid: the run says so, and is never called fenced."""
-    import boto3
-
-    from kiln.doctor import weaker_than
-    from kiln.remote_runner import encode, result_from
-    from kiln.runner import RunRequest
-
-    _, runners, _ = stack
-    client = boto3.client(
-        "lambda", endpoint_url=runners.url, region_name="us-east-1",
-        aws_access_key_id="testing", aws_secret_access_key="testing",
-    )  # fmt: skip
-    request = RunRequest(language="python", code="print('held')", arguments={}, timeout_s=10)
-    payload = encode(request, tenant="doctor-tenant", tool_id="doctor-tenant", bundle=None)
-    answer = client.invoke(
-        FunctionName="kiln-runner", TenantId="doctor-tenant", Payload=json.dumps(payload).encode()
-    )
-    result = result_from(json.loads(answer["Payload"].read())["result"])
-    assert result.stdout == "held\n"
-    assert (result.isolation, result.fence, result.mark) == ("shared", "", "none"), result
-    # The same environment answers the doctor's probe: what it found matches the run.
-    found = kiln_doctor(client)
-    assert found["seccomp"].startswith("refused: Operation not permitted"), found
-    assert found["landlock_abi"] == 0
-    assert set(found["namespaces"].values()) == {"refused: Operation not permitted (1)"}
-    assert found["uid_model"] == "one uid for every run"
-    assert found["runtime_api"]["child"] == "allowed", found  # Lambda's own loopback API
-    assert found["runs"]["isolation"] == result.isolation
-    assert weaker_than(found, "shared") is None
-    assert weaker_than(found, "landlock") == "runs get 'shared', weaker than the claimed 'landlock'"
-
-
-def kiln_doctor(client: Any) -> dict[str, Any]:
-    from kiln.doctor import remote
-
-    return remote(client, "kiln-runner", tenant="doctor-tenant")
-
-
 def test_a_node_tool_that_kills_its_supervisor_chain_leaves_nothing_running(stack: Any) -> None:
     mcp, runners, ids = stack
     text = call(mcp, "e2e_node_escape")
@@ -541,80 +485,3 @@ def test_the_callers_remaining_time_bounds_the_run_in_the_runner(stack: Any) -> 
     assert "[timeout]" in text, text
     assert answer.answered_ms < answer.deadline_ms, "answered after the mcp invocation's deadline"
     runtime_and_helper_only(runners.environments[ids["e2e_sleeper"]])
-
-
-NEIGHBOUR_VICTIM = r"""
-import json, os, sys, time
-args = json.load(sys.stdin)
-open("/tmp/victim-running", "w").write(args["secret"])
-began = time.time()
-time.sleep(3)
-print(json.dumps({"had": args["secret"][:6] + " " + open("secret.txt").read()[:6],
-                  "from": began, "to": time.time()}))
-"""
-NEIGHBOUR_SNOOP = r"""
-import json, os, sys, time
-args = json.load(sys.stdin)
-time.sleep(1)  # the victim is running by now, in its own environment
-chunks, pids = [], 0
-for name in os.listdir("/proc"):
-    if not name.isdigit():
-        continue
-    pids += 1
-    for part in ("cmdline", "environ"):
-        try:
-            chunks.append(open(f"/proc/{name}/{part}", "rb").read())
-        except OSError:
-            pass
-for root, _, files in os.walk("/tmp"):
-    for name in files:
-        try:
-            chunks.append(open(os.path.join(root, name), "rb").read(1 << 20))
-        except OSError:
-            pass
-data = b"".join(chunks)
-print(json.dumps({"found": [n for n in args["needles"] if n.encode() in data], "pids": pids,
-                  "at": time.time()}))
-"""
-
-
-def test_a_tool_cannot_see_a_tool_running_at_the_same_time(stack: Any) -> None:
-    """Two tenants' runs overlap; the snoop finds none of the victim's secrets, processes or
-    files (the victim's environment is not its own)."""
-    from concurrent.futures import ThreadPoolExecutor
-
-    import boto3
-
-    from kiln.remote_runner import encode, result_from
-    from kiln.runner import RunRequest
-
-    _, runners, _ = stack
-    client = boto3.client(
-        "lambda", endpoint_url=runners.url, region_name="us-east-1",
-        aws_access_key_id="testing", aws_secret_access_key="testing",
-    )  # fmt: skip
-    secret, file_secret = "arg-" + secrets.token_hex(8), "file-" + secrets.token_hex(8)
-
-    def invoke(tenant: str, code: str, arguments: dict[str, Any], **extra: Any) -> Any:
-        request = RunRequest(language="python", code=code, arguments=arguments, timeout_s=20,
-                             **extra)  # fmt: skip
-        body = json.dumps(encode(request, tenant=tenant, tool_id=tenant, bundle=None)).encode()
-        answer = client.invoke(FunctionName="kiln-runner", TenantId=tenant, Payload=body)
-        return result_from(json.loads(answer["Payload"].read())["result"])
-
-    for tenant in ("neighbour-victim", "neighbour-snoop"):  # both environments warm first
-        invoke(tenant, "print('warm')", {})
-    with ThreadPoolExecutor(2) as pool:
-        victim = pool.submit(invoke, "neighbour-victim", NEIGHBOUR_VICTIM, {"secret": secret},
-                             files={"secret.txt": file_secret.encode()})  # fmt: skip
-        snoop = pool.submit(invoke, "neighbour-snoop", NEIGHBOUR_SNOOP,
-                            {"needles": [secret, file_secret]})  # fmt: skip
-        victim_result, snoop_result = victim.result(timeout=60), snoop.result(timeout=60)
-    victim_saw = json.loads(victim_result.stdout)
-    assert victim_saw["had"] == f"{secret[:6]} {file_secret[:6]}"
-    seen = json.loads(snoop_result.stdout)
-    # It looked while the victim ran (one kernel, one clock): else the test proved nothing.
-    assert victim_saw["from"] < seen["at"] < victim_saw["to"], (victim_saw, seen)
-    assert seen["found"] == [], seen
-    # Its own environment only: the runtime, the helper, its supervisor and itself.
-    assert seen["pids"] <= 5, seen
