@@ -91,9 +91,6 @@ def test_the_runner_refuses_a_call_without_a_tenant(runners: TenantInvoke) -> No
     refused.value.close()
 
 
-__all__ = ["TenantInvoke"]
-
-
 NEIGHBOUR_VICTIM = r"""
 import json, os, sys, time
 args = json.load(sys.stdin)
