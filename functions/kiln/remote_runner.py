@@ -12,9 +12,10 @@ take, and the bundle's record (where its zip is and its digest: the runner fetch
 S3 itself). Never a header, an API key, a session or a token. `encode`/`decode` are the one
 definition of that payload, on both sides.
 
-The invoke is synchronous and bounded by the caller's remaining time; a failed invoke is a
-run that did not start (`RunResult.runner_error`), never retried (a retry could run a tool
-twice).
+A bundle that is not ready raises (BundleError, from `bundle_record`) before anything is
+sent. The invoke is synchronous and bounded by the caller's remaining time; a failed invoke
+is a run that did not start (`RunResult.runner_error`), never retried (a retry could run a
+tool twice).
 """
 
 from __future__ import annotations

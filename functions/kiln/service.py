@@ -341,7 +341,10 @@ class CatalogBackend:
         """
         head = tool.head
         if self._remote is not None:  # the runner function fetches the bundle itself
-            return await self._run(tool, arguments, None, time_left_s)
+            try:
+                return await self._run(tool, arguments, None, time_left_s)
+            except BundleError as error:  # not ready: said as a local run says it
+                return ToolOutcome(f"Tool {tool.name!r} cannot run: {error}", True), None
         with ExitStack() as pinned:
             try:
                 bundle_path = await self._bundle_path(head.bundle_id, pinned)

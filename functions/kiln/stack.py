@@ -288,9 +288,16 @@ def remote_runner(settings: Settings, clients: AwsClients, bundles: Bundles) -> 
         lambda: session.client("lambda", endpoint_url=endpoint, config=config), threading.RLock()
     )
 
-    def record(bundle_id: str) -> dict[str, Any] | None:
+    def record(bundle_id: str) -> dict[str, Any]:
+        """A ready bundle's record for the payload; BundleNotReadyError as a local run says."""
+        from kiln.bundles.cache import BundleNotReadyError, not_ready_message
+
         found = bundles.store.get(bundle_id)
-        return None if found is None else found.to_json()
+        if found is None or found.status != "ready":
+            status = None if found is None else found.status
+            message = not_ready_message(found, bundle_id)
+            raise BundleNotReadyError(message, bundle_id=bundle_id, status=status)
+        return found.to_json()
 
     return RemoteRunner(
         lambda: client, settings.runner_function, tenant_mode=settings.runner_tenant,

@@ -232,6 +232,7 @@ BUNDLE_B = "import shared_mod\nprint(shared_mod.VALUE)\n"
 BUNDLE_TOOLS = [
     {**tool("e2e_bundle_a", BUNDLE_A), "requirements": REQUIREMENTS},
     {**tool("e2e_bundle_b", BUNDLE_B), "requirements": REQUIREMENTS},
+    {**tool("e2e_unbuilt", BUNDLE_B), "requirements": ["neverbuilt==1.0"]},
 ]
 
 
@@ -485,3 +486,10 @@ def test_the_callers_remaining_time_bounds_the_run_in_the_runner(stack: Any) -> 
     assert "[timeout]" in text, text
     assert answer.answered_ms < answer.deadline_ms, "answered after the mcp invocation's deadline"
     runtime_and_helper_only(runners.environments[ids["e2e_sleeper"]])
+
+
+def test_a_tool_whose_bundle_is_not_ready_is_told_so_without_an_invoke(stack: Any) -> None:
+    mcp, runners, ids = stack
+    text = call(mcp, "e2e_unbuilt")
+    assert text.startswith("Tool 'e2e_unbuilt' cannot run: its packages (bundle "), text
+    assert ids["e2e_unbuilt"] not in runners.environments

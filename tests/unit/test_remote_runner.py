@@ -151,3 +151,16 @@ def test_the_lambda_client_kiln_makes_knows_tenant_id() -> None:
     model = session.client("lambda").meta.service_model.operation_model("Invoke")
     member = model.input_shape.members["TenantId"]
     assert member.serialization == {"location": "header", "name": "X-Amz-Tenant-Id"}
+
+
+def test_a_bundle_that_is_not_ready_stops_the_run_before_anything_is_sent() -> None:
+    from kiln.bundles.cache import BundleNotReadyError
+
+    def not_ready(bundle_id: str) -> dict[str, Any]:
+        raise BundleNotReadyError("queued", bundle_id=bundle_id, status="pending")
+
+    client = Lambda()
+    runner = RemoteRunner(lambda: client, "kiln-runner", bundle_record=not_ready)
+    with pytest.raises(BundleNotReadyError):
+        asyncio.run(runner.run(REQUEST, tool_id="tool-1", bundle_id="b1"))
+    assert client.calls == []
