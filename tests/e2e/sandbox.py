@@ -7,7 +7,7 @@ which:
 - mounts a fresh /proc, a `tmp_mb` tmpfs on /tmp (and small ones on /var/tmp, /dev/shm),
   makes `read_only` paths read-only (the function's code, its interpreter and packages,
   the system) and keeps the interpreter reachable for another uid (`contain.expose`);
-- brings up its own loopback and serves `forwards` on it: 127.0.0.1:PORT inside is
+- brings up its own loopback (an ioctl, as `ip link set lo up`) and serves `forwards` on it: 127.0.0.1:PORT inside is
   forwarded to HOST:PORT outside (the Runtime API on 9001, the store), each connection
   dialled from a thread that has joined the host's network namespace. Every byte that comes
   in through them is appended to `tap` (what the environment received);
@@ -26,11 +26,12 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import fcntl
 import json
 import os
 import signal
 import socket
-import subprocess
+import struct
 import sys
 import threading
 from typing import Any
@@ -158,10 +159,21 @@ class Forwarder:
             sink.shutdown(socket.SHUT_WR)
 
 
+def loopback_up() -> None:
+    """`ip link set lo up`, without needing iproute2: SIOCGIFFLAGS, then SIOCSIFFLAGS."""
+    siocgifflags, siocsifflags, iff_up = 0x8913, 0x8914, 0x1
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+        request = bytearray(struct.pack("16sH14x", b"lo", 0))
+        fcntl.ioctl(sock, siocgifflags, request)
+        flags = struct.unpack_from("H", request, 16)[0] | iff_up
+        struct.pack_into("H", request, 16, flags)
+        fcntl.ioctl(sock, siocsifflags, request)
+
+
 def init(config: dict[str, Any], host_net: int, tap: Any) -> None:
     contain.prctl(contain.PR_SET_PDEATHSIG, signal.SIGKILL)
     mount_views(config)
-    subprocess.run(["ip", "link", "set", "lo", "up"], check=True)
+    loopback_up()
     listeners = []
     for inside, host, port in config["forwards"]:
         listener = socket.create_server(("127.0.0.1", inside))
