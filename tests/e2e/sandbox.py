@@ -7,10 +7,11 @@ which:
 - mounts a fresh /proc, a `tmp_mb` tmpfs on /tmp (and small ones on /var/tmp, /dev/shm),
   makes `read_only` paths read-only (the function's code, its interpreter and packages,
   the system) and keeps the interpreter reachable for another uid (`contain.expose`);
-- brings up its own loopback (an ioctl, as `ip link set lo up`) and serves `forwards` on it: 127.0.0.1:PORT inside is
-  forwarded to HOST:PORT outside (the Runtime API on 9001, the store), each connection
-  dialled from a thread that has joined the host's network namespace. Every byte that comes
-  in through them is appended to `tap` (what the environment received);
+- brings up its own loopback (an ioctl, as `ip link set lo up`) and serves `forwards` on
+  it: 127.0.0.1:PORT inside is forwarded to HOST:PORT outside (the Runtime API on 9001,
+  the store), each connection dialled from a thread that has joined the host's network
+  namespace. Every byte that comes in through them is appended to `tap` (what the
+  environment received);
 - forks the runtime: every capability dropped, the uid `uid`, no_new_privs, and a seccomp
   filter that refuses what Lambda refuses: seccomp() and prctl(PR_SET_SECCOMP), landlock_*,
   unshare, setns, ptrace and clone with a namespace flag get EPERM (clone3 gets ENOSYS, so
