@@ -1,5 +1,6 @@
 """Lambda entry points: `mcp` (public /mcp), `admin` (/api/*, /admin/mcp), `builder` (bundles),
-`worker` (MCP tasks: long tool runs, invoked asynchronously by `mcp`).
+`worker` (MCP tasks: long tool runs, invoked asynchronously by `mcp`), `runner` (one tool's
+run per invocation, tenant-isolated: see `kiln.serving.runner_function`).
 
 Each function's handler is made during the init phase (which SnapStart snapshots), and only
 the one that function uses: `kiln.lambda_handlers.mcp` never imports the admin app or the
@@ -67,11 +68,20 @@ def _worker() -> observability.Handler:
     return observability.instrument(run, name="worker", telemetry=telemetry)
 
 
+def _runner() -> observability.Handler:
+    from kiln.serving.runner_function import RunnerFunction
+
+    stack.prepare_process()  # tools cannot read this process's environ (AWS credentials)
+    function = RunnerFunction(stack.runner_settings(settings), clients.s3, settings.bucket)
+    return observability.instrument(function.handle, name="runner", telemetry=telemetry)
+
+
 _FACTORIES = {
     "mcp": lambda: _http("public", "mcp"),
     "admin": lambda: _http("admin", "admin"),
     "builder": _builder,
     "worker": _worker,
+    "runner": _runner,
 }
 
 

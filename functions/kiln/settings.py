@@ -122,6 +122,12 @@ def _url(value: str) -> str:
     return value.rstrip("/")
 
 
+def _tenant_mode(value: str) -> str:
+    if value not in ("tool", "author"):
+        raise ValueError('expected "tool" (each tool its own environments) or "author"')
+    return value
+
+
 def _task_settings(e: Mapping[str, str]) -> TaskSettings:
     d = TaskSettings()
     try:
@@ -191,6 +197,11 @@ class Settings:
     bundle_target: str | None = None  # KILN_BUNDLE_TARGET: Python bundles' target
     node_bundle_target: str | None = None  # KILN_NODE_BUNDLE_TARGET
     builder_function: str | None = None  # KILN_BUILDER_FUNCTION: the Lambda that builds
+    # KILN_RUNNER_FUNCTION: the tenant-isolated Lambda every run is sent to (none: runs here);
+    # KILN_RUNNER_TENANT: its tenant id is the tool ("tool") or the tool's author ("author").
+    runner_function: str | None = None
+    runner_tenant: str = "tool"
+    runner_endpoint_url: str | None = None  # KILN_RUNNER_ENDPOINT_URL: a local Invoke stand-in
     bundle_cache_dir: Path | None = None  # KILN_BUNDLE_CACHE_DIR: unpacked bundles
     bundle_cache_mb: float | None = None  # KILN_BUNDLE_CACHE_MB: their disk budget
     bundle_max_unpacked_mb: float | None = None  # KILN_BUNDLE_MAX_UNPACKED_MB
@@ -264,6 +275,9 @@ class Settings:
             bundle_target=_parse(e, "KILN_BUNDLE_TARGET", None, _text),
             node_bundle_target=_parse(e, "KILN_NODE_BUNDLE_TARGET", None, _text),
             builder_function=_parse(e, "KILN_BUILDER_FUNCTION", None, _text),
+            runner_function=_parse(e, "KILN_RUNNER_FUNCTION", None, _text),
+            runner_tenant=_parse(e, "KILN_RUNNER_TENANT", cls.runner_tenant, _tenant_mode),
+            runner_endpoint_url=_parse(e, "KILN_RUNNER_ENDPOINT_URL", None, _url),
             bundle_cache_dir=cache_dir,
             bundle_cache_mb=_parse(e, "KILN_BUNDLE_CACHE_MB", None, _positive_float),
             bundle_max_unpacked_mb=_parse(e, "KILN_BUNDLE_MAX_UNPACKED_MB", None, _positive_float),

@@ -35,6 +35,7 @@ from kiln.catalog.snapshot import CatalogSnapshots
 from kiln.catalog.store import CatalogStore
 from kiln.runner import Runner, RunnerSettings
 from kiln.runner.limits import COMMON_TCP_PORTS, default_own_temp_paths
+from kiln.runner.remote import RemoteRunner
 from kiln.serving.backend import CatalogBackend
 from kiln.settings import Settings
 
@@ -259,11 +260,53 @@ def build_kiln(settings: Settings, *, clients: AwsClients | None = None) -> Kiln
     )
     gate = call_gate(settings, clients)
     backend = CatalogBackend(
-        snapshots, runner, bundles=bundles, secrets=secrets, views=views, gate=gate
-    )
+        snapshots, runner, bundles=bundles, secrets=secrets, views=views, gate=gate,
+        remote=remote_runner(settings, clients, bundles),
+    )  # fmt: skip
     return Kiln(
         settings, clients, store, snapshots, runner, backend, callers, secrets, bundles, views,
         gate,
+    )  # fmt: skip
+
+
+def remote_runner(settings: Settings, clients: AwsClients, bundles: Bundles) -> RemoteRunner | None:
+    """The runner function's client when KILN_RUNNER_FUNCTION is set (runs then never run here).
+
+    No retries (a retried invoke could run a tool twice); the read timeout outlasts the
+    longest run, and each call is bounded by its caller's remaining time instead.
+    """
+    if not settings.runner_function:
+        return None
+    from botocore.config import Config
+
+    from kiln.runner.remote import RemoteRunner
+
+    session = clients.session
+    config = Config(
+        read_timeout=settings.max_timeout_s + 30,
+        connect_timeout=5,
+        retries={"total_max_attempts": 1},
+        tcp_keepalive=True,
+    )
+    endpoint = settings.runner_endpoint_url
+    client = Lazy(
+        lambda: session.client("lambda", endpoint_url=endpoint, config=config), threading.RLock()
+    )
+
+    def record(bundle_id: str) -> dict[str, Any]:
+        """A ready bundle's record for the payload; BundleNotReadyError as a local run says."""
+        from kiln.bundles.cache import BundleNotReadyError, not_ready_message
+
+        found = bundles.store.get(bundle_id)
+        if found is None or found.status != "ready":
+            status = None if found is None else found.status
+            message = not_ready_message(found, bundle_id)
+            raise BundleNotReadyError(message, bundle_id=bundle_id, status=status)
+        return found.to_json()
+
+    return RemoteRunner(
+        lambda: client, settings.runner_function, tenant_mode=settings.runner_tenant,
+        bundle_record=record,
     )  # fmt: skip
 
 

@@ -40,6 +40,7 @@ class _Pending:
     request_id: str
     body: bytes
     deadline_ms: int
+    tenant_id: str | None = None
     answered: threading.Event = field(default_factory=threading.Event)
     answer: Answer | None = None
 
@@ -51,6 +52,18 @@ class _Server(ThreadingHTTPServer):
         # A runtime killed while it long-polls /next resets its connection: not an error here.
         if not isinstance(sys.exc_info()[1], ConnectionError):
             super().handle_error(request, client_address)
+
+
+def _gone(connection: Any) -> bool:
+    """True when the client closed its side (end of file waiting to be read)."""
+    import select
+    import socket
+
+    try:
+        readable, _, _ = select.select([connection], [], [], 0)
+        return bool(readable) and connection.recv(1, socket.MSG_PEEK) == b""
+    except OSError:
+        return True
 
 
 class RuntimeApiError(AssertionError):
@@ -103,11 +116,12 @@ class RuntimeApi:
         timeout_s: float = 30.0,
         grace_s: float = 5.0,
         alive: Callable[[], bool] = lambda: True,
+        tenant_id: str | None = None,
     ) -> Answer:
         """Hand `event` to the runtime with `timeout_s` left, and wait for its answer."""
         request_id = str(uuid.uuid4())
         deadline_ms = int((time.time() + timeout_s) * 1000)
-        pending = _Pending(request_id, json.dumps(event).encode(), deadline_ms)
+        pending = _Pending(request_id, json.dumps(event).encode(), deadline_ms, tenant_id)
         with self._lock:
             self._by_id[request_id] = pending
         self._next.put(pending)
@@ -122,12 +136,18 @@ class RuntimeApi:
 
     # ------------------------------------------------------------------ HTTP side
 
-    def _take_next(self) -> _Pending | None:
+    def _take_next(self, connection: Any) -> _Pending | None:
         while not self._stopping.is_set():
+            if _gone(connection):  # a poller that was killed: its event goes to the next one
+                return None
             try:
-                return self._next.get(timeout=0.1)
+                pending = self._next.get(timeout=0.1)
             except queue.Empty:
                 continue
+            if _gone(connection):
+                self._next.put(pending)
+                return None
+            return pending
         return None
 
     def _answer(self, request_id: str, kind: str, body: bytes) -> bool:
@@ -174,7 +194,7 @@ class RuntimeApi:
             def do_GET(self) -> None:
                 if self.path == f"{PREFIX}/invocation/next":
                     api.polled.set()
-                    pending = api._take_next()
+                    pending = api._take_next(self.connection)
                     if pending is None:
                         self._reply(503)
                         return
@@ -187,6 +207,11 @@ class RuntimeApi:
                             "Lambda-Runtime-Deadline-Ms": str(pending.deadline_ms),
                             "Lambda-Runtime-Invoked-Function-Arn": FUNCTION_ARN,
                             "Lambda-Runtime-Trace-Id": TRACE_ID,
+                            **(
+                                {"Lambda-Runtime-Aws-Tenant-Id": pending.tenant_id}
+                                if pending.tenant_id
+                                else {}
+                            ),
                         },
                     )
                 elif self.path == f"{PREFIX}/restore/next":

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from kiln.runner import Runner, RunnerSettings, RunRequest, RunResult, contract_text
-from kiln.runner.supervisor import descendants
+from kiln.runner.processes import descendants
 
 MEMORY_SECRET = os.environ.get("SERVER_SECRET", "").replace("env", "memory").encode()
 

@@ -24,7 +24,7 @@ import pytest
 from kiln.runner import Runner, RunnerSettings, RunRequest, RunResult, contract_text
 from kiln.runner.contain import processes_of_uids
 from kiln.runner.model import Language
-from kiln.runner.supervisor import descendants
+from kiln.runner.processes import descendants
 
 MARKER_VAR = "RUN_TEST_MARKER"
 

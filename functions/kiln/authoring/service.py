@@ -96,6 +96,10 @@ class TestRun:
             "applied_timeout_s": result.applied_timeout_s,
             "stdout_truncated": result.stdout_truncated,
             "stderr_truncated": result.stderr_truncated,
+            # What kept the run apart, exactly as it held: never more.
+            "isolation": result.isolation,
+            "fence": result.fence or "none",
+            "mark": result.mark or "none",
             "text": text,
         }
 

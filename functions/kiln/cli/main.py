@@ -110,6 +110,29 @@ def cmd_tools_call(args: argparse.Namespace) -> int:
     return 0 if body.get("ok") else 1
 
 
+def cmd_doctor(args: argparse.Namespace) -> int:
+    from kiln.runner import doctor
+
+    if args.aws:
+        function = args.function or args.settings.runner_function
+        if not function:
+            print("kiln doctor --aws: name the runner function (--function or "
+                  "KILN_RUNNER_FUNCTION)", file=sys.stderr)  # fmt: skip
+            return 2
+        import boto3
+
+        client = boto3.client("lambda", region_name=args.settings.region)
+        found = doctor.remote(client, function)
+    else:
+        found = doctor.probe()
+    print(doctor.render(found, as_json=args.json))
+    weaker = doctor.weaker_than(found, args.require) if args.require else None
+    if weaker:
+        print(f"kiln doctor: {weaker}", file=sys.stderr)
+        return 1
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="kiln", description="Small scripts as MCP tools.")
     commands = parser.add_subparsers(dest="command", required=True)
@@ -167,6 +190,13 @@ def build_parser() -> argparse.ArgumentParser:
     call.add_argument("name")
     call.add_argument("--args", default="{}", help="arguments as a JSON object")
     call.set_defaults(func=cmd_tools_call)
+
+    doctor = commands.add_parser("doctor", help="what this machine (or --aws) enforces for runs")
+    doctor.add_argument("--json", action="store_true", help="print JSON")
+    doctor.add_argument("--aws", action="store_true", help="probe inside the runner function")
+    doctor.add_argument("--function", help="the runner function (default KILN_RUNNER_FUNCTION)")
+    doctor.add_argument("--require", help="fail when runs get less: shared, landlock, uid, mounts")
+    doctor.set_defaults(func=cmd_doctor)
 
     register_bundles(commands)
     register_auth(commands)

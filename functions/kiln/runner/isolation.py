@@ -30,7 +30,7 @@ from pathlib import Path
 
 from kiln.runner import contain
 from kiln.runner.launcher import LauncherError
-from kiln.runner.supervisor import descendants
+from kiln.runner.processes import descendants
 
 
 class NoRunUidError(LauncherError):
@@ -157,6 +157,7 @@ class RunRecord:
     run_dir: Path
     uid: int | None = None
     isolation: str = ""  # "mounts", "uid", "shared" once the supervisor says
+    mark: str = ""  # "seccomp", or "none" where the kernel refused the run mark
     reported: bool = False  # the supervisor reported an outcome (and so killed the tree)
     supervisor: int | None = None
     before: set[tuple[str, int]] | None = None  # shared temp entries at the start (no root)

@@ -67,6 +67,9 @@ class RunResult:
     # by Landlock), "shared" (the server's uid, unfenced); "" when it never started.
     isolation: str = ""
     fence: str = ""  # the Landlock ruleset it entered, e.g. "landlock/7:files+tcp+signals"
+    # "seccomp" when its processes carry the run mark (its orphans are found by it), "none"
+    # where the kernel refused it (then only the runner function's sweep finds them).
+    mark: str = ""
     standby: bool = False  # it was prepared before the call (see kiln.runner.standby)
 
     @property

@@ -81,6 +81,7 @@ def run_result(
         disk_quota_bytes=quota,
         isolation=status.get("isolation", ""),
         fence=status.get("fence", ""),
+        mark=status.get("mark", ""),
     )
 
 
@@ -133,6 +134,8 @@ def log_run(request: RunRequest, result: RunResult) -> None:
             "truncated": result.stdout_truncated or result.stderr_truncated,
             "runner_error": result.runner_error,
             "isolation": result.isolation,
+            "fence": result.fence or "none",
+            "mark": result.mark,
             "standby": result.standby,
         },
     )

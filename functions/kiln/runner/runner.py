@@ -34,7 +34,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from kiln.runner import contain, isolation, landlock, launcher, peers, supervisor
+from kiln.runner import contain, isolation, landlock, launcher, peers, processes
 from kiln.runner.environment import script_environment, tool_settings
 from kiln.runner.isolation import RunRecord, UidPool
 from kiln.runner.launcher import PRELOAD, LauncherError, close_quietly, install_dirs
@@ -355,6 +355,8 @@ class Runner:
             return  # its uid is all it had: killed (by the supervisor, or by clean_up)
         if record.reported and self._launcher.alive():
             return  # the supervisor killed the whole tree, as a subreaper sees it
+        if record.mark == "none":  # said, not hidden (the runner function sweeps instead)
+            logger.warning("a run's supervisor died; no seccomp mark tells its orphans apart")
         # Its supervisor died (a tool may have killed it, and the helper too): the orphans are
         # on their way to the helper or, if that died, to the server. Keep killing marked
         # children of both while the kernel settles them.
@@ -471,6 +473,7 @@ class Runner:
             finally:  # even when cancelled again while stopping (clean-up kills what is left)
                 fields = status.fields()
                 record.isolation = fields.get("isolation", "")
+                record.mark = fields.get("mark", "")
                 record.reported = "outcome" in fields
                 for feeder in feeders:
                     feeder.close()
@@ -531,7 +534,7 @@ def _kill_tree_from(root: int) -> None:
     """Backstop when the supervisor itself is stuck or dead: kill its descendants, then it."""
     give_up = time.monotonic() + 2.0
     while time.monotonic() < give_up:
-        alive = [pid for pid, state in supervisor.descendants(root) if state != b"Z"]
+        alive = [pid for pid, state in processes.descendants(root) if state != b"Z"]
         if not alive:
             break
         for pid in alive:

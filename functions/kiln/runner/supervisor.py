@@ -75,11 +75,10 @@ import signal
 import socket
 import sys
 import time
-from collections.abc import Sequence
 from typing import Any, NoReturn
 
 if __package__:
-    from kiln.runner import contain, landlock, pyrun
+    from kiln.runner import contain, landlock, processes, pyrun
 else:  # run by path as the helper (`python -I -S supervisor.py`): load the siblings by path
     import importlib.util
 
@@ -93,9 +92,12 @@ else:  # run by path as the helper (`python -I -S supervisor.py`): load the sibl
 
     contain = _sibling("contain")
     landlock = _sibling("landlock")
+    processes = _sibling("processes")
     pyrun = _sibling("pyrun")
 
 prctl = contain.prctl
+read_stat, descendants = processes.read_stat, processes.descendants
+kill_all, user_tasks = processes.kill_all, processes.user_tasks
 KILL_PATIENCE_S = 5.0  # how long to keep killing before reporting leftovers
 MAX_REQUEST_BYTES = 1 << 20
 SCRIPT_FDS = 6  # stdin, stdout, stderr, status, private, go
@@ -105,43 +107,6 @@ CLOSING = b"closing"
 GO_BYTES = 64  # `go` carries one number
 PRIVATE_FD = 3  # where a Node script's preload finds its settings and secrets
 WATCH_INTERVAL_S = 0.05  # how often disk use is measured when no tmpfs bounds it
-
-
-def read_stat(pid: str) -> tuple[int, bytes] | None:
-    """(ppid, state) of a process from /proc/PID/stat, or None when it is gone."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            data = f.read()
-    except OSError:
-        return None
-    # "pid (comm) state ppid ...": comm may hold spaces and ")", so split after the last ")".
-    fields = data[data.rfind(b")") + 2 :].split(b" ", 2)
-    if len(fields) < 2:
-        return None
-    return int(fields[1]), fields[0]
-
-
-def descendants(root: int) -> list[tuple[int, bytes]]:
-    """Every process whose parent chain leads to `root`, as (pid, state)."""
-    children: dict[int, list[tuple[int, bytes]]] = {}
-    for name in os.listdir("/proc"):
-        if name.isdigit():
-            stat = read_stat(name)
-            if stat is not None:
-                children.setdefault(stat[0], []).append((int(name), stat[1]))
-    found: list[tuple[int, bytes]] = []
-    queue = [root]
-    while queue:
-        for child in children.get(queue.pop(), ()):
-            found.append(child)
-            queue.append(child[0])
-    return found
-
-
-def kill_all(pids: Sequence[int]) -> None:
-    for pid in pids:
-        with contextlib.suppress(OSError):
-            os.kill(pid, signal.SIGKILL)
 
 
 # --- the supervisor -------------------------------------------------------------------------
@@ -192,7 +157,8 @@ def supervise(request: dict[str, Any], status_fd: int, private_fd: int, go_fd: i
     except OSError as error:
         os.write(status_fd, f"outcome error {error}\nleftover 0\n".encode())
         os._exit(0)
-    os.write(status_fd, f"isolation {isolation}\nfence {enforced}\n".encode())
+    mark = request.get("mark", "seccomp")
+    os.write(status_fd, f"isolation {isolation}\nfence {enforced}\nmark {mark}\n".encode())
     watch = Watch(request, isolation)
     pid = os.fork()
     if pid == 0:
@@ -447,25 +413,6 @@ def set_limits(limits: dict[str, int], run_uid: int | None) -> None:
     resource.setrlimit(resource.RLIMIT_NPROC, (total, total))
 
 
-def user_tasks(uid: int) -> int:
-    """Processes and threads whose real uid is `uid` (what RLIMIT_NPROC counts).
-
-    Read from /proc/PID/status, not the owner of /proc/PID: a process that is not dumpable
-    (the server, the helper) shows root as that owner.
-    """
-    count = 0
-    for name in os.listdir("/proc"):
-        if name.isdigit():
-            with (
-                contextlib.suppress(OSError, ValueError, KeyError),
-                open(f"/proc/{name}/status") as f,
-            ):
-                fields = dict(line.split(":", 1) for line in f if ":" in line)
-                if int(fields["Uid"].split()[0]) == uid:
-                    count += int(fields["Threads"])
-    return count
-
-
 # --- the helper -----------------------------------------------------------------------------
 
 
@@ -475,6 +422,7 @@ class Helper:
     def __init__(self, sock: socket.socket) -> None:
         self.sock = sock
         self.supervisors: set[int] = set()
+        self.mark = mark_allowed()
 
     def reap(self, *_: object) -> None:
         """SIGCHLD: reap supervisors; kill anything else that was reparented here."""
@@ -551,11 +499,26 @@ class Helper:
             if pid == 0:
                 signal.signal(signal.SIGCHLD, signal.SIG_DFL)
                 self.sock.close()
-                return json.loads(data), fds
+                return dict(json.loads(data), mark=self.mark), fds
             self.supervisors.add(pid)
             signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGCHLD})
             for fd in fds:
                 os.close(fd)
+
+
+def mark_allowed() -> str:
+    """Whether a run's processes can carry the mark: "seccomp", or "none" where the kernel
+    refuses it (Lambda, by several reports). Then orphans cannot be told apart by it, and only
+    an environment of the run's own (the runner function) finds them all."""
+    pid = os.fork()
+    if pid == 0:
+        try:
+            contain.mark_as_run()
+        except OSError:
+            os._exit(1)
+        os._exit(0)
+    _, status = os.waitpid(pid, 0)
+    return "seccomp" if os.waitstatus_to_exitcode(status) == 0 else "none"
 
 
 def become_supervisor(request: dict[str, Any], fds: list[int]) -> None:

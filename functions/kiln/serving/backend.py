@@ -39,6 +39,7 @@ from kiln.runner import (
 )
 from kiln.runner.errors import RunSlotRefusedError
 from kiln.runner.model import RunRequest, RunResult
+from kiln.runner.remote import RemoteRunner
 
 log = logging.getLogger("kiln.serving.backend")
 _P = ParamSpec("_P")
@@ -128,9 +129,11 @@ class CatalogBackend:
         secrets: SecretValues | None = None,
         views: ViewCatalog | None = None,
         gate: CallGate | None = None,
+        remote: RemoteRunner | None = None,
     ) -> None:
         self._snapshots = snapshots
         self._runner = runner
+        self._remote = remote  # every run goes to the runner function (kiln.runner.remote)
         self._bundles = bundles
         self._secrets = secrets
         self._view_catalog = views
@@ -384,6 +387,11 @@ class CatalogBackend:
         """
         head = tool.head
         whose = {"shares": shares or (f"tool:{tool.id}",), "from_run": from_run}
+        if self._remote is not None:  # the runner function fetches the bundle itself
+            try:
+                return await self._run(tool, arguments, None, time_left_s, whose)
+            except BundleError as error:  # not ready: said as a local run says it
+                return ToolOutcome(f"Tool {tool.name!r} cannot run: {error}", True), None
         with ExitStack() as pinned:
             try:
                 bundle_path = await self._bundle_path(head.bundle_id, pinned)
@@ -433,7 +441,12 @@ class CatalogBackend:
             **whose,
         )
         try:
-            result = await self._runner.run(request)
+            if self._remote is not None:
+                result = await self._remote.run(
+                    request, tool_id=tool.id, author=head.created_by, bundle_id=head.bundle_id
+                )
+            else:
+                result = await self._runner.run(request)
         except (RunnerBusyError, RunSlotRefusedError, NodeUnavailableError,
                 InvalidArgumentsError) as error:  # fmt: skip
             return ToolOutcome(str(error), True), None

@@ -1,6 +1,7 @@
 """The package keeps the shape the house rules ask for, so that it stays readable.
 
-- no module in functions/kiln over 600 lines, no function over 80;
+- no module in functions/kiln over 600 lines, no function over 60 (but the lists of
+  settings and parser arguments named in LONG_LISTS);
 - only the settings module reads the process environment (the runner's supervisor only
   replaces its own environment with the one it was given for the child);
 - no `"jsonrpc"` string outside `protocol/`: every JSON-RPC body is written there
@@ -17,7 +18,9 @@ from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[3] / "functions" / "kiln"
 MAX_MODULE_LINES = 600
-MAX_FUNCTION_LINES = 80
+MAX_FUNCTION_LINES = 60
+# Lists of settings or parser arguments: long, flat, and read line by line.
+LONG_LISTS = {"settings.py:from_env", "cli/main.py:build_parser"}
 ENVIRONMENT_READERS = {"settings.py"}
 CHILD_ENVIRONMENT = {"runner/supervisor.py"}  # sets the child's environ; reads nothing
 ENVIRONMENT = re.compile(r"os\.environ|getenv")
@@ -40,14 +43,15 @@ def test_no_module_is_longer_than_600_lines() -> None:
     assert long == {}
 
 
-def test_no_function_is_longer_than_80_lines() -> None:
+def test_no_function_is_longer_than_60_lines() -> None:
     long = {}
     for path in modules():
         for node in ast.walk(ast.parse(path.read_text("utf-8"))):
             if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
                 lines = (node.end_lineno or node.lineno) - node.lineno + 1
-                if lines > MAX_FUNCTION_LINES:
-                    long[f"{name(path)}:{node.name}"] = lines
+                where = f"{name(path)}:{node.name}"
+                if lines > MAX_FUNCTION_LINES and where not in LONG_LISTS:
+                    long[where] = lines
     assert long == {}
 
 

@@ -200,7 +200,7 @@ def test_public_function_has_no_rights_beyond_the_table_and_the_bucket(
     table = the_one(template, "AWS::DynamoDB::Table")
     bucket = the_one(template, "AWS::S3::Bucket")
     for statement in statements(template, "McpFunction"):
-        if statement.get("Sid") in {"ReadToolSecrets", "StartTaskRuns"}:
+        if statement.get("Sid") in {"ReadToolSecrets", "StartTaskRuns", "SendRunsToTheRunner"}:
             continue  # their own tests
         for resource in as_list(statement["Resource"]):
             assert refers_to(resource, table) or refers_to(resource, bucket), statement
@@ -224,7 +224,8 @@ def test_functions_may_only_read_their_stages_tool_secrets(
 
 
 @pytest.mark.parametrize(
-    "function", ["McpFunction", "AdminFunction", "BuilderFunction", "WorkerFunction"]
+    "function",
+    ["McpFunction", "AdminFunction", "BuilderFunction", "WorkerFunction", "RunnerFunction"],
 )
 def test_no_function_has_a_wildcard_action_or_resource(
     template: dict[str, Any], function: str
@@ -331,3 +332,33 @@ def test_the_admin_function_serves_the_studio_beside_the_api(template: dict[str,
     assert {("/studio", "GET"), ("/studio/{proxy+}", "GET"), ("/api/{proxy+}", "ANY")} <= routes
     public = template["Resources"]["McpFunction"]["Properties"]["Events"]
     assert not any("studio" in e["Properties"]["Path"] for e in public.values())
+
+
+def test_mcp_admin_and_worker_send_runs_to_the_runner_and_nothing_else_may(
+    template: dict[str, Any],
+) -> None:
+    senders = {"McpFunction", "AdminFunction", "WorkerFunction"}
+    for function in resources_of_type(template, "AWS::Serverless::Function"):
+        invokes = actions_on(template, function, "RunnerFunction")
+        assert ("lambda:InvokeFunction" in invokes) == (function in senders), function
+    for function in senders:
+        variables = template["Resources"][function]["Properties"]["Environment"]["Variables"]
+        assert variables["KILN_RUNNER_FUNCTION"] == {"Ref": "RunnerFunction"}
+        assert variables["KILN_RUNNER_TENANT"] == {"Ref": "RunnerTenant"}
+
+
+def test_the_runner_is_tenant_isolated_and_reads_only_bundle_objects(
+    template: dict[str, Any],
+) -> None:
+    props = template["Resources"]["RunnerFunction"]["Properties"]
+    assert props["TenancyConfig"] == {"TenantIsolationMode": "PER_TENANT"}
+    assert props["Handler"] == "kiln.lambda_handlers.runner"
+    assert "SnapStart" not in props
+    assert "ProvisionedConcurrencyConfig" not in props
+    assert props["ReservedConcurrentExecutions"] == {"Ref": "RunnerConcurrency"}
+    assert props["EphemeralStorage"]["Size"] >= 1024
+    assert props["EventInvokeConfig"]["MaximumRetryAttempts"] == 0
+    (statement,) = statements(template, "RunnerFunction")
+    assert as_list(statement["Action"]) == ["s3:GetObject"]
+    (resource,) = as_list(statement["Resource"])
+    assert json.dumps(resource).endswith('/bundles/*"}'), resource

@@ -44,6 +44,9 @@ VARIABLES: dict[str, tuple[str, str, Any]] = {
     "KILN_BUNDLE_TARGET": ("bundle_target", "lambda-python3.13-x86_64", "lambda-python3.13-x86_64"),
     "KILN_NODE_BUNDLE_TARGET": ("node_bundle_target", "node20-x86_64", "node20-x86_64"),
     "KILN_BUILDER_FUNCTION": ("builder_function", "builder", "builder"),
+    "KILN_RUNNER_FUNCTION": ("runner_function", "runner", "runner"),
+    "KILN_RUNNER_TENANT": ("runner_tenant", "author", "author"),
+    "KILN_RUNNER_ENDPOINT_URL": ("runner_endpoint_url", "http://127.0.0.1:9", "http://127.0.0.1:9"),
     "KILN_BUNDLE_CACHE_DIR": ("bundle_cache_dir", "/tmp/b", Path("/tmp/b")),
     "KILN_BUNDLE_CACHE_MB": ("bundle_cache_mb", "512", 512.0),
     "KILN_BUNDLE_MAX_UNPACKED_MB": ("bundle_max_unpacked_mb", "100", 100.0),
@@ -91,6 +94,9 @@ DEFAULTS: dict[str, Any] = {
     "bundle_target": None,
     "node_bundle_target": None,
     "builder_function": None,
+    "runner_function": None,
+    "runner_tenant": "tool",
+    "runner_endpoint_url": None,
     "bundle_cache_dir": None,
     "bundle_cache_mb": None,
     "bundle_max_unpacked_mb": None,
@@ -128,6 +134,7 @@ BAD_VALUES = {
     "KILN_PUBLIC_BASE_URL": ("kiln.example", "must be an http(s) URL"),
     "KILN_OAUTH_ISSUER": ("login.example", "must be an http(s) URL"),
     "KILN_SECRETS_PREFIX": ("kiln/", "must start with '/'"),
+    "KILN_RUNNER_TENANT": ("caller", 'expected "tool"'),
 }
 
 

@@ -1,0 +1,187 @@
+"""Send one run to the runner function (`kiln.lambda_handlers.runner`) and read its result.
+
+The public `mcp` function, the task worker and the admin function's test runs hold callers'
+requests, catalog credentials and every tool's files; tool code must not run beside them.
+When `KILN_RUNNER_FUNCTION` is set, each run is sent instead to a function created with
+Lambda tenant isolation, with `TenantId` = the tool's id (or its author's, with
+`KILN_RUNNER_TENANT=author`), so an environment only ever holds one tenant's runs.
+
+The payload carries only what that run needs, and nothing of the caller's request: the
+language, code and files, the arguments, the tool's settings and secrets, the time it may
+take, and the bundle's record (where its zip is and its digest: the runner fetches it from
+S3 itself). Never a header, an API key, a session or a token. `encode`/`decode` are the one
+definition of that payload, on both sides.
+
+A bundle that is not ready raises (BundleError, from `bundle_record`) before anything is
+sent. The invoke is synchronous and bounded by the caller's remaining time; a failed invoke
+is a run that did not start (`RunResult.runner_error`), never retried (a retry could run a
+tool twice).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import dataclasses
+import json
+import threading
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from kiln.runner.limits import RunLimits
+from kiln.runner.model import RunRequest, RunResult
+
+PAYLOAD_VERSION = 1
+ROUND_TRIP_MARGIN_S = 1.0  # kept from the caller's time for the invoke and the answer
+MAX_PAYLOAD_BYTES = 6 * 1024 * 1024  # Lambda's synchronous Invoke limit
+RUN_FIELDS = {f.name for f in dataclasses.fields(RunResult)}
+
+
+class PayloadError(ValueError):
+    """A runner payload that is not one this version of Kiln makes."""
+
+
+def encode(
+    request: RunRequest, *, tenant: str, tool_id: str, bundle: Mapping[str, Any] | None
+) -> dict[str, Any]:
+    """The runner payload for one run (JSON-ready)."""
+    return {
+        "kiln_run": PAYLOAD_VERSION,
+        "tenant": tenant,
+        "tool": tool_id,
+        "label": request.label,
+        "language": request.language,
+        "code": request.code,
+        "files": {name: base64.b64encode(data).decode() for name, data in request.files.items()},
+        "arguments": dict(request.arguments),
+        "timeout_s": request.timeout_s,
+        "time_left_s": request.time_left_s,
+        "settings": dict(request.extra_env),
+        "limits": None if request.limits is None else dataclasses.asdict(request.limits),
+        "bundle": None if bundle is None else dict(bundle),
+    }
+
+
+def decode(payload: Mapping[str, Any]) -> tuple[RunRequest, Mapping[str, Any] | None]:
+    """The run a payload asks for, and its bundle record; PayloadError when it is not one."""
+    if payload.get("kiln_run") != PAYLOAD_VERSION:
+        raise PayloadError(f"not a Kiln run payload of version {PAYLOAD_VERSION}")
+    try:
+        files = {name: base64.b64decode(data) for name, data in payload["files"].items()}
+        limits = payload.get("limits")
+        request = RunRequest(
+            language=payload["language"],
+            code=str(payload["code"]),
+            arguments=dict(payload["arguments"]),
+            timeout_s=float(payload["timeout_s"]),
+            time_left_s=None if payload["time_left_s"] is None else float(payload["time_left_s"]),
+            extra_env={str(k): str(v) for k, v in payload["settings"].items()},
+            label=str(payload.get("label", "")),
+            files=files,
+            limits=None if limits is None else RunLimits(**limits),
+        )
+    except (KeyError, TypeError, ValueError, AttributeError) as error:
+        raise PayloadError(f"a run payload without a usable {error}") from None
+    if request.language not in ("python", "node"):
+        raise PayloadError(f"unknown language {request.language!r}")
+    return request, payload.get("bundle")
+
+
+def result_json(result: RunResult) -> dict[str, Any]:
+    return dataclasses.asdict(result)
+
+
+def result_from(data: Mapping[str, Any]) -> RunResult:
+    return RunResult(**{k: v for k, v in data.items() if k in RUN_FIELDS})
+
+
+def failed_run(message: str, timeout_s: float) -> RunResult:
+    return RunResult(
+        stdout="",
+        stderr="",
+        exit_code=None,
+        timed_out=False,
+        applied_timeout_s=timeout_s,
+        duration_s=0.0,
+        started=False,
+        runner_error=message,
+    )
+
+
+class RemoteRunner:
+    """Runs each request in the runner function, one tenant per tool (or per author)."""
+
+    def __init__(
+        self,
+        client: Callable[[], Any],
+        function: str,
+        *,
+        tenant_mode: str = "tool",
+        bundle_record: Callable[[str], Mapping[str, Any] | None] = lambda _: None,
+    ) -> None:
+        self._client = client
+        self.function = function
+        self.tenant_mode = tenant_mode
+        self._bundle_record = bundle_record
+        self._records: dict[str, Mapping[str, Any]] = {}  # ready bundles never change
+        self._lock = threading.Lock()
+
+    def tenant(self, tool_id: str, author: str) -> str:
+        return author if self.tenant_mode == "author" and author else tool_id
+
+    async def run(
+        self, request: RunRequest, *, tool_id: str, author: str = "", bundle_id: str | None = None
+    ) -> RunResult:
+        bundle = None if bundle_id is None else await asyncio.to_thread(self._record, bundle_id)
+        left = request.time_left_s
+        sent = dataclasses.replace(
+            request, time_left_s=None if left is None else left - ROUND_TRIP_MARGIN_S
+        )
+        tenant = self.tenant(tool_id, author)
+        body = json.dumps(encode(sent, tenant=tenant, tool_id=tool_id, bundle=bundle)).encode()
+        if len(body) > MAX_PAYLOAD_BYTES:
+            return failed_run(
+                f"the run does not fit in one invocation of the runner function ({len(body)} "
+                f"bytes of code, files and arguments; Lambda takes {MAX_PAYLOAD_BYTES})",
+                request.timeout_s,
+            )
+        invoke = asyncio.to_thread(self._invoke, tenant, body)
+        try:
+            answer = await (invoke if left is None else asyncio.wait_for(invoke, max(left, 0.1)))
+        except TimeoutError:
+            return failed_run("the runner function did not answer in the time left", left or 0.0)
+        except Exception as error:  # the invoke itself failed: throttled, denied, unreachable
+            return failed_run(
+                f"the runner function could not be invoked ({type(error).__name__}: {error})",
+                request.timeout_s,
+            )
+        return answer if isinstance(answer, RunResult) else failed_run(answer, request.timeout_s)
+
+    def _record(self, bundle_id: str) -> Mapping[str, Any] | None:
+        with self._lock:
+            known = self._records.get(bundle_id)
+        if known is not None:
+            return known
+        record = self._bundle_record(bundle_id)
+        if record is not None and record.get("status") == "ready":
+            with self._lock:
+                self._records[bundle_id] = record
+        return record
+
+    def _invoke(self, tenant: str, body: bytes) -> RunResult | str:
+        response = self._client().invoke(
+            FunctionName=self.function,
+            InvocationType="RequestResponse",
+            TenantId=tenant,
+            Payload=body,
+        )
+        data = response["Payload"].read()
+        if response.get("FunctionError"):
+            return f"the runner function failed: {data[:500].decode('utf-8', 'replace')}"
+        try:
+            answer = json.loads(data)
+            if "error" in answer:
+                return f"the runner function refused the run: {answer['error']}"
+            return result_from(answer["result"])
+        except (ValueError, KeyError, TypeError):
+            return f"the runner function answered something else: {data[:200]!r}"

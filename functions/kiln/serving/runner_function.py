@@ -1,0 +1,148 @@
+"""The runner function: one tool's run per invocation, in an environment of that tenant only.
+
+`kiln.lambda_handlers.runner` hands every invocation to `RunnerFunction.handle`. A run
+payload (`kiln.runner.remote.encode`) is run by the same `kiln.runner.Runner` that `kiln dev`
+uses in-process; then, whatever the run did to its supervisor, every process of the
+environment but the runtime (this process, its ancestors, the runner's helper, what ran
+before the first run) is killed and the files the run left in the shared temporary
+directories are removed, so the next invocation finds nothing of it (`kiln.runner.sweep`).
+No standby waits between invocations.
+
+An environment serves one tenant: the first run pins it, and a payload for another tenant,
+or one whose tenant is not the environment's (`context.tenant_id`), is refused. A doctor
+payload (`{"kiln_doctor": 1}`) answers `kiln.runner.doctor.probe()` from inside the function.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+import os
+import tempfile
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from kiln.bundles.cache import BundleCache, BundleError
+from kiln.bundles.store import BundleRecord
+from kiln.runner import Runner, RunnerSettings, RunResult, contain, doctor, sweep
+from kiln.runner.remote import PayloadError, decode, result_json
+
+log = logging.getLogger("kiln.serving.runner_function")
+
+
+class _PayloadRecords:
+    """A bundle store that knows only the records the payloads brought (no table access)."""
+
+    def __init__(self, s3: Any, bucket: str) -> None:
+        self.s3, self.bucket = s3, bucket
+        self.records: dict[str, BundleRecord] = {}
+
+    def get(self, bundle_id: str) -> BundleRecord | None:
+        return self.records.get(bundle_id)
+
+    def add(self, record: Mapping[str, Any]) -> str:
+        data = dict(record)
+        data["requirements"] = tuple(data.get("requirements") or ())
+        known = BundleRecord(**data)
+        self.records[known.id] = known
+        return known.id
+
+
+class RunnerFunction:
+    def __init__(self, settings: RunnerSettings, s3: Any, bucket: str) -> None:
+        temp = Path(tempfile.gettempdir())
+        self.bundle_root = temp / "kiln-bundles"
+        self.settings = dataclasses.replace(
+            settings,
+            standby_runs=0,  # nothing of a run waits across invocations
+            sweep_shared_temp=True,
+            own_temp_paths=(*settings.own_temp_paths, self.bundle_root),
+        )
+        self.runner = Runner(self.settings)
+        self.records = _PayloadRecords(s3, bucket)
+        self.bundles = BundleCache(self.records, root=self.bundle_root)  # type: ignore[arg-type]
+        self.tenant: str | None = None
+        self.keep = [str(self.bundle_root), *map(str, self.settings.own_temp_paths)]
+        self.baseline = contain.snapshot()  # the runtime's own entries, kept
+        self.companions = sweep.census()  # processes there before any run (extensions), kept
+        self._loop = asyncio.new_event_loop()
+
+    def close(self) -> None:
+        """Let go of the runner's helper and the event loop (the runtime never does: tests)."""
+        self.runner.close()
+        self._loop.close()
+
+    def handle(self, event: Mapping[str, Any], context: Any) -> dict[str, Any]:
+        if event.get("kiln_doctor"):
+            return {"doctor": doctor.probe()}
+        try:
+            request, bundle = decode(event)
+        except PayloadError as error:
+            return {"error": str(error)}
+        tenant = str(event.get("tenant") or "")
+        refused = self._refuse(tenant, getattr(context, "tenant_id", None))
+        if refused:
+            log.warning("run refused", extra={"tenant": tenant, "reason": refused})
+            return {"error": refused}
+        left = _time_left(context)
+        if left is not None:
+            sent = request.time_left_s
+            request = dataclasses.replace(
+                request, time_left_s=left if sent is None else min(sent, left)
+            )
+        try:
+            result = self._run(request, bundle)
+        finally:
+            swept = self.sweep()
+        return {"result": result_json(result), "swept": swept}
+
+    def _refuse(self, tenant: str, context_tenant: str | None) -> str | None:
+        if not tenant:
+            return "a run payload names no tenant"
+        if context_tenant is not None and context_tenant != tenant:
+            return "the payload's tenant is not this environment's"
+        if self.tenant is None:
+            self.tenant = tenant
+        elif self.tenant != tenant:
+            return "this environment serves another tenant"
+        return None
+
+    def _run(self, request: Any, bundle: Mapping[str, Any] | None) -> RunResult:
+        if bundle is None:
+            return self._loop.run_until_complete(self.runner.run(request))
+        try:
+            bundle_id = self.records.add(bundle)
+            with self.bundles.use(bundle_id) as path:
+                request = dataclasses.replace(request, bundle_path=path)
+                return self._loop.run_until_complete(self.runner.run(request))
+        except (BundleError, TypeError, ValueError) as error:
+            return RunResult(
+                stdout="",
+                stderr="",
+                exit_code=None,
+                timed_out=False,
+                applied_timeout_s=request.timeout_s,
+                duration_s=0.0,
+                started=False,
+                runner_error=f"its packages could not be used here: {error}",
+            )
+
+    def sweep(self) -> dict[str, int]:
+        """Kill everything but the runtime; remove what runs left in the shared directories."""
+        helper = self.runner.helper_pid
+        keep = [helper] if helper is not None else []
+        killed, alive = sweep.kill_all_but(keep, self.companions)
+        removed = contain.remove(sweep.litter(self.baseline, self.keep))
+        if killed or alive or removed:
+            log.warning(
+                "a run left processes or files behind",
+                extra={"killed": killed, "alive": alive, "removed": removed},
+            )
+        return {"killed": killed, "alive": alive, "removed": removed, "pid": os.getpid()}
+
+
+def _time_left(context: Any) -> float | None:
+    remaining = getattr(context, "get_remaining_time_in_millis", None)
+    return None if remaining is None else remaining() / 1000

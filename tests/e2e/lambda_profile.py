@@ -1,0 +1,259 @@
+"""The Lambda profile: Kiln's handlers run as Lambda runs them, under Lambda's restrictions.
+
+`Environment` is one execution environment: the real runtime client (awslambdaric) running
+a `kiln.lambda_handlers` handler inside `sandbox.py` (its own pid, mount and network
+namespaces; one unprivileged uid, no capabilities; seccomp, Landlock, namespaces and ptrace
+refused with EPERM; the code read-only; a 512 MB /tmp; the Runtime API on its own loopback
+at 127.0.0.1:9001, served by a `RuntimeApi` stand-in outside).
+
+`TenantInvoke` stands in for Lambda's Invoke API of a function created with tenant isolation
+(`TenancyConfig: PER_TENANT`): `POST /2015-03-31/functions/NAME/invocations` with
+`X-Amz-Tenant-Id` (refused without one). Each tenant id gets environments of its own, never
+shared across tenants; an environment serves one invocation at a time (a busy tenant waits,
+where Lambda would start another of its environments).
+
+What it does not simulate: Firecracker (a separate kernel per environment), freezing an
+environment between invocations, Lambda's own network, cold-start timing. See the README.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import json
+import os
+import random
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+from e2e.runtime_api import Answer, RuntimeApi
+
+ROOT = Path(__file__).resolve().parents[2]
+SANDBOX = Path(__file__).resolve().parent / "sandbox.py"
+PYTHON = os.path.realpath(sys.executable)
+RUNTIME_PORT = 9001
+_uids = itertools.count(random.randrange(2_000_000, 3_000_000, 1000))
+
+
+def python_home() -> str:
+    """The interpreter's installation (under /root here: made reachable for another uid)."""
+    return str(Path(PYTHON).resolve().parents[1])
+
+
+def venv_site() -> list[str]:
+    return [p for p in sys.path if p.endswith("site-packages") and os.path.isdir(p)]
+
+
+@dataclass
+class Environment:
+    """One sandboxed runtime serving `handler`; `invoke` hands it one event."""
+
+    tmp: Path
+    handler: str
+    env: dict[str, str]
+    stores: list[str] = field(default_factory=list)  # URLs it may reach (forwarded)
+    tenant: str | None = None
+    uid: int = field(default_factory=lambda: next(_uids))
+
+    def __post_init__(self) -> None:
+        self.tmp.mkdir(parents=True, exist_ok=True)
+        self.tap = self.tmp / "received.bin"
+        self.output = self.tmp / "output.log"
+        self.api = RuntimeApi().__enter__()
+        self.lock = threading.Lock()
+        host, port = self.api.address.split(":")
+        forwards = [[RUNTIME_PORT, host, int(port)]]
+        for url in self.stores:
+            parts = urlsplit(url)
+            forwards.append([parts.port, parts.hostname, parts.port])
+        env = {
+            "PATH": "/usr/bin:/bin",
+            "HOME": "/tmp",
+            "PYTHONPATH": ":".join([str(ROOT / "functions"), *venv_site()]),
+            "AWS_LAMBDA_RUNTIME_API": f"127.0.0.1:{RUNTIME_PORT}",
+            "AWS_LAMBDA_FUNCTION_NAME": f"kiln-profile-{self.handler}",
+            "AWS_LAMBDA_FUNCTION_VERSION": "$LATEST",
+            "AWS_LAMBDA_FUNCTION_MEMORY_SIZE": "1024",
+            "AWS_LAMBDA_LOG_GROUP_NAME": f"/aws/lambda/kiln-profile-{self.handler}",
+            "AWS_LAMBDA_LOG_STREAM_NAME": "profile",
+            "_HANDLER": f"kiln.lambda_handlers.{self.handler}",
+            "AWS_REGION": "us-east-1",
+            "POWERTOOLS_SERVICE_NAME": "kiln",
+            "POWERTOOLS_METRICS_NAMESPACE": "Kiln",
+            **self.env,
+        }
+        config = {
+            "uid": self.uid,
+            "tmp_mb": 512,
+            "cwd": "/tmp",
+            "forwards": forwards,
+            "tap": str(self.tap),
+            "reachable": [PYTHON, python_home()],
+            "read_only": [str(ROOT), python_home(), "/usr", "/etc"],
+            "argv": [PYTHON, "-m", "awslambdaric", f"kiln.lambda_handlers.{self.handler}"],
+            "env": env,
+        }
+        (self.tmp / "config.json").write_text(json.dumps(config))
+        with self.output.open("wb") as sink:
+            self.process = subprocess.Popen(
+                [PYTHON, str(SANDBOX)],
+                stdin=subprocess.PIPE,
+                stdout=sink,
+                stderr=subprocess.STDOUT,
+                env={"PYTHONPATH": str(ROOT / "functions"), "PATH": "/usr/sbin:/usr/bin:/bin"},
+            )
+        assert self.process.stdin is not None
+        self.process.stdin.write(json.dumps(config).encode())
+        self.process.stdin.close()
+        try:
+            self.api.wait_ready(60, alive=self.alive)
+        except BaseException:
+            self.close()
+            raise AssertionError(f"{self.handler} did not start:\n{self.log()}") from None
+
+    def alive(self) -> bool:
+        return self.process.poll() is None
+
+    def log(self) -> str:
+        return self.output.read_text(errors="replace")[-4000:]
+
+    def invoke(self, event: Any, *, timeout_s: float = 30.0) -> Answer:
+        with self.lock:
+            return self.api.invoke(
+                event, timeout_s=timeout_s, alive=self.alive, tenant_id=self.tenant
+            )
+
+    def processes(self) -> list[int]:
+        """Live processes of this environment's uid (seen from outside: every namespace)."""
+        from kiln.runner.contain import processes_of_uids
+
+        return processes_of_uids(self.uid, self.uid + 1)
+
+    def close(self) -> None:
+        if self.alive():
+            self.process.kill()
+        self.process.wait(timeout=10)
+        self.api.__exit__(None, None, None)
+
+
+class TenantInvoke:
+    """Lambda's Invoke API for one tenant-isolated function, on 127.0.0.1."""
+
+    def __init__(self, tmp: Path, handler: str, env: dict[str, str], stores: list[str]) -> None:
+        self.tmp, self.handler, self.env, self.stores = tmp, handler, env, stores
+        self.environments: dict[str, Environment] = {}
+        self.served: list[tuple[str, int]] = []  # (tenant, environment uid) per invocation
+        self._lock = threading.Lock()
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler_class())
+        self._server.daemon_threads = True
+        threading.Thread(target=self._server.serve_forever, daemon=True).start()
+
+    @property
+    def url(self) -> str:
+        host, port = self._server.server_address[:2]
+        return f"http://{host}:{port}"
+
+    def environment(self, tenant: str) -> Environment:
+        with self._lock:
+            found = self.environments.get(tenant)
+            if found is None:
+                found = Environment(
+                    self.tmp / f"tenant-{len(self.environments)}",
+                    self.handler,
+                    self.env,
+                    self.stores,
+                    tenant=tenant,
+                )
+                self.environments[tenant] = found
+            return found
+
+    def close(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+        for environment in self.environments.values():
+            environment.close()
+
+    def _handler_class(self) -> type[BaseHTTPRequestHandler]:
+        stand_in = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+            def do_POST(self) -> None:
+                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                tenant = self.headers.get("X-Amz-Tenant-Id")
+                if not tenant:
+                    self._reply(400, {"Type": "User", "message": "TenantId is required"})
+                    return
+                environment = stand_in.environment(tenant)
+                answer = environment.invoke(json.loads(body), timeout_s=60)
+                stand_in.served.append((tenant, environment.uid))
+                error = {"X-Amz-Function-Error": "Unhandled"} if answer.kind == "error" else {}
+                self._reply(200, answer.payload, error)
+
+            def _reply(self, status: int, payload: Any, headers: dict[str, str] | None = None):  # type: ignore[no-untyped-def]
+                data = json.dumps(payload).encode()
+                self.send_response(status)
+                for name, value in (headers or {}).items():
+                    self.send_header(name, value)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+        return Handler
+
+
+@contextlib.contextmanager
+def lambda_stack(
+    tmp: Path,
+    moto_endpoint: str,
+    table: str,
+    bucket: str,
+    *,
+    tenant: str = "tool",
+    runtime_secret: str = "",
+) -> Iterator[tuple[Environment, TenantInvoke]]:
+    """The public `mcp` function and its tenant-isolated runner function, both sandboxed.
+
+    `runtime_secret` is put in both functions' environment (as a ledger key): a secret of
+    the runtime's that a test can look for.
+    """
+    store_env = {
+        "KILN_LEDGER_DIGEST_KEY": runtime_secret,
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_ENDPOINT_URL": moto_endpoint,
+        "KILN_TABLE": table,
+        "KILN_BUCKET": bucket,
+    }
+    runners = TenantInvoke(tmp / "runner", "runner", store_env, [moto_endpoint])
+    mcp = None
+    try:
+        mcp = Environment(
+            tmp / "mcp",
+            "mcp",
+            {
+                **store_env,
+                "KILN_PUBLIC_ANONYMOUS": "true",
+                "KILN_RUNNER_FUNCTION": "kiln-runner",
+                "KILN_RUNNER_TENANT": tenant,
+                "KILN_RUNNER_ENDPOINT_URL": runners.url,
+            },
+            [moto_endpoint, runners.url],
+        )
+        yield mcp, runners
+    finally:
+        if mcp is not None:
+            mcp.close()
+        runners.close()

@@ -1,0 +1,150 @@
+"""The runner function invoked directly, as mcp, admin and worker invoke it, under the Lambda
+profile: what a run reports, what `kiln doctor` finds inside it, and two tenants at once.
+
+One `TenantInvoke` stand-in (see `lambda_profile.py`); no catalog is needed: every payload
+carries its run.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import uuid
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import boto3
+import pytest
+
+from e2e.lambda_profile import TenantInvoke
+from kiln.runner import RunRequest, RunResult
+from kiln.runner.doctor import remote, weaker_than
+from kiln.runner.remote import encode, result_from
+
+pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="the profile's sandbox needs root")
+
+
+@pytest.fixture(scope="module")
+def runners(moto_endpoint: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    name = f"kiln-profile-{uuid.uuid4().hex[:10]}"
+    store_env = {
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_ENDPOINT_URL": moto_endpoint,
+        "KILN_TABLE": name,
+        "KILN_BUCKET": name,
+    }
+    stand_in = TenantInvoke(tmp_path_factory.mktemp("runners"), "runner", store_env,
+                            [moto_endpoint])  # fmt: skip
+    try:
+        yield stand_in
+    finally:
+        stand_in.close()
+
+
+@pytest.fixture(scope="module")
+def client(runners: TenantInvoke) -> Any:
+    return boto3.client(
+        "lambda", endpoint_url=runners.url, region_name="us-east-1",
+        aws_access_key_id="testing", aws_secret_access_key="testing",
+    )  # fmt: skip
+
+
+def invoke(client: Any, tenant: str, code: str, arguments: Any = None, **extra: Any) -> RunResult:
+    """One run, as kiln.runner.remote sends it (TenantId = the tool)."""
+    request = RunRequest(language="python", code=code, arguments=arguments or {}, timeout_s=20,
+                         **extra)  # fmt: skip
+    body = json.dumps(encode(request, tenant=tenant, tool_id=tenant, bundle=None)).encode()
+    answer = client.invoke(FunctionName="kiln-runner", TenantId=tenant, Payload=body)
+    return result_from(json.loads(answer["Payload"].read())["result"])
+
+
+def test_runs_report_exactly_what_held_and_doctor_sees_the_same(client: Any) -> None:
+    """No seccomp mark, no Landlock, one uid: the run says so, and is never called fenced."""
+    result = invoke(client, "doctor-tenant", "print('held')")
+    assert result.stdout == "held\n"
+    assert (result.isolation, result.fence, result.mark) == ("shared", "", "none"), result
+    # The same environment answers the doctor's probe: what it found matches the run.
+    found = remote(client, "kiln-runner", tenant="doctor-tenant")
+    assert found["seccomp"].startswith("refused: Operation not permitted"), found
+    assert found["landlock_abi"] == 0
+    assert set(found["namespaces"].values()) == {"refused: Operation not permitted (1)"}
+    assert found["uid_model"] == "one uid for every run"
+    assert found["runtime_api"]["child"] == "allowed", found  # Lambda's own loopback API
+    assert found["runs"]["isolation"] == result.isolation
+    assert weaker_than(found, "shared") is None
+    assert weaker_than(found, "landlock") == "runs get 'shared', weaker than the claimed 'landlock'"
+
+
+def test_the_runner_refuses_a_call_without_a_tenant(runners: TenantInvoke) -> None:
+    import urllib.error
+    import urllib.request
+
+    request = urllib.request.Request(  # noqa: S310 - the stand-in's own http URL
+        runners.url + "/2015-03-31/functions/kiln-runner/invocations", data=b"{}", method="POST"
+    )
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        urllib.request.urlopen(request, timeout=10)  # noqa: S310
+    assert refused.value.code == 400
+    refused.value.close()
+
+
+NEIGHBOUR_VICTIM = r"""
+import json, os, sys, time
+args = json.load(sys.stdin)
+open("/tmp/victim-running", "w").write(args["secret"])
+began = time.time()
+time.sleep(3)
+print(json.dumps({"had": args["secret"][:6] + " " + open("secret.txt").read()[:6],
+                  "from": began, "to": time.time()}))
+"""
+NEIGHBOUR_SNOOP = r"""
+import json, os, sys, time
+args = json.load(sys.stdin)
+time.sleep(1)  # the victim is running by now, in its own environment
+chunks, pids = [], 0
+for name in os.listdir("/proc"):
+    if not name.isdigit():
+        continue
+    pids += 1
+    for part in ("cmdline", "environ"):
+        try:
+            chunks.append(open(f"/proc/{name}/{part}", "rb").read())
+        except OSError:
+            pass
+for root, _, files in os.walk("/tmp"):
+    for name in files:
+        try:
+            chunks.append(open(os.path.join(root, name), "rb").read(1 << 20))
+        except OSError:
+            pass
+data = b"".join(chunks)
+print(json.dumps({"found": [n for n in args["needles"] if n.encode() in data], "pids": pids,
+                  "at": time.time()}))
+"""
+
+
+def test_a_tool_cannot_see_a_tool_running_at_the_same_time(client: Any) -> None:
+    """Two tenants' runs overlap; the snoop finds none of the victim's secrets, processes or
+    files (the victim's environment is not its own)."""
+    secret, file_secret = "arg-" + secrets.token_hex(8), "file-" + secrets.token_hex(8)
+    for tenant in ("neighbour-victim", "neighbour-snoop"):  # both environments warm first
+        invoke(client, tenant, "print('warm')", {})
+    with ThreadPoolExecutor(2) as pool:
+        victim = pool.submit(
+            invoke, client, "neighbour-victim", NEIGHBOUR_VICTIM, {"secret": secret},
+            files={"secret.txt": file_secret.encode()},
+        )  # fmt: skip
+        snoop = pool.submit(invoke, client, "neighbour-snoop", NEIGHBOUR_SNOOP,
+                            {"needles": [secret, file_secret]})  # fmt: skip
+        victim_result, snoop_result = victim.result(timeout=60), snoop.result(timeout=60)
+    victim_saw = json.loads(victim_result.stdout)
+    assert victim_saw["had"] == f"{secret[:6]} {file_secret[:6]}"
+    seen = json.loads(snoop_result.stdout)
+    # It looked while the victim ran (one kernel, one clock): else the test proved nothing.
+    assert victim_saw["from"] < seen["at"] < victim_saw["to"], (victim_saw, seen)
+    assert seen["found"] == [], seen
+    # Its own environment only: the runtime, the helper, its supervisor and itself.
+    assert seen["pids"] <= 5, seen
