@@ -13,7 +13,8 @@ import pytest
 from kiln.aws import AwsClients, ensure_resources, make_clients
 
 # Fails the session if a key or secret planted by a test shows up in any log line.
-pytest_plugins = ["leakguard"]
+# Fails a test whose functions made an AWS call their role in template.yaml does not allow.
+pytest_plugins = ["leakguard", "iam_roles"]
 
 # Tests never touch real AWS: fake credentials and a fixed region for every client.
 os.environ.setdefault("AWS_ACCESS_KEY_ID", "testing")
@@ -34,6 +35,7 @@ class AwsStack:
 def moto_endpoint(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """Kiln's local emulator (moto in a child process, signed requests only, journaled),
     keyed with the tests' fake credentials so that every client and subprocess signs."""
+    from iam_roles import call_log_path
     from kiln.emulator import run_emulator
     from kiln.emulator.privacy import write_private
 
@@ -43,7 +45,7 @@ def moto_endpoint(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         "secret_access_key": os.environ["AWS_SECRET_ACCESS_KEY"],
     }
     write_private(state / "credentials.json", json.dumps(key).encode())
-    with run_emulator(state) as endpoint:
+    with run_emulator(state, call_log=call_log_path(state)) as endpoint:
         yield endpoint.url
 
 

@@ -127,6 +127,9 @@ def write_patterns(template: Mapping[str, Any], function: str) -> set[str]:
     found: set[str] = set()
     for statement in writes:
         assert set(as_list(statement["Action"])) <= {"dynamodb:PutItem", "dynamodb:UpdateItem"}
+        if statement.get("Sid") == "RecordKeyUse":
+            assert_only_key_use_is_recorded(statement)
+            continue
         # ForAllValues: every partition key the request touches must match a pattern.
         condition = statement["Condition"]
         assert list(condition) == ["ForAllValues:StringLike"], statement
@@ -136,6 +139,16 @@ def write_patterns(template: Mapping[str, Any], function: str) -> set[str]:
             assert not any(fnmatch.fnmatchcase(partition, p) for p in patterns), partition
         found |= patterns
     return found
+
+
+def assert_only_key_use_is_recorded(statement: Mapping[str, Any]) -> None:
+    """A key item may be updated in its last_used_at only: not its scopes, not its hash."""
+    assert as_list(statement["Action"]) == ["dynamodb:UpdateItem"], statement
+    condition = statement["Condition"]
+    assert condition["ForAllValues:StringLike"] == {"dynamodb:LeadingKeys": ["KEY#*"]}
+    attributes = condition["ForAllValues:StringEquals"]["dynamodb:Attributes"]
+    assert set(attributes) == {"pk", "sk", "last_used_at"}, attributes
+    assert set(condition) == {"ForAllValues:StringLike", "ForAllValues:StringEquals"}
 
 
 def test_public_function_writes_only_ledger_quota_and_task_items(
@@ -212,7 +225,21 @@ SECRETS_RESOURCE = {
 }
 
 
-@pytest.mark.parametrize("function", ["McpFunction", "AdminFunction", "WorkerFunction"])
+def test_the_admin_function_may_set_and_remove_its_stages_tool_secrets(
+    template: dict[str, Any],
+) -> None:
+    (statement,) = [
+        s for s in statements(template, "AdminFunction") if s.get("Sid") == "ReadWriteToolSecrets"
+    ]
+    assert set(as_list(statement["Action"])) == {
+        "ssm:GetParametersByPath",
+        "ssm:PutParameter",
+        "ssm:DeleteParameter",
+    }
+    assert as_list(statement["Resource"]) == [SECRETS_RESOURCE]
+
+
+@pytest.mark.parametrize("function", ["McpFunction", "WorkerFunction"])
 def test_functions_may_only_read_their_stages_tool_secrets(
     template: dict[str, Any], function: str
 ) -> None:
@@ -272,7 +299,9 @@ def test_bucket_is_private_versioned_encrypted_and_tls_only(template: dict[str, 
     assert props["BucketEncryption"]["ServerSideEncryptionConfiguration"]
     rules = {r["Id"]: r for r in props["LifecycleConfiguration"]["Rules"]}
     assert "NoncurrentVersionExpiration" in rules["expire-noncurrent-versions"]
-    assert rules["expire-unused-bundles"]["Prefix"] == "bundles/"
+    assert rules["expire-task-results"]["Prefix"] == "tasks/"
+    # Nothing tags bundles (no role may): a rule waiting for a tag would be a promise unkept.
+    assert not any("TagFilters" in rule for rule in rules.values())
     (policy,) = resources_of_type(template, "AWS::S3::BucketPolicy").values()
     (deny,) = policy["Properties"]["PolicyDocument"]["Statement"]
     assert deny["Effect"] == "Deny"

@@ -8,6 +8,7 @@ from starlette.applications import Starlette
 from starlette.middleware.cors import CORSMiddleware
 from starlette.responses import JSONResponse
 
+from kiln.aws import CALLER_ROLE
 from kiln.protocol.guard import host_allowed, origin_allowed, same_origin
 from kiln.settings import Settings
 
@@ -63,6 +64,23 @@ class RebindingGuard:
         return None
 
 
+class CallerRole:
+    """Says which function of a deployed stack serves this path (`kiln.aws.CALLER_ROLE`):
+    the public one for /mcp and its metadata, the admin one for everything else."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        path = scope.get("path", "")
+        public = path == "/mcp" or path.startswith(("/mcp/", "/.well-known/"))
+        token = CALLER_ROLE.set("mcp" if public else "admin")
+        try:
+            await self.app(scope, receive, send)
+        finally:
+            CALLER_ROLE.reset(token)
+
+
 def install(app: Starlette, settings: Settings) -> None:
     # Browsers on an allowed origin may call the API (preflights answered); the guard, added
     # last and so run first, has already refused every other origin.
@@ -74,6 +92,7 @@ def install(app: Starlette, settings: Settings) -> None:
         allow_headers=CORS_HEADERS,
         expose_headers=["ETag", "Location", "WWW-Authenticate"],
     )
+    app.add_middleware(CallerRole)
     app.add_middleware(
         RebindingGuard,
         allowed_origins=settings.allowed_origins,

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qs, unquote
 
+from kiln.emulator.calllog import CallLog
 from kiln.emulator.changes import ChangeCounter, may_change_catalog
 from kiln.emulator.journal import Journal, Record
 from kiln.emulator.sigv4 import Credentials, SignatureError, verify
@@ -160,6 +161,7 @@ class DurableEmulator:
         self.foreign_writes = False  # writes to services compaction cannot rebuild
         self.regions: set[str] = set()  # DynamoDB regions written to (compaction dumps them)
         self.changes: ChangeCounter | None = None  # told of writes that may move the catalog
+        self.call_log: CallLog | None = None  # --call-log: every signed request, one line each
         # Called after each journaled write, writers' lock held (starts compactions).
         self.after_append: Callable[[], None] | None = None
         self._clock = clock
@@ -174,7 +176,13 @@ class DurableEmulator:
             reason = str(refused) if isinstance(refused, SignatureError) else "malformed request"
             answer = _error(_service_of(environ), "403 Forbidden", "AccessDenied", reason)
         else:
+            started = time.perf_counter()
             answer = self.handle(environ, body, signed.service, signed.region)
+            if self.call_log is not None:
+                elapsed = time.perf_counter() - started
+                self.call_log.record(
+                    environ, body, signed.service, answer.status, answer.body, elapsed
+                )
         start_response(answer.status, answer.headers)
         return [answer.body]
 

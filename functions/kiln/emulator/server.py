@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from kiln.emulator import compaction, motofix
+from kiln.emulator.calllog import CallLog
 from kiln.emulator.changes import ChangeCounter
 from kiln.emulator.compactor import BackgroundCompactor, remove_leftovers
 from kiln.emulator.durable import DurableEmulator
@@ -104,6 +105,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--compact-after", type=int, default=5000)
     parser.add_argument("--lock-wait", type=float, default=15.0)
     parser.add_argument("--no-parent-watch", action="store_true")
+    parser.add_argument("--call-log", help="append one JSON line per request to this file")
     args = parser.parse_args(argv)
 
     from werkzeug.serving import WSGIRequestHandler, make_server
@@ -118,6 +120,8 @@ def main(argv: list[str] | None = None) -> int:
         _exit_with_parent(sys.stdin.buffer, state_dir / ENDPOINT_FILE)
     emulator = build(state_dir, compact_after=args.compact_after)
     emulator.changes = ChangeCounter(state_dir)  # after the replay: readers start afresh
+    if args.call_log:
+        emulator.call_log = CallLog(Path(args.call_log))
 
     class Handler(WSGIRequestHandler):
         protocol_version = "HTTP/1.1"  # keep-alive: botocore reuses its connections

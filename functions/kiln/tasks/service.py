@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import json
 import logging
 import re
@@ -20,6 +21,7 @@ from typing import Any, Protocol
 
 from kiln.access.gate import CallGate, CallTicket
 from kiln.access.ledger import Outcome
+from kiln.aws import CALLER_ROLE
 from kiln.catalog.model import Tool
 from kiln.protocol.backend import (
     CallContext,
@@ -100,8 +102,10 @@ class LocalPool:
 
     async def start(self, owner: str, task_id: str) -> None:
         event = asyncio.Event()
+        context = contextvars.copy_context()
+        context.run(CALLER_ROLE.set, "worker")  # in AWS the worker function runs it
         run = asyncio.create_task(
-            self._worker.run(owner, task_id, cancelled=event, slot=self._slot)
+            self._worker.run(owner, task_id, cancelled=event, slot=self._slot), context=context
         )
         self._runs[task_id] = (run, event)
         run.add_done_callback(lambda done: self._finished(task_id, done))
