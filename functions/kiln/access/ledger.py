@@ -1,13 +1,17 @@
 """The call ledger: one DynamoDB item per `tools/call`, never holding an argument's value.
 
-| pk                    | sk                       | what                                     |
-| --------------------- | ------------------------ | ---------------------------------------- |
-| `LEDGER#<yyyy-mm-dd>` | `<time, ms>#<random id>` | when, caller, view, tool, revision,      |
-|                       |                          | bundle, outcome, duration, output size,  |
-|                       |                          | argument digest                          |
+| pk                         | sk                       | what                                |
+| -------------------------- | ------------------------ | ----------------------------------- |
+| `LEDGER#<yyyy-mm-dd>#<nn>` | `<time, ms>#<random id>` | when, caller, view, tool, revision, |
+|                            |                          | bundle, outcome, duration, output   |
+|                            |                          | size, argument digest               |
 
-Entries carry `expires_at` (DynamoDB TTL) `retention_days` after the call. One partition per
-UTC day keeps a query for a time range to one request per day and needs no index. Arguments
+Entries carry `expires_at` (DynamoDB TTL) `retention_days` after the call. Each UTC day is
+spread over `shards` partitions (`nn`, chosen at random per entry): one DynamoDB partition
+takes at most 1,000 writes a second, so one partition per day would cap every deployment at
+about 1,000 calls a second; 16 take 16,000. A query for a time range reads one page per shard
+and day (in parallel) and merges them by sort key; it needs no index. Entries written before
+the ledger was sharded (`LEDGER#<yyyy-mm-dd>`) are read as one more shard. Arguments
 are recorded as an HMAC-SHA256 of their canonical JSON under a server-side key: equal
 arguments give equal digests, but a digest cannot be checked against guesses without the key.
 """
@@ -17,11 +21,14 @@ from __future__ import annotations
 import base64
 import binascii
 import hashlib
+import heapq
 import hmac
+import itertools
 import json
 import secrets
 import time
 from collections.abc import Callable, Iterator, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from datetime import UTC, date, datetime, timedelta
 from typing import Any, Literal
@@ -31,6 +38,7 @@ Outcome = Literal["ok", "tool_error", "timeout", "refused", "cancelled"]
 OUTCOMES: tuple[Outcome, ...] = ("ok", "tool_error", "timeout", "refused", "cancelled")
 DEFAULT_RETENTION_DAYS = 30
 MAX_PAGE = 1000
+SHARDS = 16  # partitions per day: 16,000 writes a second before DynamoDB throttles one
 
 
 class LedgerQueryError(ValueError):
@@ -85,12 +93,14 @@ class CallLedger:
         digest_key: bytes,
         retention_days: int = DEFAULT_RETENTION_DAYS,
         clock: Callable[[], float] = time.time,
+        shards: int = SHARDS,
     ) -> None:
         self._db = dynamodb
         self._table = table
         self._key = digest_key
         self.retention_days = retention_days
         self._clock = clock
+        self.shards = shards
 
     def digest(self, arguments: Mapping[str, Any]) -> str:
         """A keyed fingerprint of the arguments; their values never leave this function."""
@@ -120,7 +130,7 @@ class CallLedger:
         at = _iso_ms(moment)
         entry_id = secrets.token_hex(6)
         item: dict[str, Any] = {
-            "pk": {"S": f"LEDGER#{at[:10]}"},
+            "pk": {"S": f"LEDGER#{at[:10]}#{secrets.randbelow(self.shards):02d}"},
             "sk": {"S": f"{at}#{entry_id}"},
             "at": {"S": at},
             "caller": {"S": entry.caller},
@@ -220,9 +230,33 @@ class CallLedger:
         newest_first: bool,
         page_size: int | None = None,
     ) -> Iterator[dict[str, Any]]:
+        """The day's entries in sort-key order: every shard's first page is read at once, and
+        a shard's next page only when the merge gets to its end."""
+        base = f"LEDGER#{day.isoformat()}"
+        partitions = [base, *(f"{base}#{n:02d}" for n in range(self.shards))]
+        kwargs = self._day_query(low, high, filters, newest_first, page_size)
+        with ThreadPoolExecutor(max_workers=min(8, len(partitions))) as pool:
+            streams = list(pool.map(lambda pk: self._shard(pk, kwargs), partitions))
+        yield from heapq.merge(*streams, key=lambda item: item["sk"]["S"], reverse=newest_first)
+
+    def _shard(self, pk: str, kwargs: dict[str, Any]) -> Iterator[dict[str, Any]]:
+        values = {**kwargs["ExpressionAttributeValues"], ":pk": {"S": pk}}
+        query = {**kwargs, "ExpressionAttributeValues": values}
+        pages = iter(self._db.get_paginator("query").paginate(**query))
+        first = next(pages, {"Items": []})  # read now, in the pool
+        rest = (item for page in pages for item in page["Items"])
+        return itertools.chain(first["Items"], rest)
+
+    def _day_query(
+        self,
+        low: str,
+        high: str,
+        filters: Mapping[str, str | None],
+        newest_first: bool,
+        page_size: int | None,
+    ) -> dict[str, Any]:
         names: dict[str, str] = {}
         values: dict[str, Any] = {
-            ":pk": {"S": f"LEDGER#{day.isoformat()}"},
             ":lo": {"S": low},
             ":hi": {"S": high},
         }
@@ -243,8 +277,7 @@ class CallLedger:
             kwargs["ExpressionAttributeNames"] = names
         if page_size is not None:  # DynamoDB reads (and the emulator copies) no more than that
             kwargs["Limit"] = page_size
-        for page in self._db.get_paginator("query").paginate(**kwargs):
-            yield from page["Items"]
+        return kwargs
 
 
 def _day_of(sk: str) -> date:

@@ -46,7 +46,9 @@ def test_entries_come_back_newest_first_across_days_in_pages(aws: AwsStack) -> N
     assert names == [f"tool{index}" for index in reversed(range(7))]
 
 
-def test_a_page_reads_one_entry_more_than_it_returns_not_the_whole_day(aws: AwsStack) -> None:
+def test_a_page_reads_one_entry_more_than_it_returns_per_shard_not_the_whole_day(
+    aws: AwsStack,
+) -> None:
     clock = Clock()
     calls = ledger(aws, clock)
     for index in range(7):
@@ -58,7 +60,9 @@ def test_a_page_reads_one_entry_more_than_it_returns_not_the_whole_day(aws: AwsS
     )
     page, cursor = calls.query(limit=3)
     assert [r.tool for r in page] == ["tool6", "tool5", "tool4"]
-    assert asked == [4]  # one request, for the page and the cursor's entry
+    # One request per shard (and one for entries from before sharding), each for the page
+    # and the cursor's entry: never a second page of any shard.
+    assert asked == [4] * (calls.shards + 1)
     assert [r.tool for r in calls.query(limit=3, cursor=cursor)[0]] == ["tool3", "tool2", "tool1"]
 
 
@@ -126,3 +130,30 @@ def test_bad_query_parameters_are_named(
 ) -> None:
     with pytest.raises(LedgerQueryError, match=message):
         ledger(aws, Clock()).query(**kwargs)  # type: ignore[arg-type]
+
+
+def test_a_days_entries_are_spread_over_its_shards_and_still_read_in_order(
+    aws: AwsStack,
+) -> None:
+    clock = Clock()
+    calls = ledger(aws, clock)
+    for index in range(40):
+        calls.record(entry(f"tool{index:02d}"))
+        clock.now += 1
+    items = aws.clients.dynamodb.scan(TableName=aws.table)["Items"]
+    partitions = {i["pk"]["S"] for i in items if i["pk"]["S"].startswith("LEDGER#")}
+    assert len(partitions) > 4, partitions  # 40 entries at random over 16 shards
+    assert all(p.rsplit("#", 1)[1].isdigit() for p in partitions)
+    names = [r.tool for r in calls.query(limit=1000)[0]]
+    assert names == [f"tool{index:02d}" for index in reversed(range(40))]
+
+
+def test_entries_written_before_sharding_are_still_read(aws: AwsStack) -> None:
+    clock = Clock()
+    calls = ledger(aws, clock)
+    item, _ = calls.item(entry("old"))
+    calls.write({**item, "pk": {"S": item["pk"]["S"].rsplit("#", 1)[0]}})
+    clock.now += 1
+    calls.record(entry("new"))
+    assert [r.tool for r in calls.query()[0]] == ["new", "old"]
+    assert calls.totals(item["at"]["S"][:10])["all"]["calls"] == 2
