@@ -162,9 +162,9 @@ def make_clients(
 ) -> AwsClients:
     """Clients for DynamoDB and S3; `endpoint_url` points them at the local emulator.
 
-    `credentials` (access key id, secret[, session token]) are for the local emulator, whose key is its
-    own; otherwise botocore's usual chain applies. Every call has `deadlines`, and a store
-    that does not answer raises StoreUnavailableError.
+    `credentials` (access key id, secret[, session token]) are for the local emulator, whose
+    key is its own; otherwise botocore's usual chain applies. Every call has `deadlines`, and
+    a store that does not answer raises StoreUnavailableError.
     """
     core = botocore.session.Session(profile=profile)
     # What botocore reads from disk for every new process, cut to what Kiln needs.

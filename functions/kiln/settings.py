@@ -73,6 +73,11 @@ def _positive_float(value: str) -> float:
     return number
 
 
+def _non_negative_float(value: str) -> float:
+    number = 0.0 if value.strip() == "0" else _positive_float(value)
+    return number
+
+
 def _uid_range(value: str) -> tuple[int, int] | None:
     """ "FIRST-LAST" (inclusive) as (FIRST, LAST + 1), or "off"."""
     if value.lower() == "off":
@@ -164,6 +169,9 @@ class Settings:
     max_body_bytes: int = 1024 * 1024  # KILN_MAX_BODY_BYTES
     max_timeout_s: float = 900.0  # KILN_MAX_TIMEOUT_S: no run lasts longer
     local_time_budget_s: float = 60.0  # KILN_LOCAL_TIME_BUDGET_S: "time left" outside Lambda
+    # KILN_CATALOG_MAX_STALENESS_S: a container reuses a catalog version read this long (0:
+    # every request reads it); see kiln.catalog.snapshot.
+    catalog_max_staleness_s: float = 0.0
     max_concurrent_runs: int = 4  # KILN_MAX_CONCURRENT_RUNS
     max_run_queue: int = 32  # KILN_MAX_RUN_QUEUE
     max_connections: int = 1000  # KILN_MAX_CONNECTIONS: kiln dev (lowered to fit the fd limit)
@@ -234,6 +242,12 @@ class Settings:
             max_timeout_s=_parse(e, "KILN_MAX_TIMEOUT_S", cls.max_timeout_s, _positive_float),
             local_time_budget_s=_parse(
                 e, "KILN_LOCAL_TIME_BUDGET_S", cls.local_time_budget_s, _positive_float
+            ),
+            catalog_max_staleness_s=_parse(
+                e,
+                "KILN_CATALOG_MAX_STALENESS_S",
+                cls.catalog_max_staleness_s,
+                _non_negative_float,
             ),
             max_concurrent_runs=_parse(
                 e, "KILN_MAX_CONCURRENT_RUNS", cls.max_concurrent_runs, _positive_int

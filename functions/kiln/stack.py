@@ -246,7 +246,11 @@ def build_kiln(settings: Settings, *, clients: AwsClients | None = None) -> Kiln
     store = CatalogStore(
         clients.dynamodb, clients.s3, table=settings.table, bucket=settings.bucket, bundles=bundles
     )
-    snapshots = CatalogSnapshots(store, changes=clients.catalog_changes)
+    snapshots = CatalogSnapshots(
+        store,
+        changes=clients.catalog_changes,
+        max_staleness_s=settings.catalog_max_staleness_s,
+    )
     runner = Runner(runner_settings(settings))
     access = AccessControl(settings, clients)
     views = ViewCatalog(

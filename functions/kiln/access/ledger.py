@@ -243,7 +243,7 @@ class CallLedger:
         values = {**kwargs["ExpressionAttributeValues"], ":pk": {"S": pk}}
         query = {**kwargs, "ExpressionAttributeValues": values}
         pages = iter(self._db.get_paginator("query").paginate(**query))
-        first = next(pages, {"Items": []})  # read now, in the pool
+        first: dict[str, Any] = next(pages, {"Items": []})  # read now, in the pool
         rest = (item for page in pages for item in page["Items"])
         return itertools.chain(first["Items"], rest)
 

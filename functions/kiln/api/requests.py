@@ -126,7 +126,8 @@ async def serve_view(request: Request, view: str) -> Response:
         return refusal(
             403, f"Forbidden: this credential is bound to view {bound!r}; use /mcp/v/{bound}"
         )
-    return await answer_mcp(request, principal, view=view)
+    with parts.snapshots.pinned(snapshot):  # the call reads no second catalog version
+        return await answer_mcp(request, principal, view=view)
 
 
 def refusal(status: int, message: str) -> Response:
