@@ -181,6 +181,9 @@ class Settings:
     # Containment of tool runs (README: "What isolates one tool from another").
     run_uids: tuple[int, int] | None = (60000, 61000)  # KILN_RUN_UIDS=60000-60999, or "off"
     run_disk_quota_mb: int = 256  # KILN_RUN_DISK_QUOTA_MB
+    # KILN_RUN_MEMORY_MB: a run's memory limit (per process); in Lambda below the function's
+    # memory, so that a hungry tool fails alone and the runtime keeps the difference.
+    run_memory_mb: int = 1024
     sweep_shared_temp: bool = False  # KILN_SWEEP_SHARED_TEMP (default: on inside Lambda)
     run_shared_dirs: tuple[str, ...] = ()  # KILN_RUN_SHARED_DIRS: every run may use these
     # KILN_RUN_TCP_PORTS: where runs may connect ("all"; "auto": common ports when the
@@ -263,6 +266,7 @@ class Settings:
             run_disk_quota_mb=_parse(
                 e, "KILN_RUN_DISK_QUOTA_MB", cls.run_disk_quota_mb, _non_negative_int
             ),
+            run_memory_mb=_parse(e, "KILN_RUN_MEMORY_MB", cls.run_memory_mb, _positive_int),
             sweep_shared_temp=_parse(e, "KILN_SWEEP_SHARED_TEMP", in_lambda, _boolean),
             run_shared_dirs=_parse(e, "KILN_RUN_SHARED_DIRS", (), _list),
             run_tcp_ports=_parse(e, "KILN_RUN_TCP_PORTS", cls.run_tcp_ports, _tcp_ports),

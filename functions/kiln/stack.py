@@ -80,6 +80,7 @@ def runner_settings(settings: Settings) -> RunnerSettings:
         node_binary=Path(settings.node_binary) if settings.node_binary else None,
         run_uids=settings.run_uids,
         disk_quota_bytes=settings.run_disk_quota_mb * 1024 * 1024,
+        memory_limit_bytes=settings.run_memory_mb * 1024 * 1024,
         sweep_shared_temp=settings.sweep_shared_temp,
         shared_dirs=tuple(Path(d) for d in settings.run_shared_dirs),
         serialize_shared_uid_runs=settings.serialize_shared_uid_runs,

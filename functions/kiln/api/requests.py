@@ -19,7 +19,7 @@ from kiln.access.gate import Work, bound_view
 from kiln.auth.policy import AuthError, Permission, Principal
 from kiln.protocol.backend import CallContext
 from kiln.protocol.spec import INVALID_REQUEST
-from kiln.service import AFTER_RESPONSE, START_NOW, VIEW_KEY
+from kiln.service import AFTER_RESPONSE, CLIENT_ADDRESS, START_NOW, VIEW_KEY
 
 if TYPE_CHECKING:
     from kiln.stack import Kiln
@@ -84,6 +84,8 @@ async def answer_mcp(
         extra[START_NOW] = True
     if view is not None:
         extra[VIEW_KEY] = view
+    if request.client is not None:  # in Lambda: the HTTP API's sourceIp
+        extra[CLIENT_ADDRESS] = request.client.host
     ctx = CallContext(time_left_s=time_left_s(request), principal=principal, extra=extra)
     endpoint = parts.admin_endpoint if admin else parts.endpoint
     answer = await endpoint.handle(HttpRequest(request.method, headers, body), ctx)

@@ -49,9 +49,14 @@ def iso(epoch: float) -> str:
 
 
 def principal_label(ctx: CallContext) -> str:
-    """Who owns the tasks this caller creates: the API key or token subject, or anonymous."""
+    """Who owns the tasks this caller creates: the API key or token subject; an anonymous
+    caller by its network address, so that one anonymous caller's working tasks (at most
+    `max_running_per_principal`) leave the others theirs."""
     label = getattr(ctx.principal, "label", None)
-    return label if isinstance(label, str) and label != ANONYMOUS else ANONYMOUS
+    if isinstance(label, str) and label != ANONYMOUS:
+        return label
+    address = ctx.extra.get("client_address")  # kiln.service.CLIENT_ADDRESS
+    return f"{ANONYMOUS}@{address}" if isinstance(address, str) and address else ANONYMOUS
 
 
 class TaskTools(Protocol):
