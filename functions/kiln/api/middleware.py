@@ -6,6 +6,7 @@ from typing import Any
 
 from starlette.applications import Starlette
 from starlette.middleware.cors import CORSMiddleware
+from starlette.middleware.gzip import GZipMiddleware
 from starlette.responses import JSONResponse
 
 from kiln.aws import CALLER_ROLE
@@ -93,6 +94,9 @@ def install(app: Starlette, settings: Settings) -> None:
         expose_headers=["ETag", "Location", "WWW-Authenticate"],
     )
     app.add_middleware(CallerRole)
+    # For clients that accept it: a tools/list of 100 tools is ~70 KB of JSON, paid as egress
+    # per response. Event streams are left as they are (starlette excludes them).
+    app.add_middleware(GZipMiddleware, minimum_size=1400, compresslevel=6)
     app.add_middleware(
         RebindingGuard,
         allowed_origins=settings.allowed_origins,
