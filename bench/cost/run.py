@@ -56,9 +56,11 @@ ECHO = {
 
 
 def filler(index: int) -> dict[str, Any]:
-    schema = {"type": "object", "properties": {
+    properties = {
         "amount": {"type": "number", "description": "The net amount, in pounds and pence."},
-        "rate": {"type": "number", "description": "The VAT rate as a fraction, e.g. 0.2."}}}  # fmt: skip
+        "rate": {"type": "number", "description": "The VAT rate as a fraction, e.g. 0.2."},
+    }
+    schema = {"type": "object", "properties": properties}
     return {"name": f"vat_tool_{index:03d}", "language": "python", "input_schema": schema,
             "description": f"Adds UK VAT to a net amount (variant {index}).",
             "code": "print('x')\n"}  # fmt: skip
