@@ -45,7 +45,9 @@ def moto_endpoint(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         "secret_access_key": os.environ["AWS_SECRET_ACCESS_KEY"],
     }
     write_private(state / "credentials.json", json.dumps(key).encode())
-    with run_emulator(state, call_log=call_log_path(state)) as endpoint:
+    # DynamoDB's own per-partition limits: a hot item throttles here as it would in AWS.
+    limits = "3000/1000"
+    with run_emulator(state, call_log=call_log_path(state), partition_limits=limits) as endpoint:
         yield endpoint.url
 
 

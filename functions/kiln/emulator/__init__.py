@@ -60,6 +60,7 @@ def run_emulator(
     start_timeout_s: float = 60.0,
     compact_after: int | None = None,
     call_log: Path | None = None,
+    partition_limits: str | None = None,
 ) -> Iterator[Endpoint]:
     """Start the emulator for `state_dir` as a child process; stop it when the block ends.
 
@@ -72,6 +73,8 @@ def run_emulator(
         command += ["--compact-after", str(compact_after)]
     if call_log is not None:
         command += ["--call-log", str(call_log)]
+    if partition_limits is not None:
+        command += ["--partition-limits", partition_limits]
     process = subprocess.Popen(
         command,
         env=emulator_environment(),

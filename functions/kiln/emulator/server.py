@@ -29,6 +29,7 @@ from kiln.emulator.durable import DurableEmulator
 from kiln.emulator.journal import Journal, read_records
 from kiln.emulator.privacy import PRIVATE_UMASK, not_dumpable, secure_tree, write_private
 from kiln.emulator.sigv4 import Credentials
+from kiln.emulator.throughput import PartitionLimits, parse_limits
 
 log = logging.getLogger("kiln.emulator")
 CREDENTIALS_FILE = "credentials.json"
@@ -106,6 +107,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--lock-wait", type=float, default=15.0)
     parser.add_argument("--no-parent-watch", action="store_true")
     parser.add_argument("--call-log", help="append one JSON line per request to this file")
+    parser.add_argument(
+        "--partition-limits",
+        help="DynamoDB's per-partition limits, READS/WRITES units a second (e.g. 3000/1000)",
+    )
     args = parser.parse_args(argv)
 
     from werkzeug.serving import WSGIRequestHandler, make_server
@@ -122,6 +127,8 @@ def main(argv: list[str] | None = None) -> int:
     emulator.changes = ChangeCounter(state_dir)  # after the replay: readers start afresh
     if args.call_log:
         emulator.call_log = CallLog(Path(args.call_log))
+    if args.partition_limits:
+        emulator.limits = PartitionLimits(*parse_limits(args.partition_limits))
 
     class Handler(WSGIRequestHandler):
         protocol_version = "HTTP/1.1"  # keep-alive: botocore reuses its connections
