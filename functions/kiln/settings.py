@@ -12,7 +12,7 @@ import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from kiln.auth.settings import AuthSettings, AuthSettingsError, check_audience
 from kiln.tasks.settings import TaskSettings
@@ -76,6 +76,17 @@ def _positive_float(value: str) -> float:
 def _non_negative_float(value: str) -> float:
     number = 0.0 if value.strip() == "0" else _positive_float(value)
     return number
+
+
+def _scale_settings(e: Mapping[str, str]) -> dict[str, Any]:
+    """The settings that bound what one container reads and what one run may hold."""
+    staleness = Settings.catalog_max_staleness_s
+    return {
+        "catalog_max_staleness_s": _parse(
+            e, "KILN_CATALOG_MAX_STALENESS_S", staleness, _non_negative_float
+        ),
+        "run_memory_mb": _parse(e, "KILN_RUN_MEMORY_MB", Settings.run_memory_mb, _positive_int),
+    }
 
 
 def _uid_range(value: str) -> tuple[int, int] | None:
@@ -246,12 +257,7 @@ class Settings:
             local_time_budget_s=_parse(
                 e, "KILN_LOCAL_TIME_BUDGET_S", cls.local_time_budget_s, _positive_float
             ),
-            catalog_max_staleness_s=_parse(
-                e,
-                "KILN_CATALOG_MAX_STALENESS_S",
-                cls.catalog_max_staleness_s,
-                _non_negative_float,
-            ),
+            **_scale_settings(e),
             max_concurrent_runs=_parse(
                 e, "KILN_MAX_CONCURRENT_RUNS", cls.max_concurrent_runs, _positive_int
             ),
@@ -266,7 +272,6 @@ class Settings:
             run_disk_quota_mb=_parse(
                 e, "KILN_RUN_DISK_QUOTA_MB", cls.run_disk_quota_mb, _non_negative_int
             ),
-            run_memory_mb=_parse(e, "KILN_RUN_MEMORY_MB", cls.run_memory_mb, _positive_int),
             sweep_shared_temp=_parse(e, "KILN_SWEEP_SHARED_TEMP", in_lambda, _boolean),
             run_shared_dirs=_parse(e, "KILN_RUN_SHARED_DIRS", (), _list),
             run_tcp_ports=_parse(e, "KILN_RUN_TCP_PORTS", cls.run_tcp_ports, _tcp_ports),
