@@ -235,6 +235,10 @@ class Kiln:
                 allowed_origins=self.settings.allowed_origins,
                 loopback_bind=self.settings.loopback_bind,
                 cursor_secret=self.cursor_secret,
+                # In Lambda a held invocation is billed by the millisecond: tasks/result of a
+                # task still working answers at once (one read, as tasks/get), saying to poll
+                # tasks/get; a server that keeps running waits up to 20 s for the end.
+                task_result_wait_s=0.0 if self.settings.in_lambda else 20.0,
             ),
             tasks=tasks,
         )
