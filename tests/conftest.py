@@ -13,7 +13,8 @@ import pytest
 from kiln.aws.clients import AwsClients, ensure_resources, make_clients
 
 # Fails the session if a key or secret planted by a test shows up in any log line.
-pytest_plugins = ["support.leakguard"]
+# Fails a test whose functions made an AWS call their role in template.yaml does not allow.
+pytest_plugins = ["support.leakguard", "support.iam_roles"]
 
 # Tests never touch real AWS: fake credentials and a fixed region for every client.
 os.environ.setdefault("AWS_ACCESS_KEY_ID", "testing")
@@ -36,6 +37,7 @@ def moto_endpoint(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     keyed with the tests' fake credentials so that every client and subprocess signs."""
     from kiln.local.emulator import run_emulator
     from kiln.local.emulator.privacy import write_private
+    from support.iam_roles import call_log_path
 
     state = tmp_path_factory.mktemp("emulator")
     key = {
@@ -43,7 +45,9 @@ def moto_endpoint(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         "secret_access_key": os.environ["AWS_SECRET_ACCESS_KEY"],
     }
     write_private(state / "credentials.json", json.dumps(key).encode())
-    with run_emulator(state) as endpoint:
+    # DynamoDB's own per-partition limits: a hot item throttles here as it would in AWS.
+    limits = "3000/1000"
+    with run_emulator(state, call_log=call_log_path(state), partition_limits=limits) as endpoint:
         yield endpoint.url
 
 

@@ -12,7 +12,7 @@ import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from kiln.identity.settings import AuthSettings, AuthSettingsError, check_audience
 from kiln.runner.limits import LAMBDA_MAX_TIMEOUT_S
@@ -72,6 +72,22 @@ def _positive_float(value: str) -> float:
     if not number > 0 or number == float("inf"):
         raise ValueError("must be a positive number")
     return number
+
+
+def _non_negative_float(value: str) -> float:
+    number = 0.0 if value.strip() == "0" else _positive_float(value)
+    return number
+
+
+def _scale_settings(e: Mapping[str, str]) -> dict[str, Any]:
+    """The settings that bound what one container reads and what one run may hold."""
+    staleness = Settings.catalog_max_staleness_s
+    return {
+        "catalog_max_staleness_s": _parse(
+            e, "KILN_CATALOG_MAX_STALENESS_S", staleness, _non_negative_float
+        ),
+        "run_memory_mb": _parse(e, "KILN_RUN_MEMORY_MB", Settings.run_memory_mb, _positive_int),
+    }
 
 
 def _uid_range(value: str) -> tuple[int, int] | None:
@@ -172,6 +188,9 @@ class Settings:
     max_body_bytes: int = 1024 * 1024  # KILN_MAX_BODY_BYTES
     max_timeout_s: float = LAMBDA_MAX_TIMEOUT_S  # KILN_MAX_TIMEOUT_S: no run lasts longer
     local_time_budget_s: float = 60.0  # KILN_LOCAL_TIME_BUDGET_S: "time left" outside Lambda
+    # KILN_CATALOG_MAX_STALENESS_S: a container reuses a catalog version read this long (0:
+    # every request reads it); see kiln.catalog.snapshot.
+    catalog_max_staleness_s: float = 0.0
     max_concurrent_runs: int = 4  # KILN_MAX_CONCURRENT_RUNS
     max_run_queue: int = 32  # KILN_MAX_RUN_QUEUE
     max_connections: int = 1000  # KILN_MAX_CONNECTIONS: kiln dev (lowered to fit the fd limit)
@@ -181,6 +200,9 @@ class Settings:
     # Containment of tool runs (README: "What isolates one tool from another").
     run_uids: tuple[int, int] | None = (60000, 61000)  # KILN_RUN_UIDS=60000-60999, or "off"
     run_disk_quota_mb: int = 256  # KILN_RUN_DISK_QUOTA_MB
+    # KILN_RUN_MEMORY_MB: a run's memory limit (per process); in Lambda below the function's
+    # memory, so that a hungry tool fails alone and the runtime keeps the difference.
+    run_memory_mb: int = 1024
     sweep_shared_temp: bool = False  # KILN_SWEEP_SHARED_TEMP (default: on inside Lambda)
     run_shared_dirs: tuple[str, ...] = ()  # KILN_RUN_SHARED_DIRS: every run may use these
     run_unix_sockets: bool = False  # KILN_RUN_UNIX_SOCKETS: runs may make unix sockets
@@ -249,6 +271,7 @@ class Settings:
             local_time_budget_s=_parse(
                 e, "KILN_LOCAL_TIME_BUDGET_S", cls.local_time_budget_s, _positive_float
             ),
+            **_scale_settings(e),
             max_concurrent_runs=_parse(
                 e, "KILN_MAX_CONCURRENT_RUNS", cls.max_concurrent_runs, _positive_int
             ),

@@ -80,6 +80,7 @@ def runner_settings(settings: Settings) -> RunnerSettings:
         node_binary=Path(settings.node_binary) if settings.node_binary else None,
         run_uids=settings.run_uids,
         disk_quota_bytes=settings.run_disk_quota_mb * 1024 * 1024,
+        memory_limit_bytes=settings.run_memory_mb * 1024 * 1024,
         sweep_shared_temp=settings.sweep_shared_temp,
         shared_dirs=tuple(Path(d) for d in settings.run_shared_dirs),
         unix_sockets=settings.run_unix_sockets,
@@ -238,6 +239,10 @@ class Kiln:
                 loopback_bind=self.settings.loopback_bind,
                 check_origin=False,  # both apps' edge (kiln.api.middleware) checks them first
                 cursor_secret=self.cursor_secret,
+                # In Lambda a held invocation is billed by the millisecond: tasks/result of a
+                # task still working answers at once (one read, as tasks/get), saying to poll
+                # tasks/get; a server that keeps running waits up to 20 s for the end.
+                task_result_wait_s=0.0 if self.settings.in_lambda else 20.0,
             ),
             tasks=tasks,
         )
@@ -250,7 +255,11 @@ def build_kiln(settings: Settings, *, clients: AwsClients | None = None) -> Kiln
     store = CatalogStore(
         clients.dynamodb, clients.s3, table=settings.table, bucket=settings.bucket, bundles=bundles
     )
-    snapshots = CatalogSnapshots(store, changes=clients.catalog_changes)
+    snapshots = CatalogSnapshots(
+        store,
+        changes=clients.catalog_changes,
+        max_staleness_s=settings.catalog_max_staleness_s,
+    )
     runner = Runner(runner_settings(settings))
     callers = make_callers(settings, clients)
     secrets = make_secrets(settings, clients)

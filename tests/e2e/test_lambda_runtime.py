@@ -168,6 +168,9 @@ def start_lambda(
             "AWS_REGION": "us-east-1",
             "AWS_ACCESS_KEY_ID": "testing",
             "AWS_SECRET_ACCESS_KEY": "testing",
+            # As a function's role session: the emulator's call log names the role by it, and
+            # every call is checked against that role in template.yaml (tests/iam_roles.py).
+            "AWS_SESSION_TOKEN": f"kiln-role/{handler}",
             "AWS_ENDPOINT_URL": endpoint,
             "KILN_TABLE": table,
             "KILN_BUCKET": bucket,

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -149,6 +150,13 @@ def test_a_task_is_created_run_by_the_worker_function_and_read_back(
     assert created["status"] == "working"
     task_id = created["taskId"]
     assert mcp(public, "tasks/get", {"taskId": task_id})["status"] == "working"
+    # A held invocation is billed by the millisecond: no 20 s of polling in Lambda.
+    asked = time.monotonic()
+    waiting = public.invoke(
+        event_for("http-api-tools-call.json", rpc("tasks/result", {"taskId": task_id}))
+    )
+    assert time.monotonic() - asked < 5
+    assert "poll tasks/get" in json.loads(waiting.payload["body"])["error"]["message"]
 
     (invoked,) = lambda_api.calls
     assert invoked.function == WORKER

@@ -6,8 +6,10 @@ from typing import Any
 
 from starlette.applications import Starlette
 from starlette.middleware.cors import CORSMiddleware
+from starlette.middleware.gzip import GZipMiddleware
 from starlette.responses import JSONResponse
 
+from kiln.aws.clients import CALLER_ROLE
 from kiln.protocol.errors import jsonrpc_error
 from kiln.protocol.guard import refusal
 from kiln.protocol.spec import INVALID_REQUEST
@@ -54,6 +56,23 @@ class RebindingGuard:
         await self.app(scope, receive, send)
 
 
+class CallerRole:
+    """Says which function of a deployed stack serves this path (`kiln.aws.clients.CALLER_ROLE`):
+    the public one for /mcp and its metadata, the admin one for everything else."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        path = scope.get("path", "")
+        public = path == "/mcp" or path.startswith(("/mcp/", "/.well-known/"))
+        token = CALLER_ROLE.set("mcp" if public else "admin")
+        try:
+            await self.app(scope, receive, send)
+        finally:
+            CALLER_ROLE.reset(token)
+
+
 def install(app: Starlette, settings: Settings) -> None:
     # Browsers on an allowed origin may call the API (preflights answered); the guard, added
     # last and so run first, has already refused every other origin.
@@ -64,6 +83,10 @@ def install(app: Starlette, settings: Settings) -> None:
         allow_headers=CORS_HEADERS,
         expose_headers=["ETag", "Location", "WWW-Authenticate"],
     )
+    app.add_middleware(CallerRole)
+    # For clients that accept it: a tools/list of 100 tools is ~70 KB of JSON, paid as egress
+    # per response. Event streams are left as they are (starlette excludes them).
+    app.add_middleware(GZipMiddleware, minimum_size=1400, compresslevel=6)
     app.add_middleware(
         RebindingGuard,
         allowed_origins=settings.allowed_origins,

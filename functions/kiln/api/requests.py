@@ -19,7 +19,7 @@ from kiln.identity.policy import AuthError, Permission, Principal
 from kiln.protocol.backend import CallContext
 from kiln.protocol.errors import jsonrpc_error
 from kiln.protocol.spec import INVALID_REQUEST
-from kiln.serving.backend import AFTER_RESPONSE, PEER_KEY, START_NOW, VIEW_KEY
+from kiln.serving.backend import AFTER_RESPONSE, CLIENT_ADDRESS, PEER_KEY, START_NOW, VIEW_KEY
 
 if TYPE_CHECKING:
     from kiln.stack import Kiln
@@ -86,6 +86,8 @@ async def answer_mcp(
     client, server = request.scope.get("client"), request.scope.get("server")
     if client and server and client[0] in ("127.0.0.1", "::1"):  # a tool's run, perhaps
         extra[PEER_KEY] = (client[1], server[1])
+    if request.client is not None:  # in Lambda: the HTTP API's sourceIp
+        extra[CLIENT_ADDRESS] = request.client.host
     ctx = CallContext(time_left_s=time_left_s(request), principal=principal, extra=extra)
     endpoint = parts.admin_endpoint if admin else parts.endpoint
     answer = await endpoint.handle(HttpRequest(request.method, headers, body), ctx)
@@ -123,7 +125,8 @@ async def serve_view(request: Request, view: str) -> Response:
         return refusal(
             403, f"Forbidden: this credential is bound to view {bound!r}; use /mcp/v/{bound}"
         )
-    return await answer_mcp(request, principal, view=view)
+    with parts.snapshots.pinned(snapshot):  # the call reads no second catalog version
+        return await answer_mcp(request, principal, view=view)
 
 
 def refusal(status: int, message: str) -> Response:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from contextlib import AbstractContextManager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,6 +34,19 @@ TABLE_DEFINITION: dict[str, Any] = {
     ],
     "BillingMode": "PAY_PER_REQUEST",
 }
+
+
+# The function of a deployed stack that a call stands for ("mcp", "admin", "worker"), set per
+# request by the apps and for task runs by kiln dev's local pool. Requests to a local emulator
+# carry it (X-Kiln-Role), so its call log can be checked against that function's IAM role
+# (tests/iam_roles.py). A Lambda function's own calls carry their role's session instead.
+CALLER_ROLE: ContextVar[str | None] = ContextVar("kiln_caller_role", default=None)
+
+
+def _tag_caller_role(**event: Any) -> None:
+    role = CALLER_ROLE.get()
+    if role is not None:
+        event["request"].headers["X-Kiln-Role"] = role
 
 
 class StoreUnavailableError(Exception):
@@ -143,14 +157,14 @@ def make_clients(
     endpoint_url: str | None = None,
     region: str | None = None,
     profile: str | None = None,
-    credentials: tuple[str, str] | None = None,
+    credentials: tuple[str, str] | tuple[str, str, str] | None = None,
     deadlines: StoreDeadlines = StoreDeadlines(),
 ) -> AwsClients:
     """Clients for DynamoDB and S3; `endpoint_url` points them at the local emulator.
 
-    `credentials` (access key id, secret) are for the local emulator, whose key is its
-    own; otherwise botocore's usual chain applies. Every call has `deadlines`, and a store
-    that does not answer raises StoreUnavailableError.
+    `credentials` (access key id, secret[, session token]) are for the local emulator, whose
+    key is its own; otherwise botocore's usual chain applies. Every call has `deadlines`, and
+    a store that does not answer raises StoreUnavailableError.
     """
     core = botocore.session.Session(profile=profile)
     # What botocore reads from disk for every new process, cut to what Kiln needs.
@@ -160,6 +174,8 @@ def make_clients(
     if credentials:
         core.set_credentials(*credentials)
     core.register("creating-client-class", _add_store_errors)
+    if endpoint_url:
+        core.register("before-sign", _tag_caller_role)
     config = Config(
         connect_timeout=deadlines.connect_s,
         read_timeout=deadlines.read_s,

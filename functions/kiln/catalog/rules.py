@@ -45,6 +45,9 @@ MAX_TITLE_CHARS: Final = 200
 MAX_CODE_BYTES: Final = 256 * 1024
 MAX_TIMEOUT_SECONDS: Final = LAMBDA_MAX_TIMEOUT_S
 DEFAULT_TIMEOUT_SECONDS: Final = 30.0
+# A plain call (not an MCP task) lasts one HTTP request, which the deployed front door (API
+# Gateway's HTTP API) cuts at 30 s: a longer plain tool would save here and fail there.
+MAX_PLAIN_TIMEOUT_SECONDS: Final = 30.0
 
 
 LANGUAGES: Final[Mapping[str, Language]] = {
@@ -213,6 +216,24 @@ def _check_timeout(value: object, found: list[Violation]) -> float | None:
         )
         return None
     return seconds
+
+
+def _check_plain_timeout(
+    timeout: float | None, task: TaskMode | None, found: list[Violation]
+) -> None:
+    if timeout is None or task is not None or timeout <= MAX_PLAIN_TIMEOUT_SECONDS:
+        return
+    found.append(
+        violation(
+            "timeout_seconds",
+            "range",
+            f"a plain call is cut at {MAX_PLAIN_TIMEOUT_SECONDS:g} s by the deployed front door "
+            f"(API Gateway), so a tool that is not a task may take at most "
+            f'{MAX_PLAIN_TIMEOUT_SECONDS:g} seconds; make it a task (set "task": "optional" or '
+            f'"required": clients then run it as an MCP task, up to {MAX_TIMEOUT_SECONDS:g} s) '
+            "or lower timeout_seconds",
+        )
+    )
 
 
 def _check_task(value: object, found: list[Violation]) -> TaskMode | None:
@@ -399,6 +420,7 @@ def check_draft(payload: Mapping[str, Any], *, defaults: Mapping[str, Any] | Non
     secrets = _check_secrets(get("secrets"), found)
     files = _check_files(get("files"), found)
     task = _check_task(get("task"), found)
+    _check_plain_timeout(timeout, task, found)
     tags = _check_tags(get("tags"), found)
 
     if found:

@@ -1,23 +1,25 @@
 """Logs, metrics and optional traces around the Lambda entry points (AWS Lambda Powertools).
 
-Every HTTP invocation writes one JSON log line (request id, MCP method, tool, outcome,
-duration) and EMF metrics: `Requests` always, and for `tools/call` the per-tool `ToolCalls`,
-`ToolErrors` (timeouts included), `ToolTimeouts` and `ToolDuration`; `ColdStart` on the
-first invocation of a container. What happened is read from the JSON-RPC request and
-response bodies, so the app needs no hooks for it.
+Every HTTP invocation writes one compact JSON line (logs are billed by the byte, and cost
+more than a call's compute): the request's log fields (request id, MCP method, tool, outcome,
+duration) and its EMF metrics together: `Requests` always, and for `tools/call` the per-tool
+`ToolCalls`, `ToolErrors` (timeouts included), `ToolTimeouts` and `ToolDuration`.
+`ColdStart` goes on a line of its own, on the first invocation of a container. What happened
+is read from the JSON-RPC request and response bodies, so the app needs no hooks for it.
 """
 
 from __future__ import annotations
 
 import base64
+import gzip
 import json
+import sys
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from aws_lambda_powertools import Logger, Metrics
-from aws_lambda_powertools.metrics import EphemeralMetrics, MetricUnit
 
 Handler = Callable[[dict[str, Any], Any], Any]
 
@@ -127,7 +129,8 @@ def http_handler(adapter: Handler, *, name: str, telemetry: Telemetry) -> Handle
             return response
         finally:
             duration_ms = round((time.perf_counter() - started) * 1000, 1)
-            _record(telemetry, name, request, outcome, duration_ms)
+            request_id = getattr(context, "aws_request_id", None)
+            _record(telemetry, name, request, outcome, duration_ms, request_id)
 
     return instrument(handle, name=name, telemetry=telemetry)
 
@@ -145,28 +148,38 @@ def instrument(handler: Handler, *, name: str, telemetry: Telemetry) -> Handler:
 
 
 def _record(
-    telemetry: Telemetry, name: str, request: RequestInfo, outcome: str, duration_ms: float
+    telemetry: Telemetry,
+    name: str,
+    request: RequestInfo,
+    outcome: str,
+    duration_ms: float,
+    request_id: str | None,
 ) -> None:
-    telemetry.metrics.add_metric(name="Requests", unit=MetricUnit.Count, value=1)
-    fields: dict[str, Any] = {"entry": name, "outcome": outcome, "duration_ms": duration_ms}
+    """One line: the request's log fields, and its metrics as EMF (two metric sets)."""
+    namespace = telemetry.namespace
+    line: dict[str, Any] = {"level": "INFO", "message": "request", "service": telemetry.service,
+                            "entry": name, "outcome": outcome, "duration_ms": duration_ms,
+                            "function_request_id": request_id, "Requests": 1}  # fmt: skip
+    sets = [_metric_set(namespace, ["service"], {"Requests": "Count"})]
     if request.method:
-        fields["method"] = request.method
+        line["method"] = request.method
     if request.tool is not None:
-        fields["tool"] = request.tool[:MAX_LOGGED_NAME]
+        line["tool"] = request.tool[:MAX_LOGGED_NAME]
     # Only tools that ran get a metric dimension: a made-up name must not mint a new series.
     if request.tool is not None and outcome != "rejected":
-        per_tool = EphemeralMetrics(namespace=telemetry.namespace, service=telemetry.service)
-        per_tool.add_dimension(name="tool", value=request.tool)
-        per_tool.add_metric(name="ToolCalls", unit=MetricUnit.Count, value=1)
-        per_tool.add_metric(
-            name="ToolErrors", unit=MetricUnit.Count, value=int(outcome in {"error", "timeout"})
-        )
-        per_tool.add_metric(
-            name="ToolTimeouts", unit=MetricUnit.Count, value=int(outcome == "timeout")
-        )
-        per_tool.add_metric(name="ToolDuration", unit=MetricUnit.Milliseconds, value=duration_ms)
-        per_tool.flush_metrics()
-    telemetry.logger.info("request", extra=fields)
+        line.update(ToolCalls=1, ToolErrors=int(outcome in {"error", "timeout"}),
+                    ToolTimeouts=int(outcome == "timeout"), ToolDuration=duration_ms)  # fmt: skip
+        units = {"ToolCalls": "Count", "ToolErrors": "Count", "ToolTimeouts": "Count",
+                 "ToolDuration": "Milliseconds"}  # fmt: skip
+        sets.append(_metric_set(namespace, ["service", "tool"], units))
+    line["_aws"] = {"Timestamp": int(time.time() * 1000), "CloudWatchMetrics": sets}
+    sys.stdout.write(json.dumps(line, separators=(",", ":")) + "\n")
+    sys.stdout.flush()
+
+
+def _metric_set(namespace: str, dimensions: list[str], units: dict[str, str]) -> dict[str, Any]:
+    metrics = [{"Name": metric, "Unit": unit} for metric, unit in units.items()]
+    return {"Namespace": namespace, "Dimensions": [dimensions], "Metrics": metrics}
 
 
 def _json_body(body: Any, is_base64: bool) -> Any:
@@ -174,6 +187,8 @@ def _json_body(body: Any, is_base64: bool) -> Any:
         return None
     try:
         raw = base64.b64decode(body) if is_base64 else body
+        if isinstance(raw, bytes) and raw[:2] == b"\x1f\x8b":  # a gzipped answer
+            raw = gzip.decompress(raw)
         return json.loads(raw)
-    except (ValueError, TypeError):
+    except (ValueError, TypeError, OSError, EOFError):
         return None

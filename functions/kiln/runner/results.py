@@ -114,7 +114,12 @@ def _non_finite_path(value: Any, path: str) -> str:
 
 
 def log_run(request: RunRequest, result: RunResult) -> None:
-    logger.info(
+    # A clean run is in the request's own line already (outcome, duration): logs are billed
+    # by the byte, so its details are written at DEBUG; anything else at INFO.
+    truncated = result.stdout_truncated or result.stderr_truncated
+    clean = result.exit_code == 0 and not (result.timed_out or result.runner_error or truncated)
+    logger.log(
+        logging.DEBUG if clean else logging.INFO,
         "tool run %s",
         "timed out"
         if result.timed_out
@@ -131,7 +136,7 @@ def log_run(request: RunRequest, result: RunResult) -> None:
             "limit_source": result.limit_source,
             "stdout_bytes": result.stdout_bytes,
             "stderr_bytes": result.stderr_bytes,
-            "truncated": result.stdout_truncated or result.stderr_truncated,
+            "truncated": truncated,
             "runner_error": result.runner_error,
             "isolation": result.isolation,
             "fence": result.fence or "none",

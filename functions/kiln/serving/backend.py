@@ -86,6 +86,8 @@ AFTER_RESPONSE = "after_response"
 START_NOW = "start_bookkeeping_now"
 # CallContext.extra: a run an author started over REST, not a `tools/call` (not ledgered)
 AUTHOR_RUN = "author_run"
+# CallContext.extra: the caller's network address (anonymous callers' tasks are theirs by it)
+CLIENT_ADDRESS = "client_address"
 
 
 def run_shares(tool: Tool, principal: Any, view: View | None) -> tuple[str, ...]:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import json
 import logging
 import re
@@ -20,6 +21,7 @@ from typing import Any, Protocol
 
 from kiln.access.gate import CallGate, CallTicket
 from kiln.access.ledger import Outcome
+from kiln.aws.clients import CALLER_ROLE
 from kiln.catalog.model import Tool
 from kiln.protocol.backend import (
     CallContext,
@@ -48,9 +50,14 @@ def iso(epoch: float) -> str:
 
 
 def principal_label(ctx: CallContext) -> str:
-    """Who owns the tasks this caller creates: the API key or token subject, or anonymous."""
+    """Who owns the tasks this caller creates: the API key or token subject; an anonymous
+    caller by its network address, so that one anonymous caller's working tasks (at most
+    `max_running_per_principal`) leave the others theirs."""
     label = getattr(ctx.principal, "label", None)
-    return label if isinstance(label, str) and label != ANONYMOUS else ANONYMOUS
+    if isinstance(label, str) and label != ANONYMOUS:
+        return label
+    address = ctx.extra.get("client_address")  # kiln.serving.backend.CLIENT_ADDRESS
+    return f"{ANONYMOUS}@{address}" if isinstance(address, str) and address else ANONYMOUS
 
 
 class TaskTools(Protocol):
@@ -101,8 +108,10 @@ class LocalPool:
 
     async def start(self, owner: str, task_id: str) -> None:
         event = asyncio.Event()
+        context = contextvars.copy_context()
+        context.run(CALLER_ROLE.set, "worker")  # in AWS the worker function runs it
         run = asyncio.create_task(
-            self._worker.run(owner, task_id, cancelled=event, slot=self._slot)
+            self._worker.run(owner, task_id, cancelled=event, slot=self._slot), context=context
         )
         self._runs[task_id] = (run, event)
         run.add_done_callback(lambda done: self._finished(task_id, done))

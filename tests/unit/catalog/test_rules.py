@@ -1200,7 +1200,18 @@ def test_bad_annotations_are_refused(annotations: Any, field: str, rule: str) ->
     ],
 )
 def test_timeout_within_limits_is_accepted(timeout: Any, expected: float) -> None:
-    assert check_draft(tool(timeout_seconds=timeout)).timeout_seconds == expected
+    task = {"task": "optional"} if expected > 30 else {}
+    assert check_draft(tool(timeout_seconds=timeout, **task)).timeout_seconds == expected
+
+
+def test_a_plain_tool_longer_than_the_front_door_is_refused_saying_make_it_a_task() -> None:
+    (problem,) = refusals(tool(timeout_seconds=900))
+    assert problem.field == "timeout_seconds"
+    assert problem.rule == "range"
+    assert "cut at 30 s by the deployed front door" in problem.message
+    assert 'make it a task (set "task": "optional" or "required"' in problem.message
+    assert check_draft(tool(timeout_seconds=30)).timeout_seconds == 30.0
+    assert check_draft(tool(timeout_seconds=900, task="required")).task == "required"
 
 
 @pytest.mark.parametrize(

@@ -31,7 +31,7 @@ MAY_IMPORT: dict[str, set[str]] = {
     # the other way round).
     "identity": {"access", "aws"},
     "access": {"catalog", "schema"},
-    "tasks": {"access", "catalog", "protocol", "runner", "schema", "serving"},
+    "tasks": {"access", "aws", "catalog", "protocol", "runner", "schema", "serving"},
     "serving": {"access", "aws", "bundles", "catalog", "protocol", "runner", "schema"},
     "authoring": {
         "access",

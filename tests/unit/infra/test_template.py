@@ -127,6 +127,9 @@ def write_patterns(template: Mapping[str, Any], function: str) -> set[str]:
     found: set[str] = set()
     for statement in writes:
         assert set(as_list(statement["Action"])) <= {"dynamodb:PutItem", "dynamodb:UpdateItem"}
+        if statement.get("Sid") == "RecordKeyUse":
+            assert_only_key_use_is_recorded(statement)
+            continue
         # ForAllValues: every partition key the request touches must match a pattern.
         condition = statement["Condition"]
         assert list(condition) == ["ForAllValues:StringLike"], statement
@@ -136,6 +139,16 @@ def write_patterns(template: Mapping[str, Any], function: str) -> set[str]:
             assert not any(fnmatch.fnmatchcase(partition, p) for p in patterns), partition
         found |= patterns
     return found
+
+
+def assert_only_key_use_is_recorded(statement: Mapping[str, Any]) -> None:
+    """A key item may be updated in its last_used_at only: not its scopes, not its hash."""
+    assert as_list(statement["Action"]) == ["dynamodb:UpdateItem"], statement
+    condition = statement["Condition"]
+    assert condition["ForAllValues:StringLike"] == {"dynamodb:LeadingKeys": ["KEY#*"]}
+    attributes = condition["ForAllValues:StringEquals"]["dynamodb:Attributes"]
+    assert set(attributes) == {"pk", "sk", "last_used_at"}, attributes
+    assert set(condition) == {"ForAllValues:StringLike", "ForAllValues:StringEquals"}
 
 
 def test_public_function_writes_only_ledger_quota_and_task_items(
@@ -212,7 +225,21 @@ SECRETS_RESOURCE = {
 }
 
 
-@pytest.mark.parametrize("function", ["McpFunction", "AdminFunction", "WorkerFunction"])
+def test_the_admin_function_may_set_and_remove_its_stages_tool_secrets(
+    template: dict[str, Any],
+) -> None:
+    (statement,) = [
+        s for s in statements(template, "AdminFunction") if s.get("Sid") == "ReadWriteToolSecrets"
+    ]
+    assert set(as_list(statement["Action"])) == {
+        "ssm:GetParametersByPath",
+        "ssm:PutParameter",
+        "ssm:DeleteParameter",
+    }
+    assert as_list(statement["Resource"]) == [SECRETS_RESOURCE]
+
+
+@pytest.mark.parametrize("function", ["McpFunction", "WorkerFunction"])
 def test_functions_may_only_read_their_stages_tool_secrets(
     template: dict[str, Any], function: str
 ) -> None:
@@ -273,7 +300,9 @@ def test_bucket_is_private_versioned_encrypted_and_tls_only(template: dict[str, 
     assert props["BucketEncryption"]["ServerSideEncryptionConfiguration"]
     rules = {r["Id"]: r for r in props["LifecycleConfiguration"]["Rules"]}
     assert "NoncurrentVersionExpiration" in rules["expire-noncurrent-versions"]
-    assert rules["expire-unused-bundles"]["Prefix"] == "bundles/"
+    assert rules["expire-task-results"]["Prefix"] == "tasks/"
+    # Nothing tags bundles (no role may): a rule waiting for a tag would be a promise unkept.
+    assert not any("TagFilters" in rule for rule in rules.values())
     (policy,) = resources_of_type(template, "AWS::S3::BucketPolicy").values()
     (deny,) = policy["Properties"]["PolicyDocument"]["Statement"]
     assert deny["Effect"] == "Deny"
@@ -362,3 +391,72 @@ def test_the_runner_is_tenant_isolated_and_reads_only_bundle_objects(
     assert as_list(statement["Action"]) == ["s3:GetObject"]
     (resource,) = as_list(statement["Resource"])
     assert json.dumps(resource).endswith('/bundles/*"}'), resource
+
+
+# ---------------------------------------------------------------- the front door (issue 25)
+
+TOOL_RUNNERS = ("McpFunction", "AdminFunction", "WorkerFunction")
+
+
+def function_setting(template: Mapping[str, Any], function: str, name: str) -> Any:
+    """A property of a function, or the Globals' value when the function does not set it."""
+    props = template["Resources"][function]["Properties"]
+    return props.get(name, template["Globals"]["Function"].get(name))
+
+
+def parameter_default(template: Mapping[str, Any], value: Any) -> Any:
+    if isinstance(value, dict) and "Ref" in value:
+        return template["Parameters"][value["Ref"]]["Default"]
+    return value
+
+
+def test_the_public_function_has_reserved_concurrency(template: dict[str, Any]) -> None:
+    props = template["Resources"]["McpFunction"]["Properties"]
+    reserved = parameter_default(template, props["ReservedConcurrentExecutions"])
+    assert 1 <= int(reserved) <= 900, reserved  # accounts keep 100 of their 1,000 unreserved
+
+
+def test_no_function_url_is_open_to_anyone(template: dict[str, Any]) -> None:
+    # Nothing in AWS throttles a Function URL: with AuthType NONE it bypasses the HTTP API.
+    for name, function in resources_of_type(template, "AWS::Serverless::Function").items():
+        url = function["Properties"].get("FunctionUrlConfig")
+        assert url is None or url.get("AuthType") == "AWS_IAM", name
+    assert not resources_of_type(template, "AWS::Lambda::Url")
+
+
+def test_a_tool_run_gets_less_memory_than_the_function_that_runs_it(
+    template: dict[str, Any],
+) -> None:
+    variables = template["Globals"]["Function"]["Environment"]["Variables"]
+    run_mb = int(variables["KILN_RUN_MEMORY_MB"])
+    for function in TOOL_RUNNERS:
+        memory = int(function_setting(template, function, "MemorySize"))
+        assert run_mb + 192 <= memory, f"{function}: {run_mb} MB runs in {memory} MB"
+
+
+def test_tmp_holds_the_bundle_cache_and_a_runs_disk_quota(template: dict[str, Any]) -> None:
+    from kiln.bundles.cache import DEFAULT_BUDGET_BYTES
+    from kiln.settings import Settings
+
+    needed_mb = DEFAULT_BUDGET_BYTES // 2**20 + Settings().run_disk_quota_mb + 128
+    for function in TOOL_RUNNERS:
+        size = function_setting(template, function, "EphemeralStorage")["Size"]
+        assert size >= needed_mb, f"{function}: /tmp of {size} MB, needs {needed_mb}"
+
+
+def test_a_plain_tool_may_not_outlast_the_front_door(template: dict[str, Any]) -> None:
+    from kiln.catalog.rules import MAX_PLAIN_TIMEOUT_SECONDS
+
+    assert MAX_PLAIN_TIMEOUT_SECONDS <= 30  # API Gateway's HTTP API: 30 s per request
+    assert int(function_setting(template, "McpFunction", "Timeout")) >= MAX_PLAIN_TIMEOUT_SECONDS
+
+
+def test_a_task_event_waits_as_long_as_its_task_waits_for_a_worker(
+    template: dict[str, Any],
+) -> None:
+    from kiln.tasks.settings import TaskSettings
+
+    props = template["Resources"]["WorkerFunction"]["Properties"]
+    assert props["EventInvokeConfig"]["MaximumEventAgeInSeconds"] == TaskSettings().start_grace_s
+    concurrency = parameter_default(template, props["ReservedConcurrentExecutions"])
+    assert int(concurrency) >= TaskSettings().max_running_per_principal

@@ -120,3 +120,14 @@ def test_replayed_events_with_an_old_time_keep_the_function_limit() -> None:
     lambda_context = LambdaContext(120_000)
     old = http_event(CALL, domain=API, started_ms=1583348638390)  # a captured event
     assert front_door_context(old, lambda_context) is lambda_context
+
+
+def test_a_gzipped_answer_is_read_for_its_outcome_too() -> None:
+    import base64
+    import gzip
+    import json
+
+    failed = {"result": {"isError": True, "content": [{"type": "text", "text": "[exit 7]"}]}}
+    body = base64.b64encode(gzip.compress(json.dumps(failed).encode())).decode()
+    answer = {"statusCode": 200, "body": body, "isBase64Encoded": True}
+    assert describe_response(answer) == "error"

@@ -55,7 +55,12 @@ def shared_endpoint(state_dir: Path) -> Endpoint | None:
 
 @contextmanager
 def run_emulator(
-    state_dir: Path, *, start_timeout_s: float = 60.0, compact_after: int | None = None
+    state_dir: Path,
+    *,
+    start_timeout_s: float = 60.0,
+    compact_after: int | None = None,
+    call_log: Path | None = None,
+    partition_limits: str | None = None,
 ) -> Iterator[Endpoint]:
     """Start the emulator for `state_dir` as a child process; stop it when the block ends.
 
@@ -66,6 +71,10 @@ def run_emulator(
     command = [sys.executable, "-m", "kiln.local.emulator", "--state-dir", str(state_dir)]
     if compact_after is not None:
         command += ["--compact-after", str(compact_after)]
+    if call_log is not None:
+        command += ["--call-log", str(call_log)]
+    if partition_limits is not None:
+        command += ["--partition-limits", partition_limits]
     process = subprocess.Popen(
         command,
         env=emulator_environment(),

@@ -22,9 +22,11 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qs, unquote
 
+from kiln.local.emulator.calllog import CallLog
 from kiln.local.emulator.changes import ChangeCounter, may_change_catalog
 from kiln.local.emulator.journal import Journal, Record
 from kiln.local.emulator.sigv4 import Credentials, SignatureError, verify
+from kiln.local.emulator.throughput import THROTTLED, PartitionLimits, throttled_message
 
 TOKEN_WINDOW_S = 600.0  # DynamoDB honours a ClientRequestToken for 10 minutes
 DYNAMODB_JSON = "application/x-amz-json-1.0"
@@ -160,6 +162,8 @@ class DurableEmulator:
         self.foreign_writes = False  # writes to services compaction cannot rebuild
         self.regions: set[str] = set()  # DynamoDB regions written to (compaction dumps them)
         self.changes: ChangeCounter | None = None  # told of writes that may move the catalog
+        self.call_log: CallLog | None = None  # --call-log: every signed request, one line each
+        self.limits: PartitionLimits | None = None  # --partition-limits: DynamoDB's per key
         # Called after each journaled write, writers' lock held (starts compactions).
         self.after_append: Callable[[], None] | None = None
         self._clock = clock
@@ -174,7 +178,13 @@ class DurableEmulator:
             reason = str(refused) if isinstance(refused, SignatureError) else "malformed request"
             answer = _error(_service_of(environ), "403 Forbidden", "AccessDenied", reason)
         else:
+            started = time.perf_counter()
             answer = self.handle(environ, body, signed.service, signed.region)
+            if self.call_log is not None:
+                elapsed = time.perf_counter() - started
+                self.call_log.record(
+                    environ, body, signed.service, answer.status, answer.body, elapsed
+                )
         start_response(answer.status, answer.headers)
         return [answer.body]
 
@@ -185,9 +195,17 @@ class DurableEmulator:
             is_write = operation not in DYNAMODB_READS
         else:
             is_write = method not in ("GET", "HEAD")
+        limits = self.limits if service == "dynamodb" else None
         if not is_write:
             with self.state:
-                return call(self.app, environ)
+                response = call(self.app, environ)
+            hot = limits and limits.charge_read(operation, body, len(response.body))
+            if hot and response.status.startswith("200"):
+                return _error("dynamodb", "400 Bad Request", THROTTLED, throttled_message(hot))
+            return response
+        hot = limits and limits.charge_write(operation, body)
+        if hot:
+            return _error("dynamodb", "400 Bad Request", THROTTLED, throttled_message(hot))
         query = parse_qs(environ.get("QUERY_STRING", ""), keep_blank_values=True)
         if service == "s3" and ("uploadId" in query or "uploads" in query):
             return self._multipart(environ, body, region, completes="uploadId" in query)

@@ -22,12 +22,14 @@ from pathlib import Path
 from typing import IO, Any
 
 from kiln.local.emulator import compaction, motofix
+from kiln.local.emulator.calllog import CallLog
 from kiln.local.emulator.changes import ChangeCounter
 from kiln.local.emulator.compactor import BackgroundCompactor, remove_leftovers
 from kiln.local.emulator.durable import DurableEmulator
 from kiln.local.emulator.journal import Journal, read_records
 from kiln.local.emulator.privacy import PRIVATE_UMASK, not_dumpable, secure_tree, write_private
 from kiln.local.emulator.sigv4 import Credentials
+from kiln.local.emulator.throughput import PartitionLimits, parse_limits
 
 log = logging.getLogger("kiln.local.emulator")
 CREDENTIALS_FILE = "credentials.json"
@@ -104,6 +106,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--compact-after", type=int, default=5000)
     parser.add_argument("--lock-wait", type=float, default=15.0)
     parser.add_argument("--no-parent-watch", action="store_true")
+    parser.add_argument("--call-log", help="append one JSON line per request to this file")
+    parser.add_argument(
+        "--partition-limits",
+        help="DynamoDB's per-partition limits, READS/WRITES units a second (e.g. 3000/1000)",
+    )
     args = parser.parse_args(argv)
 
     from werkzeug.serving import WSGIRequestHandler, make_server
@@ -118,6 +125,10 @@ def main(argv: list[str] | None = None) -> int:
         _exit_with_parent(sys.stdin.buffer, state_dir / ENDPOINT_FILE)
     emulator = build(state_dir, compact_after=args.compact_after)
     emulator.changes = ChangeCounter(state_dir)  # after the replay: readers start afresh
+    if args.call_log:
+        emulator.call_log = CallLog(Path(args.call_log))
+    if args.partition_limits:
+        emulator.limits = PartitionLimits(*parse_limits(args.partition_limits))
 
     class Handler(WSGIRequestHandler):
         protocol_version = "HTTP/1.1"  # keep-alive: botocore reuses its connections

@@ -1,0 +1,131 @@
+"""The IAM role check itself (tests/iam_roles.py): it refuses what template.yaml does not grant.
+
+Every test that uses the emulator is checked by the `iam_check` fixture; these tests show the
+check can fail, on records shaped as the emulator's call log writes them, and that the log
+names the role a call was made as.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from conftest import AwsStack
+from kiln.aws.clients import CALLER_ROLE, make_clients
+from support.iam_roles import (
+    RoleCheck,
+    Simulator,
+    bucket_policy,
+    load_template,
+    read_new,
+    role_policies,
+)
+
+
+@pytest.fixture(scope="module")
+def simulator() -> Iterator[Simulator]:
+    running = Simulator()
+    yield running
+    running.close()
+
+
+def check(simulator: Simulator, template: dict[str, Any] | None = None) -> RoleCheck:
+    template = template or load_template()
+    return RoleCheck(simulator, role_policies(template), bucket_policy(template))
+
+
+def dynamodb(role: str, operation: str, body: dict[str, Any]) -> dict[str, Any]:
+    return {"role": role, "service": "dynamodb", "method": "POST", "path": "/", "query": "",
+            "target": operation, "status": 200, "body": {"TableName": "t", **body}}  # fmt: skip
+
+
+def s3(role: str, method: str, key: str, status: int = 200, query: str = "") -> dict[str, Any]:
+    return {"role": role, "service": "s3", "method": method, "path": f"/b/{key}",
+            "query": query, "target": "", "status": status}  # fmt: skip
+
+
+def key(pk: str) -> dict[str, Any]:
+    return {"Key": {"pk": {"S": pk}, "sk": {"S": "x"}}}
+
+
+def test_the_public_function_may_write_a_ledger_entry_but_not_a_tool(
+    simulator: Simulator,
+) -> None:
+    ledger = dynamodb("mcp", "PutItem", {"Item": {"pk": {"S": "LEDGER#2026-12-01"}}})
+    tool = dynamodb("mcp", "PutItem", {"Item": {"pk": {"S": "TOOL#abc"}}})
+    assert check(simulator).refusals([ledger]) == []
+    (refusal,) = check(simulator).refusals([tool])
+    assert "role mcp: ImplicitlyDenied dynamodb:PutItem" in refusal
+    assert "TOOL#abc" in refusal
+
+
+def test_a_key_may_be_stamped_with_its_last_use_and_nothing_else(simulator: Simulator) -> None:
+    stamp = {**key("KEY#ab"), "UpdateExpression": "SET last_used_at = :now"}
+    widen = {**key("KEY#ab"), "UpdateExpression": "SET scopes = :all"}
+    assert check(simulator).refusals([dynamodb("mcp", "UpdateItem", stamp)]) == []
+    (refusal,) = check(simulator).refusals([dynamodb("mcp", "UpdateItem", widen)])
+    assert "dynamodb:Attributes" in refusal
+
+
+def test_the_builder_may_write_bundle_records_only(simulator: Simulator) -> None:
+    bundle = dynamodb("builder", "UpdateItem", {**key("BUNDLE#x"), "UpdateExpression": "SET a=:a"})
+    catalog = dynamodb("builder", "UpdateItem", {**key("CATALOG"), "UpdateExpression": "SET a=:a"})
+    assert check(simulator).refusals([bundle]) == []
+    assert len(check(simulator).refusals([catalog])) == 1
+
+
+def test_removing_a_grant_from_the_template_makes_the_call_it_covered_fail(
+    simulator: Simulator,
+) -> None:
+    save_file = s3("admin", "PUT", "files/0a1b")
+    assert check(simulator).refusals([save_file]) == []
+    template = copy.deepcopy(load_template())
+    for statement in template["Resources"]["AdminFunction"]["Properties"]["Policies"][0][
+        "Statement"
+    ]:
+        if statement.get("Sid") == "ReadWriteCode":
+            statement["Resource"] = [r for r in statement["Resource"] if "files/" not in str(r)]
+    (refusal,) = check(simulator, template).refusals([save_file])
+    assert "role admin: ImplicitlyDenied s3:PutObject" in refusal
+    assert "/files/0a1b" in refusal
+
+
+def test_a_missing_object_needs_list_bucket_to_be_a_404(simulator: Simulator) -> None:
+    missing = s3("worker", "GET", "bundles/x.manifest.json", status=404)
+    (refusal,) = check(simulator).refusals([missing])
+    assert "s3:ListBucket" in refusal
+    assert "answered 404" in refusal
+    assert check(simulator).refusals([s3("admin", "GET", "bundles/x.zip", status=404)]) == []
+
+
+def test_a_call_made_as_no_function_of_the_template_is_refused(simulator: Simulator) -> None:
+    (refusal,) = check(simulator).refusals([s3("janitor", "GET", "code/x")])
+    assert "janitor: no function of that name" in refusal
+
+
+def test_the_emulator_logs_each_call_with_the_role_it_was_made_as(
+    aws: AwsStack, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    from support.iam_roles import _state
+
+    path = _state["log"]
+    start = path.stat().st_size
+    token = CALLER_ROLE.set("admin")
+    try:
+        aws.clients.s3.put_object(Bucket=aws.bucket, Key="code/x.py", Body=b"print(1)")
+    finally:
+        CALLER_ROLE.reset(token)
+    as_worker = make_clients(
+        endpoint_url=aws.endpoint_url,
+        region="us-east-1",
+        credentials=("testing", "testing", "kiln-role/worker"),
+    )
+    as_worker.dynamodb.get_item(TableName=aws.table, **key("CATALOG"))
+    records, _ = read_new(path, start)
+    roles = [(r["role"], r["service"], r["target"] or r["method"]) for r in records]
+    assert ("admin", "s3", "PUT") in roles, json.dumps(records)
+    assert ("worker", "dynamodb", "GetItem") in roles, json.dumps(records)
