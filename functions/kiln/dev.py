@@ -231,7 +231,11 @@ def run_dev(args: argparse.Namespace) -> int:
     base = _start(args, logging.INFO)
     private_dir(local.state_dir)  # keys and secrets live here: this user's eyes only
     key = author_key(local.state_dir, args.author_key or local.author_key or base.author_key)
-    settings = base.with_(author_key=key, bind_host=args.host)
+    settings = base.with_(
+        author_key=key,
+        bind_host=args.host,
+        build_cache_dir=base.build_cache_dir or local.state_dir / "build-cache",
+    )
     try:
         with sock, local_stack(args, settings) as (settings, clients):
             parts = stack.build_kiln(settings, clients=clients)

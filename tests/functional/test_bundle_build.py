@@ -65,20 +65,71 @@ def test_a_saved_requirement_builds_once_in_the_background_and_is_shared(
     assert any(n.startswith("humanize/__pycache__/") for n in names)  # compiled at build time
 
 
-def test_a_requirement_that_does_not_exist_fails_with_its_pip_log_kept(
-    store: BundleStore, tmp_path: Path
+@pytest.mark.parametrize(
+    ("installer", "failure", "logged"),
+    [
+        ("uv", "uv pip compile failed", "was not found in the package registry"),
+        ("pip", "pip install failed", "No matching distribution found"),
+    ],
+)
+def test_a_requirement_that_does_not_exist_fails_with_its_installer_log_kept(
+    store: BundleStore, tmp_path: Path, installer: str, failure: str, logged: str
 ) -> None:
     record = store.ensure("python", default_target("python"), ["kiln-no-such-package-9f1c==1.0"])
     assert record is not None
-    failed = run_build(store, record.id, workdir=tmp_path)
+    tools = Toolchain(installer=installer, cache_dir=tmp_path / "cache")
+    failed = run_build(store, record.id, workdir=tmp_path, toolchain=tools)
     assert failed.status == "failed"
     assert failed.error is not None
-    assert "pip install failed" in failed.error
+    assert failure in failed.error
     assert "kiln-no-such-package-9f1c" in failed.error
     log = store.read_log(record.id)
     assert log is not None
-    assert "No matching distribution found" in log
+    assert logged in log
+    assert f"# installer: {installer}" in log
     assert store.read_manifest(record.id) is None
+
+
+def test_pip_builds_the_same_bundle_when_uv_is_not_wanted(
+    store: BundleStore, tmp_path: Path
+) -> None:
+    record = store.ensure("python", "lambda-python3.13-x86_64", ["six==1.17.0"])
+    assert record is not None
+    pip = build_bundle(record, workdir=tmp_path / "pip", toolchain=Toolchain(installer="pip"))
+    uv = build_bundle(record, workdir=tmp_path / "uv", toolchain=Toolchain(installer="uv"))
+    assert "# installer: pip" in pip.log
+    assert "# installer: uv" in uv.log
+    assert {entry["name"]: entry["version"] for entry in pip.manifest["lock"]} == {"six": "1.17.0"}
+    pinned = [{k: e[k] for k in ("name", "version", "sha256")} for e in pip.manifest["lock"]]
+    assert pinned == [{k: e[k] for k in ("name", "version", "sha256")} for e in uv.manifest["lock"]]
+    with zipfile.ZipFile(pip.zip_path) as one, zipfile.ZipFile(uv.zip_path) as two:
+        code = {n for n in one.namelist() if ".dist-info/" not in n}
+        assert code == {n for n in two.namelist() if ".dist-info/" not in n}
+        assert "six.py" in code
+
+
+def test_a_second_bundle_builds_only_its_new_package_from_the_kept_folders(
+    store: BundleStore, tmp_path: Path
+) -> None:
+    tools = Toolchain(cache_dir=tmp_path / "cache")
+    first = store.ensure("python", default_target("python"), ["six==1.17.0"])
+    second = store.ensure("python", default_target("python"), ["six==1.17.0", "humanize==4.*"])
+    assert first is not None
+    assert second is not None
+    one = build_bundle(first, workdir=tmp_path / "one", toolchain=tools)
+    two = build_bundle(second, workdir=tmp_path / "two", toolchain=tools)
+    assert "six==1.17.0" in (tmp_path / "one" / "pins-site.txt").read_text()
+    assert (tmp_path / "two" / "pins-site.txt").read_text().startswith("humanize==4.")
+    assert "\nsix==" not in (tmp_path / "two" / "pins-site.txt").read_text()
+    whole = build_bundle(second, workdir=tmp_path / "whole", toolchain=Toolchain())
+    assert "package folders" not in two.log, two.log
+    assert two.manifest["zip_sha256"] == whole.manifest["zip_sha256"]  # same bytes either way
+    assert one.manifest["file_count"] < two.manifest["file_count"]
+    with zipfile.ZipFile(two.zip_path) as archive:
+        names = archive.namelist()
+        assert archive.testzip() is None
+    assert "six.py" in names
+    assert any(n.startswith("humanize/__pycache__/") for n in names)
 
 
 def test_a_bundle_over_the_size_limit_is_refused_with_a_clear_message(
