@@ -199,6 +199,7 @@ class Settings:
     bundle_max_unpacked_mb: float | None = None  # KILN_BUNDLE_MAX_UNPACKED_MB
     bundle_installer: str = "auto"  # KILN_BUNDLE_INSTALLER: uv, pip, or auto (uv if installed)
     uv: str | None = None  # KILN_UV: the uv binary that builds Python bundles
+    bun: str | None = None  # KILN_BUN: the Bun that builds Node bundles (else PATH's, else npm)
     # KILN_BUILD_CACHE_DIR: packages kept across builds (kiln dev: <state dir>/build-cache;
     # Lambda: /tmp/kiln-build-cache; elsewhere uv's own cache)
     build_cache_dir: Path | None = None
@@ -276,6 +277,7 @@ class Settings:
             bundle_max_unpacked_mb=_parse(e, "KILN_BUNDLE_MAX_UNPACKED_MB", None, _positive_float),
             bundle_installer=_parse(e, "KILN_BUNDLE_INSTALLER", "auto", _installer),
             uv=_parse(e, "KILN_UV", None, _text),
+            bun=_parse(e, "KILN_BUN", None, _text),
             build_cache_dir=_parse(e, "KILN_BUILD_CACHE_DIR", None, Path),
             public_base_url=public_base_url,
             cursor_secret=_parse(e, "KILN_CURSOR_SECRET", None, _text),

@@ -1,6 +1,7 @@
 """Real builds with real pip and npm: local worker, Lambda targets, failures, limits."""
 
 import json
+import os
 import subprocess
 import sys
 import threading
@@ -11,10 +12,11 @@ import pytest
 
 from conftest import AwsStack
 from kiln.bundles.build import BuildError, Toolchain, build_bundle, target_interpreter
+from kiln.bundles.bun import find_bun
 from kiln.bundles.cache import BundleCache, BundleNotReadyError
 from kiln.bundles.identity import default_target, parse_target
 from kiln.bundles.scheduler import LocalBuildWorker, handle_build_event, request_bundle, run_build
-from kiln.bundles.store import BundleStateError, BundleStore, manifest_key, zip_key
+from kiln.bundles.store import BundleRecord, BundleStateError, BundleStore, manifest_key, zip_key
 from kiln.settings import Settings
 
 pytestmark = pytest.mark.slow
@@ -203,6 +205,32 @@ def test_a_node_bundle_holds_node_modules_and_requires_from_node_path(
         capture_output=True, text=True, check=True,
     )  # fmt: skip
     assert json.loads(check.stdout) == [1, 3]
+
+
+def test_bun_installs_a_node_bundle_without_scripts_and_locks_it(tmp_path: Path) -> None:
+    bun = find_bun(os.environ.get("KILN_BUN"))
+    if bun is None:
+        pytest.skip("no Bun here (npm install -g bun, or set KILN_BUN)")
+    package = tmp_path / "pkg"  # a local package whose install script would leave a file
+    package.mkdir()
+    (package / "package.json").write_text(
+        json.dumps({"name": "noisy", "version": "1.0.0", "scripts": {"postinstall": "touch ran"}})
+    )
+    (package / "index.js").write_text("module.exports = 42;\n")
+    record = BundleRecord(
+        id="b" * 32, language="node", target=default_target("node"),
+        requirements=("lodash@4.17.21", f"noisy@file:{package}"), status="building",
+        created_at="", updated_at="",
+    )  # fmt: skip
+    out = build_bundle(record, workdir=tmp_path / "w", toolchain=Toolchain(bun=bun))
+    assert "# installer: bun" in out.log
+    versions = {entry["name"]: entry["version"] for entry in out.manifest["lock"]}
+    assert versions["lodash"] == "4.17.21", out.manifest["lock"]
+    with zipfile.ZipFile(out.zip_path) as archive:
+        names = archive.namelist()
+    assert "node_modules/lodash/package.json" in names
+    assert "node_modules/noisy/index.js" in names
+    assert not any(name.endswith("/ran") for name in names)  # the postinstall never ran
 
 
 def test_the_builder_event_must_name_a_bundle(store: BundleStore) -> None:

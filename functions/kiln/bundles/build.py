@@ -7,8 +7,10 @@ CPython, so nothing is compiled on the build machine. Bytecode is compiled by th
 interpreter when one is found (`unchecked-hash` pycs stay valid after unzipping, whatever
 the files' times). A Python bundle's folder goes on `PYTHONPATH` as it is.
 
-Node: `npm install --omit=dev --ignore-scripts`; the zip holds `node_modules/` (plus the
-package.json and lock npm wrote), and the runner puts `<bundle>/node_modules` on `NODE_PATH`.
+Node: `bun install --ignore-scripts` where Bun is installed (kiln.bundles.bun), else
+`npm install --omit=dev --ignore-scripts`; the zip holds `node_modules/` (plus the
+package.json and lock the installer wrote), and the runner puts `<bundle>/node_modules` on
+`NODE_PATH`.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from kiln.bundles.bun import bun_install, find_bun
 from kiln.bundles.identity import Target, parse_target, split_node_requirement
 from kiln.bundles.layers import LayerError, build_layers, member_infos, merge_zips
 from kiln.bundles.store import BundleRecord
@@ -70,6 +73,7 @@ class Toolchain:
     installer: str = "auto"  # "uv", "pip", or "auto": uv when it is installed, else pip
     uv: str | None = None  # KILN_UV: the uv binary (default: the `uv` package's, or PATH's)
     cache_dir: Path | None = None  # packages kept across builds (None: the installer's own)
+    bun: str | None = None  # KILN_BUN: Node bundles by Bun (default: `bun` on PATH, else npm)
 
     @classmethod
     def from_settings(cls, settings: Any) -> Toolchain:
@@ -85,6 +89,7 @@ class Toolchain:
             installer=settings.bundle_installer,
             uv=settings.uv,
             cache_dir=cache_dir,
+            bun=settings.bun,
         )
 
     def python_installer(self) -> tuple[str, str | None]:
@@ -186,7 +191,8 @@ def build_bundle(
         say(f"{installer} install {' '.join(record.requirements)} for {record.target}")
         lock, contents, compiled_by = _install_python(record, target, install_dir, workdir, log)
     else:
-        say(f"npm install {' '.join(record.requirements)}")
+        installer = "bun" if find_bun(tools.bun) else "npm"
+        say(f"{installer} install {' '.join(record.requirements)}")
         lock = _install_node(record, install_dir, log)
         contents, compiled_by = _Tree.of(install_dir), None
     if contents.unpacked > limit:
@@ -422,6 +428,11 @@ def _install_node(record: BundleRecord, install_dir: Path, log: _Log) -> list[di
     (install_dir / "package.json").write_text(
         json.dumps({"name": "kiln-bundle", "private": True, "dependencies": dependencies})
     )
+    bun = find_bun(log.tools.bun)
+    if bun is not None:
+        log.add(f"# installer: bun ({bun})")
+        run = functools.partial(_run_with, log=log, cwd=install_dir)
+        return bun_install(bun, install_dir=install_dir, cache_dir=log.tools.cache_dir, run=run)
     npm = find_npm(log.tools)
     if npm is None:
         raise BuildError(
@@ -467,9 +478,17 @@ def _run_in(command: list[str], what: str, *, log: _Log, cwd: Path) -> None:
     _run(command, log, what=what, cwd=cwd)
 
 
-def _run(command: list[str], log: _Log, *, what: str, cwd: Path) -> None:
+def _run_with(
+    command: list[str], what: str, extra: dict[str, str], *, log: _Log, cwd: Path
+) -> None:
+    _run(command, log, what=what, cwd=cwd, extra=extra)
+
+
+def _run(
+    command: list[str], log: _Log, *, what: str, cwd: Path, extra: dict[str, str] | None = None
+) -> None:
     log.add("$ " + " ".join(command))
-    env = inherited_environment(PIP_NO_INPUT="1", PYTHONDONTWRITEBYTECODE="1")
+    env = inherited_environment(PIP_NO_INPUT="1", PYTHONDONTWRITEBYTECODE="1", **(extra or {}))
     node = log.tools.node_binary
     if node:  # npm runs `node` from PATH
         env["PATH"] = f"{Path(node).parent}{os.pathsep}{env.get('PATH', '')}"
