@@ -247,12 +247,15 @@ def run_dev(args: argparse.Namespace) -> int:
                 else:
                     log.info("%s", line)
             app = create_app(parts)
+            warming = parts.warm_recent()  # no cold first call for the tools used last
+            if warming:
+                log.info("preparing the next run of %s", ", ".join(warming))
             url = f"http://{_url_host(args.host)}:{sock.getsockname()[1]}"
             _announce(url, key, local, settings)
             # Task runs stop first (their process trees killed, their tasks marked failed);
             # then the runner lets its standbys go (uvicorn re-raises SIGTERM afterwards, so
             # this is the last moment: nothing after `run` would remove their directories).
-            hook = ShutdownHook(app, parts.runner.close, before=parts.stop_tasks)
+            hook = ShutdownHook(app, parts.close_runner, before=parts.stop_tasks)
             record_server(local.state_dir, url)
             try:
                 uvicorn.Server(_server_config(hook, args, settings)).run(sockets=[sock])
@@ -329,7 +332,7 @@ def run_stdio(args: argparse.Namespace) -> int:
             try:
                 asyncio.run(serve(parts.endpoint, settings.local_time_budget_s))
             finally:
-                parts.runner.close()
+                parts.close_runner()
     except (FolderError, StateInUseError) as error:
         print(f"kiln stdio: {error}", file=sys.stderr)
         return 1

@@ -19,6 +19,6 @@ def closing(parts: Kiln) -> Callable[[Any], AbstractAsyncContextManager[None]]:
         try:
             yield
         finally:
-            parts.runner.close()
+            parts.close_runner()
 
     return lifespan

@@ -21,7 +21,9 @@ _TRAILING_COMMA = re.compile(r",(\s*[}\]])")
 
 
 def find_bun(configured: str | None = None) -> str | None:
-    """KILN_BUN, else `bun` on PATH."""
+    """KILN_BUN, else `bun` on PATH; KILN_BUN=off means npm."""
+    if configured == "off":
+        return None
     return configured or shutil.which("bun")
 
 
