@@ -153,7 +153,8 @@ def after_saves(
                 "language": "python" if script.endswith(".py") else "node",
                 "code": f"{code.rstrip()}  {comment} revision {number}\n", "input_schema": {},
             }  # fmt: skip
-            saved = client.put(f"/api/tools/{name}", json=body, headers=AUTHOR)
+            tag = client.get(f"/api/tools/{name}", headers=AUTHOR).headers["etag"]
+            saved = client.put(f"/api/tools/{name}", json=body, headers={**AUTHOR, "If-Match": tag})
             assert saved.status_code == 200, saved.text
         time.sleep(pause_s)
         for name in TOOLS:

@@ -380,6 +380,8 @@ class CatalogBackend:
         its first call starts as warm as its second; waits up to `bundle_wait_s` for a bundle
         still being built. False where there are no standbys, or the bundle never came."""
         head = tool.head
+        # The save changed the catalog: read it here, so that the call does not have to.
+        self._snapshots.current()
         code = self._snapshots.cached_code(head) or self._snapshots.code(head)
         files = self._snapshots.files(head) if head.files else {}
         with ExitStack() as pinned:
