@@ -158,7 +158,7 @@ class Kiln:
         """Prepares standbys for saved and recently called tools (kiln.warming)."""
         from kiln.warming import Warmer
 
-        return Warmer(self.backend)
+        return Warmer(self.backend, budget=self.runner.settings.standby_runs)
 
     def warm_recent(self) -> list[str]:
         """Warm the most recently called tools (`kiln dev` at start), within the standby

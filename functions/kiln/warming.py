@@ -16,6 +16,7 @@ standby made by the save would wait in the wrong process (see the README on warm
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Callable, Iterable
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Protocol
@@ -34,18 +35,27 @@ class Warmable(Protocol):
 class Warmer:
     """Prepares standbys on one background thread, in the order asked."""
 
-    def __init__(self, backend: Warmable, *, bundle_wait_s: float = BUNDLE_WAIT_S) -> None:
+    def __init__(
+        self, backend: Warmable, *, budget: int, bundle_wait_s: float = BUNDLE_WAIT_S
+    ) -> None:
         self.backend = backend
+        self.budget = budget  # KILN_RUN_STANDBY: more warm-ups than this would push each other out
         self.bundle_wait_s = bundle_wait_s
         self._pool = ThreadPoolExecutor(1, thread_name_prefix="kiln-warm")
         self._closed = False
+        self._asked = 0
+        self._lock = threading.Lock()
 
     def warm_soon(self, tool: Tool) -> Future[bool] | None:
-        """Prepare `tool`'s standby in the background (None once closed)."""
-        if self._closed or not tool.enabled or tool.deleted:
+        """Prepare `tool`'s standby in the background (None once closed). Of many saves at
+        once (`kiln dev` loading a folder of tools), only the last `budget` are warmed."""
+        if self._closed or not tool.enabled or tool.deleted or self.budget <= 0:
             return None
+        with self._lock:
+            self._asked += 1
+            number = self._asked
         try:
-            return self._pool.submit(self._warm, tool)
+            return self._pool.submit(self._warm, tool, number)
         except RuntimeError:  # shut down meanwhile
             return None
 
@@ -64,12 +74,19 @@ class Warmer:
                 names.append(name)
         return names
 
+    def settle(self) -> None:
+        """Wait until the warm-ups asked for so far are done (tests and benchmarks)."""
+        self._pool.submit(lambda: None).result()
+
     def close(self) -> None:
         """Stop taking work; what is queued is dropped, a standby in the making finishes."""
         self._closed = True
         self._pool.shutdown(wait=True, cancel_futures=True)
 
-    def _warm(self, tool: Tool) -> bool:
+    def _warm(self, tool: Tool, number: int) -> bool:
+        with self._lock:
+            if self._asked - number >= self.budget:  # its standby would be pushed out at once
+                return False
         try:
             return self.backend.warm(tool, bundle_wait_s=self.bundle_wait_s)
         except Exception:  # a standby is an optimisation: its failure is the next call's

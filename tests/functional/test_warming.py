@@ -110,3 +110,19 @@ def test_kiln_dev_warms_the_most_recently_called_tools_first_within_the_budget(
         assert first_call(again, again.store.get("old"))[1] is False
     finally:
         again.close_runner()
+
+
+def test_of_many_saves_at_once_only_the_last_within_the_budget_are_warmed(
+    settings: Settings, aws: AwsStack
+) -> None:
+    kiln = build_kiln(settings.with_(run_standby=2), clients=aws.clients)
+    try:
+        if not kiln.runner.standby_capable:
+            pytest.skip("runs are not fenced from each other here")
+        saved = [kiln.authoring.create(tool(f"t{n}", f"print({n})"), None) for n in range(6)]
+        kiln.warmer.settle()
+        assert kiln.runner.standbys == 2
+        assert first_call(kiln, saved[5]) == ("5", True)
+        assert first_call(kiln, saved[2])[1] is False  # queued behind newer saves: skipped
+    finally:
+        kiln.close_runner()
