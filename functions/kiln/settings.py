@@ -12,7 +12,7 @@ import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from kiln.auth.settings import AuthSettings, AuthSettingsError, check_audience
 from kiln.tasks.settings import TaskSettings
@@ -109,6 +109,16 @@ def _tcp_ports(value: str) -> tuple[int, ...] | str:
 
 def _text(value: str) -> str:
     return value
+
+
+def _builder_settings(e: Mapping[str, str]) -> dict[str, Any]:
+    """How bundles are built here (kiln.bundles.build.Toolchain)."""
+    return {
+        "bundle_installer": _parse(e, "KILN_BUNDLE_INSTALLER", "auto", _installer),
+        "uv": _parse(e, "KILN_UV", None, _text),
+        "bun": _parse(e, "KILN_BUN", None, _text),
+        "build_cache_dir": _parse(e, "KILN_BUILD_CACHE_DIR", None, Path),
+    }
 
 
 def _installer(value: str) -> str:
@@ -275,10 +285,7 @@ class Settings:
             bundle_cache_dir=cache_dir,
             bundle_cache_mb=_parse(e, "KILN_BUNDLE_CACHE_MB", None, _positive_float),
             bundle_max_unpacked_mb=_parse(e, "KILN_BUNDLE_MAX_UNPACKED_MB", None, _positive_float),
-            bundle_installer=_parse(e, "KILN_BUNDLE_INSTALLER", "auto", _installer),
-            uv=_parse(e, "KILN_UV", None, _text),
-            bun=_parse(e, "KILN_BUN", None, _text),
-            build_cache_dir=_parse(e, "KILN_BUILD_CACHE_DIR", None, Path),
+            **_builder_settings(e),
             public_base_url=public_base_url,
             cursor_secret=_parse(e, "KILN_CURSOR_SECRET", None, _text),
             ledger=_parse(e, "KILN_LEDGER", cls.ledger, _boolean),
