@@ -148,7 +148,8 @@ def main() -> int:
     args = parser.parse_args()
     logging.getLogger("werkzeug").setLevel(logging.ERROR)  # moto's request log
 
-    with run_emulator(Path(tempfile.mkdtemp(prefix="kiln-bench-aws-"))) as emulator:
+    state = tempfile.TemporaryDirectory(prefix="kiln-bench-aws-")  # the emulator's journal
+    with state, run_emulator(Path(state.name)) as emulator:
         endpoint = emulator.url
         name = f"kiln-bench-{uuid.uuid4().hex[:8]}"
         keys = (emulator.credentials.access_key_id, emulator.credentials.secret_access_key)
