@@ -11,6 +11,7 @@ Measures, in one run and against the same moto server:
   pip-cold  the same with `--no-cache-dir`, as a fresh container with no pip cache would
 
 and prints medians with ratios. Run: `python bench/bundles/run.py [--samples 5]`.
+With `--save-to-callable`: the author's loop, uv vs pip and Bun vs npm (bench/bundles/save.py).
 """
 
 from __future__ import annotations
@@ -140,10 +141,15 @@ def main() -> int:
     parser.add_argument("--samples", type=int, default=5)
     parser.add_argument("--warm-calls", type=int, default=20)
     parser.add_argument("--skip-pip-cold", action="store_true", help="no --no-cache-dir runs")
+    parser.add_argument(
+        "--save-to-callable", action="store_true", help="the author's loop instead (save.py)"
+    )
+    parser.add_argument("--bun", help="the Bun to compare with npm (default: KILN_BUN, PATH)")
     args = parser.parse_args()
     logging.getLogger("werkzeug").setLevel(logging.ERROR)  # moto's request log
 
-    with run_emulator(Path(tempfile.mkdtemp(prefix="kiln-bench-aws-"))) as emulator:
+    state = tempfile.TemporaryDirectory(prefix="kiln-bench-aws-")  # the emulator's journal
+    with state, run_emulator(Path(state.name)) as emulator:
         endpoint = emulator.url
         name = f"kiln-bench-{uuid.uuid4().hex[:8]}"
         keys = (emulator.credentials.access_key_id, emulator.credentials.secret_access_key)
@@ -153,6 +159,13 @@ def main() -> int:
             table=name, bucket=name, endpoint_url=endpoint, region="us-east-1",
             author_key=AUTHOR_KEY, bind_host="127.0.0.1", local_time_budget_s=120.0,
         )  # fmt: skip
+        if args.save_to_callable:
+            import save
+
+            save.report(
+                save.run_variants(base, clients, serve, AUTHOR_KEY, save.find_bun(args.bun))
+            )
+            return 0
         caches = Path(tempfile.mkdtemp(prefix="kiln-bench-cache-"))
         parts = build_kiln(base.with_(bundle_cache_dir=caches / "setup"), clients=clients)
         from kiln.catalog.rules import check_draft

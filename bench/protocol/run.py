@@ -208,11 +208,41 @@ def measure(client: str, url: str, scenario: Scenario, duration: int, connection
     return asyncio.run(_python_client(url, scenario, duration, connections))
 
 
+def interleaved(
+    client: str, urls: dict[str, str], scenario: Scenario, args: argparse.Namespace
+) -> dict[str, Result]:
+    """Each server in turn for `--slices` slices of duration/slices seconds, so that a change in
+    the machine's load during the run falls on every server alike; requests/s is the mean over
+    slices, p50 and p99 the median of the slices'."""
+    seconds = max(1, round(args.duration / args.slices))
+    for url in urls.values():
+        measure(client, url, scenario, 1, args.connections)  # warm-up, not counted
+    slices: dict[str, list[Result]] = {label: [] for label in urls}
+    for _ in range(args.slices):
+        for label, url in urls.items():
+            if client == "wrk":
+                slices[label].append(run_wrk(url, scenario, seconds, args.connections))
+            else:
+                slices[label].append(
+                    asyncio.run(_python_client(url, scenario, seconds, args.connections))
+                )
+    return {
+        label: Result(
+            statistics.mean(r.rps for r in results),
+            statistics.median(r.p50_ms for r in results),
+            statistics.median(r.p99_ms for r in results),
+            sum(r.failures for r in results),
+        )
+        for label, results in slices.items()
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--duration", type=int, default=8)
     parser.add_argument("--connections", type=int, default=4)
     parser.add_argument("--client", choices=["wrk", "python"], default=None)
+    parser.add_argument("--slices", type=int, default=4, help="turns each server gets")
     args = parser.parse_args()
     client = args.client or ("wrk" if shutil.which("wrk") else "python")
     if not REF_PYTHON.exists():
@@ -242,16 +272,16 @@ def main() -> None:
             running(ref_cmd, urls["reference"], tmp / "ref.log"),
             running(bare_cmd, urls["protocol"], tmp / "bare.log"),
         ):
-            print(f"client: {client}, {args.connections} connections, {args.duration} s each")
+            print(
+                f"client: {client}, {args.connections} connections, {args.duration} s each in "
+                f"{args.slices} interleaved slices, load {os.getloadavg()[0]:.1f}"
+            )
             print("tools listed: " + ", ".join(f"{k} {count_tools(u)}" for k, u in urls.items()))
             print("(protocol = McpEndpoint alone: static backend, bare ASGI, no catalog read)")
             print(f"{'scenario':26} {'server':10} {'req/s':>9} {'p50 ms':>8} {'p99 ms':>8}")
             rows = []
             for scenario in SCENARIOS:
-                results = {
-                    label: measure(client, url, scenario, args.duration, args.connections)
-                    for label, url in urls.items()
-                }
+                results = interleaved(client, urls, scenario, args)
                 for label, r in results.items():
                     flag = f"  ({r.failures} failed)" if r.failures else ""
                     print(

@@ -7,7 +7,9 @@ two trivial tools, one Python and one Node, then times MCP `tools/call` POSTs wi
 HTTP client, interleaved round by round with a bare start of the same interpreter
 (`python -I -S -c pass`, `node -e 0`). Prints medians and ratios; the goals (issue 16) are
 1.2x of bare for Python and 1.5x for Node. Also times `tools/list`, which runs no script, as
-the floor the server adds to every call.
+the floor the server adds to every call. Then `--save-rounds` rounds of: save a new
+revision of each tool through the REST API, pause `--after-save` seconds, and time the first
+call of each (a save prepares the tool's standby: kiln.serving.warming), beside bare starts.
 
 Two servers run side by side: one as `kiln dev` starts by default, which keeps a prepared run
 waiting for each recently called tool (KILN_RUN_STANDBY, see kiln/runner/standby.py), and one
@@ -42,6 +44,7 @@ import httpx
 from kiln.runner.nodejs import find_node
 
 HEADERS = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
+AUTHOR = {"Authorization": "Bearer bench-key"}
 # The bare start gets the same kind of minimal environment a tool gets: a server environment
 # can make a start much slower (NODE_EXTRA_CA_CERTS, say, makes Node parse a CA bundle first).
 BARE_ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8"}
@@ -85,7 +88,7 @@ def kiln_dev(work: Path, tools: Path | None = None, **extra_env: str) -> Iterato
     )
     url = f"http://127.0.0.1:{port}"
     try:
-        give_up = time.monotonic() + 60
+        give_up = time.monotonic() + 180
         while True:
             if process.poll() is not None:
                 raise SystemExit((work / "dev.log").read_text())
@@ -95,7 +98,7 @@ def kiln_dev(work: Path, tools: Path | None = None, **extra_env: str) -> Iterato
             except httpx.TransportError:
                 pass
             if time.monotonic() > give_up:
-                raise SystemExit("kiln dev did not start within 60 s")
+                raise SystemExit("kiln dev did not start within 180 s")
             time.sleep(0.1)
         yield url
     finally:
@@ -134,7 +137,34 @@ def caller(client: httpx.Client) -> Callable[[str], Callable[[], object]]:
     return call
 
 
-def main(rounds: int, settle_s: float) -> None:
+def after_saves(
+    client: httpx.Client, rounds: int, pause_s: float, bare: dict[str, Callable[[], object]]
+) -> dict[str, list[float]]:
+    """The first call of each tool right after a save of a new revision (each round saves
+    both, waits `pause_s` as an author would between saving and calling, then calls each
+    once), beside bare starts timed in the same rounds."""
+    call = caller(client)
+    samples: dict[str, list[float]] = {}
+    for number in range(rounds):
+        for name, (script, code) in TOOLS.items():
+            comment = "#" if script.endswith(".py") else "//"
+            body = {
+                "name": name, "description": f"Benchmark tool {name}: prints ok.",
+                "language": "python" if script.endswith(".py") else "node",
+                "code": f"{code.rstrip()}  {comment} revision {number}\n", "input_schema": {},
+            }  # fmt: skip
+            tag = client.get(f"/api/tools/{name}", headers=AUTHOR).headers["etag"]
+            saved = client.put(f"/api/tools/{name}", json=body, headers={**AUTHOR, "If-Match": tag})
+            assert saved.status_code == 200, saved.text
+        time.sleep(pause_s)
+        for name in TOOLS:
+            samples.setdefault(f"first call after a save {name}", []).append(timed(call(name)))
+        for name, fn in bare.items():
+            samples.setdefault(name, []).append(timed(fn))
+    return samples
+
+
+def main(rounds: int, settle_s: float, save_rounds: int, pause_s: float) -> None:
     node = str(find_node())
     with tempfile.TemporaryDirectory(prefix="kiln-bench-") as tmp:
         work = Path(tmp)
@@ -142,8 +172,8 @@ def main(rounds: int, settle_s: float) -> None:
         with (
             kiln_dev(work / "standby", work / "tools") as url,
             kiln_dev(work / "cold", work / "tools", KILN_RUN_STANDBY="0") as cold_url,
-            httpx.Client(base_url=url, headers=HEADERS) as client,
-            httpx.Client(base_url=cold_url, headers=HEADERS) as cold_client,
+            httpx.Client(base_url=url, headers=HEADERS, timeout=60) as client,
+            httpx.Client(base_url=cold_url, headers=HEADERS, timeout=60) as cold_client,
         ):
             call, cold_call = caller(client), caller(cold_client)
 
@@ -173,8 +203,20 @@ def main(rounds: int, settle_s: float) -> None:
                     if settle_s:
                         time.sleep(settle_s)
                     samples[name].append(timed(fn))
+            bare = {name: fn for name, fn in cases.items() if name.startswith("bare")}
+            saves = after_saves(client, save_rounds, pause_s, bare)
+    report(samples, f"HTTP end to end through `kiln dev`, {rounds} rounds")
+    report(
+        saves,
+        f"\nThe first call after a save ({save_rounds} rounds, {pause_s} s after the save; "
+        "goals 1.0x bare Python, 1.2x bare Node)",
+    )
+    print(f"load: {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
+
+
+def report(samples: dict[str, list[float]], title: str) -> None:
     medians = {name: statistics.median(values) for name, values in samples.items()}
-    print(f"HTTP end to end through `kiln dev`, {rounds} rounds")
+    print(title)
     print(f"  {'':28s} {'median':>9s} {'min':>8s}   ratio of medians (of minimums)")
     for name, median in medians.items():
         bare_name = "bare node -e 0" if "node" in name else "bare python -I -S -c pass"
@@ -190,5 +232,7 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--rounds", type=int, default=40)
     parser.add_argument("--settle", type=float, default=0.0, help="pause before each (s)")
+    parser.add_argument("--save-rounds", type=int, default=15)
+    parser.add_argument("--after-save", type=float, default=2.0, help="save-to-call pause (s)")
     args = parser.parse_args()
-    main(args.rounds, args.settle)
+    main(args.rounds, args.settle, args.save_rounds, args.after_save)

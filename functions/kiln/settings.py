@@ -128,6 +128,22 @@ def _text(value: str) -> str:
     return value
 
 
+def _builder_settings(e: Mapping[str, str]) -> dict[str, Any]:
+    """How bundles are built here (kiln.bundles.build.Toolchain)."""
+    return {
+        "bundle_installer": _parse(e, "KILN_BUNDLE_INSTALLER", "auto", _installer),
+        "uv": _parse(e, "KILN_UV", None, _text),
+        "bun": _parse(e, "KILN_BUN", None, _text),
+        "build_cache_dir": _parse(e, "KILN_BUILD_CACHE_DIR", None, Path),
+    }
+
+
+def _installer(value: str) -> str:
+    if value not in ("auto", "uv", "pip"):
+        raise ValueError("expected auto, uv or pip")
+    return value
+
+
 def _list(value: str) -> tuple[str, ...]:
     return tuple(item.strip() for item in value.split(",") if item.strip())
 
@@ -227,6 +243,12 @@ class Settings:
     bundle_cache_dir: Path | None = None  # KILN_BUNDLE_CACHE_DIR: unpacked bundles
     bundle_cache_mb: float | None = None  # KILN_BUNDLE_CACHE_MB: their disk budget
     bundle_max_unpacked_mb: float | None = None  # KILN_BUNDLE_MAX_UNPACKED_MB
+    bundle_installer: str = "auto"  # KILN_BUNDLE_INSTALLER: uv, pip, or auto (uv if installed)
+    uv: str | None = None  # KILN_UV: the uv binary that builds Python bundles
+    bun: str | None = None  # KILN_BUN: the Bun that builds Node bundles (else PATH's, else npm)
+    # KILN_BUILD_CACHE_DIR: packages kept across builds (kiln dev: <state dir>/build-cache;
+    # Lambda: /tmp/kiln-build-cache; elsewhere uv's own cache)
+    build_cache_dir: Path | None = None
     public_base_url: str | None = None  # KILN_PUBLIC_BASE_URL: how clients reach this server
     cursor_secret: str | None = None  # KILN_CURSOR_SECRET: signs tools/list cursors
     ledger: bool = True  # KILN_LEDGER: record every tools/call (kiln.access.ledger)
@@ -304,6 +326,7 @@ class Settings:
             bundle_cache_dir=cache_dir,
             bundle_cache_mb=_parse(e, "KILN_BUNDLE_CACHE_MB", None, _positive_float),
             bundle_max_unpacked_mb=_parse(e, "KILN_BUNDLE_MAX_UNPACKED_MB", None, _positive_float),
+            **_builder_settings(e),
             public_base_url=public_base_url,
             cursor_secret=_parse(e, "KILN_CURSOR_SECRET", None, _text),
             ledger=_parse(e, "KILN_LEDGER", cls.ledger, _boolean),

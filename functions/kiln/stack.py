@@ -43,9 +43,11 @@ log = logging.getLogger("kiln.stack")
 
 if TYPE_CHECKING:
     from kiln.authoring.service import AuthoringService
+    from kiln.catalog.model import Tool
     from kiln.identity.callers import Callers
     from kiln.observability.telemetry import Telemetry
     from kiln.protocol import McpEndpoint
+    from kiln.serving.warming import Warmer
     from kiln.tasks.backend import TaskService
     from kiln.tasks.store import TaskStore
     from kiln.tasks.worker import TaskWorker
@@ -152,7 +154,44 @@ class Kiln:
             bundles=self.bundles,
             executor=self.backend,
             secrets=self.secrets,
+            warmer=None if self.settings.in_lambda else self.warmer,
         )
+
+    @cached_property
+    def warmer(self) -> Warmer:
+        """Prepares standbys for saved and recently called tools (kiln.serving.warming)."""
+        from kiln.serving.warming import Warmer
+
+        return Warmer(self.backend, budget=self.runner.settings.standby_runs)
+
+    def warm_recent(self) -> list[str]:
+        """Warm the most recently called tools (`kiln dev` at start), within the standby
+        budget; the names of those being warmed."""
+        limit = self.runner.settings.standby_runs
+        if limit <= 0 or self.gate.ledger is None or not self.runner.standby_capable:
+            return []
+        try:
+            recent, _ = self.gate.ledger.query(limit=200)
+        except Exception:  # the ledger is a convenience here: start without warming
+            log.warning("could not read the call ledger to warm recent tools", exc_info=True)
+            return []
+        called = (entry.tool for entry in recent if entry.outcome in ("ok", "tool_error"))
+        return self.warmer.warm_recent(called, self._enabled_tool, limit)
+
+    def _enabled_tool(self, name: str) -> Tool | None:
+        from kiln.catalog.store import CatalogError
+
+        try:
+            tool = self.store.get(name)
+        except CatalogError:
+            return None
+        return tool if tool.enabled and not tool.deleted else None
+
+    def close_runner(self) -> None:
+        """Stop warming, then let the runner's standbys go (at shutdown)."""
+        if "warmer" in self.__dict__:
+            self.warmer.close()
+        self.runner.close()
 
     @cached_property
     def task_worker(self) -> TaskWorker:

@@ -79,7 +79,7 @@ def serve(settings: Settings, aws: AwsStack, *, public_only: bool = False) -> It
     finally:
         server.should_exit = True
         thread.join(timeout=10)
-        parts.runner.close()  # its standbys too
+        parts.close_runner()  # its warm-ups and standbys too
 
 
 ROOT = Path(__file__).resolve().parents[2]

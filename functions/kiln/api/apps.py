@@ -38,7 +38,7 @@ def lifespan(parts: Kiln) -> Callable[[Any], AbstractAsyncContextManager[None]]:
             yield
         finally:
             await parts.stop_tasks()
-            parts.runner.close()
+            parts.close_runner()
 
     return span
 

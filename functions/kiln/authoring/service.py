@@ -56,6 +56,12 @@ class Executor(Protocol):
     ) -> tuple[ToolOutcome, RunResult | None]: ...
 
 
+class Warming(Protocol):
+    """Prepares a saved tool's first run (kiln.serving.warming.Warmer)."""
+
+    def warm_soon(self, tool: Tool) -> object: ...
+
+
 class SecretNames(Protocol):
     """A tool's secrets (`kiln.access.secrets.SecretStore`): which are set; set or remove one."""
 
@@ -114,11 +120,13 @@ class AuthoringService:
         bundles: BundleRequests | None = None,
         executor: Executor | None = None,
         secrets: SecretNames | None = None,
+        warmer: Warming | None = None,
     ) -> None:
         self._store = store
         self._bundles = bundles
         self._executor = executor
         self._secrets = secrets
+        self._warmer = warmer
         self._validators = ValidatorCache()
         self._node = available_node()  # for the save-time syntax check of Node scripts
 
@@ -285,6 +293,8 @@ class AuthoringService:
         )
         if action in ("create", "update", "restore"):
             self._request_bundle(tool.head)
+        if self._warmer is not None:  # no cold first call: its run is prepared now
+            self._warmer.warm_soon(tool)
         return tool
 
     def _request_bundle(self, revision: Revision) -> None:

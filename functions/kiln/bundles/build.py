@@ -1,12 +1,16 @@
 """Build one bundle: install its requirements into a folder, compile, zip deterministically.
 
-Python: `pip install --target` (for Lambda targets only manylinux wheels for the target's
-CPython, so nothing is compiled on the build machine), bytecode compiled by the target's
+Python: uv (kiln.bundles.uv: a lock resolved, then installed with `--target`, from a cache
+kept across builds) or, where uv is not installed or KILN_BUNDLE_INSTALLER=pip says so,
+`pip install --target`; for Lambda targets both take only manylinux wheels for the target's
+CPython, so nothing is compiled on the build machine. Bytecode is compiled by the target's
 interpreter when one is found (`unchecked-hash` pycs stay valid after unzipping, whatever
 the files' times). A Python bundle's folder goes on `PYTHONPATH` as it is.
 
-Node: `npm install --omit=dev --ignore-scripts`; the zip holds `node_modules/` (plus the
-package.json and lock npm wrote), and the runner puts `<bundle>/node_modules` on `NODE_PATH`.
+Node: `bun install --ignore-scripts` where Bun is installed (kiln.bundles.bun), else
+`npm install --omit=dev --ignore-scripts`; the zip holds `node_modules/` (plus the
+package.json and lock the installer wrote), and the runner puts `<bundle>/node_modules` on
+`NODE_PATH`.
 """
 
 from __future__ import annotations
@@ -25,11 +29,15 @@ import zipfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
+from kiln.bundles.bun import bun_install, find_bun
+from kiln.bundles.errors import BuildError
 from kiln.bundles.identity import Target, parse_target, split_node_requirement
+from kiln.bundles.layers import LayerError, build_layers, member_infos, merge_zips
 from kiln.bundles.owned_dirs import temp_place
 from kiln.bundles.store import BundleRecord
+from kiln.bundles.uv import Uv, find_uv
 from kiln.settings import inherited_environment
 
 Progress = Callable[[str], None]
@@ -40,36 +48,92 @@ _ZIP_TIME = (1980, 1, 1, 0, 0, 0)
 # Left out of every zip: console scripts carry the build machine's interpreter path, and
 # `.bin` links do not survive a zip.
 _SKIP_TOP = {"bin", ".bin"}
-
-
-class BuildError(Exception):
-    """A build that did not produce a bundle; `log` is everything the tools printed."""
-
-    def __init__(self, reason: str, log: str) -> None:
-        super().__init__(reason)
-        self.reason = reason
-        self.log = log
+_UV_SUMMARY = "\N{MULTIPLICATION SIGN} "  # how uv starts an error's summary line
+_UV_REASON = "\u2570\u2500\u25b6 "  # and the reason's line below it
 
 
 @dataclass(frozen=True)
 class Toolchain:
     """What a build uses from its machine (from `Settings`: KILN_NPM, KILN_NODE_BINARY,
-    PYENV_ROOT, KILN_BUNDLE_MAX_UNPACKED_MB); the defaults find everything on PATH."""
+    PYENV_ROOT, KILN_BUNDLE_MAX_UNPACKED_MB, KILN_BUNDLE_INSTALLER, KILN_BUILD_CACHE_DIR);
+    the defaults find everything on PATH."""
 
     npm: str | None = None
     node_binary: str | None = None
     pyenv_root: str | None = None
     max_unpacked_bytes: int = DEFAULT_MAX_UNPACKED_BYTES
+    installer: str = "auto"  # "uv", "pip", or "auto": uv when it is installed, else pip
+    uv: str | None = None  # KILN_UV: the uv binary (default: the `uv` package's, or PATH's)
+    cache_dir: Path | None = None  # packages kept across builds (None: the installer's own)
+    bun: str | None = None  # KILN_BUN: Node bundles by Bun (default: `bun` on PATH, else npm)
 
     @classmethod
     def from_settings(cls, settings: Any) -> Toolchain:
         limit_mb = settings.bundle_max_unpacked_mb
+        cache_dir = settings.build_cache_dir
+        if cache_dir is None and settings.in_lambda:  # the builder's ephemeral storage
+            cache_dir = temp_place("kiln-build-cache")  # checked: code is read from it
         return cls(
             npm=settings.npm,
             node_binary=settings.node_binary,
             pyenv_root=settings.pyenv_root,
             max_unpacked_bytes=int(limit_mb * 2**20) if limit_mb else DEFAULT_MAX_UNPACKED_BYTES,
+            installer=settings.bundle_installer,
+            uv=settings.uv,
+            cache_dir=cache_dir,
+            bun=settings.bun,
         )
+
+    def python_installer(self) -> tuple[str, str | None]:
+        """("uv", its path) or ("pip", None); raises BuildError when uv is asked for and
+        missing."""
+        if self.installer == "pip":
+            return "pip", None
+        uv = find_uv(self.uv)
+        if uv is None and self.installer == "uv":
+            raise BuildError(
+                "KILN_BUNDLE_INSTALLER=uv, but uv is not installed on the builder (pip install "
+                "uv, or set KILN_UV to its binary)",
+                "",
+            )
+        return ("uv", uv) if uv else ("pip", None)
+
+
+class _Contents(Protocol):
+    count: int
+    unpacked: int
+
+    def write(self, zip_path: Path) -> None: ...
+
+
+@dataclass
+class _Tree:
+    """An installed folder, zipped file by file."""
+
+    root: Path
+    files: list[Path]
+    count: int
+    unpacked: int
+
+    @classmethod
+    def of(cls, root: Path) -> _Tree:
+        files = sorted(_bundle_files(root))
+        return cls(root, files, len(files), sum(path.stat().st_size for path in files))
+
+    def write(self, zip_path: Path) -> None:
+        _write_zip(zip_path, self.root, self.files)
+
+
+class _Layers:
+    """Package folders' members, merged without recompressing (kiln.bundles.layers)."""
+
+    def __init__(self, members: dict[str, tuple[Path, zipfile.ZipInfo]]) -> None:
+        self.members = members
+        self.count = len(members)
+        self.unpacked = sum(info.file_size for _, info in members.values())
+
+    def write(self, zip_path: Path) -> None:
+        merge_zips(zip_path, self.members)
 
 
 @dataclass
@@ -115,28 +179,27 @@ def build_bundle(
     shutil.rmtree(install_dir, ignore_errors=True)
     install_dir.mkdir(parents=True)
     if target.language == "python":
-        say(f"pip install {' '.join(record.requirements)} for {record.target}")
-        lock = _install_python(record, target, install_dir, workdir, log)
-        root = install_dir
-        say("compiling bytecode")
-        compiled_by = _compile_python(target, root, log)
+        installer = "uv pip" if tools.python_installer()[0] == "uv" else "pip"
+        say(f"{installer} install {' '.join(record.requirements)} for {record.target}")
+        lock, contents, compiled_by = _install_python(record, target, install_dir, workdir, log)
     else:
-        say(f"npm install {' '.join(record.requirements)}")
+        installer = "bun" if find_bun(tools.bun) else "npm"
+        say(f"{installer} install {' '.join(record.requirements)}")
         lock = _install_node(record, install_dir, log)
-        root = install_dir
-        compiled_by = None
-    files = sorted(_bundle_files(root))
-    unpacked = sum(path.stat().st_size for path in files)
-    if unpacked > limit:
+        contents, compiled_by = _Tree.of(install_dir), None
+    if contents.unpacked > limit:
         reason = (
-            f"the installed packages take {unpacked / 2**20:.1f} MB, over the bundle limit of "
-            f"{limit / 2**20:.0f} MB (KILN_BUNDLE_MAX_UNPACKED_MB); use fewer or smaller packages"
+            f"the installed packages take {contents.unpacked / 2**20:.1f} MB, over the bundle "
+            f"limit of {limit / 2**20:.0f} MB (KILN_BUNDLE_MAX_UNPACKED_MB); use fewer or "
+            "smaller packages"
         )
         log.add(f"# refused: {reason}")
         raise BuildError(reason, log.text())
-    say(f"zipping {len(files)} files ({unpacked / 2**20:.1f} MB)")
+    say(f"zipping {contents.count} files ({contents.unpacked / 2**20:.1f} MB)")
     zip_path = workdir / f"{record.id}.zip"
-    _write_zip(zip_path, root, files)
+    zipping = time.monotonic()
+    contents.write(zip_path)
+    log.add(f"# zip: {time.monotonic() - zipping:.2f} s")
     duration = time.monotonic() - started
     manifest: dict[str, Any] = {
         "bundle_id": record.id,
@@ -144,8 +207,8 @@ def build_bundle(
         "target": record.target,
         "requirements": list(record.requirements),
         "lock": lock,
-        "file_count": len(files),
-        "unpacked_size": unpacked,
+        "file_count": contents.count,
+        "unpacked_size": contents.unpacked,
         "zip_size": zip_path.stat().st_size,
         "zip_sha256": _sha256(zip_path),
         "bytecode_compiled_by": compiled_by,
@@ -153,7 +216,9 @@ def build_bundle(
         "built_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "builder": {"python": sys.version.split()[0], "platform": sys.platform},
     }
-    log.add(f"# done in {duration:.1f} s: {len(files)} files, {unpacked} bytes unpacked")
+    log.add(
+        f"# done in {duration:.1f} s: {contents.count} files, {contents.unpacked} bytes unpacked"
+    )
     return BuildOutput(zip_path=zip_path, manifest=manifest, log=log.text(), duration_s=duration)
 
 
@@ -162,7 +227,103 @@ def build_bundle(
 
 def _install_python(
     record: BundleRecord, target: Target, install_dir: Path, workdir: Path, log: _Log
+) -> tuple[list[dict[str, Any]], _Contents, str | None]:
+    local_version = f"{sys.version_info.major}.{sys.version_info.minor}"
+    if not target.is_lambda and target.python_version != local_version:
+        raise BuildError(
+            f"target {record.target} needs Python {target.python_version}, but this builder "
+            f"runs {local_version}; build a lambda-* target or run the builder on that Python",
+            log.text(),
+        )
+    _, uv = log.tools.python_installer()
+    if uv is None:
+        lock = _pip_install(record, target, install_dir, workdir, log)
+        compiled_by = _compile_python(target, install_dir, log)
+        return lock, _Tree.of(install_dir), compiled_by
+    target_args = ["--python", sys.executable]
+    if target.is_lambda:
+        machine = "x86_64" if target.arch == "x86_64" else "aarch64"
+        target_args += [
+            "--python-platform", f"{machine}-manylinux_2_28",
+            "--python-version", str(target.python_version),
+        ]  # fmt: skip
+    cache = log.tools.cache_dir
+    log.add(f"# installer: uv ({uv}), cache {cache or 'uv default'}")
+    run = functools.partial(_run_in, log=log, cwd=workdir)
+    installer = Uv(uv, target_args=target_args, cache_dir=cache, workdir=workdir, run=run)
+    lock = installer.lock(list(record.requirements))
+    interpreter = target_interpreter(target, log.tools.pyenv_root)
+    if cache is not None:
+        try:
+            layers = build_layers(
+                lock,
+                root=cache / "packages",
+                flavour=f"{record.target}|{_interpreter_version(interpreter)}",
+                install=installer.install,
+                compile_dirs=functools.partial(_compile_dirs, interpreter, log),
+                write_zip=_write_zip,
+            )
+        except LayerError as error:
+            log.add(f"# package folders not used ({error}): installing the whole tree")
+        else:
+            if interpreter is None:
+                log.add(f"# no Python {target.python_version} here: bytecode left to imports")
+            return lock, _Layers(member_infos(layers)), interpreter
+    installer.install(lock, install_dir)
+    compiled_by = _compile_python(target, install_dir, log)
+    return lock, _Tree.of(install_dir), compiled_by
+
+
+def _interpreter_version(interpreter: str | None) -> str:
+    if interpreter is None:
+        return "no-bytecode"
+    probe = subprocess.run(
+        [interpreter, "-c", "import sys; print(sys.version.split()[0])"],
+        capture_output=True, text=True, check=False, timeout=30,
+    )  # fmt: skip
+    return probe.stdout.strip() or interpreter
+
+
+def _compile_dirs(interpreter: str | None, log: _Log, folders: list[Path]) -> None:
+    """Bytecode for each folder, names relative to it (as `_compile_python` does)."""
+    if interpreter is None or not folders:
+        return
+    try:
+        _run(
+            [interpreter, "-c", _COMPILE_DIRS, *map(str, folders)],
+            log,
+            what="compileall",
+            cwd=folders[0],
+        )
+    except BuildError:
+        log.add("# some files did not compile; they are left as source")
+
+
+# One pool over the files of all folders (compileall's pool is per folder), each file named
+# relative to its folder as `compileall -s` names them; `doraise` so a bad file is counted.
+_COMPILE_DIRS = """
+import concurrent.futures, multiprocessing, os, py_compile, sys
+MODE = py_compile.PycInvalidationMode.UNCHECKED_HASH
+def one(job):
+    try:
+        py_compile.compile(job[0], dfile=job[1], doraise=True, invalidation_mode=MODE)
+        return 0
+    except (py_compile.PyCompileError, OSError, ValueError):
+        return 1
+if __name__ == "__main__":
+    jobs = [(os.path.join(r, f), os.path.relpath(os.path.join(r, f), d))
+            for d in sys.argv[1:] for r, _, fs in os.walk(d) for f in fs if f.endswith(".py")]
+    fork = multiprocessing.get_context("fork")  # `-c` has no module a spawned worker imports
+    with concurrent.futures.ProcessPoolExecutor(mp_context=fork) as pool:
+        failed = sum(pool.map(one, jobs, chunksize=32))
+    sys.exit(1 if failed else 0)
+"""
+
+
+def _pip_install(
+    record: BundleRecord, target: Target, install_dir: Path, workdir: Path, log: _Log
 ) -> list[dict[str, Any]]:
+    log.add("# installer: pip")
     report = workdir / "pip-report.json"
     command = [
         sys.executable, "-m", "pip", "install",
@@ -179,13 +340,8 @@ def _install_python(
             "--implementation", "cp",
             "--only-binary=:all:",
         ]  # fmt: skip
-    elif target.python_version != f"{sys.version_info.major}.{sys.version_info.minor}":
-        raise BuildError(
-            f"target {record.target} needs Python {target.python_version}, but this builder "
-            f"runs {sys.version_info.major}.{sys.version_info.minor}; build a lambda-* target "
-            "or run the builder on that Python",
-            log.text(),
-        )
+    if log.tools.cache_dir is not None:
+        command += ["--cache-dir", str(log.tools.cache_dir / "pip")]
     command += ["--", *record.requirements]
     _run(command, log, what="pip install", cwd=workdir)
     return _pip_lock(report)
@@ -264,6 +420,11 @@ def _install_node(record: BundleRecord, install_dir: Path, log: _Log) -> list[di
     (install_dir / "package.json").write_text(
         json.dumps({"name": "kiln-bundle", "private": True, "dependencies": dependencies})
     )
+    bun = find_bun(log.tools.bun)
+    if bun is not None:
+        log.add(f"# installer: bun ({bun})")
+        run = functools.partial(_run_with, log=log, cwd=install_dir)
+        return bun_install(bun, install_dir=install_dir, cache_dir=log.tools.cache_dir, run=run)
     npm = find_npm(log.tools)
     if npm is None:
         raise BuildError(
@@ -305,9 +466,21 @@ def find_npm(tools: Toolchain) -> str | None:
 # -- shared ---------------------------------------------------------------------------------
 
 
-def _run(command: list[str], log: _Log, *, what: str, cwd: Path) -> None:
+def _run_in(command: list[str], what: str, *, log: _Log, cwd: Path) -> None:
+    _run(command, log, what=what, cwd=cwd)
+
+
+def _run_with(
+    command: list[str], what: str, extra: dict[str, str], *, log: _Log, cwd: Path
+) -> None:
+    _run(command, log, what=what, cwd=cwd, extra=extra)
+
+
+def _run(
+    command: list[str], log: _Log, *, what: str, cwd: Path, extra: dict[str, str] | None = None
+) -> None:
     log.add("$ " + " ".join(command))
-    env = inherited_environment(PIP_NO_INPUT="1", PYTHONDONTWRITEBYTECODE="1")
+    env = inherited_environment(PIP_NO_INPUT="1", PYTHONDONTWRITEBYTECODE="1", **(extra or {}))
     node = log.tools.node_binary
     if node:  # npm runs `node` from PATH
         env["PATH"] = f"{Path(node).parent}{os.pathsep}{env.get('PATH', '')}"
@@ -316,6 +489,7 @@ def _run(command: list[str], log: _Log, *, what: str, cwd: Path) -> None:
         env["HOME"] = str(scratch_home)
         env.setdefault("PIP_CACHE_DIR", str(scratch_home / "pip-cache"))
         env.setdefault("npm_config_cache", str(scratch_home / "npm-cache"))
+    started = time.monotonic()
     try:
         completed = subprocess.run(
             command,
@@ -334,6 +508,7 @@ def _run(command: list[str], log: _Log, *, what: str, cwd: Path) -> None:
         ) from exc
     output = completed.stdout.decode("utf-8", "replace")
     log.add(output)
+    log.add(f"# {what}: {time.monotonic() - started:.2f} s")
     if completed.returncode != 0:
         raise BuildError(
             f"{what} failed (exit {completed.returncode}): {_last_error(output)}", log.text()
@@ -343,9 +518,13 @@ def _run(command: list[str], log: _Log, *, what: str, cwd: Path) -> None:
 def _last_error(output: str) -> str:
     """The line of a tool's output that says what went wrong, for the record's `error`."""
     lines = [line.strip() for line in output.splitlines() if line.strip()]
-    for line in lines:
-        if line.startswith("ERROR:") or line.startswith("npm error") or line.startswith("npm ERR!"):
-            return line[:500]
+    for number, line in enumerate(lines):
+        if line.startswith(("ERROR:", "npm error", "npm ERR!", "error:")):
+            causes = [c for c in lines[number + 1 : number + 3] if c.startswith("cause:")]
+            return " ".join([line, *causes])[:500]
+        if line.startswith(_UV_SUMMARY):  # uv: the summary, then the reason on the next line
+            reason = lines[number + 1].lstrip(_UV_REASON) if number + 1 < len(lines) else ""
+            return f"{line.lstrip(_UV_SUMMARY)} {reason}".strip()[:500]
     return lines[-1][:500] if lines else "no output"
 
 
@@ -356,6 +535,8 @@ def _bundle_files(root: Path) -> Iterator[Path]:
             dirs[:] = [d for d in dirs if d not in _SKIP_TOP]
         dirs[:] = [d for d in dirs if not (here / d).is_symlink()]
         for name in names:
+            if here == root and name == ".lock":  # uv's, not the packages'
+                continue
             path = here / name
             if path.is_symlink() or not path.is_file():
                 continue

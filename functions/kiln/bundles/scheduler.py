@@ -20,7 +20,8 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
-from kiln.bundles.build import BuildError, Progress, Toolchain, build_bundle
+from kiln.bundles.build import Progress, Toolchain, build_bundle
+from kiln.bundles.errors import BuildError
 from kiln.bundles.store import (
     BundleRecord,
     BundleStateError,

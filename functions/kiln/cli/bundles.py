@@ -209,7 +209,8 @@ def _requirements(args: argparse.Namespace) -> tuple[str, list[str]]:
 
 
 def cmd_build(args: argparse.Namespace) -> int:
-    from kiln.bundles.build import BuildError, build_bundle
+    from kiln.bundles.build import build_bundle
+    from kiln.bundles.errors import BuildError
     from kiln.bundles.identity import RequirementError, bundle_id, default_target, parse_target
     from kiln.bundles.store import BundleRecord, now_iso
 

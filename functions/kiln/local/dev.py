@@ -198,7 +198,12 @@ def run_dev(args: argparse.Namespace) -> int:
     base = _start(args, logging.INFO)
     private_dir(local.state_dir)  # keys and secrets live here: this user's eyes only
     key = author_key(local.state_dir, args.author_key or local.author_key or base.author_key)
-    settings = base.with_(author_key=key, bind_host=args.host, bind_port=sock.getsockname()[1])
+    settings = base.with_(
+        author_key=key,
+        bind_host=args.host,
+        bind_port=sock.getsockname()[1],
+        build_cache_dir=base.build_cache_dir or local.state_dir / "build-cache",
+    )
     try:
         with sock, local_stack(args, settings) as (settings, clients):
             parts = stack.build_kiln(settings, clients=clients)
@@ -210,6 +215,9 @@ def run_dev(args: argparse.Namespace) -> int:
                 else:
                     log.info("%s", line)
             app = create_app(parts)
+            warming = parts.warm_recent()  # no cold first call for the tools used last
+            if warming:
+                log.info("preparing the next run of %s", ", ".join(warming))
             url = f"http://{_url_host(args.host)}:{sock.getsockname()[1]}"
             _announce(url, key, local, settings)
             # The app's lifespan stops task runs and lets the runner's standbys go (uvicorn
@@ -295,7 +303,7 @@ def run_stdio(args: argparse.Namespace) -> int:
             try:
                 asyncio.run(serve(parts.endpoint, settings.local_time_budget_s))
             finally:
-                parts.runner.close()
+                parts.close_runner()
     except (FolderError, StateInUseError) as error:
         print(f"kiln stdio: {error}", file=sys.stderr)
         return 1

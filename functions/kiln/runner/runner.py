@@ -126,12 +126,17 @@ class Runner:
             self._hand_over()
             self._spare.submit(lambda: None).result()
 
+    @property
+    def standby_capable(self) -> bool:
+        """Whether this runner keeps standbys at all (KILN_RUN_STANDBY > 0, runs fenced)."""
+        return self._standbys is not None
+
     def prepare(self, request: RunRequest) -> bool:
         """Have a standby wait for `request`'s tool now (blocking); False where there are none.
 
         Its next call then starts at once, as any call after the first does by itself.
         """
-        if self._standbys is None:
+        if self._standbys is None or self._closed:
             return False
         interpreter = self._interpreter(request)
         self._replenish(request, interpreter, self._key(request, interpreter))
@@ -141,7 +146,7 @@ class Runner:
         """Discard every waiting standby now (blocking)."""
         self.settle()
         if self._standbys is not None:
-            self._standbys.close()
+            self._standbys.clear()
 
     @property
     def helper_pid(self) -> int | None:

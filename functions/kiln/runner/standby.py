@@ -114,6 +114,7 @@ class Standbys:
         self._finish = finish  # cleans up after a discarded standby (called outside the lock)
         self._ready: OrderedDict[str, Prepared] = OrderedDict()
         self._lock = threading.Lock()
+        self._closed = False  # a standby made after `close` (a warm-up racing it) is dropped
 
     def take(self, key: str) -> Prepared | None:
         """The standby for `key`, if one is ready: the caller's from now on, to run or (when
@@ -133,8 +134,14 @@ class Standbys:
         """Keep `prepared` for its key; discard what that pushes out or what has gone stale."""
         assert prepared.key is not None
         with self._lock:
-            dropped = [self._ready.pop(prepared.key)] if prepared.key in self._ready else []
-            self._ready[prepared.key] = prepared
+            if self._closed:
+                dropped = [prepared]
+            elif prepared.key in self._ready:
+                dropped = [self._ready.pop(prepared.key)]
+            else:
+                dropped = []
+            if not self._closed:
+                self._ready[prepared.key] = prepared
             stale = [k for k, p in self._ready.items() if not self.fresh(p)]
             dropped.extend(self._ready.pop(k) for k in stale)
             while len(self._ready) > self.size:
@@ -147,6 +154,12 @@ class Standbys:
             return len(self._ready)
 
     def close(self) -> None:
+        """Discard every standby, and keep none made after (a warm-up racing the close)."""
+        with self._lock:
+            self._closed = True
+        self.clear()
+
+    def clear(self) -> None:
         """Discard every standby (blocking: each supervisor is waited for)."""
         with self._lock:
             dropped = list(self._ready.values())

@@ -25,7 +25,7 @@ from kiln.access.quotas import QuotaExceededError
 from kiln.access.resolve import ViewCatalog
 from kiln.access.views import View
 from kiln.aws.clients import StoreUnavailableError
-from kiln.bundles.cache import BundleError
+from kiln.bundles.cache import BundleError, BundleNotReadyError
 from kiln.catalog.model import Tool
 from kiln.catalog.snapshot import CatalogSnapshots, Snapshot
 from kiln.protocol.backend import CallContext, ToolOutcome, ToolView
@@ -430,16 +430,14 @@ class CatalogBackend:
             )
         except LookupError as error:  # a declared secret is not set
             return ToolOutcome(f"Tool {tool.name!r} cannot run: {error}", True), None
-        request = RunRequest(
-            language=head.language,
-            code=code,
-            arguments=arguments,
-            timeout_s=head.timeout_seconds,
+        request = run_request(
+            tool,
+            code,
+            files,
+            bundle_path,
+            arguments,
             time_left_s=time_left_s,
-            bundle_path=bundle_path,
-            extra_env=extra_env,
-            files=files,
-            label=f"{tool.name}@{head.number}",
+            env=extra_env,
             **whose,
         )
         try:
@@ -454,7 +452,67 @@ class CatalogBackend:
             return ToolOutcome(str(error), True), None
         return ToolOutcome(contract_text(result), result.failed, stdout=result.stdout), result
 
+    def warm(self, tool: Tool, *, bundle_wait_s: float = 0.0) -> bool:
+        """Have a standby wait for `tool`'s head revision (blocking: from a thread), so that
+        its first call starts as warm as its second; waits up to `bundle_wait_s` for a bundle
+        still being built. False where there are no standbys, or the bundle never came."""
+        head = tool.head
+        # The save changed the catalog: read it here, so that the call does not have to.
+        self._snapshots.current()
+        code = self._snapshots.cached_code(head) or self._snapshots.code(head)
+        files = self._snapshots.files(head) if head.files else {}
+        with ExitStack() as pinned:
+            bundle_path = None
+            if head.bundle_id is not None and self._bundles is not None:
+                bundle_path = _wait_for_bundle(self._bundles, head.bundle_id, pinned, bundle_wait_s)
+                if bundle_path is None:
+                    return False
+            return self._runner.prepare(run_request(tool, code, files, bundle_path, {}))
+
     async def _bundle_path(self, bundle_id: str | None, pinned: ExitStack) -> Path | None:
         if bundle_id is None or self._bundles is None:
             return None
         return await asyncio.to_thread(pinned.enter_context, self._bundles.use(bundle_id))
+
+
+def run_request(
+    tool: Tool,
+    code: str,
+    files: Mapping[str, bytes],
+    bundle_path: Path | None,
+    arguments: Mapping[str, Any],
+    *,
+    time_left_s: float | None = None,
+    env: Mapping[str, str] | None = None,
+    **whose: Any,
+) -> RunRequest:
+    """The run of a call of `tool`'s head (a standby for it is made from the same request);
+    `whose` names whose run it is (kiln.runner.slots)."""
+    head = tool.head
+    return RunRequest(
+        language=head.language,
+        code=code,
+        arguments=arguments,
+        timeout_s=head.timeout_seconds,
+        time_left_s=time_left_s,
+        bundle_path=bundle_path,
+        extra_env=env or {},
+        files=files,
+        label=f"{tool.name}@{head.number}",
+        **whose,
+    )
+
+
+def _wait_for_bundle(
+    bundles: BundlePaths, bundle_id: str, pinned: ExitStack, patience_s: float
+) -> Path | None:
+    give_up = time.monotonic() + patience_s
+    while True:
+        try:
+            return pinned.enter_context(bundles.use(bundle_id))
+        except BundleNotReadyError as error:
+            if error.status not in ("pending", "building") or time.monotonic() > give_up:
+                return None
+        except BundleError:
+            return None
+        time.sleep(0.2)

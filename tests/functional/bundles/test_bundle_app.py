@@ -140,7 +140,7 @@ def test_a_requirement_that_does_not_exist_fails_keeps_its_log_and_the_call_says
         failed = wait_status(server, bundle_id, "failed")
         assert "kiln-no-such-package-9f1c" in failed["error"]
         with_log = server.api("GET", f"/api/bundles/{bundle_id}", params={"log": "true"}).json()
-        assert "No matching distribution found" in with_log["log"]
+        assert "was not found in the package registry" in with_log["log"]
 
         result = mcp_call(server, "broken", {})
         assert result["isError"] is True

@@ -1,6 +1,7 @@
 """Real builds with real pip and npm: local worker, Lambda targets, failures, limits."""
 
 import json
+import os
 import subprocess
 import sys
 import threading
@@ -10,11 +11,13 @@ from pathlib import Path
 import pytest
 
 from conftest import AwsStack
-from kiln.bundles.build import BuildError, Toolchain, build_bundle, target_interpreter
+from kiln.bundles.build import Toolchain, build_bundle, target_interpreter
+from kiln.bundles.bun import find_bun
 from kiln.bundles.cache import BundleCache, BundleNotReadyError
+from kiln.bundles.errors import BuildError
 from kiln.bundles.identity import default_target, parse_target
 from kiln.bundles.scheduler import LocalBuildWorker, handle_build_event, request_bundle, run_build
-from kiln.bundles.store import BundleStateError, BundleStore, manifest_key, zip_key
+from kiln.bundles.store import BundleRecord, BundleStateError, BundleStore, manifest_key, zip_key
 from kiln.settings import Settings
 
 pytestmark = pytest.mark.slow
@@ -65,20 +68,71 @@ def test_a_saved_requirement_builds_once_in_the_background_and_is_shared(
     assert any(n.startswith("humanize/__pycache__/") for n in names)  # compiled at build time
 
 
-def test_a_requirement_that_does_not_exist_fails_with_its_pip_log_kept(
-    store: BundleStore, tmp_path: Path
+@pytest.mark.parametrize(
+    ("installer", "failure", "logged"),
+    [
+        ("uv", "uv pip compile failed", "was not found in the package registry"),
+        ("pip", "pip install failed", "No matching distribution found"),
+    ],
+)
+def test_a_requirement_that_does_not_exist_fails_with_its_installer_log_kept(
+    store: BundleStore, tmp_path: Path, installer: str, failure: str, logged: str
 ) -> None:
     record = store.ensure("python", default_target("python"), ["kiln-no-such-package-9f1c==1.0"])
     assert record is not None
-    failed = run_build(store, record.id, workdir=tmp_path)
+    tools = Toolchain(installer=installer, cache_dir=tmp_path / "cache")
+    failed = run_build(store, record.id, workdir=tmp_path, toolchain=tools)
     assert failed.status == "failed"
     assert failed.error is not None
-    assert "pip install failed" in failed.error
+    assert failure in failed.error
     assert "kiln-no-such-package-9f1c" in failed.error
     log = store.read_log(record.id)
     assert log is not None
-    assert "No matching distribution found" in log
+    assert logged in log
+    assert f"# installer: {installer}" in log
     assert store.read_manifest(record.id) is None
+
+
+def test_pip_builds_the_same_bundle_when_uv_is_not_wanted(
+    store: BundleStore, tmp_path: Path
+) -> None:
+    record = store.ensure("python", "lambda-python3.13-x86_64", ["six==1.17.0"])
+    assert record is not None
+    pip = build_bundle(record, workdir=tmp_path / "pip", toolchain=Toolchain(installer="pip"))
+    uv = build_bundle(record, workdir=tmp_path / "uv", toolchain=Toolchain(installer="uv"))
+    assert "# installer: pip" in pip.log
+    assert "# installer: uv" in uv.log
+    assert {entry["name"]: entry["version"] for entry in pip.manifest["lock"]} == {"six": "1.17.0"}
+    pinned = [{k: e[k] for k in ("name", "version", "sha256")} for e in pip.manifest["lock"]]
+    assert pinned == [{k: e[k] for k in ("name", "version", "sha256")} for e in uv.manifest["lock"]]
+    with zipfile.ZipFile(pip.zip_path) as one, zipfile.ZipFile(uv.zip_path) as two:
+        code = {n for n in one.namelist() if ".dist-info/" not in n}
+        assert code == {n for n in two.namelist() if ".dist-info/" not in n}
+        assert "six.py" in code
+
+
+def test_a_second_bundle_builds_only_its_new_package_from_the_kept_folders(
+    store: BundleStore, tmp_path: Path
+) -> None:
+    tools = Toolchain(cache_dir=tmp_path / "cache")
+    first = store.ensure("python", default_target("python"), ["six==1.17.0"])
+    second = store.ensure("python", default_target("python"), ["six==1.17.0", "humanize==4.*"])
+    assert first is not None
+    assert second is not None
+    one = build_bundle(first, workdir=tmp_path / "one", toolchain=tools)
+    two = build_bundle(second, workdir=tmp_path / "two", toolchain=tools)
+    assert "six==1.17.0" in (tmp_path / "one" / "pins-site.txt").read_text()
+    assert (tmp_path / "two" / "pins-site.txt").read_text().startswith("humanize==4.")
+    assert "\nsix==" not in (tmp_path / "two" / "pins-site.txt").read_text()
+    whole = build_bundle(second, workdir=tmp_path / "whole", toolchain=Toolchain())
+    assert "package folders" not in two.log, two.log
+    assert two.manifest["zip_sha256"] == whole.manifest["zip_sha256"]  # same bytes either way
+    assert one.manifest["file_count"] < two.manifest["file_count"]
+    with zipfile.ZipFile(two.zip_path) as archive:
+        names = archive.namelist()
+        assert archive.testzip() is None
+    assert "six.py" in names
+    assert any(n.startswith("humanize/__pycache__/") for n in names)
 
 
 def test_a_bundle_over_the_size_limit_is_refused_with_a_clear_message(
@@ -152,6 +206,32 @@ def test_a_node_bundle_holds_node_modules_and_requires_from_node_path(
         capture_output=True, text=True, check=True,
     )  # fmt: skip
     assert json.loads(check.stdout) == [1, 3]
+
+
+def test_bun_installs_a_node_bundle_without_scripts_and_locks_it(tmp_path: Path) -> None:
+    bun = find_bun(os.environ.get("KILN_BUN"))
+    if bun is None:
+        pytest.skip("no Bun here (npm install -g bun, or set KILN_BUN)")
+    package = tmp_path / "pkg"  # a local package whose install script would leave a file
+    package.mkdir()
+    (package / "package.json").write_text(
+        json.dumps({"name": "noisy", "version": "1.0.0", "scripts": {"postinstall": "touch ran"}})
+    )
+    (package / "index.js").write_text("module.exports = 42;\n")
+    record = BundleRecord(
+        id="b" * 32, language="node", target=default_target("node"),
+        requirements=("lodash@4.17.21", f"noisy@file:{package}"), status="building",
+        created_at="", updated_at="",
+    )  # fmt: skip
+    out = build_bundle(record, workdir=tmp_path / "w", toolchain=Toolchain(bun=bun))
+    assert "# installer: bun" in out.log
+    versions = {entry["name"]: entry["version"] for entry in out.manifest["lock"]}
+    assert versions["lodash"] == "4.17.21", out.manifest["lock"]
+    with zipfile.ZipFile(out.zip_path) as archive:
+        names = archive.namelist()
+    assert "node_modules/lodash/package.json" in names
+    assert "node_modules/noisy/index.js" in names
+    assert not any(name.endswith("/ran") for name in names)  # the postinstall never ran
 
 
 def test_the_builder_event_must_name_a_bundle(store: BundleStore) -> None:

@@ -473,3 +473,17 @@ def test_a_query_returns_its_partition_in_key_order_and_pages_among_many_others(
                     values={":one": {"N": "1"}, ":three": {"N": "3"}})  # fmt: skip
         assert keys(odd) == ["t1", "t3"]
         assert query("nobody")["Items"] == []
+
+
+def test_a_multipart_upload_is_stored_and_survives_a_restart(tmp_path: Path) -> None:
+    """Bundles over 8 MB go up in parts (boto3's upload_file); the completed object is kept."""
+    data = os.urandom(9 * 1024 * 1024)
+    source = tmp_path / "big.zip"
+    source.write_bytes(data)
+    with emulator(tmp_path / "state") as clients:
+        clients.s3.upload_file(str(source), BUCKET, "bundles/big.zip")
+        stored = clients.s3.get_object(Bucket=BUCKET, Key="bundles/big.zip")["Body"].read()
+        assert stored == data
+    with emulator(tmp_path / "state") as clients:
+        again = clients.s3.get_object(Bucket=BUCKET, Key="bundles/big.zip")["Body"].read()
+        assert again == data

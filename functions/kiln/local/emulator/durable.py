@@ -208,7 +208,9 @@ class DurableEmulator:
             return _error("dynamodb", "400 Bad Request", THROTTLED, throttled_message(hot))
         query = parse_qs(environ.get("QUERY_STRING", ""), keep_blank_values=True)
         if service == "s3" and ("uploadId" in query or "uploads" in query):
-            return self._multipart(environ, body, region, completes="uploadId" in query)
+            # CompleteMultipartUpload is the POST with an uploadId (UploadPart is a PUT).
+            completes = method == "POST" and "uploadId" in query
+            return self._multipart(environ, body, region, completes=completes)
         with self.writers:
             if operation == "TransactWriteItems":
                 repeated = self._repeated_token(body)
@@ -294,8 +296,11 @@ class DurableEmulator:
             "service": "s3",
             "region": region,
             "time": self._clock(),
-            "environ": {"REQUEST_METHOD": "GET", "PATH_INFO": path, "QUERY_STRING": ""},
-        }
+            "environ": {
+                "REQUEST_METHOD": "GET", "PATH_INFO": path, "QUERY_STRING": "",
+                "SERVER_NAME": "127.0.0.1", "SERVER_PORT": "80", "HTTP_HOST": "127.0.0.1",
+            },
+        }  # fmt: skip
         with self.state:
             current = call(self.app, replay_environ(meta, b""))
         content_type = dict((k.lower(), v) for k, v in current.headers).get("content-type")

@@ -1,0 +1,143 @@
+"""Bench: save-to-callable, the author's loop. `python bench/bundles/run.py --save-to-callable`.
+
+A tool with packages is saved through the REST API of a fresh app (its own background
+builder, as `kiln dev` runs it); the clock stops at the first tools/call that answers with the
+tool's output (calls are retried every 50 ms while the bundle is queued or building). All in
+one run, each variant with its own table and bucket (same requirements would otherwise share a
+bundle) and its own empty caches:
+
+  python, pip     requests + pydantic + boto3, KILN_BUNDLE_INSTALLER=pip, empty pip cache
+  python, uv      the same with uv and an empty build cache (the baseline's ratio: <= 0.3x)
+  python, uv 2nd  a second tool, the same requirements plus humanize, on uv's now-warm cache
+  node, npm       lodash + dayjs with npm (today's build), empty npm cache
+  node, bun       the same with Bun (if found: --bun, KILN_BUN or PATH), empty Bun cache
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from kiln.aws.clients import AwsClients, ensure_resources
+from kiln.settings import Settings
+
+PY_REQUIREMENTS = ["requests", "pydantic", "boto3"]
+PY_CODE = """import json, sys
+import boto3, pydantic, requests
+args = json.load(sys.stdin)
+print(json.dumps({"ok": args["n"], "requests": requests.__version__}))
+"""
+PY_CODE_2 = PY_CODE.replace("import boto3,", "import humanize, boto3,")
+NODE_REQUIREMENTS = ["lodash", "dayjs"]
+NODE_CODE = """const _ = require('lodash'); const dayjs = require('dayjs');
+let s = ''; process.stdin.on('data', d => s += d).on('end', () => {
+  const args = JSON.parse(s);
+  console.log(JSON.stringify({ok: _.identity(args.n), year: dayjs('2020-01-02').year()}));
+});
+"""
+
+
+def tool(name: str, language: str, code: str, requirements: list[str]) -> dict[str, Any]:
+    return {
+        "name": name, "description": "Bench tool.", "language": language, "code": code,
+        "requirements": requirements,
+        "input_schema": {"type": "object", "properties": {"n": {"type": "integer"}}},
+    }  # fmt: skip
+
+
+def save_to_callable(http: httpx.Client, url: str, key: str, body: dict[str, Any]) -> float:
+    """Seconds from the save's request to the first call that ran the tool."""
+    started = time.perf_counter()
+    saved = http.post(f"{url}/api/tools", json=body, headers={"Authorization": f"Bearer {key}"})
+    if saved.status_code >= 300:
+        raise RuntimeError(f"save failed: {saved.status_code} {saved.text}")
+    request = {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+               "params": {"name": body["name"], "arguments": {"n": 7}}}  # fmt: skip
+    headers = {"Accept": "application/json, text/event-stream",
+               "MCP-Protocol-Version": "2025-06-18"}  # fmt: skip
+    while time.perf_counter() - started < 900:
+        result = http.post(f"{url}/mcp", json=request, headers=headers).json()["result"]
+        text = result["content"][0]["text"]
+        if not result.get("isError"):
+            assert json.loads(text)["ok"] == 7, text
+            return time.perf_counter() - started
+        if "being built" not in text and "queued to be built" not in text:
+            raise RuntimeError(f"{body['name']}: {text}")
+        time.sleep(0.05)
+    raise RuntimeError(f"{body['name']} was not callable within 900 s")
+
+
+def run_variants(
+    base: Settings, clients: AwsClients, serve: Any, key: str, bun: str | None
+) -> list[tuple[str, float]]:
+    scratch = Path(tempfile.mkdtemp(prefix="kiln-bench-save-"))
+    rows: list[tuple[str, float]] = []
+    node_variants = [("npm", "off")] + ([("bun", bun)] if bun else [])
+    try:
+        with httpx.Client(timeout=300) as http:
+            for installer in ("pip", "uv"):
+                settings = _variant(base, clients, scratch / installer, bundle_installer=installer)
+                with serve(settings, clients) as url:
+                    body = tool("needs_packages", "python", PY_CODE, PY_REQUIREMENTS)
+                    rows.append(
+                        (f"python, {installer}, cold", save_to_callable(http, url, key, body))
+                    )
+                    if installer == "uv":
+                        body = tool(
+                            "needs_more", "python", PY_CODE_2, [*PY_REQUIREMENTS, "humanize"]
+                        )
+                        rows.append(
+                            (
+                                "python, uv, 2nd tool (+humanize)",
+                                save_to_callable(http, url, key, body),
+                            )
+                        )
+            for name, path in node_variants:
+                os.environ["NPM_CONFIG_CACHE"] = str(scratch / name / "npm-cache")
+                settings = _variant(base, clients, scratch / name, bun=path)
+                with serve(settings, clients) as url:
+                    body = tool("node_packages", "node", NODE_CODE, NODE_REQUIREMENTS)
+                    rows.append((f"node, {name}, cold", save_to_callable(http, url, key, body)))
+    finally:
+        os.environ.pop("NPM_CONFIG_CACHE", None)
+        shutil.rmtree(scratch, ignore_errors=True)
+    return rows
+
+
+def _variant(base: Settings, clients: AwsClients, folder: Path, **changes: Any) -> Settings:
+    """Settings with their own table, bucket and empty caches."""
+    name = f"kiln-bench-{uuid.uuid4().hex[:8]}"
+    ensure_resources(clients, table=name, bucket=name)
+    folder.mkdir(parents=True)
+    return base.with_(
+        table=name, bucket=name, build_cache_dir=folder / "build-cache",
+        bundle_cache_dir=folder / "bundles", **changes,
+    )  # fmt: skip
+
+
+def report(rows: list[tuple[str, float]]) -> None:
+    values = dict(rows)
+    print(f"{'save-to-callable':40} {'seconds':>9}")
+    for label, seconds in rows:
+        print(f"{label:40} {seconds:9.2f}")
+    print()
+    pip, uv = values["python, pip, cold"], values["python, uv, cold"]
+    print(f"python: uv cold / pip cold                 {uv / pip:6.2f}x   (goal <= 0.3x)")
+    second = values["python, uv, 2nd tool (+humanize)"]
+    print(f"python: 2nd tool, same + 1 package          {second:6.2f} s   (goal <= 3 s)")
+    if "node, bun, cold" in values:
+        ratio = values["node, bun, cold"] / values["node, npm, cold"]
+        print(f"node: bun cold / npm cold (today's build)   {ratio:6.2f}x")
+    print(f"load: {os.getloadavg()[0]:.1f} {os.getloadavg()[1]:.1f} {os.getloadavg()[2]:.1f}")
+
+
+def find_bun(given: str | None) -> str | None:
+    return given or os.environ.get("KILN_BUN") or shutil.which("bun")

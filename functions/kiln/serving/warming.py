@@ -1,0 +1,94 @@
+"""No cold first call: a tool's standby is prepared before anyone calls it.
+
+A call that finds a standby (kiln.runner.standby) skips the fork, the isolation and, for
+Node, the interpreter start; only calls after the first used to find one. The `Warmer` makes
+one when a tool is saved (created, updated, restored, enabled, undeleted: once its bundle is
+ready, waiting for a build in progress) and, when `kiln dev` starts, for the tools the call
+ledger says were called most recently. It works within the standby budget
+(KILN_RUN_STANDBY): at most that many tools are warmed at start, and a saved tool's standby
+pushes out the one used longest ago, as a call's would.
+
+Only where the process that saves also serves the calls (`kiln dev`, `kiln stdio`): on
+Lambda the admin function saves and the public function's containers run the calls, so a
+standby made by the save would wait in the wrong process (see the README on warming there).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Iterable
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Protocol
+
+from kiln.catalog.model import Tool
+
+log = logging.getLogger("kiln.serving.warming")
+
+BUNDLE_WAIT_S = 900.0  # as long as a build may take (kiln.bundles.build.INSTALL_TIMEOUT_S + )
+
+
+class Warmable(Protocol):
+    def warm(self, tool: Tool, *, bundle_wait_s: float = 0.0) -> bool: ...
+
+
+class Warmer:
+    """Prepares standbys on one background thread, in the order asked."""
+
+    def __init__(
+        self, backend: Warmable, *, budget: int, bundle_wait_s: float = BUNDLE_WAIT_S
+    ) -> None:
+        self.backend = backend
+        self.budget = budget  # KILN_RUN_STANDBY: more warm-ups than this would push each other out
+        self.bundle_wait_s = bundle_wait_s
+        self._pool = ThreadPoolExecutor(1, thread_name_prefix="kiln-warm")
+        self._closed = False
+        self._asked = 0
+        self._lock = threading.Lock()
+
+    def warm_soon(self, tool: Tool) -> Future[bool] | None:
+        """Prepare `tool`'s standby in the background (None once closed). Of many saves at
+        once (`kiln dev` loading a folder of tools), only the last `budget` are warmed."""
+        if self._closed or not tool.enabled or tool.deleted or self.budget <= 0:
+            return None
+        with self._lock:
+            self._asked += 1
+            number = self._asked
+        try:
+            return self._pool.submit(self._warm, tool, number)
+        except RuntimeError:  # shut down meanwhile
+            return None
+
+    def warm_recent(
+        self, called: Iterable[str], lookup: Callable[[str], Tool | None], limit: int
+    ) -> list[str]:
+        """Warm the first `limit` distinct tools of `called` (newest first) that still exist."""
+        names: list[str] = []
+        for name in called:
+            if len(names) >= limit:
+                break
+            if name in names:
+                continue
+            tool = lookup(name)
+            if tool is not None and self.warm_soon(tool) is not None:
+                names.append(name)
+        return names
+
+    def settle(self) -> None:
+        """Wait until the warm-ups asked for so far are done (tests and benchmarks)."""
+        self._pool.submit(lambda: None).result()
+
+    def close(self) -> None:
+        """Stop taking work; what is queued is dropped, a standby in the making finishes."""
+        self._closed = True
+        self._pool.shutdown(wait=True, cancel_futures=True)
+
+    def _warm(self, tool: Tool, number: int) -> bool:
+        with self._lock:
+            if self._asked - number >= self.budget:  # its standby would be pushed out at once
+                return False
+        try:
+            return self.backend.warm(tool, bundle_wait_s=self.bundle_wait_s)
+        except Exception:  # a standby is an optimisation: its failure is the next call's
+            log.warning("could not warm %s", tool.name, exc_info=True)
+            return False

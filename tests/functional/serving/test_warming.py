@@ -1,0 +1,128 @@
+"""No cold first call: saved and recently called tools get their standby before any call."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from conftest import AwsStack
+from kiln.access.ledger import CallRecord
+from kiln.catalog.model import Tool
+from kiln.settings import Settings
+from kiln.stack import Kiln, build_kiln, prepare_process
+from support.app import AUTHOR_KEY
+
+
+def tool(name: str, code: str, **extra: object) -> dict[str, object]:
+    return {"name": name, "description": "A tool.", "language": "python", "code": code, **extra}
+
+
+@pytest.fixture
+def settings(aws: AwsStack, tmp_path: Path) -> Settings:
+    return Settings(
+        table=aws.table, bucket=aws.bucket, endpoint_url=aws.endpoint_url, region="us-east-1",
+        author_key=AUTHOR_KEY, bundle_cache_dir=tmp_path / "bundles",
+        build_cache_dir=tmp_path / "build-cache", local_time_budget_s=30.0,
+    )  # fmt: skip
+
+
+@pytest.fixture
+def parts(settings: Settings, aws: AwsStack) -> Iterator[Kiln]:
+    prepare_process()
+    kiln = build_kiln(settings, clients=aws.clients)
+    if not kiln.runner.standby_capable:
+        kiln.close_runner()
+        pytest.skip("runs are not fenced from each other here (no uid per run, no Landlock)")
+    yield kiln
+    kiln.close_runner()
+
+
+def wait_for_standbys(parts: Kiln, count: int, within_s: float = 60.0) -> None:
+    give_up = time.monotonic() + within_s
+    while parts.runner.standbys < count:
+        assert time.monotonic() < give_up, f"{parts.runner.standbys} standbys, wanted {count}"
+        time.sleep(0.05)
+
+
+def first_call(parts: Kiln, saved: Tool) -> tuple[str, bool]:
+    outcome, result = asyncio.run(parts.backend.execute(saved, {}, time_left_s=None))
+    assert result is not None, outcome.text
+    return outcome.text, result.standby
+
+
+def test_a_saved_tool_s_first_call_starts_from_a_standby(parts: Kiln) -> None:
+    saved = parts.authoring.create(tool("greet", "print('hello')"), None)
+    wait_for_standbys(parts, 1)
+    assert first_call(parts, saved) == ("hello", True)
+
+
+def test_an_updated_tool_is_warmed_at_its_new_code(parts: Kiln) -> None:
+    parts.authoring.create(tool("greet", "print('old')"), None)
+    wait_for_standbys(parts, 1)
+    updated = parts.authoring.update(
+        "greet", tool("greet", "print('new')"), None, expected_revision=1
+    )
+    wait_for_standbys(parts, 2)
+    assert first_call(parts, updated) == ("new", True)
+
+
+def test_a_disabled_tool_is_not_warmed(parts: Kiln) -> None:
+    saved = parts.authoring.create(tool("quiet", "print(1)", enabled=False), None)
+    assert not saved.enabled
+    assert parts.warmer.warm_soon(saved) is None
+    parts.warmer.close()
+    assert parts.runner.standbys == 0
+
+
+@pytest.mark.slow
+def test_a_tool_with_packages_is_warmed_once_its_bundle_is_built(parts: Kiln) -> None:
+    code = "import six; print(six.__version__)"
+    saved = parts.authoring.create(tool("sixer", code, requirements=["six==1.17.0"]), None)
+    wait_for_standbys(parts, 1, within_s=300)
+    assert first_call(parts, saved) == ("1.17.0", True)
+
+
+def test_kiln_dev_warms_the_most_recently_called_tools_first_within_the_budget(
+    settings: Settings, aws: AwsStack
+) -> None:
+    first = build_kiln(settings.with_(run_standby=2), clients=aws.clients)
+    try:
+        for name in ("old", "middle", "newest"):
+            first.authoring.create(tool(name, f"print({name!r})"), None)
+        assert first.gate.ledger is not None
+        calls = ("old", "middle", "newest", "middle")  # newest first: middle, newest, old
+        for seconds_ago, name in zip((40, 30, 20, 10), calls, strict=True):
+            entry = CallRecord(at="", caller="anonymous", tool=name, outcome="ok")
+            first.gate.ledger.record(entry, started=time.time() - seconds_ago)
+    finally:
+        first.close_runner()
+    again = build_kiln(settings.with_(run_standby=2), clients=aws.clients)
+    try:
+        if not again.runner.standby_capable:
+            pytest.skip("runs are not fenced from each other here")
+        assert again.warm_recent() == ["middle", "newest"]
+        wait_for_standbys(again, 2)
+        assert first_call(again, again.store.get("middle")) == ("middle", True)
+        assert first_call(again, again.store.get("old"))[1] is False
+    finally:
+        again.close_runner()
+
+
+def test_of_many_saves_at_once_only_the_last_within_the_budget_are_warmed(
+    settings: Settings, aws: AwsStack
+) -> None:
+    kiln = build_kiln(settings.with_(run_standby=2), clients=aws.clients)
+    try:
+        if not kiln.runner.standby_capable:
+            pytest.skip("runs are not fenced from each other here")
+        saved = [kiln.authoring.create(tool(f"t{n}", f"print({n})"), None) for n in range(6)]
+        kiln.warmer.settle()
+        assert kiln.runner.standbys == 2
+        assert first_call(kiln, saved[5]) == ("5", True)
+        assert first_call(kiln, saved[2])[1] is False  # queued behind newer saves: skipped
+    finally:
+        kiln.close_runner()
