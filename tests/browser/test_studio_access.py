@@ -113,6 +113,7 @@ def test_connect_shows_the_mcp_url_and_client_configurations(page: Any, dev: Dev
         "VS Code",
         "MCP Inspector",
         "Python SDK",
+        "TypeScript SDK",
     ):
         expect(page.get_by_role("heading", name=re.compile(title))).to_be_visible()
     shoot(page, "12-connect")
@@ -124,8 +125,8 @@ def test_every_control_on_the_main_screens_is_reachable_by_keyboard(page: Any, d
     body |= {"input_schema": {"type": "object", "properties": {"a": {"type": "string"}}}}
     assert dev.api("POST", "/api/tools", json=body).status_code == 201
     sign_in(page)
-    screens = ["#/tools", "#/new", "#/keys", "#/connect", "#/deleted"]
-    tabs = ["code", "schema", "test", "history", "package", "secrets", "settings"]
+    screens = ["#/tools", "#/new", "#/keys", "#/connect", "#/deleted", "#/views", "#/calls"]
+    tabs = ["code", "schema", "test", "history", "package", "secrets", "settings", "usage"]
     screens += [f"#/tools/keyboard/{tab}" for tab in tabs]
     for screen in screens:
         page.goto(f"/studio/{screen}")

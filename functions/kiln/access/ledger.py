@@ -149,6 +149,7 @@ class CallLedger:
         until: str | None = None,
         limit: int = 100,
         cursor: str | None = None,
+        view: str | None = None,
     ) -> tuple[list[CallRecord], str | None]:
         """Entries newest first, at most `limit`, and the cursor of the next page (or None)."""
         if outcome is not None and outcome not in OUTCOMES:
@@ -163,7 +164,7 @@ class CallLedger:
         high = _sk_of(end) + "#~"
         if cursor is not None:
             high = min(high, _decode_cursor(cursor))
-        filters = {"tool": tool, "caller": caller, "outcome": outcome}
+        filters = {"tool": tool, "caller": caller, "outcome": outcome, "view": view}
         found: list[CallRecord] = []
         # One more than a page: the cursor's own entry comes first. A further page is read
         # only when filters left this one short.
@@ -175,6 +176,15 @@ class CallLedger:
             if len(found) == limit:
                 return found, _encode_cursor(item["sk"]["S"])
         return found, None
+
+    def between(
+        self, start: datetime, end: datetime, *, tool: str | None = None
+    ) -> Iterator[CallRecord]:
+        """Every entry from `start` to `end` (newest first), of one tool or of all."""
+        filters = {"tool": tool}
+        high = _sk_of(end) + "#~"
+        for item in self._items(start.date(), end.date(), _sk_of(start), high, filters):
+            yield _record(item)
 
     def totals(self, day: str) -> dict[str, Any]:
         """Calls, outcomes and run time of one UTC day, per caller and per tool."""

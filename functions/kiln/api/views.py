@@ -34,7 +34,11 @@ async def get_view(name: str, request: Request) -> JSONResponse:
     snapshot = await parts.snapshots.fresh()
     tools = await blocking(parts.views.tools_of, snapshot.version, name, snapshot.tools)
     shows = [{"name": t.name, "revision": t.head.number} for t in (tools or {}).values()]
-    return _answer(view, shows=sorted(shows, key=lambda t: str(t["name"])))
+    extra: dict[str, Any] = {"shows": sorted(shows, key=lambda t: str(t["name"]))}
+    quotas = parts.gate.quotas
+    if quotas is not None and not view.quota.empty:  # how much of its shared quota is used
+        extra["usage"] = await blocking(quotas.usage, f"view:{view.name}")
+    return _answer(view, **extra)
 
 
 @router.post("/api/views", status_code=201)
