@@ -23,6 +23,20 @@ SCREENS = [
 ]  # fmt: skip
 
 
+# The outermost elements that reach past the right edge of the screen, for the failure message.
+STICKING_OUT = """() => {
+    const clipped = (el) => {
+        for (let up = el.parentElement; up; up = up.parentElement)
+            if (getComputedStyle(up).overflowX !== "visible") return true;
+        return false;
+    };
+    return [...document.querySelectorAll('body *')]
+        .filter((el) => el.getBoundingClientRect().right > innerWidth + 1 && !clipped(el))
+        .slice(0, 5)
+        .map((el) => `${el.outerHTML.slice(0, 100)} (right ${el.getBoundingClientRect().right})`);
+}"""
+
+
 @pytest.fixture(scope="module")
 def prepared(dev: Dev) -> Dev:
     body = {"name": TOOL, "description": "A tool with a long line.", "language": "python"}
@@ -68,7 +82,10 @@ def test_no_screen_scrolls_sideways_at_phone_width(phone: Any, screen: str) -> N
         phone.locator("main table, main .cm-editor, main pre").first.wait_for()
     phone.wait_for_timeout(300)
     wide = phone.evaluate("document.documentElement.scrollWidth")
-    assert wide == NARROW["width"], f"{screen}: the page is {wide} px wide on a 390 px screen"
+    assert wide == NARROW["width"], (
+        f"{screen}: the page is {wide} px wide on a 390 px screen; "
+        f"sticking out: {phone.evaluate(STICKING_OUT)}"
+    )
 
 
 def test_the_tab_row_shows_that_it_scrolls(phone: Any) -> None:
