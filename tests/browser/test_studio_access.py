@@ -132,6 +132,7 @@ def test_every_control_on_the_main_screens_is_reachable_by_keyboard(page: Any, d
         page.goto(f"/studio/{screen}")
         page.get_by_role("navigation", name="Main").wait_for()
         page.locator("main h1, main h2").first.wait_for()
+        page.wait_for_load_state("networkidle")  # lists and their row controls are in
         assert unreachable_by_keyboard(page) == [], screen
     shoot(page, "13-settings")
     assert_accessible(page)

@@ -83,7 +83,7 @@ def test_saving_from_the_studio_keeps_every_manifest_field(page: Any, dev: Dev) 
     page.goto("/studio/#/tools/slow_report/code")
     page.get_by_label("Description").fill("Builds the slow report.")
     page.get_by_role("button", name="Save").click()
-    expect(page.get_by_text("Saved as revision 2.")).to_be_visible()
+    expect(page.get_by_text("Saved as revision 2.")).to_be_visible(timeout=30_000)
     after = head(dev, "slow_report")
     assert after["revision"] == 2
     changed = {f: (before[f], after[f]) for f in MANIFEST if before[f] != after[f]}
@@ -99,7 +99,7 @@ def test_saving_from_the_studio_keeps_every_manifest_field(page: Any, dev: Dev) 
     page.get_by_role("combobox", name=re.compile("^Runs as an MCP task")).select_option("required")
     both_widths(page, "20-settings-tags-task")
     page.get_by_role("button", name="Save").click()
-    expect(page.get_by_text("Saved as revision 3.")).to_be_visible()
+    expect(page.get_by_text("Saved as revision 3.")).to_be_visible(timeout=30_000)
     third = head(dev, "slow_report")
     assert third["tags"] == ["eu", "finance", "uk"]
     assert third["task"] == "required"
@@ -162,7 +162,7 @@ def test_an_author_builds_a_view_and_binds_a_key_whose_use_the_keys_page_shows(
     page.get_by_label("Published on its own URL").check()
     page.get_by_label("Calls per minute").fill("500")
     page.get_by_role("button", name="Save view").click()
-    expect(page.get_by_text("Saved view finance.")).to_be_visible()
+    expect(page.get_by_text("Saved view finance.")).to_be_visible(timeout=30_000)
     expect(page.get_by_test_id("view-url")).to_have_text(f"{dev.url}/mcp/v/finance")
     shows = page.get_by_test_id("view-shows")
     expect(shows).to_contain_text("vat_rate")
