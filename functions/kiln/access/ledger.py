@@ -178,13 +178,20 @@ class CallLedger:
         return found, None
 
     def between(
-        self, start: datetime, end: datetime, *, tool: str | None = None
+        self,
+        start: datetime,
+        end: datetime,
+        *,
+        tool: str | None = None,
+        fields: tuple[str, ...] = ("at", "tool", "outcome", "duration_ms"),
     ) -> Iterator[CallRecord]:
-        """Every entry from `start` to `end` (newest first), of one tool or of all."""
+        """Every entry from `start` to `end` (newest first), of one tool or of all, holding only
+        `fields` (the rest left empty): reading fewer attributes is several times faster."""
         filters = {"tool": tool}
         high = _sk_of(end) + "#~"
-        for item in self._items(start.date(), end.date(), _sk_of(start), high, filters):
-            yield _record(item)
+        days = (start.date(), end.date())
+        for item in self._items(*days, _sk_of(start), high, filters, projection=fields):
+            yield _partial(item)
 
     def totals(self, day: str) -> dict[str, Any]:
         """Calls, outcomes and run time of one UTC day, per caller and per tool."""
@@ -214,10 +221,12 @@ class CallLedger:
         filters: Mapping[str, str | None],
         *,
         page_size: int | None = None,
+        projection: tuple[str, ...] = (),
     ) -> Iterator[dict[str, Any]]:
         day = last
         while day >= first:
-            yield from self._day(day, low, high, filters, newest_first=True, page_size=page_size)
+            yield from self._day(day, low, high, filters, newest_first=True,
+                                 page_size=page_size, projection=projection)  # fmt: skip
             day -= timedelta(days=1)
 
     def _day(
@@ -229,8 +238,9 @@ class CallLedger:
         *,
         newest_first: bool,
         page_size: int | None = None,
+        projection: tuple[str, ...] = (),
     ) -> Iterator[dict[str, Any]]:
-        names: dict[str, str] = {}
+        names: dict[str, str] = {f"#p{i}": field for i, field in enumerate(projection)}
         values: dict[str, Any] = {
             ":pk": {"S": f"LEDGER#{day.isoformat()}"},
             ":lo": {"S": low},
@@ -250,6 +260,9 @@ class CallLedger:
         }
         if clauses:
             kwargs["FilterExpression"] = " AND ".join(clauses)
+        if projection:
+            kwargs["ProjectionExpression"] = ", ".join(f"#p{i}" for i in range(len(projection)))
+        if names:
             kwargs["ExpressionAttributeNames"] = names
         if page_size is not None:  # DynamoDB reads (and the emulator copies) no more than that
             kwargs["Limit"] = page_size
@@ -295,6 +308,18 @@ def _record(item: Mapping[str, Any]) -> CallRecord:
         args_digest=str(item["args_digest"]["S"]),
         detail=text("detail"),
         id=str(item["sk"]["S"]).rpartition("#")[2],
+    )
+
+
+def _partial(item: Mapping[str, Any]) -> CallRecord:
+    """An entry read with a projection: the attributes it holds, the rest empty."""
+    outcome = str(item["outcome"]["S"]) if "outcome" in item else "ok"
+    return CallRecord(
+        at=str(item["at"]["S"]) if "at" in item else "",
+        caller=str(item["caller"]["S"]) if "caller" in item else "",
+        tool=str(item["tool"]["S"]) if "tool" in item else "",
+        outcome=outcome if outcome in OUTCOMES else "tool_error",
+        duration_ms=float(item["duration_ms"]["N"]) if "duration_ms" in item else 0.0,
     )
 
 

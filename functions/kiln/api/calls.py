@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -54,7 +55,8 @@ async def calls_by_tool(request: Request, hours: int = 24) -> dict[str, Any]:
     await kiln_of(request).gate.after.flush()
     end = datetime.fromtimestamp(ledger.now(), UTC)
     start = end - timedelta(hours=hours)
-    tools = await blocking(lambda: usage.by_tool(ledger.between(start, end)))
+    entries = functools.partial(ledger.between, start, end, fields=("tool", "outcome"))
+    tools = await blocking(lambda: usage.by_tool(entries()))
     return {"since": usage.iso(start), "until": usage.iso(end), "tools": tools}
 
 
