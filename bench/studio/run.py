@@ -9,7 +9,9 @@ Ready: a real `kiln dev` (embedded emulator) holding 30 tools; Chromium (Debian'
 /studio/ in a fresh context each round (cold cache), so nothing is reused between rounds.
 - "sign-in ready": navigation start to the app's `kiln-studio-ready` mark, no key.
 - "tools ready": with an author key in session storage, navigation start to the
-  `kiln-tools-ready` mark (whoami, tool list and bundle list fetched and rendered).
+  `kiln-tools-ready` mark (whoami, tool list, bundle list and each tool's last-24-hours calls
+  and error rate fetched and rendered; the ledger is seeded with 20 calls per tool, and the
+  round fails unless all 30 usage cells are on the page).
 Baseline, measured in the same rounds: navigation start to the end of the response of
 /api/health (one request, no script). Budget: studio ready < 1000 ms. Prints medians and
 their ratio to the baseline.
@@ -108,6 +110,26 @@ def seed(url: str, count: int) -> None:
         httpx.post(url + "/api/tools", json=body, headers=headers, timeout=30).raise_for_status()
 
 
+def seed_ledger(state: Path, tools: int, per_tool: int) -> None:
+    """`per_tool` ledger entries for each tool over the last hours, written to the emulator."""
+    from kiln.access.ledger import CallLedger, CallRecord
+    from kiln.aws.clients import make_clients
+    from kiln.local.emulator import shared_endpoint
+
+    endpoint = shared_endpoint(state / "aws")
+    assert endpoint is not None, f"no emulator described in {state / 'aws'}"
+    keys = (endpoint.credentials.access_key_id, endpoint.credentials.secret_access_key)
+    clients = make_clients(endpoint_url=endpoint.url, region=endpoint.region, credentials=keys)
+    ledger = CallLedger(clients.dynamodb, table="kiln", digest_key=b"bench")
+    now = time.time()
+    for n in range(tools):
+        for i in range(per_tool):
+            outcome = "tool_error" if i % 7 == 0 else "ok"
+            entry = CallRecord(at="", caller="key:bench", tool=f"tool_{n:02d}",
+                               outcome=outcome, revision=1, duration_ms=40.0 + i)  # fmt: skip
+            ledger.record(entry, started=now - 600 * (i + 1))
+
+
 def mark(page: Any, name: str) -> float:
     page.wait_for_function(f"() => performance.getEntriesByName('{name}').length > 0")
     return float(page.evaluate(f"() => performance.getEntriesByName('{name}')[0].startTime"))
@@ -135,6 +157,8 @@ def measure(browser: Any, url: str, rounds: int) -> None:
         page = context.new_page()
         page.goto(url + "/studio/#/tools")
         tools.append(mark(page, "kiln-tools-ready"))
+        shown = page.locator("[data-testid='calls-24h']").count()
+        assert shown == 30, f"the tool list showed usage for {shown} of 30 tools"
         context.close()
     base = statistics.median(baseline)
     print(f"baseline (/api/health navigation): median {base:.0f} ms")
@@ -156,6 +180,7 @@ def main() -> None:
         process, url = start_dev(Path(state))
         try:
             seed(url, 30)
+            seed_ledger(Path(state), 30, 20)
             with sync_playwright() as pw:
                 browser = pw.chromium.launch(executable_path=CHROMIUM, args=ARGS)
                 measure(browser, url, args.rounds)

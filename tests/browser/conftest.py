@@ -6,6 +6,7 @@ while it is open, and later tests that call asyncio.run() must not find one."""
 
 from __future__ import annotations
 
+import os
 import shutil
 import sys
 from collections.abc import Iterator
@@ -54,8 +55,11 @@ def browser() -> Iterator[Any]:
 
 @pytest.fixture(scope="package", autouse=True)
 def screenshot_folder() -> None:
-    shutil.rmtree(SCREENSHOTS, ignore_errors=True)
-    SCREENSHOTS.mkdir(parents=True)
+    # Under xdist every worker runs this: clearing there would race (and delete the other
+    # worker's shots); each screenshot's name is fixed, so a rerun overwrites it anyway.
+    if "PYTEST_XDIST_WORKER" not in os.environ:
+        shutil.rmtree(SCREENSHOTS, ignore_errors=True)
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
 
 
 @pytest.fixture

@@ -113,6 +113,7 @@ def test_connect_shows_the_mcp_url_and_client_configurations(page: Any, dev: Dev
         "VS Code",
         "MCP Inspector",
         "Python SDK",
+        "TypeScript SDK",
     ):
         expect(page.get_by_role("heading", name=re.compile(title))).to_be_visible()
     shoot(page, "12-connect")
@@ -124,13 +125,14 @@ def test_every_control_on_the_main_screens_is_reachable_by_keyboard(page: Any, d
     body |= {"input_schema": {"type": "object", "properties": {"a": {"type": "string"}}}}
     assert dev.api("POST", "/api/tools", json=body).status_code == 201
     sign_in(page)
-    screens = ["#/tools", "#/new", "#/keys", "#/connect", "#/deleted"]
-    tabs = ["code", "schema", "test", "history", "package", "secrets", "settings"]
+    screens = ["#/tools", "#/new", "#/keys", "#/connect", "#/deleted", "#/views", "#/calls"]
+    tabs = ["code", "schema", "test", "history", "package", "secrets", "settings", "usage"]
     screens += [f"#/tools/keyboard/{tab}" for tab in tabs]
     for screen in screens:
         page.goto(f"/studio/{screen}")
         page.get_by_role("navigation", name="Main").wait_for()
         page.locator("main h1, main h2").first.wait_for()
+        page.wait_for_load_state("networkidle")  # lists and their row controls are in
         assert unreachable_by_keyboard(page) == [], screen
     shoot(page, "13-settings")
     assert_accessible(page)

@@ -38,7 +38,9 @@ def test_a_concurrent_save_shows_the_conflict_and_the_author_reapplies_on_top(
     page.get_by_role("button", name="Save").click()
 
     conflict = page.get_by_test_id("conflict")
-    expect(conflict).to_contain_text("Someone else saved first")
+    # Their save used the same key as this studio: the banner says so, not "another author".
+    expect(conflict).to_contain_text("This tool changed since you opened it")
+    expect(page.get_by_test_id("conflict-author")).to_have_text("revision 2 by you (this key)")
     expect(conflict).to_contain_text("'theirs'")  # their code, beside the start and mine
     expect(conflict).to_contain_text("mine: a better description")
     shoot(page, "06-conflict")

@@ -120,6 +120,11 @@ def unreachable_by_keyboard(page: Any) -> list[str]:
     In a code editor Tab indents (as authors expect); Escape then Tab leaves it, CodeMirror's
     documented way out, so the walk presses Escape before every Tab (elsewhere it does nothing).
     """
+    settled, count = -1, 0
+    while count != settled:  # a list that arrives late adds its controls; wait till they stop
+        settled = count
+        page.wait_for_timeout(300)
+        count = page.locator(INTERACTIVE).count()
     count = page.evaluate(
         """(selector) => {
             const all = [...document.querySelectorAll(selector)].filter((el) => {
@@ -139,7 +144,9 @@ def unreachable_by_keyboard(page: Any) -> list[str]:
         }""",
         INTERACTIVE,
     )
-    for _ in range(count + 3):
+    # Twice round: Tab starts from wherever focus last was (not always the top), and a screen
+    # may add controls (rows of a list arriving) after they were counted.
+    for _ in range(2 * count + 3):
         page.keyboard.press("Escape")
         page.keyboard.press("Tab")
     missing = page.evaluate(

@@ -29,7 +29,7 @@ import json
 import random
 import secrets
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import asdict, dataclass
 from datetime import UTC, date, datetime, timedelta
 from typing import Any, Literal
@@ -170,6 +170,7 @@ class CallLedger:
         until: str | None = None,
         limit: int = 100,
         cursor: str | None = None,
+        view: str | None = None,
     ) -> tuple[list[CallRecord], str | None]:
         """Entries newest first, at most `limit`, and the cursor of the next page (or None)."""
         if outcome is not None and outcome not in OUTCOMES:
@@ -184,7 +185,7 @@ class CallLedger:
         high = _sk_of(end) + "#~"
         if cursor is not None:
             high = min(high, _decode_cursor(cursor))
-        filters = {"tool": tool, "caller": caller, "outcome": outcome}
+        filters = {"tool": tool, "caller": caller, "outcome": outcome, "view": view}
         found: list[CallRecord] = []
         budget = READ_FACTOR * (limit + 1)
         day, first = _day_of(high), start.date()
@@ -207,6 +208,22 @@ class CallLedger:
                     return found, _encode_cursor(page_from["sk"]["S"])
             day -= timedelta(days=1)
         return found, None
+
+    def between(
+        self,
+        start: datetime,
+        end: datetime,
+        *,
+        tool: str | None = None,
+        fields: tuple[str, ...] = ("at", "tool", "outcome", "duration_ms"),
+    ) -> Iterator[CallRecord]:
+        """Every entry from `start` to `end` (newest first), of one tool or of all, holding only
+        `fields` (the rest left empty): reading fewer attributes is several times faster."""
+        filters = {"tool": tool}
+        high = _sk_of(end) + "#~"
+        days = (start.date(), end.date())
+        for item in self._items(*days, _sk_of(start), high, filters, projection=fields):
+            yield _partial(item)
 
     def totals(self, day: str) -> dict[str, Any]:
         """Calls, outcomes and run time of one UTC day, per caller and per tool."""
@@ -231,6 +248,28 @@ class CallLedger:
 
     # -- internals ---------------------------------------------------------------------
 
+    def _items(
+        self,
+        first: date,
+        last: date,
+        low: str,
+        high: str,
+        filters: Mapping[str, str | None],
+        *,
+        projection: tuple[str, ...] = (),
+    ) -> Iterator[dict[str, Any]]:
+        """Every entry of the days from `last` back to `first`, page by page, newest first."""
+        day = last
+        while day >= first:
+            start: Mapping[str, Any] | None = None
+            while True:
+                page = self._page(day, low, high, filters, 1000, start, projection)
+                yield from page.get("Items", [])
+                start = page.get("LastEvaluatedKey")
+                if start is None:
+                    break
+            day -= timedelta(days=1)
+
     def _page(
         self,
         day: date,
@@ -239,9 +278,11 @@ class CallLedger:
         filters: Mapping[str, str | None],
         limit: int,
         start: Mapping[str, Any] | None,
+        projection: tuple[str, ...] = (),
     ) -> dict[str, Any]:
-        """One Query page of a day, newest first: at most `limit` entries read."""
-        names: dict[str, str] = {}
+        """One Query page of a day, newest first: at most `limit` entries read (holding only
+        the `projection` attributes when one is given)."""
+        names: dict[str, str] = {f"#p{i}": field for i, field in enumerate(projection)}
         values: dict[str, Any] = {
             ":pk": {"S": f"LEDGER#{day.isoformat()}"},
             ":lo": {"S": low},
@@ -262,6 +303,9 @@ class CallLedger:
         }
         if clauses:
             kwargs["FilterExpression"] = " AND ".join(clauses)
+        if projection:
+            kwargs["ProjectionExpression"] = ", ".join(f"#p{i}" for i in range(len(projection)))
+        if names:
             kwargs["ExpressionAttributeNames"] = names
         if start is not None:
             kwargs["ExclusiveStartKey"] = dict(start)
@@ -333,6 +377,18 @@ def _record(item: Mapping[str, Any]) -> CallRecord:
         args_digest=str(item["args_digest"]["S"]),
         detail=text("detail"),
         id=str(item["sk"]["S"]).rpartition("#")[2],
+    )
+
+
+def _partial(item: Mapping[str, Any]) -> CallRecord:
+    """An entry read with a projection: the attributes it holds, the rest empty."""
+    outcome = str(item["outcome"]["S"]) if "outcome" in item else "ok"
+    return CallRecord(
+        at=str(item["at"]["S"]) if "at" in item else "",
+        caller=str(item["caller"]["S"]) if "caller" in item else "",
+        tool=str(item["tool"]["S"]) if "tool" in item else "",
+        outcome=outcome if outcome in OUTCOMES else "tool_error",
+        duration_ms=float(item["duration_ms"]["N"]) if "duration_ms" in item else 0.0,
     )
 
 

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import functools
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from fastapi import APIRouter, Request
 
-from kiln.access.ledger import CallLedger
+from kiln.access import usage
+from kiln.access.ledger import CallLedger, LedgerQueryError
 from kiln.api.common import blocking, kiln_of, require
 from kiln.api.errors import ApiError
 
@@ -30,15 +33,49 @@ async def list_calls(
     until: str | None = None,
     limit: int = 100,
     cursor: str | None = None,
+    view: str | None = None,
 ) -> dict[str, Any]:
     """Ledger entries, newest first; `next_cursor` continues (null on the last page)."""
     await require(request)
     await kiln_of(request).gate.after.flush()  # calls this process answered are all in
     entries, next_cursor = await blocking(
         _ledger(request).query, tool=tool, caller=caller, outcome=outcome, since=since,
-        until=until, limit=limit, cursor=cursor,
+        until=until, limit=limit, cursor=cursor, view=view,
     )  # fmt: skip
     return {"calls": [entry.as_json() for entry in entries], "next_cursor": next_cursor}
+
+
+@router.get("/api/calls/by-tool")
+async def calls_by_tool(request: Request, hours: int = 24) -> dict[str, Any]:
+    """Calls, errors and error rate of each tool over the last `hours` (1 to 720)."""
+    await require(request)
+    if not 1 <= hours <= 720:
+        raise LedgerQueryError("hours: must be from 1 to 720")
+    ledger = _ledger(request)
+    await kiln_of(request).gate.after.flush()
+    end = datetime.fromtimestamp(ledger.now(), UTC)
+    start = end - timedelta(hours=hours)
+    entries = functools.partial(ledger.between, start, end, fields=("tool", "outcome"))
+    tools = await blocking(lambda: usage.by_tool(entries()))
+    return {"since": usage.iso(start), "until": usage.iso(end), "tools": tools}
+
+
+@router.get("/api/calls/chart")
+async def call_chart(request: Request, tool: str, range: str = "day") -> dict[str, Any]:
+    """One tool's calls, errors and p50/p99 duration per bucket, and its outcomes, over the
+    last hour (5-minute buckets), day (hours) or month (30 days)."""
+    await require(request)
+    ledger = _ledger(request)
+    await kiln_of(request).gate.after.flush()
+    now = datetime.fromtimestamp(ledger.now(), UTC)
+    start, step, count = usage.window(range, now)
+    end = start + step * count
+
+    def read() -> dict[str, Any]:
+        return usage.chart(ledger.between(start, end, tool=tool), start, step, count)
+
+    body = await blocking(read)
+    return {"tool": tool, "range": range, "bucket_s": int(step.total_seconds()), **body}
 
 
 @router.get("/api/calls/totals")

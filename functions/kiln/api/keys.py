@@ -49,9 +49,19 @@ async def create_key(request: Request) -> JSONResponse:
 
 @router.get("")
 async def list_keys(request: Request) -> dict[str, Any]:
+    """Every key; a live key with a quota also says how much of it is used (`usage`)."""
     await require(request)
-    records = await blocking(kiln_of(request).callers.keys.list)
-    return {"keys": [key_json(record) for record in records]}
+    parts = kiln_of(request)
+    records = await blocking(parts.callers.keys.list)
+
+    def with_usage(record: KeyRecord) -> dict[str, Any]:
+        body = key_json(record)
+        quotas = parts.gate.quotas
+        if quotas is not None and not record.revoked and not record.quota.empty:
+            body["usage"] = quotas.usage(f"key:{record.key_id}")
+        return body
+
+    return {"keys": await blocking(lambda: [with_usage(record) for record in records])}
 
 
 @router.delete("/{name}")

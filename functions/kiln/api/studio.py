@@ -28,7 +28,12 @@ router = APIRouter(tags=["studio"])
 async def whoami(request: Request) -> dict[str, Any]:
     """The caller as the studio shows it: a call key opens a read-only studio."""
     principal = await require(request, "call")
-    return {"kind": principal.kind, "name": principal.name, "scopes": sorted(principal.scopes)}
+    return {
+        "kind": principal.kind,
+        "name": principal.name,
+        "label": principal.label,  # as revisions name their author (`created_by`)
+        "scopes": sorted(principal.scopes),
+    }
 
 
 def _syntax(payload: dict[str, Any], node: Path | None) -> tuple[SyntaxProblem | None, bool]:

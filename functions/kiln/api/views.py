@@ -46,7 +46,14 @@ async def get_view(name: str, request: Request) -> JSONResponse:
     tools = await blocking(parts.views.tools_of, snapshot.version, name, snapshot.tools)
     shows = [{"name": t.name, "revision": t.head.number} for t in (tools or {}).values()]
     found = await blocking(parts.views.problems_of, snapshot.version, name, snapshot.tools)
-    return _answer(view, shows=sorted(shows, key=lambda t: str(t["name"])), problems=found)
+    extra: dict[str, Any] = {
+        "shows": sorted(shows, key=lambda t: str(t["name"])),
+        "problems": found,
+    }
+    quotas = parts.gate.quotas
+    if quotas is not None and not view.quota.empty:  # how much of its shared quota is used
+        extra["usage"] = await blocking(quotas.usage, f"view:{view.name}")
+    return _answer(view, **extra)
 
 
 @router.post("/api/views", status_code=201)

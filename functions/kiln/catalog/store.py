@@ -102,7 +102,8 @@ def _s(value: str) -> dict[str, str]:
 
 
 def revision_to_json(revision: Revision) -> str:
-    return json.dumps(asdict(revision), separators=(",", ":"), sort_keys=True)
+    # Not sorted: a schema's properties keep the author's order (forms follow it).
+    return json.dumps(asdict(revision), separators=(",", ":"))
 
 
 def revision_from_json(text: str) -> Revision:

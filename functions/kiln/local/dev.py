@@ -274,7 +274,11 @@ def run_stdio(args: argparse.Namespace) -> int:
     from kiln.protocol.backend import CallContext
 
     if args.client_config:
-        print(json.dumps(client_config(_local(args).state_dir), indent=2))
+        if args.url:  # the entry that bridges to that server
+            config = client_config(None, url=args.url, key=args.key)
+        else:
+            config = client_config(_local(args).state_dir)
+        print(json.dumps(config, indent=2))
         return 0
     if args.url:
         return run_bridge(args)
@@ -343,14 +347,21 @@ def _serving(
     return f"serving {catalog}; no kiln dev is running, so this process holds it"
 
 
-def client_config(state_dir: Path) -> dict[str, Any]:
-    """The `mcpServers` entry that starts this `kiln stdio` from a desktop client, as pasted."""
+def client_config(
+    state_dir: Path | None, *, url: str | None = None, key: str | None = None
+) -> dict[str, Any]:
+    """The `mcpServers` entry that starts this `kiln stdio` from a desktop client, as pasted:
+    serving the local catalog in `state_dir`, or bridging to the server at `url`."""
     kiln = Path(sys.executable).parent / "kiln"
     if kiln.is_file():
         command, args = str(kiln), ["stdio"]
     else:
-        command, args = sys.executable, ["-m", "kiln.cli.main", "stdio"]
-    args += ["--state-dir", str(state_dir.resolve())]
+        command, args = sys.executable, ["-m", "kiln.cli", "stdio"]
+    if url is not None:
+        args += ["--url", url, *(["--key", key] if key else [])]
+    else:
+        assert state_dir is not None
+        args += ["--state-dir", str(state_dir.resolve())]
     return {"mcpServers": {"kiln": {"command": command, "args": args}}}
 
 

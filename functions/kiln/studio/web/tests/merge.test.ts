@@ -14,7 +14,11 @@ function draft(overrides: Partial<Draft> = {}): Draft {
     output_schema: null,
     annotations: null,
     timeout_seconds: 30,
+    enabled: true,
     secrets: [],
+    files: {},
+    task: null,
+    tags: [],
     ...overrides,
   };
 }
@@ -45,5 +49,15 @@ describe("reapplying my change on top of theirs", () => {
     const out = reapply(draft(), draft({ description: "theirs" }), draft({ description: "mine" }));
     expect(out.conflicts).toEqual(["description"]);
     expect(out.draft.description).toBe("mine");
+  });
+});
+
+describe("tags and task support ride along", () => {
+  it("keeps my tags and task mode on top of their code change", () => {
+    const out = reapply(draft(), draft({ code: "x\n" }), draft({ tags: ["finance"], task: "optional" }));
+    expect(out.conflicts).toEqual([]);
+    expect(out.draft.tags).toEqual(["finance"]);
+    expect(out.draft.task).toBe("optional");
+    expect(out.draft.code).toBe("x\n");
   });
 });

@@ -27,8 +27,13 @@ export interface ToolFields {
   annotations: Record<string, boolean> | null;
   timeout_seconds: number;
   secrets: string[];
+  task: TaskMode;
+  tags: string[];
   code?: string;
+  files?: Record<string, string>; // relative path -> base64 (only with source)
 }
+
+export type TaskMode = "optional" | "required" | null;
 
 export interface Tool extends ToolFields {
   id: string;
@@ -50,10 +55,12 @@ export interface Revision extends ToolFields {
   bundle_id: string | null;
 }
 
+/** Exactly the manifest fields (lib/manifest.ts), each one carried through a save. */
 export interface Draft extends ToolFields {
   name: string;
   code: string;
-  enabled?: boolean;
+  enabled: boolean;
+  files: Record<string, string>;
 }
 
 export interface RunReply {
@@ -94,7 +101,19 @@ export interface ValidateReply {
 export interface Whoami {
   kind: string;
   name: string;
+  label?: string; // as revisions name their author (`created_by`), e.g. key:laptop
   scopes: string[];
+}
+
+export interface Quota {
+  calls_per_minute?: number | null;
+  run_seconds_per_day?: number | null;
+}
+
+export interface QuotaUsage {
+  calls_this_minute: number;
+  calls_today: number;
+  run_seconds_today: number;
 }
 
 export interface KeyInfo {
@@ -105,6 +124,78 @@ export interface KeyInfo {
   last_used_at?: string | null;
   revoked_at?: string | null;
   key?: string;
+  view?: string | null;
+  quota?: Quota;
+  usage?: QuotaUsage;
+}
+
+export interface ViewDef {
+  name: string;
+  description: string;
+  tools: string[]; // add_vat, add_vat@3, tag:finance
+  published: boolean;
+  anonymous: boolean;
+  quota?: Quota;
+  oauth_scopes?: string[];
+  oauth_clients?: string[];
+}
+
+export interface View extends ViewDef {
+  revision: number;
+  updated_at: string;
+  updated_by: string;
+  shows?: { name: string; revision: number }[];
+  usage?: QuotaUsage;
+}
+
+export type Outcome = "ok" | "tool_error" | "timeout" | "refused" | "cancelled";
+export const OUTCOMES: Outcome[] = ["ok", "tool_error", "timeout", "refused", "cancelled"];
+
+export interface CallEntry {
+  id: string;
+  at: string;
+  caller: string;
+  tool: string;
+  outcome: Outcome;
+  revision: number | null;
+  view: string | null;
+  duration_ms: number;
+  output_bytes: number;
+  detail: string | null;
+}
+
+export interface CallFilters {
+  tool?: string;
+  caller?: string;
+  view?: string;
+  outcome?: string;
+  since?: string;
+  until?: string;
+  cursor?: string;
+  limit?: number;
+}
+
+export interface ToolUsage {
+  calls: number;
+  errors: number;
+  error_rate: number;
+}
+
+export interface ChartBucket {
+  start: string;
+  calls: number;
+  errors: number;
+  p50_ms: number | null;
+  p99_ms: number | null;
+}
+
+export interface Chart {
+  tool: string;
+  range: "hour" | "day" | "month";
+  bucket_s: number;
+  buckets: ChartBucket[];
+  outcomes: Record<Outcome, number>;
+  totals: { calls: number; errors: number; p50_ms: number | null; p99_ms: number | null };
 }
 
 export interface SecretState {
@@ -210,8 +301,24 @@ export class Api {
   bundle = (id: string) => this.get<BundleDetail>(`/api/bundles/${enc(id)}?log=true`);
   retryBundle = (id: string) => this.request<BundleDetail>("POST", `/api/bundles/${enc(id)}/retry`);
   keys = () => this.get<{ keys: KeyInfo[] }>("/api/keys");
-  createKey = (name: string, scope: string) =>
-    this.request<KeyInfo>("POST", "/api/keys", { name, scope }).then((r) => r.data);
+  createKey = (name: string, scope: string, view: string | null = null, quota: Quota = {}) =>
+    this.request<KeyInfo>("POST", "/api/keys", { name, scope, view, quota }).then((r) => r.data);
+  bindKey = (name: string, view: string | null, quota: Quota) =>
+    this.request<KeyInfo>("PUT", `/api/keys/${enc(name)}/binding`, { view, quota }).then((r) => r.data);
+  views = () => this.get<{ views: View[] }>("/api/views");
+  view = (name: string) => this.request<View>("GET", `/api/views/${enc(name)}`).then((r) => r.data);
+  createView = (view: ViewDef) => this.request<View>("POST", "/api/views", view).then((r) => r.data);
+  saveView = (view: ViewDef, revision: number) =>
+    this.request<View>("PUT", `/api/views/${enc(view.name)}`, view, { "If-Match": `"${revision}"` }).then(
+      (r) => r.data,
+    );
+  removeView = (name: string) => this.request<View>("DELETE", `/api/views/${enc(name)}`);
+  calls = (filters: CallFilters) =>
+    this.get<{ calls: CallEntry[]; next_cursor: string | null }>(`/api/calls${query(filters)}`);
+  callsByTool = (hours = 24) =>
+    this.get<{ tools: Record<string, ToolUsage> }>(`/api/calls/by-tool?hours=${hours}`);
+  chart = (tool: string, range: string) =>
+    this.get<Chart>(`/api/calls/chart${query({ tool, range })}`);
   revokeKey = (name: string) => this.request<unknown>("DELETE", `/api/keys/${enc(name)}`);
   secrets = (tool: string) => this.get<{ secrets: SecretState[] }>(`/api/tools/${enc(tool)}/secrets`);
   setSecret = (tool: string, secret: string, value: string) =>
@@ -223,6 +330,11 @@ export class Api {
 /** A deep copy of JSON data (also of Svelte state proxies, which structuredClone refuses). */
 export function clone<T>(value: T): T {
   return value === undefined ? value : (JSON.parse(JSON.stringify(value)) as T);
+}
+
+function query(params: Record<string, string | number | undefined>): string {
+  const pairs = Object.entries(params).filter(([, v]) => v !== undefined && v !== "");
+  return pairs.length ? `?${new URLSearchParams(pairs.map(([k, v]) => [k, String(v)]))}` : "";
 }
 
 function enc(part: string): string {
@@ -241,6 +353,10 @@ export function draftOf(tool: Tool | Revision, name: string): Draft {
     output_schema: tool.output_schema ? clone(tool.output_schema) : null,
     annotations: tool.annotations ? { ...tool.annotations } : null,
     timeout_seconds: tool.timeout_seconds,
+    enabled: "enabled" in tool ? tool.enabled : true,
     secrets: [...(tool.secrets ?? [])],
+    files: { ...(tool.files ?? {}) },
+    task: tool.task ?? null,
+    tags: [...(tool.tags ?? [])],
   };
 }

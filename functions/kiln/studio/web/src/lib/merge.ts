@@ -3,24 +3,15 @@
 // overlap is left as conflict markers for the author to settle before saving again.
 import { merge as diff3 } from "node-diff3";
 import { clone, type Draft } from "./api";
+import { MANIFEST_FIELDS } from "./manifest";
 
 export interface MergeOutcome {
   draft: Draft;
   conflicts: string[]; // fields both sides changed differently
 }
 
-const FIELDS: (keyof Draft)[] = [
-  "title",
-  "description",
-  "language",
-  "code",
-  "requirements",
-  "input_schema",
-  "output_schema",
-  "annotations",
-  "timeout_seconds",
-  "secrets",
-];
+// Every manifest field but the name (a rename is its own action, never part of a save).
+const FIELDS: (keyof Draft)[] = MANIFEST_FIELDS.filter((field) => field !== "name");
 
 function same(a: unknown, b: unknown): boolean {
   return JSON.stringify(a) === JSON.stringify(b);

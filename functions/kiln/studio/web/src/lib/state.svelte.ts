@@ -4,10 +4,14 @@ import { Api, type Whoami, type RunReply, type Tool } from "./api";
 import { forgetKey, loadKey, storeKey } from "./session";
 
 export interface Route {
-  screen: "tools" | "tool" | "new" | "keys" | "connect" | "deleted";
+  screen: "tools" | "tool" | "new" | "keys" | "connect" | "deleted" | "views" | "view" | "calls" | "notfound";
   tool?: string;
   tab?: string;
+  view?: string;
 }
+
+export const TOOL_TABS = ["code", "schema", "test", "history", "package", "secrets", "settings", "usage"];
+const SCREENS = ["new", "keys", "connect", "deleted", "views", "calls"] as const;
 
 export interface KeptRun {
   id: number;
@@ -18,19 +22,30 @@ export interface KeptRun {
   at: string;
 }
 
+/** The screen a hash names; anything the studio does not have is "notfound". */
 export function parseRoute(hash: string): Route {
-  const parts = hash.replace(/^#\/?/, "").split("/").map(decodeURIComponent);
-  if (parts[0] === "tools" && parts[1]) return { screen: "tool", tool: parts[1], tab: parts[2] || "code" };
-  if (parts[0] === "new") return { screen: "new" };
-  if (parts[0] === "keys") return { screen: "keys" };
-  if (parts[0] === "connect") return { screen: "connect" };
-  if (parts[0] === "deleted") return { screen: "deleted" };
-  return { screen: "tools" };
+  let parts: string[];
+  try {
+    parts = hash.replace(/^#\/?/, "").replace(/\/$/, "").split("/").map(decodeURIComponent);
+  } catch {
+    return { screen: "notfound" }; // a broken %-escape
+  }
+  const [first = "", second, third, ...rest] = parts;
+  if (first === "" || (first === "tools" && second === undefined)) return { screen: "tools" };
+  if (first === "tools" && second && rest.length === 0) {
+    const tab = third || "code";
+    return TOOL_TABS.includes(tab) ? { screen: "tool", tool: second, tab } : { screen: "notfound" };
+  }
+  if (first === "views" && second && third === undefined) return { screen: "view", view: second };
+  if ((SCREENS as readonly string[]).includes(first) && second === undefined)
+    return { screen: first as Route["screen"] };
+  return { screen: "notfound" };
 }
 
 export function href(route: Route): string {
   if (route.screen === "tool" && route.tool)
     return `#/tools/${encodeURIComponent(route.tool)}/${route.tab ?? "code"}`;
+  if (route.screen === "view" && route.view) return `#/views/${encodeURIComponent(route.view)}`;
   return `#/${route.screen}`;
 }
 
@@ -40,6 +55,8 @@ class Studio {
   route = $state<Route>(parseRoute(location.hash));
   notice = $state<{ text: string; kind: "ok" | "error" } | null>(null);
   runs = $state<KeptRun[]>([]);
+  /** Filters the Calls screen opens with (set by a tool's Usage tab). */
+  callFilters = $state<{ tool?: string }>({});
   /** The tool list asked for together with whoami on a resumed session (one round trip less). */
   prefetched: Promise<{ tools: Tool[] }> | null = null;
   private noticeTimer: ReturnType<typeof setTimeout> | undefined;

@@ -1,0 +1,29 @@
+// The fields of a tool's manifest as a save takes them: the one list the studio edits, keeps
+// and compares. tests/functional/test_studio_manifest.py checks it against the server's
+// `kiln.catalog.model.Draft`, so a field added there fails a test until the studio has it.
+export const MANIFEST_FIELDS = [
+  "name",
+  "description",
+  "language",
+  "code",
+  "requirements",
+  "input_schema",
+  "output_schema",
+  "title",
+  "annotations",
+  "timeout_seconds",
+  "enabled",
+  "secrets",
+  "files",
+  "task",
+  "tags",
+] as const;
+
+export type ManifestField = (typeof MANIFEST_FIELDS)[number];
+
+/** How a tool may run as an MCP task: never (null), when the client asks, or always. */
+export const TASK_MODES = [
+  [null, "Never: every call answers in the request"],
+  ["optional", "Optional: a client may ask for a task"],
+  ["required", "Required: every call is a task"],
+] as const;

@@ -1,0 +1,303 @@
+"""The studio as the authors' cockpit: a save keeps every manifest field; views, keys with their
+quotas and use, the call ledger and a tool's charts on screen, read back against what was
+seeded; every screen checked by axe at desktop and phone width, photographed at both."""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+import re
+import time
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+from playwright.sync_api import expect
+
+from kiln.access.ledger import CallLedger, CallRecord
+from kiln.aws.clients import make_clients
+from kiln.catalog.model import Draft
+from kiln.local.emulator import shared_endpoint
+from support.browser import DESKTOP, NARROW, Dev, assert_accessible, shoot, sign_in
+
+ECHO = "import json, sys\nprint(json.dumps(json.load(sys.stdin)))\n"
+MANIFEST = [field.name for field in dataclasses.fields(Draft)]
+
+
+def make_tool(dev: Dev, name: str, **fields: Any) -> dict[str, Any]:
+    body = {"name": name, "description": "d", "language": "python", "code": ECHO, **fields}
+    reply = dev.api("POST", "/api/tools", json=body)
+    assert reply.status_code == 201, reply.text
+    return dict(reply.json())
+
+
+def head(dev: Dev, name: str) -> dict[str, Any]:
+    reply = dev.api("GET", f"/api/tools/{name}")
+    assert reply.status_code == 200, reply.text
+    return dict(reply.json())
+
+
+def both_widths(page: Any, name: str) -> None:
+    """axe finds nothing at 1440x900 and at 390x844, where the page does not scroll sideways;
+    the screen is photographed at both widths."""
+    assert_accessible(page)
+    shoot(page, name)
+    page.set_viewport_size(NARROW)
+    try:
+        page.wait_for_timeout(150)  # layout settles (media queries, the tab row's scroll)
+        assert_accessible(page)
+        wide = page.evaluate("document.documentElement.scrollWidth")
+        assert wide == NARROW["width"], f"{name}: the page is {wide} px wide on a 390 px screen"
+    finally:
+        page.set_viewport_size(DESKTOP)
+
+
+# -- every manifest field kept ----------------------------------------------------------------
+
+
+def test_saving_from_the_studio_keeps_every_manifest_field(page: Any, dev: Dev) -> None:
+    every = {
+        "title": "Slow report",
+        "requirements": ["requests>=2"],
+        # The author's order, not the alphabet's: zeta before alpha.
+        "input_schema": {
+            "type": "object",
+            "properties": {"zeta": {"type": "string"}, "alpha": {"type": "integer"}},
+            "required": ["zeta"],
+        },
+        "output_schema": {"type": "object", "properties": {"ok": {"type": "boolean"}}},
+        "annotations": {"readOnlyHint": True, "openWorldHint": False},
+        "timeout_seconds": 45,
+        "enabled": False,
+        "secrets": ["API_TOKEN"],
+        "files": {"rates.json": base64.b64encode(b'{"uk": 20}').decode()},
+        "task": "optional",
+        "tags": ["finance", "uk"],
+    }
+    make_tool(dev, "slow_report", **every)
+    before = head(dev, "slow_report")
+    missing = [field for field in MANIFEST if field not in before]
+    assert not missing, f"GET /api/tools/slow_report lacks {missing}"
+
+    sign_in(page)
+    page.goto("/studio/#/tools/slow_report/code")
+    page.get_by_label("Description").fill("Builds the slow report.")
+    page.get_by_role("button", name="Save").click()
+    expect(page.get_by_text("Saved as revision 2.")).to_be_visible(timeout=30_000)
+    after = head(dev, "slow_report")
+    assert after["revision"] == 2
+    changed = {f: (before[f], after[f]) for f in MANIFEST if before[f] != after[f]}
+    assert changed == {"description": ("d", "Builds the slow report.")}, changed
+    assert list(after["input_schema"]["properties"]) == ["zeta", "alpha"]
+
+    page.get_by_role("link", name="Settings").click()
+    expect(page.get_by_role("textbox", name=re.compile("^Tags"))).to_have_value("finance uk")
+    expect(page.get_by_role("combobox", name=re.compile("^Runs as an MCP task"))).to_have_value(
+        "optional"
+    )
+    page.get_by_role("textbox", name=re.compile("^Tags")).fill("finance uk eu")
+    page.get_by_role("combobox", name=re.compile("^Runs as an MCP task")).select_option("required")
+    both_widths(page, "20-settings-tags-task")
+    page.get_by_role("button", name="Save").click()
+    expect(page.get_by_text("Saved as revision 3.")).to_be_visible(timeout=30_000)
+    third = head(dev, "slow_report")
+    assert third["tags"] == ["eu", "finance", "uk"]
+    assert third["task"] == "required"
+    changed = {f for f in MANIFEST if after[f] != third[f]}
+    assert changed == {"tags", "task"}, changed
+
+    page.get_by_role("link", name="Schemas").click()  # the form follows the author's order
+    names = page.locator("[data-schema='input-schema']").get_by_label("Name", exact=True)
+    expect(names).to_have_count(2)
+    assert [names.nth(i).input_value() for i in range(2)] == ["zeta", "alpha"]
+
+
+def test_a_broken_tag_is_named_at_its_field_in_plain_words(page: Any, dev: Dev) -> None:
+    make_tool(dev, "tagged_badly")
+    sign_in(page)
+    page.goto("/studio/#/tools/tagged_badly/settings")
+    page.get_by_role("textbox", name=re.compile("^Tags")).fill("ok Not_OK")
+    error = page.locator("#e-tags")
+    expect(error).to_contain_text("Line 2: must be 1-32 characters from a-z 0-9 _ -")
+    assert "rule:" not in error.locator("span").first.inner_text()
+    expect(page.locator(".tabs a.active .dot")).to_have_count(1)
+
+
+# -- not found ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "route", ["#/tools/nothing_here/code", "#/tools/x/packages", "#/nowhere", "#/views/a/b"]
+)
+def test_an_unknown_route_says_not_found_with_a_way_back(page: Any, route: str) -> None:
+    sign_in(page)
+    page.goto(f"/studio/{route}")
+    found = page.get_by_test_id("not-found")
+    expect(found).to_contain_text("Not found")
+    if route == "#/nowhere":
+        both_widths(page, "21-not-found")
+    found.get_by_role("link", name="Back to the tools").click()
+    expect(page.get_by_role("heading", name="Tools", exact=True)).to_be_visible()
+
+
+# -- views and keys -----------------------------------------------------------------------------
+
+
+def test_an_author_builds_a_view_and_binds_a_key_whose_use_the_keys_page_shows(
+    page: Any, dev: Dev
+) -> None:
+    make_tool(dev, "vat_rate", tags=["finance"])
+    make_tool(dev, "fx_rate")
+    sign_in(page)
+    page.get_by_role("link", name="Views").click()
+    page.get_by_label("Name", exact=True).fill("finance")
+    page.get_by_label(re.compile("^Tools")).fill("tag:finance")
+    page.get_by_role("button", name="Create view").click()
+    expect(page.get_by_role("heading", name="finance")).to_be_visible()
+    tools = page.get_by_label("Tool", exact=True)
+    expect(tools.locator("option", has_text="fx_rate")).to_have_count(1)
+    tools.select_option("fx_rate")
+    page.get_by_label("Revision").select_option("1")
+    page.get_by_role("button", name="Add tool").click()
+    page.get_by_label("Published on its own URL").check()
+    page.get_by_label("Calls per minute").fill("500")
+    page.get_by_role("button", name="Save view").click()
+    expect(page.get_by_text("Saved view finance.")).to_be_visible(timeout=30_000)
+    expect(page.get_by_test_id("view-url")).to_have_text(f"{dev.url}/mcp/v/finance")
+    shows = page.get_by_test_id("view-shows")
+    expect(shows).to_contain_text("vat_rate")
+    expect(shows).to_contain_text("fx_rate")
+    saved = dev.api("GET", "/api/views/finance").json()
+    assert saved["tools"] == ["tag:finance", "fx_rate@1"], saved
+    assert saved["published"] is True
+    assert saved["quota"] == {"calls_per_minute": 500}
+    both_widths(page, "22-view")
+    page.get_by_role("link", name="← Views").click()
+    expect(page.get_by_role("cell", name=re.compile("^finance"))).to_be_visible()
+    both_widths(page, "23-views")
+
+    page.get_by_role("link", name="Keys").click()
+    page.get_by_label("Name", exact=True).fill("partner")
+    page.get_by_label(re.compile("^View")).select_option("finance")
+    page.get_by_label("Calls per minute").fill("50")
+    page.get_by_role("button", name="Create key").click()
+    key = page.get_by_test_id("new-key").locator("code").inner_text()
+    for n in range(2):
+        answer = call(dev, "vat_rate", key, rid=n)
+        assert answer.status_code == 200, answer.text
+        assert answer.json()["result"]["isError"] is False, answer.text
+    page.reload()
+    row = page.get_by_role("row", name=re.compile("partner"))
+    expect(row.get_by_role("link", name="finance")).to_be_visible()
+    expect(row.get_by_test_id("key-quota")).to_contain_text("50 calls/min")
+    expect(row.get_by_test_id("key-quota")).to_contain_text("2 of 50 calls this minute")
+    both_widths(page, "24-keys-bound")
+
+
+def call(dev: Dev, tool: str, key: str, rid: int = 1) -> Any:
+    body = {"jsonrpc": "2.0", "id": rid, "method": "tools/call",
+            "params": {"name": tool, "arguments": {}}}  # fmt: skip
+    headers = {"Accept": "application/json, text/event-stream", "Authorization": f"Bearer {key}",
+               "MCP-Protocol-Version": "2025-11-25"}  # fmt: skip
+    return dev.http.post(dev.url + "/mcp", json=body, headers=headers)
+
+
+# -- the ledger on screen -----------------------------------------------------------------------
+
+# (outcome, duration ms, view) of the calls seeded a few minutes ago for `charted`: 9 calls, 3
+# errors (tool_error, timeout), durations of those that ran 100..1000 ms: p50 400, p99 1000.
+SEEDED = [
+    ("ok", 100.0, "finance"), ("ok", 200.0, None), ("ok", 300.0, None), ("ok", 400.0, None),
+    ("tool_error", 500.0, "finance"), ("tool_error", 600.0, "finance"), ("timeout", 1000.0, None),
+    ("refused", 0.0, None), ("cancelled", 800.0, None),
+]  # fmt: skip
+OLDER = [("ok", 50.0, None), ("ok", 50.0, None)]  # three days ago: only in the 30-day chart
+
+
+def seed(dev: Dev, tool: str, view: str = "finance") -> float:
+    """Write SEEDED (two minutes ago) and OLDER for `tool` straight into the ledger's table."""
+    endpoint = shared_endpoint(dev.log.parent / "s" / "aws")
+    assert endpoint is not None, f"no emulator described in {dev.log.parent / 's' / 'aws'}"
+    keys = (endpoint.credentials.access_key_id, endpoint.credentials.secret_access_key)
+    clients = make_clients(endpoint_url=endpoint.url, region=endpoint.region, credentials=keys)
+    ledger = CallLedger(clients.dynamodb, table="kiln", digest_key=b"seed")
+    at = time.time() - 120
+    for plan, when in ((SEEDED, at), (OLDER, at - 3 * 86_400)):
+        for outcome, duration, where in plan:
+            entry = CallRecord(
+                at="",
+                caller="key:seeder",
+                tool=tool,
+                outcome=outcome,  # type: ignore[arg-type]
+                revision=1,
+                view=view if where else None,
+                duration_ms=duration,
+            )
+            ledger.record(entry, started=when)
+    ledger.record(CallRecord(at="", caller="key:seeder", tool=f"{tool}_other", outcome="ok"),
+                  started=at)  # fmt: skip
+    return at
+
+
+def test_the_charts_show_the_seeded_calls_and_the_list_their_24_hours(page: Any, dev: Dev) -> None:
+    make_tool(dev, "charted")
+    at = seed(dev, "charted")
+    sign_in(page)
+    row = page.get_by_role("row", name=re.compile("charted"))
+    expect(row.get_by_test_id("calls-24h")).to_have_text("9")
+    expect(row.get_by_test_id("errors-24h")).to_have_text("33.3% (3)")
+    both_widths(page, "25-tools-usage")
+
+    page.goto("/studio/#/tools/charted/usage")
+    expect(page.get_by_test_id("total-calls")).to_have_text("9")
+    expect(page.get_by_test_id("total-errors")).to_have_text("3")
+    expect(page.get_by_test_id("total-p50")).to_have_text("400 ms")
+    expect(page.get_by_test_id("total-p99")).to_have_text("1 s")
+    expected = {"ok": "4", "tool_error": "2", "timeout": "1", "refused": "1", "cancelled": "1"}
+    for outcome, count in expected.items():
+        expect(page.get_by_test_id(f"outcome-{outcome}")).to_have_text(count)
+    hour = datetime.fromtimestamp(at - at % 3600, UTC).strftime("%Y-%m-%d %H:%M")
+    bucket = page.get_by_test_id("usage-table").get_by_role("row", name=re.compile(hour))
+    expect(bucket).to_have_text(re.compile(rf"{hour}\s*9\s*3\s*400 ms\s*1 s"))
+    bars = page.locator("svg rect.calls title")
+    expect(bars).to_have_count(1)
+    expect(bars.first).to_have_text(re.compile(r": 9 calls$"))
+    both_widths(page, "26-usage-day")
+
+    page.get_by_role("button", name="Last 30 days").click()
+    expect(page.get_by_test_id("total-calls")).to_have_text("11")
+    expect(page.locator("svg rect.calls")).to_have_count(2)
+    page.get_by_role("button", name="Last hour").click()
+    expect(page.get_by_test_id("total-calls")).to_have_text("9")
+
+    page.get_by_role("button", name="See these calls").click()
+    table = page.get_by_test_id("calls-table")
+    expect(table.locator("tbody tr")).to_have_count(9)  # the tool filter came along
+    page.get_by_label("Outcome").select_option("tool_error")
+    expect(table.locator("tbody tr")).to_have_count(2)
+    expect(table).to_contain_text("600 ms")
+    page.get_by_label("Outcome").select_option("")
+    page.get_by_label("Time").select_option("month")
+    expect(table.locator("tbody tr")).to_have_count(11)
+    page.get_by_label("Time").select_option("day")
+    page.get_by_label("Tool", exact=True).select_option("")
+    expect(table).to_contain_text("charted_other")  # every tool's calls again
+    both_widths(page, "27-calls")
+
+
+def test_the_calls_screen_filters_by_view_and_caller(page: Any, dev: Dev) -> None:
+    make_tool(dev, "charted_too")
+    seed(dev, "charted_too", view="seeded")
+    made = dev.api("POST", "/api/views", json={"name": "seeded", "tools": ["charted_too"]})
+    assert made.status_code == 201, made.text
+    sign_in(page)
+    page.get_by_role("link", name="Calls").click()
+    table = page.get_by_test_id("calls-table")
+    view = page.get_by_label("View")
+    expect(view.locator("option", has_text="seeded")).to_have_count(1)
+    view.select_option("seeded")
+    expect(table.locator("tbody tr")).to_have_count(3)  # the three seeded through the view
+    for i in range(3):
+        expect(table.locator("tbody tr").nth(i)).to_contain_text("seeded")
+    page.get_by_label("Caller").select_option("anonymous")
+    expect(table).to_contain_text("No calls match.")

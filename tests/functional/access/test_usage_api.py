@@ -1,0 +1,91 @@
+"""The studio's usage reads on a real `kiln dev`: calls per tool over 24 hours, a tool's chart,
+the ledger filtered by view, and a key's and a view's quota use."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+
+import pytest
+
+from support.devserver import DevServer, kiln_dev
+
+ECHO = "import json, sys\nprint(json.load(sys.stdin)['text'])\n"
+FAILS = "import sys\nsys.exit(3)\n"
+SCHEMA = {"type": "object", "properties": {"text": {"type": "string"}}}
+
+
+@pytest.fixture(scope="module")
+def dev(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevServer]:
+    root = tmp_path_factory.mktemp("usage")
+    for name, code in (("echo", ECHO), ("fails", FAILS)):
+        (root / "tools" / name).mkdir(parents=True)
+        manifest = {"description": "d", "input_schema": SCHEMA, "tags": ["t"]}
+        (root / "tools" / name / "tool.json").write_text(json.dumps(manifest))
+        (root / "tools" / name / "main.py").write_text(code)
+    view = {"tools": ["tag:t"], "published": True, "quota": {"calls_per_minute": 100}}
+    (root / "tools" / "both.view.json").write_text(json.dumps(view))
+    with kiln_dev(root / "state", "--no-examples", "--tools", str(root / "tools")) as server:
+        yield server
+
+
+def test_calls_errors_and_quota_use_read_back_as_made(dev: DevServer) -> None:
+    key = dev.create_key("metered", "--calls-per-minute", "60")
+    for n in range(3):
+        reply = dev.mcp("tools/call", {"name": "echo", "arguments": {"text": "x"}}, key=key, rid=n)
+        assert reply.status_code == 200, reply.text
+    for n in range(2):
+        reply = dev.mcp("tools/call", {"name": "fails", "arguments": {"text": "x"}},
+                        path="/mcp/v/both", key=key, rid=n)  # fmt: skip
+        assert reply.status_code == 200, reply.text
+
+    by_tool = dev.api("GET", "/api/calls/by-tool").json()["tools"]
+    assert by_tool["echo"] == {"calls": 3, "errors": 0, "error_rate": 0.0}
+    assert by_tool["fails"] == {"calls": 2, "errors": 2, "error_rate": 1.0}
+
+    chart = dev.api("GET", "/api/calls/chart?tool=fails&range=hour").json()
+    assert len(chart["buckets"]) == 12
+    assert chart["bucket_s"] == 300
+    assert chart["totals"]["calls"] == 2
+    assert chart["totals"]["errors"] == 2
+    assert chart["outcomes"]["tool_error"] == 2
+    assert sum(b["calls"] for b in chart["buckets"]) == 2
+
+    through_view = dev.api("GET", "/api/calls?view=both").json()["calls"]
+    assert sorted(c["tool"] for c in through_view) == ["fails", "fails"]
+
+    keys = {k["name"]: k for k in dev.api("GET", "/api/keys").json()["keys"]}
+    assert keys["metered"]["usage"]["calls_this_minute"] == 5
+    view = dev.api("GET", "/api/views/both").json()
+    assert view["usage"]["calls_this_minute"] == 2
+
+
+@pytest.mark.parametrize(
+    ("query", "says"),
+    [
+        ("/api/calls/chart?tool=echo&range=week", "range: must be one of hour, day, month"),
+        ("/api/calls/by-tool?hours=0", "hours: must be from 1 to 720"),
+    ],
+)
+def test_a_bad_usage_query_is_named(dev: DevServer, query: str, says: str) -> None:
+    reply = dev.api("GET", query)
+    assert reply.status_code == 400, reply.text
+    assert reply.json()["error"]["message"] == says
+
+
+def test_percentiles_are_nearest_rank() -> None:
+    from kiln.access.usage import percentile
+
+    assert percentile([], 0.5) is None
+    assert percentile([400.0, 100.0, 300.0, 200.0], 0.5) == 200.0
+    assert percentile([float(n) for n in range(1, 101)], 0.99) == 99.0
+    assert percentile([5.0], 0.99) == 5.0
+
+
+def test_charts_start_on_a_bucket_boundary() -> None:
+    from datetime import UTC, datetime
+
+    from kiln.access.usage import window
+
+    start, step, count = window("day", datetime(2026, 1, 2, 10, 42, tzinfo=UTC))
+    assert (start, step.total_seconds(), count) == (datetime(2026, 1, 1, 11, tzinfo=UTC), 3600, 24)
