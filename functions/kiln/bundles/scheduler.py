@@ -216,7 +216,10 @@ class LocalBuildWorker:
                         progress=functools.partial(self.progress, bundle_id),
                         toolchain=self.toolchain,
                     )
-                    logger.info("bundle %s: %s", bundle_id, result.status)
+                    if result.status == "failed":  # why, in the server's log too
+                        logger.warning("bundle %s: failed: %s", bundle_id, result.error)
+                    else:
+                        logger.info("bundle %s: %s", bundle_id, result.status)
             except Exception:
                 logger.exception("bundle %s: build did not finish", bundle_id)
             finally:

@@ -31,6 +31,13 @@ def cmd_stdio(args: argparse.Namespace) -> int:
     return run_stdio(args)
 
 
+def _view_files_in(dirs: list[str]) -> bool:
+    """Whether any of `dirs` holds a `*.view.json` (pushed even without tool folders)."""
+    from kiln.access.view_files import view_files
+
+    return any(view_files(Path(root)) for root in dirs)
+
+
 def cmd_tools_push(args: argparse.Namespace) -> int:
     from kiln.catalog.files import FolderError, push, read_folders, tool_folders
     from kiln.cli.client import ApiCallError, HttpTarget
@@ -38,14 +45,14 @@ def cmd_tools_push(args: argparse.Namespace) -> int:
 
     try:
         folders = [folder for root in args.dirs for folder in tool_folders(Path(root))]
-        if not folders:
+        if not folders and not _view_files_in(args.dirs):
             raise FolderError(
                 f"no tool folders in {', '.join(args.dirs)} (a tool folder holds tool.json "
                 "and main.py or main.js)"
             )
         read_folders(folders)  # every folder's problems, before a server is even looked for
         client = _client(args)
-        results = push(HttpTarget(client), folders)
+        results = push(HttpTarget(client), folders) if folders else []
         views = push_view_files(client, [Path(root) for root in args.dirs])
     except (FolderError, ApiCallError, ServerNotFoundError) as error:
         return output.fail("tools push", error)

@@ -44,10 +44,31 @@ def _busy_message(host: str, port: int, state_dir: Path) -> str:
             f"port {port} is in use: kiln dev is already running at {running} for {state_dir}; "
             "use that one, or stop it first"
         )
+    if _answers_as_kiln(host, port):
+        return (
+            f"port {port} on {host} is in use by another kiln dev (another state directory "
+            f"than {state_dir}); stop it, or choose another port: kiln dev --port {port + 1}"
+        )
     return (
         f"port {port} on {host} is already in use by another program; "
         f"stop it, or choose another port: kiln dev --port {port + 1}"
     )
+
+
+def _answers_as_kiln(host: str, port: int) -> bool:
+    """Whether the program on the port answers /api/health as Kiln does."""
+    import json
+    import urllib.request
+
+    where = "127.0.0.1" if host in ("0.0.0.0", "::", "") else host
+    where = f"[{where}]" if ":" in where else where
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # loopback: direct
+    try:
+        with opener.open(f"http://{where}:{port}/api/health", timeout=2) as answer:
+            body = json.loads(answer.read(4096))
+    except (OSError, ValueError):
+        return False
+    return isinstance(body, dict) and body.get("ok") is True and "version" in body
 
 
 def node_warning(configured: str | None) -> str | None:

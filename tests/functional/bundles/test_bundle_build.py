@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+import support.toolchain as toolchain
 from conftest import AwsStack
 from kiln.bundles.build import Toolchain, build_bundle, target_interpreter
 from kiln.bundles.bun import find_bun
@@ -149,12 +150,14 @@ def test_a_bundle_over_the_size_limit_is_refused_with_a_clear_message(
 def test_a_lambda_target_gets_cp313_manylinux_wheels_that_import_under_python_3_13(
     store: BundleStore, tmp_path: Path
 ) -> None:
-    interpreter = target_interpreter(parse_target("lambda-python3.13-x86_64"))
+    root = toolchain.pyenv_root()  # found without HOME: the build looks there too
+    interpreter = target_interpreter(parse_target("lambda-python3.13-x86_64"), root)
     if interpreter is None:
-        pytest.skip("no CPython 3.13 on this machine (pyenv install 3.13)")
+        pytest.skip(toolchain.NO_PYTHON_313)
     record = store.ensure("python", "lambda-python3.13-x86_64", ["pyyaml==6.*"])
     assert record is not None
-    result = handle_build_event({"bundle_id": record.id}, None, store=store, workdir=tmp_path)
+    result = handle_build_event({"bundle_id": record.id}, None, store=store, workdir=tmp_path,
+                                toolchain=Toolchain(pyenv_root=root))  # fmt: skip
     assert result["bundles"][record.id]["status"] == "ready", store.read_log(record.id)
     names = _zip_names(store, record.id, tmp_path)
     assert any(n.endswith(".cpython-313-x86_64-linux-gnu.so") for n in names)

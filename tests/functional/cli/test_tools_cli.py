@@ -141,3 +141,12 @@ def test_a_malformed_url_gets_a_clear_message_not_a_traceback() -> None:
         )
         assert done.returncode == 1, (url, done.stderr)
         assert done.stderr.startswith("kiln tools list: --url:"), (url, done.stderr)
+
+
+def test_a_directory_holding_only_view_files_pushes_its_views(
+    kiln_server: RunningKiln, tmp_path: Path
+) -> None:
+    (tmp_path / "only.view.json").write_text(json.dumps({"tools": ["tag:nothing-yet"]}))
+    done = kiln(kiln_server, "push", str(tmp_path))
+    assert done.returncode == 0, done.stderr
+    assert "view only" in done.stdout

@@ -14,17 +14,19 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 from cfnlint.decode import decode
 
+from support import toolchain
+
 ROOT = Path(__file__).resolve().parents[3]
 FUNCTIONS = ("McpFunction", "AdminFunction", "BuilderFunction", "WorkerFunction")
-PYENV_313 = sorted(Path.home().glob(".pyenv/versions/3.13*/bin/python3.13"))
-# pyenv's shim named python3.13 fails where 3.13 is not the selected version: prefer the binary.
-PYTHON_313 = str(PYENV_313[-1]) if PYENV_313 else shutil.which("python3.13")
+# Found without HOME, and never pyenv's shim (it fails where 3.13 is not the selected version).
+PYTHON_313 = toolchain.python("3.13")
 HASH_BASED = 0b01  # PEP 552 flags: a hash-based .pyc ...
 CHECK_SOURCE = 0b10  # ... whose source is checked on import (unchecked: not)
 
@@ -69,7 +71,7 @@ def test_every_function_and_the_deps_layer_build_through_a_makefile_target() -> 
     assert make_targets(ROOT / "layers" / "deps" / "Makefile") == {"build-DepsLayer"}
 
 
-@pytest.mark.skipif(PYTHON_313 is None, reason="needs a python3.13 (the Lambda runtime's)")
+@pytest.mark.skipif(PYTHON_313 is None, reason=toolchain.NO_PYTHON_313)
 def test_the_function_build_ships_unchecked_cpython_313_bytecode_for_every_module(
     tmp_path: Path,
 ) -> None:
@@ -112,3 +114,18 @@ def test_the_sam_build_output_holds_cpython_313_bytecode_for_code_and_deps_layer
         assert not (build / name / "kiln" / "cli").exists(), name
         assert not (build / name / "kiln" / "local").exists(), name
     assert missing_bytecode(build / "DepsLayer" / "python") == []
+
+
+def test_the_python_313_lookup_finds_the_same_interpreter_whatever_home_is(
+    tmp_path: Path,
+) -> None:
+    """With another HOME the lookup fell back to pyenv's shim: the build test failed, and a
+    skip said there was no 3.13 on a machine that has one."""
+    code = "import toolchain; print(toolchain.python('3.13'))"
+    env = {**os.environ, "HOME": str(tmp_path), "PYTHONPATH": str(ROOT / "tests")}
+    elsewhere = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                               text=True, check=False, timeout=120)  # fmt: skip
+    assert elsewhere.returncode == 0, elsewhere.stderr
+    assert elsewhere.stdout.strip() == str(PYTHON_313)
+    if PYTHON_313 is not None:
+        assert "/shims/" not in PYTHON_313

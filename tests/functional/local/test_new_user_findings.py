@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -100,3 +104,23 @@ def test_restoring_the_current_revision_makes_no_new_revision(dev: DevServer) ->
     assert restored.status_code == 200, restored.text
     assert restored.json()["revision"] == head
     assert len(dev.api("GET", "/api/tools/ping/revisions").json()["revisions"]) == head
+
+
+def test_kiln_dev_on_a_port_another_kiln_dev_holds_says_so(dev: DevServer, tmp_path: Path) -> None:
+    port = dev.url.rpartition(":")[2]
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "KILN_"))}
+    done = subprocess.run(
+        [sys.executable, "-m", "kiln.cli", "dev", "--port", port, "--no-examples",
+         "--state-dir", str(tmp_path / "other")],
+        env=env, capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert done.returncode == 1
+    assert "in use by another kiln dev" in done.stderr, done.stderr
+
+
+def test_bundle_builds_written_to_dist_are_not_left_untracked() -> None:
+    """The README's `kiln bundles build --out dist/` wrote into the clone, unignored."""
+    root = Path(__file__).resolve().parents[2]
+    ignored = subprocess.run(["git", "-C", str(root), "check-ignore", "-q", "dist/x.zip"],
+                             check=False)  # fmt: skip
+    assert ignored.returncode == 0

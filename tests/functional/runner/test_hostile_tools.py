@@ -203,8 +203,20 @@ def stage(request: pytest.FixtureRequest, test_user: int) -> Iterator[Stage]:
         shutil.rmtree(base, ignore_errors=True)
 
 
+def output_of(report: dict[str, Any], run: str) -> Any:
+    """A run's JSON report; if it printed none, the failure shows what it did print and its
+    stderr (a tool killed at its memory limit, say), not a bare JSONDecodeError."""
+    try:
+        return json.loads(report[run]["stdout"])
+    except ValueError:
+        raise AssertionError(
+            f"the {run} run printed no JSON report; its output, stderr and exit:\n"
+            f"{report[run]['text'][-3000:]}\nrunner error: {report[run]['runner_error']}"
+        ) from None
+
+
 def snoop_report(report: dict[str, Any]) -> dict[str, Any]:
-    found: dict[str, Any] = json.loads(report["snoop"]["stdout"])
+    found: dict[str, Any] = output_of(report, "snoop")
     return found
 
 
@@ -315,7 +327,7 @@ def test_a_tool_cannot_reach_the_servers_files_another_runs_files_or_a_port_kept
         pytest.skip("no Landlock: a run under the server's uid reaches what it can (README)")
     tmp_path = f"/tmp/kiln-reach-{secrets.token_hex(6)}"
     report = stage.run("reach", tcp_ports=[80, 443], tmp_path=tmp_path)
-    outcome = json.loads(report["reach"]["stdout"])
+    outcome = output_of(report, "reach")
     assert outcome["write its own directory"] == "done", outcome
     assert outcome["write the shared directory"] == "done", outcome
     for attempt in SERVERS_OWN:
@@ -338,12 +350,12 @@ def test_a_tool_can_neither_read_nor_kill_another_tools_standby(stage: Stage) ->
     secrets_ = {"argument": f"arg-{secrets.token_hex(8)}", "env": f"env-{secrets.token_hex(8)}"}
     report = stage.run("standby", secrets=secrets_)
     assert report["prepared"] is True
-    attack = json.loads(report["attack"]["stdout"])
+    attack = output_of(report, "attack")
     assert attack["others"] >= 2, attack  # it did find the standby's supervisor and script
     assert (attack["read"], attack["killed"]) == (0, 0), attack
     # The standby answered its call, untouched, with the call's own secret and argument.
     assert report["victim_standby"] is True
-    victim = json.loads(report["victim"]["stdout"])
+    victim = output_of(report, "victim")
     assert victim == {"token": secrets_["env"], "arg": secrets_["argument"]}
     stage.assert_contained(report)
 
