@@ -31,7 +31,6 @@ from typing import Any, Protocol
 
 from botocore.exceptions import ClientError
 
-from kiln.aws import StoreUnavailableError
 from kiln.catalog.model import Draft, Revision, Tool
 from kiln.catalog.names import NAME_PATTERN
 from kiln.catalog.toolfiles import digest as content_digest
@@ -247,11 +246,6 @@ class CatalogStore:
             if _cancel_codes(error)[:1] == ["ConditionalCheckFailed"]:
                 raise NameTakenError(f"name: a tool named {draft.name!r} already exists") from None
             raise
-        except StoreUnavailableError:
-            # Perhaps only the reply was lost: a create the store applied is answered as made
-            # (201), not as a 503 the author would retry into "already exists".
-            if self._get_by_id(tool_id) is None:
-                raise
         return tool
 
     def update(
