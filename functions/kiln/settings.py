@@ -199,7 +199,7 @@ class Settings:
     public_anonymous: bool = True  # KILN_PUBLIC_ANONYMOUS: /mcp answers without a key
     allowed_origins: tuple[str, ...] = ()  # KILN_ALLOWED_ORIGINS, comma-separated
     bind_host: str | None = None  # KILN_BIND_HOST (set by `kiln dev`): loopback -> Host checks
-    bind_port: int | None = None  # set by `kiln dev`: its own port, kept from runs' TCP
+    bind_port: int | None = None  # KILN_BIND_PORT (set by `kiln dev`): kept from runs' TCP
     instructions: str | None = None  # KILN_INSTRUCTIONS: the MCP `instructions` text
     max_body_bytes: int = 1024 * 1024  # KILN_MAX_BODY_BYTES
     max_timeout_s: float = LAMBDA_MAX_TIMEOUT_S  # KILN_MAX_TIMEOUT_S: no run lasts longer
@@ -287,6 +287,7 @@ class Settings:
             public_anonymous=_parse(e, "KILN_PUBLIC_ANONYMOUS", cls.public_anonymous, _boolean),
             allowed_origins=_parse(e, "KILN_ALLOWED_ORIGINS", (), _list),
             bind_host=_parse(e, "KILN_BIND_HOST", None, _text),
+            bind_port=_parse(e, "KILN_BIND_PORT", None, _positive_int),
             instructions=_parse(e, "KILN_INSTRUCTIONS", None, _text),
             max_body_bytes=_parse(e, "KILN_MAX_BODY_BYTES", cls.max_body_bytes, _positive_int),
             max_timeout_s=_parse(e, "KILN_MAX_TIMEOUT_S", cls.max_timeout_s, _positive_float),

@@ -310,7 +310,7 @@ def kiln_dev_as(
             yield server
         return
     uid, gid = unprivileged_user()
-    for place in ("state", "home"):
+    for place in ("state", "home", "tmp"):  # its temporary files too: removed with `base`
         (base / place).mkdir(exist_ok=True)
         os.chown(base / place, uid, gid)
     port = port or free_port()
@@ -319,7 +319,7 @@ def kiln_dev_as(
     command = ["setpriv", f"--reuid={uid}", f"--regid={gid}", "--clear-groups",
                str(SYSTEM_PYTHON), "-m", "kiln.cli", "dev", "--port", str(port), "--state-dir",
                str(base / "state"), "--author-key", DEV_KEY, *extra]  # fmt: skip
-    env_ = {**clean_env(), "HOME": str(base / "home"), "PYTHONPATH": f"{functions}:{packages}",
-            **(env or {})}  # fmt: skip
+    env_ = {**clean_env(), "HOME": str(base / "home"), "TMPDIR": str(base / "tmp"),
+            "PYTHONPATH": f"{functions}:{packages}", **(env or {})}  # fmt: skip
     with serving(command, port, base / "dev.log", env=env_), httpx.Client(timeout=120) as http:
         yield DevServer(f"http://127.0.0.1:{port}", base / "state", http)

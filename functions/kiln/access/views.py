@@ -14,7 +14,6 @@ Beside the definition, `bindings` holds each named entry's tool id and pinned co
 
 from __future__ import annotations
 
-import builtins
 import contextlib
 import json
 import random
@@ -341,7 +340,7 @@ class ViewStore:
         )
         return replace(view, entries=entries)
 
-    def carry_rename(self, tool_id: str, old: str, new: str) -> builtins.list[str]:
+    def carry_rename(self, tool_id: str, old: str, new: str) -> Sequence[str]:
         """Views naming the renamed tool now name it by its new name; returns their names.
 
         Entries bound to the tool follow it anyway; unbound ones naming `old` are bound now.

@@ -126,7 +126,7 @@ async def rename_tool(ref: str, request: Request) -> JSONResponse:
         """The rename, then the views naming the tool carried along (`views` in the answer)."""
         old = parts.store.get(ref).name
         tool = parts.authoring.rename(ref, new_name, who)
-        return tool, parts.views.store.carry_rename(tool.id, old, tool.name)
+        return tool, list(parts.views.store.carry_rename(tool.id, old, tool.name))
 
     tool, carried = await blocking(rename)
     return _located(tagged({**tool_json(tool), "views": carried}, tool), tool.name)

@@ -19,10 +19,12 @@ from typing import Any, Protocol
 
 from kiln.access.secrets import SecretError
 from kiln.authoring.serialise import definition, draft_of
+from kiln.aws.clients import StoreUnavailableError
 from kiln.catalog.model import Draft, Revision, Tool
 from kiln.catalog.rules import check_draft, check_name
 from kiln.catalog.store import CatalogStore, ToolNotFoundError
 from kiln.catalog.syntax import available_node, check_parses
+from kiln.catalog.toolfiles import same_definition
 from kiln.identity.audit import created_by, record_write
 from kiln.identity.policy import Principal
 from kiln.protocol.backend import ToolOutcome
@@ -193,8 +195,27 @@ class AuthoringService:
         return self.create_draft(self._checked(payload), who)
 
     def create_draft(self, draft: Draft, who: Principal | None) -> Tool:
-        tool = self._store.create(draft, actor=created_by(who))
+        try:
+            tool = self._store.create(draft, actor=created_by(who))
+        except StoreUnavailableError:
+            applied = self._applied_create(draft, created_by(who))
+            if applied is None:
+                raise
+            tool = applied
         return self._committed(who, "create", tool)
+
+    def _applied_create(self, draft: Draft, actor: str) -> Tool | None:
+        """After a create the store never answered: the tool, if the store applied it (the
+        reply was what got lost), so the author hears 201 rather than a 503 they would retry
+        into "already exists"; None when it was not applied, or is another's."""
+        try:
+            tool = self._store.get(draft.name)
+        except ToolNotFoundError:
+            return None
+        head = tool.head
+        if head.number == 1 and head.created_by == actor and same_definition(tool, draft):
+            return tool
+        return None
 
     def update(
         self,

@@ -31,7 +31,6 @@ from typing import Any, Protocol
 
 from botocore.exceptions import ClientError
 
-from kiln.aws.clients import StoreUnavailableError
 from kiln.catalog.model import Draft, Revision, Tool
 from kiln.catalog.names import NAME_PATTERN, taken_by
 from kiln.catalog.toolfiles import digest as content_digest
@@ -245,10 +244,6 @@ class CatalogStore:
             if _cancel_codes(error)[:1] == ["ConditionalCheckFailed"]:
                 raise self._name_taken(draft.name) from None
             raise
-        except StoreUnavailableError:
-            # Perhaps only the reply was lost: a create the store applied is answered as made.
-            if self._get_by_id(tool_id) is None:
-                raise
         return tool
 
     def update(
