@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
 from kiln.runner.limits import RunLimits
+from kiln.runner.talk import Ask, Said
 
 Language = Literal["python", "node"]
 # Which bound set the deadline: the tool's own timeout, the time left in the invocation (less
@@ -34,6 +35,11 @@ class RunRequest:
     label: str = ""  # tool name and revision, for the run's log line
     files: Mapping[str, bytes] = field(default_factory=dict)  # written beside the script
     limits: RunLimits | None = None  # tighter limits this tool asks for
+    # The conversation (see talk.py): answers so far, the kinds of question the caller can
+    # answer, and who hears progress and log lines as they come (on the event loop).
+    answers: Mapping[str, Any] | None = None
+    can_ask: tuple[str, ...] = ()
+    heard: Callable[[Said], None] | None = field(default=None, compare=False)
 
 
 @dataclass(frozen=True)
@@ -63,6 +69,8 @@ class RunResult:
     isolation: str = ""
     fence: str = ""  # the Landlock ruleset it entered, e.g. "landlock/7:files+tcp+signals"
     standby: bool = False  # it was prepared before the call (see kiln.runner.standby)
+    asks: tuple[Ask, ...] = ()  # the questions it asked on its talk channel (talk.py)
+    talk_problems: tuple[str, ...] = ()  # talk lines that broke the contract, and why
 
     @property
     def failed(self) -> bool:
