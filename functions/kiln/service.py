@@ -28,14 +28,14 @@ from kiln.aws import StoreUnavailableError
 from kiln.bundles.cache import BundleError
 from kiln.catalog.model import Tool
 from kiln.catalog.snapshot import CatalogSnapshots, Snapshot
-from kiln.protocol.backend import CallContext, ToolOutcome, ToolView
+from kiln.conversation import run_fields, tool_outcome
+from kiln.protocol.backend import CONVERSATION, CallContext, Conversation, ToolOutcome, ToolView
 from kiln.protocol.errors import RateLimitedError, UnavailableError
 from kiln.runner import (
     InvalidArgumentsError,
     NodeUnavailableError,
     Runner,
     RunnerBusyError,
-    contract_text,
 )
 from kiln.runner.model import RunRequest, RunResult
 
@@ -96,6 +96,7 @@ def tool_view(tool: Tool) -> ToolView:
         annotations=head.annotations,
         updated_at=tool.updated_at,
         task_support=head.task,
+        revision=f"{tool.id}@{head.number}",
     )
 
 
@@ -224,7 +225,9 @@ class CatalogBackend:
             )
         gate = self._gate
         started = time.time()
-        outcome, result = await self.execute(found, arguments, time_left_s=ctx.time_left_s)
+        outcome, result = await self.execute(
+            found, arguments, time_left_s=ctx.time_left_s, conversation=ctx.extra.get(CONVERSATION)
+        )
         if gate is None:
             return outcome
         kind = outcome_of(outcome.is_error, result is not None and result.timed_out)
@@ -330,7 +333,12 @@ class CatalogBackend:
         return view, tools or {}
 
     async def execute(
-        self, tool: Tool, arguments: Mapping[str, Any], *, time_left_s: float | None
+        self,
+        tool: Tool,
+        arguments: Mapping[str, Any],
+        *,
+        time_left_s: float | None,
+        conversation: Conversation | None = None,
     ) -> tuple[ToolOutcome, RunResult | None]:
         """Run a catalog tool's head revision; the outcome is shaped as the contract says.
 
@@ -342,7 +350,7 @@ class CatalogBackend:
                 bundle_path = await self._bundle_path(head.bundle_id, pinned)
             except BundleError as error:
                 return ToolOutcome(f"Tool {tool.name!r} cannot run: {error}", True), None
-            return await self._run(tool, arguments, bundle_path, time_left_s)
+            return await self._run(tool, arguments, bundle_path, time_left_s, conversation)
 
     async def _run(
         self,
@@ -350,6 +358,7 @@ class CatalogBackend:
         arguments: Mapping[str, Any],
         bundle_path: Path | None,
         time_left_s: float | None,
+        conversation: Conversation | None = None,
     ) -> tuple[ToolOutcome, RunResult | None]:
         head = tool.head
         # A thread hop only for what may do I/O: on a busy machine each one waits for a
@@ -376,12 +385,13 @@ class CatalogBackend:
             extra_env=extra_env,
             files=files,
             label=f"{tool.name}@{head.number}",
+            **run_fields(conversation),
         )
         try:
             result = await self._runner.run(request)
         except (RunnerBusyError, NodeUnavailableError, InvalidArgumentsError) as error:
             return ToolOutcome(str(error), True), None
-        return ToolOutcome(contract_text(result), result.failed, stdout=result.stdout), result
+        return tool_outcome(tool.name, result), result
 
     async def _bundle_path(self, bundle_id: str | None, pinned: ExitStack) -> Path | None:
         if bundle_id is None or self._bundles is None:

@@ -211,6 +211,12 @@ class Kiln:
         return hashlib.sha256(seed.encode()).digest()
 
     @cached_property
+    def state_secret(self) -> bytes:
+        """One per process unless configured (a state sealed here then opens only here)."""
+        configured = self.settings.state_secret
+        return configured.encode() if configured else os.urandom(32)
+
+    @cached_property
     def endpoint(self) -> McpEndpoint:
         """The MCP endpoint, built on first use (a REST-only function never pays for it)."""
         return self._endpoint(self.backend, tasks=self.tasks)
@@ -234,6 +240,7 @@ class Kiln:
                 allowed_origins=self.settings.allowed_origins,
                 loopback_bind=self.settings.loopback_bind,
                 cursor_secret=self.cursor_secret,
+                state_secret=self.state_secret,
             ),
             tasks=tasks,
         )

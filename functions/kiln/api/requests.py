@@ -13,12 +13,13 @@ from typing import TYPE_CHECKING, Any
 
 from starlette.background import BackgroundTask
 from starlette.requests import Request
-from starlette.responses import Response
+from starlette.responses import Response, StreamingResponse
 
 from kiln.access.gate import Work, bound_view
 from kiln.auth.policy import AuthError, Permission, Principal
 from kiln.protocol.backend import CallContext
 from kiln.protocol.spec import INVALID_REQUEST
+from kiln.protocol.talking import CAN_HOLD
 from kiln.service import AFTER_RESPONSE, START_NOW, VIEW_KEY
 
 if TYPE_CHECKING:
@@ -82,6 +83,8 @@ async def answer_mcp(
     extra: dict[str, Any] = {AFTER_RESPONSE: after}
     if request.scope.get("aws.context") is not None:  # the invocation ends after it anyway
         extra[START_NOW] = True
+    else:  # a process that keeps running can hold a 2025 call open for the client's answers
+        extra[CAN_HOLD] = True
     if view is not None:
         extra[VIEW_KEY] = view
     ctx = CallContext(time_left_s=time_left_s(request), principal=principal, extra=extra)
@@ -92,6 +95,10 @@ async def answer_mcp(
         background = BackgroundTask(parts.gate.after.run, after)
     elif after:  # a server that keeps running: do not hold the connection for it
         parts.gate.after.start(after)
+    if answer.stream is not None:
+        return StreamingResponse(
+            answer.stream, status_code=answer.status, headers=answer.headers, background=background
+        )
     return Response(
         answer.body, status_code=answer.status, headers=answer.headers, background=background
     )

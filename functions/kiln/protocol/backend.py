@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
@@ -24,6 +24,7 @@ class ToolView:
     updated_at: str = ""  # ISO 8601 UTC; tools/list orders by this, newest first, then name
     meta: Mapping[str, Any] | None = None  # extra `_meta` for versions that know it
     task_support: TaskSupport | None = None  # None: calls always run inside the request
+    revision: str = ""  # what a sealed requestState is bound to beside the name
 
 
 @dataclass(frozen=True)
@@ -34,6 +35,31 @@ class ToolOutcome:
     is_error: bool
     stdout: str = ""  # the raw stdout, for structuredContent and the `kiln/content` shape
     # (protocol/content.py); `text` should start with it, so notes after it are kept
+    questions: tuple[Question, ...] = ()  # what the run asked instead of answering
+
+
+@dataclass(frozen=True)
+class Question:
+    """One thing a run asked for: `method` is elicitation/create, sampling/createMessage or
+    roots/list, `params` that request's params, `key` the script's name for the answer."""
+
+    key: str
+    method: str
+    params: Mapping[str, Any]
+
+
+# What a run is told of its conversation (CallContext.extra[CONVERSATION]): the answers so far
+# (key -> the client's answer), the kinds of question the caller can answer ("elicitation",
+# "sampling", "roots"), and `hear(kind, fields)` for progress and log lines as they come
+# (kind "progress": progress, total, message; kind "log": level, data, logger).
+CONVERSATION = "kiln/conversation"
+
+
+@dataclass(frozen=True)
+class Conversation:
+    answers: Mapping[str, Any] = field(default_factory=dict)
+    can_ask: tuple[str, ...] = ()
+    hear: Callable[[str, Mapping[str, Any]], None] | None = None
 
 
 @dataclass(frozen=True)

@@ -102,6 +102,8 @@ def _ask(said: dict[str, Any]) -> Ask:
     key = said["ask"]
     if not isinstance(key, str) or not 0 < len(key) <= MAX_KEY_CHARS:
         raise ValueError(f'"ask" must be a key of 1 to {MAX_KEY_CHARS} characters')
+    if key.startswith("kiln/"):
+        raise ValueError('"ask" keys starting with "kiln/" are Kiln\'s own (approvals)')
     kinds = [kind for kind in ASK_KINDS if kind in said]
     if len(kinds) != 1 or set(said) != {"ask", kinds[0]}:
         raise ValueError('an ask holds "ask" and exactly one of "elicitation", "sampling", "roots"')
