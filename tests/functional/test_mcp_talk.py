@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -294,3 +295,85 @@ def test_the_readme_examples_ask_then_act_only_on_accept(server: McpServer, name
     )
     assert result_of(declined)["isError"] is True
     assert "Nothing paid: the user chose decline" in result_of(declined)["content"][0]["text"]
+
+
+TASKS = "io.modelcontextprotocol/tasks"
+
+
+def task_call(server: McpServer, method: str, **params: Any) -> dict[str, Any]:
+    params["_meta"] = {**meta(), META_CAPS: {**ALL_CAPS, "extensions": {TASKS: {}}}}
+    name = params.get("name") or params.get("taskId")
+    response = server.modern(method, params, name=name)
+    return result_of(response)
+
+
+def task_in(server: McpServer, task_id: str, *statuses: str) -> dict[str, Any]:
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        task = task_call(server, "tasks/get", taskId=task_id)
+        if task["status"] in statuses:
+            return task
+        time.sleep(0.1)
+    raise AssertionError(f"task {task_id} never reached {statuses}: {task}")
+
+
+def test_a_task_that_asks_waits_in_input_required_and_resumes_through_tasks_update(
+    server: McpServer,
+) -> None:
+    created = task_call(
+        server, "tools/call", name="confirm_delete", arguments={"filename": "a.txt"}
+    )
+    task = task_in(server, created["taskId"], "input_required")
+    assert task["inputRequests"]["confirm"]["method"] == "elicitation/create"
+    assert task["inputRequests"]["confirm"]["params"]["message"] == "Delete a.txt?"
+    ack = task_call(
+        server,
+        "tasks/update",
+        taskId=created["taskId"],
+        inputResponses={"confirm": accept({"confirm": True}), "unknown": {"ignored": True}},
+    )
+    assert ack == {"resultType": "complete", "_meta": ack["_meta"]}
+    done = task_in(server, created["taskId"], "completed", "failed", "cancelled")
+    assert done["result"]["content"][0]["text"] == "Deleted a.txt"
+
+
+def test_a_task_answered_one_question_at_a_time_stays_waiting_for_the_rest(
+    server: McpServer,
+) -> None:
+    created = task_call(server, "tools/call", name="multi_input", arguments={})
+    task = task_in(server, created["taskId"], "input_required")
+    assert set(task["inputRequests"]) == {"first", "second"}
+    task_call(
+        server,
+        "tasks/update",
+        taskId=created["taskId"],
+        inputResponses={"first": accept({"name": "one"})},
+    )
+    waiting = task_call(server, "tasks/get", taskId=created["taskId"])
+    assert waiting["status"] == "input_required"
+    assert set(waiting["inputRequests"]) == {"second"}
+    task_call(
+        server,
+        "tasks/update",
+        taskId=created["taskId"],
+        inputResponses={"second": accept({"name": "two"})},
+    )
+    done = task_in(server, created["taskId"], "completed", "failed", "cancelled")
+    assert done["result"]["content"][0]["text"] == "one and two"
+
+
+def test_a_wrong_answer_type_for_a_tasks_question_is_invalid_params(server: McpServer) -> None:
+    created = task_call(
+        server, "tools/call", name="confirm_delete", arguments={"filename": "b.txt"}
+    )
+    task_in(server, created["taskId"], "input_required")
+    params = {
+        "taskId": created["taskId"],
+        "inputResponses": {"confirm": {"action": "maybe"}},
+        "_meta": {**meta(), META_CAPS: {"extensions": {TASKS: {}}}},
+    }
+    error = server.modern("tasks/update", params, name=created["taskId"]).json()["error"]
+    assert error["code"] == -32602
+    assert "inputResponses.confirm is not a valid ElicitResult" in error["message"]
+    task_call(server, "tasks/cancel", taskId=created["taskId"])
+    assert task_call(server, "tasks/get", taskId=created["taskId"])["status"] == "cancelled"

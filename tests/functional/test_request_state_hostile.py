@@ -86,7 +86,7 @@ def forgeries(rng: random.Random, state: str) -> Iterator[tuple[str, Any]]:
         yield "extended", state + "".join(rng.choices(ALPHABET, k=rng.randint(1, 8)))
     for _ in range(50):  # the same bytes spelled differently, or wrapped in junk
         yield "respelled", rng.choice(["k1." + body + "==", "k1." + body + "\n", " " + state])
-    for _ in range(100):
+    for _ in range(115):
         raw = rng.randbytes(rng.randint(0, 300))
         yield "random", rng.choice(["k1.", "", "k2."]) + base64.urlsafe_b64encode(raw).decode()
     for value in (0, 1.5, True, [], {}, [state], {"state": state}):

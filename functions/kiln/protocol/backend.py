@@ -105,6 +105,8 @@ class TaskRecord:
     status_message: str | None = None
     result: Mapping[str, Any] | None = None
     error: Mapping[str, Any] | None = None
+    # `input_required`: the questions still open, key -> {"method": ..., "params": ...}
+    input_requests: Mapping[str, Any] | None = None
 
     @property
     def terminal(self) -> bool:
@@ -113,6 +115,10 @@ class TaskRecord:
 
 class TaskRefusedError(Exception):
     """A task the backend will not start now (a cap on running tasks); the message says why."""
+
+
+class TaskAnswerError(ValueError):
+    """An answer of the wrong type for its task's question; the message names it."""
 
 
 class TaskCursorError(ValueError):
@@ -139,6 +145,14 @@ class TaskBackend(Protocol):
         ...
 
     async def get_task(self, task_id: str, ctx: CallContext) -> TaskRecord | None: ...
+
+    async def update_task(
+        self, task_id: str, responses: Mapping[str, Any], ctx: CallContext
+    ) -> TaskRecord | None:
+        """Answers for an `input_required` task's open questions (others are ignored); once
+        none is open the task works again. Raises TaskAnswerError naming an answer of the
+        wrong type for its question."""
+        ...
 
     async def cancel_task(self, task_id: str, ctx: CallContext) -> TaskRecord | None:
         """Move a working task to `cancelled` (its run is stopped); terminal tasks stay."""

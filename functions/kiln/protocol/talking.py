@@ -183,6 +183,14 @@ def caller_of(ctx: CallContext) -> str:
 
 def _checked_answer(key: str, method: str, answer: Any, rid: RequestId) -> Any:
     """The client's answer to one question, checked against the answer type of its method."""
+    problem = answer_problem(key, method, answer)
+    if problem:
+        raise InvalidParamsError(f"Invalid params: {problem}", request_id=rid)
+    return answer
+
+
+def answer_problem(key: str, method: str, answer: Any) -> str | None:
+    """What is wrong with an answer for its question's method, or None."""
     import mcp_types
     from pydantic import TypeAdapter, ValidationError
 
@@ -190,18 +198,19 @@ def _checked_answer(key: str, method: str, answer: Any, rid: RequestId) -> Any:
         "elicitation/create": mcp_types.ElicitResult,
         "sampling/createMessage": mcp_types.CreateMessageResult,
         "roots/list": mcp_types.ListRootsResult,
-    }[method]
+    }.get(method)
+    if model is None:
+        return None
     try:
         TypeAdapter(model).validate_python(answer)
     except ValidationError as error:
         first = error.errors()[0]
         where = ".".join(str(p) for p in first["loc"]) or "(the answer)"
-        raise InvalidParamsError(
-            f"Invalid params: inputResponses.{key} is not a valid {model.__name__} "
-            f"(the answer to {method}): {where}: {first['msg']}",
-            request_id=rid,
-        ) from None
-    return answer
+        return (
+            f"inputResponses.{key} is not a valid {model.__name__} (the answer to {method}): "
+            f"{where}: {first['msg']}"
+        )
+    return None
 
 
 def _bad_question(name: str, questions: tuple[Question, ...]) -> str | None:

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from kiln.protocol.backend import (
     CallContext,
+    TaskAnswerError,
     TaskBackend,
     TaskCursorError,
     TaskRecord,
@@ -145,6 +146,8 @@ def detailed_task(record: TaskRecord) -> dict[str, Any]:
         task["result"] = dict(record.result)
     elif record.status == "failed":
         task["error"] = dict(record.error or {"code": -32603, "message": "Internal error"})
+    elif record.status == "input_required" and record.input_requests:
+        task["inputRequests"] = dict(record.input_requests)
     return task
 
 
@@ -265,7 +268,7 @@ class TaskMethods:
     async def _call(awaitable: Any, envelope: Envelope) -> Any:
         try:
             return await awaitable
-        except (ProtocolError, TaskCursorError):
+        except (ProtocolError, TaskCursorError, TaskAnswerError):
             raise
         except Exception as exc:
             raise InternalError("Internal error", request_id=envelope.request_id) from exc
@@ -281,9 +284,23 @@ class TaskMethods:
         return _dump(GetTaskResult.model_validate(_dump(_legacy_task(record))))
 
     async def update(self, envelope: Envelope, ctx: CallContext) -> dict[str, Any]:
-        # No Kiln tool asks for input mid-run, so there is never an outstanding request:
-        # responses for keys that are not outstanding are ignored, as SEP-2663 says.
-        await self._find(envelope, ctx)
+        """Answers for a task's open questions; responses for keys that are not open are
+        ignored, as SEP-2663 says. An empty ack: the task's state shows on tasks/get."""
+        record = await self._find(envelope, ctx)
+        responses = envelope.params.get("inputResponses", {})
+        if not isinstance(responses, dict):
+            raise InvalidParamsError(
+                "Invalid params: inputResponses must be an object (question key -> answer)",
+                request_id=envelope.request_id,
+            )
+        if record.status != "input_required":
+            return {}
+        try:
+            await self._call(self._backend.update_task(record.task_id, responses, ctx), envelope)
+        except TaskAnswerError as error:
+            raise InvalidParamsError(
+                f"Invalid params: {error}", request_id=envelope.request_id
+            ) from None
         return {}
 
     async def cancel(self, envelope: Envelope, ctx: CallContext) -> dict[str, Any]:
