@@ -30,6 +30,7 @@ def run_fields(conversation: Conversation | None) -> dict[str, Any]:
         "answers": dict(conversation.answers),
         "can_ask": tuple(conversation.can_ask),
         "heard": _listener(conversation.hear) if conversation.hear is not None else None,
+        "can_task": conversation.can_task,
     }
 
 
@@ -56,6 +57,8 @@ def tool_outcome(name: str, result: RunResult) -> ToolOutcome:
             True,
         )
     text = contract_text(result)
+    if result.go_on and not result.asks and not result.failed:
+        return ToolOutcome(text, False, stdout=result.stdout, escalate=True)
     if result.asks and not result.failed:
         return ToolOutcome(text, False, stdout=result.stdout, questions=_questions(result.asks))
     return ToolOutcome(text, result.failed, stdout=result.stdout)

@@ -95,7 +95,8 @@ def tool_view(tool: Tool) -> ToolView:
         output_schema=head.output_schema,
         annotations=head.annotations,
         updated_at=tool.updated_at,
-        task_support=head.task,
+        task_support="required" if head.task == "ask_first" else head.task,
+        asks_first=head.task == "ask_first",
         revision=f"{tool.id}@{head.number}",
     )
 

@@ -377,3 +377,23 @@ def test_a_wrong_answer_type_for_a_tasks_question_is_invalid_params(server: McpS
     assert "inputResponses.confirm is not a valid ElicitResult" in error["message"]
     task_call(server, "tasks/cancel", taskId=created["taskId"])
     assert task_call(server, "tasks/get", taskId=created["taskId"])["status"] == "cancelled"
+
+
+def test_a_tool_that_asks_first_gets_its_answers_in_the_request_then_runs_as_a_task(
+    server: McpServer,
+) -> None:
+    first = task_call(server, "tools/call", name="test_tool_with_task", arguments={})
+    assert first["resultType"] == "input_required"
+    assert "taskId" not in first
+    created = task_call(
+        server,
+        "tools/call",
+        name="test_tool_with_task",
+        arguments={},
+        inputResponses={"user_name": accept({"name": "Ada"})},
+        requestState=first["requestState"],
+    )
+    assert created["resultType"] == "task"
+    assert "requestState" not in created
+    done = task_in(server, created["taskId"], "completed", "failed", "cancelled")
+    assert done["result"]["content"][0]["text"] == "Hello, Ada! (from a task)"

@@ -25,6 +25,9 @@ class ToolView:
     meta: Mapping[str, Any] | None = None  # extra `_meta` for versions that know it
     task_support: TaskSupport | None = None  # None: calls always run inside the request
     revision: str = ""  # what a sealed requestState is bound to beside the name
+    # A task tool whose questions come first, inside the request (input_required); the task
+    # starts when its script says so ({"task": true}, see kiln/runner/TALKING.md).
+    asks_first: bool = False
 
 
 @dataclass(frozen=True)
@@ -36,6 +39,7 @@ class ToolOutcome:
     stdout: str = ""  # the raw stdout, for structuredContent and the `kiln/content` shape
     # (protocol/content.py); `text` should start with it, so notes after it are kept
     questions: tuple[Question, ...] = ()  # what the run asked instead of answering
+    escalate: bool = False  # the run asked to go on as a task (a tool that asks first)
 
 
 @dataclass(frozen=True)
@@ -60,6 +64,7 @@ class Conversation:
     answers: Mapping[str, Any] = field(default_factory=dict)
     can_ask: tuple[str, ...] = ()
     hear: Callable[[str, Mapping[str, Any]], None] | None = None
+    can_task: bool = False  # this run may hand the rest of its work to a task
 
 
 @dataclass(frozen=True)
@@ -140,8 +145,10 @@ class TaskBackend(Protocol):
         *,
         version: str,
         ttl_ms: int | None,
+        answers: Mapping[str, Any] | None = None,
     ) -> TaskRecord:
-        """Store a `working` task durably and start its run; raises TaskRefusedError."""
+        """Store a `working` task durably and start its run; raises TaskRefusedError.
+        `answers`: what a tool that asks first was told before it went on as a task."""
         ...
 
     async def get_task(self, task_id: str, ctx: CallContext) -> TaskRecord | None: ...

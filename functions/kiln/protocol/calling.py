@@ -176,6 +176,12 @@ class ToolCaller:
             return tool_error(summarize(name, problems))
         return tool, arguments
 
+    async def outcome(
+        self, tool: ToolView, arguments: dict[str, Any], ctx: CallContext
+    ) -> ToolOutcome:
+        """The backend's run of a checked call, as it is (no shaping, no conversation)."""
+        return await self._backend.call_tool(tool, arguments, ctx)
+
     async def run(
         self,
         tool: ToolView,
@@ -196,6 +202,7 @@ class ToolCaller:
                 )  # fmt: skip
                 if isinstance(said, dict):
                     return said
+                assert isinstance(said, ToolOutcome)  # only tasks may go on (can_task)
                 outcome = said
         except ProtocolError as error:  # a refusal the backend decided (a spent quota)
             error.request_id = request_id

@@ -68,6 +68,7 @@ class Turn:
     log_level: str | None = None  # the lowest level sent; None: no log notifications
     emit: Emit | None = None
     holder: Holder | None = None
+    can_task: bool = False  # a tool that asks first may say it goes on as a task
 
     def hear(self, kind: str, fields: Mapping[str, Any]) -> None:
         """A progress or log line of the running script, as a notification if wanted."""
@@ -87,15 +88,18 @@ class Turn:
 
     async def converse(
         self, call: Call, tool: Any, arguments: Mapping[str, Any], ctx: CallContext, rid: RequestId
-    ) -> ToolOutcome | dict[str, Any]:
+    ) -> ToolOutcome | dict[str, Any] | GoingOn:
         """Run the tool until it answers, or until it asks what this request cannot answer
-        here: then the `input_required` result (2026-07-28) or a tool error (2025)."""
+        here: then the `input_required` result (2026-07-28) or a tool error (2025); with
+        `can_task`, until it says it goes on as a task (GoingOn, with the answers so far)."""
         binding = Binding(tool.name, tool.revision, caller_of(ctx), arguments)
         answers, round_ = self._opened(binding, rid)
         for _ in range(MAX_HELD_ROUNDS):
             hear = self.hear if self.emit is not None else None
-            talk = Conversation(answers, self.can_ask, hear)
+            talk = Conversation(answers, self.can_ask, hear, can_task=self.can_task)
             outcome = await call(replace(ctx, extra={**ctx.extra, CONVERSATION: talk}))
+            if outcome.escalate and self.can_task:
+                return GoingOn(answers)
             if not outcome.questions:
                 return outcome
             problem = _bad_question(tool.name, outcome.questions)
@@ -163,6 +167,13 @@ class Turn:
             return _error_result(f"Tool '{binding.tool}' cannot ask again: {error}")
         requests = {q.key: {"method": q.method, "params": dict(q.params)} for q in questions}
         return {"resultType": "input_required", "inputRequests": requests, "requestState": state}
+
+
+@dataclass(frozen=True)
+class GoingOn:
+    """A tool that asked first has every answer and goes on as a task."""
+
+    answers: Mapping[str, Any]
 
 
 class _Legacy(Exception):

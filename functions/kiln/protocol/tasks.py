@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from kiln.protocol.backend import (
@@ -43,6 +44,7 @@ from kiln.protocol.errors import (
     RequestId,
 )
 from kiln.protocol.spec import CLIENT_CAPABILITIES_META_KEY
+from kiln.protocol.talking import TURN, GoingOn
 
 if TYPE_CHECKING:
     from mcp_types import Task
@@ -177,6 +179,12 @@ class TaskMethods:
             return await self._caller.run(
                 tool, arguments, version=envelope.version, ctx=ctx, request_id=rid
             )
+        answers = None
+        if tool.asks_first and envelope.modern:
+            first = await self._ask_first(tool, arguments, envelope, ctx)
+            if not isinstance(first, GoingOn):
+                return first
+            answers = first.answers
         try:
             record = await self._backend.create_task(
                 tool,
@@ -184,6 +192,7 @@ class TaskMethods:
                 ctx,
                 version=envelope.version,
                 ttl_ms=self._requested_ttl(envelope),
+                answers=answers,
             )
         except TaskRefusedError as refusal:
             return tool_error(str(refusal))
@@ -193,6 +202,26 @@ class TaskMethods:
         if envelope.modern:
             return {**modern_task(record), "resultType": "task"}
         return _dump(CreateTaskResult(task=_legacy_task(record)))
+
+    async def _ask_first(
+        self, tool: ToolView, arguments: dict[str, Any], envelope: Envelope, ctx: CallContext
+    ) -> dict[str, Any] | GoingOn:
+        """A tool that asks first runs inside the request until it has every answer (rounds
+        of input_required, SEP-2322) and says it goes on as a task; then the task starts
+        with those answers (SEP-2663's MRTR-then-task composition)."""
+        rid = envelope.request_id
+        turn = replace(ctx.extra[TURN], can_task=True)
+        ctx = replace(ctx, extra={**ctx.extra, TURN: turn})
+        try:
+            said = await turn.converse(
+                lambda c: self._caller.outcome(tool, arguments, c), tool, arguments, ctx, rid
+            )
+        except ProtocolError as error:
+            error.request_id = rid
+            raise
+        if isinstance(said, (dict, GoingOn)):
+            return said
+        return self._caller.shape(tool, said, envelope.version)  # it finished right away
 
     def _wants_task(self, tool: ToolView, envelope: Envelope) -> bool:
         params, rid = envelope.params, envelope.request_id

@@ -39,6 +39,7 @@ class RunRequest:
     # answer, and who hears progress and log lines as they come (on the event loop).
     answers: Mapping[str, Any] | None = None
     can_ask: tuple[str, ...] = ()
+    can_task: bool = False  # it may say {"task": true} to go on as a task (KILN_TASK=later)
     heard: Callable[[Said], None] | None = field(default=None, compare=False)
 
 
@@ -71,6 +72,7 @@ class RunResult:
     standby: bool = False  # it was prepared before the call (see kiln.runner.standby)
     asks: tuple[Ask, ...] = ()  # the questions it asked on its talk channel (talk.py)
     talk_problems: tuple[str, ...] = ()  # talk lines that broke the contract, and why
+    go_on: bool = False  # it said {"task": true}: go on as a task
 
     @property
     def failed(self) -> bool:

@@ -464,7 +464,7 @@ class Runner:
         talk = TalkReader(request.heard)
         record = prepared.record
         private = tool_settings(request.extra_env, prepared.env)
-        private.update(talk_environment(request.answers, request.can_ask))
+        private.update(talk_environment(request.answers, request.can_ask, request.can_task))
         stdin_w, private_w, go, *reads = prepared.take()
         # From here on every descriptor is owned by a file object, a feeder, or `go`.
         ours_out = [os.fdopen(fd, "rb", buffering=0) for fd in reads]
@@ -519,7 +519,12 @@ class Runner:
             request, stdout, stderr, fields, timed_out, deadline.seconds, deadline.source,
             duration, self.settings.disk_quota_bytes,
         )  # fmt: skip
-        result = replace(result, asks=tuple(talk.asks.values()), talk_problems=tuple(talk.problems))
+        result = replace(
+            result,
+            asks=tuple(talk.asks.values()),
+            talk_problems=tuple(talk.problems),
+            go_on=talk.go_on,
+        )
         return replace(result, standby=True) if prepared.key is not None else result
 
     async def _wait(self, pid: int, status: Status, deadline: Deadline) -> bool:

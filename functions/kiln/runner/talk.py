@@ -8,6 +8,7 @@ object per line to it (see docs/talk-back.md for the author's side). Three kinds
     {"ask": "account", "elicitation": {message, requestedSchema}}   a question for the user
     {"ask": "summary", "sampling": {messages, maxTokens, ...}}      a question for the model
     {"ask": "where", "roots": {}}                                   the client's roots
+    {"task": true}        go on as a task (only where KILN_TASK=later; then end the run)
 
 An ask ends the conversation for this run: once a run has asked, its stdout is not its
 answer. The caller of the tool gets the questions; the next run of the same call sees every
@@ -58,7 +59,12 @@ class Ask:
     params: Mapping[str, Any] = field(default_factory=dict)
 
 
-Said = Progress | Log | Ask
+@dataclass(frozen=True)
+class GoOn:
+    """The run asks to go on as a task."""
+
+
+Said = Progress | Log | Ask | GoOn
 
 
 def parse_line(line: bytes) -> Said:
@@ -69,10 +75,16 @@ def parse_line(line: bytes) -> Said:
         raise ValueError("is not a JSON object") from None
     if not isinstance(said, dict):
         raise ValueError("is not a JSON object")
-    kinds = [name for name in ("progress", "log", "ask") if name in said]
+    kinds = [name for name in ("progress", "log", "ask", "task") if name in said]
     if len(kinds) != 1:
-        raise ValueError('holds none (or more than one) of "progress", "log" and "ask"')
-    return {"progress": _progress, "log": _log, "ask": _ask}[kinds[0]](said)
+        raise ValueError('holds none (or more than one) of "progress", "log", "ask" and "task"')
+    return {"progress": _progress, "log": _log, "ask": _ask, "task": _task}[kinds[0]](said)
+
+
+def _task(said: dict[str, Any]) -> GoOn:
+    if said != {"task": True}:
+        raise ValueError('a task line is exactly {"task": true}')
+    return GoOn()
 
 
 def _progress(said: dict[str, Any]) -> Progress:
@@ -123,6 +135,7 @@ class TalkReader(asyncio.Protocol):
     def __init__(self, heard: Callable[[Said], None] | None) -> None:
         self.heard = heard
         self.asks: dict[str, Ask] = {}
+        self.go_on = False
         self.problems: list[str] = []
         self.closed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._pending = bytearray()
@@ -164,7 +177,9 @@ class TalkReader(asyncio.Protocol):
         except ValueError as error:
             self._problem(f"line {self._lines} {error}")
             return
-        if isinstance(said, Ask):
+        if isinstance(said, GoOn):
+            self.go_on = True
+        elif isinstance(said, Ask):
             if said.key not in self.asks and len(self.asks) >= MAX_ASKS:
                 self._problem(f"line {self._lines}: a run may ask at most {MAX_ASKS} questions")
                 return
@@ -184,9 +199,14 @@ class TalkReader(asyncio.Protocol):
             self.closed.set_result(None)
 
 
-def talk_environment(answers: Mapping[str, Any] | None, can_ask: tuple[str, ...]) -> dict[str, str]:
+def talk_environment(
+    answers: Mapping[str, Any] | None, can_ask: tuple[str, ...], can_task: bool = False
+) -> dict[str, str]:
     """What a run is told of its conversation, through its private settings pipe."""
-    return {
+    told = {
         "KILN_ANSWERS": json.dumps(dict(answers or {}), separators=(",", ":")),
         "KILN_CAN_ASK": " ".join(can_ask),
     }
+    if can_task:
+        told["KILN_TASK"] = "later"
+    return told

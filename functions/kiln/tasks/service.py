@@ -190,13 +190,14 @@ class TaskService:
         *,
         version: str,
         ttl_ms: int | None,
+        answers: Mapping[str, Any] | None = None,
     ) -> TaskRecord:
         admitted = await self._tools.admit_task(tool.name, arguments, ctx)
         if admitted is None:
             raise TaskRefusedError(f"Tool {tool.name!r} was disabled or removed; list tools again.")
         found, ticket = admitted
         try:
-            return await self._create(found, ticket, arguments, ctx, version, ttl_ms)
+            return await self._create(found, ticket, arguments, ctx, version, ttl_ms, answers)
         except TaskRefusedError as refusal:
             # Answered like a plain call whose tool could not start: ledgered as a tool error.
             if ticket is not None and self._gate is not None:
@@ -214,6 +215,7 @@ class TaskService:
         ctx: CallContext,
         version: str,
         ttl_ms: int | None,
+        answers: Mapping[str, Any] | None = None,
     ) -> TaskRecord:
         if self._starter.busy():
             raise TaskRefusedError(
@@ -237,6 +239,7 @@ class TaskService:
             expires_at=now + ttl / 1000,
             lease_until=now + self._settings.start_grace_s,
             call=ticket.as_json() if ticket is not None else None,
+            answers=dict(answers) if answers else None,
         )
         cap = self._settings.max_running_per_principal
         try:

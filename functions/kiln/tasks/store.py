@@ -188,6 +188,8 @@ class TaskStore:
         }
         if item.call is not None:
             record["call"] = {"S": json.dumps(item.call, separators=(",", ":"))}
+        if item.answers:
+            record.update(self._payload(item, "answers", dict(item.answers), spill=False))
         try:
             self._ddb.transact_write_items(
                 TransactItems=[
