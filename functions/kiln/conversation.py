@@ -7,9 +7,14 @@ a runner `Ask` becomes a protocol `Question` named by its MCP method.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
+from kiln.access.approvals import APPROVAL_KEY, approval_question, needs_approval, verdict
+from kiln.access.views import View
+from kiln.catalog.model import Tool
 from kiln.protocol.backend import Conversation, Question, ToolOutcome
 from kiln.runner import RunResult
 from kiln.runner.contract import contract_text
@@ -27,7 +32,8 @@ def run_fields(conversation: Conversation | None) -> dict[str, Any]:
     if conversation is None:
         return {}
     return {
-        "answers": dict(conversation.answers),
+        # Kiln's own answers (kiln/approval) are not the script's business.
+        "answers": {k: v for k, v in conversation.answers.items() if not k.startswith("kiln/")},
         "can_ask": tuple(conversation.can_ask),
         "heard": _listener(conversation.hear) if conversation.hear is not None else None,
         "can_task": conversation.can_task,
@@ -66,3 +72,57 @@ def tool_outcome(name: str, result: RunResult) -> ToolOutcome:
 
 def _questions(asks: tuple[Ask, ...]) -> tuple[Question, ...]:
     return tuple(Question(ask.key, METHODS[ask.kind], dict(ask.params)) for ask in asks)
+
+
+@dataclass(frozen=True)
+class Approval:
+    """A call under a view that requires confirmation: `outcome` is the question to ask or
+    the refusal to answer with (None: approved, run it); `verdict` what the ledger says."""
+
+    outcome: ToolOutcome | None
+    verdict: str | None = None
+    at: str = ""
+
+
+def approval_for(
+    view: View | None, tool: Tool, arguments: Mapping[str, Any], talk: Conversation | None
+) -> Approval | None:
+    """None when no approval is needed; else what the user said, or the question to them."""
+    head = tool.head
+    if view is None or not needs_approval(view.confirm, head.annotations):
+        return None
+    answer = talk.answers.get(APPROVAL_KEY) if talk is not None else None
+    if answer is None:
+        if talk is None or "elicitation" not in talk.can_ask:
+            return Approval(
+                ToolOutcome(
+                    f"Tool {tool.name!r} was not run: view {view.name!r} requires the user's "
+                    f"approval first (confirm: {view.confirm}), and this client cannot be asked: "
+                    "it declared no elicitation capability (or, on AWS Lambda, spoke MCP 2025, "
+                    "where a request cannot wait for an answer; use 2026-07-28).",
+                    True,
+                ),
+                "approval not possible: the client cannot be asked",
+            )
+        params = approval_question(tool.name, arguments, head.input_schema, head.annotations)
+        question = Question(APPROVAL_KEY, "elicitation/create", params)
+        return Approval(ToolOutcome("", False, questions=(question,)))
+    said = verdict(answer)
+    if said == "approved":
+        return Approval(None, "approved", _now())
+    return Approval(
+        ToolOutcome(f"Tool {tool.name!r} was not run: the user {said} it.", True),
+        f"approval {said} by the user",
+    )
+
+
+def approved_by(approval: Approval | None, principal: Any) -> str | None:
+    """The ledger detail of a call that ran after its approval."""
+    if approval is None or approval.verdict != "approved":
+        return None
+    who = getattr(principal, "label", "anonymous") if principal is not None else "anonymous"
+    return f"approved by {who} at {approval.at}"
+
+
+def _now() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())

@@ -28,7 +28,7 @@ from kiln.aws import StoreUnavailableError
 from kiln.bundles.cache import BundleError
 from kiln.catalog.model import Tool
 from kiln.catalog.snapshot import CatalogSnapshots, Snapshot
-from kiln.conversation import run_fields, tool_outcome
+from kiln.conversation import approval_for, approved_by, run_fields, tool_outcome
 from kiln.protocol.backend import CONVERSATION, CallContext, Conversation, ToolOutcome, ToolView
 from kiln.protocol.errors import RateLimitedError, UnavailableError
 from kiln.runner import (
@@ -226,8 +226,18 @@ class CatalogBackend:
             )
         gate = self._gate
         started = time.time()
+        talk: Conversation | None = ctx.extra.get(CONVERSATION)
+        approval = approval_for(view, found, arguments, talk)
+        if approval is not None and approval.outcome is not None:  # asked, or not run
+            if gate is not None and approval.verdict is not None:
+                await self._later(
+                    ctx, gate.finish, caller_of(ctx.principal, view), found, "refused",
+                    digest=gate.digest(arguments), started=started, run_seconds=0.0,
+                    output_bytes=0, detail=approval.verdict,
+                )  # fmt: skip
+            return approval.outcome
         outcome, result = await self.execute(
-            found, arguments, time_left_s=ctx.time_left_s, conversation=ctx.extra.get(CONVERSATION)
+            found, arguments, time_left_s=ctx.time_left_s, conversation=talk
         )
         if gate is None:
             return outcome
@@ -241,6 +251,7 @@ class CatalogBackend:
             ctx, gate.finish, caller, found, kind, digest=gate.digest(arguments),
             started=started, run_seconds=run_seconds,
             output_bytes=len(result.stdout.encode("utf-8", "replace")) if result else 0,
+            detail=approved_by(approval, ctx.principal),
         )  # fmt: skip
         return outcome
 

@@ -397,3 +397,23 @@ def test_a_tool_that_asks_first_gets_its_answers_in_the_request_then_runs_as_a_t
     assert "requestState" not in created
     done = task_in(server, created["taskId"], "completed", "failed", "cancelled")
     assert done["result"]["content"][0]["text"] == "Hello, Ada! (from a task)"
+
+
+def test_an_authors_test_run_shows_talk_and_questions_and_takes_answers(server: McpServer) -> None:
+    path = "/api/tools/test_input_required_result_elicitation/run"
+    asked = server.running.api("POST", path, json={"arguments": {}})
+    assert asked.status_code == 200, asked.text
+    (question,) = asked.json()["questions"]
+    assert question["key"] == "user_name"
+    assert question["method"] == "elicitation/create"
+    answered = server.running.api(
+        "POST", path, json={"arguments": {}, "answers": {"user_name": accept({"name": "Ada"})}}
+    )
+    assert answered.json()["stdout"] == "Hello, Ada!\n"
+    assert answered.json()["questions"] == []
+    progress = server.running.api("POST", "/api/tools/test_tool_with_progress/run", json={})
+    talk = progress.json()["talk"]
+    assert [t["progress"] for t in talk if t["kind"] == "progress"] == [0, 50, 100]
+    bad = server.running.api("POST", path, json={"arguments": {}, "answers": {"user_name": 3}})
+    assert bad.status_code == 422
+    assert "answers: must be an object" in bad.text
