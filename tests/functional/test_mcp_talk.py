@@ -417,3 +417,15 @@ def test_an_authors_test_run_shows_talk_and_questions_and_takes_answers(server: 
     bad = server.running.api("POST", path, json={"arguments": {}, "answers": {"user_name": 3}})
     assert bad.status_code == 422
     assert "answers: must be an object" in bad.text
+
+
+@pytest.mark.parametrize(
+    ("fence", "example"),
+    [("python", "pick_account/main.py"), ("js", "pick_account_node/main.js")],
+)
+def test_the_readme_snippets_are_the_example_files_the_tests_run(fence: str, example: str) -> None:
+    readme = (ROOT / "README.md").read_text()
+    marker = f"(`examples/tools/{example}`):\n\n```{fence}\n"
+    start = readme.index(marker) + len(marker)
+    snippet = readme[start : readme.index("```", start)]
+    assert snippet == (ROOT / "examples" / "tools" / example).read_text()

@@ -53,9 +53,11 @@ def approval_question(
     lines = [f"Allow the tool '{hints.get('title') or name}' ({name}) to run?"]
     lines.append("What its annotations say: " + "; ".join(said) + ".")
     lines.append("Arguments:" if arguments else "Arguments: none.")
-    properties = schema.get("properties") if isinstance(schema.get("properties"), dict) else {}
+    found = schema.get("properties")
+    properties: Mapping[str, Any] = found if isinstance(found, Mapping) else {}
     for key, value in arguments.items():
-        field = properties.get(key) if isinstance(properties.get(key), dict) else {}
+        entry = properties.get(key)
+        field: Mapping[str, Any] = entry if isinstance(entry, Mapping) else {}
         label = field.get("title") or key
         about = f" ({field['description']})" if isinstance(field.get("description"), str) else ""
         shown = json.dumps(value, ensure_ascii=False)

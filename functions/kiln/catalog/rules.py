@@ -218,7 +218,7 @@ def _check_task(value: object, found: list[Violation]) -> TaskMode | None:
     if value is MISSING or value is None or value == "forbidden":
         return None
     if value in ("optional", "required", "ask_first"):
-        return value  # type: ignore[return-value]
+        return value
     found.append(
         violation(
             "task",

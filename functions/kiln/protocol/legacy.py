@@ -37,6 +37,7 @@ class LegacyEra:
         from mcp_types import (
             Implementation,
             InitializeResult,
+            LoggingCapability,
             ServerCapabilities,
             ServerTasksCapability,
             ToolsCapability,
@@ -52,7 +53,7 @@ class LegacyEra:
             # Tools only; no listChanged: a stateless JSON server has no stream to announce on.
             # logging: a tool's log lines go out on its call's event stream (talking.py).
             capabilities=ServerCapabilities(
-                tools=ToolsCapability(), tasks=task_capability, logging={}
+                tools=ToolsCapability(), tasks=task_capability, logging=LoggingCapability()
             ),
             server_info=Implementation(name=settings.server_name, version=settings.server_version),
             instructions=settings.instructions,

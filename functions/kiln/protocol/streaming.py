@@ -51,8 +51,9 @@ async def answer(
     """The call's (status, body) when it ends before saying anything; else its event stream."""
     task = asyncio.ensure_future(run)
     getter = asyncio.ensure_future(outbox.queue.get())
+    waiting: set[asyncio.Future[Any]] = {task, getter}
     try:
-        await asyncio.wait({task, getter}, return_when=asyncio.FIRST_COMPLETED)
+        await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
     except BaseException:
         task.cancel()
         getter.cancel()
@@ -75,7 +76,8 @@ async def _events(
                 continue
             if task.done():
                 break
-            await asyncio.wait({task, getter}, return_when=asyncio.FIRST_COMPLETED)
+            waiting: set[asyncio.Future[Any]] = {task, getter}
+            await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
         getter.cancel()
         while not outbox.queue.empty():
             yield frame(outbox.queue.get_nowait())

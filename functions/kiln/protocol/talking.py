@@ -213,7 +213,7 @@ def answer_problem(key: str, method: str, answer: Any) -> str | None:
     if model is None:
         return None
     try:
-        TypeAdapter(model).validate_python(answer)
+        TypeAdapter[Any](model).validate_python(answer)
     except ValidationError as error:
         first = error.errors()[0]
         where = ".".join(str(p) for p in first["loc"]) or "(the answer)"
@@ -229,7 +229,7 @@ def _bad_question(name: str, questions: tuple[Question, ...]) -> str | None:
     import mcp_types
     from pydantic import TypeAdapter, ValidationError
 
-    models = {
+    models: dict[str, Any] = {
         "elicitation/create": mcp_types.ElicitRequestParams,
         "sampling/createMessage": mcp_types.CreateMessageRequestParams,
     }
@@ -238,7 +238,7 @@ def _bad_question(name: str, questions: tuple[Question, ...]) -> str | None:
         if model is None:
             continue
         try:
-            TypeAdapter(model).validate_python(question.params)
+            TypeAdapter[Any](model).validate_python(question.params)
         except ValidationError as error:
             first = error.errors()[0]
             where = ".".join(str(p) for p in first["loc"])

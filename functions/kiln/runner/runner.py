@@ -371,10 +371,8 @@ class Runner:
                 self._uids.release(lease)
             raise
         close_quietly(theirs)
-        stdin_w, private_w, go_w, stdout_r, stderr_r, status_r, talk_r = ours
-        return Prepared(
-            record, lease, stdin_w, private_w, go_w, stdout_r, stderr_r, status_r, talk_r, env
-        )
+        o = ours  # stdin, private, go (we write); stdout, stderr, status, talk (we read)
+        return Prepared(record, lease, o[0], o[1], o[2], o[3], o[4], o[5], o[6], env)
 
     def _finish(self, prepared: Prepared) -> None:
         """In a worker thread: a run that has ended (or never will) leaves nothing behind,
@@ -476,7 +474,8 @@ class Runner:
         started = time.monotonic()
         try:
             # Readers first: once started, the status pipe must be read whatever happens next.
-            for file, reader in zip(ours_out, [*readers, status, talk], strict=True):
+            protocols: list[asyncio.Protocol] = [*readers, status, talk]
+            for file, reader in zip(ours_out, protocols, strict=True):
                 read_transport, _ = await loop.connect_read_pipe(returning(reader), file)
                 transports.append(read_transport)
             try:
@@ -517,14 +516,8 @@ class Runner:
             raise NotStarted()  # a standby that gave up waiting just before `go`
         result = run_result(
             request, stdout, stderr, fields, timed_out, deadline.seconds, deadline.source,
-            duration, self.settings.disk_quota_bytes,
+            duration, self.settings.disk_quota_bytes, talk,
         )  # fmt: skip
-        result = replace(
-            result,
-            asks=tuple(talk.asks.values()),
-            talk_problems=tuple(talk.problems),
-            go_on=talk.go_on,
-        )
         return replace(result, standby=True) if prepared.key is not None else result
 
     async def _wait(self, pid: int, status: Status, deadline: Deadline) -> bool:

@@ -78,7 +78,10 @@ def parse_line(line: bytes) -> Said:
     kinds = [name for name in ("progress", "log", "ask", "task") if name in said]
     if len(kinds) != 1:
         raise ValueError('holds none (or more than one) of "progress", "log", "ask" and "task"')
-    return {"progress": _progress, "log": _log, "ask": _ask, "task": _task}[kinds[0]](said)
+    readers: dict[str, Callable[[dict[str, Any]], Said]] = {
+        "progress": _progress, "log": _log, "ask": _ask, "task": _task,
+    }  # fmt: skip
+    return readers[kinds[0]](said)
 
 
 def _task(said: dict[str, Any]) -> GoOn:
@@ -119,10 +122,11 @@ def _ask(said: dict[str, Any]) -> Ask:
     kinds = [kind for kind in ASK_KINDS if kind in said]
     if len(kinds) != 1 or set(said) != {"ask", kinds[0]}:
         raise ValueError('an ask holds "ask" and exactly one of "elicitation", "sampling", "roots"')
-    params = said[kinds[0]]
+    kind: AskKind = kinds[0]  # type: ignore[assignment]
+    params = said[kind]
     if not isinstance(params, dict):
-        raise ValueError(f'"{kinds[0]}" must be an object (the request\'s params)')
-    return Ask(key, kinds[0], params)
+        raise ValueError(f'"{kind}" must be an object (the request\'s params)')
+    return Ask(key, kind, params)
 
 
 def _number(value: Any) -> bool:
