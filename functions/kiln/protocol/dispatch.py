@@ -246,26 +246,21 @@ class Dispatcher:
         outbox = Outbox()
         extra = {**ctx.extra, OUTBOX: outbox}
 
-        async def run() -> tuple[int, bytes]:
+        async def run() -> Reply:
             try:
                 result = await handler(envelope, replace(ctx, extra=extra))
             except ProtocolError as error:
                 error.modern = error.modern or envelope.modern
-                reply = error_reply(error)
-                return reply.status, reply.body or b""
+                return error_reply(error)  # with its headers (Retry-After)
             except Exception:
                 log.exception("unexpected failure answering a request")
-                reply = error_reply(
-                    InternalError(
-                        "Internal error", request_id=envelope.request_id, modern=envelope.modern
-                    )
-                )
-                return reply.status, reply.body or b""
-            return 200, _envelope(envelope.request_id, result)
+                rid, modern = envelope.request_id, envelope.modern
+                return error_reply(InternalError("Internal error", request_id=rid, modern=modern))
+            return Reply(200, _envelope(envelope.request_id, result))
 
-        said = await answer(run(), outbox)
-        if isinstance(said, tuple):
-            return Reply(said[0], said[1])
+        said = await answer(run(), outbox, lambda reply: reply.body or b"")
+        if isinstance(said, Reply):
+            return said
         return Reply(200, None, stream=said)
 
     async def _batch(

@@ -17,11 +17,12 @@ import asyncio
 import contextlib
 import secrets
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any
+from typing import Any, TypeVar
 
 from kiln.protocol.backend import Question
 from kiln.protocol.jsontext import dumps
 
+T = TypeVar("T")
 SSE = "text/event-stream"
 ID_PREFIX = "kiln-ask-"
 MAX_WAIT_S = 600.0  # longest a held call waits for the client's answers
@@ -46,9 +47,10 @@ class Outbox:
 
 
 async def answer(
-    run: Awaitable[tuple[int, bytes]], outbox: Outbox
-) -> tuple[int, bytes] | AsyncIterator[bytes]:
-    """The call's (status, body) when it ends before saying anything; else its event stream."""
+    run: Awaitable[T], outbox: Outbox, body: Callable[[T], bytes]
+) -> T | AsyncIterator[bytes]:
+    """The call's own answer when it ends before saying anything; else its event stream,
+    whose last event is `body(answer)`."""
     task = asyncio.ensure_future(run)
     getter = asyncio.ensure_future(outbox.queue.get())
     waiting: set[asyncio.Future[Any]] = {task, getter}
@@ -62,11 +64,14 @@ async def answer(
         getter.cancel()
         if outbox.queue.empty():
             return task.result()
-    return _events(task, getter, outbox)
+    return _events(task, getter, outbox, body)
 
 
 async def _events(
-    task: asyncio.Future[tuple[int, bytes]], getter: asyncio.Future[bytes], outbox: Outbox
+    task: asyncio.Future[T],
+    getter: asyncio.Future[bytes],
+    outbox: Outbox,
+    body: Callable[[T], bytes],
 ) -> AsyncIterator[bytes]:
     try:
         while True:
@@ -81,7 +86,7 @@ async def _events(
         getter.cancel()
         while not outbox.queue.empty():
             yield frame(outbox.queue.get_nowait())
-        yield frame(task.result()[1])
+        yield frame(body(task.result()))
     finally:  # the client went away: the call stops too
         getter.cancel()
         if not task.done():
@@ -168,6 +173,3 @@ def _result(question: Question, reply: dict[str, Any]) -> Any:
             f"{error.get('code')}: {str(error.get('message', ''))[:200]}"
         )
     return reply.get("result")
-
-
-Runner = Callable[[], Awaitable[tuple[int, bytes]]]

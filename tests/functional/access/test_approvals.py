@@ -173,3 +173,25 @@ def test_an_unknown_confirm_policy_is_refused_naming_the_field(server: McpServer
     )
     assert bad.status_code == 422, bad.text
     assert bad.json()["error"]["problems"][0]["field"] == "confirm"
+
+
+def test_a_key_bound_to_the_view_is_asked_on_plain_mcp_too(server: McpServer, runs: Runs) -> None:
+    made = server.running.api(
+        "POST", "/api/keys", json={"name": "careful-key", "scope": "call", "view": VIEW}
+    )
+    assert made.status_code == 201, made.text
+    params = {
+        "name": "wipe",
+        "arguments": {"target": "db"},
+        "_meta": {**meta(), META_CAPS: {"elicitation": {}}},
+    }
+    headers = {"Authorization": f"Bearer {made.json()['key']}"}
+    first = server.modern("tools/call", params, headers=headers).json()["result"]
+    assert list(first["inputRequests"]) == ["kiln/approval"]
+    params["inputResponses"] = {"kiln/approval": {"action": "accept", "content": {"approve": True}}}
+    params["requestState"] = first["requestState"]
+    done = server.modern("tools/call", params, headers=headers).json()["result"]
+    assert done["content"][0]["text"] == "wiped db"
+    assert runs.count == 1
+    entry = next(e for e in ledger(server) if e["caller"] == "key:careful-key")
+    assert entry["detail"].startswith("approved by key:careful-key at ")
