@@ -95,7 +95,8 @@ def tool_view(tool: Tool) -> ToolView:
         output_schema=head.output_schema,
         annotations=head.annotations,
         updated_at=tool.updated_at,
-        task_support="required" if head.task == "ask_first" else head.task,
+        # ask_first: without the tasks extension it simply runs inside the request
+        task_support="optional" if head.task == "ask_first" else head.task,
         asks_first=head.task == "ask_first",
         revision=f"{tool.id}@{head.number}",
     )

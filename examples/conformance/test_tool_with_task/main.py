@@ -22,6 +22,8 @@ def ask(key, **question):
 
 
 json.load(sys.stdin)
+if "elicitation" not in os.environ.get("KILN_CAN_ASK", "").split():
+    answers["user_name"] = {"action": "accept", "content": {"name": "stranger"}}  # cannot ask
 reply = ask(
     "user_name",
     elicitation={
