@@ -251,6 +251,9 @@ class Settings:
     build_cache_dir: Path | None = None
     public_base_url: str | None = None  # KILN_PUBLIC_BASE_URL: how clients reach this server
     cursor_secret: str | None = None  # KILN_CURSOR_SECRET: signs tools/list cursors
+    # KILN_STATE_SECRET: seals a tool call's requestState (2026-07-28 questions); unset: a
+    # random secret per process, so a state opens only in the process that sealed it
+    state_secret: str | None = None
     ledger: bool = True  # KILN_LEDGER: record every tools/call (kiln.access.ledger)
     ledger_retention_days: int = 30  # KILN_LEDGER_RETENTION_DAYS
     ledger_digest_key: str | None = None  # KILN_LEDGER_DIGEST_KEY: HMAC key of argument digests
@@ -330,6 +333,7 @@ class Settings:
             **_builder_settings(e),
             public_base_url=public_base_url,
             cursor_secret=_parse(e, "KILN_CURSOR_SECRET", None, _text),
+            state_secret=_parse(e, "KILN_STATE_SECRET", None, _text),
             ledger=_parse(e, "KILN_LEDGER", cls.ledger, _boolean),
             ledger_retention_days=_parse(
                 e, "KILN_LEDGER_RETENTION_DAYS", cls.ledger_retention_days, _positive_int

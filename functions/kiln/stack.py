@@ -254,6 +254,12 @@ class Kiln:
         return hashlib.sha256(seed.encode()).digest()
 
     @cached_property
+    def state_secret(self) -> bytes:
+        """One per process unless configured (a state sealed here then opens only here)."""
+        configured = self.settings.state_secret
+        return configured.encode() if configured else os.urandom(32)
+
+    @cached_property
     def endpoint(self) -> McpEndpoint:
         """The MCP endpoint, built on first use (a REST-only function never pays for it)."""
         return self._endpoint(self.backend, tasks=self.tasks)
@@ -282,6 +288,7 @@ class Kiln:
                 # task still working answers at once (one read, as tasks/get), saying to poll
                 # tasks/get; a server that keeps running waits up to 20 s for the end.
                 task_result_wait_s=0.0 if self.settings.in_lambda else 20.0,
+                state_secret=self.state_secret,
             ),
             tasks=tasks,
         )

@@ -187,11 +187,12 @@ class CallGate:
         started: float,
         run_seconds: float,
         output_bytes: int,
+        detail: str | None = None,
     ) -> None:
         """Record the call (its run's seconds are charged by `charge_run`)."""
         self._record(
             caller, tool, outcome, digest=digest, started=started,
-            duration_ms=run_seconds * 1000, output_bytes=output_bytes,
+            duration_ms=run_seconds * 1000, output_bytes=output_bytes, detail=detail,
         )  # fmt: skip
 
     def charges(self, caller: Caller) -> tuple[str, ...]:

@@ -25,6 +25,7 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
+from kiln.access.approvals import CONFIRM_VALUES
 from kiln.access.quotas import NO_QUOTA, Quota, QuotaRuleError, check_quota
 from kiln.catalog.names import TAG_RULE, is_tag
 from kiln.catalog.store import VERSION_KEY, utc_now
@@ -43,6 +44,7 @@ FIELDS = (
     "quota",
     "oauth_scopes",
     "oauth_clients",
+    "confirm",
 )
 _ATTEMPTS = 5
 
@@ -99,6 +101,8 @@ class View:
     quota: Quota = NO_QUOTA  # shared by every call made through the view
     oauth_scopes: tuple[str, ...] = ()  # a token with one of these scopes is bound to the view
     oauth_clients: tuple[str, ...] = ()  # ... as is a token issued to one of these clients
+    # "destructive" / "writes": the user approves such calls first (access/approvals.py)
+    confirm: str | None = None
     revision: int = 0
     updated_at: str = ""
     updated_by: str = ""
@@ -118,6 +122,8 @@ class View:
             body["oauth_scopes"] = list(self.oauth_scopes)
         if self.oauth_clients:
             body["oauth_clients"] = list(self.oauth_clients)
+        if self.confirm is not None:
+            body["confirm"] = self.confirm
         return body
 
     def as_json(self) -> dict[str, Any]:
@@ -214,6 +220,17 @@ def check_view(payload: object, *, name: str | None = None) -> View:
         quota = NO_QUOTA
     scopes = _strings(payload.get("oauth_scopes"), "oauth_scopes", problems)
     clients = _strings(payload.get("oauth_clients"), "oauth_clients", problems)
+    confirm = payload.get("confirm")
+    if confirm is not None and confirm not in CONFIRM_VALUES:
+        problems.append(
+            (
+                "confirm",
+                'must be "destructive" (ask the user before tools not marked '
+                'destructiveHint: false) or "writes" (before tools not marked readOnlyHint: '
+                "true); leave it out to never ask",
+            )
+        )
+        confirm = None
     if problems:
         raise ViewRuleError(problems)
     return View(
@@ -225,6 +242,7 @@ def check_view(payload: object, *, name: str | None = None) -> View:
         quota=quota,
         oauth_scopes=scopes,
         oauth_clients=clients,
+        confirm=confirm,
     )
 
 

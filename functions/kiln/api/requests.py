@@ -10,8 +10,9 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING, Any
 
+from starlette.background import BackgroundTask
 from starlette.requests import Request
-from starlette.responses import Response
+from starlette.responses import Response, StreamingResponse
 
 from kiln.access.gate import Work, bound_view
 from kiln.api.auth import base_url, require
@@ -19,6 +20,7 @@ from kiln.identity.policy import AuthError, Permission, Principal
 from kiln.protocol.backend import CallContext
 from kiln.protocol.errors import jsonrpc_error
 from kiln.protocol.spec import INVALID_REQUEST
+from kiln.protocol.talking import CAN_HOLD
 from kiln.serving.backend import AFTER_RESPONSE, CLIENT_ADDRESS, PEER_KEY, START_NOW, VIEW_KEY
 
 if TYPE_CHECKING:
@@ -81,6 +83,8 @@ async def answer_mcp(
     # Bookkeeping starts at once and the answer waits for it, here as in Lambda: an answered
     # call is always in the ledger, even if the server is killed the moment after.
     extra: dict[str, Any] = {AFTER_RESPONSE: after, START_NOW: True}
+    if request.scope.get("aws.context") is None:
+        extra[CAN_HOLD] = True  # a process that keeps running can hold a 2025 call open
     if view is not None:
         extra[VIEW_KEY] = view
     client, server = request.scope.get("client"), request.scope.get("server")
@@ -91,6 +95,11 @@ async def answer_mcp(
     ctx = CallContext(time_left_s=time_left_s(request), principal=principal, extra=extra)
     endpoint = parts.admin_endpoint if admin else parts.endpoint
     answer = await endpoint.handle(HttpRequest(request.method, headers, body), ctx)
+    if answer.stream is not None:  # the call runs as the stream goes: its bookkeeping after
+        background = BackgroundTask(parts.gate.after.run, after)
+        return StreamingResponse(
+            answer.stream, status_code=answer.status, headers=answer.headers, background=background
+        )
     if after:
         await parts.gate.after.run(after)
     return Response(answer.body, status_code=answer.status, headers=answer.headers)

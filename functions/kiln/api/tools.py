@@ -160,6 +160,15 @@ async def run_tool(ref: str, request: Request) -> dict[str, Any] | JSONResponse:
     tool = await blocking(parts.authoring.get, ref)
     if isinstance(payload, dict) and payload.get("task") is True:
         return await tasks.start(request, tool, arguments, who)
-    run = await parts.authoring.test_run(tool, arguments, time_left_s=time_left_s(request))
+    answers = payload.get("answers") if isinstance(payload, dict) else None
+    if answers is not None and not (
+        isinstance(answers, dict) and all(isinstance(a, dict) for a in answers.values())
+    ):
+        raise ApiError(
+            422, "invalid_answers", "answers: must be an object of question key -> answer object"
+        )
+    run = await parts.authoring.test_run(
+        tool, arguments, time_left_s=time_left_s(request), answers=answers
+    )
     shaped = ToolCaller(parts.backend).shape(tool_view(tool), run.outcome, LATEST_LEGACY)
     return {**run.to_json(), "mcp_result": shaped}  # the CallToolResult an MCP client gets

@@ -27,7 +27,7 @@ from kiln.catalog.syntax import available_node, check_parses
 from kiln.catalog.toolfiles import same_definition
 from kiln.identity.audit import created_by, record_write
 from kiln.identity.policy import Principal
-from kiln.protocol.backend import ToolOutcome
+from kiln.protocol.backend import Conversation, ToolOutcome
 from kiln.runner.model import RunResult
 from kiln.schema.arguments import SchemaProblem, ValidatorCache, summarize
 
@@ -54,7 +54,12 @@ class Executor(Protocol):
     """Runs a catalog tool's head revision (`kiln.serving.backend.CatalogBackend`)."""
 
     async def execute(
-        self, tool: Tool, arguments: Mapping[str, Any], *, time_left_s: float | None
+        self,
+        tool: Tool,
+        arguments: Mapping[str, Any],
+        *,
+        time_left_s: float | None,
+        conversation: Conversation | None = None,
     ) -> tuple[ToolOutcome, RunResult | None]: ...
 
 
@@ -89,12 +94,20 @@ class TestRun:
 
     outcome: ToolOutcome
     result: RunResult | None  # None when the tool could not start
+    # What the script said while it ran (progress and log lines, in order) and asked.
+    talk: tuple[dict[str, Any], ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         result, text = self.result, self.outcome.text
         if result is None:
             return {"ok": False, "error": text, "text": text}
+        questions = [
+            {"key": q.key, "method": q.method, "params": dict(q.params)}
+            for q in self.outcome.questions
+        ]
         return {
+            "talk": list(self.talk),
+            "questions": questions,
             "ok": not result.failed,
             "stdout": result.stdout,
             "stderr": result.stderr,
@@ -288,15 +301,29 @@ class AuthoringService:
         return arguments
 
     async def test_run(
-        self, tool: Tool, arguments: object, *, time_left_s: float | None
+        self,
+        tool: Tool,
+        arguments: object,
+        *,
+        time_left_s: float | None,
+        answers: Mapping[str, Any] | None = None,
     ) -> TestRun:
-        """Run the tool's head as an author's test (disabled tools run too)."""
+        """Run the tool's head as an author's test (disabled tools run too). `answers`: what
+        the author answered to the questions of the run before (key -> answer)."""
         if self._executor is None:
             raise RuntimeError("this authoring service was made without an executor")
         # Off the event loop: a costly schema must not hold up other requests.
         checked = await asyncio.to_thread(self.check_arguments, tool, arguments)
-        outcome, result = await self._executor.execute(tool, checked, time_left_s=time_left_s)
-        return TestRun(outcome, result)
+        heard: list[dict[str, Any]] = []
+        talk = Conversation(
+            dict(answers or {}),
+            ("elicitation", "sampling", "roots"),
+            lambda kind, fields: heard.append({"kind": kind, **fields}),
+        )
+        outcome, result = await self._executor.execute(
+            tool, checked, time_left_s=time_left_s, conversation=talk
+        )
+        return TestRun(outcome, result, tuple(heard))
 
     # -- internals ---------------------------------------------------------------------
 

@@ -8,7 +8,7 @@ from typing import Any, Literal
 
 Language = Literal["python", "node"]
 # Whether calls may run as MCP tasks (long-running, past the request): None means never.
-TaskMode = Literal["optional", "required"]
+TaskMode = Literal["optional", "required", "ask_first"]
 
 ANNOTATION_HINTS = ("readOnlyHint", "destructiveHint", "idempotentHint", "openWorldHint")
 

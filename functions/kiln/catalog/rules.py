@@ -239,13 +239,14 @@ def _check_plain_timeout(
 def _check_task(value: object, found: list[Violation]) -> TaskMode | None:
     if value is MISSING or value is None or value == "forbidden":
         return None
-    if value in ("optional", "required"):
+    if value in ("optional", "required", "ask_first"):
         return value
     found.append(
         violation(
             "task",
             "enum",
-            'must be "optional" (calls may run as MCP tasks) or "required" (they always do); '
+            'must be "optional" (calls may run as MCP tasks), "required" (they always do) or '
+            '"ask_first" (its questions are asked inside the request, then it runs as a task); '
             "leave it out for tools that answer inside the request",
         )
     )

@@ -24,6 +24,10 @@ class ToolView:
     updated_at: str = ""  # ISO 8601 UTC; tools/list orders by this, newest first, then name
     meta: Mapping[str, Any] | None = None  # extra `_meta` for versions that know it
     task_support: TaskSupport | None = None  # None: calls always run inside the request
+    revision: str = ""  # what a sealed requestState is bound to beside the name
+    # A task tool whose questions come first, inside the request (input_required); the task
+    # starts when its script says so ({"task": true}, see kiln/runner/TALKING.md).
+    asks_first: bool = False
 
 
 @dataclass(frozen=True)
@@ -37,6 +41,33 @@ class ToolOutcome:
     # Told, once the result is shaped, whether the caller got an error (an output that
     # breaks the outputSchema is one though the run succeeded): the call's ledger entry.
     settle: Callable[[bool], Awaitable[None]] | None = field(default=None, compare=False)
+    questions: tuple[Question, ...] = ()  # what the run asked instead of answering
+    escalate: bool = False  # the run asked to go on as a task (a tool that asks first)
+
+
+@dataclass(frozen=True)
+class Question:
+    """One thing a run asked for: `method` is elicitation/create, sampling/createMessage or
+    roots/list, `params` that request's params, `key` the script's name for the answer."""
+
+    key: str
+    method: str
+    params: Mapping[str, Any]
+
+
+# What a run is told of its conversation (CallContext.extra[CONVERSATION]): the answers so far
+# (key -> the client's answer), the kinds of question the caller can answer ("elicitation",
+# "sampling", "roots"), and `hear(kind, fields)` for progress and log lines as they come
+# (kind "progress": progress, total, message; kind "log": level, data, logger).
+CONVERSATION = "kiln/conversation"
+
+
+@dataclass(frozen=True)
+class Conversation:
+    answers: Mapping[str, Any] = field(default_factory=dict)
+    can_ask: tuple[str, ...] = ()
+    hear: Callable[[str, Mapping[str, Any]], None] | None = None
+    can_task: bool = False  # this run may hand the rest of its work to a task
 
 
 @dataclass(frozen=True)
@@ -82,6 +113,8 @@ class TaskRecord:
     status_message: str | None = None
     result: Mapping[str, Any] | None = None
     error: Mapping[str, Any] | None = None
+    # `input_required`: the questions still open, key -> {"method": ..., "params": ...}
+    input_requests: Mapping[str, Any] | None = None
 
     @property
     def terminal(self) -> bool:
@@ -90,6 +123,10 @@ class TaskRecord:
 
 class TaskRefusedError(Exception):
     """A task the backend will not start now (a cap on running tasks); the message says why."""
+
+
+class TaskAnswerError(ValueError):
+    """An answer of the wrong type for its task's question; the message names it."""
 
 
 class TaskCursorError(ValueError):
@@ -111,11 +148,21 @@ class TaskBackend(Protocol):
         *,
         version: str,
         ttl_ms: int | None,
+        answers: Mapping[str, Any] | None = None,
     ) -> TaskRecord:
-        """Store a `working` task durably and start its run; raises TaskRefusedError."""
+        """Store a `working` task durably and start its run; raises TaskRefusedError.
+        `answers`: what a tool that asks first was told before it went on as a task."""
         ...
 
     async def get_task(self, task_id: str, ctx: CallContext) -> TaskRecord | None: ...
+
+    async def update_task(
+        self, task_id: str, responses: Mapping[str, Any], ctx: CallContext
+    ) -> TaskRecord | None:
+        """Answers for an `input_required` task's open questions (others are ignored); once
+        none is open the task works again. Raises TaskAnswerError naming an answer of the
+        wrong type for its question."""
+        ...
 
     async def cancel_task(self, task_id: str, ctx: CallContext) -> TaskRecord | None:
         """Move a working task to `cancelled` (its run is stopped); terminal tasks stay."""

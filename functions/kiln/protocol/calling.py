@@ -33,6 +33,7 @@ from kiln.protocol.errors import (
     clip,
 )
 from kiln.protocol.jsontext import load_json, lone_surrogate_path, may_hold_surrogates
+from kiln.protocol.talking import TURN
 from kiln.protocol.wire import MODERN_VERSIONS, at_least, structured_allowed
 
 if TYPE_CHECKING:
@@ -175,6 +176,12 @@ class ToolCaller:
             return tool_error(summarize(name, problems))
         return tool, arguments
 
+    async def outcome(
+        self, tool: ToolView, arguments: dict[str, Any], ctx: CallContext
+    ) -> ToolOutcome:
+        """The backend's run of a checked call, as it is (no shaping, no conversation)."""
+        return await self._backend.call_tool(tool, arguments, ctx)
+
     async def run(
         self,
         tool: ToolView,
@@ -184,8 +191,19 @@ class ToolCaller:
         ctx: CallContext,
         request_id: RequestId,
     ) -> dict[str, Any]:
+        turn = ctx.extra.get(TURN)
         try:
-            outcome = await self._backend.call_tool(tool, arguments, ctx)
+            if turn is None:
+                outcome = await self._backend.call_tool(tool, arguments, ctx)
+            else:
+                said = await turn.converse(
+                    lambda c: self._backend.call_tool(tool, arguments, c),
+                    tool, arguments, ctx, request_id,
+                )  # fmt: skip
+                if isinstance(said, dict):
+                    return said
+                assert isinstance(said, ToolOutcome)  # only tasks may go on (can_task)
+                outcome = said
         except ProtocolError as error:  # a refusal the backend decided (a spent quota)
             error.request_id = request_id
             raise
@@ -209,6 +227,12 @@ class ToolCaller:
         """The CallToolResult for what the run produced, as `version` can receive it."""
         if outcome.is_error:
             return result([text_block(outcome.text)], is_error=True)
+        if outcome.questions:  # asked where no conversation is carried (a task, a REST run)
+            keys = ", ".join(q.key for q in outcome.questions)
+            return tool_error(
+                f"Tool '{tool.name}' asked the client ({keys}), and this kind of call carries "
+                "no questions; call it with tools/call over MCP 2026-07-28."
+            )
         parsed = _try_json(outcome.stdout)
         if isinstance(parsed, dict) and ERROR_MARKER in parsed:
             raise _run_failure(tool, parsed)

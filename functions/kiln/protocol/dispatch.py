@@ -8,8 +8,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from dataclasses import dataclass, replace
 from typing import Any
 
 from kiln.protocol.backend import CallContext, TaskBackend, ToolBackend
@@ -42,7 +42,10 @@ from kiln.protocol.jsontext import dumps, load_json, lone_surrogate_path, may_ho
 from kiln.protocol.legacy import LegacyEra, negotiate
 from kiln.protocol.listing import ToolLister
 from kiln.protocol.modern import ModernEra
+from kiln.protocol.sealing import StateSealer
 from kiln.protocol.settings import ProtocolSettings
+from kiln.protocol.streaming import Outbox, PendingAnswers, accepts_events, answer
+from kiln.protocol.talking import CAN_HOLD, TURN, caller_of, turn_for
 from kiln.protocol.tasks import TASKS_VERSION, TaskMethods
 from kiln.protocol.wire import BATCH_VERSION, LEGACY_VERSIONS, MAX_BATCH, MODERN_VERSIONS
 
@@ -57,6 +60,7 @@ class Reply:
     body: bytes | None
     negotiated: str | None = None  # the version a legacy `initialize` agreed on
     headers: tuple[tuple[str, str], ...] = ()  # extra HTTP headers (Retry-After)
+    stream: AsyncIterator[bytes] | None = None  # Server-Sent Events, `body` unused
 
 
 def _envelope(request_id: RequestId, result: bytes) -> bytes:
@@ -71,6 +75,7 @@ def error_reply(error: ProtocolError) -> Reply:
 
 
 Handler = Callable[[Envelope, CallContext], Awaitable[bytes]]
+OUTBOX = "kiln/outbox"  # CallContext.extra: where a streamed call's notifications go
 
 
 @dataclass(frozen=True)
@@ -107,6 +112,8 @@ class Dispatcher:
             tasks=tasks is not None,
         )
         self._caller = ToolCaller(backend, budget_s=settings.schema_budget_s)
+        self._sealer = StateSealer(settings.state_secret or None)
+        self._pending = PendingAnswers()
         self._tasks = (
             TaskMethods(tasks, self._caller, result_wait_s=settings.task_result_wait_s)
             if tasks is not None
@@ -117,6 +124,8 @@ class Dispatcher:
             "ping": self._ping,
             "tools/list": self._tools_list,
             "tools/call": self._tools_call,
+            # No session keeps a level: every log line of a call is sent on its stream.
+            "logging/setLevel": self._ping,
         }
         # subscriptions/listen is declined (digest §5.9 option a): discover advertises no
         # listChanged and no subscribe, so a 404 / -32601 is the documented feature absence.
@@ -195,6 +204,9 @@ class Dispatcher:
         checked: _SurrogateCheck,
     ) -> Reply:
         envelope: Envelope | None = None
+        if self._pending.owns(message):  # a client's answer to a held call's question
+            self._pending.deliver(message, caller_of(ctx))
+            return Reply(202, None)
         try:
             checked.refuse(message)
             envelope = classify(message, headers, http=http, legacy_version=legacy_version)
@@ -208,6 +220,12 @@ class Dispatcher:
                     request_id=envelope.request_id,
                     modern=envelope.modern,
                 )
+            if (
+                envelope.method == "tools/call"
+                and http
+                and accepts_events(header(headers, "accept"))
+            ):
+                return await self._streamed(handler, envelope, ctx)
             result = await handler(envelope, ctx)
         except ProtocolError as error:
             if envelope is not None and envelope.modern:
@@ -222,6 +240,28 @@ class Dispatcher:
         if envelope.method == "initialize":
             negotiated = negotiate(str(envelope.params.get("protocolVersion")))
         return Reply(200, _envelope(envelope.request_id, result), negotiated)
+
+    async def _streamed(self, handler: Handler, envelope: Envelope, ctx: CallContext) -> Reply:
+        """A tools/call that may say things before its result (see streaming.py)."""
+        outbox = Outbox()
+        extra = {**ctx.extra, OUTBOX: outbox}
+
+        async def run() -> Reply:
+            try:
+                result = await handler(envelope, replace(ctx, extra=extra))
+            except ProtocolError as error:
+                error.modern = error.modern or envelope.modern
+                return error_reply(error)  # with its headers (Retry-After)
+            except Exception:
+                log.exception("unexpected failure answering a request")
+                rid, modern = envelope.request_id, envelope.modern
+                return error_reply(InternalError("Internal error", request_id=rid, modern=modern))
+            return Reply(200, _envelope(envelope.request_id, result))
+
+        said = await answer(run(), outbox, lambda reply: reply.body or b"")
+        if isinstance(said, Reply):
+            return said
+        return Reply(200, None, stream=said)
 
     async def _batch(
         self,
@@ -308,6 +348,20 @@ class Dispatcher:
         )
 
     async def _tools_call(self, envelope: Envelope, ctx: CallContext) -> bytes:
+        outbox = ctx.extra.get(OUTBOX)
+        holder = None
+        if outbox is not None and not envelope.modern and ctx.extra.get(CAN_HOLD):
+            wait_s = ctx.time_left_s if ctx.time_left_s is not None else 300.0
+            holder = self._pending.holder(outbox, caller_of(ctx), wait_s)
+        turn = turn_for(
+            envelope.params,
+            modern=envelope.modern,
+            sealer=self._sealer,
+            rid=envelope.request_id,
+            emit=outbox.emit if outbox is not None else None,
+            holder=holder,
+        )
+        ctx = replace(ctx, extra={**ctx.extra, TURN: turn})
         if self._tasks is not None:
             result = await self._tasks.tools_call(envelope, ctx)
         else:

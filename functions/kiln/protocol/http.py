@@ -7,7 +7,7 @@ The app turns its request into an `HttpRequest` (header names lower-cased), awai
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
 
 from kiln.protocol.backend import CallContext, TaskBackend, ToolBackend
@@ -31,6 +31,7 @@ class HttpResponse:
     status: int
     headers: dict[str, str] = field(default_factory=dict)
     body: bytes = b""
+    stream: AsyncIterator[bytes] | None = None  # text/event-stream frames, sent as they come
 
 
 class McpEndpoint:
@@ -58,6 +59,10 @@ class McpEndpoint:
     @staticmethod
     def _response(reply: Reply, extra: Mapping[str, str] | None = None) -> HttpResponse:
         headers = {**dict(reply.headers), **(extra or {})}
+        if reply.stream is not None:
+            headers["content-type"] = "text/event-stream"
+            headers["cache-control"] = "no-cache"
+            return HttpResponse(reply.status, headers, b"", stream=reply.stream)
         if reply.body is None:
             return HttpResponse(reply.status, headers, b"")
         headers["content-type"] = _JSON

@@ -37,6 +37,7 @@ class LegacyEra:
         from mcp_types import (
             Implementation,
             InitializeResult,
+            LoggingCapability,
             ServerCapabilities,
             ServerTasksCapability,
             ToolsCapability,
@@ -50,7 +51,10 @@ class LegacyEra:
         result = InitializeResult(
             protocol_version=version,
             # Tools only; no listChanged: a stateless JSON server has no stream to announce on.
-            capabilities=ServerCapabilities(tools=ToolsCapability(), tasks=task_capability),
+            # logging: a tool's log lines go out on its call's event stream (talking.py).
+            capabilities=ServerCapabilities(
+                tools=ToolsCapability(), tasks=task_capability, logging=LoggingCapability()
+            ),
             server_info=Implementation(name=settings.server_name, version=settings.server_version),
             instructions=settings.instructions,
         ).model_dump(by_alias=True, exclude_none=True, mode="json")

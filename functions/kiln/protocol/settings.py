@@ -27,3 +27,4 @@ class ProtocolSettings:
     check_origin: bool = True
     task_result_wait_s: float = 20.0  # how long 2025-11-25 tasks/result waits for the end
     cursor_secret: bytes = b""  # empty: a random per-process secret (set it when scaled out)
+    state_secret: bytes = b""  # seals requestState; empty: random per process (one process only)

@@ -21,10 +21,12 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from kiln.protocol.backend import (
     CallContext,
+    TaskAnswerError,
     TaskBackend,
     TaskCursorError,
     TaskRecord,
@@ -43,6 +45,7 @@ from kiln.protocol.errors import (
     error_data,
 )
 from kiln.protocol.spec import CLIENT_CAPABILITIES_META_KEY, INTERNAL_ERROR
+from kiln.protocol.talking import TURN, GoingOn
 
 if TYPE_CHECKING:
     from mcp_types import Task
@@ -146,6 +149,8 @@ def detailed_task(record: TaskRecord) -> dict[str, Any]:
         task["result"] = dict(record.result)
     elif record.status == "failed":
         task["error"] = dict(record.error or error_data(INTERNAL_ERROR, "Internal error"))
+    elif record.status == "input_required" and record.input_requests:
+        task["inputRequests"] = dict(record.input_requests)
     return task
 
 
@@ -175,6 +180,12 @@ class TaskMethods:
             return await self._caller.run(
                 tool, arguments, version=envelope.version, ctx=ctx, request_id=rid
             )
+        answers = None
+        if tool.asks_first and envelope.modern:
+            first = await self._ask_first(tool, arguments, envelope, ctx)
+            if not isinstance(first, GoingOn):
+                return first
+            answers = first.answers
         try:
             record = await self._backend.create_task(
                 tool,
@@ -182,6 +193,7 @@ class TaskMethods:
                 ctx,
                 version=envelope.version,
                 ttl_ms=self._requested_ttl(envelope),
+                answers=answers,
             )
         except TaskRefusedError as refusal:
             return tool_error(str(refusal))
@@ -191,6 +203,26 @@ class TaskMethods:
         if envelope.modern:
             return {**modern_task(record), "resultType": "task"}
         return _dump(CreateTaskResult(task=_legacy_task(record)))
+
+    async def _ask_first(
+        self, tool: ToolView, arguments: dict[str, Any], envelope: Envelope, ctx: CallContext
+    ) -> dict[str, Any] | GoingOn:
+        """A tool that asks first runs inside the request until it has every answer (rounds
+        of input_required, SEP-2322) and says it goes on as a task; then the task starts
+        with those answers (SEP-2663's MRTR-then-task composition)."""
+        rid = envelope.request_id
+        turn = replace(ctx.extra[TURN], can_task=True)
+        ctx = replace(ctx, extra={**ctx.extra, TURN: turn})
+        try:
+            said = await turn.converse(
+                lambda c: self._caller.outcome(tool, arguments, c), tool, arguments, ctx, rid
+            )
+        except ProtocolError as error:
+            error.request_id = rid
+            raise
+        if isinstance(said, (dict, GoingOn)):
+            return said
+        return self._caller.shape(tool, said, envelope.version)  # it finished right away
 
     def _wants_task(self, tool: ToolView, envelope: Envelope) -> bool:
         params, rid = envelope.params, envelope.request_id
@@ -266,7 +298,7 @@ class TaskMethods:
     async def _call(awaitable: Any, envelope: Envelope) -> Any:
         try:
             return await awaitable
-        except (ProtocolError, TaskCursorError):
+        except (ProtocolError, TaskCursorError, TaskAnswerError):
             raise
         except Exception as exc:
             raise InternalError("Internal error", request_id=envelope.request_id) from exc
@@ -282,9 +314,23 @@ class TaskMethods:
         return _dump(GetTaskResult.model_validate(_dump(_legacy_task(record))))
 
     async def update(self, envelope: Envelope, ctx: CallContext) -> dict[str, Any]:
-        # No Kiln tool asks for input mid-run, so there is never an outstanding request:
-        # responses for keys that are not outstanding are ignored, as SEP-2663 says.
-        await self._find(envelope, ctx)
+        """Answers for a task's open questions; responses for keys that are not open are
+        ignored, as SEP-2663 says. An empty ack: the task's state shows on tasks/get."""
+        record = await self._find(envelope, ctx)
+        responses = envelope.params.get("inputResponses", {})
+        if not isinstance(responses, dict):
+            raise InvalidParamsError(
+                "Invalid params: inputResponses must be an object (question key -> answer)",
+                request_id=envelope.request_id,
+            )
+        if record.status != "input_required":
+            return {}
+        try:
+            await self._call(self._backend.update_task(record.task_id, responses, ctx), envelope)
+        except TaskAnswerError as error:
+            raise InvalidParamsError(
+                f"Invalid params: {error}", request_id=envelope.request_id
+            ) from None
         return {}
 
     async def cancel(self, envelope: Envelope, ctx: CallContext) -> dict[str, Any]:

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from kiln.runner.limits import RunLimits
+from kiln.runner.talk import Ask, Said
 
 Language = Literal["python", "node"]
 # Which bound set the deadline: the tool's own timeout, the time left in the invocation (less
@@ -39,6 +40,12 @@ class RunRequest:
     # come from inside a run (then it is refused rather than made to wait)?
     shares: tuple[str, ...] = ()
     from_run: Callable[[], bool] | None = field(default=None, compare=False)
+    # The conversation (see talk.py): answers so far, the kinds of question the caller can
+    # answer, and who hears progress and log lines as they come (on the event loop).
+    answers: Mapping[str, Any] | None = None
+    can_ask: tuple[str, ...] = ()
+    can_task: bool = False  # it may say {"task": true} to go on as a task (KILN_TASK=later)
+    heard: Callable[[Said], None] | None = field(default=None, compare=False)
 
 
 @dataclass(frozen=True)
@@ -71,6 +78,9 @@ class RunResult:
     # where the kernel refused it (then only the runner function's sweep finds them).
     mark: str = ""
     standby: bool = False  # it was prepared before the call (see kiln.runner.standby)
+    asks: tuple[Ask, ...] = ()  # the questions it asked on its talk channel (talk.py)
+    talk_problems: tuple[str, ...] = ()  # talk lines that broke the contract, and why
+    go_on: bool = False  # it said {"task": true}: go on as a task
 
     @property
     def failed(self) -> bool:

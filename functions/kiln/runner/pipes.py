@@ -136,5 +136,5 @@ class PipeFeeder:
         self.fd = None
 
 
-def returning(reader: Reader) -> Callable[[], Reader]:
+def returning(reader: asyncio.Protocol) -> Callable[[], asyncio.Protocol]:
     return lambda: reader

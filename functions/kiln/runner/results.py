@@ -11,6 +11,7 @@ from typing import Any
 from kiln.runner.errors import InvalidArgumentsError
 from kiln.runner.model import LimitSource, RunRequest, RunResult
 from kiln.runner.pipes import Output
+from kiln.runner.talk import TalkReader
 
 logger = logging.getLogger("kiln.runner")
 
@@ -39,6 +40,7 @@ def run_result(
     source: LimitSource,
     duration: float,
     disk_quota_bytes: int,
+    talk: TalkReader | None = None,
 ) -> RunResult:
     outcome = status.get("outcome", "")
     timed_out = server_timed_out or outcome == "timeout"
@@ -82,6 +84,9 @@ def run_result(
         isolation=status.get("isolation", ""),
         fence=status.get("fence", ""),
         mark=status.get("mark", ""),
+        asks=tuple(talk.asks.values()) if talk is not None else (),
+        talk_problems=tuple(talk.problems) if talk is not None else (),
+        go_on=talk.go_on if talk is not None else False,
     )
 
 

@@ -2,7 +2,7 @@
 
 The server side of a run (see `supervisor.py` for the process design). For each run this
 module picks the deadline, prepares the private directory and the environment, hands the
-run to the helper process with four pipes (stdin, stdout, stderr, status), feeds stdin,
+run to the helper process with its pipes (stdin, stdout, stderr, status, talk), feeds stdin,
 reads stdout and stderr as they come (bytes past a cap are counted and dropped, so memory
 stays flat however much a script prints), and turns the status pipe into a `RunResult`.
 
@@ -45,6 +45,7 @@ from kiln.runner.pipes import NotStarted, Output, PipeFeeder, Reader, Status, re
 from kiln.runner.results import json_arguments, log_run, run_result
 from kiln.runner.slots import SlotGate
 from kiln.runner.standby import Prepared, Standbys, standby_key
+from kiln.runner.talk import TalkReader, talk_environment
 
 logger = logging.getLogger("kiln.runner")
 
@@ -331,12 +332,14 @@ class Runner:
             script.write_text(request.code, encoding="utf-8")
             env = script_environment(request.language, run_dir, interpreter, request.bundle_path)
             order = self._order(request, interpreter, script, env, record)
-            for _ in range(6):  # stdin, private, go: they read; stdout, stderr, status: we do
+            for _ in range(7):  # stdin, private, go: they read; stdout, stderr, status, talk: we
                 read, write = os.pipe()
                 ours.append(write if len(ours) < 3 else read)
                 theirs.append(read if len(theirs) < 3 else write)
-            stdin_r, private_r, go_r, stdout_w, stderr_w, status_w = theirs
-            self._launcher.launch(order, [stdin_r, stdout_w, stderr_w, status_w, private_r, go_r])
+            stdin_r, private_r, go_r, stdout_w, stderr_w, status_w, talk_w = theirs
+            self._launcher.launch(
+                order, [stdin_r, stdout_w, stderr_w, status_w, private_r, go_r, talk_w]
+            )
         except BaseException:
             close_quietly(ours)
             close_quietly(theirs)
@@ -345,8 +348,8 @@ class Runner:
                 self._uids.release(lease)
             raise
         close_quietly(theirs)
-        stdin_w, private_w, go_w, stdout_r, stderr_r, status_r = ours
-        return Prepared(record, lease, stdin_w, private_w, go_w, stdout_r, stderr_r, status_r, env)
+        o = ours  # stdin, private, go (we write); stdout, stderr, status, talk (we read)
+        return Prepared(record, lease, o[0], o[1], o[2], o[3], o[4], o[5], o[6], env)
 
     def _finish(self, prepared: Prepared) -> None:
         """In a worker thread: a run that has ended (or never will) leaves nothing behind,
@@ -436,8 +439,10 @@ class Runner:
         stdout, stderr = Output(limits.stdout_cap_bytes), Output(limits.stderr_cap_bytes)
         readers = [Reader(stdout), Reader(stderr)]
         status = Status()
+        talk = TalkReader(request.heard)
         record = prepared.record
         private = tool_settings(request.extra_env, prepared.env)
+        private.update(talk_environment(request.answers, request.can_ask, request.can_task))
         stdin_w, private_w, go, *reads = prepared.take()
         # From here on every descriptor is owned by a file object, a feeder, or `go`.
         ours_out = [os.fdopen(fd, "rb", buffering=0) for fd in reads]
@@ -449,7 +454,8 @@ class Runner:
         started = time.monotonic()
         try:
             # Readers first: once started, the status pipe must be read whatever happens next.
-            for file, reader in zip(ours_out, [*readers, status], strict=True):
+            protocols: list[asyncio.Protocol] = [*readers, status, talk]
+            for file, reader in zip(ours_out, protocols, strict=True):
                 read_transport, _ = await loop.connect_read_pipe(returning(reader), file)
                 transports.append(read_transport)
             try:
@@ -468,7 +474,8 @@ class Runner:
             timed_out = await self._wait(pid, status, deadline)
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(
-                    asyncio.gather(readers[0].closed, readers[1].closed), PIPE_DRAIN_S
+                    asyncio.gather(readers[0].closed, readers[1].closed, talk.closed),
+                    PIPE_DRAIN_S,
                 )
             duration = time.monotonic() - started
         finally:
@@ -490,7 +497,7 @@ class Runner:
             raise NotStarted()  # a standby that gave up waiting just before `go`
         result = run_result(
             request, stdout, stderr, fields, timed_out, deadline.seconds, deadline.source,
-            duration, self.settings.disk_quota_bytes,
+            duration, self.settings.disk_quota_bytes, talk,
         )  # fmt: skip
         return replace(result, standby=True) if prepared.key is not None else result
 

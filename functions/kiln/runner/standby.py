@@ -1,7 +1,7 @@
 """Prepared runs: a run handed to the helper and isolated, its script waiting for `go`.
 
 Every run is prepared first (a private directory with the tool's files, a uid of its own
-where the server is root, six pipes, the request sent to the helper, which forks the
+where the server is root, seven pipes, the request sent to the helper, which forks the
 supervisor; the supervisor isolates itself and starts the script, which waits for the
 call's settings) and then started by `go`, its deadline. A cold call does both at once.
 
@@ -51,15 +51,16 @@ class Prepared:
     stdout: int  # read ends
     stderr: int
     status: int
+    talk: int
     env: dict[str, str] = field(default_factory=dict)  # what the runner set in its environment
     key: str | None = None
     made: float = field(default_factory=time.monotonic)
     taken: bool = False  # the pipe ends belong to the run now (closed by whoever took them)
 
-    def take(self) -> tuple[int, int, int, int, int, int]:
+    def take(self) -> tuple[int, int, int, int, int, int, int]:
         """Hand the pipe ends over: from here the caller closes them."""
         self.taken = True
-        return self.stdin, self.private, self.go, self.stdout, self.stderr, self.status
+        return self.stdin, self.private, self.go, self.stdout, self.stderr, self.status, self.talk
 
     def let_go(self) -> None:
         """Not to be run: close `go` and wait (bounded) for the supervisor to kill it and exit;
@@ -67,7 +68,7 @@ class Prepared:
         if self.taken:
             return
         self.taken = True
-        close_quietly([self.go, self.stdin, self.private, self.stdout, self.stderr])
+        close_quietly([self.go, self.stdin, self.private, self.stdout, self.stderr, self.talk])
         fields = status_fields(_drain(self.status, DRAIN_S))
         os.close(self.status)
         self.record.isolation = fields.get("isolation", "")

@@ -66,6 +66,7 @@ are predictable across runs of one container).
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import gc
 import json
 import os
@@ -100,7 +101,8 @@ read_stat, descendants = processes.read_stat, processes.descendants
 kill_all, user_tasks = processes.kill_all, processes.user_tasks
 KILL_PATIENCE_S = 5.0  # how long to keep killing before reporting leftovers
 MAX_REQUEST_BYTES = 1 << 20
-SCRIPT_FDS = 6  # stdin, stdout, stderr, status, private, go
+SCRIPT_FDS = 7  # stdin, stdout, stderr, status, private, go, talk
+TALK_FD_MIN = 10  # the talk pipe's descriptor in the script: clear of 0-3
 # A server closing its runner says so first: runs under way end in their own time. A socket
 # that closes without it means the server died (`kill -9`): its runs are stopped.
 CLOSING = b"closing"
@@ -143,7 +145,9 @@ def kill_tree(main: int, statuses: dict[int, int]) -> int:
         signal.sigtimedwait({signal.SIGCHLD}, 0.005)
 
 
-def supervise(request: dict[str, Any], status_fd: int, private_fd: int, go_fd: int) -> None:
+def supervise(
+    request: dict[str, Any], status_fd: int, private_fd: int, go_fd: int, talk_fd: int
+) -> None:
     """Run one script to its end or its deadline, kill what it left, report, exit."""
     prctl(contain.PR_SET_CHILD_SUBREAPER, 1)
     signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGCHLD, signal.SIGTERM})
@@ -163,8 +167,9 @@ def supervise(request: dict[str, Any], status_fd: int, private_fd: int, go_fd: i
     pid = os.fork()
     if pid == 0:
         os.close(go_fd)  # the script must not read (and so steal) its own deadline
-        start_script(request, status_fd, private_fd, fence)  # never returns
+        start_script(request, status_fd, private_fd, fence, talk_fd)  # never returns
     os.close(private_fd)
+    os.close(talk_fd)  # the script holds the only write end: end of file when it is done
     if fence is not None:
         os.close(fence)
     statuses: dict[int, int] = {}
@@ -335,11 +340,12 @@ class Watch:
 
 
 def start_script(
-    request: dict[str, Any], status_fd: int, private_fd: int, fence: int | None
+    request: dict[str, Any], status_fd: int, private_fd: int, fence: int | None, talk_fd: int
 ) -> NoReturn:
     """In the script's own process: session, limits, uid, fence, then run Python or exec Node."""
     os.setsid()
     os.close(status_fd)
+    talk = move_talk(talk_fd)
     signal.pthread_sigmask(signal.SIG_SETMASK, set())
     uid = request["uid"]
     set_limits(request["limits"], uid)
@@ -362,6 +368,7 @@ def start_script(
         # Everything that runs none of the tool's code is done before its call arrives.
         main, code = pyrun.load_python(request["run_dir"], request["script"])
         os.environ.update(read_private(private_fd))
+        os.environ["KILN_TALK_FD"] = str(talk)
         pyrun.run_python(main, code, request["script"], request["env"].get("PYTHONPATH"))
     node = request["node"]
     # Python starts with SIGPIPE and SIGXFSZ ignored, and exec keeps ignored signals ignored.
@@ -371,13 +378,21 @@ def start_script(
         os.dup2(private_fd, PRIVATE_FD)
         os.close(private_fd)
     os.set_inheritable(PRIVATE_FD, True)
-    env = dict(request["env"], KILN_PRIVATE_FD=str(PRIVATE_FD))
+    env = dict(request["env"], KILN_PRIVATE_FD=str(PRIVATE_FD), KILN_TALK_FD=str(talk))
     argv = [node, "--require", request["preload"], request["script"]]
     try:
         os.execve(node, argv, env)  # noqa: S606
     except OSError as exc:
         os.write(2, f"cannot start Node.js at {node}: {exc.strerror}\n".encode())
         os._exit(127)
+
+
+def move_talk(fd: int) -> int:
+    """The talk pipe at a descriptor of its own (>= 10), inherited by what the script execs,
+    so that moving the private pipe to fd 3 for Node can never overwrite it."""
+    talk = fcntl.fcntl(fd, fcntl.F_DUPFD, TALK_FD_MIN)
+    os.close(fd)
+    return talk
 
 
 def read_private(fd: int) -> dict[str, str]:
@@ -522,13 +537,13 @@ def mark_allowed() -> str:
 
 
 def become_supervisor(request: dict[str, Any], fds: list[int]) -> None:
-    stdin, stdout, stderr, status, private, go = fds
+    stdin, stdout, stderr, status, private, go, talk = fds
     for target, fd in enumerate((stdin, stdout, stderr)):
         os.dup2(fd, target)
         os.close(fd)
     os.environ.clear()
     os.environ.update(request["env"])
-    supervise(request, status, private, go)
+    supervise(request, status, private, go, talk)
 
 
 def share_static_paths(paths: list[str]) -> None:

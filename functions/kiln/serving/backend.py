@@ -28,18 +28,18 @@ from kiln.aws.clients import StoreUnavailableError
 from kiln.bundles.cache import BundleError, BundleNotReadyError
 from kiln.catalog.model import Tool
 from kiln.catalog.snapshot import CatalogSnapshots, Snapshot
-from kiln.protocol.backend import CallContext, ToolOutcome, ToolView
+from kiln.protocol.backend import CONVERSATION, CallContext, Conversation, ToolOutcome, ToolView
 from kiln.protocol.errors import InvalidParamsError, RateLimitedError, UnavailableError
 from kiln.runner import (
     InvalidArgumentsError,
     NodeUnavailableError,
     Runner,
     RunnerBusyError,
-    contract_text,
 )
 from kiln.runner.errors import RunSlotRefusedError
 from kiln.runner.model import RunRequest, RunResult
 from kiln.runner.remote import RemoteRunner
+from kiln.serving.conversation import approval_for, approved_by, run_fields, tool_outcome
 
 log = logging.getLogger("kiln.serving.backend")
 _P = ParamSpec("_P")
@@ -110,7 +110,10 @@ def tool_view(tool: Tool) -> ToolView:
         output_schema=head.output_schema,
         annotations=head.annotations,
         updated_at=tool.updated_at,
-        task_support=head.task,
+        # ask_first: without the tasks extension it simply runs inside the request
+        task_support="optional" if head.task == "ask_first" else head.task,
+        asks_first=head.task == "ask_first",
+        revision=f"{tool.id}@{head.number}",
     )
 
 
@@ -253,8 +256,18 @@ class CatalogBackend:
             )
         gate = self._gate
         started = time.time()
+        talk: Conversation | None = ctx.extra.get(CONVERSATION)
+        approval = approval_for(view, found, arguments, talk)
+        if approval is not None and approval.outcome is not None:  # asked, or not run
+            if gate is not None and approval.verdict is not None:
+                await self._later(
+                    ctx, gate.finish, caller_of(ctx.principal, view), found, "refused",
+                    digest=gate.digest(arguments), started=started, run_seconds=0.0,
+                    output_bytes=0, detail=approval.verdict,
+                )  # fmt: skip
+            return approval.outcome
         outcome, result = await self.execute(
-            found, arguments, time_left_s=ctx.time_left_s,
+            found, arguments, time_left_s=ctx.time_left_s, conversation=talk,
             shares=run_shares(found, ctx.principal, view), from_run=self._from_run(ctx),
         )  # fmt: skip
         if gate is None:
@@ -273,6 +286,7 @@ class CatalogBackend:
                 ctx, gate.finish, caller, found, kind, digest=gate.digest(arguments),
                 started=started, run_seconds=run_seconds,
                 output_bytes=len(result.stdout.encode("utf-8", "replace")) if result else 0,
+                detail=approved_by(approval, ctx.principal),
             )  # fmt: skip
 
         return replace(outcome, settle=settle)
@@ -379,6 +393,7 @@ class CatalogBackend:
         arguments: Mapping[str, Any],
         *,
         time_left_s: float | None,
+        conversation: Conversation | None = None,
         shares: tuple[str, ...] = (),
         from_run: Callable[[], bool] | None = None,
     ) -> tuple[ToolOutcome, RunResult | None]:
@@ -391,7 +406,7 @@ class CatalogBackend:
         whose = {"shares": shares or (f"tool:{tool.id}",), "from_run": from_run}
         if self._remote is not None:  # the runner function fetches the bundle itself
             try:
-                return await self._run(tool, arguments, None, time_left_s, whose)
+                return await self._run(tool, arguments, None, time_left_s, whose, conversation)
             except BundleError as error:  # not ready: said as a local run says it
                 return ToolOutcome(f"Tool {tool.name!r} cannot run: {error}", True), None
         with ExitStack() as pinned:
@@ -399,7 +414,7 @@ class CatalogBackend:
                 bundle_path = await self._bundle_path(head.bundle_id, pinned)
             except BundleError as error:
                 return ToolOutcome(f"Tool {tool.name!r} cannot run: {error}", True), None
-            return await self._run(tool, arguments, bundle_path, time_left_s, whose)
+            return await self._run(tool, arguments, bundle_path, time_left_s, whose, conversation)
 
     def _from_run(self, ctx: CallContext) -> Callable[[], bool] | None:
         peer = ctx.extra.get(PEER_KEY)
@@ -414,6 +429,7 @@ class CatalogBackend:
         bundle_path: Path | None,
         time_left_s: float | None,
         whose: Mapping[str, Any],
+        conversation: Conversation | None = None,
     ) -> tuple[ToolOutcome, RunResult | None]:
         head = tool.head
         # A thread hop only for what may do I/O: on a busy machine each one waits for a
@@ -439,6 +455,7 @@ class CatalogBackend:
             time_left_s=time_left_s,
             env=extra_env,
             **whose,
+            **run_fields(conversation),
         )
         try:
             if self._remote is not None:
@@ -450,7 +467,7 @@ class CatalogBackend:
         except (RunnerBusyError, RunSlotRefusedError, NodeUnavailableError,
                 InvalidArgumentsError) as error:  # fmt: skip
             return ToolOutcome(str(error), True), None
-        return ToolOutcome(contract_text(result), result.failed, stdout=result.stdout), result
+        return tool_outcome(tool.name, result), result
 
     def warm(self, tool: Tool, *, bundle_wait_s: float = 0.0) -> bool:
         """Have a standby wait for `tool`'s head revision (blocking: from a thread), so that

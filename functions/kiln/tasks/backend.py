@@ -25,6 +25,7 @@ from kiln.aws.clients import CALLER_ROLE
 from kiln.catalog.model import Tool
 from kiln.protocol.backend import (
     CallContext,
+    TaskAnswerError,
     TaskCursorError,
     TaskRecord,
     TaskRefusedError,
@@ -202,13 +203,14 @@ class TaskService:
         *,
         version: str,
         ttl_ms: int | None,
+        answers: Mapping[str, Any] | None = None,
     ) -> TaskRecord:
         admitted = await self._tools.admit_task(tool.name, arguments, ctx)
         if admitted is None:
             raise TaskRefusedError(f"Tool {tool.name!r} was disabled or removed; list tools again.")
         found, ticket = admitted
         try:
-            return await self._create(found, ticket, arguments, ctx, version, ttl_ms)
+            return await self._create(found, ticket, arguments, ctx, version, ttl_ms, answers)
         except TaskRefusedError as refusal:
             # Answered like a plain call whose tool could not start: ledgered as a tool error.
             if ticket is not None and self._gate is not None:
@@ -226,6 +228,7 @@ class TaskService:
         ctx: CallContext,
         version: str,
         ttl_ms: int | None,
+        answers: Mapping[str, Any] | None = None,
     ) -> TaskRecord:
         if self._starter.busy():
             raise TaskRefusedError(
@@ -249,6 +252,7 @@ class TaskService:
             expires_at=now + ttl / 1000,
             lease_until=now + self._settings.start_grace_s,
             call=ticket.as_json() if ticket is not None else None,
+            answers=dict(answers) if answers else None,
         )
         cap = self._settings.max_running_per_principal
         try:
@@ -313,7 +317,7 @@ class TaskService:
         item = await self._get(owner, task_id)
         if item is None:
             return None
-        if item.status == "working":
+        if item.status in ("working", "input_required"):
             await asyncio.to_thread(
                 self._store.settle,
                 item,
@@ -325,6 +329,36 @@ class TaskService:
             self._starter.cancelled(task_id)
             item = await self._get(owner, task_id) or item
         return self._record(item)
+
+    async def update_task(
+        self, task_id: str, responses: Mapping[str, Any], ctx: CallContext
+    ) -> TaskRecord | None:
+        from kiln.protocol.talking import answer_problem
+
+        owner = owner_key(principal_label(ctx))
+        item = await self._get(owner, task_id)
+        if item is None or item.status != "input_required":
+            return self._record(item) if item is not None else None
+        pending = dict(item.inputs or {})
+        answered = {key: responses[key] for key in pending if key in responses}
+        for key, answer in answered.items():
+            problem = answer_problem(key, str(pending[key].get("method")), answer)
+            if problem:
+                raise TaskAnswerError(problem)
+        if not answered:
+            return self._record(item)
+        still = {key: request for key, request in pending.items() if key not in answered}
+        answers = {**(item.answers or {}), **answered}
+        lease = self._clock() + self._settings.start_grace_s
+        moved = await asyncio.to_thread(
+            self._store.answer, item, still, answers, now=iso(self._clock()), lease_until=lease
+        )
+        if moved and not still:
+            try:
+                await self._starter.start(owner, task_id)
+            except Exception:
+                log.exception("task %s: could not restart its worker", task_id)
+        return self._record(await self._get(owner, task_id) or item)
 
     async def list_tasks(
         self, ctx: CallContext, cursor: str | None
@@ -350,4 +384,5 @@ class TaskService:
             status_message=item.status_message,
             result=item.result,
             error=item.error,
+            input_requests=item.inputs if item.status == "input_required" else None,
         )

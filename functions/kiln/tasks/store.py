@@ -72,6 +72,10 @@ class TaskItem:
     result: Mapping[str, Any] | None = None
     error: Mapping[str, Any] | None = None
     call: Mapping[str, Any] | None = None  # the call's ledger ticket (CallTicket.as_json)
+    # A run that asked (input_required): its pending questions, key -> {method, params}; and
+    # every answer so far, key -> the client's answer (the next run gets them all).
+    inputs: Mapping[str, Any] | None = None
+    answers: Mapping[str, Any] | None = None
 
 
 def _n(value: float) -> dict[str, str]:
@@ -162,6 +166,8 @@ class TaskStore:
             result=self._load(raw, "result"),
             error=self._load(raw, "error"),
             call=json.loads(raw["call"]["S"]) if "call" in raw else None,
+            inputs=self._load(raw, "inputs"),
+            answers=self._load(raw, "answers"),
         )
 
     # ------------------------------------------------------------------ writes
@@ -184,6 +190,8 @@ class TaskStore:
         }
         if item.call is not None:
             record["call"] = {"S": json.dumps(item.call, separators=(",", ":"))}
+        if item.answers:
+            record.update(self._payload(item, "answers", dict(item.answers), spill=False))
         try:
             self._ddb.transact_write_items(
                 TransactItems=[
@@ -253,7 +261,8 @@ class TaskStore:
             sets.append(f"#p{index} = :p{index}")  # `result` is a reserved word
             names[f"#p{index}"] = name
             values[f":p{index}"] = value
-        condition = "#s = :w"
+        condition = "#s IN (:w, :ir)"  # a task waiting for input still counts as running
+        values[":ir"] = {"S": "input_required"}
         if lease_seen is not None:
             condition += " AND lease_until = :seen"
             values[":seen"] = _n(lease_seen)
@@ -280,6 +289,93 @@ class TaskStore:
                     },
                     *_ledger_put(self._table, ledger),
                 ]
+            )
+        except ClientError as exc:
+            if _failed_condition(exc):
+                return False
+            raise
+        return True
+
+    def park(
+        self, item: TaskItem, inputs: Mapping[str, Any], answers: Mapping[str, Any], *, now: str
+    ) -> bool:
+        """A working task whose run asked: `input_required` with its questions and the answers
+        so far; False when it had left `working` (cancelled meanwhile)."""
+        return self._move(
+            item, "working", "input_required", now=now, lease=item.expires_at,
+            payloads={"inputs": dict(inputs), "answers": dict(answers)},
+        )  # fmt: skip
+
+    def answer(
+        self,
+        item: TaskItem,
+        inputs: Mapping[str, Any],
+        answers: Mapping[str, Any],
+        *,
+        now: str,
+        lease_until: float,
+    ) -> bool:
+        """New answers for a task waiting for input: it stays `input_required` while `inputs`
+        (the questions still open) has any, else it is `working` again (its run restarts).
+        Conditional on nobody having changed it since it was read."""
+        status = "input_required" if inputs else "working"
+        lease = item.expires_at if inputs else lease_until
+        return self._move(
+            item, "input_required", status, now=now, lease=lease,
+            payloads={"inputs": dict(inputs), "answers": dict(answers)}, seen=item.updated_at,
+        )  # fmt: skip
+
+    def _move(
+        self,
+        item: TaskItem,
+        source: str,
+        status: str,
+        *,
+        now: str,
+        lease: float,
+        payloads: Mapping[str, Any],
+        seen: str | None = None,
+    ) -> bool:
+        names = {"#s": "status"}
+        values: dict[str, Any] = {
+            ":from": {"S": source}, ":to": {"S": status}, ":now": {"S": now}, ":lease": _n(lease),
+        }  # fmt: skip
+        sets = ["#s = :to", "updated_at = :now", "lease_until = :lease"]
+        for index, (name, value) in enumerate(payloads.items()):
+            stored = self._payload(item, name, value)
+            ((attribute, encoded),) = stored.items()
+            sets.append(f"#q{index} = :q{index}")
+            names[f"#q{index}"] = attribute
+            values[f":q{index}"] = encoded
+        condition = "#s = :from"
+        if seen is not None:
+            condition += " AND updated_at = :seen"
+            values[":seen"] = {"S": seen}
+        try:
+            self._ddb.update_item(
+                TableName=self._table,
+                Key=_key(item.owner, item.task_id),
+                UpdateExpression="SET " + ", ".join(sets),
+                ConditionExpression=condition,
+                ExpressionAttributeNames=names,
+                ExpressionAttributeValues=values,
+            )
+        except ClientError as exc:
+            if _failed_condition(exc):
+                return False
+            raise
+        return True
+
+    def note(self, item: TaskItem, message: str) -> bool:
+        """A working task's status message (its run's progress); False once it is not working."""
+        try:
+            self._ddb.update_item(
+                TableName=self._table,
+                Key=_key(item.owner, item.task_id),
+                UpdateExpression="SET status_message = :m",
+                ConditionExpression="#s = :w",
+                ExpressionAttributeNames={"#s": "status"},
+                ExpressionAttributeValues={":m": {"S": message}, ":w": {"S": "working"}},
             )
         except ClientError as exc:
             if _failed_condition(exc):

@@ -26,7 +26,7 @@ from typing import Any, Protocol
 from kiln.access.gate import CallGate, CallTicket, outcome_of
 from kiln.access.ledger import Outcome
 from kiln.catalog.model import Tool
-from kiln.protocol.backend import ToolOutcome, ToolView
+from kiln.protocol.backend import Conversation, ToolOutcome, ToolView
 from kiln.protocol.calling import RunFailedError, ToolCaller
 from kiln.protocol.errors import error_data, error_object
 from kiln.protocol.spec import INTERNAL_ERROR
@@ -46,8 +46,38 @@ class ToolRunner(Protocol):
     def view(self, tool: Tool) -> ToolView: ...
 
     async def execute(
-        self, tool: Tool, arguments: Mapping[str, Any], *, time_left_s: float | None
+        self,
+        tool: Tool,
+        arguments: Mapping[str, Any],
+        *,
+        time_left_s: float | None,
+        conversation: Conversation | None = None,
     ) -> tuple[ToolOutcome, Any]: ...
+
+
+ASKABLE = ("elicitation", "sampling", "roots")
+NOTE_EVERY_S = 1.0  # at most one status-message write a second from a task's progress
+
+
+class _StatusNotes:
+    """A task run's progress lines as its status message (throttled, never blocking)."""
+
+    def __init__(self, store: TaskStore, item: TaskItem) -> None:
+        self._store = store
+        self._item = item
+        self._last = -math.inf
+
+    def hear(self, kind: str, fields: Mapping[str, Any]) -> None:
+        now = time.monotonic()
+        if kind != "progress" or now - self._last < NOTE_EVERY_S:
+            return
+        self._last = now
+        total = fields.get("total")
+        text = f"{fields['progress']:g}" + (f" of {total:g}" if total is not None else "")
+        if fields.get("message"):
+            text += f": {fields['message']}"
+        task = asyncio.ensure_future(asyncio.to_thread(self._store.note, self._item, text[:500]))
+        task.add_done_callback(lambda done: done.exception())  # a lost note is no failure
 
 
 STOPPED = "The server stopped while this task ran, and its run was stopped; call the tool again."
@@ -124,6 +154,8 @@ class TaskWorker:
             ran_s = self._ran(began)
             return await self._fail(item, "Internal error: the run could not finish", ran_s=ran_s)
         ended = _Ended.of(outcome, result, self._ran(began))
+        if outcome.questions and not outcome.is_error:
+            return await self._park(item, outcome, ended)
         try:
             # Output validation may be costly: off the event loop, as for calls.
             view = self._tools.view(tool)
@@ -143,9 +175,27 @@ class TaskWorker:
         slot: asyncio.Semaphore | None,
         began: list[float],
     ) -> tuple[ToolOutcome, Any]:
+        # A task's questions reach its client through tasks/get and come back through
+        # tasks/update; its progress becomes the task's status message.
+        talk = Conversation(item.answers or {}, ASKABLE, _StatusNotes(self._store, item).hear)
         async with slot if slot is not None else contextlib.nullcontext():
             began[0] = self._clock()
-            return await self._tools.execute(tool, item.arguments, time_left_s=time_left_s)
+            return await self._tools.execute(
+                tool, item.arguments, time_left_s=time_left_s, conversation=talk
+            )
+
+    async def _park(self, item: TaskItem, outcome: ToolOutcome, ended: _Ended) -> str:
+        """The run asked: the task waits in `input_required` (still counted as running) and
+        runs again once tasks/update has answered every question."""
+        inputs = {q.key: {"method": q.method, "params": dict(q.params)} for q in outcome.questions}
+        await self._charge(item, ended.run_s)
+        parked = await asyncio.to_thread(
+            self._store.park, item, inputs, dict(item.answers or {}), now=self._now_iso()
+        )
+        if not parked:
+            found = await asyncio.to_thread(self._store.get, item.owner, item.task_id)
+            return found.status if found else "missing"
+        return "input_required"
 
     def _ran(self, began: list[float]) -> float:
         return max(0.0, self._clock() - began[0])

@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -55,13 +57,15 @@ def run(*command: str | Path, timeout: float = 600) -> subprocess.CompletedProce
 def test_the_official_conformance_suite_passes_every_applicable_scenario_on_both_wires(
     server: McpServer, tmp_path: Path
 ) -> None:
-    # 11 + 14 scenarios on the two wires, and the 7 of the tasks-extension leg (SEP-2663),
-    # which runs because slow_compute is listed (examples/conformance holds its fixtures).
+    # 17 + 27 scenarios on the two wires (progress, logging, sampling, elicitation and the
+    # input_required fixtures of talk-back among them), and the 9 of the tasks-extension leg
+    # (SEP-2663, with tasks-mrtr-input and tasks-mrtr-composition), which runs because
+    # slow_compute is listed (examples/conformance holds every fixture as a tool folder).
     done = run("bash", YARDSTICKS / "conformance.sh", server.url, tmp_path / "out")
     lines = done.stdout.strip().splitlines()
     assert lines, done.stderr[-3000:]
     assert "-- tasks-extension" in done.stdout, done.stdout[-3000:]
-    assert lines[-1] == "conformance: 32 passed, 0 failed of 32", done.stdout[-3000:]
+    assert lines[-1] == "conformance: 53 passed, 0 failed of 53", done.stdout[-3000:]
 
 
 @pytest.mark.parametrize("client", ["py", "ts", "inspector"])
@@ -108,3 +112,57 @@ def test_the_python_sdk_runs_a_2025_11_25_task_creates_polls_and_gets_the_result
     assert flow["result"]["content"] == [{"type": "text", "text": "sdk: computed after 1 s"}]
     related = flow["result"]["_meta"]["io.modelcontextprotocol/related-task"]
     assert related == {"taskId": flow["task_id"]}
+
+
+PY_SDK = "2.3.0"  # the official Python SDK client that speaks 2026-07-28 (input_required rounds)
+TS_SDK = "1.32.2"  # the TypeScript SDK client: 2025-11-25, server requests on the event stream
+
+
+@pytest.fixture(scope="module")
+def sdk_2() -> Path:
+    """A virtualenv (in the yardstick cache) with the Python SDK 2.x client."""
+    venv = CACHE / f"py-mcp-{PY_SDK}"
+    python = venv / "bin" / "python"
+    if not python.exists():
+        made = run(sys.executable, "-m", "venv", venv)
+        assert made.returncode == 0, made.stderr
+        pip = run(python, "-m", "pip", "install", "-q", f"mcp=={PY_SDK}")
+        assert pip.returncode == 0, pip.stderr[-3000:]
+    return python
+
+
+def check_talk(done: subprocess.CompletedProcess[str]) -> dict[str, Any]:
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    seen: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    assert seen["elicited"] == ["Who are you?"]
+    assert seen["sampled"] == ["Capital of France?"]
+    assert seen["results"]["test_elicitation"] == [
+        False,
+        'User response: action=accept, content={"username": "ada", "email": "a@x"}',
+    ]
+    assert seen["results"]["test_sampling"] == [False, "LLM response: Paris"]
+    assert seen["results"]["test_tool_with_progress"] == [False, "Progress test completed"]
+    assert seen["progress"] == [0, 50, 100]
+    return seen
+
+
+@pytest.mark.parametrize("mode", ["2026-07-28", "legacy"])
+def test_the_python_sdk_2_client_answers_a_tools_questions_through_its_callbacks(
+    server: McpServer, sdk_2: Path, mode: str
+) -> None:
+    """2026-07-28: input_required rounds; legacy: requests on the held event stream."""
+    script = ROOT / "tests" / "functional" / "clients" / "sdk_talk_client.py"
+    seen = check_talk(run(sdk_2, script, server.url, mode, timeout=120))
+    assert seen["protocol"] == ("2026-07-28" if mode == "2026-07-28" else "2025-11-25")
+
+
+def test_the_typescript_sdk_client_answers_a_tools_questions_through_its_handlers(
+    server: McpServer, tmp_path: Path
+) -> None:
+    folder = CACHE / f"ts-sdk-{TS_SDK}"
+    if not (folder / "node_modules").is_dir():
+        installed = run("npm", "install", "--prefix", folder, f"@modelcontextprotocol/sdk@{TS_SDK}")
+        assert installed.returncode == 0, installed.stderr[-3000:]
+    script = folder / "kiln_ts_talk_client.mjs"  # bare imports resolve next to the script
+    shutil.copyfile(ROOT / "tests" / "functional" / "clients" / "ts_talk_client.mjs", script)
+    check_talk(run("node", script, server.url, timeout=120))

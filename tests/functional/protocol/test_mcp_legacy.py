@@ -37,11 +37,14 @@ def test_initialize_with_an_unknown_version_gets_2025_11_25(
     assert initialize(server, version)["protocolVersion"] == "2025-11-25"
 
 
-def test_initialize_result_offers_tools_and_tasks_and_names_the_server(server: McpServer) -> None:
+def test_initialize_result_offers_tools_tasks_and_logging_and_names_the_server(
+    server: McpServer,
+) -> None:
     result = initialize(server, "2025-11-25")
     tasks = {"list": {}, "cancel": {}, "requests": {"tools": {"call": {}}}}
-    assert result["capabilities"] == {"tools": {}, "tasks": tasks}
-    assert initialize(server, "2025-06-18")["capabilities"] == {"tools": {}}
+    # logging: a tool's log lines go out as events on its call's answer
+    assert result["capabilities"] == {"tools": {}, "tasks": tasks, "logging": {}}
+    assert initialize(server, "2025-06-18")["capabilities"] == {"tools": {}, "logging": {}}
     assert result["serverInfo"]["name"] == "kiln"
     assert isinstance(result["serverInfo"]["version"], str)
     assert result["instructions"] == "Call add_vat for VAT."

@@ -216,7 +216,9 @@ def test_no_response_is_a_request_to_the_client(server: McpServer) -> None:
         assert not ("method" in payload and "id" in payload)
 
 
-def test_unexpected_request_state_and_input_responses_are_ignored(server: McpServer) -> None:
+def test_a_request_state_kiln_did_not_seal_is_refused_and_stray_answers_ignored(
+    server: McpServer,
+) -> None:
     params = {
         "name": "add_vat",
         "arguments": {"net": 5},
@@ -225,7 +227,9 @@ def test_unexpected_request_state_and_input_responses_are_ignored(server: McpSer
     }
     response = server.modern("tools/call", params)
     assert response.status_code == 200
-    assert response.json()["result"]["isError"] is False
+    assert response.json()["error"]["code"] == -32602
+    del params["requestState"]
+    assert server.modern("tools/call", params).json()["result"]["isError"] is False
 
 
 def test_no_log_notification_is_sent(server: McpServer) -> None:

@@ -34,7 +34,10 @@ def test_script_sees_no_server_secrets_only_the_allow_list(
     env = json.loads(result.stdout)
     for value in planted_secrets:
         assert value not in result.stdout
-    assert not [name for name in env if name.startswith(("AWS_", "KILN_"))]
+    # The talk contract's three variables are the only KILN_ names a script sees.
+    talk = {"KILN_TALK_FD", "KILN_ANSWERS", "KILN_CAN_ASK"}
+    assert not [n for n in env if n.startswith(("AWS_", "KILN_")) and n not in talk]
+    assert talk <= set(env)
     allowed = {
         "PATH",
         "LANG",
@@ -47,7 +50,7 @@ def test_script_sees_no_server_secrets_only_the_allow_list(
         "RUN_TEST_MARKER",
         "SHARED_DIR",
     }
-    assert set(env) - {"PWD", "SHLVL", "_"} <= allowed  # a shell or node may add those
+    assert set(env) - {"PWD", "SHLVL", "_"} - talk <= allowed  # a shell or node may add those
     assert env["PATH"].endswith("/usr/local/bin:/usr/bin:/bin")
     assert env["LC_ALL"] == "C.UTF-8"
     assert env["HOME"] == env["TMPDIR"]
@@ -216,12 +219,13 @@ def test_a_python_tool_is_not_dumpable_and_carries_the_run_mark(harness: Harness
     harness.assert_clean()
 
 
-def test_a_python_tool_inherits_no_descriptor_but_its_three_streams(harness: Harness) -> None:
-    """A descriptor to a directory outside its view would let a tool climb out of it."""
+def test_a_python_tool_inherits_no_descriptor_but_its_streams_and_talk(harness: Harness) -> None:
+    """A descriptor to a directory outside its view would let a tool climb out of it; the
+    talk pipe (KILN_TALK_FD, 10) is the one descriptor beside the standard three."""
     code = (
         "import os\nfds = os.listdir('/proc/self/fd')\n"
         "print(sorted(int(fd) for fd in fds if os.path.exists(f'/proc/self/fd/{fd}')))\n"
     )
     # 3 is the directory listing itself, still open while it is read.
-    assert harness.run(code).stdout in ("[0, 1, 2]\n", "[0, 1, 2, 3]\n")
+    assert harness.run(code).stdout in ("[0, 1, 2, 10]\n", "[0, 1, 2, 3, 10]\n")
     harness.assert_clean()

@@ -35,6 +35,7 @@ MAY_IMPORT: dict[str, set[str]] = {
     "serving": {"access", "aws", "bundles", "catalog", "protocol", "runner", "schema"},
     "authoring": {
         "access",
+        "aws",
         "bundles",
         "catalog",
         "identity",

@@ -33,11 +33,12 @@ def test_initialize_with_an_unknown_version_gets_the_latest_legacy_one(
 
 
 @pytest.mark.parametrize("version", LEGACY)
-def test_initialize_result_offers_tools_only_without_list_changed(
+def test_initialize_result_offers_tools_and_logging_without_list_changed(
     client: Client, version: str
 ) -> None:
     result = initialize(client, version)
-    assert result["capabilities"] == {"tools": {}}
+    # logging: a tool's log lines go out as events on its call's answer (talking.py)
+    assert result["capabilities"] == {"tools": {}, "logging": {}}
     assert isinstance(result["serverInfo"]["name"], str)
     assert isinstance(result["serverInfo"]["version"], str)
     assert "resultType" not in result

@@ -271,7 +271,7 @@ def test_no_response_body_is_a_server_to_client_request(client: Client) -> None:
         assert not ("method" in payload and "id" in payload)
 
 
-def test_unexpected_request_state_and_input_responses_are_ignored(
+def test_a_request_state_kiln_did_not_seal_is_refused_and_nothing_runs(
     client: Client, backend: FakeBackend
 ) -> None:
     params = {
@@ -282,6 +282,15 @@ def test_unexpected_request_state_and_input_responses_are_ignored(
     }
     response = client.modern("tools/call", params)
     assert response.status == 200
+    assert body(response)["error"]["code"] == -32602
+    assert backend.calls == []
+
+
+def test_input_responses_without_a_request_state_do_not_change_a_plain_call(
+    client: Client, backend: FakeBackend
+) -> None:
+    params = {"name": "add_vat", "arguments": {"net": 5}, "inputResponses": {"x": {}}}
+    response = client.modern("tools/call", params)
     assert body(response)["result"]["isError"] is False
     assert backend.calls == [("add_vat", {"net": 5})]
 

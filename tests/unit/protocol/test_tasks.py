@@ -38,6 +38,7 @@ class MemoryTasks:
         *,
         version: str,
         ttl_ms: int | None,
+        answers: Mapping[str, Any] | None = None,
     ) -> TaskRecord:
         if self.refuse is not None:
             raise TaskRefusedError(self.refuse)

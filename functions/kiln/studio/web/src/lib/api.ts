@@ -76,6 +76,26 @@ export interface RunReply {
   error?: string;
   text?: string;
   mcp_result?: McpResult;
+  talk?: Talk[];
+  questions?: Question[];
+}
+
+/** A progress or log line the script wrote on its talk channel while it ran. */
+export interface Talk {
+  kind: "progress" | "log";
+  progress?: number;
+  total?: number | null;
+  message?: string | null;
+  level?: string;
+  data?: unknown;
+  logger?: string | null;
+}
+
+/** A question the run asked (its MCP request's method and params) instead of answering. */
+export interface Question {
+  key: string;
+  method: "elicitation/create" | "sampling/createMessage" | "roots/list";
+  params: Record<string, unknown>;
 }
 
 export interface McpResult {
@@ -164,7 +184,7 @@ export interface CallEntry {
   detail: string | null;
 }
 
-export interface CallFilters {
+export type CallFilters = {
   tool?: string;
   caller?: string;
   view?: string;
@@ -173,7 +193,7 @@ export interface CallFilters {
   until?: string;
   cursor?: string;
   limit?: number;
-}
+};
 
 export interface ToolUsage {
   calls: number;
@@ -287,8 +307,8 @@ export class Api {
   setEnabled = (name: string, on: boolean) =>
     this.request<Tool>("POST", `/api/tools/${enc(name)}/${on ? "enable" : "disable"}`);
   remove = (name: string) => this.request<Tool>("DELETE", `/api/tools/${enc(name)}`);
-  run = (name: string, args: unknown) =>
-    this.request<RunReply>("POST", `/api/tools/${enc(name)}/run`, { arguments: args }).then(
+  run = (name: string, args: unknown, answers?: Record<string, unknown>) =>
+    this.request<RunReply>("POST", `/api/tools/${enc(name)}/run`, { arguments: args, answers }).then(
       (r) => r.data,
     );
   revisions = (ref: string) =>

@@ -1,0 +1,28 @@
+"""Conformance fixture (2026-07-28): one question; its answer comes with the sealed requestState."""
+
+import json
+import os
+import sys
+
+# Kiln's talk-back contract in six lines (README, "Scripts that talk back").
+talk = os.fdopen(int(os.environ["KILN_TALK_FD"]), "w", buffering=1)
+answers = json.loads(os.environ.get("KILN_ANSWERS", "{}"))
+
+
+def say(**line):
+    talk.write(json.dumps(line) + "\n")
+
+
+def ask(key, **question):
+    """The answer to `key`; None after asking for it (the run then ends, and runs again)."""
+    if key not in answers:
+        say(ask=key, **question)
+    return answers.get(key)
+
+
+json.load(sys.stdin)
+schema = {"type": "object", "properties": {"ok": {"type": "boolean"}}}
+reply = ask("confirm", elicitation={"message": "Shall I go on?", "requestedSchema": schema})
+if reply is None:
+    sys.exit(0)
+print(f"state-ok: the answer was {reply['action']}")

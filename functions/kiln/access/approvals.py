@@ -1,0 +1,87 @@
+"""Approvals by policy: a view can require the user's confirmation before a tool runs.
+
+`"confirm": "destructive"` asks before tools whose annotations do not say
+`destructiveHint: false` (MCP's default for a tool that is not read-only is destructive);
+`"confirm": "writes"` asks before every tool not marked `readOnlyHint: true`. Kiln itself asks,
+with an elicitation under its own key `kiln/approval` (a script can never ask or answer it:
+keys starting with `kiln/` are refused on the talk channel, and an answer to it is taken only
+from a sealed requestState, never sent up front). The call runs only on `accept` with
+`approve: true`; `decline`, `cancel` or `approve: false` end it unrun, and a client that
+cannot be asked (no elicitation capability, or a 2025 request on Lambda) gets a refusal
+saying so. Every outcome is in the ledger: the call's entry says who approved and when, or
+what was declined.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any, Literal
+
+Confirm = Literal["destructive", "writes"]
+CONFIRM_VALUES: tuple[str, ...] = ("destructive", "writes")
+APPROVAL_KEY = "kiln/approval"
+MAX_SHOWN_CHARS = 200
+
+
+def needs_approval(policy: str | None, annotations: Mapping[str, Any] | None) -> bool:
+    """Whether a tool with these annotations must be approved under `policy`."""
+    if policy is None:
+        return False
+    hints = annotations or {}
+    if hints.get("readOnlyHint") is True:
+        return False
+    if policy == "writes":
+        return True
+    return hints.get("destructiveHint", True) is not False
+
+
+def approval_question(
+    name: str, arguments: Mapping[str, Any], schema: Mapping[str, Any], annotations: Any
+) -> dict[str, Any]:
+    """The elicitation/create params that ask the user to approve this call."""
+    hints = dict(annotations or {})
+    said = []
+    if hints.get("readOnlyHint") is not True:
+        said.append("it may change things (not marked read-only)")
+    if hints.get("destructiveHint", True) is not False:
+        said.append("it may destroy or overwrite data (destructive)")
+    if hints.get("idempotentHint") is True:
+        said.append("calling it twice has no further effect (idempotent)")
+    if hints.get("openWorldHint", True) is not False:
+        said.append("it may reach outside systems (open world)")
+    lines = [f"Allow the tool '{hints.get('title') or name}' ({name}) to run?"]
+    lines.append("What its annotations say: " + "; ".join(said) + ".")
+    lines.append("Arguments:" if arguments else "Arguments: none.")
+    found = schema.get("properties")
+    properties: Mapping[str, Any] = found if isinstance(found, Mapping) else {}
+    for key, value in arguments.items():
+        entry = properties.get(key)
+        field: Mapping[str, Any] = entry if isinstance(entry, Mapping) else {}
+        label = field.get("title") or key
+        about = f" ({field['description']})" if isinstance(field.get("description"), str) else ""
+        shown = json.dumps(value, ensure_ascii=False)
+        if len(shown) > MAX_SHOWN_CHARS:
+            shown = shown[:MAX_SHOWN_CHARS] + "…"
+        lines.append(f"- {label}{about}: {shown}")
+    form = {
+        "type": "object",
+        "properties": {
+            "approve": {"type": "boolean", "title": f"Run {name}", "default": False},
+        },
+        "required": ["approve"],
+    }
+    return {"message": "\n".join(lines), "requestedSchema": form}
+
+
+def verdict(answer: Any) -> Literal["approved", "declined", "cancelled"]:
+    """What the user said: approved only on accept with approve: true."""
+    if not isinstance(answer, Mapping):
+        return "declined"
+    action = answer.get("action")
+    if action == "cancel":
+        return "cancelled"
+    content = answer.get("content")
+    if action == "accept" and isinstance(content, Mapping) and content.get("approve") is True:
+        return "approved"
+    return "declined"

@@ -1,0 +1,311 @@
+"""A tool call that talks back: progress and logs while it runs, questions to the client.
+
+The script side is in `kiln/runner/talk.py`; here is the MCP side of one `tools/call`:
+
+- **Progress** becomes `notifications/progress` when the request carried
+  `_meta.progressToken`; **logs** become `notifications/message` (on 2026-07-28 only when the
+  request set `_meta["io.modelcontextprotocol/logLevel"]`, and at or above it). Both go out
+  on the POST's own answer as Server-Sent Events, when the client accepts
+  `text/event-stream` (`emit` is set); otherwise they are dropped.
+- **Questions** end the run. On 2026-07-28 the call answers `input_required` with the
+  questions as `inputRequests` and a sealed `requestState` (sealing.py) holding the answers
+  so far; the client's next call brings `inputResponses` and the state back, and the tool
+  runs again with every answer so far. On 2025 wires there is no such result: where the
+  server can hold the request open (kiln dev) the questions go to the client as JSON-RPC
+  requests on the open stream and their responses come back as POSTs (`Holder`); where it
+  cannot (Lambda), the call gets a tool error naming the revision that works.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any, Protocol
+
+from kiln.protocol.backend import CONVERSATION, CallContext, Conversation, Question, ToolOutcome
+from kiln.protocol.errors import InvalidParamsError, MissingCapabilityError, RequestId
+from kiln.protocol.sealing import Binding, StateRefusedError, StateSealer, StateTooLargeError
+from kiln.protocol.spec import CLIENT_CAPABILITIES_META_KEY
+from kiln.protocol.streaming import ClientAnswerError
+
+TURN = "kiln/turn"  # CallContext.extra: this request's Turn (set by the dispatcher)
+# CallContext.extra: True where this process may hold a request open for the client's answers
+# (kiln dev); unset in Lambda, which answers each invocation once.
+CAN_HOLD = "kiln/can_hold"
+LOG_LEVEL_META_KEY = "io.modelcontextprotocol/logLevel"
+LOG_LEVELS = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
+CAPABILITY = {
+    "elicitation/create": "elicitation",
+    "sampling/createMessage": "sampling",
+    "roots/list": "roots",
+}
+MAX_HELD_ROUNDS = 20
+REFUSED = (
+    "Invalid params: requestState was not issued by this server for this call (this tool, "
+    "revision, caller and arguments), or it has expired; call the tool again without it"
+)
+Emit = Callable[[dict[str, Any]], None]
+Call = Callable[[CallContext], Awaitable[ToolOutcome]]
+
+
+class Holder(Protocol):
+    """Asks a 2025-wire client over the request's open stream and waits for its answers."""
+
+    async def ask(self, questions: tuple[Question, ...]) -> dict[str, Any]: ...
+
+
+@dataclass
+class Turn:
+    """What one tools/call request says about the conversation, and how to answer it."""
+
+    sealer: StateSealer
+    modern: bool
+    responses: Mapping[str, Any] = field(default_factory=dict)
+    state: str | None = None
+    can_ask: tuple[str, ...] = ()
+    progress_token: Any = None
+    log_level: str | None = None  # the lowest level sent; None: no log notifications
+    emit: Emit | None = None
+    holder: Holder | None = None
+    can_task: bool = False  # a tool that asks first may say it goes on as a task
+
+    def hear(self, kind: str, fields: Mapping[str, Any]) -> None:
+        """A progress or log line of the running script, as a notification if wanted."""
+        if self.emit is None:
+            return
+        if kind == "progress" and self.progress_token is not None:
+            params = {"progressToken": self.progress_token, "progress": fields["progress"]}
+            params.update({k: fields[k] for k in ("total", "message") if fields.get(k) is not None})
+            self.emit({"jsonrpc": "2.0", "method": "notifications/progress", "params": params})
+        elif kind == "log" and self.log_level is not None:
+            if LOG_LEVELS.index(fields["level"]) < LOG_LEVELS.index(self.log_level):
+                return
+            params = {"level": fields["level"], "data": fields["data"]}
+            if fields.get("logger"):
+                params["logger"] = fields["logger"]
+            self.emit({"jsonrpc": "2.0", "method": "notifications/message", "params": params})
+
+    async def converse(
+        self, call: Call, tool: Any, arguments: Mapping[str, Any], ctx: CallContext, rid: RequestId
+    ) -> ToolOutcome | dict[str, Any] | GoingOn:
+        """Run the tool until it answers, or until it asks what this request cannot answer
+        here: then the `input_required` result (2026-07-28) or a tool error (2025); with
+        `can_task`, until it says it goes on as a task (GoingOn, with the answers so far)."""
+        binding = Binding(tool.name, tool.revision, caller_of(ctx), arguments)
+        answers, round_ = self._opened(binding, rid)
+        for _ in range(MAX_HELD_ROUNDS):
+            hear = self.hear if self.emit is not None else None
+            talk = Conversation(answers, self.can_ask, hear, can_task=self.can_task)
+            outcome = await call(replace(ctx, extra={**ctx.extra, CONVERSATION: talk}))
+            if outcome.escalate and self.can_task:
+                return GoingOn(answers)
+            if not outcome.questions:
+                return outcome
+            problem = _bad_question(tool.name, outcome.questions)
+            if problem:
+                return _error_outcome(problem)
+            try:
+                self._check_capabilities(tool.name, outcome.questions, rid)
+                if self.modern:
+                    return self._input_required(binding, answers, outcome.questions, round_ + 1)
+                assert self.holder is not None  # can_ask is empty without one
+                answers = {**answers, **(await self.holder.ask(outcome.questions))}
+            except _Legacy as refusal:
+                return _error_outcome(str(refusal))
+            except ClientAnswerError as error:
+                return _error_outcome(f"Tool '{tool.name}' could not go on: {error}")
+        return _error_outcome(
+            f"Tool '{tool.name}' asked more than {MAX_HELD_ROUNDS} rounds of questions in one call"
+        )
+
+    def _opened(self, binding: Binding, rid: RequestId) -> tuple[dict[str, Any], int]:
+        """The answers so far: the sealed state's, plus this round's responses to its questions."""
+        if self.state is None:
+            # No earlier round: the client may still answer up front (SEP-2322 allows it).
+            return {k: v for k, v in self.responses.items() if not k.startswith("kiln/")}, 0
+        try:
+            content = self.sealer.open(self.state, binding)
+        except StateRefusedError:
+            raise InvalidParamsError(REFUSED, request_id=rid) from None
+        answers = dict(content.get("a") or {})
+        asked: dict[str, str] = dict(content.get("q") or {})
+        for key, method in asked.items():
+            if key in self.responses:
+                answers[key] = _checked_answer(key, method, self.responses[key], rid)
+        return answers, int(content.get("n") or 0)
+
+    def _check_capabilities(self, name: str, questions: tuple[Question, ...], rid: Any) -> None:
+        missing = sorted({CAPABILITY[q.method] for q in questions} - set(self.can_ask))
+        if not missing:
+            return
+        methods = ", ".join(
+            sorted({q.method for q in questions if CAPABILITY[q.method] in missing})
+        )
+        if self.modern:
+            raise MissingCapabilityError(
+                f"Missing required client capability: tool '{name}' asks for {methods}; "
+                f"declare {', '.join(missing)} in the request's client capabilities",
+                request_id=rid,
+                data={"requiredCapabilities": {kind: {} for kind in missing}},
+                modern=True,
+            )
+        raise _Legacy(
+            f"Tool '{name}' asks the client a question ({methods}), and this server cannot hold "
+            "an MCP 2025 request open for the answer (on AWS Lambda each POST is answered "
+            "once). Call it over MCP 2026-07-28, where the question comes back as an "
+            "input_required result and the next call carries the answer."
+        )
+
+    def _input_required(
+        self, binding: Binding, answers: dict[str, Any], questions: tuple[Question, ...], n: int
+    ) -> dict[str, Any]:
+        content = {"a": answers, "q": {q.key: q.method for q in questions}, "n": n}
+        try:
+            state = self.sealer.seal(binding, content)
+        except StateTooLargeError as error:
+            return _error_result(f"Tool '{binding.tool}' cannot ask again: {error}")
+        requests = {q.key: {"method": q.method, "params": dict(q.params)} for q in questions}
+        return {"resultType": "input_required", "inputRequests": requests, "requestState": state}
+
+
+@dataclass(frozen=True)
+class GoingOn:
+    """A tool that asked first has every answer and goes on as a task."""
+
+    answers: Mapping[str, Any]
+
+
+class _Legacy(Exception):
+    """A question a 2025 request cannot carry: a tool error, not a protocol error."""
+
+
+def caller_of(ctx: CallContext) -> str:
+    """Who a state is bound to: the principal, its key or token client, and the view."""
+    who = ctx.principal
+    parts = [
+        getattr(who, "label", "anonymous") if who is not None else "anonymous",
+        str(getattr(who, "key_id", "") or ""),
+        str(getattr(who, "client", "") or ""),
+        str(ctx.extra.get("view") or ""),
+    ]
+    return hashlib.sha256("\0".join(parts).encode()).hexdigest()
+
+
+def _checked_answer(key: str, method: str, answer: Any, rid: RequestId) -> Any:
+    """The client's answer to one question, checked against the answer type of its method."""
+    problem = answer_problem(key, method, answer)
+    if problem:
+        raise InvalidParamsError(f"Invalid params: {problem}", request_id=rid)
+    return answer
+
+
+def answer_problem(key: str, method: str, answer: Any) -> str | None:
+    """What is wrong with an answer for its question's method, or None."""
+    import mcp_types
+    from pydantic import TypeAdapter, ValidationError
+
+    model = {
+        "elicitation/create": mcp_types.ElicitResult,
+        "sampling/createMessage": mcp_types.CreateMessageResult,
+        "roots/list": mcp_types.ListRootsResult,
+    }.get(method)
+    if model is None:
+        return None
+    try:
+        TypeAdapter[Any](model).validate_python(answer)
+    except ValidationError as error:
+        first = error.errors()[0]
+        where = ".".join(str(p) for p in first["loc"]) or "(the answer)"
+        return (
+            f"inputResponses.{key} is not a valid {model.__name__} (the answer to {method}): "
+            f"{where}: {first['msg']}"
+        )
+    return None
+
+
+def _bad_question(name: str, questions: tuple[Question, ...]) -> str | None:
+    """A question whose params its MCP request would not accept, said as a tool error."""
+    import mcp_types
+    from pydantic import TypeAdapter, ValidationError
+
+    models: dict[str, Any] = {
+        "elicitation/create": mcp_types.ElicitRequestParams,
+        "sampling/createMessage": mcp_types.CreateMessageRequestParams,
+    }
+    for question in questions:
+        model = models.get(question.method)
+        if model is None:
+            continue
+        try:
+            TypeAdapter[Any](model).validate_python(question.params)
+        except ValidationError as error:
+            first = error.errors()[0]
+            where = ".".join(str(p) for p in first["loc"])
+            return (
+                f"Tool '{name}' asked '{question.key}' with params that {question.method} does "
+                f"not accept: {where}: {first['msg']}"
+            )
+    return None
+
+
+def _error_result(text: str) -> dict[str, Any]:
+    return {"content": [{"type": "text", "text": text}], "isError": True}
+
+
+def _error_outcome(text: str) -> ToolOutcome:
+    return ToolOutcome(text, True)
+
+
+def turn_for(
+    params: Mapping[str, Any],
+    *,
+    modern: bool,
+    sealer: StateSealer,
+    rid: RequestId,
+    emit: Emit | None = None,
+    holder: Holder | None = None,
+) -> Turn:
+    """This request's Turn; -32602 for inputResponses / requestState of the wrong shape."""
+    meta = params.get("_meta") if isinstance(params.get("_meta"), dict) else {}
+    assert isinstance(meta, dict)
+    turn = Turn(sealer, modern, emit=emit, holder=holder, progress_token=meta.get("progressToken"))
+    if modern:
+        turn.responses, turn.state = _responses(params, rid)
+        caps = meta.get(CLIENT_CAPABILITIES_META_KEY)
+        caps = caps if isinstance(caps, dict) else {}
+        turn.can_ask = tuple(
+            k for k in ("elicitation", "sampling", "roots") if isinstance(caps.get(k), dict)
+        )
+        level = meta.get(LOG_LEVEL_META_KEY)
+        if level is not None and level not in LOG_LEVELS:
+            raise InvalidParamsError(
+                f"Invalid params: _meta.{LOG_LEVEL_META_KEY} must be one of "
+                f"{', '.join(LOG_LEVELS)}",
+                request_id=rid,
+            )
+        turn.log_level = level
+    else:
+        turn.can_ask = ("elicitation", "sampling", "roots") if holder is not None else ()
+        turn.log_level = "debug"  # no session keeps a logging/setLevel: everything is sent
+    return turn
+
+
+def _responses(params: Mapping[str, Any], rid: RequestId) -> tuple[dict[str, Any], str | None]:
+    responses = params.get("inputResponses", {})
+    if not isinstance(responses, dict):
+        raise InvalidParamsError(
+            "Invalid params: inputResponses must be an object (question key -> answer)",
+            request_id=rid,
+        )
+    for key, answer in responses.items():
+        if not isinstance(answer, dict):
+            raise InvalidParamsError(
+                f"Invalid params: inputResponses.{key[:64]} must be an object (the client's "
+                "answer to that question)",
+                request_id=rid,
+            )
+    state = params.get("requestState")
+    if state is not None and not isinstance(state, str):
+        raise InvalidParamsError("Invalid params: requestState must be a string", request_id=rid)
+    return responses, state

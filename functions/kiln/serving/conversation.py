@@ -1,0 +1,128 @@
+"""Between the protocol's conversation and the runner's talk channel (both sides plain data).
+
+The protocol hands a call's `Conversation` (answers so far, what the caller can answer, who
+hears progress and logs); the runner reports `Said` lines and `Ask`s. This module translates:
+a runner `Ask` becomes a protocol `Question` named by its MCP method.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from kiln.access.approvals import APPROVAL_KEY, approval_question, needs_approval, verdict
+from kiln.access.views import View
+from kiln.catalog.model import Tool
+from kiln.protocol.backend import Conversation, Question, ToolOutcome
+from kiln.runner import RunResult
+from kiln.runner.contract import contract_text
+from kiln.runner.talk import Ask, Log, Progress, Said
+
+METHODS = {
+    "elicitation": "elicitation/create",
+    "sampling": "sampling/createMessage",
+    "roots": "roots/list",
+}
+
+
+def run_fields(conversation: Conversation | None) -> dict[str, Any]:
+    """The RunRequest fields that carry a conversation to the script."""
+    if conversation is None:
+        return {}
+    return {
+        # Kiln's own answers (kiln/approval) are not the script's business.
+        "answers": {k: v for k, v in conversation.answers.items() if not k.startswith("kiln/")},
+        "can_ask": tuple(conversation.can_ask),
+        "heard": _listener(conversation.hear) if conversation.hear is not None else None,
+        "can_task": conversation.can_task,
+    }
+
+
+def _listener(hear: Callable[[str, dict[str, Any]], None]) -> Callable[[Said], None]:
+    def heard(said: Said) -> None:
+        if isinstance(said, Progress):
+            hear(
+                "progress",
+                {"progress": said.progress, "total": said.total, "message": said.message},
+            )
+        elif isinstance(said, Log):
+            hear("log", {"level": said.level, "data": said.data, "logger": said.logger})
+
+    return heard
+
+
+def tool_outcome(name: str, result: RunResult) -> ToolOutcome:
+    """The ToolOutcome of a run, with its questions; talk that broke the contract is an error."""
+    if result.talk_problems:
+        lines = "\n".join(f"- {problem}" for problem in result.talk_problems)
+        return ToolOutcome(
+            f"Tool {name!r} wrote talk lines that Kiln cannot use (KILN_TALK_FD takes one JSON "
+            f"object per line; see the README, 'Scripts that talk back'):\n{lines}",
+            True,
+        )
+    text = contract_text(result)
+    if result.go_on and not result.asks and not result.failed:
+        return ToolOutcome(text, False, stdout=result.stdout, escalate=True)
+    if result.asks and not result.failed:
+        return ToolOutcome(text, False, stdout=result.stdout, questions=_questions(result.asks))
+    return ToolOutcome(text, result.failed, stdout=result.stdout)
+
+
+def _questions(asks: tuple[Ask, ...]) -> tuple[Question, ...]:
+    return tuple(Question(ask.key, METHODS[ask.kind], dict(ask.params)) for ask in asks)
+
+
+@dataclass(frozen=True)
+class Approval:
+    """A call under a view that requires confirmation: `outcome` is the question to ask or
+    the refusal to answer with (None: approved, run it); `verdict` what the ledger says."""
+
+    outcome: ToolOutcome | None
+    verdict: str | None = None
+    at: str = ""
+
+
+def approval_for(
+    view: View | None, tool: Tool, arguments: Mapping[str, Any], talk: Conversation | None
+) -> Approval | None:
+    """None when no approval is needed; else what the user said, or the question to them."""
+    head = tool.head
+    if view is None or not needs_approval(view.confirm, head.annotations):
+        return None
+    answer = talk.answers.get(APPROVAL_KEY) if talk is not None else None
+    if answer is None:
+        if talk is None or "elicitation" not in talk.can_ask:
+            return Approval(
+                ToolOutcome(
+                    f"Tool {tool.name!r} was not run: view {view.name!r} requires the user's "
+                    f"approval first (confirm: {view.confirm}), and this client cannot be asked: "
+                    "it declared no elicitation capability (or, on AWS Lambda, spoke MCP 2025, "
+                    "where a request cannot wait for an answer; use 2026-07-28).",
+                    True,
+                ),
+                "approval not possible: the client cannot be asked",
+            )
+        params = approval_question(tool.name, arguments, head.input_schema, head.annotations)
+        question = Question(APPROVAL_KEY, "elicitation/create", params)
+        return Approval(ToolOutcome("", False, questions=(question,)))
+    said = verdict(answer)
+    if said == "approved":
+        return Approval(None, "approved", _now())
+    return Approval(
+        ToolOutcome(f"Tool {tool.name!r} was not run: the user {said} it.", True),
+        f"approval {said} by the user",
+    )
+
+
+def approved_by(approval: Approval | None, principal: Any) -> str | None:
+    """The ledger detail of a call that ran after its approval."""
+    if approval is None or approval.verdict != "approved":
+        return None
+    who = getattr(principal, "label", "anonymous") if principal is not None else "anonymous"
+    return f"approved by {who} at {approval.at}"
+
+
+def _now() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())

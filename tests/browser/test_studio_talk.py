@@ -1,0 +1,51 @@
+"""The test console shows what a script said while it ran and lets the author answer its
+questions (a form from the requested schema, the model's answer), in real Chromium."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from playwright.sync_api import expect
+
+from support.browser import Dev, assert_accessible, shoot, sign_in
+
+ASKER = """import json, os, sys
+
+talk = os.fdopen(int(os.environ["KILN_TALK_FD"]), "w", buffering=1)
+answers = json.loads(os.environ["KILN_ANSWERS"])
+say = lambda **line: talk.write(json.dumps(line) + "\\n")
+json.load(sys.stdin)
+say(progress=1, total=2, message="half way")
+say(log="warning", data="disk almost full")
+form = {"type": "object", "properties": {"city": {"type": "string", "title": "City"}}}
+if "where" not in answers:
+    say(ask="where", elicitation={"message": "Which city?", "requestedSchema": form})
+question = {"role": "user", "content": {"type": "text", "text": "Weather?"}}
+if "model" not in answers:
+    say(ask="model", sampling={"messages": [question], "maxTokens": 20})
+if "where" not in answers or "model" not in answers:
+    sys.exit(0)
+print(f"{answers['where']['content']['city']}: {answers['model']['content']['text']}")
+"""
+
+
+def test_the_console_shows_talk_and_answers_questions_until_the_tool_answers(
+    page: Any, dev: Dev
+) -> None:
+    body = {"name": "asker", "description": "Asks two questions.", "language": "python"}
+    body |= {"code": ASKER, "input_schema": {"type": "object"}}
+    assert dev.api("POST", "/api/tools", json=body).status_code == 201
+    sign_in(page)
+    page.goto("/studio/#/tools/asker/test")
+    page.get_by_role("button", name="Run", exact=True).click()
+    expect(page.get_by_test_id("progress")).to_have_text("1 of 2: half way")
+    expect(page.get_by_test_id("logs")).to_contain_text("disk almost full")
+    questions = page.get_by_test_id("questions")
+    expect(questions).to_contain_text("Which city?")
+    expect(questions).to_contain_text("Weather?")
+    shoot(page, "20-console-questions")
+    assert_accessible(page)
+    questions.get_by_label("City").fill("Lisbon")
+    questions.get_by_label("The model's answer").fill("sunny")
+    questions.get_by_role("button", name="Answer and run again").click()
+    expect(page.get_by_test_id("stdout")).to_contain_text("Lisbon: sunny")
