@@ -189,20 +189,7 @@ def check_view(payload: object, *, name: str | None = None) -> View:
     except ViewRuleError as error:
         problems.extend(error.problems)
         view_name = ""
-    entries: list[ViewEntry] = []
-    tools = payload.get("tools")
-    if not isinstance(tools, list) or len(tools) > MAX_ENTRIES:
-        problems.append(("tools", f"must be a list of at most {MAX_ENTRIES} entries"))
-    else:
-        for index, text in enumerate(tools):
-            try:
-                entries.append(parse_entry(text, f"tools[{index}]"))
-            except ViewRuleError as error:
-                problems.extend(error.problems)
-        named = [e.tool for e in entries if e.tool is not None]
-        twice = sorted({n for n in named if named.count(n) > 1})
-        if twice:
-            problems.append(("tools", f"names {twice[0]!r} twice"))
+    entries = _entries(payload.get("tools"), problems)
     description = payload.get("description", "")
     if not isinstance(description, str) or len(description) > MAX_DESCRIPTION:
         problems.append(("description", f"must be text of at most {MAX_DESCRIPTION} characters"))
@@ -220,17 +207,7 @@ def check_view(payload: object, *, name: str | None = None) -> View:
         quota = NO_QUOTA
     scopes = _strings(payload.get("oauth_scopes"), "oauth_scopes", problems)
     clients = _strings(payload.get("oauth_clients"), "oauth_clients", problems)
-    confirm = payload.get("confirm")
-    if confirm is not None and confirm not in CONFIRM_VALUES:
-        problems.append(
-            (
-                "confirm",
-                'must be "destructive" (ask the user before tools not marked '
-                'destructiveHint: false) or "writes" (before tools not marked readOnlyHint: '
-                "true); leave it out to never ask",
-            )
-        )
-        confirm = None
+    confirm = _confirm(payload.get("confirm"), problems)
     if problems:
         raise ViewRuleError(problems)
     return View(
@@ -244,6 +221,38 @@ def check_view(payload: object, *, name: str | None = None) -> View:
         oauth_clients=clients,
         confirm=confirm,
     )
+
+
+def _entries(tools: object, problems: list[tuple[str, str]]) -> list[ViewEntry]:
+    """A view's `tools` list, each entry checked; problems are added, never raised."""
+    entries: list[ViewEntry] = []
+    if not isinstance(tools, list) or len(tools) > MAX_ENTRIES:
+        problems.append(("tools", f"must be a list of at most {MAX_ENTRIES} entries"))
+        return entries
+    for index, text in enumerate(tools):
+        try:
+            entries.append(parse_entry(text, f"tools[{index}]"))
+        except ViewRuleError as error:
+            problems.extend(error.problems)
+    named = [e.tool for e in entries if e.tool is not None]
+    twice = sorted({n for n in named if named.count(n) > 1})
+    if twice:
+        problems.append(("tools", f"names {twice[0]!r} twice"))
+    return entries
+
+
+def _confirm(confirm: object, problems: list[tuple[str, str]]) -> str | None:
+    if confirm is None or confirm in CONFIRM_VALUES:
+        return confirm
+    problems.append(
+        (
+            "confirm",
+            'must be "destructive" (ask the user before tools not marked '
+            'destructiveHint: false) or "writes" (before tools not marked readOnlyHint: '
+            "true); leave it out to never ask",
+        )
+    )
+    return None
 
 
 def _binding(entry: ViewEntry) -> dict[str, str | None] | None:

@@ -266,6 +266,10 @@ class TaskService:
                 f"Too many running tasks: this caller already has {cap} working, the limit; "
                 "wait for one to end or cancel one (tasks/cancel)"
             ) from error
+        return await self._start(item)
+
+    async def _start(self, item: TaskItem) -> TaskRecord:
+        """Start a stored task's run; one whose worker cannot start ends `failed`, saying so."""
         try:
             await self._starter.start(item.owner, item.task_id)
         except Exception:

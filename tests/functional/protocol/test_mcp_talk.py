@@ -423,8 +423,10 @@ def test_an_authors_test_run_shows_talk_and_questions_and_takes_answers(server: 
     ("fence", "example"),
     [("python", "pick_account/main.py"), ("js", "pick_account_node/main.js")],
 )
-def test_the_readme_snippets_are_the_example_files_the_tests_run(fence: str, example: str) -> None:
-    readme = (ROOT / "README.md").read_text()
+def test_the_runner_readme_snippets_are_the_example_files_the_tests_run(
+    fence: str, example: str
+) -> None:
+    readme = (ROOT / "functions" / "kiln" / "runner" / "README.md").read_text()
     marker = f"(`examples/tools/{example}`):\n\n```{fence}\n"
     start = readme.index(marker) + len(marker)
     snippet = readme[start : readme.index("```", start)]
