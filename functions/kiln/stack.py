@@ -171,7 +171,9 @@ class Kiln:
         if limit <= 0 or self.gate.ledger is None or not self.runner.standby_capable:
             return []
         try:
-            recent, _ = self.gate.ledger.query(limit=200)
+            from kiln.access.ledger import LedgerQuery
+
+            recent, _ = self.gate.ledger.query(LedgerQuery(limit=200))
         except Exception:  # the ledger is a convenience here: start without warming
             log.warning("could not read the call ledger to warm recent tools", exc_info=True)
             return []

@@ -88,6 +88,20 @@ def _sk_of(moment: datetime) -> str:
     return _iso_ms(moment.timestamp())
 
 
+@dataclass(frozen=True)
+class LedgerQuery:
+    """Which entries a ledger query asks for: `/api/calls` takes exactly these parameters."""
+
+    tool: str | None = None
+    caller: str | None = None
+    outcome: str | None = None
+    since: str | None = None  # ISO 8601 time or date
+    until: str | None = None
+    limit: int = 100
+    cursor: str | None = None  # `next_cursor` of the page before
+    view: str | None = None
+
+
 class CallLedger:
     def __init__(
         self,
@@ -160,19 +174,11 @@ class CallLedger:
                 item[field] = {"S": value}
         return item, CallRecord(**{**entry.as_json(), "at": at, "id": entry_id})
 
-    def query(
-        self,
-        *,
-        tool: str | None = None,
-        caller: str | None = None,
-        outcome: str | None = None,
-        since: str | None = None,
-        until: str | None = None,
-        limit: int = 100,
-        cursor: str | None = None,
-        view: str | None = None,
-    ) -> tuple[list[CallRecord], str | None]:
+    def query(self, where: LedgerQuery | None = None) -> tuple[list[CallRecord], str | None]:
         """Entries newest first, at most `limit`, and the cursor of the next page (or None)."""
+        where = where or LedgerQuery()
+        tool, caller, outcome, view = where.tool, where.caller, where.outcome, where.view
+        since, until, limit, cursor = where.since, where.until, where.limit, where.cursor
         if outcome is not None and outcome not in OUTCOMES:
             raise LedgerQueryError(f"outcome: must be one of {', '.join(OUTCOMES)}")
         if not 1 <= limit <= MAX_PAGE:

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import functools
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Annotated, Any
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, Depends, Request
 
 from kiln.access import usage
-from kiln.access.ledger import CallLedger, LedgerQueryError
+from kiln.access.ledger import CallLedger, LedgerQuery, LedgerQueryError
 from kiln.api.common import blocking, kiln_of, require
 from kiln.api.errors import ApiError
 
@@ -24,24 +24,11 @@ def _ledger(request: Request) -> CallLedger:
 
 
 @router.get("/api/calls")
-async def list_calls(
-    request: Request,
-    tool: str | None = None,
-    caller: str | None = None,
-    outcome: str | None = None,
-    since: str | None = None,
-    until: str | None = None,
-    limit: int = 100,
-    cursor: str | None = None,
-    view: str | None = None,
-) -> dict[str, Any]:
+async def list_calls(request: Request, where: Annotated[LedgerQuery, Depends()]) -> dict[str, Any]:
     """Ledger entries, newest first; `next_cursor` continues (null on the last page)."""
     await require(request)
     await kiln_of(request).gate.after.flush()  # calls this process answered are all in
-    entries, next_cursor = await blocking(
-        _ledger(request).query, tool=tool, caller=caller, outcome=outcome, since=since,
-        until=until, limit=limit, cursor=cursor, view=view,
-    )  # fmt: skip
+    entries, next_cursor = await blocking(_ledger(request).query, where)
     return {"calls": [entry.as_json() for entry in entries], "next_cursor": next_cursor}
 
 

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from conftest import AwsStack
-from kiln.access.ledger import CallLedger, CallRecord, LedgerQueryError
+from kiln.access.ledger import CallLedger, CallRecord, LedgerQuery, LedgerQueryError
 
 
 class Clock:
@@ -38,10 +38,10 @@ def test_entries_come_back_newest_first_across_days_in_pages(aws: AwsStack) -> N
     for index in range(7):
         calls.record(entry(f"tool{index}"))
         clock.now += 6 * 3600  # spans two UTC days
-    page, cursor = calls.query(limit=3)
+    page, cursor = calls.query(LedgerQuery(limit=3))
     names = [r.tool for r in page]
     while cursor is not None:
-        page, cursor = calls.query(limit=3, cursor=cursor)
+        page, cursor = calls.query(LedgerQuery(limit=3, cursor=cursor))
         names += [r.tool for r in page]
     assert names == [f"tool{index}" for index in reversed(range(7))]
 
@@ -56,10 +56,14 @@ def test_a_page_reads_one_entry_more_than_it_returns_not_the_whole_day(aws: AwsS
     aws.clients.dynamodb.meta.events.register(
         "before-parameter-build.dynamodb.Query", lambda params, **_: asked.append(params["Limit"])
     )
-    page, cursor = calls.query(limit=3)
+    page, cursor = calls.query(LedgerQuery(limit=3))
     assert [r.tool for r in page] == ["tool6", "tool5", "tool4"]
     assert asked == [4]  # one request, for the page and the cursor's entry
-    assert [r.tool for r in calls.query(limit=3, cursor=cursor)[0]] == ["tool3", "tool2", "tool1"]
+    assert [r.tool for r in calls.query(LedgerQuery(limit=3, cursor=cursor))[0]] == [
+        "tool3",
+        "tool2",
+        "tool1",
+    ]
 
 
 def test_filters_select_by_tool_caller_outcome_and_time(aws: AwsStack) -> None:
@@ -70,10 +74,10 @@ def test_filters_select_by_tool_caller_outcome_and_time(aws: AwsStack) -> None:
     calls.record(entry("b", "key:two", "tool_error"))
     clock.now += 60
     calls.record(entry("a", "key:two", "refused"))
-    assert [r.outcome for r in calls.query(tool="a")[0]] == ["refused", "ok"]
-    assert [r.tool for r in calls.query(caller="key:two")[0]] == ["a", "b"]
-    assert [r.caller for r in calls.query(outcome="tool_error")[0]] == ["key:two"]
-    window = calls.query(since="2027-01-15T08:00:30Z", until="2027-01-15T08:01:30Z")[0]
+    assert [r.outcome for r in calls.query(LedgerQuery(tool="a"))[0]] == ["refused", "ok"]
+    assert [r.tool for r in calls.query(LedgerQuery(caller="key:two"))[0]] == ["a", "b"]
+    assert [r.caller for r in calls.query(LedgerQuery(outcome="tool_error"))[0]] == ["key:two"]
+    window = calls.query(LedgerQuery(since="2027-01-15T08:00:30Z", until="2027-01-15T08:01:30Z"))[0]
     assert [r.tool for r in window] == ["b"]
 
 
@@ -125,7 +129,7 @@ def test_bad_query_parameters_are_named(
     aws: AwsStack, kwargs: dict[str, object], message: str
 ) -> None:
     with pytest.raises(LedgerQueryError, match=message):
-        ledger(aws, Clock()).query(**kwargs)  # type: ignore[arg-type]
+        ledger(aws, Clock()).query(LedgerQuery(**kwargs))  # type: ignore[arg-type]
 
 
 def test_a_filtered_query_reads_at_most_ten_times_its_page_and_gives_a_cursor_to_go_on(
@@ -143,13 +147,13 @@ def test_a_filtered_query_reads_at_most_ten_times_its_page_and_gives_a_cursor_to
         "after-call.dynamodb.Query",
         lambda parsed, **_: scanned.append(int(parsed.get("ScannedCount", 0))),
     )
-    page, cursor = calls.query(tool="rare", limit=2)
+    page, cursor = calls.query(LedgerQuery(tool="rare", limit=2))
     assert page == []
     assert cursor is not None
     assert sum(scanned) <= 10 * 3
     found = []
     while cursor is not None:
-        page, cursor = calls.query(tool="rare", limit=2, cursor=cursor)
+        page, cursor = calls.query(LedgerQuery(tool="rare", limit=2, cursor=cursor))
         found += page
     assert [r.tool for r in found] == ["rare"]
 
