@@ -68,7 +68,7 @@ def kiln_dev(tmp: Path, port: int) -> Iterator[tuple[str, subprocess.Popen[bytes
     _write_tool(extra, PATTERN_TOOL, "import json,sys\nprint(json.load(sys.stdin)['s'])\n")
     _write_tool(extra, BAD_OUTPUT, BAD_OUTPUT_CODE)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "KILN_"))}
-    command = [sys.executable, "-m", "kiln.cli.main", "dev", "--port", str(port)]
+    command = [sys.executable, "-m", "kiln.cli", "dev", "--port", str(port)]
     command += ["--state-dir", str(tmp / ".kiln"), "--author-key", AUTHOR_KEY]
     command += ["--tools", str(ROOT / "examples" / "conformance"), "--tools", str(extra)]
     log = (tmp / "dev.log").open("wb")

@@ -216,7 +216,7 @@ def dev_pid(work: Path) -> int:
                 cmdline = (entry / "cmdline").read_bytes()
             except OSError:
                 continue
-            if b"kiln.cli.main\x00dev" in cmdline and marker in cmdline:
+            if b"kiln.cli\x00dev" in cmdline and marker in cmdline:
                 return int(entry.name)
     raise SystemExit("kiln dev's process not found")
 

@@ -253,7 +253,7 @@ def main() -> None:
         write_tools(tmp / "tools")
         kiln_port, ref_port, bare_port = free_port(), free_port(), free_port()
         kiln_cmd = [
-            sys.executable, "-m", "kiln.cli.main", "dev", "--no-examples",
+            sys.executable, "-m", "kiln.cli", "dev", "--no-examples",
             "--tools", str(tmp / "tools"), "--port", str(kiln_port),
             "--state-dir", str(tmp / ".kiln"), "--author-key", "bench-author-key",
         ]  # fmt: skip

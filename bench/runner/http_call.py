@@ -78,7 +78,7 @@ def kiln_dev(work: Path, tools: Path | None = None, **extra_env: str) -> Iterato
     log = (work / "dev.log").open("w")
     process = subprocess.Popen(
         [
-            *(sys.executable, "-m", "kiln.cli.main", "dev", "--port", str(port), "--no-examples"),
+            *(sys.executable, "-m", "kiln.cli", "dev", "--port", str(port), "--no-examples"),
             *("--state-dir", str(work / "state"), "--author-key", "bench-key"),
             *("--tools", str(tools or work / "tools")),
         ],

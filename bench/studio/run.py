@@ -78,7 +78,7 @@ def free_port() -> int:
 def start_dev(state: Path) -> tuple[subprocess.Popen[bytes], str]:
     port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "KILN_"))}
-    command = [sys.executable, "-m", "kiln.cli.main", "dev", "--port", str(port), "--no-examples"]
+    command = [sys.executable, "-m", "kiln.cli", "dev", "--port", str(port), "--no-examples"]
     command += ["--state-dir", str(state), "--author-key", KEY]
     process = subprocess.Popen(
         command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT

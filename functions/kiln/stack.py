@@ -181,7 +181,7 @@ class Kiln:
         return self.warmer.warm_recent(called, self._enabled_tool, limit)
 
     def _enabled_tool(self, name: str) -> Tool | None:
-        from kiln.catalog.store import CatalogError
+        from kiln.catalog.errors import CatalogError
 
         try:
             tool = self.store.get(name)

@@ -36,7 +36,7 @@ def dev(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Dev]:
     """One `kiln dev` process (embedded emulator, no example tools) for the whole session."""
     state = tmp_path_factory.mktemp("kiln-dev-state")
     port = free_port()
-    command = [sys.executable, "-m", "kiln.cli.main", "dev", "--port", str(port)]
+    command = [sys.executable, "-m", "kiln.cli", "dev", "--port", str(port)]
     command += ["--state-dir", str(state / "s"), "--author-key", KEY, "--no-examples"]
     log, client = state / "dev.log", httpx.Client(timeout=30)
     with serving(command, port, log, env=clean_env(), timeout_s=60), client as http:

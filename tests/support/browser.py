@@ -25,7 +25,7 @@ CHROMIUM_ARGS = [
     "--no-first-run",
 ]
 SCREENSHOTS = Path(__file__).parent / "browser" / "screenshots"
-AXE = Path(__file__).parent / "browser" / "vendor" / "axe.min.js"
+AXE = Path(__file__).resolve().parents[1] / "browser" / "vendor" / "axe.min.js"
 KEY = "browser-test-author-key-0123456789"
 DESKTOP = {"width": 1440, "height": 900}
 NARROW = {"width": 390, "height": 844}

@@ -59,7 +59,7 @@ def start_dev(
     log = state_dir.parent / f"{state_dir.name}.dev.log"
     with log.open("ab") as sink:
         process = subprocess.Popen(
-            [python, "-m", "kiln.cli.main", "dev", "--port", str(port), "--state-dir",
+            [python, "-m", "kiln.cli", "dev", "--port", str(port), "--state-dir",
              str(state_dir), "--author-key", AUTHOR_KEY, "--no-examples", *extra],
             env=env, stdout=sink, stderr=subprocess.STDOUT, user=user, group=user,
             cwd=state_dir.parent,
@@ -206,7 +206,7 @@ class DevServer:
         """Run the `kiln` command against this server, through its REST API (URL and key)."""
         env = {**clean_env(), "KILN_URL": self.url, "KILN_AUTHOR_KEY": DEV_KEY}
         return subprocess.run(
-            [sys.executable, "-m", "kiln.cli.main", *args],
+            [sys.executable, "-m", "kiln.cli", *args],
             env=env, capture_output=True, text=True, timeout=120, check=False,
         )  # fmt: skip
 
@@ -255,7 +255,7 @@ def kiln_dev(
     state_dir: Path, *extra: str, env: Mapping[str, str] | None = None, port: int | None = None
 ) -> Iterator[DevServer]:
     port = port or free_port()
-    command = [sys.executable, "-m", "kiln.cli.main", "dev", "--port", str(port), "--state-dir",
+    command = [sys.executable, "-m", "kiln.cli", "dev", "--port", str(port), "--state-dir",
                str(state_dir), "--author-key", DEV_KEY, *extra]  # fmt: skip
     env_ = {**clean_env(), **(env or {})}
     with serving(command, port, state_dir / "dev.log", env=env_), httpx.Client(timeout=120) as http:

@@ -19,8 +19,8 @@ from dataclasses import asdict, replace
 from typing import Any
 
 from kiln.access.views import View, ViewEntry
+from kiln.catalog.errors import CatalogError
 from kiln.catalog.model import Revision, Tool
-from kiln.catalog.store import CatalogError
 
 # What a revision is, apart from where and when it was made: two revisions with one digest
 # run the same code with the same files, packages, schemas and limits.

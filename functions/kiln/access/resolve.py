@@ -9,8 +9,8 @@ from collections.abc import Callable, Mapping
 
 from kiln.access.pins import pinned_tool, problems
 from kiln.access.views import View, ViewStore
+from kiln.catalog.errors import CatalogError
 from kiln.catalog.model import Revision, Tool
-from kiln.catalog.store import CatalogError
 
 log = logging.getLogger("kiln.access.views")
 

@@ -33,8 +33,7 @@ from kiln.access.views import (
 from kiln.authoring.service import ArgumentsRejectedError, UndeclaredSecretError
 from kiln.aws.clients import StoreUnavailableError
 from kiln.bundles.store import AmbiguousBundleIdError, BundleIdError, BundleStateError
-from kiln.catalog.rules import RuleError
-from kiln.catalog.store import (
+from kiln.catalog.errors import (
     CatalogError,
     NameMismatchError,
     NameTakenError,
@@ -44,6 +43,7 @@ from kiln.catalog.store import (
     StaleRevisionError,
     ToolNotFoundError,
 )
+from kiln.catalog.rules import RuleError
 from kiln.identity.keys import (
     InvalidKeyNameError,
     InvalidScopeError,

@@ -16,8 +16,8 @@ from kiln.api import tasks
 from kiln.api.common import blocking, if_match, json_body, kiln_of, require, tagged, time_left_s
 from kiln.api.errors import ApiError
 from kiln.authoring.serialise import revision_json, tool_json
+from kiln.catalog.errors import RevisionRequiredError
 from kiln.catalog.model import Tool
-from kiln.catalog.store import RevisionRequiredError
 from kiln.protocol.calling import ToolCaller
 from kiln.protocol.wire import LATEST_LEGACY
 from kiln.serving.backend import tool_view

@@ -16,8 +16,8 @@ from typing import Any
 
 from kiln.authoring.serialise import revision_json, tool_json
 from kiln.authoring.service import AuthoringService
+from kiln.catalog.errors import CatalogError
 from kiln.catalog.rules import RuleError
-from kiln.catalog.store import CatalogError
 from kiln.identity.policy import Principal
 from kiln.protocol.backend import CallContext, ToolBackend, ToolOutcome, ToolView
 from kiln.runner.limits import LAMBDA_MAX_TIMEOUT_S

@@ -20,9 +20,10 @@ from typing import Any, Protocol
 from kiln.access.secrets import SecretError
 from kiln.authoring.serialise import definition, draft_of
 from kiln.aws.clients import StoreUnavailableError
+from kiln.catalog.errors import ToolNotFoundError
 from kiln.catalog.model import Draft, Revision, Tool
 from kiln.catalog.rules import check_draft, check_name
-from kiln.catalog.store import CatalogStore, ToolNotFoundError
+from kiln.catalog.store import CatalogStore
 from kiln.catalog.syntax import available_node, check_parses
 from kiln.catalog.toolfiles import same_definition
 from kiln.identity.audit import created_by, record_write

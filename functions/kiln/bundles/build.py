@@ -187,6 +187,22 @@ def build_bundle(
         say(f"{installer} install {' '.join(record.requirements)}")
         lock = _install_node(record, install_dir, log)
         contents, compiled_by = _Tree.of(install_dir), None
+    _refuse_if_over(contents, limit, log)
+    say(f"zipping {contents.count} files ({contents.unpacked / 2**20:.1f} MB)")
+    zip_path = workdir / f"{record.id}.zip"
+    zipping = time.monotonic()
+    contents.write(zip_path)
+    log.add(f"# zip: {time.monotonic() - zipping:.2f} s")
+    duration = time.monotonic() - started
+    manifest = _manifest(record, lock, contents, zip_path, compiled_by, duration)
+    log.add(
+        f"# done in {duration:.1f} s: {contents.count} files, {contents.unpacked} bytes unpacked"
+    )
+    return BuildOutput(zip_path=zip_path, manifest=manifest, log=log.text(), duration_s=duration)
+
+
+def _refuse_if_over(contents: _Contents, limit: int, log: _Log) -> None:
+    """Raise BuildError when the installed packages are bigger than the bundle limit."""
     if contents.unpacked > limit:
         reason = (
             f"the installed packages take {contents.unpacked / 2**20:.1f} MB, over the bundle "
@@ -195,13 +211,18 @@ def build_bundle(
         )
         log.add(f"# refused: {reason}")
         raise BuildError(reason, log.text())
-    say(f"zipping {contents.count} files ({contents.unpacked / 2**20:.1f} MB)")
-    zip_path = workdir / f"{record.id}.zip"
-    zipping = time.monotonic()
-    contents.write(zip_path)
-    log.add(f"# zip: {time.monotonic() - zipping:.2f} s")
-    duration = time.monotonic() - started
-    manifest: dict[str, Any] = {
+
+
+def _manifest(
+    record: BundleRecord,
+    lock: list[dict[str, Any]],
+    contents: _Contents,
+    zip_path: Path,
+    compiled_by: str | None,
+    duration: float,
+) -> dict[str, Any]:
+    """The bundle's manifest: what was asked for, what was installed and what was built."""
+    return {
         "bundle_id": record.id,
         "language": record.language,
         "target": record.target,
@@ -216,10 +237,6 @@ def build_bundle(
         "built_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "builder": {"python": sys.version.split()[0], "platform": sys.platform},
     }
-    log.add(
-        f"# done in {duration:.1f} s: {contents.count} files, {contents.unpacked} bytes unpacked"
-    )
-    return BuildOutput(zip_path=zip_path, manifest=manifest, log=log.text(), duration_s=duration)
 
 
 # -- Python ---------------------------------------------------------------------------------

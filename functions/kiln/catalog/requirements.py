@@ -40,40 +40,9 @@ def _looks_like_path(entry: str) -> bool:
 
 def _python_requirement(field: str, entry: str, found: list[Violation]) -> tuple[str, str] | None:
     """Return (canonical name, normalised entry) or record why the entry is refused."""
-    if entry.startswith("-"):
-        if entry.startswith(("-e", "--editable")):
-            found.append(violation(field, "editable", "must not be an editable install (-e)"))
-        else:
-            found.append(
-                violation(
-                    field, "option", "must be a package, not a pip option such as --index-url"
-                )
-            )
-        return None
-    if _URL_SCHEME.search(entry) or entry.lower().startswith(("git+", "hg+", "svn+", "bzr+")):
-        if "file://" in entry.lower():
-            found.append(violation(field, "path_not_allowed", "must not point at a local file"))
-        else:
-            found.append(
-                violation(field, "url_not_allowed", "must be a package from the index, not a URL")
-            )
-        return None
-    if _looks_like_path(entry):
-        found.append(
-            violation(field, "path_not_allowed", "must be a package from the index, not a path")
-        )
-        return None
-    node_style = _NODE_STYLE.fullmatch(entry.strip())
-    if node_style is not None:  # `lodash@4` would parse as a URL requirement
-        name, version = node_style.group(1), node_style.group(2)
-        found.append(
-            violation(
-                field,
-                "node_syntax",
-                f"looks like a Node requirement (name@version); a Python tool's is a PEP 508 "
-                f"requirement such as {name.rpartition('/')[2]}=={version.lstrip('^~')}",
-            )
-        )
+    refused = _python_source_refused(field, entry)
+    if refused is not None:
+        found.append(refused)
         return None
     try:
         requirement = Requirement(entry)
@@ -97,13 +66,42 @@ def _python_requirement(field: str, entry: str, found: list[Violation]) -> tuple
         )
         return None
     name = str(canonicalize_name(requirement.name))
+    return name, _python_normal_form(name, requirement)
+
+
+def _python_source_refused(field: str, entry: str) -> Violation | None:
+    """Why `entry` is refused before parsing: a pip option, a URL, a path or Node syntax."""
+    if entry.startswith("-"):
+        if entry.startswith(("-e", "--editable")):
+            return violation(field, "editable", "must not be an editable install (-e)")
+        return violation(field, "option", "must be a package, not a pip option such as --index-url")
+    if _URL_SCHEME.search(entry) or entry.lower().startswith(("git+", "hg+", "svn+", "bzr+")):
+        if "file://" in entry.lower():
+            return violation(field, "path_not_allowed", "must not point at a local file")
+        return violation(field, "url_not_allowed", "must be a package from the index, not a URL")
+    if _looks_like_path(entry):
+        return violation(field, "path_not_allowed", "must be a package from the index, not a path")
+    node_style = _NODE_STYLE.fullmatch(entry.strip())
+    if node_style is not None:  # `lodash@4` would parse as a URL requirement
+        name, version = node_style.group(1), node_style.group(2)
+        return violation(
+            field,
+            "node_syntax",
+            f"looks like a Node requirement (name@version); a Python tool's is a PEP 508 "
+            f"requirement such as {name.rpartition('/')[2]}=={version.lstrip('^~')}",
+        )
+    return None
+
+
+def _python_normal_form(name: str, requirement: Requirement) -> str:
+    """`name[extras]specifier; marker` with the extras canonical and sorted."""
     text = name
     if requirement.extras:
         text += "[" + ",".join(sorted(canonicalize_name(e) for e in requirement.extras)) + "]"
     text += str(requirement.specifier)
     if requirement.marker is not None:
         text += f"; {requirement.marker}"
-    return name, text
+    return text
 
 
 _NPM_NAME: Final = re.compile(r"(?:@[a-z0-9][a-z0-9._-]*/)?[a-z0-9][a-z0-9._-]*")
@@ -198,33 +196,34 @@ def _node_requirement(field: str, entry: str, found: list[Violation]) -> tuple[s
     if spec is None:
         return name, name
     spec = " ".join(spec.split())
-    spec_lowered = spec.lower()
-    if spec_lowered.startswith("npm:"):
-        found.append(violation(field, "alias_not_allowed", "must not be an npm: alias"))
-        return None
-    if _is_url(spec):
-        found.append(_url_refused(field))
-        return None
-    if spec_lowered.startswith(("file:", "link:")) or _looks_like_path(spec) or "/" in spec:
-        found.append(
-            violation(
-                field,
-                "path_not_allowed",
-                "must be a package from the registry, not a path or repository",
-            )
-        )
-        return None
-    if not is_semver_range(spec):
-        found.append(
-            violation(
-                field,
-                "semver_range",
-                "must give a semver range after @ (such as 4.17.21, ^4.17.0, ~1.2, 1.x, "
-                ">=1 <2, 1 - 2, *, latest)",
-            )
-        )
+    refused = _npm_spec_refused(field, spec)
+    if refused is not None:
+        found.append(refused)
         return None
     return name, f"{name}@{spec}"
+
+
+def _npm_spec_refused(field: str, spec: str) -> Violation | None:
+    """Why the part after `name@` is refused: an alias, a URL, a path or not a semver range."""
+    spec_lowered = spec.lower()
+    if spec_lowered.startswith("npm:"):
+        return violation(field, "alias_not_allowed", "must not be an npm: alias")
+    if _is_url(spec):
+        return _url_refused(field)
+    if spec_lowered.startswith(("file:", "link:")) or _looks_like_path(spec) or "/" in spec:
+        return violation(
+            field,
+            "path_not_allowed",
+            "must be a package from the registry, not a path or repository",
+        )
+    if not is_semver_range(spec):
+        return violation(
+            field,
+            "semver_range",
+            "must give a semver range after @ (such as 4.17.21, ^4.17.0, ~1.2, 1.x, "
+            ">=1 <2, 1 - 2, *, latest)",
+        )
+    return None
 
 
 def _requirement_list(value: object, found: list[Violation]) -> list[object] | None:

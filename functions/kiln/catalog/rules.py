@@ -387,6 +387,17 @@ def _check_tags(value: object, found: list[Violation]) -> tuple[str, ...]:
     return tuple(sorted({tag for tag in value if is_tag(tag)}))
 
 
+def _with_defaults(
+    fields: dict[str, object], defaults: Mapping[str, Any] | None
+) -> dict[str, object]:
+    """Fill the fields the payload left out from `defaults` (canonical names only)."""
+    for key, value in (defaults or {}).items():
+        if key not in CANONICAL_FIELDS:
+            raise TypeError(f"unknown default field {key!r}")
+        fields.setdefault(key, value)
+    return fields
+
+
 def check_draft(payload: Mapping[str, Any], *, defaults: Mapping[str, Any] | None = None) -> Draft:
     """Validate and normalise a submitted tool definition; raise RuleError listing every violation.
 
@@ -396,11 +407,7 @@ def check_draft(payload: Mapping[str, Any], *, defaults: Mapping[str, Any] | Non
     if not isinstance(payload, Mapping):
         raise RuleError([violation("body", "type", "must be a JSON object")])
     found: list[Violation] = []
-    fields = _canonical(payload, found)
-    for key, value in (defaults or {}).items():
-        if key not in CANONICAL_FIELDS:
-            raise TypeError(f"unknown default field {key!r}")
-        fields.setdefault(key, value)
+    fields = _with_defaults(_canonical(payload, found), defaults)
 
     def get(key: str) -> object:
         return fields.get(key, MISSING)

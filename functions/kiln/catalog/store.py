@@ -31,6 +31,15 @@ from typing import Any, Protocol
 
 from botocore.exceptions import ClientError
 
+from kiln.catalog.errors import (
+    NameMismatchError,
+    NameTakenError,
+    NotDeletedError,
+    RevisionNotFoundError,
+    RevisionRequiredError,
+    StaleRevisionError,
+    ToolNotFoundError,
+)
 from kiln.catalog.model import Draft, Revision, Tool
 from kiln.catalog.names import NAME_PATTERN, taken_by
 from kiln.catalog.toolfiles import digest as content_digest
@@ -47,40 +56,6 @@ _TOOL_ID = re.compile(r"[A-Za-z0-9_.-]{1,128}")
 def _shown(ref: str) -> str:
     """A caller's reference for a message: quoted, ASCII, at most 64 characters."""
     return ascii(ref if len(ref) <= 64 else ref[:64] + "…")
-
-
-class CatalogError(Exception):
-    """Base of the catalog's refusals; `kiln.api.errors` maps each to its statuses and codes."""
-
-
-class ToolNotFoundError(CatalogError):
-    pass
-
-
-class RevisionNotFoundError(CatalogError):
-    pass
-
-
-class NameTakenError(CatalogError):
-    pass
-
-
-class StaleRevisionError(CatalogError):
-    def __init__(self, message: str, *, current: int) -> None:
-        super().__init__(message)
-        self.current = current
-
-
-class RevisionRequiredError(CatalogError):
-    pass
-
-
-class NotDeletedError(CatalogError):
-    pass
-
-
-class NameMismatchError(CatalogError):
-    pass
 
 
 class BundleHook(Protocol):

@@ -209,10 +209,7 @@ def _requirements(args: argparse.Namespace) -> tuple[str, list[str]]:
 
 
 def cmd_build(args: argparse.Namespace) -> int:
-    from kiln.bundles.build import build_bundle
-    from kiln.bundles.errors import BuildError
     from kiln.bundles.identity import RequirementError, bundle_id, default_target, parse_target
-    from kiln.bundles.store import BundleRecord, now_iso
 
     try:
         language, requirements = _requirements(args)
@@ -238,33 +235,7 @@ def cmd_build(args: argparse.Namespace) -> int:
     progress = Progress()
     max_bytes = int(args.max_mb * 2**20) if args.max_mb else None
     if args.out:
-        from kiln.bundles.identity import normalise_requirements
-
-        out = Path(args.out)
-        out.mkdir(parents=True, exist_ok=True)
-        now = now_iso()
-        record = BundleRecord(
-            identity, "building", language, target,
-            normalise_requirements(language, requirements), now, now,
-        )  # fmt: skip
-        with tempfile.TemporaryDirectory(prefix="kiln-build-") as scratch:
-            try:
-                output = build_bundle(
-                    record,
-                    workdir=Path(scratch),
-                    progress=progress.phase,
-                    max_bytes=max_bytes,
-                    toolchain=_toolchain(args),
-                )
-            except BuildError as error:
-                (out / f"{identity}.log").write_text(error.log)
-                return _fail("build", f"{error.reason} (log: {out / f'{identity}.log'})")
-            output.zip_path.replace(out / f"{identity}.zip")
-        (out / f"{identity}.manifest.json").write_text(json.dumps(output.manifest, indent=2))
-        (out / f"{identity}.log").write_text(output.log)
-        progress.phase(f"wrote {out / f'{identity}.zip'} ({output.manifest['zip_size']} bytes)")
-        print(identity)
-        return 0
+        return _build_to_dir(args, identity, language, target, requirements, progress, max_bytes)
     try:
         store = _direct_store(args)
         record = store.ensure(language, target, requirements)
@@ -282,6 +253,48 @@ def cmd_build(args: argparse.Namespace) -> int:
     except Exception as error:
         return _fail("build", error)
     return _build_here(store, record.id, progress, _toolchain(args))
+
+
+def _build_to_dir(
+    args: argparse.Namespace,
+    identity: str,
+    language: str,
+    target: str,
+    requirements: list[str],
+    progress: Progress,
+    max_bytes: int | None,
+) -> int:
+    """Build here into `--out` (zip, manifest and log), with no bundle store."""
+    from kiln.bundles.build import build_bundle
+    from kiln.bundles.errors import BuildError
+    from kiln.bundles.identity import normalise_requirements
+    from kiln.bundles.store import BundleRecord, now_iso
+
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    now = now_iso()
+    record = BundleRecord(
+        identity, "building", language, target,
+        normalise_requirements(language, requirements), now, now,
+    )  # fmt: skip
+    with tempfile.TemporaryDirectory(prefix="kiln-build-") as scratch:
+        try:
+            output = build_bundle(
+                record,
+                workdir=Path(scratch),
+                progress=progress.phase,
+                max_bytes=max_bytes,
+                toolchain=_toolchain(args),
+            )
+        except BuildError as error:
+            (out / f"{identity}.log").write_text(error.log)
+            return _fail("build", f"{error.reason} (log: {out / f'{identity}.log'})")
+        output.zip_path.replace(out / f"{identity}.zip")
+    (out / f"{identity}.manifest.json").write_text(json.dumps(output.manifest, indent=2))
+    (out / f"{identity}.log").write_text(output.log)
+    progress.phase(f"wrote {out / f'{identity}.zip'} ({output.manifest['zip_size']} bytes)")
+    print(identity)
+    return 0
 
 
 def _build_here(store: Any, identity: str, progress: Progress, toolchain: Any) -> int:

@@ -33,7 +33,8 @@ ToolResolver = Callable[[Any, str, str], str]
 
 def catalog_tool_id(clients: Any, table: str, ref: str) -> str:
     """The id of the live tool named `ref`, from the catalog (secrets follow ids, not names)."""
-    from kiln.catalog.store import CatalogStore, ToolNotFoundError
+    from kiln.catalog.errors import ToolNotFoundError
+    from kiln.catalog.store import CatalogStore
 
     store = CatalogStore(clients.dynamodb, clients.s3, table=table, bucket="")
     try:

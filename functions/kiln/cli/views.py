@@ -63,7 +63,7 @@ def cmd_views_ls(args: argparse.Namespace) -> int:
     for view in body["views"]:
         where = f"/mcp/v/{view['name']}" if view["published"] else "-"
         rows.append((view["name"], f"r{view['revision']}", where, " ".join(view["tools"])))
-        problems += [f"{view['name']}: {problem}" for problem in view.get("problems", [])]
+        problems += [f"{problem}   (view {view['name']})" for problem in view.get("problems", [])]
     print_rows(rows)
     for problem in problems:  # an entry that serves nothing, and why
         print(f"  ! {problem}")

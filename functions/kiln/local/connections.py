@@ -23,7 +23,7 @@ import logging
 import resource
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import h11
 from uvicorn.protocols.http.h11_impl import H11Protocol
@@ -73,80 +73,88 @@ def _answer_bad_request(conn: h11.Connection, transport: asyncio.Transport) -> N
 
 def hardened_protocol(limits: ConnectionLimits) -> type[H11Protocol]:
     """An h11 protocol class for uvicorn's `http=` that enforces `limits` (see module doc)."""
-    cap = connection_cap(limits)
 
-    class HardenedH11Protocol(H11Protocol):
-        _timer: asyncio.TimerHandle | None = None
-        _last_active = 0.0
-        _reading = False  # a request has started arriving and has not fully arrived
-
-        def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
-            super().connection_made(transport)
-            self._last_active = time.monotonic()
-            self._arm(limits.idle_timeout_s)
-            if len(self.connections) > cap and not self._evict_one():
-                log.warning("connection cap (%d) reached with every connection busy", cap)
-                self._close()
-
-        def connection_lost(self, exc: Exception | None) -> None:
-            self._disarm()
-            super().connection_lost(exc)
-
-        def data_received(self, data: bytes) -> None:
-            self._last_active = time.monotonic()
-            if not self._reading:
-                self._reading = True
-                self._arm(limits.request_timeout_s)  # a request started: it must now finish
-            super().data_received(data)
-            if self.conn.their_state not in (h11.IDLE, h11.SEND_BODY):
-                self._reading = False  # the whole request arrived (or the connection is ending)
-                self._disarm()
-
-        def on_response_complete(self) -> None:
-            self._last_active = time.monotonic()
-            super().on_response_complete()
-
-        def send_400_response(self, msg: str) -> None:
-            _answer_bad_request(self.conn, self.transport)
-
-        def _idle(self) -> bool:
-            return self.cycle is None or self.cycle.response_complete
-
-        def _arm(self, seconds: float) -> None:
-            self._disarm()
-            self._timer = self.loop.call_later(seconds, self._expire)
-
-        def _disarm(self) -> None:
-            if self._timer is not None:
-                self._timer.cancel()
-                self._timer = None
-
-        def _expire(self) -> None:
-            self._timer = None
-            if self.conn.their_state in (h11.IDLE, h11.SEND_BODY):
-                self._close()
-
-        def _close(self) -> None:
-            self._disarm()
-            if not self.transport.is_closing():
-                self.transport.close()
-
-        def _evict_one(self) -> bool:
-            """Close the longest-idle other connection; False when all of them are busy."""
-            idle = [
-                c
-                for c in self.connections
-                if c is not self
-                and isinstance(c, HardenedH11Protocol)
-                and c._idle()
-                and c.conn.their_state is h11.IDLE
-            ]
-            if not idle:
-                return False
-            min(idle, key=lambda c: c._last_active)._close()
-            return True
+    class HardenedH11Protocol(_HardenedH11Protocol):
+        _limits = limits
+        _cap = connection_cap(limits)
 
     return HardenedH11Protocol
+
+
+class _HardenedH11Protocol(H11Protocol):
+    """The hardened protocol; `hardened_protocol` makes a subclass with its limits and cap."""
+
+    _limits: ClassVar[ConnectionLimits]
+    _cap: ClassVar[int]
+    _timer: asyncio.TimerHandle | None = None
+    _last_active = 0.0
+    _reading = False  # a request has started arriving and has not fully arrived
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        super().connection_made(transport)
+        self._last_active = time.monotonic()
+        self._arm(self._limits.idle_timeout_s)
+        if len(self.connections) > self._cap and not self._evict_one():
+            log.warning("connection cap (%d) reached with every connection busy", self._cap)
+            self._close()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._disarm()
+        super().connection_lost(exc)
+
+    def data_received(self, data: bytes) -> None:
+        self._last_active = time.monotonic()
+        if not self._reading:
+            self._reading = True
+            self._arm(self._limits.request_timeout_s)  # a request started: it must now finish
+        super().data_received(data)
+        if self.conn.their_state not in (h11.IDLE, h11.SEND_BODY):
+            self._reading = False  # the whole request arrived (or the connection is ending)
+            self._disarm()
+
+    def on_response_complete(self) -> None:
+        self._last_active = time.monotonic()
+        super().on_response_complete()
+
+    def send_400_response(self, msg: str) -> None:
+        _answer_bad_request(self.conn, self.transport)
+
+    def _idle(self) -> bool:
+        return self.cycle is None or self.cycle.response_complete
+
+    def _arm(self, seconds: float) -> None:
+        self._disarm()
+        self._timer = self.loop.call_later(seconds, self._expire)
+
+    def _disarm(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+
+    def _expire(self) -> None:
+        self._timer = None
+        if self.conn.their_state in (h11.IDLE, h11.SEND_BODY):
+            self._close()
+
+    def _close(self) -> None:
+        self._disarm()
+        if not self.transport.is_closing():
+            self.transport.close()
+
+    def _evict_one(self) -> bool:
+        """Close the longest-idle other connection; False when all of them are busy."""
+        idle = [
+            c
+            for c in self.connections
+            if c is not self
+            and isinstance(c, type(self))
+            and c._idle()
+            and c.conn.their_state is h11.IDLE
+        ]
+        if not idle:
+            return False
+        min(idle, key=lambda c: c._last_active)._close()
+        return True
 
 
 class RateLimit(logging.Filter):

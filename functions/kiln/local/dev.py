@@ -38,7 +38,7 @@ from kiln.settings import LocalSettings, Settings, set_local_aws_defaults
 
 log = logging.getLogger("kiln.local.dev")
 
-DEFAULT_EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "tools"
+DEFAULT_EXAMPLES = Path(__file__).resolve().parents[3] / "examples" / "tools"
 
 
 def author_key(state_dir: Path, given: str | None) -> str:

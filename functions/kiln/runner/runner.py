@@ -458,18 +458,7 @@ class Runner:
             for file, reader in zip(ours_out, protocols, strict=True):
                 read_transport, _ = await loop.connect_read_pipe(returning(reader), file)
                 transports.append(read_transport)
-            try:
-                os.write(go, f"{deadline.seconds!r}\n".encode())
-            except BrokenPipeError:
-                raise NotStarted() from None  # a standby that gave up waiting
-            finally:
-                close_quietly([go])
-            for feeder in feeders:
-                feeder.start()
-            try:
-                pid = await asyncio.wait_for(asyncio.shield(status.pid), START_TIMEOUT_S)
-            except TimeoutError:
-                raise NotStarted() from None  # the helper is stuck; a fresh one will be tried
+            pid = await _go(go, feeders, status, deadline)
             record.supervisor = pid
             timed_out = await self._wait(pid, status, deadline)
             with contextlib.suppress(TimeoutError):
@@ -532,6 +521,22 @@ class Runner:
             await asyncio.wait_for(asyncio.shield(status.closed), self.settings.kill_grace_s)
         except TimeoutError:
             await asyncio.to_thread(_kill_tree_from, pid)
+
+
+async def _go(go: int, feeders: list[PipeFeeder], status: Status, deadline: Deadline) -> int:
+    """Send `go` (the deadline), start the feeders, and wait for the supervisor's pid."""
+    try:
+        os.write(go, f"{deadline.seconds!r}\n".encode())
+    except BrokenPipeError:
+        raise NotStarted() from None  # a standby that gave up waiting
+    finally:
+        close_quietly([go])
+    for feeder in feeders:
+        feeder.start()
+    try:
+        return await asyncio.wait_for(asyncio.shield(status.pid), START_TIMEOUT_S)
+    except TimeoutError:
+        raise NotStarted() from None  # the helper is stuck; a fresh one will be tried
 
 
 def _write_files(run_dir: Path, files: Mapping[str, bytes]) -> None:

@@ -246,6 +246,48 @@ class TaskStore:
         (how a reader fails a task whose worker stopped, without racing a live worker).
         `ledger` is the call's ledger item, written with the move or not at all.
         """
+        move = self._settle_update(
+            item,
+            status,
+            now=now,
+            message=message,
+            result=result,
+            error=error,
+            lease_seen=lease_seen,
+        )
+        try:
+            self._ddb.transact_write_items(
+                TransactItems=[
+                    {"Update": move},
+                    {
+                        "Update": {
+                            "TableName": self._table,
+                            "Key": _counter(item.owner),
+                            "UpdateExpression": "ADD running :minus",
+                            "ExpressionAttributeValues": {":minus": _n(-1)},
+                        }
+                    },
+                    *_ledger_put(self._table, ledger),
+                ]
+            )
+        except ClientError as exc:
+            if _failed_condition(exc):
+                return False
+            raise
+        return True
+
+    def _settle_update(
+        self,
+        item: TaskItem,
+        status: str,
+        *,
+        now: str,
+        message: str | None,
+        result: Mapping[str, Any] | None,
+        error: Mapping[str, Any] | None,
+        lease_seen: float | None,
+    ) -> dict[str, Any]:
+        """The conditional update that moves a working task to `status` (see `settle`)."""
         names = {"#s": "status"}
         values: dict[str, Any] = {":w": {"S": "working"}, ":to": {"S": status}, ":now": {"S": now}}
         sets = ["#s = :to", "updated_at = :now"]
@@ -266,35 +308,14 @@ class TaskStore:
         if lease_seen is not None:
             condition += " AND lease_until = :seen"
             values[":seen"] = _n(lease_seen)
-        try:
-            self._ddb.transact_write_items(
-                TransactItems=[
-                    {
-                        "Update": {
-                            "TableName": self._table,
-                            "Key": _key(item.owner, item.task_id),
-                            "UpdateExpression": "SET " + ", ".join(sets),
-                            "ConditionExpression": condition,
-                            "ExpressionAttributeNames": names,
-                            "ExpressionAttributeValues": values,
-                        }
-                    },
-                    {
-                        "Update": {
-                            "TableName": self._table,
-                            "Key": _counter(item.owner),
-                            "UpdateExpression": "ADD running :minus",
-                            "ExpressionAttributeValues": {":minus": _n(-1)},
-                        }
-                    },
-                    *_ledger_put(self._table, ledger),
-                ]
-            )
-        except ClientError as exc:
-            if _failed_condition(exc):
-                return False
-            raise
-        return True
+        return {
+            "TableName": self._table,
+            "Key": _key(item.owner, item.task_id),
+            "UpdateExpression": "SET " + ", ".join(sets),
+            "ConditionExpression": condition,
+            "ExpressionAttributeNames": names,
+            "ExpressionAttributeValues": values,
+        }
 
     def park(
         self, item: TaskItem, inputs: Mapping[str, Any], answers: Mapping[str, Any], *, now: str

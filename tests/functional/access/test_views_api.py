@@ -75,7 +75,7 @@ def test_bad_ledger_queries_name_the_parameter(kiln: RunningKiln) -> None:
 
 def kiln_cli(kiln: RunningKiln, *args: str) -> subprocess.CompletedProcess[str]:
     env = {"KILN_URL": kiln.url, "KILN_AUTHOR_KEY": AUTHOR_KEY, "PATH": "/usr/bin:/bin"}
-    return subprocess.run([sys.executable, "-m", "kiln.cli.main", *args], env=env,
+    return subprocess.run([sys.executable, "-m", "kiln.cli", *args], env=env,
                           capture_output=True, text=True, timeout=60, check=False)  # fmt: skip
 
 

@@ -8,16 +8,16 @@ from dataclasses import replace
 import pytest
 
 from conftest import AwsStack
-from kiln.catalog.model import Draft
-from kiln.catalog.snapshot import CatalogSnapshots
-from kiln.catalog.store import (
-    CatalogStore,
+from kiln.catalog.errors import (
     NameMismatchError,
     NameTakenError,
     RevisionRequiredError,
     StaleRevisionError,
     ToolNotFoundError,
 )
+from kiln.catalog.model import Draft
+from kiln.catalog.snapshot import CatalogSnapshots
+from kiln.catalog.store import CatalogStore
 
 DRAFT = Draft(
     name="echo",

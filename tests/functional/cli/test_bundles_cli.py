@@ -26,7 +26,7 @@ def kiln(aws: AwsStack, *args: str) -> subprocess.CompletedProcess[str]:
         "KILN_AUTHOR_KEY": AUTHOR_KEY,
     }
     return subprocess.run(
-        [sys.executable, "-m", "kiln.cli.main", "bundles", *args],
+        [sys.executable, "-m", "kiln.cli", "bundles", *args],
         env=env, capture_output=True, text=True, timeout=300, check=False,
     )  # fmt: skip
 

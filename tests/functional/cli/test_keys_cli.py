@@ -39,7 +39,7 @@ def kiln(
         "KILN_SECRETS_PREFIX": prefix,
     }
     return subprocess.run(
-        [sys.executable, "-m", "kiln.cli.main", *args, "--aws"],
+        [sys.executable, "-m", "kiln.cli", *args, "--aws"],
         input=stdin,
         capture_output=True,
         text=True,

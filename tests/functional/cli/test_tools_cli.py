@@ -16,7 +16,7 @@ def kiln(server: RunningKiln, *args: str) -> subprocess.CompletedProcess[str]:
     env["KILN_URL"] = server.url
     env["KILN_AUTHOR_KEY"] = AUTHOR_KEY
     return subprocess.run(
-        [sys.executable, "-m", "kiln.cli.main", "tools", *args],
+        [sys.executable, "-m", "kiln.cli", "tools", *args],
         env=env,
         capture_output=True,
         text=True,
@@ -108,7 +108,7 @@ def test_an_unreachable_server_gets_a_clear_message_not_a_traceback(tmp_path: Pa
     env["KILN_URL"] = f"http://127.0.0.1:{free_port()}"
     for args in (["tools", "list"], ["tools", "push", str(tmp_path)], ["bundles", "ls"]):
         done = subprocess.run(
-            [sys.executable, "-m", "kiln.cli.main", *args],
+            [sys.executable, "-m", "kiln.cli", *args],
             env=env,
             capture_output=True,
             text=True,
@@ -132,7 +132,7 @@ def test_a_malformed_url_gets_a_clear_message_not_a_traceback() -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("KILN_")}
     for url in ("http://127.0.0.1:notaport", "http://host/x y", "http://", "ftp://x"):
         done = subprocess.run(
-            [sys.executable, "-m", "kiln.cli.main", "tools", "list", "--url", url],
+            [sys.executable, "-m", "kiln.cli", "tools", "list", "--url", url],
             env=env,
             capture_output=True,
             text=True,

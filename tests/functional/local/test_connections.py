@@ -34,7 +34,7 @@ def dev(tmp_path: Path) -> Iterator[tuple[str, Path]]:
     env.update(KILN_IDLE_TIMEOUT_S="2", KILN_REQUEST_TIMEOUT_S="2")
     port = free_port()
     log_path = tmp_path / "dev.log"
-    command = [*(sys.executable, "-m", "kiln.cli.main", "dev", "--port", str(port)),
+    command = [*(sys.executable, "-m", "kiln.cli", "dev", "--port", str(port)),
                *("--no-examples", "--state-dir", str(tmp_path / ".kiln"))]  # fmt: skip
     with serving(command, port, log_path, env=env, preexec_fn=_lower_fd_limit, timeout_s=60):
         yield f"http://127.0.0.1:{port}", log_path

@@ -21,7 +21,7 @@ KEY = "dev-test-author-key"
 
 @contextmanager
 def kiln_dev(state_dir: Path, port: int, *extra: str) -> Iterator[str]:
-    command = [sys.executable, "-m", "kiln.cli.main", "dev", "--port", str(port),
+    command = [sys.executable, "-m", "kiln.cli", "dev", "--port", str(port),
                "--state-dir", str(state_dir), "--author-key", KEY, *extra]  # fmt: skip
     with serving(command, port, state_dir / "dev.log", env=clean_env(), timeout_s=60):
         yield f"http://127.0.0.1:{port}"
@@ -121,7 +121,7 @@ def test_a_second_kiln_dev_on_the_same_state_is_refused_and_kiln_stdio_shares_it
             [
                 sys.executable,
                 "-m",
-                "kiln.cli.main",
+                "kiln.cli",
                 "dev",
                 "--port",
                 str(free_port()),
@@ -149,7 +149,7 @@ def test_a_second_kiln_dev_on_the_same_state_is_refused_and_kiln_stdio_shares_it
                 [
                     sys.executable,
                     "-m",
-                    "kiln.cli.main",
+                    "kiln.cli",
                     "stdio",
                     "--state-dir",
                     str(tmp_path),
@@ -173,7 +173,7 @@ def test_stopping_kiln_dev_discards_its_standbys_and_leaves_no_run_behind(tmp_pa
     temp = tmp_path / "temp"
     temp.mkdir()
     port = free_port()
-    command = [sys.executable, "-m", "kiln.cli.main", "dev", "--port", str(port), "--state-dir",
+    command = [sys.executable, "-m", "kiln.cli", "dev", "--port", str(port), "--state-dir",
                str(tmp_path / "state"), "--author-key", "standby-test-key"]  # fmt: skip
     headers = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
     call = {"jsonrpc": "2.0", "id": 2, "method": "tools/call",

@@ -25,7 +25,7 @@ def run_stdio(tmp_path: Path, lines: list[dict[str, Any] | bytes]) -> list[dict[
         [
             sys.executable,
             "-m",
-            "kiln.cli.main",
+            "kiln.cli",
             "stdio",
             "--no-examples",
             "--tools",
@@ -126,7 +126,7 @@ def test_kiln_stdio_leaves_no_run_behind_however_its_client_stops_it(
     temp.mkdir()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "KILN_"))}
     process = subprocess.Popen(
-        [sys.executable, "-m", "kiln.cli.main", "stdio", "--no-examples", "--tools",
+        [sys.executable, "-m", "kiln.cli", "stdio", "--no-examples", "--tools",
          str(ROOT / "examples" / "conformance"), "--state-dir", str(tmp_path / ".kiln")],
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
         env={**env, "TMPDIR": str(temp)},

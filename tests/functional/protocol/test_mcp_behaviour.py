@@ -105,7 +105,7 @@ def free_port() -> int:
 def kiln_dev_transport(stack: AwsStack, tmp: Path) -> Iterator[Exchange]:
     port = free_port()
     tools = [arg for folder in FOLDERS for arg in ("--tools", str(folder))]
-    command = [sys.executable, "-m", "kiln.cli.main", "dev", "--no-examples", *tools,
+    command = [sys.executable, "-m", "kiln.cli", "dev", "--no-examples", *tools,
                "--state-dir", str(tmp / "state"), "--port", str(port)]  # fmt: skip
     with serving(command, port, tmp / "dev.log", env=clean_env()), httpx.Client(timeout=60) as http:
         url = f"http://127.0.0.1:{port}"
@@ -125,7 +125,7 @@ def stdio_transport(stack: AwsStack, tmp: Path) -> Iterator[Exchange]:
     def exchange(messages: list[Message]) -> dict[Any, Message]:
         lines = [INITIALIZE, INITIALIZED, *messages]
         done = subprocess.run(
-            [sys.executable, "-m", "kiln.cli.main", "stdio", "--no-examples", *tools,
+            [sys.executable, "-m", "kiln.cli", "stdio", "--no-examples", *tools,
              "--state-dir", str(tmp / "stdio-state")],
             input="".join(json.dumps(line) + "\n" for line in lines).encode(),
             capture_output=True, env=clean_env(), timeout=120, check=False,

@@ -44,7 +44,7 @@ def kiln_dev(
         "KILN_TASK_START_GRACE_S": "3",
     }
     env.update(lease)
-    command = [sys.executable, "-m", "kiln.cli.main", "dev", "--port", str(port)]
+    command = [sys.executable, "-m", "kiln.cli", "dev", "--port", str(port)]
     command += ["--state-dir", str(state), "--tools", str(tools)]
     with serving(command, port, state / "dev.log", env=env, timeout_s=60) as process:
         yield process

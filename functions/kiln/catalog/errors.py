@@ -1,0 +1,37 @@
+"""The catalog's refusals, raised by `kiln.catalog.store`; `kiln.api.errors` maps each to HTTP."""
+
+from __future__ import annotations
+
+
+class CatalogError(Exception):
+    """Base of the catalog's refusals; `kiln.api.errors` maps each to its statuses and codes."""
+
+
+class ToolNotFoundError(CatalogError):
+    pass
+
+
+class RevisionNotFoundError(CatalogError):
+    pass
+
+
+class NameTakenError(CatalogError):
+    pass
+
+
+class StaleRevisionError(CatalogError):
+    def __init__(self, message: str, *, current: int) -> None:
+        super().__init__(message)
+        self.current = current
+
+
+class RevisionRequiredError(CatalogError):
+    pass
+
+
+class NotDeletedError(CatalogError):
+    pass
+
+
+class NameMismatchError(CatalogError):
+    pass
