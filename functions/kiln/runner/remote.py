@@ -30,6 +30,7 @@ from typing import Any
 
 from kiln.runner.limits import RunLimits
 from kiln.runner.model import RunRequest, RunResult
+from kiln.runner.talk import Ask
 
 PAYLOAD_VERSION = 1
 ROUND_TRIP_MARGIN_S = 1.0  # kept from the caller's time for the invoke and the answer
@@ -59,6 +60,10 @@ def encode(
         "settings": dict(request.extra_env),
         "limits": None if request.limits is None else dataclasses.asdict(request.limits),
         "bundle": None if bundle is None else dict(bundle),
+        # The conversation so far (runner/talk.py): the caller's answers, what it can answer.
+        "answers": None if request.answers is None else dict(request.answers),
+        "can_ask": list(request.can_ask),
+        "can_task": request.can_task,
     }
 
 
@@ -79,6 +84,9 @@ def decode(payload: Mapping[str, Any]) -> tuple[RunRequest, Mapping[str, Any] | 
             label=str(payload.get("label", "")),
             files=files,
             limits=None if limits is None else RunLimits(**limits),
+            answers=None if payload.get("answers") is None else dict(payload["answers"]),
+            can_ask=tuple(str(kind) for kind in payload.get("can_ask", ())),
+            can_task=payload.get("can_task") is True,
         )
     except (KeyError, TypeError, ValueError, AttributeError) as error:
         raise PayloadError(f"a run payload without a usable {error}") from None
@@ -92,7 +100,10 @@ def result_json(result: RunResult) -> dict[str, Any]:
 
 
 def result_from(data: Mapping[str, Any]) -> RunResult:
-    return RunResult(**{k: v for k, v in data.items() if k in RUN_FIELDS})
+    fields = {k: v for k, v in data.items() if k in RUN_FIELDS}
+    fields["asks"] = tuple(Ask(**ask) for ask in fields.get("asks", ()))  # the run's questions
+    fields["talk_problems"] = tuple(fields.get("talk_problems", ()))
+    return RunResult(**fields)
 
 
 def failed_run(message: str, timeout_s: float) -> RunResult:

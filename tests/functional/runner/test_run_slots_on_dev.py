@@ -49,7 +49,9 @@ def one(_):
 with ThreadPoolExecutor(args["width"]) as pool:
     print(json.dumps(list(pool.map(one, range(args["width"])))))
 """
-TIMEOUT_S = 30  # the tool's own deadline (the most a plain tool may take): a deadlock lasts this long
+TIMEOUT_S = (
+    30  # the tool's own deadline (the most a plain tool may take): a deadlock lasts this long
+)
 
 
 SCHEMA = {"type": "object", "properties": {"depth": {"type": "integer"},

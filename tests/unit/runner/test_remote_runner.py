@@ -5,6 +5,7 @@ a failed or slow invoke becomes a run that did not start. The Lambda client is a
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import io
 import json
 import time
@@ -20,8 +21,10 @@ from kiln.runner.remote import (
     RemoteRunner,
     decode,
     encode,
+    result_from,
     result_json,
 )
+from kiln.runner.talk import Ask
 
 REQUEST = RunRequest(
     language="python",
@@ -33,6 +36,8 @@ REQUEST = RunRequest(
     label="t@3",
     files={"data/x.bin": b"\x00\x01"},
     limits=RunLimits(memory_bytes=1 << 28),
+    answers={"account": {"action": "accept", "content": {"account": "ops"}}},
+    can_ask=("elicitation", "sampling"),
 )
 RESULT = RunResult(stdout="hi\n", stderr="", exit_code=0, timed_out=False, applied_timeout_s=7.0,
                    duration_s=0.1, isolation="shared", mark="none")  # fmt: skip
@@ -42,10 +47,19 @@ def test_the_payload_holds_the_run_and_nothing_else() -> None:
     payload = encode(REQUEST, tenant="tool-1", tool_id="tool-1", bundle=None)
     assert set(payload) == {"kiln_run", "tenant", "tool", "label", "language", "code", "files",
                             "arguments", "timeout_s", "time_left_s", "settings", "limits",
-                            "bundle"}  # fmt: skip
+                            "bundle", "answers", "can_ask", "can_task"}  # fmt: skip
     request, bundle = decode(json.loads(json.dumps(payload)))
     assert request == REQUEST
     assert bundle is None
+
+
+def test_a_runs_questions_come_back_across_the_runner_hop() -> None:
+    """A script that asks in the runner function: its questions reach the caller's side as
+    they would from a run in this process (the answers went out in the payload)."""
+    asked = dataclasses.replace(RESULT, asks=(Ask("account", "elicitation", {"message": "?"}),))
+    back = result_from(json.loads(json.dumps(result_json(asked))))
+    assert back.asks == asked.asks
+    assert back == asked
 
 
 @pytest.mark.parametrize(

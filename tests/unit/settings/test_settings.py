@@ -23,8 +23,6 @@ VARIABLES: dict[str, tuple[str, str, Any]] = {
     "KILN_ALLOWED_ORIGINS": ("allowed_origins", "https://a.example, https://b.example", (
         "https://a.example", "https://b.example")),
     "KILN_BIND_HOST": ("bind_host", "127.0.0.1", "127.0.0.1"),
-    "KILN_BIND_PORT": ("bind_port", "8001", 8001),
-    "KILN_RUN_UNIX_SOCKETS": ("run_unix_sockets", "on", True),
     "KILN_BIND_PORT": ("bind_port", "8000", 8000),
     "KILN_INSTRUCTIONS": ("instructions", "Be brief.", "Be brief."),
     "KILN_MAX_BODY_BYTES": ("max_body_bytes", "2048", 2048),
@@ -84,8 +82,6 @@ DEFAULTS: dict[str, Any] = {
     "public_anonymous": True,
     "allowed_origins": (),
     "bind_host": None,
-    "bind_port": None,
-    "run_unix_sockets": False,
     "bind_port": None,
     "instructions": None,
     "max_body_bytes": 1024 * 1024,
