@@ -35,6 +35,8 @@ from kiln.runner.contain import state_of
 EVENTS = Path(__file__).resolve().parents[1] / "events"
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="the profile's sandbox needs root")
 
+TALK_VARS = {"KILN_ANSWERS", "KILN_CAN_ASK", "KILN_TALK_FD"}
+
 
 def tool(name: str, code: str) -> dict[str, Any]:
     return {"name": name, "description": f"{name}, a hostile tool.", "language": "python",
@@ -339,7 +341,10 @@ def test_a_tool_gets_no_event_of_another_caller_and_never_a_key(stack: Any) -> N
     # ... and a made-up request id answers nothing.
     assert "HTTP Error 400" in found["post guessed"], found
     assert "HTTP Error 400" in found["post current"], found
-    assert not any("AWS" in name or "KILN" in name for name in found["environ"]), found
+    # The talk contract's three variables are the run's own (runner/TALKING.md); nothing else
+    # of AWS or Kiln reaches the script.
+    leaked = [n for n in found["environ"] if ("AWS" in n or "KILN" in n) and n not in TALK_VARS]
+    assert not leaked, found
     # Another caller's call (with the same key) is answered by Kiln, not by the daemon.
     assert call(mcp, "e2e_plain", {"x": argument}, headers) == "normal"
     assert call(mcp, "e2e_runtime", {"x": argument}, headers) != '{"forged": true}'

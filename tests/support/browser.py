@@ -24,7 +24,7 @@ CHROMIUM_ARGS = [
     "--disable-sync",
     "--no-first-run",
 ]
-SCREENSHOTS = Path(__file__).parent / "browser" / "screenshots"
+SCREENSHOTS = Path(__file__).resolve().parents[1] / "browser" / "screenshots"
 AXE = Path(__file__).resolve().parents[1] / "browser" / "vendor" / "axe.min.js"
 KEY = "browser-test-author-key-0123456789"
 DESKTOP = {"width": 1440, "height": 900}

@@ -55,9 +55,13 @@ class Runs(logging.Handler):
 @pytest.fixture
 def runs() -> Iterator[Runs]:
     counter = Runs()
-    logging.getLogger("kiln.runner").addHandler(counter)
+    runner_log = logging.getLogger("kiln.runner")
+    level = runner_log.level
+    runner_log.setLevel(logging.DEBUG)  # a clean run's line is written at DEBUG
+    runner_log.addHandler(counter)
     yield counter
-    logging.getLogger("kiln.runner").removeHandler(counter)
+    runner_log.removeHandler(counter)
+    runner_log.setLevel(level)
 
 
 def call(server: McpServer, name: str, caps: dict[str, Any], **params: Any) -> dict[str, Any]:

@@ -121,7 +121,7 @@ def test_the_python_313_lookup_finds_the_same_interpreter_whatever_home_is(
 ) -> None:
     """With another HOME the lookup fell back to pyenv's shim: the build test failed, and a
     skip said there was no 3.13 on a machine that has one."""
-    code = "import toolchain; print(toolchain.python('3.13'))"
+    code = "from support import toolchain; print(toolchain.python('3.13'))"
     env = {**os.environ, "HOME": str(tmp_path), "PYTHONPATH": str(ROOT / "tests")}
     elsewhere = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
                                text=True, check=False, timeout=120)  # fmt: skip

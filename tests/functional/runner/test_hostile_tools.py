@@ -55,11 +55,21 @@ def owned_files(uids: tuple[int, int]) -> list[str]:
             for entry in entries:
                 with contextlib.suppress(OSError):
                     info = entry.stat(follow_symlinks=False)
-                    if uids[0] <= info.st_uid < uids[1]:
+                    if uids[0] <= info.st_uid < uids[1] and not _kilns_own(entry, info):
                         found.append(entry.path)
                     elif stat.S_ISDIR(info.st_mode) and info.st_mode & stat.S_IWOTH:
                         pending.append(entry.path)
     return found
+
+
+def _kilns_own(entry: os.DirEntry[str], info: os.stat_result) -> bool:
+    """A per-uid place a Kiln server of that uid makes for itself (kiln.bundles.owned_dirs:
+    `kiln-bundles-<uid>`, `kiln-build-home-<uid>`), not a tool's leftover: with one uid for
+    the server and its runs, another test's server of the test user leaves one in /tmp."""
+    return entry.is_dir(follow_symlinks=False) and entry.name in (
+        f"kiln-bundles-{info.st_uid}",
+        f"kiln-build-home-{info.st_uid}",
+    )
 
 
 @pytest.fixture(scope="module")
