@@ -268,7 +268,15 @@ def _install_python(
     log.add(f"# installer: uv ({uv}), cache {cache or 'uv default'}")
     run = functools.partial(_run_in, log=log, cwd=workdir)
     installer = Uv(uv, target_args=target_args, cache_dir=cache, workdir=workdir, run=run)
-    lock = installer.lock(list(record.requirements))
+    try:
+        lock = installer.lock(list(record.requirements))
+    except BuildError as error:
+        if log.tools.installer != "auto":  # uv was asked for by name: its failure is the answer
+            raise
+        # uv reads no pip.conf: an index (or proxy) only pip knows of is out of its reach.
+        log.add(f"# uv could not resolve ({error.reason}); building with pip instead")
+        lock = _pip_install(record, target, install_dir, workdir, log)
+        return lock, _Tree.of(install_dir), _compile_python(target, install_dir, log)
     interpreter = target_interpreter(target, log.tools.pyenv_root)
     if cache is not None:
         try:

@@ -94,6 +94,23 @@ def test_a_requirement_that_does_not_exist_fails_with_its_installer_log_kept(
     assert store.read_manifest(record.id) is None
 
 
+def test_a_build_uv_cannot_resolve_goes_on_with_pip_and_says_why(
+    store: BundleStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """uv reads no pip.conf: where only pip reaches the index (a mirror, a proxy), a build
+    that uv cannot resolve is made by pip, and the log says so (installer "auto" only)."""
+    monkeypatch.setenv("UV_INDEX_URL", "http://127.0.0.1:9/simple")  # nothing listens there
+    monkeypatch.setenv("UV_OFFLINE", "0")
+    record = store.ensure("python", "lambda-python3.13-x86_64", ["six==1.17.0"])
+    assert record is not None
+    tools = Toolchain(installer="auto", cache_dir=tmp_path / "cache")
+    built = build_bundle(record, workdir=tmp_path / "auto", toolchain=tools)
+    assert "# uv could not resolve" in built.log, built.log[-2000:]
+    assert "building with pip instead" in built.log
+    lock = built.manifest["lock"]
+    assert any(entry["name"] == "six" for entry in lock), lock
+
+
 def test_pip_builds_the_same_bundle_when_uv_is_not_wanted(
     store: BundleStore, tmp_path: Path
 ) -> None:

@@ -120,7 +120,7 @@ def test_kiln_dev_on_a_port_another_kiln_dev_holds_says_so(dev: DevServer, tmp_p
 
 def test_bundle_builds_written_to_dist_are_not_left_untracked() -> None:
     """The README's `kiln bundles build --out dist/` wrote into the clone, unignored."""
-    root = Path(__file__).resolve().parents[2]
+    root = Path(__file__).resolve().parents[3]
     ignored = subprocess.run(["git", "-C", str(root), "check-ignore", "-q", "dist/x.zip"],
                              check=False)  # fmt: skip
     assert ignored.returncode == 0
