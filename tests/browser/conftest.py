@@ -46,7 +46,9 @@ def dev(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Dev]:
 @pytest.fixture(scope="package")
 def browser() -> Iterator[Any]:
     if not CHROMIUM.exists():
-        pytest.fail(f"{CHROMIUM} is missing: apt-get install -y chromium (.ci/run does)")
+        pytest.fail(
+            f"{CHROMIUM} is missing: apt-get install -y chromium (tests/run does: tests/apt_step)"
+        )
     with sync_api.sync_playwright() as pw:
         chromium = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
         yield chromium

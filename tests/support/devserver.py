@@ -20,7 +20,7 @@ import httpx
 
 import kiln
 from kiln.local.emulator import shared_endpoint
-from support.app import free_port
+from support.app import MODERN, free_port
 
 AUTHOR_KEY = "devproc-author-key-0123456789"
 
@@ -182,7 +182,6 @@ def rss_kib(pid: int) -> int:
 
 
 DEV_KEY = "dev-test-author-key-views"
-MODERN = "2026-07-28"
 LEGACY = "2025-11-25"
 
 

@@ -20,6 +20,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, TextIO
 
+from kiln.cli import output
 from kiln.cli.locate import server_options
 from kiln.settings import Settings
 
@@ -99,11 +100,6 @@ def _toolchain(args: argparse.Namespace) -> Any:
     return toolchain
 
 
-def _fail(command: str, message: object) -> int:
-    print(f"kiln bundles {command}: {message}", file=sys.stderr)
-    return 1
-
-
 # -- commands --------------------------------------------------------------------------------
 
 
@@ -115,7 +111,7 @@ def cmd_ls(args: argparse.Namespace) -> int:
             body, _ = _api(args).request("GET", "/api/bundles")
             bundles = body["bundles"]
     except Exception as error:
-        return _fail("ls", error)
+        return output.fail("bundles ls", error)
     if args.json:
         print(json.dumps(bundles, indent=2))
         return 0
@@ -139,7 +135,7 @@ def cmd_show(args: argparse.Namespace) -> int:
             full = store.resolve(args.id)
             record = store.get(full)
             if record is None:
-                return _fail("show", f"bundle {args.id}: no such bundle")
+                return output.fail("bundles show", f"bundle {args.id}: no such bundle")
             body = record.to_json()
             manifest = store.read_manifest(full)
             body["lock"] = None if manifest is None else manifest.get("lock")
@@ -149,7 +145,7 @@ def cmd_show(args: argparse.Namespace) -> int:
             query = "?log=true" if args.log else ""
             body, _ = _api(args).request("GET", f"/api/bundles/{args.id}{query}")
     except Exception as error:
-        return _fail("show", error)
+        return output.fail("bundles show", error)
     log = body.pop("log", None)
     print(json.dumps(body, indent=2))
     if log:
@@ -162,7 +158,7 @@ def cmd_retry(args: argparse.Namespace) -> int:
         try:
             body, _ = _api(args).request("POST", f"/api/bundles/{args.id}/retry")
         except Exception as error:
-            return _fail("retry", error)
+            return output.fail("bundles retry", error)
         print(f"{body['id']} {body['status']}: the server builds it in the background")
         return 0
     from kiln.bundles.store import BundleIdError, BundleStateError
@@ -171,7 +167,7 @@ def cmd_retry(args: argparse.Namespace) -> int:
     try:
         record = store.retry(store.resolve(args.id))
     except (BundleStateError, BundleIdError) as error:
-        return _fail("retry", error)
+        return output.fail("bundles retry", error)
     builder = _settings(args).builder_function
     if builder:
         _lambda_schedule(builder, record.id)
@@ -228,7 +224,7 @@ def cmd_build(args: argparse.Namespace) -> int:
         hint = ""
         if isinstance(error, RequirementError) and not args.language and args.requirements:
             hint = " (npm packages need --language node)"
-        return _fail("build", f"{error}{hint}")
+        return output.fail("bundles build", f"{error}{hint}")
     if identity is None:
         print("nothing to build: no requirements", file=sys.stderr)
         return 0
@@ -247,11 +243,11 @@ def cmd_build(args: argparse.Namespace) -> int:
             progress.phase(f"{record.id} failed before ({record.error}); building again")
             record = store.retry(record.id)
         if record.status == "building":
-            return _fail(
-                "build", f"{record.id} is being built since {record.started_at}; try later"
+            return output.fail(
+                "bundles build", f"{record.id} is being built since {record.started_at}; try later"
             )
     except Exception as error:
-        return _fail("build", error)
+        return output.fail("bundles build", error)
     return _build_here(store, record.id, progress, _toolchain(args))
 
 
@@ -279,7 +275,7 @@ def _build_to_dir(
     )  # fmt: skip
     with tempfile.TemporaryDirectory(prefix="kiln-build-") as scratch:
         try:
-            output = build_bundle(
+            built = build_bundle(
                 record,
                 workdir=Path(scratch),
                 progress=progress.phase,
@@ -288,11 +284,11 @@ def _build_to_dir(
             )
         except BuildError as error:
             (out / f"{identity}.log").write_text(error.log)
-            return _fail("build", f"{error.reason} (log: {out / f'{identity}.log'})")
-        output.zip_path.replace(out / f"{identity}.zip")
-    (out / f"{identity}.manifest.json").write_text(json.dumps(output.manifest, indent=2))
-    (out / f"{identity}.log").write_text(output.log)
-    progress.phase(f"wrote {out / f'{identity}.zip'} ({output.manifest['zip_size']} bytes)")
+            return output.fail("bundles build", f"{error.reason} (log: {out / f'{identity}.log'})")
+        built.zip_path.replace(out / f"{identity}.zip")
+    (out / f"{identity}.manifest.json").write_text(json.dumps(built.manifest, indent=2))
+    (out / f"{identity}.log").write_text(built.log)
+    progress.phase(f"wrote {out / f'{identity}.zip'} ({built.manifest['zip_size']} bytes)")
     print(identity)
     return 0
 
@@ -312,7 +308,7 @@ def _build_here(store: Any, identity: str, progress: Progress, toolchain: Any) -
         log = store.read_log(identity) or ""
         tail = "\n".join(log.rstrip().splitlines()[-15:])
         print(tail, file=sys.stderr)
-        return _fail("build", f"{identity} {done.status}: {done.error}")
+        return output.fail("bundles build", f"{identity} {done.status}: {done.error}")
     progress.phase(
         f"{identity} ready: {done.file_count} files, {(done.unpacked_size or 0) / 2**20:.1f} MB "
         f"unpacked, {(done.size or 0) / 2**20:.1f} MB zipped"

@@ -16,8 +16,6 @@ from kiln.cli.locate import STATE_HELP, ServerNotFoundError, server_options
 from kiln.cli.views import register as register_access
 from kiln.settings import Settings, SettingsError
 
-_client = output.client
-
 
 def cmd_dev(args: argparse.Namespace) -> int:
     from kiln.local.dev import run_dev
@@ -51,7 +49,7 @@ def cmd_tools_push(args: argparse.Namespace) -> int:
                 "and main.py or main.js)"
             )
         read_folders(folders)  # every folder's problems, before a server is even looked for
-        client = _client(args)
+        client = output.client(args)
         results = push(HttpTarget(client), folders) if folders else []
         views = push_view_files(client, [Path(root) for root in args.dirs])
     except (FolderError, ApiCallError, ServerNotFoundError) as error:
@@ -69,7 +67,7 @@ def cmd_tools_pull(args: argparse.Namespace) -> int:
     from kiln.cli.views import pull_views
 
     try:
-        client = _client(args)
+        client = output.client(args)
         listing, _ = client.request("GET", "/api/tools")
         for summary in listing["tools"]:
             body = client.tool(summary["name"])
@@ -87,7 +85,7 @@ def cmd_tools_list(args: argparse.Namespace) -> int:
     from kiln.cli.client import ApiCallError
 
     try:
-        listing, _ = _client(args).request("GET", "/api/tools")
+        listing, _ = output.client(args).request("GET", "/api/tools")
     except (ApiCallError, ServerNotFoundError) as error:
         return output.fail("tools list", error)
     for tool in listing["tools"]:
@@ -108,7 +106,7 @@ def cmd_tools_call(args: argparse.Namespace) -> int:
         print(f"kiln tools call: --args is not valid JSON ({error.msg})", file=sys.stderr)
         return 2
     try:
-        body, _ = _client(args).request(
+        body, _ = output.client(args).request(
             "POST", f"/api/tools/{quote(args.name, safe='')}/run", {"arguments": arguments}
         )
     except (ApiCallError, ServerNotFoundError) as error:

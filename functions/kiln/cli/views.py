@@ -44,17 +44,13 @@ def register(commands: Any, remote: Remote) -> None:
     calls.set_defaults(func=cmd_calls)
 
 
-_client = output.client
-_fail = output.fail
-
-
 def cmd_views_ls(args: argparse.Namespace) -> int:
     from kiln.cli.client import ApiCallError
 
     try:
-        body, _ = _client(args).request("GET", "/api/views")
+        body, _ = output.client(args).request("GET", "/api/views")
     except ApiCallError as error:
-        return _fail("views ls", error)
+        return output.fail("views ls", error)
     if not body["views"]:
         print("no views yet: write NAME.view.json and run `kiln views put NAME.view.json`")
         return 0
@@ -82,9 +78,9 @@ def cmd_views_show(args: argparse.Namespace) -> int:
 
     path = f"/api/views/{urllib.parse.quote(args.name, safe='')}"
     try:
-        body, _ = _client(args).request("GET", path)
+        body, _ = output.client(args).request("GET", path)
     except ApiCallError as error:
-        return _fail("views show", error)
+        return output.fail("views show", error)
     print(json.dumps(body, indent=2))
     return 0
 
@@ -92,14 +88,14 @@ def cmd_views_show(args: argparse.Namespace) -> int:
 def cmd_views_put(args: argparse.Namespace) -> int:
     from kiln.cli.client import ApiCallError
 
-    client = _client(args)
+    client = output.client(args)
     try:
         views = [read_view_file(Path(name)) for name in args.files]
         for view in views:
             action = put_view(client, view.definition())
             print(f"{action:9} {view.name}")
     except (ViewFileError, ApiCallError) as error:
-        return _fail("views put", error)
+        return output.fail("views put", error)
     return 0
 
 
@@ -140,9 +136,11 @@ def cmd_views_rm(args: argparse.Namespace) -> int:
     from kiln.cli.client import ApiCallError
 
     try:
-        _client(args).request("DELETE", f"/api/views/{urllib.parse.quote(args.name, safe='')}")
+        output.client(args).request(
+            "DELETE", f"/api/views/{urllib.parse.quote(args.name, safe='')}"
+        )
     except ApiCallError as error:
-        return _fail("views rm", error)
+        return output.fail("views rm", error)
     print(f"deleted   {args.name}")
     return 0
 
@@ -150,7 +148,7 @@ def cmd_views_rm(args: argparse.Namespace) -> int:
 def cmd_calls(args: argparse.Namespace) -> int:
     from kiln.cli.client import ApiCallError
 
-    client = _client(args)
+    client = output.client(args)
     try:
         if args.totals:
             day = urllib.parse.quote(args.totals)
@@ -165,7 +163,7 @@ def cmd_calls(args: argparse.Namespace) -> int:
             print_rows([("AT", "CALLER", "TOOL", "OUTCOME", "DURATION", "VIEW")]
                        + [_entry_row(entry) for entry in entries])  # fmt: skip
     except ApiCallError as error:
-        return _fail("calls", error)
+        return output.fail("calls", error)
     return 0
 
 
