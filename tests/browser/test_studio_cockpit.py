@@ -149,7 +149,7 @@ def test_an_author_builds_a_view_and_binds_a_key_whose_use_the_keys_page_shows(
     make_tool(dev, "vat_rate", tags=["finance"])
     make_tool(dev, "fx_rate")
     sign_in(page)
-    page.get_by_role("link", name="Views").click()
+    page.get_by_role("link", name="Views", exact=True).click()
     page.get_by_label("Name", exact=True).fill("finance")
     page.get_by_label(re.compile("^Tools")).fill("tag:finance")
     page.get_by_role("button", name="Create view").click()
@@ -176,7 +176,7 @@ def test_an_author_builds_a_view_and_binds_a_key_whose_use_the_keys_page_shows(
     expect(page.get_by_role("cell", name=re.compile("^finance"))).to_be_visible()
     both_widths(page, "23-views")
 
-    page.get_by_role("link", name="Keys").click()
+    page.get_by_role("link", name="Keys", exact=True).click()
     page.get_by_label("Name", exact=True).fill("partner")
     page.get_by_label(re.compile("^View")).select_option("finance")
     page.get_by_label("Calls per minute").fill("50")
@@ -291,7 +291,7 @@ def test_the_calls_screen_filters_by_view_and_caller(page: Any, dev: Dev) -> Non
     made = dev.api("POST", "/api/views", json={"name": "seeded", "tools": ["charted_too"]})
     assert made.status_code == 201, made.text
     sign_in(page)
-    page.get_by_role("link", name="Calls").click()
+    page.get_by_role("link", name="Calls", exact=True).click()
     table = page.get_by_test_id("calls-table")
     view = page.get_by_label("View")
     expect(view.locator("option", has_text="seeded")).to_have_count(1)

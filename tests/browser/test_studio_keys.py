@@ -15,7 +15,7 @@ def test_author_creates_a_key_signs_in_read_only_with_it_and_revokes_it(
     browser: Any, page: Any, dev: Dev
 ) -> None:
     sign_in(page)
-    page.get_by_role("link", name="Keys").click()
+    page.get_by_role("link", name="Keys", exact=True).click()
     page.get_by_label("Name").fill("laptop")
     page.get_by_label("Scope").select_option("call")
     page.get_by_role("button", name="Create key").click()
@@ -32,7 +32,7 @@ def test_author_creates_a_key_signs_in_read_only_with_it_and_revokes_it(
     sign_in(other, key)
     expect(other.get_by_text("read-only")).to_be_visible()
     expect(other.get_by_role("link", name="New tool")).to_have_count(0)
-    expect(other.get_by_role("link", name="Keys")).to_have_count(0)
+    expect(other.get_by_role("link", name="Keys", exact=True)).to_have_count(0)
 
     # Other tests' keys may be listed too (one kiln dev for the folder): this key's row.
     page.get_by_role("row", name=re.compile("laptop")).get_by_role("button", name="Revoke…").click()

@@ -47,12 +47,15 @@ Plan = list[tuple[str, str, int, str]]  # (key name, tool, revision, outcome)
 
 def run_plan(dev: DevServer, keys: dict[str, str], plan: Plan, secret: str) -> None:
     def one(index: int) -> None:
-        caller, name, _, _ = plan[index]
+        caller, name, _, outcome = plan[index]
         wire = "modern" if index % 2 else "legacy"
         arguments = {"text": f"{secret}-{index}"}
         answer = dev.mcp("tools/call", {"name": name, "arguments": arguments},
                          wire=wire, key=keys[caller], rid=index)  # fmt: skip
         assert answer.status_code == 200, answer.text
+        result = answer.json().get("result", {})
+        failed = bool(result.get("isError"))
+        assert failed == (outcome != "ok"), f"call {index} of {name} ({outcome} wanted): {answer.text}"
 
     with ThreadPoolExecutor(max_workers=8) as pool:
         list(pool.map(one, range(len(plan))))
