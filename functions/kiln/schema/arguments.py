@@ -42,7 +42,7 @@ class SchemaProblem(Exception):
 
 
 class TooCostlyError(SchemaProblem):
-    """Checking the instance against the schema took longer than the time budget."""
+    """Checking the instance against the schema took more CPU time than its budget."""
 
 
 def _refuse_remote(uri: str) -> Any:
@@ -123,7 +123,7 @@ def _problems(validator: Any, instance: Any, budget_s: float | None) -> list[str
         raise SchemaProblem(f"the schema has a pattern Kiln cannot evaluate ({exc})") from exc
     except BudgetExceededError as exc:
         raise TooCostlyError(
-            f"checking a value against the schema took longer than {budget_s} s"
+            f"checking a value against the schema took more than {budget_s} s of CPU time"
         ) from exc
     lines: list[str] = []
     for error in errors:

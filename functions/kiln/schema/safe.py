@@ -5,7 +5,7 @@ Python's `re` backtracks: `^(a+)+$` against 27 `a`s and a `!` takes seconds, hol
 (`pattern`, `patternProperties`, and the `additionalProperties` / `unevaluatedProperties`
 checks that consult it) is evaluated here by RE2, which runs in linear time and refuses
 constructs that need backtracking (lookaround, backreferences); `pattern_problem` lets the
-catalog refuse those on save. Every keyword also checks a per-thread deadline, so a schema
+catalog refuse those on save. Every keyword also checks a deadline in the thread's CPU time, so a schema
 that is merely expensive (nested `anyOf` over a deep instance) gives up at the budget.
 
 No keyword may cost more than linear time in one call, where the deadline is not looked at:
@@ -86,9 +86,11 @@ _state = threading.local()
 
 @contextmanager
 def budget(seconds: float | None) -> Iterator[None]:
-    """Validation on this thread inside the block raises BudgetExceededError after `seconds`."""
+    """Validation on this thread inside the block raises BudgetExceededError after `seconds`
+    of this thread's CPU time: the budget bounds the work a value costs, and a loaded machine
+    (or a thread waiting for the GIL) does not turn a small value into a costly one."""
     previous = getattr(_state, "deadline", math.inf)
-    _state.deadline = math.inf if seconds is None else time.monotonic() + seconds
+    _state.deadline = math.inf if seconds is None else time.thread_time() + seconds
     try:
         yield
     finally:
@@ -107,7 +109,7 @@ def _timed(keyword: Keyword) -> Keyword:
 
 
 def _check_deadline() -> None:
-    if time.monotonic() > getattr(_state, "deadline", math.inf):
+    if time.thread_time() > getattr(_state, "deadline", math.inf):
         raise BudgetExceededError
 
 
