@@ -28,7 +28,7 @@ from kiln.aws.clients import StoreUnavailableError
 from kiln.bundles.cache import BundleError, BundleNotReadyError
 from kiln.catalog.model import Tool
 from kiln.catalog.snapshot import CatalogSnapshots, Snapshot
-from kiln.protocol.backend import CONVERSATION, CallContext, Conversation, ToolOutcome, ToolView
+from kiln.protocol.backend import CallContext, Conversation, ToolOutcome, ToolView
 from kiln.protocol.errors import InvalidParamsError, RateLimitedError, UnavailableError
 from kiln.runner import (
     InvalidArgumentsError,
@@ -76,18 +76,6 @@ class BundlePaths(Protocol):
 
 class SecretValues(Protocol):
     def values_for(self, tool: Tool) -> Mapping[str, str]: ...
-
-
-VIEW_KEY = "view"  # CallContext.extra: the view a path such as /mcp/v/<name> serves
-PEER_KEY = "peer"  # CallContext.extra: (client port, server port) of a loopback request
-# CallContext.extra: a list the transport runs (in a thread) after sending the answer
-AFTER_RESPONSE = "after_response"
-# CallContext.extra: the answer waits for that list anyway (Lambda): start each item at once
-START_NOW = "start_bookkeeping_now"
-# CallContext.extra: a run an author started over REST, not a `tools/call` (not ledgered)
-AUTHOR_RUN = "author_run"
-# CallContext.extra: the caller's network address (anonymous callers' tasks are theirs by it)
-CLIENT_ADDRESS = "client_address"
 
 
 def run_shares(tool: Tool, principal: Any, view: View | None) -> tuple[str, ...]:
@@ -224,7 +212,7 @@ class CatalogBackend:
         if found is None or not found.enabled:
             return None
         gate = self._gate
-        if gate is None or ctx.extra.get(AUTHOR_RUN):
+        if gate is None or ctx.arrival.author_run:
             return found, None
         return found, gate.ticket(caller_of(ctx.principal, view), found, arguments)
 
@@ -256,7 +244,7 @@ class CatalogBackend:
             )
         gate = self._gate
         started = time.time()
-        talk: Conversation | None = ctx.extra.get(CONVERSATION)
+        talk = ctx.conversation
         approval = approval_for(view, found, arguments, talk)
         if approval is not None and approval.outcome is not None:  # asked, or not run
             if gate is not None and approval.verdict is not None:
@@ -312,9 +300,9 @@ class CatalogBackend:
         self, ctx: CallContext, fn: Callable[..., None], *args: Any, **kw: Any
     ) -> None:
         """Run blocking bookkeeping (ledger, quota refunds) after the answer has been sent when
-        the transport offers that (`AFTER_RESPONSE` in ctx.extra), else now."""
-        deferred = ctx.extra.get(AFTER_RESPONSE)
-        if deferred is not None and ctx.extra.get(START_NOW):
+        the transport offers that (`ctx.arrival.after_response`), else now."""
+        deferred = ctx.arrival.after_response
+        if deferred is not None and ctx.arrival.start_now:
             # Overlapped with shaping and sending the answer, which waits for it after all.
             deferred.append(asyncio.ensure_future(asyncio.to_thread(fn, *args, **kw)))
             return
@@ -330,8 +318,8 @@ class CatalogBackend:
         self, ctx: CallContext, fn: Callable[..., None], *args: Any, **kw: Any
     ) -> None:
         """Bookkeeping the answer must not overtake. Where the answer waits for deferred work
-        anyway (Lambda: `START_NOW`) it runs alongside the ledger write; elsewhere, now."""
-        if ctx.extra.get(AFTER_RESPONSE) is not None and ctx.extra.get(START_NOW):
+        anyway (`start_now`) it runs alongside the ledger write; elsewhere, now."""
+        if ctx.arrival.after_response is not None and ctx.arrival.start_now:
             await self._later(ctx, fn, *args, **kw)
             return
         try:
@@ -362,7 +350,7 @@ class CatalogBackend:
         catalog = self._view_catalog
         if catalog is None:
             return None, snapshot.tools
-        name = ctx.extra.get(VIEW_KEY)
+        name = ctx.view
         principal = ctx.principal
         needs_views = (
             name is None
@@ -417,7 +405,7 @@ class CatalogBackend:
             return await self._run(tool, arguments, bundle_path, time_left_s, whose, conversation)
 
     def _from_run(self, ctx: CallContext) -> Callable[[], bool] | None:
-        peer = ctx.extra.get(PEER_KEY)
+        peer = ctx.arrival.peer
         if peer is None:
             return None
         return functools.partial(self._runner.from_run, *peer)

@@ -57,8 +57,8 @@ def principal_label(ctx: CallContext) -> str:
     label = getattr(ctx.principal, "label", None)
     if isinstance(label, str) and label != ANONYMOUS:
         return label
-    address = ctx.extra.get("client_address")  # kiln.serving.backend.CLIENT_ADDRESS
-    return f"{ANONYMOUS}@{address}" if isinstance(address, str) and address else ANONYMOUS
+    address = ctx.arrival.client_address
+    return f"{ANONYMOUS}@{address}" if address else ANONYMOUS
 
 
 class TaskTools(Protocol):
