@@ -8,7 +8,7 @@ import logging
 import time
 from collections.abc import Callable, Coroutine, Mapping, Sequence
 from contextlib import AbstractContextManager, ExitStack
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, ParamSpec, Protocol, TypeVar
 
@@ -88,21 +88,48 @@ def run_shares(tool: Tool, principal: Any, view: View | None) -> tuple[str, ...]
     return tuple(shares)
 
 
+@dataclass(frozen=True)
+class ResolvedTool(ToolView):
+    """A tool as `get_tool` resolved it for one request: the catalog tool (at the revision the
+    request's view pins) and that view ride along with what MCP sees, so the rest of the call
+    (the run, the ledger, a task) uses them and never looks the tool up again by name."""
+
+    tool: Tool = field(kw_only=True, compare=False, repr=False)
+    view: View | None = field(kw_only=True, default=None, compare=False, repr=False)
+
+
 def tool_view(tool: Tool) -> ToolView:
+    return ToolView(**_view_fields(tool))
+
+
+def resolved_tool(tool: Tool, view: View | None) -> ResolvedTool:
+    return ResolvedTool(**_view_fields(tool), tool=tool, view=view)
+
+
+def _view_fields(tool: Tool) -> dict[str, Any]:
     head = tool.head
-    return ToolView(
-        name=tool.name,
-        description=head.description,
-        input_schema=head.input_schema,
-        title=head.title,
-        output_schema=head.output_schema,
-        annotations=head.annotations,
-        updated_at=tool.updated_at,
+    return {
+        "name": tool.name,
+        "description": head.description,
+        "input_schema": head.input_schema,
+        "title": head.title,
+        "output_schema": head.output_schema,
+        "annotations": head.annotations,
+        "updated_at": tool.updated_at,
         # ask_first: without the tasks extension it simply runs inside the request
-        task_support="optional" if head.task == "ask_first" else head.task,
-        asks_first=head.task == "ask_first",
-        revision=f"{tool.id}@{head.number}",
-    )
+        "task_support": "optional" if head.task == "ask_first" else head.task,
+        "asks_first": head.task == "ask_first",
+        "revision": f"{tool.id}@{head.number}",
+    }
+
+
+def _resolved(tool: ToolView) -> ResolvedTool:
+    if not isinstance(tool, ResolvedTool):
+        raise TypeError(
+            f"tool {tool.name!r}: the catalog backend runs the ResolvedTool its get_tool gave "
+            "for this request, not a ToolView made elsewhere"
+        )
+    return tool
 
 
 class CatalogBackend:
@@ -146,8 +173,9 @@ class CatalogBackend:
         return listed
 
     @catalog_reads
-    async def get_tool(self, name: str, ctx: CallContext) -> ToolView | None:
+    async def get_tool(self, name: str, ctx: CallContext) -> ResolvedTool | None:
         """The tool a `tools/call` names, if this request may see it; the first half of the call.
+        The one lookup of the call: what it found rides along in the ResolvedTool.
 
         With quotas, this is where the call is admitted: a key's quota is counted while the
         catalog version is read (one round trip hidden behind another), a view's after.
@@ -196,19 +224,23 @@ class CatalogBackend:
                 f"Tool {name!r} is disabled: enable it (POST /api/tools/{name}/enable, or the "
                 "studio) to call it; callers without an author key see it as unknown"
             )
-        return tool_view(tool) if tool is not None else None
+        return resolved_tool(tool, view) if tool is not None else None
 
     @catalog_reads
     async def admit_task(
-        self, name: str, arguments: Mapping[str, Any], ctx: CallContext
+        self, tool: ToolView, arguments: Mapping[str, Any], ctx: CallContext
     ) -> tuple[Tool, CallTicket | None] | None:
         """The tool a task for this request will run (its view's revision), and the ticket
         its ledger entry and run-seconds charge are made from when it ends (None: not
         ledgered). The call was admitted against the caller's quotas by `get_tool`, which the
-        protocol asks first, as for a plain call."""
-        latest = self._snapshots.latest or await self._snapshots.fresh()
-        view, tools = await self._visible(latest, ctx)
-        found = tools.get(name)
+        protocol asks first, as for a plain call, and which resolved the tool."""
+        found: Tool | None
+        if isinstance(tool, ResolvedTool):
+            found, view = tool.tool, tool.view
+        else:  # an author's run over REST: its route found the tool by its ref
+            latest = self._snapshots.latest or await self._snapshots.fresh()
+            view, tools = await self._visible(latest, ctx)
+            found = tools.get(tool.name)
         if found is None or not found.enabled:
             return None
         gate = self._gate
@@ -234,14 +266,8 @@ class CatalogBackend:
     async def call_tool(
         self, tool: ToolView, arguments: Mapping[str, Any], ctx: CallContext
     ) -> ToolOutcome:
-        # get_tool has just read the catalog for this request: no second version read.
-        latest = self._snapshots.latest or await self._snapshots.fresh()
-        view, tools = await self._visible(latest, ctx)
-        found = tools.get(tool.name)
-        if found is None or not found.enabled:
-            return ToolOutcome(
-                f"Tool {tool.name!r} was disabled or removed; list tools again.", True
-            )
+        resolved = _resolved(tool)  # by get_tool, for this request: no second lookup
+        found, view = resolved.tool, resolved.view
         gate = self._gate
         started = time.time()
         talk = ctx.conversation
@@ -283,13 +309,10 @@ class CatalogBackend:
         """Ledger a call answered with an isError result because its arguments broke the
         tool's schema (it was admitted, and counted, by `get_tool`)."""
         gate = self._gate
-        latest = self._snapshots.latest
-        if gate is None or latest is None:
+        if gate is None:
             return
-        view, tools = await self._visible(latest, ctx)
-        found = tools.get(tool.name)
-        if found is None:
-            return
+        resolved = _resolved(tool)
+        found, view = resolved.tool, resolved.view
         digest = gate.digest(arguments if isinstance(arguments, dict) else {"": arguments})
         await self._later(
             ctx, gate.finish, caller_of(ctx.principal, view), found, "tool_error",
