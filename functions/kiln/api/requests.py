@@ -8,7 +8,7 @@ start does not import FastAPI and the REST API; both apps mount the same routes 
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from starlette.background import BackgroundTask
 from starlette.requests import Request
@@ -17,11 +17,9 @@ from starlette.responses import Response, StreamingResponse
 from kiln.access.gate import Work, bound_view
 from kiln.api.auth import base_url, require
 from kiln.identity.policy import AuthError, Permission, Principal
-from kiln.protocol.backend import CallContext
+from kiln.protocol.backend import Arrival, CallContext
 from kiln.protocol.errors import jsonrpc_error
 from kiln.protocol.spec import INVALID_REQUEST
-from kiln.protocol.talking import CAN_HOLD
-from kiln.serving.backend import AFTER_RESPONSE, CLIENT_ADDRESS, PEER_KEY, START_NOW, VIEW_KEY
 
 if TYPE_CHECKING:
     from kiln.stack import Kiln
@@ -80,19 +78,26 @@ async def answer_mcp(
     body = await read_capped(request, parts.settings.max_body_bytes)
     headers = {name.lower(): value for name, value in request.headers.items()}
     after: list[Work] = []
+    client, server = request.scope.get("client"), request.scope.get("server")
+    peer = None
+    if client and server and client[0] in ("127.0.0.1", "::1"):  # a tool's run, perhaps
+        peer = (client[1], server[1])
     # Bookkeeping starts at once and the answer waits for it, here as in Lambda: an answered
     # call is always in the ledger, even if the server is killed the moment after.
-    extra: dict[str, Any] = {AFTER_RESPONSE: after, START_NOW: True}
-    if request.scope.get("aws.context") is None:
-        extra[CAN_HOLD] = True  # a process that keeps running can hold a 2025 call open
-    if view is not None:
-        extra[VIEW_KEY] = view
-    client, server = request.scope.get("client"), request.scope.get("server")
-    if client and server and client[0] in ("127.0.0.1", "::1"):  # a tool's run, perhaps
-        extra[PEER_KEY] = (client[1], server[1])
-    if request.client is not None:  # in Lambda: the HTTP API's sourceIp
-        extra[CLIENT_ADDRESS] = request.client.host
-    ctx = CallContext(time_left_s=time_left_s(request), principal=principal, extra=extra)
+    arrival = Arrival(
+        peer=peer,
+        client_address=request.client.host if request.client else None,  # Lambda: sourceIp
+        after_response=after,
+        start_now=True,
+    )
+    ctx = CallContext(
+        time_left_s=time_left_s(request),
+        principal=principal,
+        view=view,
+        # a process that keeps running can hold a 2025 call open
+        can_hold=request.scope.get("aws.context") is None,
+        arrival=arrival,
+    )
     endpoint = parts.admin_endpoint if admin else parts.endpoint
     answer = await endpoint.handle(HttpRequest(request.method, headers, body), ctx)
     if answer.stream is not None:  # the call runs as the stream goes: its bookkeeping after

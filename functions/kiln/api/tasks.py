@@ -16,11 +16,11 @@ from fastapi.responses import JSONResponse
 from kiln.api.common import kiln_of, require
 from kiln.api.errors import ApiError
 from kiln.catalog.model import Tool
-from kiln.protocol.backend import CallContext, TaskRecord, TaskRefusedError
+from kiln.protocol.backend import Arrival, CallContext, TaskRecord, TaskRefusedError
 from kiln.protocol.calling import ToolCaller
 from kiln.protocol.tasks import modern_task
 from kiln.protocol.wire import LATEST_LEGACY
-from kiln.serving.backend import AUTHOR_RUN, tool_view
+from kiln.serving.backend import tool_view
 
 router = APIRouter(prefix="/api/tasks", tags=["tasks"])
 
@@ -56,7 +56,7 @@ async def start(request: Request, tool: Tool, arguments: Any, principal: Any) ->
     checked = await ToolCaller(parts.backend).check_arguments(view, arguments)
     if isinstance(checked, dict):
         raise ApiError(422, "invalid_arguments", checked["content"][0]["text"])
-    ctx = CallContext(principal=principal, extra={AUTHOR_RUN: True})  # not a tools/call
+    ctx = CallContext(principal=principal, arrival=Arrival(author_run=True))  # not a tools/call
     try:
         record = await parts.tasks.create_task(
             view, checked[1], ctx, version=LATEST_LEGACY, ttl_ms=None

@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
+
+if TYPE_CHECKING:
+    from kiln.protocol.streaming import Outbox
+    from kiln.protocol.talking import Turn
 
 TaskSupport = Literal["optional", "required"]
 TaskStatus = Literal["working", "input_required", "completed", "failed", "cancelled"]
@@ -55,13 +60,10 @@ class Question:
     params: Mapping[str, Any]
 
 
-# What a run is told of its conversation (CallContext.extra[CONVERSATION]): the answers so far
+# What a run is told of its conversation (CallContext.conversation): the answers so far
 # (key -> the client's answer), the kinds of question the caller can answer ("elicitation",
 # "sampling", "roots"), and `hear(kind, fields)` for progress and log lines as they come
 # (kind "progress": progress, total, message; kind "log": level, data, logger).
-CONVERSATION = "kiln/conversation"
-
-
 @dataclass(frozen=True)
 class Conversation:
     answers: Mapping[str, Any] = field(default_factory=dict)
@@ -70,13 +72,39 @@ class Conversation:
     can_task: bool = False  # this run may hand the rest of its work to a task
 
 
+# Bookkeeping the transport runs after the answer: a blocking call, or one already started
+AfterWork = Callable[[], None] | asyncio.Future[None]
+
+
+@dataclass(frozen=True)
+class Arrival:
+    """How a request reached Kiln, for the backend's bookkeeping; the protocol passes it on
+    unread. Set by the HTTP edge (`kiln.api.requests`, `kiln.api.tasks`)."""
+
+    peer: tuple[int, int] | None = None  # (client port, server port) of a loopback request
+    client_address: str | None = None  # anonymous callers' tasks are theirs by it
+    # Where the backend leaves ledger writes and quota refunds for the transport to run (in a
+    # thread) after it has the answer; None: the backend does them at once.
+    after_response: list[AfterWork] | None = None
+    start_now: bool = False  # the answer waits for that list anyway: start each item at once
+    author_run: bool = False  # an author's run over REST, not a `tools/call` (not ledgered)
+
+
 @dataclass(frozen=True)
 class CallContext:
-    """Per-request facts the transport knows and the protocol passes through."""
+    """Per-request facts: what the transport knows, and what the protocol adds on the way
+    down (`outbox`, `turn`, `conversation`). Every fact is a typed field (no string keys)."""
 
     time_left_s: float | None = None  # from the Lambda context, or a configured local budget
-    principal: Any = None  # who is calling (auth); None when anonymous
-    extra: Mapping[str, Any] = field(default_factory=dict)
+    principal: Any = None  # who is calling (auth: kiln.identity.policy.Principal); None: anonymous
+    view: str | None = None  # the view a path such as /mcp/v/<name> serves
+    # This process may hold a request open for the client's answers (kiln dev); never in
+    # Lambda, which answers each invocation once.
+    can_hold: bool = False
+    arrival: Arrival = field(default_factory=Arrival)
+    outbox: Outbox | None = None  # where a streamed call's notifications go (dispatch.py)
+    turn: Turn | None = None  # this tools/call's conversation turn (talking.py)
+    conversation: Conversation | None = None  # what the run is told (set per round)
 
 
 class ToolBackend(Protocol):

@@ -33,7 +33,6 @@ from kiln.protocol.errors import (
     clip,
 )
 from kiln.protocol.jsontext import load_json, lone_surrogate_path, may_hold_surrogates
-from kiln.protocol.talking import TURN
 from kiln.protocol.wire import MODERN_VERSIONS, at_least, structured_allowed
 
 if TYPE_CHECKING:
@@ -191,7 +190,7 @@ class ToolCaller:
         ctx: CallContext,
         request_id: RequestId,
     ) -> dict[str, Any]:
-        turn = ctx.extra.get(TURN)
+        turn = ctx.turn
         try:
             if turn is None:
                 outcome = await self._backend.call_tool(tool, arguments, ctx)

@@ -45,7 +45,7 @@ from kiln.protocol.modern import ModernEra
 from kiln.protocol.sealing import StateSealer
 from kiln.protocol.settings import ProtocolSettings
 from kiln.protocol.streaming import Outbox, PendingAnswers, accepts_events, answer
-from kiln.protocol.talking import CAN_HOLD, TURN, caller_of, turn_for
+from kiln.protocol.talking import caller_of, turn_for
 from kiln.protocol.tasks import TASKS_VERSION, TaskMethods
 from kiln.protocol.wire import BATCH_VERSION, LEGACY_VERSIONS, MAX_BATCH, MODERN_VERSIONS
 
@@ -75,7 +75,6 @@ def error_reply(error: ProtocolError) -> Reply:
 
 
 Handler = Callable[[Envelope, CallContext], Awaitable[bytes]]
-OUTBOX = "kiln/outbox"  # CallContext.extra: where a streamed call's notifications go
 
 
 @dataclass(frozen=True)
@@ -244,11 +243,10 @@ class Dispatcher:
     async def _streamed(self, handler: Handler, envelope: Envelope, ctx: CallContext) -> Reply:
         """A tools/call that may say things before its result (see streaming.py)."""
         outbox = Outbox()
-        extra = {**ctx.extra, OUTBOX: outbox}
 
         async def run() -> Reply:
             try:
-                result = await handler(envelope, replace(ctx, extra=extra))
+                result = await handler(envelope, replace(ctx, outbox=outbox))
             except ProtocolError as error:
                 error.modern = error.modern or envelope.modern
                 return error_reply(error)  # with its headers (Retry-After)
@@ -348,9 +346,9 @@ class Dispatcher:
         )
 
     async def _tools_call(self, envelope: Envelope, ctx: CallContext) -> bytes:
-        outbox = ctx.extra.get(OUTBOX)
+        outbox = ctx.outbox
         holder = None
-        if outbox is not None and not envelope.modern and ctx.extra.get(CAN_HOLD):
+        if outbox is not None and not envelope.modern and ctx.can_hold:
             wait_s = ctx.time_left_s if ctx.time_left_s is not None else 300.0
             holder = self._pending.holder(outbox, caller_of(ctx), wait_s)
         turn = turn_for(
@@ -361,7 +359,7 @@ class Dispatcher:
             emit=outbox.emit if outbox is not None else None,
             holder=holder,
         )
-        ctx = replace(ctx, extra={**ctx.extra, TURN: turn})
+        ctx = replace(ctx, turn=turn)
         if self._tasks is not None:
             result = await self._tasks.tools_call(envelope, ctx)
         else:

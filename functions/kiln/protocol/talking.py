@@ -23,16 +23,12 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
-from kiln.protocol.backend import CONVERSATION, CallContext, Conversation, Question, ToolOutcome
+from kiln.protocol.backend import CallContext, Conversation, Question, ToolOutcome
 from kiln.protocol.errors import InvalidParamsError, MissingCapabilityError, RequestId
 from kiln.protocol.sealing import Binding, StateRefusedError, StateSealer, StateTooLargeError
 from kiln.protocol.spec import CLIENT_CAPABILITIES_META_KEY
 from kiln.protocol.streaming import ClientAnswerError
 
-TURN = "kiln/turn"  # CallContext.extra: this request's Turn (set by the dispatcher)
-# CallContext.extra: True where this process may hold a request open for the client's answers
-# (kiln dev); unset in Lambda, which answers each invocation once.
-CAN_HOLD = "kiln/can_hold"
 LOG_LEVEL_META_KEY = "io.modelcontextprotocol/logLevel"
 LOG_LEVELS = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
 CAPABILITY = {
@@ -97,7 +93,7 @@ class Turn:
         for _ in range(MAX_HELD_ROUNDS):
             hear = self.hear if self.emit is not None else None
             talk = Conversation(answers, self.can_ask, hear, can_task=self.can_task)
-            outcome = await call(replace(ctx, extra={**ctx.extra, CONVERSATION: talk}))
+            outcome = await call(replace(ctx, conversation=talk))
             if outcome.escalate and self.can_task:
                 return GoingOn(answers)
             if not outcome.questions:
@@ -187,7 +183,7 @@ def caller_of(ctx: CallContext) -> str:
         getattr(who, "label", "anonymous") if who is not None else "anonymous",
         str(getattr(who, "key_id", "") or ""),
         str(getattr(who, "client", "") or ""),
-        str(ctx.extra.get("view") or ""),
+        ctx.view or "",
     ]
     return hashlib.sha256("\0".join(parts).encode()).hexdigest()
 

@@ -45,7 +45,7 @@ from kiln.protocol.errors import (
     error_data,
 )
 from kiln.protocol.spec import CLIENT_CAPABILITIES_META_KEY, INTERNAL_ERROR
-from kiln.protocol.talking import TURN, GoingOn
+from kiln.protocol.talking import GoingOn
 
 if TYPE_CHECKING:
     from mcp_types import Task
@@ -211,8 +211,9 @@ class TaskMethods:
         of input_required, SEP-2322) and says it goes on as a task; then the task starts
         with those answers (SEP-2663's MRTR-then-task composition)."""
         rid = envelope.request_id
-        turn = replace(ctx.extra[TURN], can_task=True)
-        ctx = replace(ctx, extra={**ctx.extra, TURN: turn})
+        assert ctx.turn is not None  # set by the dispatcher for every tools/call
+        turn = replace(ctx.turn, can_task=True)
+        ctx = replace(ctx, turn=turn)
         try:
             said = await turn.converse(
                 lambda c: self._caller.outcome(tool, arguments, c), tool, arguments, ctx, rid

@@ -8,7 +8,7 @@ import logging
 import time
 from collections.abc import Callable, Coroutine, Mapping, Sequence
 from contextlib import AbstractContextManager, ExitStack
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, ParamSpec, Protocol, TypeVar
 
@@ -28,7 +28,7 @@ from kiln.aws.clients import StoreUnavailableError
 from kiln.bundles.cache import BundleError, BundleNotReadyError
 from kiln.catalog.model import Tool
 from kiln.catalog.snapshot import CatalogSnapshots, Snapshot
-from kiln.protocol.backend import CONVERSATION, CallContext, Conversation, ToolOutcome, ToolView
+from kiln.protocol.backend import CallContext, Conversation, ToolOutcome, ToolView
 from kiln.protocol.errors import InvalidParamsError, RateLimitedError, UnavailableError
 from kiln.runner import (
     InvalidArgumentsError,
@@ -78,18 +78,6 @@ class SecretValues(Protocol):
     def values_for(self, tool: Tool) -> Mapping[str, str]: ...
 
 
-VIEW_KEY = "view"  # CallContext.extra: the view a path such as /mcp/v/<name> serves
-PEER_KEY = "peer"  # CallContext.extra: (client port, server port) of a loopback request
-# CallContext.extra: a list the transport runs (in a thread) after sending the answer
-AFTER_RESPONSE = "after_response"
-# CallContext.extra: the answer waits for that list anyway (Lambda): start each item at once
-START_NOW = "start_bookkeeping_now"
-# CallContext.extra: a run an author started over REST, not a `tools/call` (not ledgered)
-AUTHOR_RUN = "author_run"
-# CallContext.extra: the caller's network address (anonymous callers' tasks are theirs by it)
-CLIENT_ADDRESS = "client_address"
-
-
 def run_shares(tool: Tool, principal: Any, view: View | None) -> tuple[str, ...]:
     """Whose run a call is, for its fair share of run slots: the tool, a keyed caller, a view."""
     shares = [f"tool:{tool.id}"]
@@ -100,21 +88,48 @@ def run_shares(tool: Tool, principal: Any, view: View | None) -> tuple[str, ...]
     return tuple(shares)
 
 
+@dataclass(frozen=True)
+class ResolvedTool(ToolView):
+    """A tool as `get_tool` resolved it for one request: the catalog tool (at the revision the
+    request's view pins) and that view ride along with what MCP sees, so the rest of the call
+    (the run, the ledger, a task) uses them and never looks the tool up again by name."""
+
+    tool: Tool = field(kw_only=True, compare=False, repr=False)
+    view: View | None = field(kw_only=True, default=None, compare=False, repr=False)
+
+
 def tool_view(tool: Tool) -> ToolView:
+    return ToolView(**_view_fields(tool))
+
+
+def resolved_tool(tool: Tool, view: View | None) -> ResolvedTool:
+    return ResolvedTool(**_view_fields(tool), tool=tool, view=view)
+
+
+def _view_fields(tool: Tool) -> dict[str, Any]:
     head = tool.head
-    return ToolView(
-        name=tool.name,
-        description=head.description,
-        input_schema=head.input_schema,
-        title=head.title,
-        output_schema=head.output_schema,
-        annotations=head.annotations,
-        updated_at=tool.updated_at,
+    return {
+        "name": tool.name,
+        "description": head.description,
+        "input_schema": head.input_schema,
+        "title": head.title,
+        "output_schema": head.output_schema,
+        "annotations": head.annotations,
+        "updated_at": tool.updated_at,
         # ask_first: without the tasks extension it simply runs inside the request
-        task_support="optional" if head.task == "ask_first" else head.task,
-        asks_first=head.task == "ask_first",
-        revision=f"{tool.id}@{head.number}",
-    )
+        "task_support": "optional" if head.task == "ask_first" else head.task,
+        "asks_first": head.task == "ask_first",
+        "revision": f"{tool.id}@{head.number}",
+    }
+
+
+def _resolved(tool: ToolView) -> ResolvedTool:
+    if not isinstance(tool, ResolvedTool):
+        raise TypeError(
+            f"tool {tool.name!r}: the catalog backend runs the ResolvedTool its get_tool gave "
+            "for this request, not a ToolView made elsewhere"
+        )
+    return tool
 
 
 class CatalogBackend:
@@ -158,8 +173,9 @@ class CatalogBackend:
         return listed
 
     @catalog_reads
-    async def get_tool(self, name: str, ctx: CallContext) -> ToolView | None:
+    async def get_tool(self, name: str, ctx: CallContext) -> ResolvedTool | None:
         """The tool a `tools/call` names, if this request may see it; the first half of the call.
+        The one lookup of the call: what it found rides along in the ResolvedTool.
 
         With quotas, this is where the call is admitted: a key's quota is counted while the
         catalog version is read (one round trip hidden behind another), a view's after.
@@ -208,23 +224,27 @@ class CatalogBackend:
                 f"Tool {name!r} is disabled: enable it (POST /api/tools/{name}/enable, or the "
                 "studio) to call it; callers without an author key see it as unknown"
             )
-        return tool_view(tool) if tool is not None else None
+        return resolved_tool(tool, view) if tool is not None else None
 
     @catalog_reads
     async def admit_task(
-        self, name: str, arguments: Mapping[str, Any], ctx: CallContext
+        self, tool: ToolView, arguments: Mapping[str, Any], ctx: CallContext
     ) -> tuple[Tool, CallTicket | None] | None:
         """The tool a task for this request will run (its view's revision), and the ticket
         its ledger entry and run-seconds charge are made from when it ends (None: not
         ledgered). The call was admitted against the caller's quotas by `get_tool`, which the
-        protocol asks first, as for a plain call."""
-        latest = self._snapshots.latest or await self._snapshots.fresh()
-        view, tools = await self._visible(latest, ctx)
-        found = tools.get(name)
+        protocol asks first, as for a plain call, and which resolved the tool."""
+        found: Tool | None
+        if isinstance(tool, ResolvedTool):
+            found, view = tool.tool, tool.view
+        else:  # an author's run over REST: its route found the tool by its ref
+            latest = self._snapshots.latest or await self._snapshots.fresh()
+            view, tools = await self._visible(latest, ctx)
+            found = tools.get(tool.name)
         if found is None or not found.enabled:
             return None
         gate = self._gate
-        if gate is None or ctx.extra.get(AUTHOR_RUN):
+        if gate is None or ctx.arrival.author_run:
             return found, None
         return found, gate.ticket(caller_of(ctx.principal, view), found, arguments)
 
@@ -246,17 +266,11 @@ class CatalogBackend:
     async def call_tool(
         self, tool: ToolView, arguments: Mapping[str, Any], ctx: CallContext
     ) -> ToolOutcome:
-        # get_tool has just read the catalog for this request: no second version read.
-        latest = self._snapshots.latest or await self._snapshots.fresh()
-        view, tools = await self._visible(latest, ctx)
-        found = tools.get(tool.name)
-        if found is None or not found.enabled:
-            return ToolOutcome(
-                f"Tool {tool.name!r} was disabled or removed; list tools again.", True
-            )
+        resolved = _resolved(tool)  # by get_tool, for this request: no second lookup
+        found, view = resolved.tool, resolved.view
         gate = self._gate
         started = time.time()
-        talk: Conversation | None = ctx.extra.get(CONVERSATION)
+        talk = ctx.conversation
         approval = approval_for(view, found, arguments, talk)
         if approval is not None and approval.outcome is not None:  # asked, or not run
             if gate is not None and approval.verdict is not None:
@@ -295,13 +309,10 @@ class CatalogBackend:
         """Ledger a call answered with an isError result because its arguments broke the
         tool's schema (it was admitted, and counted, by `get_tool`)."""
         gate = self._gate
-        latest = self._snapshots.latest
-        if gate is None or latest is None:
+        if gate is None:
             return
-        view, tools = await self._visible(latest, ctx)
-        found = tools.get(tool.name)
-        if found is None:
-            return
+        resolved = _resolved(tool)
+        found, view = resolved.tool, resolved.view
         digest = gate.digest(arguments if isinstance(arguments, dict) else {"": arguments})
         await self._later(
             ctx, gate.finish, caller_of(ctx.principal, view), found, "tool_error",
@@ -312,9 +323,9 @@ class CatalogBackend:
         self, ctx: CallContext, fn: Callable[..., None], *args: Any, **kw: Any
     ) -> None:
         """Run blocking bookkeeping (ledger, quota refunds) after the answer has been sent when
-        the transport offers that (`AFTER_RESPONSE` in ctx.extra), else now."""
-        deferred = ctx.extra.get(AFTER_RESPONSE)
-        if deferred is not None and ctx.extra.get(START_NOW):
+        the transport offers that (`ctx.arrival.after_response`), else now."""
+        deferred = ctx.arrival.after_response
+        if deferred is not None and ctx.arrival.start_now:
             # Overlapped with shaping and sending the answer, which waits for it after all.
             deferred.append(asyncio.ensure_future(asyncio.to_thread(fn, *args, **kw)))
             return
@@ -330,8 +341,8 @@ class CatalogBackend:
         self, ctx: CallContext, fn: Callable[..., None], *args: Any, **kw: Any
     ) -> None:
         """Bookkeeping the answer must not overtake. Where the answer waits for deferred work
-        anyway (Lambda: `START_NOW`) it runs alongside the ledger write; elsewhere, now."""
-        if ctx.extra.get(AFTER_RESPONSE) is not None and ctx.extra.get(START_NOW):
+        anyway (`start_now`) it runs alongside the ledger write; elsewhere, now."""
+        if ctx.arrival.after_response is not None and ctx.arrival.start_now:
             await self._later(ctx, fn, *args, **kw)
             return
         try:
@@ -362,7 +373,7 @@ class CatalogBackend:
         catalog = self._view_catalog
         if catalog is None:
             return None, snapshot.tools
-        name = ctx.extra.get(VIEW_KEY)
+        name = ctx.view
         principal = ctx.principal
         needs_views = (
             name is None
@@ -417,7 +428,7 @@ class CatalogBackend:
             return await self._run(tool, arguments, bundle_path, time_left_s, whose, conversation)
 
     def _from_run(self, ctx: CallContext) -> Callable[[], bool] | None:
-        peer = ctx.extra.get(PEER_KEY)
+        peer = ctx.arrival.peer
         if peer is None:
             return None
         return functools.partial(self._runner.from_run, *peer)

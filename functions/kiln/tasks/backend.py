@@ -57,13 +57,13 @@ def principal_label(ctx: CallContext) -> str:
     label = getattr(ctx.principal, "label", None)
     if isinstance(label, str) and label != ANONYMOUS:
         return label
-    address = ctx.extra.get("client_address")  # kiln.serving.backend.CLIENT_ADDRESS
-    return f"{ANONYMOUS}@{address}" if isinstance(address, str) and address else ANONYMOUS
+    address = ctx.arrival.client_address
+    return f"{ANONYMOUS}@{address}" if address else ANONYMOUS
 
 
 class TaskTools(Protocol):
     async def admit_task(
-        self, name: str, arguments: Mapping[str, Any], ctx: CallContext
+        self, tool: ToolView, arguments: Mapping[str, Any], ctx: CallContext
     ) -> tuple[Tool, CallTicket | None] | None:
         """The tool the task will run and its call's ledger ticket (None: not ledgered); None
         when it is no longer callable. May raise a ProtocolError (RateLimitedError)."""
@@ -205,7 +205,7 @@ class TaskService:
         ttl_ms: int | None,
         answers: Mapping[str, Any] | None = None,
     ) -> TaskRecord:
-        admitted = await self._tools.admit_task(tool.name, arguments, ctx)
+        admitted = await self._tools.admit_task(tool, arguments, ctx)
         if admitted is None:
             raise TaskRefusedError(f"Tool {tool.name!r} was disabled or removed; list tools again.")
         found, ticket = admitted

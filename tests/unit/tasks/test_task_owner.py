@@ -4,14 +4,13 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-from kiln.protocol.backend import CallContext
-from kiln.serving.backend import CLIENT_ADDRESS
+from kiln.protocol.backend import Arrival, CallContext
 from kiln.tasks.backend import principal_label
 
 
 def context(principal: object = None, address: str | None = None) -> CallContext:
-    extra = {CLIENT_ADDRESS: address} if address else {}
-    return CallContext(time_left_s=30.0, principal=principal, extra=extra)
+    arrival = Arrival(client_address=address)
+    return CallContext(time_left_s=30.0, principal=principal, arrival=arrival)
 
 
 def test_anonymous_callers_from_two_addresses_own_their_tasks_apart() -> None:

@@ -1,0 +1,77 @@
+"""A call resolves its tool once: what `get_tool` found (the catalog tool at its view's
+revision, and the view) rides along in the ResolvedTool, and the run uses it. Nothing looks the
+tool up again by name, nor computes the view's tools again.
+
+Shown with the real backend over a real catalog in the emulator: between the lookup and the
+run the catalog moves on so that a second lookup by name would find nothing, and the call
+still runs what its request resolved.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from conftest import AwsStack
+from kiln.access.views import check_view
+from kiln.catalog.rules import check_draft
+from kiln.protocol.backend import CallContext, ToolOutcome
+from kiln.settings import Settings
+from kiln.stack import Kiln, build_kiln
+
+HELLO = {"name": "hello", "description": "d", "language": "python", "code": "print('hi')\n"}
+
+
+@pytest.fixture
+def parts(aws: AwsStack, tmp_path: Path) -> Iterator[Kiln]:
+    settings = Settings(
+        table=aws.table, bucket=aws.bucket, endpoint_url=aws.endpoint_url, region="us-east-1",
+        bundle_cache_dir=tmp_path, bind_host="127.0.0.1",
+    )  # fmt: skip
+    built = build_kiln(settings, clients=aws.clients)
+    built.store.create(check_draft(HELLO), actor="test")
+    try:
+        yield built
+    finally:
+        built.close_runner()
+
+
+def assert_ran(outcome: ToolOutcome) -> None:
+    problem = f"the call did not run the tool its request resolved: {outcome.text}"
+    assert not outcome.is_error, problem
+    assert outcome.stdout == "hi\n", problem
+
+
+def test_a_call_runs_the_tool_it_resolved_though_its_name_moved_on(parts: Kiln) -> None:
+    async def call() -> ToolOutcome:
+        ctx = CallContext(time_left_s=30.0)
+        resolved = await parts.backend.get_tool("hello", ctx)
+        assert resolved is not None, "get_tool did not find the tool"
+        parts.store.rename("hello", "hello_renamed", actor="test")
+        await parts.snapshots.fresh()  # the catalog moved on: no tool is named "hello" now
+        assert await parts.backend.get_tool("hello", ctx) is None
+        return await parts.backend.call_tool(resolved, {}, ctx)
+
+    assert_ran(asyncio.run(call()))
+
+
+def test_a_view_call_runs_the_tool_its_view_showed_when_it_was_resolved(parts: Kiln) -> None:
+    view = parts.views.store.put(
+        check_view({"name": "greet", "tools": ["hello"], "published": True, "anonymous": True}),
+        expected_revision=None,
+    )
+
+    async def call() -> ToolOutcome:
+        ctx = CallContext(time_left_s=30.0, view="greet")
+        resolved = await parts.backend.get_tool("hello", ctx)
+        assert resolved is not None, "get_tool did not find the tool through its view"
+        emptied = check_view({"name": "greet", "tools": [], "published": True})
+        parts.views.store.put(emptied, expected_revision=view.revision)
+        await parts.snapshots.fresh()  # the view shows no tool now
+        assert await parts.backend.get_tool("hello", ctx) is None
+        return await parts.backend.call_tool(resolved, {}, ctx)
+
+    assert_ran(asyncio.run(call()))
