@@ -55,7 +55,8 @@ def run_plan(dev: DevServer, keys: dict[str, str], plan: Plan, secret: str) -> N
         assert answer.status_code == 200, answer.text
         result = answer.json().get("result", {})
         failed = bool(result.get("isError"))
-        assert failed == (outcome != "ok"), f"call {index} of {name} ({outcome} wanted): {answer.text}"
+        wanted = f"call {index} of {name} ({outcome} wanted): {answer.text}"
+        assert failed == (outcome != "ok"), wanted
 
     with ThreadPoolExecutor(max_workers=8) as pool:
         list(pool.map(one, range(len(plan))))
