@@ -14,6 +14,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, TypeVar
 
+from kiln.api.settings import ApiSettings
+from kiln.bundles.settings import BundleSettings
 from kiln.identity.settings import AuthSettings, AuthSettingsError, check_audience
 from kiln.runner.limits import LAMBDA_MAX_TIMEOUT_S
 from kiln.tasks.settings import TaskSettings
@@ -359,6 +361,23 @@ class Settings:
     @property
     def loopback_bind(self) -> bool:
         return self.bind_host in LOOPBACK_HOSTS
+
+    @property
+    def api(self) -> ApiSettings:
+        """What the HTTP edge (kiln.api) reads."""
+        return ApiSettings(
+            allowed_origins=self.allowed_origins,
+            loopback_bind=self.loopback_bind,
+            max_body_bytes=self.max_body_bytes,
+            local_time_budget_s=self.local_time_budget_s,
+            node_binary=self.node_binary,
+        )
+
+    @property
+    def bundles(self) -> BundleSettings:
+        """What the bundles room (records, builds, the unpacked cache) reads."""
+        fields = BundleSettings.__dataclass_fields__
+        return BundleSettings(**{name: getattr(self, name) for name in fields})
 
 
 def inherited_environment(**overrides: str) -> dict[str, str]:
