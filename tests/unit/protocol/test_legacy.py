@@ -20,11 +20,6 @@ def initialize(client: Client, version: str, *, header: str | None = None) -> di
     return body(response)["result"]
 
 
-@pytest.mark.parametrize("version", LEGACY)
-def test_initialize_echoes_a_supported_version(client: Client, version: str) -> None:
-    assert initialize(client, version)["protocolVersion"] == version
-
-
 @pytest.mark.parametrize("version", ["1999-01-01", "2026-07-28", "banana"])
 def test_initialize_with_an_unknown_version_gets_the_latest_legacy_one(
     client: Client, version: str
@@ -68,35 +63,11 @@ def test_initialize_without_a_protocol_version_gets_invalid_params(client: Clien
     assert "protocolVersion" in error["message"]
 
 
-def test_ping_gets_an_empty_result(client: Client) -> None:
-    assert body(client.legacy("ping"))["result"] == {}
-
-
-@pytest.mark.parametrize("version", ["2099-01-01", "2025-11-26", "v999.0.0"])
-def test_tools_list_with_an_unsupported_version_header_gets_400(
-    client: Client, version: str
-) -> None:
-    response = client.legacy("tools/list", version=version)
-    assert response.status == 400
-    error = body(response)
-    assert error["id"] == 1
-    assert version in error["error"]["message"]
-
-
 def test_tools_list_without_header_or_initialize_is_served_as_2025_03_26(client: Client) -> None:
     response = client.legacy("tools/list", version=None)
     assert response.status == 200
     tools = body(response)["result"]["tools"]
     assert tools[0]["name"] == "add_vat"
-
-
-def test_unknown_method_gets_method_not_found_on_http_200(client: Client) -> None:
-    response = client.legacy("resources/list")
-    assert response.status == 200
-    assert body(response)["error"] == {
-        "code": -32601,
-        "message": "Method not found: resources/list",
-    }
 
 
 def test_server_discover_without_a_modern_claim_is_a_legacy_unknown_method(client: Client) -> None:

@@ -1,0 +1,259 @@
+"""The MCP wire rules (status codes, headers, batches, both eras' envelopes), each stated once
+and checked over both ways a request reaches the endpoint: in this process
+(`McpEndpoint.handle` with an `HttpRequest`, no network) and over real HTTP into the app
+(uvicorn on loopback, through the edge middleware). Both serve the same running Kiln and
+catalog (the conformance fixtures and add_vat).
+
+These were written twice before, once per tier; the in-process transport is what the unit
+copies checked. test_mcp_behaviour.py runs the JSON-RPC exchanges over every transport
+(kiln dev, kiln stdio, the Lambda handler).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+
+from kiln.protocol import HttpRequest, McpEndpoint
+from kiln.protocol.backend import CallContext
+from support.app import META_CAPS, META_PV, MODERN, McpServer, meta, start_kiln
+
+PING = {"jsonrpc": "2.0", "id": 1, "method": "ping"}
+LEGACY = ["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"]
+
+
+class InProcess(McpServer):
+    """The same running Kiln's MCP endpoint, called in this process as the route calls it.
+
+    Its Origin check is on: behind the app the edge makes it (and the endpoint's is off).
+    """
+
+    def endpoint(self) -> McpEndpoint:
+        parts = self.running.parts
+        made = parts.endpoint
+        settings = dataclasses.replace(made.settings, check_origin=True)
+        return McpEndpoint(parts.backend, settings, tasks=parts.tasks)
+
+    def send(self, method: str, headers: dict[str, str] | None = None, body: bytes = b"") -> Any:
+        hdrs = {"host": "127.0.0.1:8000"}
+        hdrs.update({k.lower(): v for k, v in (headers or {}).items()})
+        request = HttpRequest(method=method, headers=hdrs, body=body)
+        reply = asyncio.run(self.endpoint().handle(request, CallContext(time_left_s=30.0)))
+        return httpx.Response(reply.status, headers=reply.headers, content=reply.body)
+
+    def post(
+        self, message: Any, headers: dict[str, str] | None = None, *, raw: bytes | None = None
+    ) -> httpx.Response:
+        base = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
+        body = raw if raw is not None else json.dumps(message).encode()
+        return self.send("POST", {**base, **(headers or {})}, body)  # type: ignore[no-any-return]
+
+
+class OverHttp(McpServer):
+    def send(self, method: str, headers: dict[str, str] | None = None) -> httpx.Response:
+        return self.http.request(method, self.url, headers=headers)
+
+
+@pytest.fixture(scope="module")
+def served(moto_endpoint: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[McpServer]:
+    yield from start_kiln(moto_endpoint, tmp_path_factory.mktemp("bundles"))
+
+
+@pytest.fixture(params=["in-process", "http"])
+def wire(request: pytest.FixtureRequest, served: McpServer) -> Any:
+    return (InProcess if request.param == "in-process" else OverHttp)(served.running)
+
+
+def rejected(response: httpx.Response, status: int, code: int) -> dict[str, Any]:
+    assert response.status_code == status, response.text
+    payload: dict[str, Any] = response.json()
+    assert payload["error"]["code"] == code, response.text
+    return payload
+
+
+# -- transport (digest §7) ------------------------------------------------------------------
+
+
+def test_notification_gets_202_and_no_body(wire: Any) -> None:
+    response = wire.post({"jsonrpc": "2.0", "method": "notifications/initialized"})
+    assert (response.status_code, response.content) == (202, b"")
+
+
+def test_modern_notification_gets_202_and_no_body(wire: Any) -> None:
+    message = {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"_meta": meta()}}
+    response = wire.post(message, {"MCP-Protocol-Version": MODERN})
+    assert (response.status_code, response.content) == (202, b"")
+
+
+def test_request_gets_200_json_with_its_own_id(wire: Any) -> None:
+    response = wire.legacy("ping", rid="abc")
+    assert response.status_code == 200
+    assert response.headers["content-type"] == "application/json"
+    assert response.json() == {"jsonrpc": "2.0", "id": "abc", "result": {}}
+
+
+def test_get_gets_405_with_allow_post(wire: Any) -> None:
+    response = wire.send("GET", {"Accept": "text/event-stream"})
+    assert response.status_code == 405
+    assert response.headers["allow"] == "POST"
+    assert response.json()["error"]["code"] == -32600
+
+
+def test_delete_gets_405_with_allow_post(wire: Any) -> None:
+    response = wire.send("DELETE", {"Mcp-Session-Id": "s-1"})
+    assert response.status_code == 405
+    assert response.headers["allow"] == "POST"
+
+
+def test_no_response_carries_a_session_id_even_when_the_request_has_one(wire: Any) -> None:
+    init = {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "c"}}
+    responses = [
+        wire.post(
+            {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": init},
+            {"Mcp-Session-Id": "abc"},
+        ),
+        wire.modern("tools/list", headers={"Mcp-Session-Id": "abc"}),
+        wire.send("GET"),
+    ]
+    assert [r.status_code for r in responses] == [200, 200, 405]
+    for response in responses:
+        assert "mcp-session-id" not in response.headers
+
+
+def test_foreign_origin_gets_403_with_a_json_rpc_error_without_id(wire: Any) -> None:
+    response = wire.post(PING, {"Origin": "https://evil.example.com"})
+    assert response.status_code == 403
+    assert response.json()["id"] is None
+    assert response.json()["error"]["code"] == -32600
+
+
+def test_request_without_origin_is_not_rejected(wire: Any) -> None:
+    assert wire.post(PING).status_code == 200
+
+
+def test_body_that_is_not_json_gets_400_parse_error(wire: Any) -> None:
+    rejected(wire.post(None, raw=b'{"jsonrpc":'), 400, -32700)
+
+
+def test_wrong_content_type_gets_415(wire: Any) -> None:
+    rejected(wire.post(None, {"Content-Type": "text/plain"}, raw=b'{"x":1}'), 415, -32600)
+
+
+def test_batch_of_two_requests_without_header_gets_an_array_of_two_responses(wire: Any) -> None:
+    response = wire.post([PING, {"jsonrpc": "2.0", "id": 2, "method": "tools/list"}])
+    assert response.status_code == 200
+    assert response.headers["content-type"] == "application/json"
+    replies = response.json()
+    assert [r["id"] for r in replies] == [1, 2]
+    assert replies[1]["result"]["tools"]
+
+
+def test_batch_of_only_notifications_gets_202(wire: Any) -> None:
+    response = wire.post([{"jsonrpc": "2.0", "method": "notifications/initialized"}])
+    assert (response.status_code, response.content) == (202, b"")
+
+
+@pytest.mark.parametrize("size", [0, 21])
+def test_empty_or_oversized_batch_gets_one_invalid_request_error(wire: Any, size: int) -> None:
+    rejected(wire.post([{**PING, "id": i} for i in range(size)]), 400, -32600)
+
+
+# -- the 2026-07-28 era ---------------------------------------------------------------------
+
+
+def test_meta_without_protocol_version_gets_400_invalid_params(wire: Any) -> None:
+    rejected(wire.modern("server/discover", {"_meta": {META_CAPS: {}}}), 400, -32602)
+
+
+def test_meta_without_client_capabilities_gets_400_invalid_params(wire: Any) -> None:
+    rejected(wire.modern("server/discover", {"_meta": {META_PV: MODERN}}), 400, -32602)
+
+
+def test_meta_without_client_info_is_served(wire: Any) -> None:
+    response = wire.modern("server/discover", {"_meta": {META_PV: MODERN, META_CAPS: {}}})
+    assert response.status_code == 200, response.text
+
+
+def test_modern_request_without_version_header_gets_400_header_mismatch(wire: Any) -> None:
+    message = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {"_meta": meta()}}
+    rejected(wire.post(message, {"Mcp-Method": "tools/list"}), 400, -32020)
+
+
+def test_tools_call_without_mcp_name_gets_400_header_mismatch(wire: Any) -> None:
+    params = {"name": "add_vat", "arguments": {"net": 1}, "_meta": meta()}
+    message = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params}
+    response = wire.post(message, {"MCP-Protocol-Version": MODERN, "Mcp-Method": "tools/call"})
+    rejected(response, 400, -32020)
+
+
+def test_header_names_are_case_insensitive(wire: Any) -> None:
+    message = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {"_meta": meta()}}
+    response = wire.post(message, {"mcp-protocol-version": MODERN, "MCP-METHOD": "tools/list"})
+    assert response.status_code == 200, response.text
+
+
+@pytest.mark.parametrize(
+    "method",
+    [
+        "initialize",
+        "ping",
+        "logging/setLevel",
+        "resources/subscribe",
+        "resources/unsubscribe",
+        "unknown/method",
+        "prompts/list",
+        "resources/list",
+        "subscriptions/listen",
+    ],
+)
+def test_removed_and_unknown_methods_get_404_method_not_found_with_the_id(
+    wire: Any, method: str
+) -> None:
+    assert rejected(wire.modern(method, rid=f"r-{method}"), 404, -32601)["id"] == f"r-{method}"
+
+
+def test_successful_call_is_complete_with_content(wire: Any) -> None:
+    response = wire.modern("tools/call", {"name": "add_vat", "arguments": {"net": 5}})
+    result = response.json()["result"]
+    assert result["resultType"] == "complete"
+    assert result["content"][0]["type"] == "text"
+
+
+def test_modern_list_has_2026_fields_and_legacy_list_has_none(wire: Any) -> None:
+    modern = wire.modern("tools/list").json()["result"]
+    legacy = wire.legacy("tools/list", version="2025-11-25").json()["result"]
+    assert {"ttlMs", "resultType", "cacheScope", "_meta"} <= set(modern)
+    assert set(legacy) == {"tools"}
+
+
+# -- the 2025 eras --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("version", LEGACY)
+def test_initialize_echoes_a_supported_version(wire: Any, version: str) -> None:
+    params = {"protocolVersion": version, "capabilities": {}, "clientInfo": {"name": "c"}}
+    response = wire.legacy("initialize", params, version=None)
+    assert response.status_code == 200, response.text
+    assert response.json()["result"]["protocolVersion"] == version
+
+
+def test_ping_gets_an_empty_result(wire: Any) -> None:
+    assert wire.legacy("ping").json()["result"] == {}
+
+
+def test_tools_list_with_an_unsupported_version_header_gets_400(wire: Any) -> None:
+    response = wire.legacy("tools/list", version="2099-01-01")
+    assert response.status_code == 400
+    assert "2099-01-01" in response.json()["error"]["message"]
+
+
+def test_unknown_method_gets_method_not_found_on_http_200(wire: Any) -> None:
+    response = wire.legacy("prompts/list")
+    assert response.status_code == 200
+    assert response.json()["error"]["code"] == -32601
