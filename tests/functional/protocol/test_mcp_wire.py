@@ -22,7 +22,7 @@ import pytest
 
 from kiln.protocol import HttpRequest, McpEndpoint
 from kiln.protocol.backend import CallContext
-from support.app import META_CAPS, META_PV, MODERN, McpServer, meta, start_kiln
+from support.app import META_CAPS, META_PV, MODERN, SERVER_INFO, McpServer, b64, meta, start_kiln
 
 PING = {"jsonrpc": "2.0", "id": 1, "method": "ping"}
 LEGACY = ["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"]
@@ -62,7 +62,9 @@ class OverHttp(McpServer):
 
 @pytest.fixture(scope="module")
 def served(moto_endpoint: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[McpServer]:
-    yield from start_kiln(moto_endpoint, tmp_path_factory.mktemp("bundles"))
+    yield from start_kiln(
+        moto_endpoint, tmp_path_factory.mktemp("bundles"), instructions="Use add_vat."
+    )
 
 
 @pytest.fixture(params=["in-process", "http"])
@@ -230,6 +232,124 @@ def test_modern_list_has_2026_fields_and_legacy_list_has_none(wire: Any) -> None
     legacy = wire.legacy("tools/list", version="2025-11-25").json()["result"]
     assert {"ttlMs", "resultType", "cacheScope", "_meta"} <= set(modern)
     assert set(legacy) == {"tools"}
+
+
+def test_discover_gets_the_complete_cacheable_description(wire: Any) -> None:
+    response = wire.modern("server/discover")
+    assert response.status_code == 200, response.text
+    result = response.json()["result"]
+    assert result["resultType"] == "complete"
+    assert "2026-07-28" in result["supportedVersions"]
+    assert "tools" in result["capabilities"]
+    assert isinstance(result["ttlMs"], int)
+    assert result["ttlMs"] >= 0
+    assert result["cacheScope"] in {"public", "private"}
+    assert result["instructions"] == "Use add_vat."
+
+
+def test_discover_puts_server_info_in_meta_not_the_body(wire: Any) -> None:
+    result = wire.modern("server/discover").json()["result"]
+    assert result["_meta"][SERVER_INFO]["name"] == "kiln"
+    assert isinstance(result["_meta"][SERVER_INFO]["version"], str)
+    assert "serverInfo" not in result
+
+
+@pytest.mark.parametrize("params", [{}, None])
+def test_a_modern_request_without_meta_or_params_gets_400_invalid_params(
+    wire: Any, params: dict[str, Any] | None
+) -> None:
+    message: dict[str, Any] = {"jsonrpc": "2.0", "id": 9, "method": "server/discover"}
+    if params is not None:
+        message["params"] = params
+    response = wire.post(message, {"MCP-Protocol-Version": MODERN, "Mcp-Method": "server/discover"})
+    assert rejected(response, 400, -32602)["id"] == 9
+
+
+def test_body_version_differing_from_the_header_gets_400_header_mismatch(wire: Any) -> None:
+    rejected(wire.modern("server/discover", {"_meta": meta("v999.0.0")}), 400, -32020)
+
+
+def test_unsupported_version_in_header_and_body_gets_400_with_supported_list(wire: Any) -> None:
+    response = wire.modern(
+        "server/discover",
+        {"_meta": meta("v999.0.0")},
+        headers={"MCP-Protocol-Version": "v999.0.0"},
+    )
+    data = rejected(response, 400, -32022)["error"]["data"]
+    assert data["requested"] == "v999.0.0"
+    supported = wire.modern("server/discover").json()["result"]["supportedVersions"]
+    assert set(data["supported"]) <= set(supported)
+
+
+def test_a_missing_different_or_differently_cased_mcp_method_gets_400_header_mismatch(
+    wire: Any,
+) -> None:
+    message = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {"_meta": meta()}}
+    missing = rejected(wire.post(message, {"MCP-Protocol-Version": MODERN}), 400, -32020)
+    assert "Mcp-Method" in missing["error"]["message"]
+    rejected(wire.modern("tools/list", headers={"Mcp-Method": "tools/call"}), 400, -32020)
+    rejected(wire.modern("tools/list", headers={"Mcp-Method": "TOOLS/LIST"}), 400, -32020)
+
+
+def test_mcp_name_must_match_the_body_but_may_be_base64(wire: Any) -> None:
+    params = {"name": "add_vat", "arguments": {"net": 1}}
+    rejected(wire.modern("tools/call", params, name="echo"), 400, -32020)
+    response = wire.modern("tools/call", params, name=b64("add_vat"))
+    assert response.status_code == 200, response.text
+    assert response.json()["result"]["isError"] is False
+
+
+MODERN_ANSWERS = [
+    ("server/discover", None),
+    ("tools/list", None),
+    ("tools/call", {"name": "add_vat", "arguments": {"net": 5}}),
+    ("tools/call", {"name": "add_vat", "arguments": {}}),  # a tool error
+]
+
+
+def test_every_modern_result_carries_server_info_and_none_is_a_request(wire: Any) -> None:
+    for method, params in MODERN_ANSWERS:
+        payload = wire.modern(method, params).json()
+        assert payload["result"]["_meta"][SERVER_INFO]["name"] == "kiln", (method, payload)
+        assert not ("method" in payload and "id" in payload)
+
+
+def test_no_log_notification_is_sent(wire: Any) -> None:
+    response = wire.modern("tools/call", {"name": "add_vat", "arguments": {"net": 5}})
+    assert b"notifications/message" not in response.content
+
+
+@pytest.mark.parametrize("headers", [{"MCP-Protocol-Version": MODERN}, {}])
+def test_a_posted_response_or_a_modern_batch_gets_400_invalid_request(
+    wire: Any, headers: dict[str, str]
+) -> None:
+    message = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {"_meta": meta()}}
+    rejected(wire.post([message], headers), 400, -32600)
+    if headers:
+        rejected(wire.post({"jsonrpc": "2.0", "id": 1, "result": {}}, headers), 400, -32600)
+
+
+def test_only_defined_mcp_error_codes_are_emitted(wire: Any) -> None:
+    responses = [
+        wire.modern("server/discover", {"_meta": meta("v999.0.0")}),
+        wire.modern("tools/list", headers={"Mcp-Method": "x"}),
+        wire.modern("nope"),
+        wire.modern("tools/call", {"name": "nope"}),
+        wire.modern("tools/list", {"cursor": "bad"}),
+        wire.post(None, raw=b"{"),
+    ]
+    for response in responses:
+        code = response.json()["error"]["code"]
+        assert code != -32002
+        assert not (-32099 <= code <= -32020) or code in {-32020, -32021, -32022}
+        assert not (-32019 <= code <= -32000), response.text
+
+
+def test_legacy_initialize_then_modern_discover_both_succeed(wire: Any) -> None:
+    init = {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "c"}}
+    legacy = wire.legacy("initialize", init, version=None).json()
+    assert legacy["result"]["protocolVersion"] == "2025-11-25"
+    assert wire.modern("server/discover").json()["result"]["supportedVersions"] == [MODERN]
 
 
 # -- the 2025 eras --------------------------------------------------------------------------
