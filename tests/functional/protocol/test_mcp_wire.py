@@ -16,6 +16,7 @@ import dataclasses
 import json
 from collections.abc import Iterator
 from typing import Any
+from urllib.parse import urlsplit
 
 import httpx
 import pytest
@@ -41,7 +42,7 @@ class InProcess(McpServer):
         return McpEndpoint(parts.backend, settings, tasks=parts.tasks)
 
     def send(self, method: str, headers: dict[str, str] | None = None, body: bytes = b"") -> Any:
-        hdrs = {"host": "127.0.0.1:8000"}
+        hdrs = {"host": urlsplit(self.running.url).netloc}  # as the app is reached
         hdrs.update({k.lower(): v for k, v in (headers or {}).items()})
         request = HttpRequest(method=method, headers=hdrs, body=body)
         reply = asyncio.run(self.endpoint().handle(request, CallContext(time_left_s=30.0)))
@@ -164,6 +165,46 @@ def test_batch_of_only_notifications_gets_202(wire: Any) -> None:
 @pytest.mark.parametrize("size", [0, 21])
 def test_empty_or_oversized_batch_gets_one_invalid_request_error(wire: Any, size: int) -> None:
     rejected(wire.post([{**PING, "id": i} for i in range(size)]), 400, -32600)
+
+
+def test_only_the_servers_own_origin_passes_not_another_loopback_port(wire: Any) -> None:
+    """A page on another local port is another program (a dev server, a page a tool opened):
+    it would read tools and call them anonymously, with the answers. KILN_ALLOWED_ORIGINS
+    admits one (the MCP Inspector at http://localhost:6274, say)."""
+    assert wire.post(PING, {"Origin": wire.running.url}).status_code == 200
+    for origin in ("http://localhost:6274", "http://127.0.0.1:1", "http://[::1]:9"):
+        refused = wire.post(PING, {"Origin": origin})
+        assert refused.status_code == 403, (origin, refused.text)
+        assert "Origin" in refused.json()["error"]["message"]
+
+
+def test_foreign_host_on_a_loopback_bind_gets_421(wire: Any) -> None:
+    rejected(wire.post(PING, {"Host": "evil.example.com"}), 421, -32600)
+
+
+@pytest.mark.parametrize("host", ["localhost", "127.0.0.1", "[::1]", "LOCALHOST"])
+def test_loopback_host_names_are_served_on_a_loopback_bind(wire: Any, host: str) -> None:
+    port = urlsplit(wire.running.url).port
+    response = wire.post(PING, {"Host": f"{host}:{port}"})
+    assert response.status_code == 200, response.text
+
+
+def test_body_over_one_mebibyte_gets_413(wire: Any) -> None:
+    big = b'{"jsonrpc":"2.0","id":1,"method":"ping","params":{"pad":"' + b"x" * (1 << 20) + b'"}}'
+    rejected(wire.post(None, raw=big), 413, -32600)
+
+
+@pytest.mark.parametrize("version", ["2025-06-18", "2025-11-25"])
+def test_batch_with_a_post_2025_03_26_header_gets_400_invalid_request(
+    wire: Any, version: str
+) -> None:
+    rejected(wire.post([PING], {"MCP-Protocol-Version": version}), 400, -32600)
+
+
+def test_batch_with_initialize_gets_400_invalid_request(wire: Any) -> None:
+    init = {"protocolVersion": "2025-03-26", "capabilities": {}, "clientInfo": {"name": "c"}}
+    batch = [{"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": init}, PING]
+    assert "initialize" in rejected(wire.post(batch), 400, -32600)["error"]["message"]
 
 
 # -- the 2026-07-28 era ---------------------------------------------------------------------
@@ -377,3 +418,52 @@ def test_unknown_method_gets_method_not_found_on_http_200(wire: Any) -> None:
     response = wire.legacy("prompts/list")
     assert response.status_code == 200
     assert response.json()["error"]["code"] == -32601
+
+
+def initialize(wire: Any, version: str) -> dict[str, Any]:
+    params = {"protocolVersion": version, "capabilities": {}, "clientInfo": {"name": "c"}}
+    response = wire.legacy("initialize", params, version=None)
+    assert response.status_code == 200, response.text
+    result: dict[str, Any] = response.json()["result"]
+    return result
+
+
+@pytest.mark.parametrize("version", ["1999-01-01", "2026-07-28", "banana"])
+def test_initialize_with_an_unknown_version_gets_the_latest_legacy_one(
+    wire: Any, version: str
+) -> None:
+    assert initialize(wire, version)["protocolVersion"] == "2025-11-25"
+
+
+@pytest.mark.parametrize("version", LEGACY)
+def test_initialize_offers_tools_and_logging_and_tasks_from_2025_11_25(
+    wire: Any, version: str
+) -> None:
+    result = initialize(wire, version)
+    wanted: dict[str, Any] = {"tools": {}, "logging": {}}  # logging: a tool's log lines
+    if version == "2025-11-25":
+        wanted["tasks"] = {"list": {}, "cancel": {}, "requests": {"tools": {"call": {}}}}
+    assert result["capabilities"] == wanted
+    assert result["serverInfo"]["name"] == "kiln"
+    assert isinstance(result["serverInfo"]["version"], str)
+    assert result["instructions"] == "Use add_vat."
+    assert "resultType" not in result
+
+
+def test_server_info_fields_follow_the_negotiated_version(wire: Any) -> None:
+    old = initialize(wire, "2025-03-26")["serverInfo"]
+    mid = initialize(wire, "2025-06-18")["serverInfo"]
+    new = initialize(wire, "2025-11-25")["serverInfo"]
+    assert set(old) == {"name", "version"}
+    assert set(mid) == {"name", "version", "title"}
+    assert {"name", "version", "title", "description"} <= set(new)
+    assert isinstance(new["title"], str)
+    assert isinstance(new["description"], str)
+    for icon in new.get("icons", []):
+        assert "src" in icon
+
+
+def test_tools_list_without_header_or_initialize_is_served(wire: Any) -> None:
+    response = wire.legacy("tools/list", version=None)
+    assert response.status_code == 200, response.text
+    assert "add_vat" in [t["name"] for t in response.json()["result"]["tools"]]

@@ -15,33 +15,12 @@ def test_posted_client_response_gets_202_in_the_legacy_era(client: Client) -> No
     assert (response.status, response.body) == (202, b"")
 
 
-def test_only_the_servers_own_origin_passes_not_another_loopback_port(client: Client) -> None:
-    """A page on another local port is not a caller Kiln agreed to (it would read the answers)."""
-    message = {"jsonrpc": "2.0", "id": 1, "method": "ping"}
-    assert client.post(message, {"origin": "http://127.0.0.1:8000"}).status == 200  # the Host
-    for origin in ("http://localhost:3000", "http://127.0.0.1:8001", "http://[::1]:9"):
-        assert client.post(message, {"origin": origin}).status == 403, origin
-
-
 def test_configured_origin_is_allowed_and_others_are_not(backend: FakeBackend) -> None:
     settings = ProtocolSettings(allowed_origins=("https://app.example.com",))
     client = Client(McpEndpoint(backend, settings))
     message = {"jsonrpc": "2.0", "id": 1, "method": "ping"}
     assert client.post(message, {"origin": "https://app.example.com"}).status == 200
     assert client.post(message, {"origin": "http://localhost:3000"}).status == 403
-
-
-def test_foreign_host_on_a_loopback_bind_gets_421(client: Client) -> None:
-    response = client.post(
-        {"jsonrpc": "2.0", "id": 1, "method": "ping"}, {"host": "evil.example.com"}
-    )
-    assert response.status == 421
-    assert body(response)["error"]["code"] == -32600
-
-
-@pytest.mark.parametrize("host", ["localhost:8000", "127.0.0.1", "[::1]:8000", "LOCALHOST"])
-def test_loopback_host_names_are_served_on_a_loopback_bind(client: Client, host: str) -> None:
-    assert client.post({"jsonrpc": "2.0", "id": 1, "method": "ping"}, {"host": host}).status == 200
 
 
 def test_any_host_is_served_when_not_bound_to_loopback(backend: FakeBackend) -> None:
@@ -72,16 +51,6 @@ def test_body_over_the_cap_gets_413(backend: FakeBackend) -> None:
     assert "limit is 100" in body(response)["error"]["message"]
 
 
-@pytest.mark.parametrize("version", ["2025-06-18", "2025-11-25"])
-def test_batch_with_a_post_2025_03_26_header_gets_400_invalid_request(
-    client: Client, version: str
-) -> None:
-    batch = [{"jsonrpc": "2.0", "id": 1, "method": "ping"}]
-    response = client.post(batch, {"mcp-protocol-version": version})
-    assert response.status == 400
-    assert body(response)["error"]["code"] == -32600
-
-
 def test_batch_mixing_a_request_and_a_notification_answers_only_the_request(
     client: Client,
 ) -> None:
@@ -90,18 +59,6 @@ def test_batch_mixing_a_request_and_a_notification_answers_only_the_request(
         {"jsonrpc": "2.0", "id": "p", "method": "ping"},
     ]
     assert body(client.post(batch)) == [{"jsonrpc": "2.0", "id": "p", "result": {}}]
-
-
-def test_batch_with_initialize_gets_400_invalid_request(client: Client) -> None:
-    init = {"protocolVersion": "2025-03-26", "capabilities": {}, "clientInfo": {"name": "c"}}
-    batch = [
-        {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": init},
-        {"jsonrpc": "2.0", "id": 2, "method": "ping"},
-    ]
-    response = client.post(batch)
-    assert response.status == 400
-    assert body(response)["error"]["code"] == -32600
-    assert "initialize" in body(response)["error"]["message"]
 
 
 def test_batch_of_twenty_is_served(client: Client) -> None:
