@@ -23,10 +23,26 @@ import pytest
 
 from kiln.protocol import HttpRequest, McpEndpoint
 from kiln.protocol.backend import CallContext
-from support.app import META_CAPS, META_PV, MODERN, SERVER_INFO, McpServer, b64, meta, start_kiln
+from support.app import (
+    META_CAPS,
+    META_PV,
+    MODERN,
+    SERVER_INFO,
+    McpServer,
+    b64,
+    meta,
+    start_kiln,
+    write_tool,
+)
 
 PING = {"jsonrpc": "2.0", "id": 1, "method": "ping"}
 LEGACY = ["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"]
+GROSS_SCHEMA = {
+    "type": "object",
+    "properties": {"gross": {"type": "number", "minimum": 0}},
+    "required": ["gross"],
+}
+PRINTS = "import json, sys\njson.load(sys.stdin)\nprint(json.dumps(%s))\n"
 
 
 class InProcess(McpServer):
@@ -63,8 +79,21 @@ class OverHttp(McpServer):
 
 @pytest.fixture(scope="module")
 def served(moto_endpoint: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[McpServer]:
+    root = tmp_path_factory.mktemp("tools")
+    no_args = {"type": "object", "properties": {}, "additionalProperties": False}
+    gross = {"description": "Gross.", "input_schema": no_args, "output_schema": GROSS_SCHEMA}
+    extra = [
+        write_tool(root, "gross_of", gross, PRINTS % '{"gross": 12.5}'),
+        write_tool(root, "gross_broken", gross, PRINTS % '{"gross": -1}'),
+        write_tool(
+            root,
+            "crashes",
+            {"description": "Fails loudly.", "input_schema": no_args},
+            "import sys\nprint('failure details', file=sys.stderr)\nsys.exit(7)\n",
+        ),
+    ]
     yield from start_kiln(
-        moto_endpoint, tmp_path_factory.mktemp("bundles"), instructions="Use add_vat."
+        moto_endpoint, tmp_path_factory.mktemp("bundles"), extra=extra, instructions="Use add_vat."
     )
 
 
@@ -467,3 +496,40 @@ def test_tools_list_without_header_or_initialize_is_served(wire: Any) -> None:
     response = wire.legacy("tools/list", version=None)
     assert response.status_code == 200, response.text
     assert "add_vat" in [t["name"] for t in response.json()["result"]["tools"]]
+
+
+# -- tools ----------------------------------------------------------------------------------
+
+
+def test_a_list_that_fits_one_page_has_no_next_cursor(wire: Any) -> None:
+    assert "nextCursor" not in wire.legacy("tools/list").json()["result"]
+    assert "nextCursor" not in wire.modern("tools/list").json()["result"]
+
+
+def test_tool_failure_gets_is_error_with_the_contract_text(wire: Any) -> None:
+    result = wire.modern("tools/call", {"name": "crashes", "arguments": {}}).json()["result"]
+    assert result["isError"] is True
+    text = "(no output)\n[stderr] failure details\n[exit 7]"
+    assert result["content"] == [{"type": "text", "text": text}]
+
+
+@pytest.mark.parametrize("version", ["2025-06-18", "2025-11-25", "2026-07-28"])
+def test_output_schema_tool_returns_structured_content_and_the_same_json_as_text(
+    wire: Any, version: str
+) -> None:
+    params = {"name": "gross_of", "arguments": {}}
+    response = (
+        wire.modern("tools/call", params)
+        if version == MODERN
+        else wire.legacy("tools/call", params, version=version)
+    )
+    result = response.json()["result"]
+    assert result["isError"] is False, result
+    assert result["structuredContent"] == {"gross": 12.5}
+    assert json.loads(result["content"][0]["text"]) == result["structuredContent"]
+
+
+def test_output_that_breaks_the_output_schema_is_an_error_naming_the_rule(wire: Any) -> None:
+    result = wire.modern("tools/call", {"name": "gross_broken", "arguments": {}}).json()["result"]
+    assert result["isError"] is True
+    assert "gross: must be ≥ 0" in result["content"][0]["text"]
