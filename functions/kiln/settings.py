@@ -365,19 +365,17 @@ class Settings:
     @property
     def api(self) -> ApiSettings:
         """What the HTTP edge (kiln.api) reads."""
-        return ApiSettings(
-            allowed_origins=self.allowed_origins,
-            loopback_bind=self.loopback_bind,
-            max_body_bytes=self.max_body_bytes,
-            local_time_budget_s=self.local_time_budget_s,
-            node_binary=self.node_binary,
-        )
+        return self._part(ApiSettings)
 
     @property
     def bundles(self) -> BundleSettings:
         """What the bundles room (records, builds, the unpacked cache) reads."""
-        fields = BundleSettings.__dataclass_fields__
-        return BundleSettings(**{name: getattr(self, name) for name in fields})
+        return self._part(BundleSettings)
+
+    def _part(self, part: type[T]) -> T:
+        """A room's settings: its fields, named as here, taken from these."""
+        names = part.__dataclass_fields__  # type: ignore[attr-defined]
+        return part(**{name: getattr(self, name) for name in names})
 
 
 def inherited_environment(**overrides: str) -> dict[str, str]:

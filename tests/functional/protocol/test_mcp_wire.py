@@ -1,12 +1,14 @@
-"""The MCP wire rules (status codes, headers, batches, both eras' envelopes), each stated once
-and checked over both ways a request reaches the endpoint: in this process
-(`McpEndpoint.handle` with an `HttpRequest`, no network) and over real HTTP into the app
-(uvicorn on loopback, through the edge middleware). Both serve the same running Kiln and
-catalog (the conformance fixtures and add_vat).
+"""The MCP wire rules, each stated once and checked over both ways a request reaches the
+endpoint: in this process (`McpEndpoint.handle` with an `HttpRequest`, no network, the
+endpoint's own Origin and Host checks on) and over real HTTP into the app (uvicorn on
+loopback, through the edge middleware). Both serve the same running Kiln and catalog (the
+conformance fixtures, add_vat, and three tools written here).
 
-These were written twice before, once per tier; the in-process transport is what the unit
-copies checked. test_mcp_behaviour.py runs the JSON-RPC exchanges over every transport
-(kiln dev, kiln stdio, the Lambda handler).
+Status codes, headers, batches, both eras' envelopes and the tools/call contract were written
+twice before, a unit copy against a fake backend and a functional copy over HTTP; they are
+here once. test_mcp_behaviour.py runs JSON-RPC exchanges over every transport (the endpoint,
+kiln dev, kiln stdio, the Lambda handler); what only one tier can see (a fake backend's calls,
+a configured cap, a padded header only http.client sends) stays in that tier's files.
 """
 
 from __future__ import annotations
@@ -431,10 +433,6 @@ def test_initialize_echoes_a_supported_version(wire: Any, version: str) -> None:
     response = wire.legacy("initialize", params, version=None)
     assert response.status_code == 200, response.text
     assert response.json()["result"]["protocolVersion"] == version
-
-
-def test_ping_gets_an_empty_result(wire: Any) -> None:
-    assert wire.legacy("ping").json()["result"] == {}
 
 
 def test_tools_list_with_an_unsupported_version_header_gets_400(wire: Any) -> None:
