@@ -46,24 +46,6 @@ def test_mcp_name_surrounded_by_spaces_is_accepted(server: McpServer) -> None:
         connection.close()
 
 
-def test_discover_advertises_tools_and_the_tasks_extension_and_no_subscriptions(
-    server: McpServer,
-) -> None:
-    capabilities = server.modern("server/discover").json()["result"]["capabilities"]
-    assert "listChanged" not in capabilities["tools"]
-    assert set(capabilities) == {"tools", "extensions"}
-    assert capabilities["extensions"] == {"io.modelcontextprotocol/tasks": {}}
-
-
-def test_tools_list_is_complete_cacheable_and_in_a_stable_order(server: McpServer) -> None:
-    first = server.modern("tools/list").json()["result"]
-    second = server.modern("tools/list", rid=2).json()["result"]
-    assert first["resultType"] == "complete"
-    assert isinstance(first["ttlMs"], int)
-    assert first["cacheScope"] in {"public", "private"}
-    assert [t["name"] for t in first["tools"]] == [t["name"] for t in second["tools"]]
-
-
 def test_a_request_state_kiln_did_not_seal_is_refused_and_stray_answers_ignored(
     server: McpServer,
 ) -> None:

@@ -326,6 +326,26 @@ def test_discover_puts_server_info_in_meta_not_the_body(wire: Any) -> None:
     assert "serverInfo" not in result
 
 
+def test_discover_advertises_tools_and_the_tasks_extension_and_no_subscriptions(
+    wire: Any,
+) -> None:
+    capabilities = wire.modern("server/discover").json()["result"]["capabilities"]
+    assert "listChanged" not in capabilities["tools"]
+    assert set(capabilities) == {"tools", "extensions"}  # no resources, prompts, logging
+    assert capabilities["extensions"] == {"io.modelcontextprotocol/tasks": {}}
+
+
+def test_tools_list_is_complete_cacheable_and_in_a_stable_order(wire: Any) -> None:
+    first = wire.modern("tools/list").json()["result"]
+    second = wire.modern("tools/list", rid=2).json()["result"]
+    assert first["resultType"] == "complete"
+    assert isinstance(first["ttlMs"], int)
+    assert first["ttlMs"] >= 0
+    assert first["cacheScope"] in {"public", "private"}
+    assert len(first["tools"]) > 5
+    assert [t["name"] for t in first["tools"]] == [t["name"] for t in second["tools"]]
+
+
 @pytest.mark.parametrize("params", [{}, None])
 def test_a_modern_request_without_meta_or_params_gets_400_invalid_params(
     wire: Any, params: dict[str, Any] | None

@@ -7,7 +7,6 @@ from typing import Any
 
 import pytest
 
-from kiln.protocol import ToolView
 from support.protocol import (
     Client,
     FakeBackend,
@@ -63,25 +62,6 @@ def test_initialize_claiming_the_modern_envelope_is_not_answered_as_legacy(clien
     params = {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "c"}}
     response = client.modern("initialize", params)
     assert (response.status, error_of(response)["code"]) == (404, -32601)
-
-
-def test_discover_advertises_nothing_that_would_need_subscriptions(client: Client) -> None:
-    capabilities = body(client.modern("server/discover"))["result"]["capabilities"]
-    assert "listChanged" not in capabilities["tools"]
-    assert "resources" not in capabilities
-    assert "prompts" not in capabilities
-
-
-def test_tools_list_is_complete_cacheable_and_stable(client: Client, backend: FakeBackend) -> None:
-    for i in range(5):
-        backend.add(ToolView(name=f"t{i}", description="d", input_schema={"type": "object"}))
-    first = body(client.modern("tools/list"))["result"]
-    second = body(client.modern("tools/list"))["result"]
-    assert first["resultType"] == "complete"
-    assert isinstance(first["ttlMs"], int)
-    assert first["ttlMs"] >= 0
-    assert first["cacheScope"] in {"public", "private"}
-    assert [t["name"] for t in first["tools"]] == [t["name"] for t in second["tools"]]
 
 
 def test_a_request_state_kiln_did_not_seal_is_refused_and_nothing_runs(
