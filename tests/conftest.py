@@ -6,11 +6,11 @@ import json
 import os
 import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass
 
 import pytest
 
-from kiln.aws.clients import AwsClients, ensure_resources, make_clients
+from kiln.aws.clients import ensure_resources, make_clients
+from support.aws import AwsStack
 
 # Fails the session if a key or secret planted by a test shows up in any log line.
 # Fails a test whose functions made an AWS call their role in template.yaml does not allow.
@@ -21,14 +21,6 @@ os.environ.setdefault("AWS_ACCESS_KEY_ID", "testing")
 os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "testing")
 os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
 os.environ.pop("AWS_PROFILE", None)
-
-
-@dataclass(frozen=True)
-class AwsStack:
-    endpoint_url: str
-    clients: AwsClients
-    table: str
-    bucket: str
 
 
 @pytest.fixture(scope="session")

@@ -1,6 +1,6 @@
 """What access control adds to a request: `tools/list` on /mcp, interleaved, per credential.
 
-Run: PYTHONPATH=functions python bench/auth/run.py [--rounds N]
+Run: python -m bench.auth.run [--rounds N]
 
 One server (moto server and uvicorn in this process, OAuth mode on with a JWKS served on
 loopback) answers `tools/list` with no credential (anonymous allowed: the baseline), the

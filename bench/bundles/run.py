@@ -10,7 +10,7 @@ Measures, in one run and against the same moto server:
             the same script with that directory on PYTHONPATH (pip's download cache warm)
   pip-cold  the same with `--no-cache-dir`, as a fresh container with no pip cache would
 
-and prints medians with ratios. Run: `python bench/bundles/run.py [--samples 5]`.
+and prints medians with ratios. Run: `python -m bench.bundles.run [--samples 5]`.
 With `--save-to-callable`: the author's loop, uv vs pip and Bun vs npm (bench/bundles/save.py).
 """
 
@@ -34,7 +34,6 @@ from contextlib import contextmanager
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "functions"))
 
 os.environ.setdefault("AWS_ACCESS_KEY_ID", "bench")
 os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "bench")
@@ -160,7 +159,7 @@ def main() -> int:
             author_key=AUTHOR_KEY, bind_host="127.0.0.1", local_time_budget_s=120.0,
         )  # fmt: skip
         if args.save_to_callable:
-            import save
+            from bench.bundles import save
 
             save.report(
                 save.run_variants(base, clients, serve, AUTHOR_KEY, save.find_bun(args.bun))

@@ -1,4 +1,4 @@
-"""Bench: save-to-callable, the author's loop. `python bench/bundles/run.py --save-to-callable`.
+"""Bench: save-to-callable, the author's loop. `python -m bench.bundles.run --save-to-callable`.
 
 A tool with packages is saved through the REST API of a fresh app (its own background
 builder, as `kiln dev` runs it); the clock stops at the first tools/call that answers with the

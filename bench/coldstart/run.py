@@ -5,7 +5,7 @@ Both sides get the same HTTP API v2 event through the same adapter (Mangum 0.22)
 so the difference is what each imports and builds before it can answer. Kiln's catalog is on
 a moto server (over HTTP) seeded with the same three tools the SDK app lists.
 
-usage: python bench/coldstart/run.py [--rounds 7] [--sdk-python PY] [--build DIR --python PY313]
+usage: python -m bench.coldstart.run [--rounds 7] [--sdk-python PY] [--build DIR --python PY313]
 The SDK side needs a Python with `mcp==2.3.0 mangum==0.22.0` (kept out of Kiln's venv), by
 default ~/.cache/kiln-bench-sdk: `python3 -m venv ~/.cache/kiln-bench-sdk &&
 ~/.cache/kiln-bench-sdk/bin/pip install mcp==2.3.0 mangum==0.22.0`. With --build, Kiln runs
@@ -165,7 +165,6 @@ def timed(argv: list[str], env: dict[str, str], stdin: str) -> tuple[float, list
 
 
 def seed(endpoint: str, table: str, bucket: str) -> None:
-    sys.path.insert(0, str(ROOT / "functions"))
     from kiln.aws.clients import ensure_resources, make_clients
     from kiln.catalog.rules import check_draft
     from kiln.catalog.store import CatalogStore

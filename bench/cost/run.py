@@ -32,9 +32,8 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path[:0] = [str(ROOT / "functions"), str(ROOT / "tests")]
 
-from e2e.runtime_api import RuntimeApi  # noqa: E402
+from tests.e2e.runtime_api import RuntimeApi  # noqa: E402
 
 # us-east-1 list prices, as published on 2026-12-01.
 PRICES_DATE = "2026-12-01"

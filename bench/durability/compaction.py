@@ -8,20 +8,18 @@ in the table. Prints the median write, the slowest, their ratio, and how many wr
 longer than the production client's read timeout (kiln.aws.clients.StoreDeadlines.read_s: such a
 write is a 503 for a caller of Kiln).
 
-    python bench/durability/compaction.py [--items 5000] [--updates 6000]
+    python -m bench.durability.compaction [--items 5000] [--updates 6000]
 """
 
 from __future__ import annotations
 
 import argparse
 import statistics
-import sys
 import tempfile
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path[:0] = [str(ROOT / "functions"), str(ROOT / "tests")]
 
 from kiln.aws.clients import StoreDeadlines, ensure_resources, make_clients  # noqa: E402
 from kiln.local.emulator import run_emulator  # noqa: E402

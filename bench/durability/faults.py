@@ -5,26 +5,24 @@ the production deadlines (kiln.aws.clients.StoreDeadlines). For each fault it pr
 (status, JSON-RPC code) and the time taken, beside the healthy answer's time and the
 deadline's worst case.
 
-    python bench/durability/faults.py
+    python -m bench.durability.faults
 """
 
 from __future__ import annotations
 
 import json
-import sys
 import tempfile
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path[:0] = [str(ROOT / "functions"), str(ROOT / "tests")]
 
-from conftest import AwsStack  # noqa: E402
 from kiln.aws.clients import StoreDeadlines, ensure_resources, make_clients  # noqa: E402
 from kiln.local.emulator import run_emulator  # noqa: E402
 from kiln.settings import Settings  # noqa: E402
-from support.app import AUTHOR_KEY, serve  # noqa: E402
-from support.faultproxy import BLACK_HOLE, CUT, PASS, fault_proxy  # noqa: E402
+from tests.support.app import AUTHOR_KEY, serve  # noqa: E402
+from tests.support.aws import AwsStack  # noqa: E402
+from tests.support.faultproxy import BLACK_HOLE, CUT, PASS, fault_proxy  # noqa: E402
 
 TOOL = {"name": "bench", "description": "d", "language": "python", "code": "print(1)\n"}
 LIST = {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}

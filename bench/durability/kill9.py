@@ -12,16 +12,14 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import sys
 import tempfile
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path[:0] = [str(ROOT / "functions"), str(ROOT / "tests")]
 
-from support.app import free_port  # noqa: E402
-from support.devserver import start_dev  # noqa: E402
+from tests.support.app import free_port  # noqa: E402
+from tests.support.devserver import start_dev  # noqa: E402
 
 
 def main() -> int:

@@ -7,7 +7,7 @@ at a random moment while the child works or after, in even rounds the moment the
 file is renamed (the swap). A write in flight at the kill may or may not have been applied;
 an acknowledged one must be there. Prints the writes lost (goal 0).
 
-    python bench/durability/kill_compaction.py [--rounds 20]
+    python -m bench.durability.kill_compaction [--rounds 20]
 """
 
 from __future__ import annotations
@@ -17,14 +17,12 @@ import json
 import os
 import random
 import signal
-import sys
 import tempfile
 import threading
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path[:0] = [str(ROOT / "functions"), str(ROOT / "tests")]
 
 from kiln.aws.clients import AwsClients, ensure_resources, make_clients  # noqa: E402
 from kiln.local.emulator import run_emulator  # noqa: E402

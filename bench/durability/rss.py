@@ -4,13 +4,12 @@ Writes go through the REST API as an author makes them: disable, enable and (one
 an update of a tool's description, each one catalog transaction. Prints RSS after the
 warm-up and at the end, and the ratio (goal: within 1.5x), for kiln dev and the emulator.
 
-    python bench/durability/rss.py [--writes 10000]
+    python -m bench.durability.rss [--writes 10000]
 """
 
 from __future__ import annotations
 
 import argparse
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -18,10 +17,9 @@ from pathlib import Path
 import httpx
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path[:0] = [str(ROOT / "functions"), str(ROOT / "tests")]
 
-from support.app import free_port  # noqa: E402
-from support.devserver import AUTHOR_KEY, rss_kib, start_dev, stop_dev  # noqa: E402
+from tests.support.app import free_port  # noqa: E402
+from tests.support.devserver import AUTHOR_KEY, rss_kib, start_dev, stop_dev  # noqa: E402
 
 
 def write(http: httpx.Client, url: str, n: int, revision: list[int]) -> None:

@@ -11,7 +11,7 @@ odd methods, paths and headers) from a few concurrent clients, and prints:
 - whether the catalog is intact afterwards: the seeded tools unchanged, every listed tool
   readable, MCP's tools/list matching REST's enabled tools, add_vat still computing.
 
-    python bench/fuzz/run.py [--requests 50000] [--seed 1] [--concurrency 6]
+    python -m bench.fuzz.run [--requests 50000] [--seed 1] [--concurrency 6]
 
 Exit status 1 when any 5xx, non-JSON /mcp body, dropped request or catalog damage was seen.
 """
@@ -36,8 +36,7 @@ from typing import Any
 
 import httpx
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from cases import AUTHOR_KEY, Case, Fuzzer
+from bench.fuzz.cases import AUTHOR_KEY, Case, Fuzzer
 
 ROOT = Path(__file__).resolve().parents[2]
 SEEDED = ["add_vat", "word_stats", "test_simple_text", "pattern_tool", "bad_output"]

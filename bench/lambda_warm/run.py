@@ -31,9 +31,8 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path[:0] = [str(ROOT / "functions"), str(ROOT / "tests")]
 
-from e2e.runtime_api import Answer, RuntimeApi  # noqa: E402
+from tests.e2e.runtime_api import Answer, RuntimeApi  # noqa: E402
 
 EVENT = json.loads((ROOT / "tests" / "events" / "http-api-tools-list.json").read_text())
 ECHO = {

@@ -23,10 +23,9 @@ import uuid
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path[:0] = [str(ROOT / "functions"), str(ROOT / "tests")]
 
-from e2e.lambda_profile import Environment, lambda_stack  # noqa: E402
-from e2e.test_lambda_runtime import answer_body, call_text, event_for, rpc  # noqa: E402
+from tests.e2e.lambda_profile import Environment, lambda_stack  # noqa: E402
+from tests.e2e.test_lambda_runtime import answer_body, call_text, event_for, rpc  # noqa: E402
 
 ECHO = {
     "name": "echo",

@@ -1,6 +1,6 @@
 """What the call ledger and a quota add to `tools/call`: off vs on, interleaved, same run.
 
-Run: PYTHONPATH=functions python bench/ledger/run.py [--rounds N]
+Run: python -m bench.ledger.run [--rounds N]
 
 One moto server and three Kiln servers (uvicorn), each in a process of its own as in AWS
 (DynamoDB is remote; each Lambda container is a process), identical but for the gate:

@@ -1,6 +1,6 @@
 """A mixed REST / MCP / tasks / studio / view-path load on `kiln dev`: 503s, latency, ledger.
 
-Run: PYTHONPATH=functions:. python bench/load/mixed.py [--requests 25000] [--rate 22]
+Run: python -m bench.load.mixed [--requests 25000] [--rate 22]
                                                       [--half-requests 6000]
 
 Starts `kiln dev` (a real child process with its emulator), adds two tools (a plain one and a
@@ -22,7 +22,6 @@ import itertools
 import json
 import socket
 import statistics
-import sys
 import tempfile
 import threading
 import time
@@ -33,8 +32,7 @@ from typing import Any
 
 import httpx
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-from tests.devproc import AUTHOR_KEY, DevProcess, start_dev, stop
+from tests.support.devserver import AUTHOR_KEY, DevProcess, start_dev, stop
 
 MODERN = "2026-07-28"
 TASKS = "io.modelcontextprotocol/tasks"

@@ -1,6 +1,6 @@
 """Every REST read with a small and with a large call ledger: the cost must not grow with it.
 
-Run: PYTHONPATH=functions:. python bench/load/rest_reads.py [--small 100] [--large 100000]
+Run: python -m bench.load.rest_reads [--small 100] [--large 100000]
 
 Starts `kiln dev` (a real child process, its own emulator), makes a few tools, a key, a view
 and a bundle-less catalog, then seeds ledger entries straight into the emulator (BatchWriteItem
@@ -17,7 +17,6 @@ import argparse
 import json
 import socket
 import statistics
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -26,10 +25,8 @@ from typing import Any
 import boto3
 from botocore.config import Config
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-from tests.devproc import start_dev, stop
-
 from kiln.access.ledger import CallLedger, CallRecord
+from tests.support.devserver import start_dev, stop
 
 READS = (
     ("tools", "/api/tools"),

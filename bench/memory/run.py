@@ -1,7 +1,7 @@
 """Memory under a long run: RSS of `kiln dev` after 100,000 mixed requests against its RSS
 after 1,000 (goal: within 1.2x).
 
-Run: PYTHONPATH=functions python bench/memory/run.py [--requests 100000] [--workers 8]
+Run: python -m bench.memory.run [--requests 100000] [--workers 8]
 
 Starts `kiln dev` as a real process (as bench/runner/http_call.py does) with a trivial Python
 tool, then sends a mix over kept-alive HTTP from a few concurrent clients: tools/list on both
@@ -25,8 +25,7 @@ from typing import Any
 
 import httpx
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "runner"))
-from http_call import HEADERS, kiln_dev, write_tools
+from bench.runner.http_call import HEADERS, kiln_dev, write_tools
 
 MODERN_META = {
     "io.modelcontextprotocol/protocolVersion": "2026-07-28",

@@ -1,6 +1,6 @@
 """The protocol alone: McpEndpoint over a static 100-tool backend in a bare ASGI app.
 
-    python bench/protocol/harness.py PORT
+    python -m bench.protocol.harness PORT
 
 Used by run.py to separate what the protocol layer costs from what `kiln dev` adds around
 it (FastAPI, the per-request catalog version read against the embedded emulator).
@@ -12,8 +12,8 @@ import sys
 from typing import Any
 
 import uvicorn
-from wire_cost import StaticBackend
 
+from bench.protocol.wire_cost import StaticBackend
 from kiln.protocol import CallContext, HttpRequest, McpEndpoint, ProtocolSettings
 
 endpoint = McpEndpoint(StaticBackend(), ProtocolSettings(loopback_bind=True))

@@ -5,7 +5,7 @@ the yardstick's wrk-post.lua when installed, else a small asyncio client), one a
 other per scenario. Prints requests/s and p50/p99 latency for each, then kiln/reference
 ratios. Goal (issue 3): at least 2x the reference's throughput with a lower p99.
 
-    python bench/protocol/run.py [--duration 8] [--connections 4] [--client wrk|python]
+    python -m bench.protocol.run [--duration 8] [--connections 4] [--client wrk|python]
 
 The reference server needs `mcp==2.3.0` and uvicorn: it runs on REF_PYTHON, by default the
 probe venv that ../shared/tools/probe.sh creates (~/.cache/mcp-yardsticks/py-mcp-2.3.0).
@@ -261,7 +261,7 @@ def main() -> None:
             str(REF_PYTHON), str(TOOLS_DIR / "ref_server.py"),
             "--port", str(ref_port), "--extra-tools", str(TOOL_COUNT - 3),
         ]  # fmt: skip
-        bare_cmd = [sys.executable, str(Path(__file__).with_name("harness.py")), str(bare_port)]
+        bare_cmd = [sys.executable, "-m", "bench.protocol.harness", str(bare_port)]
         urls = {
             "kiln dev": f"http://127.0.0.1:{kiln_port}/mcp",
             "reference": f"http://127.0.0.1:{ref_port}/mcp",

@@ -1,6 +1,6 @@
 """What the official mcp-types models cost on the hot path, against plain dicts.
 
-    python bench/protocol/wire_cost.py
+    python -m bench.protocol.wire_cost
 
 Prints the import time of `kiln.protocol` and `mcp_types` (fresh interpreters, median of 5)
 and per-request microseconds for: a 100-tool tools/list result built through the models,

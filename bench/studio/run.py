@@ -1,6 +1,6 @@
 """Kiln Studio's budgets: shipped JS + CSS gzipped, and time to ready in Chromium.
 
-Run: .venv/bin/python bench/studio/run.py [--rounds N]   (needs /usr/bin/chromium)
+Run: .venv/bin/python -m bench.studio.run [--rounds N]   (needs /usr/bin/chromium)
 
 Size: every .js and .css file of functions/kiln/studio/dist, gzipped at level 9, summed.
 Budget 350 KB.

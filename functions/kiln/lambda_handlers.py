@@ -46,7 +46,7 @@ def _builder() -> observability.Handler:
 
     stack.prepare_process()
     store = BundleStore(clients.dynamodb, clients.s3, table=settings.table, bucket=settings.bucket)
-    toolchain = Toolchain.from_settings(settings)
+    toolchain = Toolchain.from_settings(settings.bundles)
 
     def build(event: dict[str, Any], context: Any) -> Any:
         return handle_build_event(

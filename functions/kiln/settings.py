@@ -14,6 +14,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, TypeVar
 
+from kiln.api.settings import ApiSettings
+from kiln.bundles.settings import BundleSettings
 from kiln.identity.settings import AuthSettings, AuthSettingsError, check_audience
 from kiln.runner.limits import LAMBDA_MAX_TIMEOUT_S
 from kiln.tasks.settings import TaskSettings
@@ -359,6 +361,21 @@ class Settings:
     @property
     def loopback_bind(self) -> bool:
         return self.bind_host in LOOPBACK_HOSTS
+
+    @property
+    def api(self) -> ApiSettings:
+        """What the HTTP edge (kiln.api) reads."""
+        return self._part(ApiSettings)
+
+    @property
+    def bundles(self) -> BundleSettings:
+        """What the bundles room (records, builds, the unpacked cache) reads."""
+        return self._part(BundleSettings)
+
+    def _part(self, part: type[T]) -> T:
+        """A room's settings: its fields, named as here, taken from these."""
+        names = part.__dataclass_fields__  # type: ignore[attr-defined]
+        return part(**{name: getattr(self, name) for name in names})
 
 
 def inherited_environment(**overrides: str) -> dict[str, str]:

@@ -42,6 +42,7 @@ from kiln.settings import Settings
 log = logging.getLogger("kiln.stack")
 
 if TYPE_CHECKING:
+    from kiln.api.settings import ApiSettings
     from kiln.authoring.service import AuthoringService
     from kiln.catalog.model import Tool
     from kiln.identity.callers import Callers
@@ -142,6 +143,11 @@ class Kiln:
     bundles: Bundles
     views: ViewCatalog
     gate: CallGate
+
+    @property
+    def api_settings(self) -> ApiSettings:
+        """What the HTTP routes and middleware read (kiln.api never sees the whole Settings)."""
+        return self.settings.api
 
     @cached_property
     def authoring(self) -> AuthoringService:
@@ -299,7 +305,7 @@ class Kiln:
 def build_kiln(settings: Settings, *, clients: AwsClients | None = None) -> Kiln:
     """The parts of a running Kiln, wired; `clients` defaults to the settings' AWS."""
     clients = clients or aws_clients(settings)
-    bundles = make_bundles(settings, clients)
+    bundles = make_bundles(settings.bundles, clients)
     store = CatalogStore(
         clients.dynamodb, clients.s3, table=settings.table, bucket=settings.bucket, bundles=bundles
     )

@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from e2e.runtime_api import Answer, RuntimeApi
+from .runtime_api import Answer, RuntimeApi
 
 ROOT = Path(__file__).resolve().parents[2]
 SANDBOX = Path(__file__).resolve().parent / "sandbox.py"

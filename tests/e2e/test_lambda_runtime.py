@@ -26,10 +26,11 @@ from typing import Any
 
 import pytest
 
-from e2e.runtime_api import Answer, RuntimeApi
 from kiln.aws.clients import ensure_resources, make_clients
 from kiln.catalog.rules import check_draft
 from kiln.catalog.store import CatalogStore
+
+from .runtime_api import Answer, RuntimeApi
 
 ROOT = Path(__file__).resolve().parents[2]
 EVENTS = ROOT / "tests" / "events"

@@ -18,7 +18,6 @@ from typing import Any
 import httpx
 import uvicorn
 
-from conftest import AwsStack
 from kiln.api.apps import create_app, create_public_app
 from kiln.authoring import AuthoringService, FolderTarget
 from kiln.aws.clients import ensure_resources, make_clients
@@ -26,6 +25,8 @@ from kiln.catalog.files import push, tool_folders
 from kiln.catalog.store import CatalogStore
 from kiln.settings import Settings
 from kiln.stack import Kiln, build_kiln, prepare_process
+
+from .aws import AwsStack
 
 AUTHOR_KEY = "test-author-key-0123456789"
 

@@ -20,7 +20,8 @@ import httpx
 
 import kiln
 from kiln.local.emulator import shared_endpoint
-from support.app import MODERN, free_port
+
+from .app import MODERN, free_port
 
 AUTHOR_KEY = "devproc-author-key-0123456789"
 

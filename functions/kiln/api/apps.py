@@ -58,7 +58,7 @@ def create_public_app(parts: Kiln) -> Starlette:
     )
     app.router.redirect_slashes = False  # `/mcp/` is a JSON-RPC 404, not a redirect
     app.state.kiln = parts
-    middleware.install(app, parts.settings)
+    middleware.install(app, parts.api_settings)
     return app
 
 
@@ -80,7 +80,7 @@ def create_app(parts: Kiln, *, serves: Serves = "all") -> FastAPI:
         lifespan=lifespan(parts),
     )
     app.state.kiln = parts
-    middleware.install(app, parts.settings)
+    middleware.install(app, parts.api_settings)
     errors.install(app)
     app.router.routes.extend(mcp.routes(serves))
     if serves in ("all", "admin"):

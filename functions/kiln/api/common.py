@@ -36,7 +36,7 @@ async def require(request: Request, need: Permission = "author", resource: str =
 
 async def json_body(request: Request) -> Any:
     """The body as JSON: UTF-8, strict (no NaN), and no lone UTF-16 surrogates (RFC 7493)."""
-    cap = kiln_of(request).settings.max_body_bytes
+    cap = kiln_of(request).api_settings.max_body_bytes
     raw = await read_capped(request, cap)
     if len(raw) > cap:
         raise ApiError(413, "too_large", f"body: larger than {cap} bytes")

@@ -9,11 +9,11 @@ from starlette.middleware.cors import CORSMiddleware
 from starlette.middleware.gzip import GZipMiddleware
 from starlette.responses import JSONResponse
 
+from kiln.api.settings import ApiSettings
 from kiln.aws.clients import CALLER_ROLE
 from kiln.protocol.errors import jsonrpc_error
 from kiln.protocol.guard import refusal
 from kiln.protocol.spec import INVALID_REQUEST
-from kiln.settings import Settings
 
 CORS_HEADERS = [
     "Authorization",
@@ -73,7 +73,7 @@ class CallerRole:
             CALLER_ROLE.reset(token)
 
 
-def install(app: Starlette, settings: Settings) -> None:
+def install(app: Starlette, settings: ApiSettings) -> None:
     # Browsers on an allowed origin may call the API (preflights answered); the guard, added
     # last and so run first, has already refused every other origin.
     app.add_middleware(

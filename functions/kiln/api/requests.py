@@ -36,7 +36,7 @@ def time_left_s(request: Request) -> float:
     context = request.scope.get("aws.context")
     if context is not None and hasattr(context, "get_remaining_time_in_millis"):
         return float(context.get_remaining_time_in_millis()) / 1000.0
-    return kiln_of(request).settings.local_time_budget_s
+    return kiln_of(request).api_settings.local_time_budget_s
 
 
 async def read_capped(request: Request, cap: int) -> bytes:
@@ -75,7 +75,7 @@ async def answer_mcp(
     from kiln.protocol import HttpRequest
 
     parts = kiln_of(request)
-    body = await read_capped(request, parts.settings.max_body_bytes)
+    body = await read_capped(request, parts.api_settings.max_body_bytes)
     headers = {name.lower(): value for name, value in request.headers.items()}
     after: list[Work] = []
     client, server = request.scope.get("client"), request.scope.get("server")

@@ -63,7 +63,7 @@ async def validate_tool(request: Request) -> dict[str, Any]:
     payload = await json_body(request)
     if not isinstance(payload, dict):
         raise ApiError(422, "invalid_tool", "body: must be a JSON object (a tool definition)")
-    settings = kiln_of(request).settings
+    settings = kiln_of(request).api_settings
     node = Path(settings.node_binary) if settings.node_binary else None
     violations = await blocking(_violations, payload)
     problem, checked = await blocking(_syntax, payload, node)

@@ -36,6 +36,7 @@ from kiln.bundles.errors import BuildError
 from kiln.bundles.identity import Target, parse_target, split_node_requirement
 from kiln.bundles.layers import LayerError, build_layers, member_infos, merge_zips
 from kiln.bundles.owned_dirs import temp_place
+from kiln.bundles.settings import BundleSettings
 from kiln.bundles.store import BundleRecord
 from kiln.bundles.uv import Uv, find_uv
 from kiln.settings import inherited_environment
@@ -54,7 +55,7 @@ _UV_REASON = "\u2570\u2500\u25b6 "  # and the reason's line below it
 
 @dataclass(frozen=True)
 class Toolchain:
-    """What a build uses from its machine (from `Settings`: KILN_NPM, KILN_NODE_BINARY,
+    """What a build uses from its machine (from `BundleSettings`: KILN_NPM, KILN_NODE_BINARY,
     PYENV_ROOT, KILN_BUNDLE_MAX_UNPACKED_MB, KILN_BUNDLE_INSTALLER, KILN_BUILD_CACHE_DIR);
     the defaults find everything on PATH."""
 
@@ -68,7 +69,7 @@ class Toolchain:
     bun: str | None = None  # KILN_BUN: Node bundles by Bun (default: `bun` on PATH, else npm)
 
     @classmethod
-    def from_settings(cls, settings: Any) -> Toolchain:
+    def from_settings(cls, settings: BundleSettings) -> Toolchain:
         limit_mb = settings.bundle_max_unpacked_mb
         cache_dir = settings.build_cache_dir
         if cache_dir is None and settings.in_lambda:  # the builder's ephemeral storage

@@ -1,6 +1,6 @@
 """Bundles as the rest of Kiln uses them: the catalog's save hook, the call path, the REST view.
 
-`make_bundles(settings, clients)` picks who builds: the builder function named by
+`make_bundles(settings.bundles, clients)` picks who builds: the builder function named by
 `KILN_BUILDER_FUNCTION` (asynchronous invoke), else a background worker in this process
 (`kiln dev`, tests). Inside Lambda without a builder function nothing is built; bundles stay
 pending and say so, and `kiln bundles build` can build them from a workstation or CI.
@@ -24,8 +24,8 @@ from kiln.bundles.scheduler import (
     LocalBuildWorker,
     request_bundle,
 )
+from kiln.bundles.settings import BundleSettings
 from kiln.bundles.store import BundleRecord, BundleStateError, BundleStore
-from kiln.settings import Settings
 
 log = logging.getLogger("kiln.bundles")
 
@@ -122,13 +122,13 @@ def summary_json(record: BundleRecord) -> dict[str, Any]:
 
 
 def make_bundles(
-    settings: Settings,
+    settings: BundleSettings,
     clients: AwsClients,
     *,
     scheduler: BuildScheduler | None = None,
     cache_root: Path | None = None,
 ) -> Bundles:
-    """Bundles for an app built from `Settings` and `AwsClients`."""
+    """Bundles for an app built from its `BundleSettings` and `AwsClients`."""
     store = BundleStore(clients.dynamodb, clients.s3, table=settings.table, bucket=settings.bucket)
     if scheduler is None:
         scheduler = _scheduler(settings, clients, store)
@@ -148,7 +148,7 @@ def make_bundles(
     return Bundles(store, scheduler, cache, python_target=python_target, node_target=node_target)
 
 
-def _scheduler(settings: Settings, clients: AwsClients, store: BundleStore) -> BuildScheduler:
+def _scheduler(settings: BundleSettings, clients: AwsClients, store: BundleStore) -> BuildScheduler:
     if settings.builder_function:
         session = clients.session
         lambda_client = (

@@ -94,7 +94,7 @@ def _api(args: argparse.Namespace) -> Any:
 def _toolchain(args: argparse.Namespace) -> Any:
     from kiln.bundles.build import Toolchain
 
-    toolchain = Toolchain.from_settings(_settings(args))
+    toolchain = Toolchain.from_settings(_settings(args).bundles)
     if getattr(args, "max_mb", None):
         toolchain = replace(toolchain, max_unpacked_bytes=int(args.max_mb * 2**20))
     return toolchain

@@ -276,7 +276,7 @@ def test_a_bundle_over_the_configured_limit_ends_failed_saying_so(
     record = store.ensure("python", default_target("python"), ["six==1.17.0"])
     assert record is not None
     failed = run_build(
-        store, record.id, workdir=tmp_path, toolchain=Toolchain.from_settings(settings)
+        store, record.id, workdir=tmp_path, toolchain=Toolchain.from_settings(settings.bundles)
     )
     assert failed.status == "failed"
     assert failed.error is not None

@@ -77,13 +77,15 @@ def test_a_scheduled_build_is_an_asynchronous_invoke_the_builder_can_run(
 
 def test_who_builds_follows_the_settings(aws: AwsStack) -> None:
     settings = Settings(table=aws.table, bucket=aws.bucket, region="us-east-1")
-    with_builder = make_bundles(settings.with_(builder_function="kiln-dev-builder"), aws.clients)
+    with_builder = make_bundles(
+        settings.with_(builder_function="kiln-dev-builder").bundles, aws.clients
+    )
     assert isinstance(with_builder.scheduler, LambdaBuildScheduler)
     assert with_builder.scheduler.function_name == "kiln-dev-builder"
-    assert isinstance(make_bundles(settings, aws.clients).scheduler, LazyLocalWorker)
+    assert isinstance(make_bundles(settings.bundles, aws.clients).scheduler, LazyLocalWorker)
     lambda_env = {"AWS_LAMBDA_FUNCTION_NAME": "kiln-dev-admin", "KILN_TABLE": aws.table}
     in_lambda_settings = Settings.from_env(lambda_env).with_(bucket=aws.bucket)
-    in_lambda = make_bundles(in_lambda_settings, aws.clients)
+    in_lambda = make_bundles(in_lambda_settings.bundles, aws.clients)
     assert isinstance(in_lambda.scheduler, NoBuilder)
     assert in_lambda.python_target.startswith("lambda-python3.")
     bundle_id = in_lambda.prepare("python", ("six",))

@@ -45,7 +45,7 @@ MAY_IMPORT: dict[str, set[str]] = {
         "serving",
     },
     "studio": set(),
-    "settings": {"identity", "protocol", "runner", "tasks", "access", "bundles", "catalog"},
+    "settings": {"api", "identity", "protocol", "runner", "tasks", "access", "bundles", "catalog"},
     "stack": {
         "access",
         "authoring",

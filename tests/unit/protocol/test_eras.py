@@ -5,23 +5,6 @@ from __future__ import annotations
 from support.protocol import Client, body
 
 
-def test_legacy_initialize_then_modern_discover_both_succeed_without_shared_state(
-    client: Client,
-) -> None:
-    init = {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "c"}}
-    legacy = client.legacy("initialize", init, version=None)
-    modern = client.modern("server/discover")
-    assert body(legacy)["result"]["protocolVersion"] == "2025-11-25"
-    assert body(modern)["result"]["supportedVersions"] == ["2026-07-28"]
-
-
-def test_modern_list_has_2026_fields_and_legacy_list_has_none(client: Client) -> None:
-    modern = body(client.modern("tools/list"))["result"]
-    legacy = body(client.legacy("tools/list", version="2025-11-25"))["result"]
-    assert {"ttlMs", "resultType", "cacheScope", "_meta"} <= set(modern)
-    assert set(legacy) == {"tools"}
-
-
 def test_legacy_call_result_has_no_2026_fields(client: Client) -> None:
     result = body(client.legacy("tools/call", {"name": "add_vat", "arguments": {"net": 1}}))[
         "result"

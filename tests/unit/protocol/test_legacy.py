@@ -2,11 +2,7 @@
 
 from __future__ import annotations
 
-import pytest
-
 from support.protocol import Client, body
-
-LEGACY = ["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"]
 
 
 def initialize(client: Client, version: str, *, header: str | None = None) -> dict:
@@ -20,42 +16,6 @@ def initialize(client: Client, version: str, *, header: str | None = None) -> di
     return body(response)["result"]
 
 
-@pytest.mark.parametrize("version", LEGACY)
-def test_initialize_echoes_a_supported_version(client: Client, version: str) -> None:
-    assert initialize(client, version)["protocolVersion"] == version
-
-
-@pytest.mark.parametrize("version", ["1999-01-01", "2026-07-28", "banana"])
-def test_initialize_with_an_unknown_version_gets_the_latest_legacy_one(
-    client: Client, version: str
-) -> None:
-    assert initialize(client, version)["protocolVersion"] == "2025-11-25"
-
-
-@pytest.mark.parametrize("version", LEGACY)
-def test_initialize_result_offers_tools_and_logging_without_list_changed(
-    client: Client, version: str
-) -> None:
-    result = initialize(client, version)
-    # logging: a tool's log lines go out as events on its call's answer (talking.py)
-    assert result["capabilities"] == {"tools": {}, "logging": {}}
-    assert isinstance(result["serverInfo"]["name"], str)
-    assert isinstance(result["serverInfo"]["version"], str)
-    assert "resultType" not in result
-    assert "tasks" not in result["capabilities"]
-
-
-def test_server_info_fields_follow_the_negotiated_version(client: Client) -> None:
-    old = initialize(client, "2025-03-26")["serverInfo"]
-    mid = initialize(client, "2025-06-18")["serverInfo"]
-    new = initialize(client, "2025-11-25")["serverInfo"]
-    assert set(old) == {"name", "version"}
-    assert set(mid) == {"name", "version", "title"}
-    assert {"name", "version", "title", "description"} <= set(new)
-    for icon in new.get("icons", []):
-        assert "src" in icon
-
-
 def test_initialize_carries_the_configured_instructions(client: Client) -> None:
     assert initialize(client, "2025-11-25")["instructions"] == "Use add_vat."
 
@@ -66,37 +26,6 @@ def test_initialize_without_a_protocol_version_gets_invalid_params(client: Clien
     error = body(response)["error"]
     assert error["code"] == -32602
     assert "protocolVersion" in error["message"]
-
-
-def test_ping_gets_an_empty_result(client: Client) -> None:
-    assert body(client.legacy("ping"))["result"] == {}
-
-
-@pytest.mark.parametrize("version", ["2099-01-01", "2025-11-26", "v999.0.0"])
-def test_tools_list_with_an_unsupported_version_header_gets_400(
-    client: Client, version: str
-) -> None:
-    response = client.legacy("tools/list", version=version)
-    assert response.status == 400
-    error = body(response)
-    assert error["id"] == 1
-    assert version in error["error"]["message"]
-
-
-def test_tools_list_without_header_or_initialize_is_served_as_2025_03_26(client: Client) -> None:
-    response = client.legacy("tools/list", version=None)
-    assert response.status == 200
-    tools = body(response)["result"]["tools"]
-    assert tools[0]["name"] == "add_vat"
-
-
-def test_unknown_method_gets_method_not_found_on_http_200(client: Client) -> None:
-    response = client.legacy("resources/list")
-    assert response.status == 200
-    assert body(response)["error"] == {
-        "code": -32601,
-        "message": "Method not found: resources/list",
-    }
 
 
 def test_server_discover_without_a_modern_claim_is_a_legacy_unknown_method(client: Client) -> None:

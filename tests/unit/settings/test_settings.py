@@ -254,3 +254,23 @@ def test_run_uids_can_be_turned_off_and_lambda_sweeps_shared_temp_by_default() -
     assert Settings.from_env({"AWS_LAMBDA_FUNCTION_NAME": "kiln-mcp"}).sweep_shared_temp
     lambda_off = {"AWS_LAMBDA_FUNCTION_NAME": "kiln-mcp", "KILN_SWEEP_SHARED_TEMP": "off"}
     assert not Settings.from_env(lambda_off).sweep_shared_temp
+
+
+def test_each_room_gets_its_own_settings_from_the_variables() -> None:
+    settings = Settings.from_env(
+        {
+            "KILN_MAX_BODY_BYTES": "2048",
+            "KILN_BIND_HOST": "127.0.0.1",
+            "KILN_ALLOWED_ORIGINS": "https://a.example, https://b.example",
+            "KILN_BUILDER_FUNCTION": "kiln-dev-builder",
+            "KILN_BUNDLE_CACHE_MB": "50",
+            "KILN_UV": "/opt/bin/uv",
+            "KILN_TABLE": "t",
+        }
+    )
+    api, bundles = settings.api, settings.bundles
+    assert (api.max_body_bytes, api.loopback_bind) == (2048, True)
+    assert api.allowed_origins == ("https://a.example", "https://b.example")
+    assert (bundles.table, bundles.builder_function) == ("t", "kiln-dev-builder")
+    assert (bundles.bundle_cache_mb, bundles.uv, bundles.in_lambda) == (50.0, "/opt/bin/uv", False)
+    assert Settings.from_env({}).api.loopback_bind is False

@@ -1,6 +1,7 @@
 """The studio edits and keeps exactly the manifest fields the server's save rules take: its
-list (web/src/lib/manifest.ts) is read here and compared with `kiln.catalog.model.Draft`, so a
-field added on either side fails until the other has it. (The studio's own Vitest test checks
+list (web/src/lib/manifest.ts) is read here and compared with `kiln.catalog.model.Draft` and
+with the save rules' own list (`kiln.catalog.rules.CANONICAL_FIELDS`), so a field added on any
+side fails until the others have it. (The studio's own Vitest test checks
 that the draft a save sends holds exactly that list.)"""
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ import re
 from pathlib import Path
 
 from kiln.catalog.model import Draft
+from kiln.catalog.rules import CANONICAL_FIELDS
 
 MANIFEST_TS = (
     Path(__file__).resolve().parents[3]
@@ -32,3 +34,13 @@ def test_the_studio_and_the_server_agree_on_the_manifest_fields() -> None:
         f"only the server has {sorted(set(server) - set(studio))}; "
         f"only the studio has {sorted(set(studio) - set(server))}"
     )
+
+
+def test_the_save_rules_list_the_same_fields_as_the_draft_and_the_studio() -> None:
+    server = sorted(field.name for field in dataclasses.fields(Draft))
+    assert len(CANONICAL_FIELDS) == len(set(CANONICAL_FIELDS)), CANONICAL_FIELDS
+    assert sorted(CANONICAL_FIELDS) == server, (
+        f"only Draft has {sorted(set(server) - set(CANONICAL_FIELDS))}; "
+        f"only CANONICAL_FIELDS has {sorted(set(CANONICAL_FIELDS) - set(server))}"
+    )
+    assert sorted(CANONICAL_FIELDS) == sorted(studio_fields())
