@@ -5,8 +5,9 @@ Python's `re` backtracks: `^(a+)+$` against 27 `a`s and a `!` takes seconds, hol
 (`pattern`, `patternProperties`, and the `additionalProperties` / `unevaluatedProperties`
 checks that consult it) is evaluated here by RE2, which runs in linear time and refuses
 constructs that need backtracking (lookaround, backreferences); `pattern_problem` lets the
-catalog refuse those on save. Every keyword also checks a deadline in the thread's CPU time, so a schema
-that is merely expensive (nested `anyOf` over a deep instance) gives up at the budget.
+catalog refuse those on save. Every keyword also checks a deadline in the thread's CPU time,
+so a schema that is merely expensive (nested `anyOf` over a deep instance) gives up at the
+budget.
 
 No keyword may cost more than linear time in one call, where the deadline is not looked at:
 jsonschema's `uniqueItems` compares every pair of items when they cannot be sorted (an array
