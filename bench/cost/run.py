@@ -65,6 +65,9 @@ PARTS = ("compute", "dynamodb", "s3", "logs")
 SETTINGS = {  # template.yaml's, as they bear on a request's cost
     "KILN_CATALOG_MAX_STALENESS_S": "1",
     "KILN_RUN_MEMORY_MB": "768",
+    # What Lambda sets for LoggingConfig's LogFormat JSON and ApplicationLogLevel INFO.
+    "AWS_LAMBDA_LOG_FORMAT": "JSON",
+    "AWS_LAMBDA_LOG_LEVEL": "INFO",
 }
 EVENT = json.loads((ROOT / "tests" / "events" / "http-api-tools-call.json").read_text())
 ECHO = {
