@@ -21,7 +21,7 @@ Logs: what each function writes (one compact line per request), plus Lambda's ow
 and REPORT lines with `--text-logs`: template.yaml's `SystemLogLevel: WARN` (JSON format)
 drops them.
 
-usage: python bench/cost/run.py [--requests 40] [--mcp-mb 512] [--runner-mb 1024] [--text-logs]
+usage: python bench/cost/run.py [--requests 40] [--mcp-mb 512] [--runner-mb 2048] [--text-logs]
 """
 
 from __future__ import annotations
@@ -59,7 +59,7 @@ INVOKE_MS = 15.0  # a synchronous Invoke's own round trip in a region: assumed, 
 # START RequestId: <36> Version: $LATEST / END RequestId: <36> / REPORT RequestId: <36> with
 # Duration, Billed Duration, Memory Size and Max Memory Used: LogFormat Text, per invocation.
 PLATFORM_TEXT_BYTES = 71 + 52 + 150
-MEMORY = {"mcp": 512, "runner": 1024}  # as template.yaml
+MEMORY = {"mcp": 512, "runner": 2048}  # as template.yaml
 FUNCTIONS = ("mcp", "runner")
 PARTS = ("compute", "dynamodb", "s3", "logs")
 SETTINGS = {  # template.yaml's, as they bear on a request's cost
