@@ -136,9 +136,11 @@ def units(record: dict[str, Any]) -> tuple[float, float]:
     if op in ("GetItem", "Query", "BatchGetItem"):
         per = 1.0 if body.get("ConsistentRead") else 0.5
         return per * max(1, math.ceil(record["response_bytes"] / 4096)), 0.0
-    if op == "TransactWriteItems":
-        return 0.0, 2.0 * max(1, math.ceil(record["request_bytes"] / 1024))
-    return 0.0, float(max(1, math.ceil(record["request_bytes"] / 1024)))
+    from kiln.local.emulator.throughput import write_charges
+
+    # Per item, as DynamoDB charges them: per 1 KB, twice for a transaction's items.
+    charges = write_charges(op, body, record["request_bytes"])
+    return 0.0, sum(charge for _, charge in charges)
 
 
 def sample(functions: Any, log: Path) -> dict[str, Any]:
