@@ -118,7 +118,7 @@ def seed(endpoint: str, name: str) -> None:
 
 
 def event(message: dict[str, Any], path: str = "/mcp", gzip: bool = False) -> dict[str, Any]:
-    built = copy.deepcopy(EVENT)
+    built: dict[str, Any] = copy.deepcopy(EVENT)
     built["body"] = json.dumps(message)
     built["rawPath"] = built["requestContext"]["http"]["path"] = path
     built["requestContext"]["timeEpoch"] = int(time.time() * 1000)
@@ -218,7 +218,9 @@ def durations(row: dict[str, Any], memory: dict[str, int]) -> dict[str, float]:
     return {"mcp": mcp, "runner": runner}
 
 
-def cost(row: dict[str, Any], arch: str, memory: dict[str, int], platform_log: int) -> dict:
+def cost(
+    row: dict[str, Any], arch: str, memory: dict[str, int], platform_log: int
+) -> dict[str, float]:
     """$ per million requests, by part."""
     ms = durations(row, memory)
     compute = sum(ms[f] / 1000 * memory[f] / 1024 * LAMBDA_GB_S[arch] for f in FUNCTIONS)

@@ -9,6 +9,7 @@ fresh process reading the whole catalog holds.
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
@@ -39,7 +40,7 @@ def _reads(store: CatalogStore) -> list[str]:
         pk = (key.get("pk") or key.get(":pk") or {}).get("S", "?")
         seen.append(f"{model.name} {pk}")
 
-    events = store._ddb.meta.events  # noqa: SLF001 (the test reads what the client sends)
+    events = store._ddb.meta.events
     for operation in ("GetItem", "Query"):
         events.register(f"provide-client-params.dynamodb.{operation}", count)
     return seen
@@ -85,8 +86,9 @@ def test_every_kind_of_write_moves_a_warm_process_to_what_a_full_read_sees(
     aws: AwsStack, warm: tuple[CatalogStore, CatalogSnapshots, list[str]]
 ) -> None:
     writer, snapshots, _ = warm
-    views = ViewStore(writer._ddb, table=aws.table)  # noqa: SLF001
-    steps = [
+    views = ViewStore(writer._ddb, table=aws.table)
+    deleted = writer.get("tool_2").id
+    steps: list[Callable[[], object]] = [
         lambda: writer.create(replace(DRAFT, name="fresh")),
         lambda: writer.rename("tool_0", "renamed"),
         lambda: writer.create(replace(DRAFT, name="tool_0")),  # the freed name, a new id
@@ -95,7 +97,6 @@ def test_every_kind_of_write_moves_a_warm_process_to_what_a_full_read_sees(
         lambda: views.put(check_view({"name": "v", "tools": ["fresh"]}), expected_revision=None),
         lambda: writer.undelete(f"id:{deleted}"),
     ]
-    deleted = writer.get("tool_2").id
     for step in steps:
         step()
         assert _described(snapshots) == _described(CatalogSnapshots(_store(aws)))
@@ -116,7 +117,7 @@ def test_several_saves_at_once_are_one_forward_read_and_each_gets_its_own_versio
         barrier.wait()
         try:
             store.create(replace(DRAFT, name=f"burst_{index}"))
-        except BaseException as error:  # noqa: BLE001 (reported below)
+        except BaseException as error:
             failures.append(error)
 
     threads = [threading.Thread(target=save, args=(i,)) for i in range(6)]
@@ -151,7 +152,7 @@ def test_a_process_far_behind_reads_everything_once(
     aws: AwsStack, warm: tuple[CatalogStore, CatalogSnapshots, list[str]]
 ) -> None:
     writer, snapshots, reads = warm
-    views = ViewStore(writer._ddb, table=aws.table)  # noqa: SLF001
+    views = ViewStore(writer._ddb, table=aws.table)
     view = check_view({"name": "v", "tools": []})
     revision = views.put(view, expected_revision=None).revision
     for _ in range(changelog.MAX_STEPS):
