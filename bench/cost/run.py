@@ -1,16 +1,27 @@
-"""What one request costs: the AWS calls Kiln's public function makes, measured, priced.
+"""What one request costs: the AWS calls and the compute of every function it passes through.
 
-The public function runs as Lambda runs it (`python -m awslambdaric kiln.lambda_handlers.mcp`,
-fed HTTP API v2 events by tests/e2e/runtime_api.py, with template.yaml's catalog staleness
-window) against the local emulator, whose call log (`--call-log`, kiln.local.emulator.calllog)
-records every AWS request it makes: operation, request and response bytes. Per request
-type the script prints the calls by operation, DynamoDB units (from item bytes, as DynamoDB
-rounds them: reads per 4 KB, half for eventually consistent ones; writes per 1 KB), the
-response bytes, the function's log bytes, the measured handler time, and the cost per million
-requests at list prices, for x86_64 and arm64. The front door (the HTTP API, $1.00 per
-million) is left out, as the goal says; egress is listed apart.
+The public function (`mcp`) and the runner function it sends each run to run as Lambda runs
+them, each under the real runtime client in a sandbox of its own (bench/cost/lambdas.py), with
+template.yaml's settings, against the local emulator, whose call log (`--call-log`) records
+every AWS request and the role (function) that made it. Per request type the script prints the
+calls by operation, DynamoDB units (reads per 4 KB, half for eventually consistent ones; writes
+per 1 KB, twice in a transaction), response and log bytes, and the cost per million requests at
+list prices, for x86_64 and arm64. The front door (the HTTP API, $1.00 per million) is left
+out, as the goal says; egress is listed apart.
 
-usage: python bench/cost/run.py [--requests 40] [--memory-mb 1024]
+How a function's billed time is estimated (not its wall time on this machine, which the load
+of a shared 2-core machine inflates several times): its processes' CPU time (user + system,
+with the tool's process that the runner starts and reaps), stretched by 1769 / memory MB below
+1,769 MB (Lambda gives a whole vCPU at 1,769 MB and a share in proportion below), plus the time
+the emulator spent answering its AWS calls (as the call log times them: the store's own time),
+plus, for `mcp`, the runner's time and INVOKE_MS for each invoke it waits on. Warm invocations
+only: a container's init is paid once per container. The wall time is printed beside it.
+
+Logs: what each function writes (one compact line per request), plus Lambda's own START, END
+and REPORT lines with `--text-logs`: template.yaml's `SystemLogLevel: WARN` (JSON format)
+drops them.
+
+usage: python bench/cost/run.py [--requests 40] [--mcp-mb 512] [--runner-mb 2048] [--text-logs]
 """
 
 from __future__ import annotations
@@ -20,20 +31,17 @@ import copy
 import json
 import math
 import os
-import subprocess
-import sys
+import statistics
 import tempfile
 import time
 import uuid
 from collections import Counter
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
 
-from tests.e2e.runtime_api import RuntimeApi  # noqa: E402
+from bench.cost import lambdas  # noqa: E402
 
 # us-east-1 list prices, as published on 2026-12-01.
 PRICES_DATE = "2026-12-01"
@@ -44,6 +52,21 @@ DDB_WRITE_UNIT = 0.625 / 1e6  # on-demand write request unit
 S3_GET = 0.0004 / 1000
 LOGS_GB = 0.50  # CloudWatch Logs ingestion (standard class)
 EGRESS_GB = 0.09
+FULL_VCPU_MB = 1769  # Lambda: one whole vCPU at 1,769 MB, a proportional share below
+INVOKE_MS = 15.0  # a synchronous Invoke's own round trip in a region: assumed, not measured
+# START RequestId: <36> Version: $LATEST / END RequestId: <36> / REPORT RequestId: <36> with
+# Duration, Billed Duration, Memory Size and Max Memory Used: LogFormat Text, per invocation.
+PLATFORM_TEXT_BYTES = 71 + 52 + 150
+MEMORY = {"mcp": 512, "runner": 2048}  # as template.yaml
+FUNCTIONS = ("mcp", "runner")
+PARTS = ("compute", "dynamodb", "s3", "logs")
+SETTINGS = {  # template.yaml's, as they bear on a request's cost
+    "KILN_CATALOG_MAX_STALENESS_S": "1",
+    "KILN_RUN_MEMORY_MB": "768",
+    # What Lambda sets for LoggingConfig's LogFormat JSON and ApplicationLogLevel INFO.
+    "AWS_LAMBDA_LOG_FORMAT": "JSON",
+    "AWS_LAMBDA_LOG_LEVEL": "INFO",
+}
 EVENT = json.loads((ROOT / "tests" / "events" / "http-api-tools-call.json").read_text())
 ECHO = {
     "name": "echo",
@@ -51,6 +74,18 @@ ECHO = {
     "language": "python",
     "code": "import json,sys\nprint(json.load(sys.stdin)['text'])\n",
     "input_schema": {"type": "object", "properties": {"text": {"type": "string"}}},
+}
+
+
+CALL = "tools/call, anonymous"
+_CALL = {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+         "params": {"name": "echo", "arguments": {"text": "hi"}}}  # fmt: skip
+_LIST = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}
+KINDS: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
+    CALL: (_CALL, {}),
+    "tools/call through a view": (_CALL, {"path": "/mcp/v/public"}),
+    "tools/list, 100 tools": (_LIST, {}),
+    "tools/list, 100 tools, gzip": (_LIST, {"gzip": True}),
 }
 
 
@@ -81,7 +116,7 @@ def seed(endpoint: str, name: str) -> None:
 
 
 def event(message: dict[str, Any], path: str = "/mcp", gzip: bool = False) -> dict[str, Any]:
-    built = copy.deepcopy(EVENT)
+    built: dict[str, Any] = copy.deepcopy(EVENT)
     built["body"] = json.dumps(message)
     built["rawPath"] = built["requestContext"]["http"]["path"] = path
     built["requestContext"]["timeEpoch"] = int(time.time() * 1000)
@@ -89,41 +124,6 @@ def event(message: dict[str, Any], path: str = "/mcp", gzip: bool = False) -> di
     if gzip:
         built["headers"]["accept-encoding"] = "gzip"
     return built
-
-
-@contextmanager
-def function(endpoint: str, name: str, tmp: Path, output: Path) -> Iterator[Any]:
-    with RuntimeApi() as api, output.open("wb") as sink:
-        env = {
-            "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
-            "HOME": str(tmp),
-            "PYTHONPATH": str(ROOT / "functions"),
-            "AWS_LAMBDA_RUNTIME_API": api.address,
-            "AWS_LAMBDA_FUNCTION_NAME": "kiln-cost-mcp",
-            "AWS_LAMBDA_FUNCTION_MEMORY_SIZE": "1024",
-            "AWS_REGION": "us-east-1",
-            "AWS_ACCESS_KEY_ID": "testing",
-            "AWS_SECRET_ACCESS_KEY": "testing",
-            "AWS_SESSION_TOKEN": "kiln-role/mcp",
-            "AWS_ENDPOINT_URL": endpoint,
-            "KILN_TABLE": name,
-            "KILN_BUCKET": name,
-            "KILN_PUBLIC_ANONYMOUS": "true",
-            "KILN_BUNDLE_CACHE_DIR": str(tmp / "bundles"),
-            "KILN_CATALOG_MAX_STALENESS_S": "1",  # as template.yaml
-            "KILN_LEDGER_DIGEST_KEY": "bench-digest-key-0123456789abcdef",
-            "POWERTOOLS_SERVICE_NAME": "kiln",
-        }
-        process = subprocess.Popen(
-            [sys.executable, "-m", "awslambdaric", "kiln.lambda_handlers.mcp"],
-            env=env, cwd=tmp, stdout=sink, stderr=subprocess.STDOUT,
-        )  # fmt: skip
-        try:
-            api.wait_ready(120, alive=lambda: process.poll() is None)
-            yield api
-        finally:
-            process.kill()
-            process.wait(timeout=10)
 
 
 def units(record: dict[str, Any]) -> tuple[float, float]:
@@ -134,67 +134,158 @@ def units(record: dict[str, Any]) -> tuple[float, float]:
     if op in ("GetItem", "Query", "BatchGetItem"):
         per = 1.0 if body.get("ConsistentRead") else 0.5
         return per * max(1, math.ceil(record["response_bytes"] / 4096)), 0.0
-    if op == "TransactWriteItems":
-        return 0.0, 2.0 * max(1, math.ceil(record["request_bytes"] / 1024))
-    return 0.0, float(max(1, math.ceil(record["request_bytes"] / 1024)))
+    from kiln.local.emulator.throughput import write_charges
+
+    # Per item, as DynamoDB charges them: per 1 KB, twice for a transaction's items.
+    charges = write_charges(op, body, record["request_bytes"])
+    return 0.0, sum(charge for _, charge in charges)
 
 
-def measure(api: Any, log: Path, output: Path, message: dict[str, Any], n: int,
+def sample(functions: Any, log: Path) -> dict[str, Any]:
+    """Where the call log and each function's CPU and log bytes stand now."""
+    state: dict[str, Any] = {"calls": log.stat().st_size}
+    for name in FUNCTIONS:
+        spend = functions.spend(name)
+        state[name] = (spend.cpu_s(), spend.log_bytes())
+    return state
+
+
+def _op(record: dict[str, Any]) -> str:
+    return f"{record['service']}:{record['target'] or record['method']}"
+
+
+def _median_ms(records: list[dict[str, Any]]) -> dict[str, float]:
+    """The emulator's median time per operation: a call's wait, less the load's outliers."""
+    times: dict[str, list[float]] = {}
+    for record in records:
+        times.setdefault(_op(record), []).append(record["elapsed_ms"])
+    return {op: statistics.median(values) for op, values in times.items()}
+
+
+def measure(functions: Any, log: Path, message: dict[str, Any], n: int,
             **kw: Any) -> dict[str, Any]:  # fmt: skip
+    """n requests of one kind, one at a time: per request, what each function spent."""
     for _ in range(3):  # warm: first bundle, code and catalog reads are per container
-        api.invoke(event(message, **kw), timeout_s=30)
-    start, log_start = log.stat().st_size, output.stat().st_size
-    times: list[float] = []
+        functions.mcp.invoke(event(message, **kw), timeout_s=30)
+    before = sample(functions, log)
+    invokes = len(functions.runners.served)
+    walls: list[float] = []
     size = 0
     for _ in range(n):
         queued = time.perf_counter()
-        answer = api.invoke(event(message, **kw), timeout_s=30)
-        times.append((time.perf_counter() - queued) * 1000)
+        answer = functions.mcp.invoke(event(message, **kw), timeout_s=30)
+        walls.append((time.perf_counter() - queued) * 1000)
         if answer.kind != "response" or answer.payload.get("statusCode") != 200:
             raise SystemExit(f"bad answer: {answer.payload}")
         size += len(answer.payload.get("body") or "")
         time.sleep(0.35)  # requests spread as a container sees them, windows included
+    after = sample(functions, log)
     with log.open("rb") as handle:
-        handle.seek(start)
+        handle.seek(before["calls"])
         records = [json.loads(line) for line in handle.read().splitlines() if line.strip()]
-    ops = Counter(f"{r['service']}:{r['target'] or r['method']}" for r in records)
-    reads = sum(units(r)[0] for r in records)
-    writes = sum(units(r)[1] for r in records)
-    s3_gets = sum(1 for r in records if r["service"] == "s3" and r["method"] == "GET")
-    return {
+    ops = Counter(_op(r) for r in records)
+    row: dict[str, Any] = {
         "ops": {op: count / n for op, count in sorted(ops.items())},
-        "read_units": reads / n, "write_units": writes / n, "s3_gets": s3_gets / n,
-        "response_bytes": size / n, "log_bytes": (output.stat().st_size - log_start) / n,
-        "handler_ms": sorted(times)[len(times) // 2],
+        "read_units": sum(units(r)[0] for r in records) / n,
+        "write_units": sum(units(r)[1] for r in records) / n,
+        "s3_gets": sum(1 for r in records if r["service"] == "s3" and r["method"] == "GET") / n,
+        "response_bytes": size / n, "wall_ms": sorted(walls)[n // 2],
+        "runner_invokes": (len(functions.runners.served) - invokes) / n,
     }  # fmt: skip
+    typical = _median_ms(records)
+    for name in FUNCTIONS:
+        waited = sum(typical[_op(r)] for r in records if r.get("role") == name)
+        row[name] = {
+            "cpu_ms": (after[name][0] - before[name][0]) * 1000 / n,
+            "wait_ms": waited / n,
+            "log_bytes": (after[name][1] - before[name][1]) / n,
+        }
+    return row
 
 
-def cost(row: dict[str, Any], arch: str, memory_mb: int) -> float:
-    compute = row["handler_ms"] / 1000 * memory_mb / 1024 * LAMBDA_GB_S[arch] + LAMBDA_REQUEST
-    store = row["read_units"] * DDB_READ_UNIT + row["write_units"] * DDB_WRITE_UNIT
-    logs = row["log_bytes"] / 2**30 * LOGS_GB
-    return (compute + store + row["s3_gets"] * S3_GET + logs) * 1e6
+def durations(row: dict[str, Any], memory: dict[str, int]) -> dict[str, float]:
+    """Each function's billed ms per request, priced on CPU time and waits (see --help)."""
+    runner = 0.0
+    if row["runner_invokes"]:
+        spent = row["runner"]
+        runner = spent["cpu_ms"] * max(1.0, FULL_VCPU_MB / memory["runner"]) + spent["wait_ms"]
+        runner = runner / row["runner_invokes"]
+    mcp = row["mcp"]["cpu_ms"] * max(1.0, FULL_VCPU_MB / memory["mcp"]) + row["mcp"]["wait_ms"]
+    if row["runner_invokes"]:
+        mcp += row["runner_invokes"] * (runner + INVOKE_MS)  # mcp waits on the runner's answer
+    return {"mcp": mcp, "runner": runner}
+
+
+def cost(
+    row: dict[str, Any], arch: str, memory: dict[str, int], platform_log: int
+) -> dict[str, float]:
+    """$ per million requests, by part."""
+    ms = durations(row, memory)
+    compute = sum(ms[f] / 1000 * memory[f] / 1024 * LAMBDA_GB_S[arch] for f in FUNCTIONS)
+    invocations = 1 + row["runner_invokes"]
+    log_bytes = sum(row[f]["log_bytes"] for f in FUNCTIONS) + invocations * platform_log
+    parts = {
+        "compute": compute + invocations * LAMBDA_REQUEST,
+        "dynamodb": row["read_units"] * DDB_READ_UNIT + row["write_units"] * DDB_WRITE_UNIT,
+        "s3": row["s3_gets"] * S3_GET,
+        "logs": log_bytes / 2**30 * LOGS_GB,
+    }
+    parts = {part: dollars * 1e6 for part, dollars in parts.items()}
+    return {**parts, "total": sum(parts.values()), "log_bytes": log_bytes}
+
+
+def report(rows: dict[str, dict[str, Any]], memory: dict[str, int], platform_log: int) -> None:
+    print("| request | AWS calls per request | RRU | WRU | response B | log B | mcp CPU ms "
+          "| mcp waits ms | runner CPU ms | wall ms | billed ms (mcp+runner) "
+          "| $/M x86_64 | $/M arm64 | egress $/M |")  # fmt: skip
+    print("| --- " * 14 + "|")
+    for kind, row in rows.items():
+        ops = ", ".join(f"{count:g} {op}" for op, count in row["ops"].items()) or "none"
+        ms = durations(row, memory)
+        x86, arm = (cost(row, arch, memory, platform_log) for arch in ("x86_64", "arm64"))
+        egress = row["response_bytes"] / 2**30 * EGRESS_GB * 1e6
+        print(f"| {kind} | {ops} | {row['read_units']:.2f} | {row['write_units']:.2f} "
+              f"| {row['response_bytes']:.0f} | {x86['log_bytes']:.0f} "
+              f"| {row['mcp']['cpu_ms']:.1f} | {row['mcp']['wait_ms']:.1f} "
+              f"| {row['runner']['cpu_ms']:.1f} | {row['wall_ms']:.1f} "
+              f"| {ms['mcp']:.1f}+{ms['runner']:.1f} | {x86['total']:.2f} | {arm['total']:.2f} "
+              f"| {egress:.2f} |")  # fmt: skip
+    call = rows[CALL]
+    for arch in ("x86_64", "arm64"):
+        parts = cost(call, arch, memory, platform_log)
+        shown = ", ".join(f"{part} ${parts[part]:.3f}" for part in PARTS)
+        print(f"{CALL}, {arch}: {shown}; total ${parts['total']:.2f}/M")
+
+
+def sweep(rows: dict[str, dict[str, Any]], platform_log: int) -> None:
+    """The anonymous tools/call at other memory sizes: what each choice costs and takes."""
+    print("| mcp MB | runner MB | billed ms (mcp+runner) | $/M x86_64 | $/M arm64 |")
+    print("| --- | --- | --- | --- | --- |")
+    for mcp_mb in (256, 512, 1024, 1769):
+        for runner_mb in (1024, 2048):
+            memory = {"mcp": mcp_mb, "runner": runner_mb}
+            ms = durations(rows[CALL], memory)
+            x86, arm = (cost(rows[CALL], a, memory, platform_log)["total"] for a in LAMBDA_GB_S)
+            print(f"| {mcp_mb} | {runner_mb} | {ms['mcp']:.1f}+{ms['runner']:.1f} "
+                  f"| {x86:.2f} | {arm:.2f} |")  # fmt: skip
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--requests", type=int, default=40)
-    parser.add_argument("--memory-mb", type=int, default=1024)
+    parser.add_argument("--mcp-mb", type=int, default=MEMORY["mcp"])
+    parser.add_argument("--runner-mb", type=int, default=MEMORY["runner"])
+    parser.add_argument("--text-logs", action="store_true",
+                        help="price Lambda's START/END/REPORT lines (LogFormat Text)")  # fmt: skip
+    parser.add_argument("--show-logs", action="store_true", help="print each function's last lines")
     args = parser.parse_args()
+    memory = {"mcp": args.mcp_mb, "runner": args.runner_mb}
+    platform_log = PLATFORM_TEXT_BYTES if args.text_logs else 0
     os.environ.setdefault("AWS_ACCESS_KEY_ID", "testing")
     os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "testing")
     from kiln.local.emulator import run_emulator
     from kiln.local.emulator.privacy import write_private
 
-    call = {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
-            "params": {"name": "echo", "arguments": {"text": "hi"}}}  # fmt: skip
-    listing = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}
-    kinds = {
-        "tools/call, anonymous": (call, {}),
-        "tools/call through a view": (call, {"path": "/mcp/v/public"}),
-        "tools/list, 100 tools": (listing, {}),
-        "tools/list, 100 tools, gzip": (listing, {"gzip": True}),
-    }
     with tempfile.TemporaryDirectory() as raw:
         tmp = Path(raw)
         state = tmp / "emulator"
@@ -205,22 +296,19 @@ def main() -> int:
         with run_emulator(state, call_log=log) as endpoint:
             name = f"kiln-cost-{uuid.uuid4().hex[:8]}"
             seed(endpoint.url, name)
-            output = tmp / "function.log"
-            with function(endpoint.url, name, tmp, output) as api:
-                rows = {kind: measure(api, log, output, message, args.requests, **kw)
-                        for kind, (message, kw) in kinds.items()}  # fmt: skip
+            with lambdas.functions(tmp, endpoint.url, name, SETTINGS) as functions:
+                rows = {kind: measure(functions, log, message, args.requests, **kw)
+                        for kind, (message, kw) in KINDS.items()}  # fmt: skip
+                peaks = {f: functions.spend(f).peak_rss_mb() for f in FUNCTIONS}
+                if args.show_logs:
+                    for env in [functions.mcp, *functions.runners.environments.values()]:
+                        print(f"--- {env.handler}'s last lines:\n{env.log()[-700:]}")
     print(f"load: {os.getloadavg()[0]:.1f} (1 min); prices: us-east-1 list, {PRICES_DATE}; "
-          f"{args.memory_mb} MB; front door (HTTP API, $1.00/M) excluded")  # fmt: skip
-    print("| request | AWS calls per request | RRU | WRU | response B | log B | handler ms "
-          "| $/M x86_64 | $/M arm64 | egress $/M |")  # fmt: skip
-    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
-    for kind, row in rows.items():
-        ops = ", ".join(f"{count:g} {op}" for op, count in row["ops"].items()) or "none"
-        egress = row["response_bytes"] / 2**30 * EGRESS_GB * 1e6
-        print(f"| {kind} | {ops} | {row['read_units']:.2f} | {row['write_units']:.2f} "
-              f"| {row['response_bytes']:.0f} | {row['log_bytes']:.0f} | {row['handler_ms']:.1f} "
-              f"| {cost(row, 'x86_64', args.memory_mb):.2f} "
-              f"| {cost(row, 'arm64', args.memory_mb):.2f} | {egress:.2f} |")  # fmt: skip
+          f"mcp {memory['mcp']} MB, runner {memory['runner']} MB (peak RSS "
+          f"{peaks['mcp']:.0f} and {peaks['runner']:.0f} MB); front door (HTTP API, $1.00/M) "
+          f"excluded; platform log lines {platform_log} B per invocation")  # fmt: skip
+    report(rows, memory, platform_log)
+    sweep(rows, platform_log)
     return 0
 
 

@@ -11,6 +11,8 @@ invocations reuse them. Everything is built by `kiln.stack` from the function's 
 
 from __future__ import annotations
 
+import logging
+import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -35,6 +37,9 @@ def _http(serves: Serves, name: str) -> observability.Handler:
     from kiln.api.apps import build_app
 
     stack.prepare_process()
+    # Mangum logs "POST /mcp 200" at INFO for every request, which Lambda's JSON log format
+    # (template.yaml) lets through: the request's own line says it already.
+    logging.getLogger("mangum.http").setLevel(logging.WARNING)
     app = build_app(stack.build_kiln(settings, clients=clients), serves)
     return observability.http_handler(Mangum(app, lifespan="off"), name=name, telemetry=telemetry)
 
@@ -72,6 +77,8 @@ def _runner() -> observability.Handler:
     from kiln.serving.runner_function import RunnerFunction
 
     stack.prepare_process()  # tools cannot read this process's environ (AWS credentials)
+    # The runner publishes no metric but its cold start: no warning line for every run.
+    warnings.filterwarnings("ignore", message="No application metrics to publish")
     function = RunnerFunction(stack.runner_settings(settings), clients.s3, settings.bucket)
     return observability.instrument(function.handle, name="runner", telemetry=telemetry)
 

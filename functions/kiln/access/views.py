@@ -27,8 +27,9 @@ from botocore.exceptions import ClientError
 
 from kiln.access.approvals import CONFIRM_VALUES
 from kiln.access.quotas import NO_QUOTA, Quota, QuotaRuleError, check_quota
+from kiln.catalog.changelog import next_version, version_raced
 from kiln.catalog.names import TAG_RULE, is_tag
-from kiln.catalog.store import VERSION_KEY, utc_now
+from kiln.catalog.store import utc_now
 
 NAME_RULE = "1-64 characters from a-z 0-9 _ -, starting with a letter or digit"
 _NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
@@ -423,19 +424,13 @@ class ViewStore:
 
     def _transact(self, operation: dict[str, Any]) -> bool:
         """Run one write with the catalog version bump; False when its condition failed."""
-        bump = {
-            "Update": {
-                "TableName": self._table,
-                "Key": VERSION_KEY,
-                "UpdateExpression": "ADD version :one",
-                "ExpressionAttributeValues": {":one": {"N": "1"}},
-            }
-        }
         for attempt in range(_ATTEMPTS):
+            steps = next_version(self._db, self._table, [])  # a view names no tool
             try:
-                self._db.transact_write_items(TransactItems=[operation, bump])
+                self._db.transact_write_items(TransactItems=[operation, *steps])
                 return True
             except ClientError as error:
+                version_raced(error, 1)
                 reasons = error.response.get("CancellationReasons") or []
                 codes = [reason.get("Code", "None") for reason in reasons]
                 if codes[:1] == ["ConditionalCheckFailed"]:

@@ -9,6 +9,12 @@ containers instead of 3,000 requests a second; a change reaches every container 
 window. Against the local emulator, the read is skipped while the emulator's write counter
 (emulator/changes.py) still shows the value it had just before the last read: no write that
 could move the version was acknowledged since, so the snapshot is still the catalog.
+
+When the version moved, the snapshot moves forward by the change log (catalog/changelog.py):
+one small Query and one GetItem per changed tool, so a save costs each warm container about
+3 read units instead of a read of the whole `TOOLS` partition (34 for 100 tools), and 200
+warm containers stay well under the partition's 3,000 units a second. The whole catalog is
+read only on a container's first request, or when the log cannot say what changed.
 """
 
 from __future__ import annotations
@@ -64,7 +70,8 @@ class CatalogSnapshots:
         self._read: asyncio.Task[Snapshot] | None = None
         self._reads_started = 0
         self._read_number = 0
-        self.reloads = 0
+        self.reloads = 0  # whole-catalog reads
+        self.forwards = 0  # moves forward by the change log
 
     @property
     def latest(self) -> Snapshot | None:
@@ -104,14 +111,32 @@ class CatalogSnapshots:
             with self._lock:
                 snapshot = self._snapshot
                 if snapshot is None or snapshot.version != version:
-                    tools = {tool.name: tool for tool in self._store.list_tools()}
-                    snapshot = Snapshot(version, tools)
+                    snapshot = self._forward(snapshot, version) or self._reload(version)
                     self._snapshot = snapshot
-                    self.reloads += 1
         if mark is not None:
             self._marked = (mark, snapshot)
         self._read_at = began
         return snapshot
+
+    def _reload(self, version: int) -> Snapshot:
+        """The whole catalog: one Query of the `TOOLS` partition (34 units for 100 tools)."""
+        self.reloads += 1
+        return Snapshot(version, {tool.name: tool for tool in self._store.list_tools()})
+
+    def _forward(self, snapshot: Snapshot | None, version: int) -> Snapshot | None:
+        """`snapshot` moved to `version` by re-reading only the tools the versions between
+        changed (catalog/changelog.py); None when the change log cannot say which."""
+        changed = None if snapshot is None else self._store.changed_since(snapshot.version, version)
+        if snapshot is None or changed is None:
+            return None
+        by_id = {tool.id: tool for tool in snapshot.tools.values()}
+        for tool_id in changed:
+            tool = self._store.tool_by_id(tool_id)
+            by_id.pop(tool_id, None)
+            if tool is not None and not tool.deleted:
+                by_id[tool_id] = tool
+        self.forwards += 1
+        return Snapshot(version, {tool.name: tool for tool in by_id.values()})
 
     @contextmanager
     def pinned(self, snapshot: Snapshot) -> Iterator[None]:

@@ -4,7 +4,8 @@ Items in the single table (string keys `pk`, `sk`):
 
 | pk                  | sk            | what                                                  |
 | ------------------- | ------------- | ----------------------------------------------------- |
-| `CATALOG`           | `VERSION`     | `version`: bumped by every write, in the same transaction |
+| `CATALOG`           | `VERSION`     | `version`: stepped by every write, in the same transaction |
+| `CATALOG#CHANGES`   | `<version>`   | the tools that version changed (catalog/changelog.py) |
 | `TOOLS`             | `<tool id>`   | a tool's state and a copy of its head revision        |
 | `TOOL#<tool id>`    | `REV#<n:08d>` | one immutable revision                                |
 | `NAME#<lower name>` | `NAME`        | the claim that makes a name unique (case-insensitively) |
@@ -31,6 +32,13 @@ from typing import Any, Protocol
 
 from botocore.exceptions import ClientError
 
+from kiln.catalog.changelog import (
+    changed_since,
+    next_version,
+    read_version,
+    touched_tools,
+    version_raced,
+)
 from kiln.catalog.errors import (
     NameMismatchError,
     NameTakenError,
@@ -48,7 +56,6 @@ from kiln.catalog.toolfiles import same_definition, same_revision
 log = logging.getLogger("kiln.catalog")
 TRANSACTION_ATTEMPTS = 5
 MAX_REVISION = 99_999_999  # revision sort keys are REV#<8 digits>
-VERSION_KEY = {"pk": {"S": "CATALOG"}, "sk": {"S": "VERSION"}}
 CODE_EXTENSIONS = {"python": "py", "node": "js"}
 _TOOL_ID = re.compile(r"[A-Za-z0-9_.-]{1,128}")
 
@@ -131,10 +138,15 @@ class CatalogStore:
 
     def catalog_version(self) -> int:
         """The catalog's version number: one strongly consistent read."""
-        item = self._ddb.get_item(TableName=self.table, Key=VERSION_KEY, ConsistentRead=True).get(
-            "Item"
-        )
-        return int(item["version"]["N"]) if item else 0
+        return read_version(self._ddb, self.table)
+
+    def changed_since(self, have: int, now: int) -> set[str] | None:
+        """The ids of the tools versions have+1..now changed; None: read them all."""
+        return changed_since(self._ddb, self.table, have, now)
+
+    def tool_by_id(self, tool_id: str) -> Tool | None:
+        """A tool's item (deleted ones too), by id: one strongly consistent read."""
+        return self._get_by_id(tool_id)
 
     def list_tools(self, *, include_deleted: bool = False) -> list[Tool]:
         tools = [_tool_from_item(item) for item in self._query("TOOLS")]
@@ -525,26 +537,21 @@ class CatalogStore:
         *,
         on_conflict: Callable[[], Exception] | None = None,
     ) -> None:
-        bump = {
-            "Update": {
-                "TableName": self.table,
-                "Key": VERSION_KEY,
-                "UpdateExpression": "ADD version :one",
-                "ExpressionAttributeValues": {":one": {"N": "1"}},
-            }
-        }
         for attempt in range(TRANSACTION_ATTEMPTS):
+            # The version step is read afresh for each attempt (changelog.next_version).
+            steps = next_version(self._ddb, self.table, touched_tools(operations))
             try:
                 # A token per attempt: botocore resends it when a reply is lost, and the
                 # store then answers with the first call's success instead of applying the
                 # write twice or refusing it as a conflict with itself.
                 self._ddb.transact_write_items(
-                    TransactItems=[*operations, bump], ClientRequestToken=uuid.uuid4().hex
+                    TransactItems=[*operations, *steps], ClientRequestToken=uuid.uuid4().hex
                 )
                 return
             except ClientError as error:
+                version_raced(error, len(operations))
                 codes = _cancel_codes(error)
-                # Every write also bumps the version item, so two writes at the same moment
+                # Every write also steps the version item, so two writes at the same moment
                 # collide there (TransactionConflict) even when both are valid: try again.
                 racing = "TransactionConflict" in codes and "ConditionalCheckFailed" not in codes
                 if racing and attempt + 1 < TRANSACTION_ATTEMPTS:

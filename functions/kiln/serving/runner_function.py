@@ -20,6 +20,7 @@ import dataclasses
 import logging
 import os
 import tempfile
+import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -27,9 +28,11 @@ from typing import Any
 from kiln.bundles.cache import BundleCache, BundleError
 from kiln.bundles.store import BundleRecord
 from kiln.runner import Runner, RunnerSettings, RunResult, contain, doctor, sweep
+from kiln.runner.processes import read_stat
 from kiln.runner.remote import PayloadError, decode, result_json
 
 log = logging.getLogger("kiln.serving.runner_function")
+SUPERVISOR_EXIT_S = 0.1
 
 
 class _PayloadRecords:
@@ -133,6 +136,7 @@ class RunnerFunction:
         """Kill everything but the runtime; remove what runs left in the shared directories."""
         helper = self.runner.helper_pid
         keep = [helper] if helper is not None else []
+        _let_supervisors_exit(helper, self.companions)
         killed, alive = sweep.kill_all_but(keep, self.companions)
         removed = contain.remove(sweep.litter(self.baseline, self.keep))
         if killed or alive or removed:
@@ -141,6 +145,20 @@ class RunnerFunction:
                 extra={"killed": killed, "alive": alive, "removed": removed},
             )
         return {"killed": killed, "alive": alive, "removed": removed, "pid": os.getpid()}
+
+
+def _let_supervisors_exit(helper: int | None, companions: Any) -> None:
+    """A run's supervisor closes its status pipe (for the runner, the run's end) just before
+    it exits: give it that moment (SUPERVISOR_EXIT_S at most; the helper reaps it) instead of
+    killing it and reporting it as left behind on every run. Whatever remains is swept."""
+    if helper is None:
+        return
+    give_up = time.monotonic() + SUPERVISOR_EXIT_S
+    while time.monotonic() < give_up:
+        parents = (read_stat(str(pid)) for pid in sweep.candidates([helper], companions))
+        if not any(stat is not None and stat[0] == helper for stat in parents):
+            return
+        time.sleep(0.002)
 
 
 def _time_left(context: Any) -> float | None:

@@ -429,9 +429,33 @@ def test_a_tool_run_gets_less_memory_than_the_function_that_runs_it(
 ) -> None:
     variables = template["Globals"]["Function"]["Environment"]["Variables"]
     run_mb = int(variables["KILN_RUN_MEMORY_MB"])
-    for function in TOOL_RUNNERS:
+    # A function that sends its runs to the runner function runs no tool itself.
+    in_process = [
+        function
+        for function in TOOL_RUNNERS
+        if "KILN_RUNNER_FUNCTION" not in own_variables(template, function)
+    ]
+    for function in ["RunnerFunction", *in_process]:
         memory = int(function_setting(template, function, "MemorySize"))
         assert run_mb + 192 <= memory, f"{function}: {run_mb} MB runs in {memory} MB"
+
+
+def own_variables(template: Mapping[str, Any], function: str) -> Mapping[str, Any]:
+    props = template["Resources"][function]["Properties"]
+    return props.get("Environment", {}).get("Variables", {})
+
+
+def test_the_call_path_logs_no_lambda_lines_per_invocation_but_its_failures(
+    template: dict[str, Any],
+) -> None:
+    """START/END/REPORT are INFO system logs: dropped (README "Cost and scale")."""
+    level = template["Globals"]["Function"]["Environment"]["Variables"]["POWERTOOLS_LOG_LEVEL"]
+    for function in ("McpFunction", "RunnerFunction"):
+        logging = template["Resources"][function]["Properties"]["LoggingConfig"]
+        assert logging["LogFormat"] == "JSON", function
+        assert logging["SystemLogLevel"] == "WARN", function  # failures and timeouts are WARN
+        # Powertools warns on every start when Lambda's level and its own differ.
+        assert logging["ApplicationLogLevel"] == level, function
 
 
 def test_tmp_holds_the_bundle_cache_and_a_runs_disk_quota(template: dict[str, Any]) -> None:

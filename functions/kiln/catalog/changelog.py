@@ -1,0 +1,106 @@
+"""The catalog's change log: which tools each version changed, so a process reads only those.
+
+Every catalog write (a tool's or a view's) is one transaction that sets `CATALOG|VERSION` to
+the next number, on condition that it still holds the number the writer read just before,
+and puts `CATALOG#CHANGES|<number>` naming the tools the write touched (none for a view).
+Two writers that read the same number cannot both commit: the second one's condition fails
+and it reads the number again (`version_raced`), so the entries are exactly 1, 2, 3, ...
+
+A process whose snapshot is at version v and reads w > v asks for the entries v+1..w (one
+Query of a few hundred bytes: one read unit) and re-reads only the tools they name (one
+GetItem each), instead of the whole `TOOLS` partition (34 units for 100 tools). It reads the
+whole catalog again only when an entry is missing (a write made before this log, or by an
+older Kiln, or expired: entries live `KEEP_S`), when it fell more than `MAX_STEPS` versions
+behind, or when more than `MAX_TOOLS` tools changed: the forward read is then no cheaper.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+CHANGES_PK = "CATALOG#CHANGES"
+MAX_STEPS = 64  # versions a process reads forward; further behind, it reads everything
+MAX_TOOLS = 24  # changed tools it re-reads one by one; more, it reads everything
+KEEP_S = 24 * 3600  # an entry's life (the table's TTL attribute `expires_at`)
+VERSION_KEY = {"pk": {"S": "CATALOG"}, "sk": {"S": "VERSION"}}
+
+
+def entry_key(version: int) -> str:
+    return f"{version:012d}"
+
+
+def read_version(ddb: Any, table: str) -> int:
+    """The catalog's version number: one strongly consistent read."""
+    item = ddb.get_item(TableName=table, Key=VERSION_KEY, ConsistentRead=True).get("Item")
+    return int(item["version"]["N"]) if item else 0
+
+
+def touched_tools(operations: list[dict[str, Any]]) -> list[str]:
+    """The ids of the `TOOLS` items a transaction's operations write."""
+    ids: set[str] = set()
+    for operation in operations:
+        ((_, part),) = operation.items()
+        key = part.get("Key") or part.get("Item") or {}
+        if key.get("pk") == {"S": "TOOLS"}:
+            ids.add(key["sk"]["S"])
+    return sorted(ids)
+
+
+def next_version(ddb: Any, table: str, tools: list[str]) -> list[dict[str, Any]]:
+    """The two operations every catalog write ends with: the version step and its entry."""
+    current = read_version(ddb, table)
+    entry: dict[str, Any] = {
+        "pk": {"S": CHANGES_PK},
+        "sk": {"S": entry_key(current + 1)},
+        "expires_at": {"N": str(int(time.time()) + KEEP_S)},
+    }
+    if tools:
+        entry["tools"] = {"SS": tools}
+    step = {
+        "Update": {
+            "TableName": table,
+            "Key": VERSION_KEY,
+            "UpdateExpression": "SET version = :next",
+            "ConditionExpression": "attribute_not_exists(version) OR version = :current",
+            "ExpressionAttributeValues": {
+                ":next": {"N": str(current + 1)},
+                ":current": {"N": str(current)},
+            },
+        }
+    }
+    return [step, {"Put": {"TableName": table, "Item": entry}}]
+
+
+def version_raced(error: Any, at: int) -> bool:
+    """Whether a cancelled transaction failed only on its version step (operation `at`).
+
+    That reason is rewritten as `TransactionConflict`, what DynamoDB answers two writes of
+    one item at once, so callers that look for `ConditionalCheckFailed` see only their own.
+    """
+    reasons = error.response.get("CancellationReasons") or []
+    if len(reasons) <= at or reasons[at].get("Code") != "ConditionalCheckFailed":
+        return False
+    reasons[at] = {**reasons[at], "Code": "TransactionConflict"}
+    return all(r.get("Code") in (None, "None") for r in reasons[:at])
+
+
+def changed_since(ddb: Any, table: str, have: int, now: int) -> set[str] | None:
+    """The tools changed by versions have+1..now; None when a full read is needed."""
+    if not 0 < now - have <= MAX_STEPS:
+        return None
+    page = ddb.query(
+        TableName=table,
+        KeyConditionExpression="pk = :pk AND sk BETWEEN :low AND :high",
+        ExpressionAttributeValues={
+            ":pk": {"S": CHANGES_PK},
+            ":low": {"S": entry_key(have + 1)},
+            ":high": {"S": entry_key(now)},
+        },
+        ConsistentRead=True,
+    )
+    items = page.get("Items", [])
+    if len(items) != now - have or page.get("LastEvaluatedKey"):
+        return None
+    tools = {tool for item in items for tool in item.get("tools", {}).get("SS", [])}
+    return tools if len(tools) <= MAX_TOOLS else None
