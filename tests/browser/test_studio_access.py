@@ -134,5 +134,8 @@ def test_every_control_on_the_main_screens_is_reachable_by_keyboard(page: Any, d
         page.locator("main h1, main h2").first.wait_for()
         page.wait_for_load_state("networkidle")  # lists and their row controls are in
         assert unreachable_by_keyboard(page) == [], screen
+    assert_accessible(page)  # the last screen walked: the Usage tab
+    page.goto("/studio/#/tools/keyboard/settings")  # the shot is named for what it shows
+    page.get_by_role("textbox", name=re.compile("^Tags")).wait_for()
     shoot(page, "13-settings")
     assert_accessible(page)

@@ -239,7 +239,9 @@ def seed(dev: Dev, tool: str, view: str = "finance") -> float:
     return at
 
 
-def test_the_charts_show_the_seeded_calls_and_the_list_their_recent_use(page: Any, dev: Dev) -> None:
+def test_the_charts_show_the_seeded_calls_and_the_list_their_recent_use(
+    page: Any, dev: Dev
+) -> None:
     make_tool(dev, "charted")
     at = seed(dev, "charted")
     sign_in(page)
