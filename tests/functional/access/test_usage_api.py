@@ -95,3 +95,16 @@ def test_charts_start_on_a_bucket_boundary() -> None:
 
     start, step, count = window("day", datetime(2026, 1, 2, 10, 42, tzinfo=UTC))
     assert (start, step.total_seconds(), count) == (datetime(2026, 1, 1, 11, tzinfo=UTC), 3600, 24)
+
+
+def test_usage_over_days_sums_each_days_totals() -> None:
+    from kiln.access.usage import by_tool_of_days
+
+    zero = {"calls": 0, "ok": 0, "tool_error": 0, "timeout": 0, "refused": 0, "cancelled": 0}
+    yesterday = {"by_tool": {"a": {**zero, "calls": 3, "ok": 2, "timeout": 1}}}
+    today = {"by_tool": {"a": {**zero, "calls": 1, "tool_error": 1},
+                         "b": {**zero, "calls": 2, "refused": 1, "cancelled": 1}}}  # fmt: skip
+    assert by_tool_of_days([yesterday, today]) == {
+        "a": {"calls": 4, "errors": 2, "error_rate": 0.5},
+        "b": {"calls": 2, "errors": 0, "error_rate": 0.0},  # refused, cancelled: not errors
+    }
