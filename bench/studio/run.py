@@ -17,7 +17,8 @@ Ready: a real `kiln dev` (embedded emulator) holding 30 tools; Chromium (Debian'
 Also a baseline: navigation start to the end of the response of /api/health (one request, no
 script). Prints medians, their ratios to the baselines, the median start and end of each
 request the tool list makes (the browser's resource timing, ms from navigation start), and
-`uptime`'s load average before and after.
+`uptime`'s load average before and after. Last, the usage read alone, both ways, through
+the API: the list's `?days=2` (each day's totals) against `?hours=24` (a scan of the entries).
 """
 
 from __future__ import annotations
@@ -225,6 +226,24 @@ def report(
         print(f"    {name}: {start:.0f} -> {end:.0f} ({end - start:.0f} ms)")
 
 
+def usage_reads(url: str, rounds: int) -> None:
+    """The two ways to read every tool's usage, one after the other, through the API: the
+    list's (each day's totals) against a scan of the last 24 hours' entries."""
+    headers = {"Authorization": f"Bearer {KEY}"}
+    times: dict[str, list[float]] = {"days=2": [], "hours=24": []}
+    with httpx.Client(headers=headers, timeout=60) as client:
+        for _ in range(rounds):
+            for query, spent in times.items():
+                started = time.perf_counter()
+                client.get(f"{url}/api/calls/by-tool?{query}").raise_for_status()
+                spent.append((time.perf_counter() - started) * 1000)
+    totals, scan = statistics.median(times["days=2"]), statistics.median(times["hours=24"])
+    print(
+        f"GET /api/calls/by-tool?days=2 (day totals, the list's): median {totals:.0f} ms; "
+        f"?hours=24 (scans 600 entries): median {scan:.0f} ms ({scan / totals:.1f}x)"
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--rounds", type=int, default=7)
@@ -240,6 +259,7 @@ def main() -> None:
                 browser = pw.chromium.launch(executable_path=CHROMIUM, args=ARGS)
                 measure(browser, url, args.rounds, call_key(url))
                 browser.close()
+            usage_reads(url, args.rounds)
         finally:
             process.send_signal(signal.SIGTERM)
             process.wait(timeout=20)
