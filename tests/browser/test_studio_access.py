@@ -94,7 +94,7 @@ def test_tool_output_is_shown_as_text_and_never_runs(watched: tuple[Any, Watch],
     expect(result).to_contain_text("image of type image/svg+xml not shown")
     tree = result.get_by_test_id("structured")
     expect(tree).to_contain_text("nested")
-    expect(tree).to_contain_text('"<i onclick=alert(10)>i</i>"')
+    expect(tree).to_contain_text('html: "<i onclick=alert(10)>i</i>"')  # a space after the key
     assert page.locator("img[src='x'], img[src='y'], img[src='z'], img[src='q']").count() == 0
     assert page.locator("main script").count() == 0
     assert page.locator("a[href^='javascript']").count() == 0
