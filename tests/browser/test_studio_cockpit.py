@@ -239,13 +239,15 @@ def seed(dev: Dev, tool: str, view: str = "finance") -> float:
     return at
 
 
-def test_the_charts_show_the_seeded_calls_and_the_list_their_24_hours(page: Any, dev: Dev) -> None:
+def test_the_charts_show_the_seeded_calls_and_the_list_their_recent_use(
+    page: Any, dev: Dev
+) -> None:
     make_tool(dev, "charted")
     at = seed(dev, "charted")
     sign_in(page)
     row = page.get_by_role("row", name=re.compile("charted"))
-    expect(row.get_by_test_id("calls-24h")).to_have_text("9")
-    expect(row.get_by_test_id("errors-24h")).to_have_text("33.3% (3)")
+    expect(row.get_by_test_id("calls-recent")).to_have_text("9")
+    expect(row.get_by_test_id("errors-recent")).to_have_text("33.3% (3)")
     both_widths(page, "25-tools-usage")
 
     page.goto("/studio/#/tools/charted/usage")

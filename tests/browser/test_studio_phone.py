@@ -4,6 +4,7 @@ wider than the screen, shows that it scrolls."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from typing import Any
 
@@ -84,6 +85,24 @@ def test_no_screen_scrolls_sideways_at_phone_width(phone: Any, screen: str) -> N
     wide = phone.evaluate("document.documentElement.scrollWidth")
     assert wide == NARROW["width"], (
         f"{screen}: the page is {wide} px wide on a 390 px screen; "
+        f"sticking out: {phone.evaluate(STICKING_OUT)}"
+    )
+
+
+def test_a_deleted_tool_with_its_history_open_fits_a_phone(phone: Any, prepared: Dev) -> None:
+    name = "phone_deleted_tool_with_a_long_name"
+    body = {"name": name, "description": "Deleted, with a history to read on a phone.",
+            "language": "python", "code": "print(1)\n"}  # fmt: skip
+    made = prepared.api("POST", "/api/tools", json=body)
+    assert made.status_code == 201, made.text
+    gone = prepared.api("DELETE", f"/api/tools/{name}")
+    assert gone.status_code in (200, 204), gone.text
+    phone.goto("/studio/#/deleted")
+    phone.get_by_role("row", name=re.compile(name)).get_by_role("button", name="History").click()
+    phone.locator("ol.revs li").first.wait_for()
+    wide = phone.evaluate("document.documentElement.scrollWidth")
+    assert wide == NARROW["width"], (
+        f"#/deleted with a history open: the page is {wide} px wide on a 390 px screen; "
         f"sticking out: {phone.evaluate(STICKING_OUT)}"
     )
 

@@ -9,7 +9,7 @@ recorded duration above zero); percentiles are nearest-rank.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -42,6 +42,19 @@ def by_tool(records: Iterable[CallRecord]) -> dict[str, dict[str, Any]]:
         row["errors"] += record.outcome in ERRORS
     for row in tools.values():
         row["error_rate"] = round(row["errors"] / row["calls"], 4)
+    return tools
+
+
+def by_tool_of_days(totals: Iterable[Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Calls, errors and error rate of each tool, summed over days' totals (`CallLedger.totals`)."""
+    tools: dict[str, dict[str, Any]] = {}
+    for day in totals:
+        for tool, counts in day["by_tool"].items():
+            row = tools.setdefault(tool, {"calls": 0, "errors": 0})
+            row["calls"] += counts["calls"]
+            row["errors"] += sum(counts[outcome] for outcome in ERRORS)
+    for row in tools.values():
+        row["error_rate"] = round(row["errors"] / row["calls"], 4) if row["calls"] else 0.0
     return tools
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import functools
 from datetime import UTC, datetime, timedelta
 from typing import Annotated, Any
@@ -33,15 +34,30 @@ async def list_calls(request: Request, where: Annotated[LedgerQuery, Depends()])
 
 
 @router.get("/api/calls/by-tool")
-async def calls_by_tool(request: Request, hours: int = 24) -> dict[str, Any]:
-    """Calls, errors and error rate of each tool over the last `hours` (1 to 720)."""
+async def calls_by_tool(
+    request: Request, hours: int | None = None, days: int | None = None
+) -> dict[str, Any]:
+    """Calls, errors and error rate of each tool: over the last `hours` (1 to 720, default 24;
+    read from the ledger's entries), or over the last `days` UTC days counting today (1 to 30;
+    one read of each day's totals, however many calls the days had)."""
     await require(request)
-    if not 1 <= hours <= 720:
+    if hours is not None and days is not None:
+        raise LedgerQueryError("hours, days: give one of them, not both")
+    if days is not None and not 1 <= days <= 30:
+        raise LedgerQueryError("days: must be from 1 to 30")
+    if hours is not None and not 1 <= hours <= 720:
         raise LedgerQueryError("hours: must be from 1 to 720")
     ledger = _ledger(request)
     await kiln_of(request).gate.after.flush()
     end = datetime.fromtimestamp(ledger.now(), UTC)
-    start = end - timedelta(hours=hours)
+    if days is not None:
+        first = end.date() - timedelta(days=days - 1)
+        each = [(first + timedelta(days=n)).isoformat() for n in range(days)]
+        totals = await asyncio.gather(*(blocking(ledger.totals, day) for day in each))
+        tools = usage.by_tool_of_days(totals)
+        since = datetime(first.year, first.month, first.day, tzinfo=UTC)
+        return {"since": usage.iso(since), "until": usage.iso(end), "tools": tools}
+    start = end - timedelta(hours=24 if hours is None else hours)
     entries = functools.partial(ledger.between, start, end, fields=("tool", "outcome"))
     tools = await blocking(lambda: usage.by_tool(entries()))
     return {"since": usage.iso(start), "until": usage.iso(end), "tools": tools}

@@ -1,5 +1,6 @@
-"""The studio's usage reads on a real `kiln dev`: calls per tool over 24 hours, a tool's chart,
-the ledger filtered by view, and a key's and a view's quota use."""
+"""The studio's usage reads on a real `kiln dev`: calls per tool (over hours from the entries, or
+over days from the day totals), a tool's chart, the ledger filtered by view, and a key's and a
+view's quota use."""
 
 from __future__ import annotations
 
@@ -42,6 +43,9 @@ def test_calls_errors_and_quota_use_read_back_as_made(dev: DevServer) -> None:
     by_tool = dev.api("GET", "/api/calls/by-tool").json()["tools"]
     assert by_tool["echo"] == {"calls": 3, "errors": 0, "error_rate": 0.0}
     assert by_tool["fails"] == {"calls": 2, "errors": 2, "error_rate": 1.0}
+    from_totals = dev.api("GET", "/api/calls/by-tool?days=2").json()  # the studio's tool list
+    assert from_totals["tools"] == by_tool, from_totals
+    assert from_totals["since"].endswith("T00:00:00Z"), from_totals
 
     chart = dev.api("GET", "/api/calls/chart?tool=fails&range=hour").json()
     assert len(chart["buckets"]) == 12
@@ -65,6 +69,8 @@ def test_calls_errors_and_quota_use_read_back_as_made(dev: DevServer) -> None:
     [
         ("/api/calls/chart?tool=echo&range=week", "range: must be one of hour, day, month"),
         ("/api/calls/by-tool?hours=0", "hours: must be from 1 to 720"),
+        ("/api/calls/by-tool?days=31", "days: must be from 1 to 30"),
+        ("/api/calls/by-tool?days=1&hours=2", "hours, days: give one of them, not both"),
     ],
 )
 def test_a_bad_usage_query_is_named(dev: DevServer, query: str, says: str) -> None:
@@ -89,3 +95,16 @@ def test_charts_start_on_a_bucket_boundary() -> None:
 
     start, step, count = window("day", datetime(2026, 1, 2, 10, 42, tzinfo=UTC))
     assert (start, step.total_seconds(), count) == (datetime(2026, 1, 1, 11, tzinfo=UTC), 3600, 24)
+
+
+def test_usage_over_days_sums_each_days_totals() -> None:
+    from kiln.access.usage import by_tool_of_days
+
+    zero = {"calls": 0, "ok": 0, "tool_error": 0, "timeout": 0, "refused": 0, "cancelled": 0}
+    yesterday = {"by_tool": {"a": {**zero, "calls": 3, "ok": 2, "timeout": 1}}}
+    today = {"by_tool": {"a": {**zero, "calls": 1, "tool_error": 1},
+                         "b": {**zero, "calls": 2, "refused": 1, "cancelled": 1}}}  # fmt: skip
+    assert by_tool_of_days([yesterday, today]) == {
+        "a": {"calls": 4, "errors": 2, "error_rate": 0.5},
+        "b": {"calls": 2, "errors": 0, "error_rate": 0.0},  # refused, cancelled: not errors
+    }

@@ -335,8 +335,9 @@ export class Api {
   removeView = (name: string) => this.request<View>("DELETE", `/api/views/${enc(name)}`);
   calls = (filters: CallFilters) =>
     this.get<{ calls: CallEntry[]; next_cursor: string | null }>(`/api/calls${query(filters)}`);
-  callsByTool = (hours = 24) =>
-    this.get<{ tools: Record<string, ToolUsage> }>(`/api/calls/by-tool?hours=${hours}`);
+  /** Each tool's calls and errors over the last `days` UTC days, today included. */
+  callsByTool = (days: number) =>
+    this.get<{ tools: Record<string, ToolUsage> }>(`/api/calls/by-tool?days=${days}`);
   chart = (tool: string, range: string) =>
     this.get<Chart>(`/api/calls/chart${query({ tool, range })}`);
   revokeKey = (name: string) => this.request<unknown>("DELETE", `/api/keys/${enc(name)}`);

@@ -1,7 +1,9 @@
 // The connect card's snippets, written for the clients of today: Python SDK 2.x (`mcp`), the
 // TypeScript SDK (@modelcontextprotocol/sdk), and `kiln stdio` for desktop clients that only
-// start local processes. tests/browser/test_studio_connect.py copies each off the page and
-// runs it against `kiln dev`: a snippet that stops working fails that test.
+// start local processes; the Claude Code command, Cursor's and VS Code's mcp.json (with the
+// key as each client substitutes it: the shell, ${env:…}, ${input:…}) and the Inspector CLI.
+// tests/browser/test_studio_connect.py copies each off the page and runs it against `kiln dev`:
+// a snippet that stops working fails that test.
 export interface Snippet {
   id: string;
   title: string;
@@ -31,14 +33,18 @@ export function snippets(origin: string, withKey: boolean): Snippet[] {
     {
       id: "cursor",
       title: "Cursor (.cursor/mcp.json)",
-      hint: "",
-      text: JSON.stringify({ mcpServers: { kiln: { url, ...(withKey ? { headers: { Authorization: HEADER } } : {}) } } }, null, 2),
+      hint: withKey ? "Cursor reads KILN_KEY from the environment it was started in (${env:…})" : "",
+      text: JSON.stringify(
+        { mcpServers: { kiln: { url, ...(withKey ? { headers: { Authorization: "Bearer ${env:KILN_KEY}" } } : {}) } } },
+        null,
+        2,
+      ),
     },
     {
       id: "vscode",
       title: "VS Code (.vscode/mcp.json)",
-      hint: "",
-      text: JSON.stringify({ servers: { kiln: { type: "http", url, ...(withKey ? { headers: { Authorization: HEADER } } : {}) } } }, null, 2),
+      hint: withKey ? "VS Code asks for the key once and keeps it in its secret storage" : "",
+      text: JSON.stringify(vscode(url, withKey), null, 2),
     },
     {
       id: "inspector",
@@ -54,6 +60,14 @@ export function snippets(origin: string, withKey: boolean): Snippet[] {
       text: typescript(url, withKey),
     },
   ];
+}
+
+function vscode(url: string, withKey: boolean): object {
+  if (!withKey) return { servers: { kiln: { type: "http", url } } };
+  return {
+    inputs: [{ type: "promptString", id: "kiln-key", description: "Kiln key", password: true }],
+    servers: { kiln: { type: "http", url, headers: { Authorization: "Bearer ${input:kiln-key}" } } },
+  };
 }
 
 function python(url: string, withKey: boolean): string {

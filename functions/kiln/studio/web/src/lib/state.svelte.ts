@@ -1,6 +1,6 @@
 // Session-wide state: who is signed in, the current route, a toast line, the runs kept for
 // comparison. Routes live in the hash so reloads and the back button work without a server.
-import { Api, type Whoami, type RunReply, type Tool } from "./api";
+import { Api, type Whoami, type RunReply, type Tool, type ToolUsage } from "./api";
 import { forgetKey, loadKey, storeKey } from "./session";
 
 export interface Route {
@@ -59,15 +59,19 @@ class Studio {
   callFilters = $state<{ tool?: string }>({});
   /** The tool list asked for together with whoami on a resumed session (one round trip less). */
   prefetched: Promise<{ tools: Tool[] }> | null = null;
+  /** Its usage columns, asked for as soon as whoami says the key is an author's. */
+  prefetchedUsage: Promise<{ tools: Record<string, ToolUsage> } | null> | null = null;
   private noticeTimer: ReturnType<typeof setTimeout> | undefined;
 
   get author(): boolean {
     return Boolean(this.who?.scopes.includes("author"));
   }
 
-  async signIn(key: string): Promise<void> {
+  async signIn(key: string, prefetchUsage = false): Promise<void> {
     const api = new Api(key.trim());
     this.who = await api.whoami();
+    // Before the list mounts (setting `api` renders it), so it finds the request under way.
+    if (prefetchUsage && this.author) this.prefetchedUsage = api.callsByTool(2).catch(() => null);
     api.onUnauthorized = () => {
       this.signOut();
       this.say("Your key is no longer accepted (revoked or expired): sign in again.", "error");
@@ -83,7 +87,7 @@ class Studio {
     this.prefetched = onList ? new Api(key).tools() : null;
     this.prefetched?.catch(() => undefined);
     try {
-      await this.signIn(key);
+      await this.signIn(key, onList);
     } catch {
       this.prefetched = null;
       forgetKey();
@@ -96,10 +100,17 @@ class Studio {
     return list;
   }
 
+  takePrefetchedUsage(): Promise<{ tools: Record<string, ToolUsage> } | null> | null {
+    const usage = this.prefetchedUsage;
+    this.prefetchedUsage = null;
+    return usage;
+  }
+
   signOut(): void {
     forgetKey();
     this.api = null;
     this.who = null;
+    this.prefetchedUsage = null;
     this.runs = [];
     location.hash = "#/tools";
   }
