@@ -10,8 +10,9 @@ from collections.abc import Callable, Coroutine, Mapping, Sequence
 from contextlib import AbstractContextManager, ExitStack
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, ParamSpec, Protocol, TypeVar
+from typing import Any, NamedTuple, ParamSpec, Protocol, TypeVar
 
+from kiln.access.approvals import Requirement, needs_approval, requirement
 from kiln.access.gate import (
     CallGate,
     CallTicket,
@@ -88,6 +89,14 @@ START_NOW = "start_bookkeeping_now"
 AUTHOR_RUN = "author_run"
 # CallContext.extra: the caller's network address (anonymous callers' tasks are theirs by it)
 CLIENT_ADDRESS = "client_address"
+
+
+class AdmittedTask(NamedTuple):
+    """What `admit_task` found: the tool, its call's ledger ticket, the approval it needs."""
+
+    tool: Tool
+    ticket: CallTicket | None
+    required: Requirement | None = None
 
 
 def run_shares(tool: Tool, principal: Any, view: View | None) -> tuple[str, ...]:
@@ -213,20 +222,25 @@ class CatalogBackend:
     @catalog_reads
     async def admit_task(
         self, name: str, arguments: Mapping[str, Any], ctx: CallContext
-    ) -> tuple[Tool, CallTicket | None] | None:
-        """The tool a task for this request will run (its view's revision), and the ticket
+    ) -> AdmittedTask | None:
+        """The tool a task for this request will run (its view's revision), the ticket
         its ledger entry and run-seconds charge are made from when it ends (None: not
-        ledgered). The call was admitted against the caller's quotas by `get_tool`, which the
-        protocol asks first, as for a plain call."""
+        ledgered), and the approvals its view or key require of it (None: none). The call was
+        admitted against the caller's quotas by `get_tool`, which the protocol asks first, as
+        for a plain call."""
         latest = self._snapshots.latest or await self._snapshots.fresh()
         view, tools = await self._visible(latest, ctx)
         found = tools.get(name)
         if found is None or not found.enabled:
             return None
+        required = requirement(view, ctx.principal)
+        if required is not None and not needs_approval(required.policy, found.head.annotations):
+            required = None
         gate = self._gate
         if gate is None or ctx.extra.get(AUTHOR_RUN):
-            return found, None
-        return found, gate.ticket(caller_of(ctx.principal, view), found, arguments)
+            return AdmittedTask(found, None, required)
+        ticket = gate.ticket(caller_of(ctx.principal, view), found, arguments)
+        return AdmittedTask(found, ticket, required)
 
     @catalog_reads
     async def find(self, name: str, revision: int) -> Tool | None:
@@ -257,7 +271,7 @@ class CatalogBackend:
         gate = self._gate
         started = time.time()
         talk: Conversation | None = ctx.extra.get(CONVERSATION)
-        approval = approval_for(view, found, arguments, talk)
+        approval = approval_for(requirement(view, ctx.principal), found, arguments, talk)
         if approval is not None and approval.outcome is not None:  # asked, or not run
             if gate is not None and approval.verdict is not None:
                 await self._later(

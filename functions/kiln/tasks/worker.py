@@ -23,6 +23,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
+from kiln.access.approvals import Requirement
 from kiln.access.gate import CallGate, CallTicket, outcome_of
 from kiln.access.ledger import Outcome
 from kiln.catalog.model import Tool
@@ -30,6 +31,7 @@ from kiln.protocol.backend import Conversation, ToolOutcome, ToolView
 from kiln.protocol.calling import RunFailedError, ToolCaller
 from kiln.protocol.errors import error_data, error_object
 from kiln.protocol.spec import INTERNAL_ERROR
+from kiln.serving.conversation import Approval, approval_for
 from kiln.tasks.settings import TaskSettings
 from kiln.tasks.store import TaskItem, TaskStore
 
@@ -131,6 +133,9 @@ class TaskWorker:
             return await self._fail(
                 item, f"Tool '{item.tool}' was removed or disabled before its task ran"
             )
+        approval = _approval(item, tool)
+        if approval is not None and approval.outcome is not None:  # asked, or declined
+            return await self._unapproved(item, tool, approval)
         began = [math.inf]  # when the run got its slot (a queued run has used no seconds yet)
         run = asyncio.create_task(self._execute(tool, item, time_left_s, slot, began))
         try:
@@ -153,9 +158,13 @@ class TaskWorker:
             log.exception("task %s: the run failed", task_id)
             ran_s = self._ran(began)
             return await self._fail(item, "Internal error: the run could not finish", ran_s=ran_s)
-        ended = _Ended.of(outcome, result, self._ran(began))
+        ended = _Ended.of(outcome, result, self._ran(began)).approved(item, approval)
         if outcome.questions and not outcome.is_error:
             return await self._park(item, outcome, ended)
+        return await self._finish(item, tool, outcome, ended)
+
+    async def _finish(self, item: TaskItem, tool: Tool, outcome: ToolOutcome, ended: _Ended) -> str:
+        """The run's result shaped as a tools/call result would be, and the task settled."""
         try:
             # Output validation may be costly: off the event loop, as for calls.
             view = self._tools.view(tool)
@@ -184,11 +193,26 @@ class TaskWorker:
                 tool, item.arguments, time_left_s=time_left_s, conversation=talk
             )
 
+    async def _unapproved(self, item: TaskItem, tool: Tool, approval: Approval) -> str:
+        """A task whose approval is still to be asked (it waits in `input_required` for the
+        answer, as for a script's question) or was declined (it ends with the tool error,
+        unrun; ledgered `refused`, saying what the user said)."""
+        outcome = approval.outcome
+        assert outcome is not None
+        if outcome.questions:
+            return await self._park(item, outcome, _Ended("ok", 0.0))
+        shaped = await asyncio.to_thread(
+            self._shaper.shape, self._tools.view(tool), outcome, item.version
+        )
+        ended = _Ended("refused", 0.0, 0, approval.verdict or "approval declined")
+        return await self._settle(item, "completed", ended, result=shaped)
+
     async def _park(self, item: TaskItem, outcome: ToolOutcome, ended: _Ended) -> str:
         """The run asked: the task waits in `input_required` (still counted as running) and
         runs again once tasks/update has answered every question."""
         inputs = {q.key: {"method": q.method, "params": dict(q.params)} for q in outcome.questions}
-        await self._charge(item, ended.run_s)
+        if ended.run_s:
+            await self._charge(item, ended.run_s)
         parked = await asyncio.to_thread(
             self._store.park, item, inputs, dict(item.answers or {}), now=self._now_iso()
         )
@@ -303,9 +327,22 @@ class _Ended:
         kind = outcome_of(outcome.is_error, bool(result.timed_out))
         return cls(kind, float(result.duration_s), size)
 
+    def approved(self, item: TaskItem, approval: Approval | None) -> _Ended:
+        """A run its user approved first: the entry says by whom and when."""
+        if approval is None:
+            return self
+        who = (item.confirm or {}).get("caller", "anonymous")
+        return replace(self, detail=f"task; approved by {who} at {approval.at}")
+
     def as_error(self) -> _Ended:
         """The same run, ended as an error for its caller (a run that succeeded is not `ok`)."""
         return self if self.outcome != "ok" else replace(self, outcome="tool_error")
+
+
+def _approval(item: TaskItem, tool: Tool) -> Approval | None:
+    """What the task's view or key require before it runs, and what its user said so far."""
+    talk = Conversation(item.answers or {}, ASKABLE)
+    return approval_for(Requirement.from_json(item.confirm), tool, item.arguments, talk)
 
 
 def handle_event(event: Any, context: Any, worker: TaskWorker) -> dict[str, str]:
