@@ -62,24 +62,51 @@ NOTE_EVERY_S = 1.0  # at most one status-message write a second from a task's pr
 
 
 class _StatusNotes:
-    """A task run's progress lines as its status message (throttled, never blocking)."""
+    """A task run's progress lines as its status message (throttled, never blocking the run).
+
+    A line that comes within NOTE_EVERY_S of the last write waits; `flush` (at the run's end,
+    before the task moves on) writes the latest such line and waits for every write, so the
+    task ends with its run's last progress as its status message. A run in the runner
+    function reports all its lines at its end (kiln.runner.remote): the last one is written.
+    """
 
     def __init__(self, store: TaskStore, item: TaskItem) -> None:
         self._store = store
         self._item = item
         self._last = -math.inf
+        self._waiting: str | None = None
+        self._writing: asyncio.Future[Any] | None = None
 
     def hear(self, kind: str, fields: Mapping[str, Any]) -> None:
-        now = time.monotonic()
-        if kind != "progress" or now - self._last < NOTE_EVERY_S:
+        if kind != "progress":
             return
-        self._last = now
         total = fields.get("total")
         text = f"{fields['progress']:g}" + (f" of {total:g}" if total is not None else "")
         if fields.get("message"):
             text += f": {fields['message']}"
-        task = asyncio.ensure_future(asyncio.to_thread(self._store.note, self._item, text[:500]))
+        now = time.monotonic()
+        if now - self._last < NOTE_EVERY_S:
+            self._waiting = text[:500]
+            return
+        self._last, self._waiting = now, None
+        self._write(text[:500])
+
+    def _write(self, text: str) -> None:
+        task = asyncio.ensure_future(self._note(self._writing, text))
         task.add_done_callback(lambda done: done.exception())  # a lost note is no failure
+        self._writing = task
+
+    async def _note(self, before: asyncio.Future[Any] | None, text: str) -> None:
+        if before is not None:  # in order: a later line never lands under an earlier one
+            await asyncio.gather(before, return_exceptions=True)
+        await asyncio.to_thread(self._store.note, self._item, text)
+
+    async def flush(self) -> None:
+        if self._waiting is not None:
+            self._write(self._waiting)
+            self._waiting = None
+        if self._writing is not None:
+            await asyncio.gather(self._writing, return_exceptions=True)
 
 
 STOPPED = "The server stopped while this task ran, and its run was stopped; call the tool again."
@@ -186,12 +213,15 @@ class TaskWorker:
     ) -> tuple[ToolOutcome, Any]:
         # A task's questions reach its client through tasks/get and come back through
         # tasks/update; its progress becomes the task's status message.
-        talk = Conversation(item.answers or {}, ASKABLE, _StatusNotes(self._store, item).hear)
+        notes = _StatusNotes(self._store, item)
+        talk = Conversation(item.answers or {}, ASKABLE, notes.hear)
         async with slot if slot is not None else contextlib.nullcontext():
             began[0] = self._clock()
-            return await self._tools.execute(
+            ran = await self._tools.execute(
                 tool, item.arguments, time_left_s=time_left_s, conversation=talk
             )
+        await notes.flush()  # before the task moves on: it ends with the last progress
+        return ran
 
     async def _unapproved(self, item: TaskItem, tool: Tool, approval: Approval) -> str:
         """A task whose approval is still to be asked (it waits in `input_required` for the
