@@ -158,9 +158,10 @@ async def run_tool(ref: str, request: Request) -> dict[str, Any] | Response:
     """Run a tool as an author test run: stdout, stderr, exit and timing, separately.
 
     With `"task": true` the run is a task instead (see `kiln.api.tasks`): 202, then poll.
-    With `Accept: text/event-stream` the answer is an event stream: `{"talk": line}` for each
-    progress or log line as the script writes it, then `{"reply": <the JSON answer>}` (or
-    `{"error": {"message"}}`); refusals before the run starts are answered as usual.
+    With `Accept: text/event-stream` (and not JSON) the answer is an event stream:
+    `{"talk": line}` for each progress or log line as the script writes it, then `{"reply":
+    <the JSON answer>}` (or `{"error": {"message"}}`); refusals before the run starts are
+    answered as usual.
     """
     who = await require(request)
     payload = await json_body(request)
@@ -179,7 +180,7 @@ async def run_tool(ref: str, request: Request) -> dict[str, Any] | Response:
     started = functools.partial(
         parts.authoring.test_run, tool, arguments, time_left_s=time_left_s(request), answers=answers
     )
-    if "text/event-stream" in request.headers.get("accept", ""):
+    if _wants_stream(request.headers.get("accept", "")):
         await blocking(parts.authoring.check_arguments, tool, arguments)  # refused as usual
         return StreamingResponse(
             _streamed(started, functools.partial(_reply, parts, tool)),
@@ -187,6 +188,12 @@ async def run_tool(ref: str, request: Request) -> dict[str, Any] | Response:
             headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
         )
     return _reply(parts, tool, await started())
+
+
+def _wants_stream(accept: str) -> bool:
+    """Only a client that asks for the stream alone gets it (one that also takes JSON, as MCP
+    clients' `application/json, text/event-stream` does, keeps the JSON answer)."""
+    return "text/event-stream" in accept and "application/json" not in accept
 
 
 def _reply(parts: Any, tool: Tool, run: TestRun) -> dict[str, Any]:
