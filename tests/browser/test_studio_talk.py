@@ -49,3 +49,53 @@ def test_the_console_shows_talk_and_answers_questions_until_the_tool_answers(
     questions.get_by_label("The model's answer").fill("sunny")
     questions.get_by_role("button", name="Answer and run again").click()
     expect(page.get_by_test_id("stdout")).to_contain_text("Lisbon: sunny")
+
+
+# Reports its first step, then waits until the test, having seen that step on screen, sends it
+# a datagram on the port it logged: it can finish only if the page showed its talk while it
+# ran (else it gives up and says so).
+STEPPER = """import json, os, socket, sys
+
+talk = os.fdopen(int(os.environ["KILN_TALK_FD"]), "w", buffering=1)
+say = lambda **line: talk.write(json.dumps(line) + "\\n")
+json.load(sys.stdin)
+gate = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+gate.bind(("127.0.0.1", 0))
+gate.settimeout(20)
+say(progress=1, total=2, message="first step")
+say(log="info", data=f"waiting on udp port {gate.getsockname()[1]}")
+try:
+    gate.recv(16)
+except socket.timeout:
+    sys.exit("nobody saw the first step while the run went on")
+say(progress=2, total=2, message="second step")
+print("both steps done")
+"""
+
+
+def test_the_console_shows_progress_and_logs_while_the_run_goes_on(page: Any, dev: Dev) -> None:
+    import re
+    import socket
+
+    body = {"name": "stepper", "description": "Two steps, a pause between.", "language": "python"}
+    body |= {"code": STEPPER, "input_schema": {"type": "object"}, "timeout_seconds": 30}
+    made = dev.api("POST", "/api/tools", json=body)
+    assert made.status_code == 201, made.text
+    sign_in(page)
+    page.goto("/studio/#/tools/stepper/test")
+    page.get_by_role("button", name="Run", exact=True).click()
+    # Only the running script's first step reads so: the finished run shows "2 of 2".
+    expect(page.get_by_test_id("progress")).to_have_text("1 of 2: first step")
+    expect(page.get_by_test_id("running")).to_be_visible()
+    expect(page.get_by_test_id("stdout")).to_have_count(0)
+    logs = page.get_by_test_id("logs")
+    expect(logs).to_contain_text("waiting on udp port")
+    shoot(page, "21-console-live")
+    assert_accessible(page)
+    port = re.search(r"waiting on udp port (\d+)", logs.inner_text())
+    assert port is not None, logs.inner_text()
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as release:
+        release.sendto(b"go", ("127.0.0.1", int(port.group(1))))
+    expect(page.get_by_test_id("stdout")).to_contain_text("both steps done", timeout=30_000)
+    expect(page.get_by_test_id("progress")).to_have_text("2 of 2: second step")
+    expect(page.get_by_test_id("running")).to_have_count(0)

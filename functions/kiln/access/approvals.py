@@ -1,4 +1,4 @@
-"""Approvals by policy: a view can require the user's confirmation before a tool runs.
+"""Approvals by policy: a view or a key can require the user's confirmation before a tool runs.
 
 `"confirm": "destructive"` asks before tools whose annotations do not say
 `destructiveHint: false` (MCP's default for a tool that is not read-only is destructive);
@@ -10,18 +10,56 @@ from a sealed requestState, never sent up front). The call runs only on `accept`
 cannot be asked (no elicitation capability, or a 2025 request on Lambda) gets a refusal
 saying so. Every outcome is in the ledger: the call's entry says who approved and when, or
 what was declined.
+
+A key's own `confirm` (`kiln keys bind --confirm`, `PUT /api/keys/{name}/binding`) applies to
+every call made with it, whatever view it reaches; with a view's too, the stricter one holds
+("writes" asks before more tools than "destructive"). A task-augmented call is asked the same
+question through its task: the task waits in `input_required` for it (`tasks/update`).
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any, Literal
 
 Confirm = Literal["destructive", "writes"]
 CONFIRM_VALUES: tuple[str, ...] = ("destructive", "writes")
 APPROVAL_KEY = "kiln/approval"
 MAX_SHOWN_CHARS = 200
+
+
+@dataclass(frozen=True)
+class Requirement:
+    """Who asks for approvals of a call's tools, and how strictly (`source`: "view 'ops'",
+    "key 'ci'", as the refusal names it)."""
+
+    policy: str
+    source: str
+
+    def as_json(self) -> dict[str, str]:
+        return {"policy": self.policy, "source": self.source}
+
+    @classmethod
+    def from_json(cls, value: Any) -> Requirement | None:
+        if not isinstance(value, Mapping) or value.get("policy") not in CONFIRM_VALUES:
+            return None
+        return cls(str(value["policy"]), str(value.get("source", "")))
+
+
+def requirement(view: Any, principal: Any) -> Requirement | None:
+    """The stricter of a view's and a key's `confirm` (None: no approvals asked)."""
+    found = []
+    view_policy = getattr(view, "confirm", None)
+    if view_policy in CONFIRM_VALUES:
+        found.append(Requirement(view_policy, f"view {view.name!r}"))
+    key_policy = getattr(principal, "confirm", None)
+    if key_policy in CONFIRM_VALUES:
+        found.append(Requirement(key_policy, f"key {principal.name!r}"))
+    if not found:
+        return None
+    return max(found, key=lambda r: CONFIRM_VALUES.index(r.policy))
 
 
 def needs_approval(policy: str | None, annotations: Mapping[str, Any] | None) -> bool:

@@ -1,8 +1,9 @@
 """REST: /api/keys. API keys through the server's admin API (author keys only).
 
-POST /api/keys {"name", "scope", "view"?, "quota"?} -> 201 with the key, shown this once;
-GET /api/keys lists them (never a secret); PUT /api/keys/{name}/binding {"view", "quota"}
-sets a key's view and limits (what is left out is cleared); DELETE /api/keys/{name} revokes
+POST /api/keys {"name", "scope", "view"?, "quota"?, "confirm"?} -> 201 with the key, shown
+this once; GET /api/keys lists them (never a secret); PUT /api/keys/{name}/binding {"view",
+"quota", "confirm"} sets a key's view, limits and approvals policy (`confirm`: "destructive" or
+"writes", see kiln.access.approvals; what is left out is cleared); DELETE /api/keys/{name} revokes
 one, refused by this server from its next request (the key store forgets its cached lookup at
 once). Refusals (bad name, scope, view or quota, a taken name, no such key) are domain errors,
 answered by `kiln.api.errors`.
@@ -21,7 +22,7 @@ from kiln.access.views import check_view_name
 from kiln.api.common import blocking, json_body, kiln_of, require
 from kiln.api.errors import ApiError
 from kiln.identity.audit import record_write
-from kiln.identity.keys import KeyRecord
+from kiln.identity.keys import InvalidConfirmError, KeyRecord, check_confirm
 
 router = APIRouter(prefix="/api/keys", tags=["keys"])
 
@@ -38,11 +39,13 @@ async def create_key(request: Request) -> JSONResponse:
     payload = await json_body(request)
     if not isinstance(payload, dict):
         raise ApiError(422, "invalid_key", 'body: must be {"name": "...", "scope": "call"}')
-    view, quota = _binding(payload)
+    view, quota, confirm = _binding(payload)
     keys = kiln_of(request).callers.keys
     name: Any = payload.get("name")  # the key store says what is wrong with it
     scope: Any = payload.get("scope", "call")
-    record, secret = await blocking(lambda: keys.create(name, scope, view=view, quota=quota))
+    record, secret = await blocking(
+        lambda: keys.create(name, scope, view=view, quota=quota, confirm=confirm)
+    )
     record_write(who, action="key.create", tool_name="", key=record.name)
     return JSONResponse({**key_json(record), "key": secret}, status_code=201)
 
@@ -78,19 +81,20 @@ async def bind_key(name: str, request: Request) -> dict[str, Any]:
     payload = await json_body(request)
     if not isinstance(payload, dict):
         raise ApiError(422, "invalid_key", 'body: must be {"view": ..., "quota": {...}}')
-    view, quota = _binding(payload)
+    view, quota, confirm = _binding(payload)
     keys = kiln_of(request).callers.keys
-    record = await blocking(lambda: keys.bind(name, view=view, quota=quota))
+    record = await blocking(lambda: keys.bind(name, view=view, quota=quota, confirm=confirm))
     record_write(who, action="key.bind", tool_name="", key=record.name)
     return key_json(record)
 
 
-def _binding(payload: dict[str, Any]) -> tuple[str | None, Quota]:
-    """The view and quota a create or bind body asks for (absent: unbound, no limits)."""
+def _binding(payload: dict[str, Any]) -> tuple[str | None, Quota, str | None]:
+    """The view, quota and confirm policy a create or bind body asks for (absent: unbound,
+    no limits, no approvals)."""
     view = payload.get("view")
     if view is not None:
         view = check_view_name(view)
     try:
-        return view, check_quota(payload.get("quota"))
-    except QuotaRuleError as error:
+        return view, check_quota(payload.get("quota")), check_confirm(payload.get("confirm"))
+    except (QuotaRuleError, InvalidConfirmError) as error:
         raise ApiError(422, "invalid_key", str(error)) from None

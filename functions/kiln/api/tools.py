@@ -6,16 +6,21 @@ or writes needs an author key. Refusals are domain errors, answered by `kiln.api
 
 from __future__ import annotations
 
+import asyncio
 import functools
+import json
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 from fastapi import APIRouter, Request
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response, StreamingResponse
 
 from kiln.api import tasks
 from kiln.api.common import blocking, if_match, json_body, kiln_of, require, tagged, time_left_s
 from kiln.api.errors import ApiError
 from kiln.authoring.serialise import revision_json, tool_json
+from kiln.authoring.service import TestRun
 from kiln.catalog.errors import RevisionRequiredError
 from kiln.catalog.model import Tool
 from kiln.protocol.calling import ToolCaller
@@ -23,6 +28,7 @@ from kiln.protocol.wire import LATEST_LEGACY
 from kiln.serving.backend import tool_view
 
 router = APIRouter(prefix="/api/tools", tags=["tools"])
+log = logging.getLogger("kiln.api.tools")
 
 
 def _located(response: JSONResponse, name: str) -> JSONResponse:
@@ -148,10 +154,14 @@ async def undelete_tool(ref: str, request: Request) -> JSONResponse:
 
 
 @router.post("/{ref}/run", response_model=None)
-async def run_tool(ref: str, request: Request) -> dict[str, Any] | JSONResponse:
+async def run_tool(ref: str, request: Request) -> dict[str, Any] | Response:
     """Run a tool as an author test run: stdout, stderr, exit and timing, separately.
 
     With `"task": true` the run is a task instead (see `kiln.api.tasks`): 202, then poll.
+    With `Accept: text/event-stream` (and not JSON) the answer is an event stream:
+    `{"talk": line}` for each progress or log line as the script writes it, then `{"reply":
+    <the JSON answer>}` (or `{"error": {"message"}}`); refusals before the run starts are
+    answered as usual.
     """
     who = await require(request)
     payload = await json_body(request)
@@ -167,8 +177,52 @@ async def run_tool(ref: str, request: Request) -> dict[str, Any] | JSONResponse:
         raise ApiError(
             422, "invalid_answers", "answers: must be an object of question key -> answer object"
         )
-    run = await parts.authoring.test_run(
-        tool, arguments, time_left_s=time_left_s(request), answers=answers
+    started = functools.partial(
+        parts.authoring.test_run, tool, arguments, time_left_s=time_left_s(request), answers=answers
     )
+    if _wants_stream(request.headers.get("accept", "")):
+        await blocking(parts.authoring.check_arguments, tool, arguments)  # refused as usual
+        return StreamingResponse(
+            _streamed(started, functools.partial(_reply, parts, tool)),
+            media_type="text/event-stream",
+            headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
+        )
+    return _reply(parts, tool, await started())
+
+
+def _wants_stream(accept: str) -> bool:
+    """Only a client that asks for the stream alone gets it (one that also takes JSON, as MCP
+    clients' `application/json, text/event-stream` does, keeps the JSON answer)."""
+    return "text/event-stream" in accept and "application/json" not in accept
+
+
+def _reply(parts: Any, tool: Tool, run: TestRun) -> dict[str, Any]:
     shaped = ToolCaller(parts.backend).shape(tool_view(tool), run.outcome, LATEST_LEGACY)
     return {**run.to_json(), "mcp_result": shaped}  # the CallToolResult an MCP client gets
+
+
+async def _streamed(
+    started: Callable[..., Awaitable[TestRun]], reply: Callable[[TestRun], dict[str, Any]]
+) -> AsyncIterator[str]:
+    """A test run's talk as it comes, then its answer; the run stops if the author leaves."""
+    lines: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
+    run = asyncio.ensure_future(started(hear=lines.put_nowait))
+    try:
+        while not (run.done() and lines.empty()):
+            getting = asyncio.ensure_future(lines.get())
+            await asyncio.wait({getting, run}, return_when=asyncio.FIRST_COMPLETED)
+            if not getting.done():
+                getting.cancel()
+                continue
+            yield _event({"talk": getting.result()})
+        try:
+            yield _event({"reply": reply(run.result())})
+        except Exception as error:
+            log.exception("a streamed test run failed")
+            yield _event({"error": {"message": f"The run could not finish: {error}"}})
+    finally:
+        run.cancel()
+
+
+def _event(body: Any) -> str:
+    return f"data: {json.dumps(body, ensure_ascii=False, separators=(',', ':'))}\n\n"

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
@@ -308,19 +308,23 @@ class AuthoringService:
         *,
         time_left_s: float | None,
         answers: Mapping[str, Any] | None = None,
+        hear: Callable[[dict[str, Any]], None] | None = None,
     ) -> TestRun:
         """Run the tool's head as an author's test (disabled tools run too). `answers`: what
-        the author answered to the questions of the run before (key -> answer)."""
+        the author answered to the questions of the run before (key -> answer); `hear` gets
+        each progress or log line as the script writes it (on the event loop)."""
         if self._executor is None:
             raise RuntimeError("this authoring service was made without an executor")
         # Off the event loop: a costly schema must not hold up other requests.
         checked = await asyncio.to_thread(self.check_arguments, tool, arguments)
         heard: list[dict[str, Any]] = []
-        talk = Conversation(
-            dict(answers or {}),
-            ("elicitation", "sampling", "roots"),
-            lambda kind, fields: heard.append({"kind": kind, **fields}),
-        )
+
+        def said(kind: str, fields: Mapping[str, Any]) -> None:
+            heard.append({"kind": kind, **fields})
+            if hear is not None:
+                hear(heard[-1])
+
+        talk = Conversation(dict(answers or {}), ("elicitation", "sampling", "roots"), said)
         outcome, result = await self._executor.execute(
             tool, checked, time_left_s=time_left_s, conversation=talk
         )

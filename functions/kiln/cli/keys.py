@@ -16,6 +16,7 @@ from dataclasses import asdict, dataclass
 from typing import Any, TextIO
 from urllib.parse import quote
 
+from kiln.access.approvals import CONFIRM_VALUES
 from kiln.access.quotas import Quota, QuotaRuleError, check_quota
 from kiln.access.secrets import SecretError, SecretStore
 from kiln.access.views import ViewRuleError, check_view_name
@@ -77,7 +78,7 @@ def register(subparsers: Any, *, resolve_tool: ToolResolver = catalog_tool_id) -
     _binding_arguments(create)
     create.set_defaults(func=_command(_keys_create))
     bind = key_commands.add_parser(
-        "bind", help="set a key's view and quotas (what is not given is cleared)"
+        "bind", help="set a key's view, quotas and approvals (what is not given is cleared)"
     )
     bind.add_argument("name")
     _binding_arguments(bind)
@@ -121,6 +122,13 @@ def _binding_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--view", default=None, help="bind the key to this view")
     parser.add_argument("--calls-per-minute", type=int, default=None, metavar="N")
     parser.add_argument("--run-seconds-per-day", type=float, default=None, metavar="S")
+    parser.add_argument(
+        "--confirm",
+        choices=CONFIRM_VALUES,
+        default=None,
+        help="the user approves this key's calls of destructive tools (destructive) or of "
+        "every tool not marked read-only (writes) before they run",
+    )
 
 
 def _binding(args: argparse.Namespace) -> tuple[str | None, Quota]:
@@ -138,8 +146,10 @@ def _binding(args: argparse.Namespace) -> tuple[str | None, Quota]:
     return args.view, quota
 
 
-def _describe(view: str | None, quota: Quota) -> str:
+def _describe(view: str | None, quota: Quota, confirm: str | None = None) -> str:
     parts = [f"view {view}"] if view else []
+    if confirm:
+        parts.append(f"confirm {confirm}")
     if quota.calls_per_minute is not None:
         parts.append(f"{quota.calls_per_minute} calls/min")
     if quota.run_seconds_per_day is not None:
@@ -212,11 +222,13 @@ def _tool_id(args: argparse.Namespace, io: Io, clients: Any) -> str:
 def _keys_create(args: argparse.Namespace, io: Io) -> None:
     view, quota = _binding(args)
     if args.aws:
-        record, secret = _key_store(io).create(args.name, args.scope, view=view, quota=quota)
+        record, secret = _key_store(io).create(
+            args.name, args.scope, view=view, quota=quota, confirm=args.confirm
+        )
         name, scope, key_id = record.name, record.scope, record.key_id
     else:
         payload = {"name": args.name, "scope": args.scope, "view": view,
-                   "quota": quota.as_dict()}  # fmt: skip
+                   "quota": quota.as_dict(), "confirm": args.confirm}  # fmt: skip
         body, _ = _api(args).request("POST", "/api/keys", payload)
         name, scope, key_id, secret = body["name"], body["scope"], body["key_id"], body["key"]
     print(secret, file=io.stdout)
@@ -229,29 +241,33 @@ def _keys_create(args: argparse.Namespace, io: Io) -> None:
 def _keys_bind(args: argparse.Namespace, io: Io) -> None:
     view, quota = _binding(args)
     if args.aws:
-        record = _key_store(io).bind(args.name, view=view, quota=quota)
-        view, quota = record.view, record.quota
+        record = _key_store(io).bind(args.name, view=view, quota=quota, confirm=args.confirm)
+        view, quota, confirm = record.view, record.quota, record.confirm
     else:
         body, _ = _api(args).request(
             "PUT", f"/api/keys/{quote(args.name, safe='')}/binding",
-            {"view": view, "quota": quota.as_dict()},
+            {"view": view, "quota": quota.as_dict(), "confirm": args.confirm},
         )  # fmt: skip
         view, quota = body.get("view"), check_quota(body.get("quota"))
-    print(f"key {args.name!r}: {_describe(view, quota)}", file=io.stdout)
+        confirm = body.get("confirm")
+    print(f"key {args.name!r}: {_describe(view, quota, confirm)}", file=io.stdout)
 
 
 def _keys_ls(args: argparse.Namespace, io: Io) -> None:
     rows = [("NAME", "SCOPE", "ID", "CREATED", "LAST USED", "STATUS", "LIMITS")]
     if args.aws:
         records = [
-            {**asdict(r), "limits": _describe(r.view, r.quota)} for r in _key_store(io).list()
+            {**asdict(r), "limits": _describe(r.view, r.quota, r.confirm)}
+            for r in _key_store(io).list()
         ]
     else:
         records = _api(args).request("GET", "/api/keys")[0]["keys"]
     for r in records:
         status = f"revoked {r['revoked_at']}" if r.get("revoked_at") else "active"
         last = r.get("last_used_at") or "never"
-        limits = r.get("limits") or _describe(r.get("view"), _quota_of(r.get("quota")))
+        limits = r.get("limits") or _describe(
+            r.get("view"), _quota_of(r.get("quota")), r.get("confirm")
+        )
         rows.append((r["name"], r["scope"], r["key_id"], r["created_at"], last, status, limits))
     _table_out(rows, io.stdout)
 

@@ -17,6 +17,7 @@ from typing import Any, Literal
 
 from botocore.exceptions import ClientError
 
+from kiln.access.approvals import CONFIRM_VALUES
 from kiln.access.quotas import NO_QUOTA, Quota, check_quota
 from kiln.aws.directory import Directory
 
@@ -57,6 +58,19 @@ class KeyNotFoundError(KeyStoreError):
     pass
 
 
+class InvalidConfirmError(KeyStoreError):
+    pass
+
+
+def check_confirm(confirm: object) -> str | None:
+    """A key's `confirm` policy: None, "destructive" or "writes"."""
+    if confirm is None or confirm in CONFIRM_VALUES:
+        return confirm
+    raise InvalidConfirmError(
+        f"confirm must be one of {', '.join(CONFIRM_VALUES)} (or absent), not {confirm!r}"
+    )
+
+
 @dataclass(frozen=True)
 class KeyRecord:
     name: str
@@ -67,6 +81,8 @@ class KeyRecord:
     revoked_at: str | None = None
     view: str | None = None  # bound to this view: lists and calls only its tools
     quota: Quota = NO_QUOTA
+    # "destructive" / "writes": the user approves such calls made with it (access/approvals.py)
+    confirm: str | None = None
 
     @property
     def revoked(self) -> bool:
@@ -120,12 +136,18 @@ class KeyStore:
         )  # fmt: skip
 
     def create(
-        self, name: str, scope: str, *, view: str | None = None, quota: Quota = NO_QUOTA
+        self,
+        name: str,
+        scope: str,
+        *,
+        view: str | None = None,
+        quota: Quota = NO_QUOTA,
+        confirm: str | None = None,
     ) -> tuple[KeyRecord, str]:
-        """A new key; the secret is returned here and nowhere else, ever.
-
-        `view` binds it to a view; `quota` limits its calls (both can change with `bind`).
-        """
+        """A new key; the secret is returned here and nowhere else, ever. `view` binds it
+        to a view; `quota` limits its calls; `confirm` has the user approve its destructive
+        (or all not read-only) calls first (all three can change with `bind`)."""
+        confirm = check_confirm(confirm)
         if not isinstance(name, str) or not _NAME.fullmatch(name):
             raise InvalidKeyNameError(f"key name must be {NAME_RULE}")
         if scope not in SCOPES:
@@ -157,7 +179,7 @@ class KeyStore:
                                 "scope": {"S": scope},
                                 "key_hash": {"S": digest},
                                 "created_at": {"S": created_at},
-                                **_binding_attributes(view, quota),
+                                **_binding_attributes(view, quota, confirm),
                             },
                             "ConditionExpression": "attribute_not_exists(pk)",
                         }
@@ -169,18 +191,23 @@ class KeyStore:
             if exc.response["Error"]["Code"] == "TransactionCanceledException":
                 raise KeyNameTakenError(f"a key named {name!r} already exists") from None
             raise
-        record = KeyRecord(name, scope, digest[:12], created_at, view=view, quota=quota)
-        return record, secret
+        return KeyRecord(
+            name, scope, digest[:12], created_at, view=view, quota=quota, confirm=confirm
+        ), secret
 
-    def bind(self, name: str, *, view: str | None, quota: Quota) -> KeyRecord:
-        """Set the view and quota of the active key `name` (None / no limits: unbound).
+    def bind(
+        self, name: str, *, view: str | None, quota: Quota, confirm: str | None = None
+    ) -> KeyRecord:
+        """Set the view, quota and confirm policy of the active key `name` (None / no
+        limits: unbound, no approvals).
 
         This process sees the change at once; others within CACHE_TTL_S, like a revocation.
         """
+        confirm = check_confirm(confirm)
         digest = self._active_digest(name)
-        values = _binding_attributes(view, quota)
+        values = _binding_attributes(view, quota, confirm)
         sets = [f"#{field} = :{field}" for field in values]
-        removes = [f"#{field}" for field in ("view", "quota") if field not in values]
+        removes = [f"#{field}" for field in ("view", "quota", "confirm") if field not in values]
         expression = " ".join(
             part
             for part in (
@@ -189,7 +216,8 @@ class KeyStore:
             )
             if part
         )
-        extra: dict[str, Any] = {"ExpressionAttributeNames": {"#view": "view", "#quota": "quota"}}
+        names = {"#view": "view", "#quota": "quota", "#confirm": "confirm"}
+        extra: dict[str, Any] = {"ExpressionAttributeNames": names}
         if values:
             extra["ExpressionAttributeValues"] = {f":{k}": v for k, v in values.items()}
         try:
@@ -349,10 +377,14 @@ class KeyStore:
             yield from page.get("Items", [])
 
 
-def _binding_attributes(view: str | None, quota: Quota) -> dict[str, Any]:
+def _binding_attributes(
+    view: str | None, quota: Quota, confirm: str | None = None
+) -> dict[str, Any]:
     found: dict[str, Any] = {}
     if view is not None:
         found["view"] = {"S": view}
+    if confirm is not None:
+        found["confirm"] = {"S": confirm}
     if not quota.empty:
         limits = {k: v for k, v in quota.as_dict().items() if v is not None}
         found["quota"] = {"S": json.dumps(limits, sort_keys=True)}
@@ -384,4 +416,10 @@ def _record(item: dict[str, Any]) -> KeyRecord:
         revoked_at=opt("revoked_at"),
         view=opt("view"),
         quota=_stored_quota(item),
+        # An unreadable stored policy never lifts approvals silently: the strictest one.
+        confirm=None if opt("confirm") is None else _stored_confirm(opt("confirm")),
     )
+
+
+def _stored_confirm(value: str | None) -> str:
+    return value if value in CONFIRM_VALUES else "writes"

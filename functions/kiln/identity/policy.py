@@ -30,6 +30,7 @@ class Principal:
     key_id: str | None = None  # a stored key's id (quota counters are kept per key)
     view: str | None = None  # the view a key is bound to: it sees only that view's tools
     quota: Quota = NO_QUOTA  # a key's own limits
+    confirm: str | None = None  # a key's own approvals policy (kiln.access.approvals)
     grants: frozenset[str] = field(default_factory=frozenset)  # a token's scope strings
     client: str | None = None  # a token's client_id / azp
 
@@ -157,6 +158,7 @@ class Authenticator:
                 key_id=record.key_id,
                 view=record.view,
                 quota=record.quota,
+                confirm=record.confirm,
             )
         if self._verifier is None:
             return "the bearer credential is not a Kiln API key"

@@ -12,6 +12,12 @@ take, and the bundle's record (where its zip is and its digest: the runner fetch
 S3 itself). Never a header, an API key, a session or a token. `encode`/`decode` are the one
 definition of that payload, on both sides.
 
+The answer carries the run's result and what it said on its talk channel while it ran
+(progress and log lines, in order: `talk_json`), which `RemoteRunner.run` hands to the
+request's `heard` before it returns, as a local run would have while it ran. The invoke is
+synchronous, so they come together with the result (Lambda has no response streaming for a
+Python function).
+
 A bundle that is not ready raises (BundleError, from `bundle_record`) before anything is
 sent. The invoke is synchronous and bounded by the caller's remaining time; a failed invoke
 is a run that did not start (`RunResult.runner_error`), never retried (a retry could run a
@@ -30,12 +36,15 @@ from typing import Any
 
 from kiln.runner.limits import RunLimits
 from kiln.runner.model import RunRequest, RunResult
-from kiln.runner.talk import Ask
+from kiln.runner.talk import Ask, Log, Progress, Said, parse_line
 
 PAYLOAD_VERSION = 1
 ROUND_TRIP_MARGIN_S = 1.0  # kept from the caller's time for the invoke and the answer
 MAX_PAYLOAD_BYTES = 6 * 1024 * 1024  # Lambda's synchronous Invoke limit
 RUN_FIELDS = {f.name for f in dataclasses.fields(RunResult)}
+# What of a run's talk crosses the invoke (its answer holds at most 6 MB, with the output):
+MAX_TALK_LINES = 1000
+MAX_TALK_BYTES = 1024 * 1024
 
 
 class PayloadError(ValueError):
@@ -106,6 +115,59 @@ def result_from(data: Mapping[str, Any]) -> RunResult:
     return RunResult(**fields)
 
 
+def talk_json(said: list[Said]) -> list[dict[str, Any]]:
+    """A run's progress and log lines as talk lines (runner/talk.py), oldest first, within
+    MAX_TALK_LINES and MAX_TALK_BYTES: past them, log lines are left out (a last line says
+    how many) and only the latest progress is kept."""
+    lines: list[dict[str, Any]] = []
+    size, dropped, last_progress = 0, 0, None
+    for item in said:
+        line = _talk_line(item)
+        if line is None:
+            continue
+        cost = len(json.dumps(line, ensure_ascii=False, default=str))
+        if len(lines) < MAX_TALK_LINES - 2 and size + cost <= MAX_TALK_BYTES:
+            lines.append(line)
+            size += cost
+        elif isinstance(item, Progress):
+            last_progress = line
+        else:
+            dropped += 1
+    if last_progress is not None:
+        lines.append(last_progress)
+    if dropped:
+        note = f"{dropped} more log lines of this run were left out (the runner's answer is capped)"
+        lines.append({"log": "warning", "data": note, "logger": "kiln"})
+    return lines
+
+
+def _talk_line(said: Said) -> dict[str, Any] | None:
+    if isinstance(said, Progress):
+        line: dict[str, Any] = {"progress": said.progress}
+        if said.total is not None:
+            line["total"] = said.total
+        if said.message is not None:
+            line["message"] = said.message
+        return line
+    if isinstance(said, Log):
+        line = {"log": said.level, "data": said.data}
+        return line if said.logger is None else {**line, "logger": said.logger}
+    return None  # questions travel in the result (RunResult.asks)
+
+
+def said_from(lines: Any) -> list[Said]:
+    """The progress and log lines of a runner answer (lines that are neither are skipped)."""
+    found: list[Said] = []
+    for line in lines if isinstance(lines, list) else ():
+        try:
+            said = parse_line(json.dumps(line).encode())
+        except (ValueError, TypeError):
+            continue
+        if isinstance(said, Progress | Log):
+            found.append(said)
+    return found
+
+
 def failed_run(message: str, timeout_s: float) -> RunResult:
     return RunResult(
         stdout="",
@@ -166,7 +228,13 @@ class RemoteRunner:
                 f"the runner function could not be invoked ({type(error).__name__}: {error})",
                 request.timeout_s,
             )
-        return answer if isinstance(answer, RunResult) else failed_run(answer, request.timeout_s)
+        if isinstance(answer, str):
+            return failed_run(answer, request.timeout_s)
+        result, said = answer
+        if request.heard is not None:  # as a local run says them while it runs
+            for item in said:
+                request.heard(item)
+        return result
 
     def _record(self, bundle_id: str) -> Mapping[str, Any] | None:
         with self._lock:
@@ -179,7 +247,7 @@ class RemoteRunner:
                 self._records[bundle_id] = record
         return record
 
-    def _invoke(self, tenant: str, body: bytes) -> RunResult | str:
+    def _invoke(self, tenant: str, body: bytes) -> tuple[RunResult, list[Said]] | str:
         response = self._client().invoke(
             FunctionName=self.function,
             InvocationType="RequestResponse",
@@ -193,6 +261,6 @@ class RemoteRunner:
             answer = json.loads(data)
             if "error" in answer:
                 return f"the runner function refused the run: {answer['error']}"
-            return result_from(answer["result"])
+            return result_from(answer["result"]), said_from(answer.get("talk"))
         except (ValueError, KeyError, TypeError):
             return f"the runner function answered something else: {data[:200]!r}"

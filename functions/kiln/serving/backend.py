@@ -10,8 +10,9 @@ from collections.abc import Callable, Coroutine, Mapping, Sequence
 from contextlib import AbstractContextManager, ExitStack
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, ParamSpec, Protocol, TypeVar
+from typing import Any, NamedTuple, ParamSpec, Protocol, TypeVar
 
+from kiln.access.approvals import Requirement, needs_approval, requirement
 from kiln.access.gate import (
     CallGate,
     CallTicket,
@@ -76,6 +77,14 @@ class BundlePaths(Protocol):
 
 class SecretValues(Protocol):
     def values_for(self, tool: Tool) -> Mapping[str, str]: ...
+
+
+class AdmittedTask(NamedTuple):
+    """What `admit_task` found: the tool, its call's ledger ticket, the approval it needs."""
+
+    tool: Tool
+    ticket: CallTicket | None
+    required: Requirement | None = None
 
 
 def run_shares(tool: Tool, principal: Any, view: View | None) -> tuple[str, ...]:
@@ -229,11 +238,12 @@ class CatalogBackend:
     @catalog_reads
     async def admit_task(
         self, tool: ToolView, arguments: Mapping[str, Any], ctx: CallContext
-    ) -> tuple[Tool, CallTicket | None] | None:
-        """The tool a task for this request will run (its view's revision), and the ticket
-        its ledger entry and run-seconds charge are made from when it ends (None: not
-        ledgered). The call was admitted against the caller's quotas by `get_tool`, which the
-        protocol asks first, as for a plain call, and which resolved the tool."""
+    ) -> AdmittedTask | None:
+        """The tool a task for this request will run (its view's revision), the ticket its
+        ledger entry and run-seconds charge are made from when it ends (None: not ledgered),
+        and the approvals its view or key require of it (None: none). The call was admitted
+        against the caller's quotas by `get_tool`, which the protocol asks first, as for a
+        plain call, and which resolved the tool."""
         found: Tool | None
         if isinstance(tool, ResolvedTool):
             found, view = tool.tool, tool.view
@@ -243,10 +253,14 @@ class CatalogBackend:
             found = tools.get(tool.name)
         if found is None or not found.enabled:
             return None
+        required = requirement(view, ctx.principal)
+        if required is not None and not needs_approval(required.policy, found.head.annotations):
+            required = None
         gate = self._gate
         if gate is None or ctx.arrival.author_run:
-            return found, None
-        return found, gate.ticket(caller_of(ctx.principal, view), found, arguments)
+            return AdmittedTask(found, None, required)
+        ticket = gate.ticket(caller_of(ctx.principal, view), found, arguments)
+        return AdmittedTask(found, ticket, required)
 
     @catalog_reads
     async def find(self, name: str, revision: int) -> Tool | None:
@@ -271,7 +285,7 @@ class CatalogBackend:
         gate = self._gate
         started = time.time()
         talk = ctx.conversation
-        approval = approval_for(view, found, arguments, talk)
+        approval = approval_for(requirement(view, ctx.principal), found, arguments, talk)
         if approval is not None and approval.outcome is not None:  # asked, or not run
             if gate is not None and approval.verdict is not None:
                 await self._later(

@@ -12,8 +12,13 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from kiln.access.approvals import APPROVAL_KEY, approval_question, needs_approval, verdict
-from kiln.access.views import View
+from kiln.access.approvals import (
+    APPROVAL_KEY,
+    Requirement,
+    approval_question,
+    needs_approval,
+    verdict,
+)
 from kiln.catalog.model import Tool
 from kiln.protocol.backend import Conversation, Question, ToolOutcome
 from kiln.runner import RunResult
@@ -76,7 +81,7 @@ def _questions(asks: tuple[Ask, ...]) -> tuple[Question, ...]:
 
 @dataclass(frozen=True)
 class Approval:
-    """A call under a view that requires confirmation: `outcome` is the question to ask or
+    """A call under a view or key that requires confirmation: `outcome` is the question to ask or
     the refusal to answer with (None: approved, run it); `verdict` what the ledger says."""
 
     outcome: ToolOutcome | None
@@ -85,19 +90,23 @@ class Approval:
 
 
 def approval_for(
-    view: View | None, tool: Tool, arguments: Mapping[str, Any], talk: Conversation | None
+    required: Requirement | None,
+    tool: Tool,
+    arguments: Mapping[str, Any],
+    talk: Conversation | None,
 ) -> Approval | None:
     """None when no approval is needed; else what the user said, or the question to them."""
     head = tool.head
-    if view is None or not needs_approval(view.confirm, head.annotations):
+    if required is None or not needs_approval(required.policy, head.annotations):
         return None
     answer = talk.answers.get(APPROVAL_KEY) if talk is not None else None
     if answer is None:
         if talk is None or "elicitation" not in talk.can_ask:
             return Approval(
                 ToolOutcome(
-                    f"Tool {tool.name!r} was not run: view {view.name!r} requires the user's "
-                    f"approval first (confirm: {view.confirm}), and this client cannot be asked: "
+                    f"Tool {tool.name!r} was not run: {required.source} requires the user's "
+                    f"approval first (confirm: {required.policy}), and this client cannot be "
+                    "asked: "
                     "it declared no elicitation capability (or, on AWS Lambda, spoke MCP 2025, "
                     "where a request cannot wait for an answer; use 2026-07-28).",
                     True,

@@ -2,7 +2,8 @@
 
 `kiln.lambda_handlers.runner` hands every invocation to `RunnerFunction.handle`. A run
 payload (`kiln.runner.remote.encode`) is run by the same `kiln.runner.Runner` that `kiln dev`
-uses in-process; then, whatever the run did to its supervisor, every process of the
+uses in-process, and its answer carries what the run said (progress, logs) with its result;
+then, whatever the run did to its supervisor, every process of the
 environment but the runtime (this process, its ancestors, the runner's helper, what ran
 before the first run) is killed and the files the run left in the shared temporary
 directories are removed, so the next invocation finds nothing of it (`kiln.runner.sweep`).
@@ -29,7 +30,8 @@ from kiln.bundles.cache import BundleCache, BundleError
 from kiln.bundles.store import BundleRecord
 from kiln.runner import Runner, RunnerSettings, RunResult, contain, doctor, sweep
 from kiln.runner.processes import read_stat
-from kiln.runner.remote import PayloadError, decode, result_json
+from kiln.runner.remote import PayloadError, decode, result_json, talk_json
+from kiln.runner.talk import Said
 
 log = logging.getLogger("kiln.serving.runner_function")
 SUPERVISOR_EXIT_S = 0.1
@@ -95,11 +97,13 @@ class RunnerFunction:
             request = dataclasses.replace(
                 request, time_left_s=left if sent is None else min(sent, left)
             )
+        said: list[Said] = []  # its progress and log lines go back with the result
+        request = dataclasses.replace(request, heard=said.append)
         try:
             result = self._run(request, bundle)
         finally:
             swept = self.sweep()
-        return {"result": result_json(result), "swept": swept}
+        return {"result": result_json(result), "talk": talk_json(said), "swept": swept}
 
     def _refuse(self, tenant: str, context_tenant: str | None) -> str | None:
         if not tenant:

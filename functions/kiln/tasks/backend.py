@@ -19,6 +19,7 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
+from kiln.access.approvals import Requirement
 from kiln.access.gate import CallGate, CallTicket
 from kiln.access.ledger import Outcome
 from kiln.aws.clients import CALLER_ROLE
@@ -31,7 +32,7 @@ from kiln.protocol.backend import (
     TaskRefusedError,
     ToolView,
 )
-from kiln.serving.backend import catalog_reads
+from kiln.serving.backend import AdmittedTask, catalog_reads
 from kiln.tasks.settings import TaskSettings
 from kiln.tasks.store import TaskItem, TaskLimitError, TaskStore, TaskTooLargeError, owner_key
 from kiln.tasks.worker import TaskWorker, internal_error
@@ -61,12 +62,40 @@ def principal_label(ctx: CallContext) -> str:
     return f"{ANONYMOUS}@{address}" if address else ANONYMOUS
 
 
+class ApprovalImpossibleError(TaskRefusedError):
+    """The task's tool needs the user's approval and its client cannot give it."""
+
+    detail = "approval not possible: the client cannot be asked"
+
+
+def approval_asked(
+    tool: Tool, required: Requirement | None, ctx: CallContext
+) -> dict[str, Any] | None:
+    """What the task record keeps of the approval its run needs first (None: none). Its
+    question is the task's `input_required` state, answered with tasks/update (2026-07-28 and
+    the tasks extension); a client that declared no elicitation, or a 2025-11-25 task, which
+    has no way to answer, is refused before the task is made."""
+    if required is None:
+        return None
+    turn = ctx.turn
+    if turn is None or not turn.modern or "elicitation" not in turn.can_ask:
+        raise ApprovalImpossibleError(
+            f"Tool {tool.name!r} was not run: {required.source} requires the user's approval "
+            f"first (confirm: {required.policy}), and this task's client cannot be asked: a "
+            "task asks through tasks/update, on MCP 2026-07-28 with the tasks extension, and "
+            "the call must declare the elicitation capability."
+        )
+    caller = getattr(ctx.principal, "label", None) or ANONYMOUS
+    return {**required.as_json(), "caller": caller}
+
+
 class TaskTools(Protocol):
     async def admit_task(
         self, tool: ToolView, arguments: Mapping[str, Any], ctx: CallContext
-    ) -> tuple[Tool, CallTicket | None] | None:
-        """The tool the task will run and its call's ledger ticket (None: not ledgered); None
-        when it is no longer callable. May raise a ProtocolError (RateLimitedError)."""
+    ) -> AdmittedTask | None:
+        """The tool the task will run, its call's ledger ticket (None: not ledgered) and the
+        approval it needs; None when it is no longer callable. May raise a ProtocolError
+        (RateLimitedError)."""
         ...
 
 
@@ -208,16 +237,21 @@ class TaskService:
         admitted = await self._tools.admit_task(tool, arguments, ctx)
         if admitted is None:
             raise TaskRefusedError(f"Tool {tool.name!r} was disabled or removed; list tools again.")
-        found, ticket = admitted
+        found, ticket, required = admitted
         try:
-            return await self._create(found, ticket, arguments, ctx, version, ttl_ms, answers)
+            confirm = approval_asked(found, required, ctx)
+            return await self._create(
+                found, ticket, arguments, ctx, version, ttl_ms, answers, confirm
+            )
         except TaskRefusedError as refusal:
-            # Answered like a plain call whose tool could not start: ledgered as a tool error.
+            # Answered like a plain call whose tool could not start: ledgered as a tool error,
+            # or refused when its approval cannot be asked.
             if ticket is not None and self._gate is not None:
-                detail = f"task not started: {refusal}"
-                await asyncio.to_thread(
-                    self._gate.record_ticket, ticket, "tool_error", detail=detail
+                kind: Outcome = (
+                    "refused" if isinstance(refusal, ApprovalImpossibleError) else ("tool_error")
                 )
+                detail = getattr(refusal, "detail", None) or f"task not started: {refusal}"
+                await asyncio.to_thread(self._gate.record_ticket, ticket, kind, detail=detail)
             raise
 
     async def _create(
@@ -229,6 +263,7 @@ class TaskService:
         version: str,
         ttl_ms: int | None,
         answers: Mapping[str, Any] | None = None,
+        confirm: Mapping[str, Any] | None = None,
     ) -> TaskRecord:
         if self._starter.busy():
             raise TaskRefusedError(
@@ -253,6 +288,7 @@ class TaskService:
             lease_until=now + self._settings.start_grace_s,
             call=ticket.as_json() if ticket is not None else None,
             answers=dict(answers) if answers else None,
+            confirm=confirm,
         )
         cap = self._settings.max_running_per_principal
         try:

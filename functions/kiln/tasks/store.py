@@ -76,6 +76,9 @@ class TaskItem:
     # every answer so far, key -> the client's answer (the next run gets them all).
     inputs: Mapping[str, Any] | None = None
     answers: Mapping[str, Any] | None = None
+    # Approvals its view or key require before it runs (kiln.access.approvals.Requirement
+    # as JSON, with `caller`: who is asked), or None.
+    confirm: Mapping[str, Any] | None = None
 
 
 def _n(value: float) -> dict[str, str]:
@@ -168,6 +171,7 @@ class TaskStore:
             call=json.loads(raw["call"]["S"]) if "call" in raw else None,
             inputs=self._load(raw, "inputs"),
             answers=self._load(raw, "answers"),
+            confirm=json.loads(raw["confirm"]["S"]) if "confirm" in raw else None,
         )
 
     # ------------------------------------------------------------------ writes
@@ -192,6 +196,8 @@ class TaskStore:
             record["call"] = {"S": json.dumps(item.call, separators=(",", ":"))}
         if item.answers:
             record.update(self._payload(item, "answers", dict(item.answers), spill=False))
+        if item.confirm is not None:
+            record["confirm"] = {"S": json.dumps(item.confirm, separators=(",", ":"))}
         try:
             self._ddb.transact_write_items(
                 TransactItems=[

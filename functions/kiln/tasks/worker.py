@@ -23,6 +23,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
+from kiln.access.approvals import Requirement
 from kiln.access.gate import CallGate, CallTicket, outcome_of
 from kiln.access.ledger import Outcome
 from kiln.catalog.model import Tool
@@ -30,6 +31,7 @@ from kiln.protocol.backend import Conversation, ToolOutcome, ToolView
 from kiln.protocol.calling import RunFailedError, ToolCaller
 from kiln.protocol.errors import error_data, error_object
 from kiln.protocol.spec import INTERNAL_ERROR
+from kiln.serving.conversation import Approval, approval_for
 from kiln.tasks.settings import TaskSettings
 from kiln.tasks.store import TaskItem, TaskStore
 
@@ -60,24 +62,51 @@ NOTE_EVERY_S = 1.0  # at most one status-message write a second from a task's pr
 
 
 class _StatusNotes:
-    """A task run's progress lines as its status message (throttled, never blocking)."""
+    """A task run's progress lines as its status message (throttled, never blocking the run).
+
+    A line that comes within NOTE_EVERY_S of the last write waits; `flush` (at the run's end,
+    before the task moves on) writes the latest such line and waits for every write, so the
+    task ends with its run's last progress as its status message. A run in the runner
+    function reports all its lines at its end (kiln.runner.remote): the last one is written.
+    """
 
     def __init__(self, store: TaskStore, item: TaskItem) -> None:
         self._store = store
         self._item = item
         self._last = -math.inf
+        self._waiting: str | None = None
+        self._writing: asyncio.Future[Any] | None = None
 
     def hear(self, kind: str, fields: Mapping[str, Any]) -> None:
-        now = time.monotonic()
-        if kind != "progress" or now - self._last < NOTE_EVERY_S:
+        if kind != "progress":
             return
-        self._last = now
         total = fields.get("total")
         text = f"{fields['progress']:g}" + (f" of {total:g}" if total is not None else "")
         if fields.get("message"):
             text += f": {fields['message']}"
-        task = asyncio.ensure_future(asyncio.to_thread(self._store.note, self._item, text[:500]))
+        now = time.monotonic()
+        if now - self._last < NOTE_EVERY_S:
+            self._waiting = text[:500]
+            return
+        self._last, self._waiting = now, None
+        self._write(text[:500])
+
+    def _write(self, text: str) -> None:
+        task = asyncio.ensure_future(self._note(self._writing, text))
         task.add_done_callback(lambda done: done.exception())  # a lost note is no failure
+        self._writing = task
+
+    async def _note(self, before: asyncio.Future[Any] | None, text: str) -> None:
+        if before is not None:  # in order: a later line never lands under an earlier one
+            await asyncio.gather(before, return_exceptions=True)
+        await asyncio.to_thread(self._store.note, self._item, text)
+
+    async def flush(self) -> None:
+        if self._waiting is not None:
+            self._write(self._waiting)
+            self._waiting = None
+        if self._writing is not None:
+            await asyncio.gather(self._writing, return_exceptions=True)
 
 
 STOPPED = "The server stopped while this task ran, and its run was stopped; call the tool again."
@@ -131,6 +160,9 @@ class TaskWorker:
             return await self._fail(
                 item, f"Tool '{item.tool}' was removed or disabled before its task ran"
             )
+        approval = _approval(item, tool)
+        if approval is not None and approval.outcome is not None:  # asked, or declined
+            return await self._unapproved(item, tool, approval)
         began = [math.inf]  # when the run got its slot (a queued run has used no seconds yet)
         run = asyncio.create_task(self._execute(tool, item, time_left_s, slot, began))
         try:
@@ -153,9 +185,13 @@ class TaskWorker:
             log.exception("task %s: the run failed", task_id)
             ran_s = self._ran(began)
             return await self._fail(item, "Internal error: the run could not finish", ran_s=ran_s)
-        ended = _Ended.of(outcome, result, self._ran(began))
+        ended = _Ended.of(outcome, result, self._ran(began)).approved(item, approval)
         if outcome.questions and not outcome.is_error:
             return await self._park(item, outcome, ended)
+        return await self._finish(item, tool, outcome, ended)
+
+    async def _finish(self, item: TaskItem, tool: Tool, outcome: ToolOutcome, ended: _Ended) -> str:
+        """The run's result shaped as a tools/call result would be, and the task settled."""
         try:
             # Output validation may be costly: off the event loop, as for calls.
             view = self._tools.view(tool)
@@ -177,18 +213,36 @@ class TaskWorker:
     ) -> tuple[ToolOutcome, Any]:
         # A task's questions reach its client through tasks/get and come back through
         # tasks/update; its progress becomes the task's status message.
-        talk = Conversation(item.answers or {}, ASKABLE, _StatusNotes(self._store, item).hear)
+        notes = _StatusNotes(self._store, item)
+        talk = Conversation(item.answers or {}, ASKABLE, notes.hear)
         async with slot if slot is not None else contextlib.nullcontext():
             began[0] = self._clock()
-            return await self._tools.execute(
+            ran = await self._tools.execute(
                 tool, item.arguments, time_left_s=time_left_s, conversation=talk
             )
+        await notes.flush()  # before the task moves on: it ends with the last progress
+        return ran
+
+    async def _unapproved(self, item: TaskItem, tool: Tool, approval: Approval) -> str:
+        """A task whose approval is still to be asked (it waits in `input_required` for the
+        answer, as for a script's question) or was declined (it ends with the tool error,
+        unrun; ledgered `refused`, saying what the user said)."""
+        outcome = approval.outcome
+        assert outcome is not None
+        if outcome.questions:
+            return await self._park(item, outcome, _Ended("ok", 0.0))
+        shaped = await asyncio.to_thread(
+            self._shaper.shape, self._tools.view(tool), outcome, item.version
+        )
+        ended = _Ended("refused", 0.0, 0, approval.verdict or "approval declined")
+        return await self._settle(item, "completed", ended, result=shaped)
 
     async def _park(self, item: TaskItem, outcome: ToolOutcome, ended: _Ended) -> str:
         """The run asked: the task waits in `input_required` (still counted as running) and
         runs again once tasks/update has answered every question."""
         inputs = {q.key: {"method": q.method, "params": dict(q.params)} for q in outcome.questions}
-        await self._charge(item, ended.run_s)
+        if ended.run_s:
+            await self._charge(item, ended.run_s)
         parked = await asyncio.to_thread(
             self._store.park, item, inputs, dict(item.answers or {}), now=self._now_iso()
         )
@@ -303,9 +357,22 @@ class _Ended:
         kind = outcome_of(outcome.is_error, bool(result.timed_out))
         return cls(kind, float(result.duration_s), size)
 
+    def approved(self, item: TaskItem, approval: Approval | None) -> _Ended:
+        """A run its user approved first: the entry says by whom and when."""
+        if approval is None:
+            return self
+        who = (item.confirm or {}).get("caller", "anonymous")
+        return replace(self, detail=f"task; approved by {who} at {approval.at}")
+
     def as_error(self) -> _Ended:
         """The same run, ended as an error for its caller (a run that succeeded is not `ok`)."""
         return self if self.outcome != "ok" else replace(self, outcome="tool_error")
+
+
+def _approval(item: TaskItem, tool: Tool) -> Approval | None:
+    """What the task's view or key require before it runs, and what its user said so far."""
+    talk = Conversation(item.answers or {}, ASKABLE)
+    return approval_for(Requirement.from_json(item.confirm), tool, item.arguments, talk)
 
 
 def handle_event(event: Any, context: Any, worker: TaskWorker) -> dict[str, str]:

@@ -8,6 +8,7 @@ questions asked on the held stream, answered by POSTed JSON-RPC responses.
 from __future__ import annotations
 
 import json
+import socket
 import threading
 import time
 from collections.abc import Iterator
@@ -16,7 +17,7 @@ from typing import Any
 import httpx
 import pytest
 
-from support.app import META_CAPS, ROOT, McpServer, meta, start_kiln
+from support.app import AUTHOR_KEY, META_CAPS, ROOT, McpServer, meta, start_kiln
 
 ALL_CAPS = {"elicitation": {}, "sampling": {}, "roots": {}}
 
@@ -417,6 +418,53 @@ def test_an_authors_test_run_shows_talk_and_questions_and_takes_answers(server: 
     bad = server.running.api("POST", path, json={"arguments": {}, "answers": {"user_name": 3}})
     assert bad.status_code == 422
     assert "answers: must be an object" in bad.text
+
+
+GATED = """import json, os, socket, sys
+
+talk = os.fdopen(int(os.environ["KILN_TALK_FD"]), "w", buffering=1)
+json.load(sys.stdin)
+gate = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+gate.bind(("127.0.0.1", 0))
+gate.settimeout(20)
+talk.write(json.dumps({"progress": 1, "total": 2, "message": str(gate.getsockname()[1])}) + "\\n")
+try:
+    gate.recv(16)
+except socket.timeout:
+    sys.exit("nobody read the first step while the run went on")
+talk.write(json.dumps({"log": "info", "data": "released"}) + "\\n")
+print("both steps done")
+"""
+
+
+def test_a_streamed_test_run_sends_each_line_as_it_comes_then_the_answer(
+    server: McpServer,
+) -> None:
+    """The first progress line is read while the script still waits for this test, which
+    releases it only then (a datagram to the port it reported): so it came before the end."""
+    body = {"name": "gated", "description": "Waits for a datagram.", "language": "python",
+            "code": GATED, "input_schema": {"type": "object"}, "timeout_seconds": 30}  # fmt: skip
+    made = server.running.api("POST", "/api/tools", json=body)
+    assert made.status_code == 201, made.text
+    headers = {"Authorization": f"Bearer {AUTHOR_KEY}", "Accept": "text/event-stream"}
+    url = f"{server.running.url}/api/tools/gated/run"
+    with server.http.stream("POST", url, json={"arguments": {}}, headers=headers) as answer:
+        assert answer.status_code == 200
+        assert answer.headers["content-type"].startswith("text/event-stream")
+        events = (json.loads(line[6:]) for line in answer.iter_lines() if line.startswith("data: "))
+        first = next(events)
+        assert first["talk"]["kind"] == "progress", first
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as release:
+            release.sendto(b"go", ("127.0.0.1", int(first["talk"]["message"])))
+        rest = list(events)
+    assert rest[0] == {"talk": {"kind": "log", "level": "info", "data": "released", "logger": None}}
+    reply = rest[-1]["reply"]
+    assert reply["stdout"] == "both steps done\n", reply
+    assert [t["kind"] for t in reply["talk"]] == ["progress", "log"]
+    assert reply["mcp_result"]["content"][0]["text"] == "both steps done"
+    refused = server.http.post(url, json={"arguments": []}, headers=headers)
+    assert refused.status_code == 422, refused.text  # before any stream: answered as usual
+    assert refused.headers["content-type"].startswith("application/json")
 
 
 @pytest.mark.parametrize(

@@ -16,6 +16,7 @@ import pytest
 from kiln.runner import RunLimits, RunRequest, RunResult
 from kiln.runner.remote import (
     MAX_PAYLOAD_BYTES,
+    MAX_TALK_LINES,
     ROUND_TRIP_MARGIN_S,
     PayloadError,
     RemoteRunner,
@@ -23,8 +24,10 @@ from kiln.runner.remote import (
     encode,
     result_from,
     result_json,
+    said_from,
+    talk_json,
 )
-from kiln.runner.talk import Ask
+from kiln.runner.talk import Ask, Log, Progress, Said
 
 REQUEST = RunRequest(
     language="python",
@@ -108,6 +111,32 @@ def test_each_run_is_one_synchronous_invoke_with_the_tools_tenant() -> None:
     sent = json.loads(call["Payload"])
     assert sent["time_left_s"] == pytest.approx(20.0 - ROUND_TRIP_MARGIN_S)
     assert sent["settings"] == {"TOKEN": "tool-secret"}
+
+
+def test_a_runs_progress_and_logs_come_back_and_are_heard_in_order_before_it_returns() -> None:
+    said: list[Said] = [Progress(1, 3, "one"), Log("info", {"k": 1}, "x"), Progress(3)]
+    heard: list[Said] = []
+    client = Lambda({"result": result_json(RESULT), "talk": talk_json(said)})
+    assert run(client, dataclasses.replace(REQUEST, heard=heard.append)) == RESULT
+    assert heard == said
+
+
+def test_talk_lines_that_break_the_contract_are_not_heard() -> None:
+    lines = [{"progress": "lots"}, {"log": "loud", "data": 1}, {"ask": "k", "roots": {}}, 7,
+             {"log": "info", "data": "kept"}]  # fmt: skip
+    assert said_from(lines) == [Log("info", "kept")]
+    assert said_from("not a list") == []
+
+
+def test_a_chatty_runs_talk_is_capped_keeping_its_latest_progress_and_a_count() -> None:
+    said: list[Said] = []
+    for step in range(3000):
+        said += [Progress(step, 3000), Log("debug", f"line {step}")]
+    lines = talk_json(said)
+    assert len(lines) <= MAX_TALK_LINES
+    assert lines[-2] == {"progress": 2999, "total": 3000}
+    assert lines[-1]["log"] == "warning"
+    assert lines[-1]["data"].startswith(f"{3000 - (MAX_TALK_LINES - 2) // 2} more log lines")
 
 
 def test_tenant_author_puts_an_authors_tools_in_one_tenant() -> None:

@@ -1,6 +1,8 @@
 // Every request carries the bearer key in a header (never a cookie, never the URL), so the
 // studio has no CSRF surface; the key lives only in memory and session storage.
 
+import { readEvents } from "./events";
+
 export type Language = "python" | "node";
 
 export interface Violation {
@@ -273,7 +275,10 @@ export class Api {
       init.body = JSON.stringify(body);
     }
     const response = await fetch(this.base + path, init);
-    const text = await response.text();
+    return this.settle<T>(response, await response.text());
+  }
+
+  private settle<T>(response: Response, text: string): { data: T; etag: string | null } {
     let data: unknown = null;
     try {
       data = text ? JSON.parse(text) : null;
@@ -311,6 +316,41 @@ export class Api {
     this.request<RunReply>("POST", `/api/tools/${enc(name)}/run`, { arguments: args, answers }).then(
       (r) => r.data,
     );
+  /** An author test run whose progress and log lines reach `onTalk` as the script writes them. */
+  async runLive(
+    name: string,
+    args: unknown,
+    answers: Record<string, unknown> | undefined,
+    onTalk: (line: Talk) => void,
+  ): Promise<RunReply> {
+    const response = await fetch(`${this.base}/api/tools/${enc(name)}/run`, {
+      method: "POST",
+      headers: {
+        Authorization: `Bearer ${this.key}`,
+        Accept: "text/event-stream",
+        "Content-Type": "application/json",
+      },
+      credentials: "omit",
+      cache: "no-store",
+      body: JSON.stringify({ arguments: args, answers }),
+    });
+    const streamed = (response.headers.get("Content-Type") ?? "").startsWith("text/event-stream");
+    if (!response.ok || !streamed || !response.body) {
+      return this.settle<RunReply>(response, await response.text()).data; // refusals, as usual
+    }
+    let reply: RunReply | null = null;
+    let failed: Record<string, unknown> | null = null;
+    await readEvents(response.body, (event) => {
+      const got = event as { talk?: Talk; reply?: RunReply; error?: Record<string, unknown> };
+      if (got.talk) onTalk(got.talk);
+      if (got.reply) reply = got.reply;
+      if (got.error) failed = got.error;
+      return Boolean(got.reply || got.error);
+    });
+    if (reply) return reply;
+    const error: Record<string, unknown> = failed ?? { message: "The run's answer ended before its result came." };
+    throw new ApiError(502, "run_failed", String(error["message"]), error);
+  }
   revisions = (ref: string) =>
     this.get<{ revisions: Revision[] }>(`/api/tools/${enc(ref)}/revisions`);
   revision = (ref: string, n: number) => this.get<Revision>(`/api/tools/${enc(ref)}/revisions/${n}`);
