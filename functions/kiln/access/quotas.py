@@ -166,10 +166,10 @@ class _Day:
 
     day: str
     limit: float
-    since: float  # when this process first counted in it (epoch seconds)
     seen: float = 0.0  # the day's seconds when last read
     budget: float = 0.0  # seconds claimed by this process and not used yet
-    used: float = 0.0  # seconds this process's runs used this day
+    used: float = 0.0  # seconds this process's runs used since it last counted (`mark`)
+    mark: float = 0.0  # when this process last counted in the day item
     calls: int = 0  # calls admitted from a block and not yet added to the item
 
 
@@ -290,12 +290,13 @@ class QuotaCounters:
         with self._lock:
             held = self._days.get(subject)
             if held is None or (held.day, held.limit) != (today, limit):
-                held = self._days[subject] = _Day(today, limit, now)
+                held = self._days[subject] = _Day(today, limit, mark=now)
             if held.budget > 0:
                 held.calls += 1
                 return
             calls, held.calls = held.calls + 1, 0
             block = self._block(held, now)
+            held.used, held.mark = 0.0, now
         try:
             if block > 0 and self._claim_seconds(subject, held, block, calls, now):
                 return
@@ -321,8 +322,8 @@ class QuotaCounters:
             held.seen = float(seen.get("seconds", {}).get("N", 0))
 
     def _block(self, held: _Day, now: float) -> float:
-        """The run-seconds to claim now: 0 to count exactly."""
-        rate = held.used / max(1.0, now - held.since)
+        """The run-seconds to claim now (0: count exactly): this process's recent use."""
+        rate = held.used / max(0.1, now - held.mark)
         block = min(CLAIM_MAX_S, rate * self._horizon_s, (held.limit - held.seen) / CLAIM_SHARE)
         return block if block >= CLAIM_MIN_S else 0.0
 
