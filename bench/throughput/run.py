@@ -61,7 +61,7 @@ CALL = {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
         "params": {"name": "echo", "arguments": {"text": "hi"}}}  # fmt: skip
 LIST = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}
 KINDS = {  # request type -> (path, message, with the quota key)
-    "tools/call, anonymous": ("/mcp", CALL, False),
+    "tools/call anonymous": ("/mcp", CALL, False),
     "tools/call through a view": ("/mcp/v/public", CALL, False),
     "tools/call with a key quota": ("/mcp", CALL, True),
     "tools/list": ("/mcp", LIST, False),
@@ -167,7 +167,9 @@ def window_records(log: Path, since: float, until: float, window_s: float) -> li
     return records
 
 
-def step(pipes: list[Any], kind: str, key: str, rate_eq: float, args: Any, log: Path) -> dict[str, Any]:
+def step(
+    pipes: list[Any], kind: str, key: str, rate_eq: float, args: Any, log: Path
+) -> dict[str, Any]:
     """Offer `rate_eq` (full-scale) of one request type for `args.seconds`; what happened."""
     real = rate_eq / args.factor
     per = real / len(pipes)
@@ -284,6 +286,7 @@ def main() -> int:
                 env = environment(endpoint.url, name, tmp, index, dilation)
                 process = spawn.Process(target=container, args=(theirs, env), daemon=True)
                 process.start()
+                theirs.close()  # a container that dies is then an EOFError here, not a hang
                 pipes.append(ours)
                 processes.append(process)
             try:
@@ -295,10 +298,15 @@ def main() -> int:
                     rows = [step(pipes, kind, secret, rate, args, log) for rate in rates]
                     report(kind, rows)
             finally:
-                for pipe in pipes:
-                    pipe.send(None)
-                for process in processes:
+                for pipe, process in zip(pipes, processes, strict=True):
+                    if process.is_alive():
+                        pipe.send(None)
                     process.join(timeout=10)
+                if any(process.exitcode for process in processes):
+                    codes = [process.exitcode for process in processes]
+                    print(f"container exit codes: {codes}")
+                    lines = (tmp / "containers.log").read_text().splitlines()
+                    print("a container failed; the last of their log:", *lines[-30:], sep="\n")
     print(f"\nload {os.getloadavg()[0]:.1f} (1 min) at the end")
     return 0
 

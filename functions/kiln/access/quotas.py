@@ -5,7 +5,7 @@ Items in the catalog table (the public function may write these, and no others):
 | pk                  | sk              | what                                               |
 | ------------------- | --------------- | -------------------------------------------------- |
 | `QUOTA#<subject>`   | `MINUTE`        | `window_start` (epoch ms), `calls` in that window   |
-| `QUOTA#<subject>`   | `DAY#<date>`    | `calls` admitted and `seconds` run that UTC day     |
+| `QUOTA#<subject>#DAY` | `DAY#<date>`  | `calls` admitted and `seconds` run that UTC day     |
 
 A subject is `key:<key id>` or `view:<name>`. Every count is one conditional atomic
 update, so concurrent callers can never be admitted past a limit: DynamoDB serialises the
@@ -274,7 +274,10 @@ class QuotaCounters:
     # -- internals ---------------------------------------------------------------------
 
     def _key(self, subject: str, sk: str) -> dict[str, Any]:
-        return {"pk": {"S": f"QUOTA#{subject}"}, "sk": {"S": sk}}
+        # The DAY items in a partition of their own: a busy subject's minute claims and day
+        # claims each have a partition's write units.
+        pk = f"QUOTA#{subject}#DAY" if sk.startswith("DAY#") else f"QUOTA#{subject}"
+        return {"pk": {"S": pk}, "sk": {"S": sk}}
 
     def _get(self, subject: str, sk: str) -> dict[str, Any] | None:
         item: dict[str, Any] | None = self._db.get_item(
