@@ -89,6 +89,13 @@ def _scale_settings(e: Mapping[str, str]) -> dict[str, Any]:
             e, "KILN_CATALOG_MAX_STALENESS_S", staleness, _non_negative_float
         ),
         "run_memory_mb": _parse(e, "KILN_RUN_MEMORY_MB", Settings.run_memory_mb, _positive_int),
+        "ledger_shards": _parse(e, "KILN_LEDGER_SHARDS", Settings.ledger_shards, _positive_int),
+        "ledger_totals_flush_s": _parse(
+            e, "KILN_LEDGER_TOTALS_FLUSH_S", Settings.ledger_totals_flush_s, _positive_float
+        ),
+        "quota_claim_horizon_s": _parse(
+            e, "KILN_QUOTA_CLAIM_HORIZON_S", Settings.quota_claim_horizon_s, _positive_float
+        ),
     }
 
 
@@ -259,6 +266,9 @@ class Settings:
     ledger: bool = True  # KILN_LEDGER: record every tools/call (kiln.access.ledger)
     ledger_retention_days: int = 30  # KILN_LEDGER_RETENTION_DAYS
     ledger_digest_key: str | None = None  # KILN_LEDGER_DIGEST_KEY: HMAC key of argument digests
+    ledger_shards: int = 32  # KILN_LEDGER_SHARDS: partitions of a day's entries (raise only)
+    ledger_totals_flush_s: float = 10.0  # KILN_LEDGER_TOTALS_FLUSH_S: a process's totals write
+    quota_claim_horizon_s: float = 1.0  # KILN_QUOTA_CLAIM_HORIZON_S: a claim's share of own rate
     in_lambda: bool = False  # AWS_LAMBDA_FUNCTION_NAME is set: running inside Lambda
     pyenv_root: str | None = None  # PYENV_ROOT: where builds look for other Pythons
     service_name: str = "kiln"  # POWERTOOLS_SERVICE_NAME

@@ -222,7 +222,10 @@ class Kiln:
         from kiln.tasks.store import TaskStore
 
         c = self.clients
-        return TaskStore(c.dynamodb, c.s3, table=self.settings.table, bucket=self.settings.bucket)
+        store = TaskStore(c.dynamodb, c.s3, table=self.settings.table, bucket=self.settings.bucket)
+        if self.gate.ledger is not None:  # a task's entry is written with its end: count it
+            store.ledgered = self.gate.ledger.counted
+        return store
 
     @cached_property
     def tasks(self) -> TaskService:
@@ -375,7 +378,9 @@ def remote_runner(settings: Settings, clients: AwsClients, bundles: Bundles) -> 
 
 def call_gate(settings: Settings, clients: AwsClients) -> CallGate:
     """Quota counters, and the call ledger unless KILN_LEDGER is off."""
-    quotas = QuotaCounters(clients.dynamodb, table=settings.table)
+    quotas = QuotaCounters(
+        clients.dynamodb, table=settings.table, claim_horizon_s=settings.quota_claim_horizon_s
+    )
     if not settings.ledger:
         return CallGate(quotas, None)
     ledger = CallLedger(
@@ -383,6 +388,8 @@ def call_gate(settings: Settings, clients: AwsClients) -> CallGate:
         table=settings.table,
         digest_key=ledger_digest_key(settings),
         retention_days=settings.ledger_retention_days,
+        shards=settings.ledger_shards,
+        totals_flush_s=settings.ledger_totals_flush_s,
     )
     return CallGate(quotas, ledger)
 

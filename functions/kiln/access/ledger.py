@@ -1,22 +1,32 @@
 """The call ledger: one DynamoDB item per `tools/call`, never holding an argument's value.
 
-| pk                    | sk                       | what                                     |
-| --------------------- | ------------------------ | ---------------------------------------- |
-| `LEDGER#<yyyy-mm-dd>` | `<time, ms>#<random id>` | when, caller, view, tool, revision,      |
-|                       |                          | bundle, outcome, duration, output size,  |
-|                       |                          | argument digest                          |
+| pk                              | sk                       | what                            |
+| ------------------------------- | ------------------------ | ------------------------------- |
+| `LEDGER#<yyyy-mm-dd>#<shard>`   | `<time, ms>#<random id>` | when, caller, view, tool,       |
+|                                 |                          | revision, bundle, outcome,      |
+|                                 |                          | duration, output size, digest   |
+| `LEDGERSUM#<yyyy-mm-dd>#<shard>` | `<process>#<chunk>#<n>` | a process's day totals          |
+|                                 |                          | (kiln.access.ledger_totals)     |
 
-| `LEDGERSUM#<yyyy-mm-dd>` | `TOTALS`         | the day's counts and run time, per       |
-|                       |                          | caller and per tool (`<dim>|<name>|<n>`) |
+No hot item, one write per call. An entry is one PutItem (about 400 bytes: one write unit)
+into one of `shards` partitions of its UTC day, picked at random; DynamoDB serves 1,000
+write units a second per partition, so the default 32 shards take 32,000 calls a second
+(10,000 a second is 31 % of each partition's limit). The day's totals are counted in each
+process and written at most once per `flush_s` (kiln.access.ledger_totals, which states what
+they may lag and lose; the entries lose nothing). The shard count may be raised on a
+deployment at any time (readers read shards 0..N-1, which hold everything written with
+fewer); lowering it hides the higher shards' entries until they expire.
 
-Entries carry `expires_at` (DynamoDB TTL) `retention_days` after the call. One partition per
-UTC day keeps a query for a time range to one request per day and needs no index. Each
-entry is written in one transaction with an update of its day's totals item, so the day's
-totals are one read however many calls the day had; and a query reads at most
-`READ_FACTOR` times the page it returns (a filtered query that found fewer answers with
-a cursor to continue), so no read of the ledger grows with the ledger. Arguments
-are recorded as an HMAC-SHA256 of their canonical JSON under a server-side key: equal
-arguments give equal digests, but a digest cannot be checked against guesses without the key.
+A query reads the day's shards side by side: one page from each (of about twice its share of
+the page), merged newest first by sort key (time, then a random id: one order across
+shards), and more only from a shard whose unread part could still hold one of the page's
+entries. A page costs about twice its own entries plus a page request per shard; a query
+reads at most `READ_FACTOR` times the page it returns plus one small page per shard (a
+filtered query that found fewer answers with a cursor to continue), so no read of the ledger
+grows with the ledger. Entries carry `expires_at` (DynamoDB TTL) `retention_days` after the
+call. Arguments are recorded as an HMAC-SHA256 of their canonical JSON under a server-side
+key: equal arguments give equal digests, but a digest cannot be checked against guesses
+without the key.
 """
 
 from __future__ import annotations
@@ -24,17 +34,24 @@ from __future__ import annotations
 import base64
 import binascii
 import hashlib
+import heapq
 import hmac
 import json
-import random
+import logging
+import math
 import secrets
 import time
 from collections.abc import Callable, Iterator, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from datetime import UTC, date, datetime, timedelta
 from typing import Any, Literal
 
-from botocore.exceptions import ClientError
+from botocore.exceptions import BotoCoreError, ClientError
+
+from kiln.access.ledger_totals import DEFAULT_FLUSH_S, DayTotals
+
+log = logging.getLogger("kiln.access.ledger")
 
 Outcome = Literal["ok", "tool_error", "timeout", "refused", "cancelled"]
 # `cancelled`: a task-augmented call cancelled by its caller (tasks/cancel) before it ended.
@@ -42,7 +59,7 @@ OUTCOMES: tuple[Outcome, ...] = ("ok", "tool_error", "timeout", "refused", "canc
 DEFAULT_RETENTION_DAYS = 30
 MAX_PAGE = 1000
 READ_FACTOR = 10  # a query reads at most this many entries per entry it may return
-WRITE_ATTEMPTS = 4  # an entry's transaction races others on its day's totals item
+DEFAULT_SHARDS = 32  # partitions per day: 10,000 calls/s is 31 % of each one's write limit
 
 
 class LedgerQueryError(ValueError):
@@ -111,12 +128,22 @@ class CallLedger:
         digest_key: bytes,
         retention_days: int = DEFAULT_RETENTION_DAYS,
         clock: Callable[[], float] = time.time,
+        shards: int = DEFAULT_SHARDS,
+        totals_flush_s: float = DEFAULT_FLUSH_S,
     ) -> None:
+        if shards < 1:
+            raise ValueError("ledger shards: must be at least 1")
         self._db = dynamodb
         self._table = table
         self._key = digest_key
         self.retention_days = retention_days
         self._clock = clock
+        self.shards = shards
+        self.day_totals = DayTotals(
+            dynamodb, table=table, shards=shards, container=secrets.token_hex(6),
+            flush_s=totals_flush_s, retention_s=retention_days * 86_400, clock=clock,
+        )  # fmt: skip
+        self._pool: ThreadPoolExecutor | None = None
 
     def digest(self, arguments: Mapping[str, Any]) -> str:
         """A keyed fingerprint of the arguments; their values never leave this function."""
@@ -134,17 +161,20 @@ class CallLedger:
         return written
 
     def write(self, item: Mapping[str, Any]) -> None:
-        """Write an item made by `item`, with its day's totals."""
-        for attempt in range(WRITE_ATTEMPTS):
+        """Write an item made by `item` (one PutItem), and count it in the day's totals."""
+        for put in writes(self._table, item):
+            self._db.put_item(**put["Put"])
+        self.counted(item)
+
+    def counted(self, item: Mapping[str, Any]) -> None:
+        """Count an entry written (here, or in another transaction: a task's end) in its day's
+        totals; this process's counts are written when `totals_flush_s` has passed."""
+        self.day_totals.add(item)
+        if self.day_totals.due():
             try:
-                self._db.transact_write_items(TransactItems=writes(self._table, item))
-                return
-            except ClientError as error:
-                reasons = error.response.get("CancellationReasons") or []
-                racing = any(r.get("Code") == "TransactionConflict" for r in reasons)
-                if not racing or attempt + 1 == WRITE_ATTEMPTS:
-                    raise
-                time.sleep(random.uniform(0.005, 0.02) * (attempt + 1))
+                self.day_totals.flush()
+            except (ClientError, BotoCoreError) as error:  # kept: written with a later flush
+                log.warning("the ledger's day totals could not be written now: %s", error)
 
     def item(
         self, entry: CallRecord, *, started: float | None = None
@@ -155,7 +185,7 @@ class CallLedger:
         at = _iso_ms(moment)
         entry_id = secrets.token_hex(6)
         item: dict[str, Any] = {
-            "pk": {"S": f"LEDGER#{at[:10]}"},
+            "pk": {"S": f"LEDGER#{at[:10]}#{secrets.randbelow(self.shards)}"},
             "sk": {"S": f"{at}#{entry_id}"},
             "at": {"S": at},
             "caller": {"S": entry.caller},
@@ -177,41 +207,31 @@ class CallLedger:
     def query(self, where: LedgerQuery | None = None) -> tuple[list[CallRecord], str | None]:
         """Entries newest first, at most `limit`, and the cursor of the next page (or None)."""
         where = where or LedgerQuery()
-        tool, caller, outcome, view = where.tool, where.caller, where.outcome, where.view
-        since, until, limit, cursor = where.since, where.until, where.limit, where.cursor
-        if outcome is not None and outcome not in OUTCOMES:
+        if where.outcome is not None and where.outcome not in OUTCOMES:
             raise LedgerQueryError(f"outcome: must be one of {', '.join(OUTCOMES)}")
-        if not 1 <= limit <= MAX_PAGE:
+        if not 1 <= where.limit <= MAX_PAGE:
             raise LedgerQueryError(f"limit: must be from 1 to {MAX_PAGE}")
         now = datetime.fromtimestamp(self._clock(), UTC)
-        end = parse_time(until, name="until") if until else now
+        end = parse_time(where.until, name="until") if where.until else now
         start = (
-            parse_time(since, name="since") if since else now - timedelta(days=self.retention_days)
+            parse_time(where.since, name="since")
+            if where.since
+            else now - timedelta(days=self.retention_days)
         )
         high = _sk_of(end) + "#~"
-        if cursor is not None:
-            high = min(high, _decode_cursor(cursor))
-        filters = {"tool": tool, "caller": caller, "outcome": outcome, "view": view}
+        if where.cursor is not None:
+            high = min(high, _decode_cursor(where.cursor))
+        filters = {"tool": where.tool, "caller": where.caller, "outcome": where.outcome,
+                   "view": where.view}  # fmt: skip
         found: list[CallRecord] = []
-        budget = READ_FACTOR * (limit + 1)
+        budget = _Budget(READ_FACTOR * (where.limit + 1) + 2 * self.shards)
         day, first = _day_of(high), start.date()
         while day >= first:
-            page_from: dict[str, Any] | None = None
-            while True:
-                # One more than a page: the cursor's own entry comes first.
-                page = self._page(day, _sk_of(start), high, filters, limit + 1, page_from)
-                budget -= int(page.get("ScannedCount", 0))
-                for item in page["Items"]:
-                    if item["sk"]["S"] >= high:  # the cursor's own entry, already served
-                        continue
-                    found.append(_record(item))
-                    if len(found) == limit:
-                        return found, _encode_cursor(item["sk"]["S"])
-                page_from = page.get("LastEvaluatedKey")
-                if page_from is None:
-                    break
-                if budget <= 0:  # filters left this page short: the caller continues
-                    return found, _encode_cursor(page_from["sk"]["S"])
+            wanted = where.limit - len(found)
+            items, cursor = self._day_page(day, _sk_of(start), high, filters, wanted, budget)
+            found += [_record(item) for item in items]
+            if cursor is not None or len(found) == where.limit:
+                return found, _encode_cursor(cursor or items[-1]["sk"]["S"])
             day -= timedelta(days=1)
         return found, None
 
@@ -227,9 +247,15 @@ class CallLedger:
         `fields` (the rest left empty): reading fewer attributes is several times faster."""
         filters = {"tool": tool}
         high = _sk_of(end) + "#~"
-        days = (start.date(), end.date())
-        for item in self._items(*days, _sk_of(start), high, filters, projection=fields):
-            yield _partial(item)
+        low = _sk_of(start)
+        day = end.date()
+        projection = tuple(dict.fromkeys(("sk", *fields)))
+        while day >= start.date():
+            shards = [self._items(day, shard, low, high, filters, projection)
+                      for shard in range(self.shards)]  # fmt: skip
+            for item in heapq.merge(*shards, key=_sort_key, reverse=True):
+                yield _partial(item)
+            day -= timedelta(days=1)
 
     def totals(self, day: str) -> dict[str, Any]:
         """Calls, outcomes and run time of one UTC day, per caller and per tool."""
@@ -237,12 +263,9 @@ class CallLedger:
             the_day = date.fromisoformat(day)
         except ValueError:
             raise LedgerQueryError("day: must be a date such as 2026-01-31") from None
-        item = self._db.get_item(
-            TableName=self._table, Key=_totals_key(the_day.isoformat()), ConsistentRead=True
-        ).get("Item", {})
         by: dict[str, dict[str, dict[str, Any]]] = {"caller": {}, "tool": {}}
         everything: dict[str, Any] = _zero()
-        for attribute, value in item.items():
+        for attribute, value in self.day_totals.read(the_day.isoformat()).items():
             dim, _, rest = attribute.partition("|")
             name, _, field = rest.rpartition("|")
             if dim == "all":
@@ -254,31 +277,80 @@ class CallLedger:
 
     # -- internals ---------------------------------------------------------------------
 
-    def _items(
+    def _day_page(
         self,
-        first: date,
-        last: date,
+        day: date,
         low: str,
         high: str,
         filters: Mapping[str, str | None],
-        *,
-        projection: tuple[str, ...] = (),
+        wanted: int,
+        budget: _Budget,
+    ) -> tuple[list[dict[str, Any]], str | None]:
+        """The newest `wanted` entries of a day below `high`, merged from its shards, and a
+        cursor when the read budget ran out first (every entry at or above it returned)."""
+        starts: dict[int, Mapping[str, Any] | None] = dict.fromkeys(range(self.shards))
+        size = min(wanted + 1, max(2, math.ceil(2 * (wanted + 1) / self.shards)))
+        seen: list[dict[str, Any]] = []
+        while True:
+            for shard, page in self._pages(day, low, high, filters, size, starts):
+                budget.spend(int(page.get("ScannedCount", 0)))
+                seen += [item for item in page["Items"] if item["sk"]["S"] < high]
+                starts[shard] = page.get("LastEvaluatedKey")
+            seen.sort(key=_sort_key, reverse=True)
+            unread = {shard: start["sk"]["S"] for shard, start in starts.items() if start}
+            last = seen[wanted - 1]["sk"]["S"] if len(seen) >= wanted else ""
+            starts = {shard: starts[shard] for shard, sk in unread.items() if sk > last}
+            if not starts:  # no unread entry could be among the page's
+                return seen[:wanted], None
+            if budget.spent:  # filters left the page short: the caller continues
+                frontier = max(unread.values())  # every entry from here up has been read
+                complete = [item for item in seen if item["sk"]["S"] >= frontier]
+                return complete[:wanted], (None if len(complete) >= wanted else frontier)
+            size = min(wanted + 1, size * 2)
+
+    def _pages(
+        self,
+        day: date,
+        low: str,
+        high: str,
+        filters: Mapping[str, str | None],
+        size: int,
+        starts: Mapping[int, Mapping[str, Any] | None],
+    ) -> list[tuple[int, dict[str, Any]]]:
+        """One page of each shard in `starts` (from its start), side by side."""
+
+        def one(shard: int) -> tuple[int, dict[str, Any]]:
+            key = f"LEDGER#{day.isoformat()}#{shard}"
+            return shard, self._page(key, low, high, filters, size, starts[shard])
+
+        if len(starts) == 1:
+            return [one(next(iter(starts)))]
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="kiln-ledger")
+        return list(self._pool.map(one, starts))
+
+    def _items(
+        self,
+        day: date,
+        shard: int,
+        low: str,
+        high: str,
+        filters: Mapping[str, str | None],
+        projection: tuple[str, ...],
     ) -> Iterator[dict[str, Any]]:
-        """Every entry of the days from `last` back to `first`, page by page, newest first."""
-        day = last
-        while day >= first:
-            start: Mapping[str, Any] | None = None
-            while True:
-                page = self._page(day, low, high, filters, 1000, start, projection)
-                yield from page.get("Items", [])
-                start = page.get("LastEvaluatedKey")
-                if start is None:
-                    break
-            day -= timedelta(days=1)
+        """Every entry of one shard of a day, page by page, newest first."""
+        start: Mapping[str, Any] | None = None
+        key = f"LEDGER#{day.isoformat()}#{shard}"
+        while True:
+            page = self._page(key, low, high, filters, 1000, start, projection)
+            yield from page.get("Items", [])
+            start = page.get("LastEvaluatedKey")
+            if start is None:
+                return
 
     def _page(
         self,
-        day: date,
+        pk: str,
         low: str,
         high: str,
         filters: Mapping[str, str | None],
@@ -286,14 +358,10 @@ class CallLedger:
         start: Mapping[str, Any] | None,
         projection: tuple[str, ...] = (),
     ) -> dict[str, Any]:
-        """One Query page of a day, newest first: at most `limit` entries read (holding only
-        the `projection` attributes when one is given)."""
+        """One Query page of a day's shard, newest first: at most `limit` entries read
+        (holding only the `projection` attributes when one is given)."""
         names: dict[str, str] = {f"#p{i}": field for i, field in enumerate(projection)}
-        values: dict[str, Any] = {
-            ":pk": {"S": f"LEDGER#{day.isoformat()}"},
-            ":lo": {"S": low},
-            ":hi": {"S": high},
-        }
+        values: dict[str, Any] = {":pk": {"S": pk}, ":lo": {"S": low}, ":hi": {"S": high}}
         clauses = []
         for field, wanted in filters.items():
             if wanted is not None:
@@ -319,30 +387,28 @@ class CallLedger:
         return page
 
 
-def _totals_key(day: str) -> dict[str, Any]:
-    return {"pk": {"S": f"LEDGERSUM#{day}"}, "sk": {"S": "TOTALS"}}
-
-
 def writes(table: str, item: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """The transaction items that write a ledger entry and add it to its day's totals."""
-    counts = {"calls": "1", item["outcome"]["S"]: "1", "run_ms": item["duration_ms"]["N"]}
-    names: dict[str, str] = {"#exp": "expires_at"}
-    values: dict[str, Any] = {":exp": item["expires_at"]}
-    adds: list[str] = []
-    for dim, name in (("all", ""), ("caller", item["caller"]["S"]), ("tool", item["tool"]["S"])):
-        for field, amount in counts.items():
-            index = len(adds)
-            names[f"#a{index}"] = f"{dim}|{name}|{field}" if name else f"{dim}|{field}"
-            values[f":a{index}"] = {"N": amount}
-            adds.append(f"#a{index} :a{index}")
-    update = {
-        "TableName": table,
-        "Key": _totals_key(item["at"]["S"][:10]),
-        "UpdateExpression": f"SET #exp = :exp ADD {', '.join(adds)}",
-        "ExpressionAttributeNames": names,
-        "ExpressionAttributeValues": values,
-    }
-    return [{"Put": {"TableName": table, "Item": dict(item)}}, {"Update": update}]
+    """The transaction items that write a ledger entry (one Put: the day's totals are counted
+    by the process that wrote it, `CallLedger.counted`)."""
+    return [{"Put": {"TableName": table, "Item": dict(item)}}]
+
+
+class _Budget:
+    """How many more entries a query may read (DynamoDB's ScannedCount)."""
+
+    def __init__(self, entries: int) -> None:
+        self.left = entries
+
+    def spend(self, entries: int) -> None:
+        self.left -= entries
+
+    @property
+    def spent(self) -> bool:
+        return self.left <= 0
+
+
+def _sort_key(item: Mapping[str, Any]) -> str:
+    return str(item["sk"]["S"])
 
 
 def _day_of(sk: str) -> date:
@@ -402,8 +468,7 @@ def _zero() -> dict[str, Any]:
     return {"calls": 0, **{outcome: 0 for outcome in OUTCOMES}, "run_seconds": 0.0}
 
 
-def _put(totals: dict[str, Any], field: str, value: Mapping[str, Any]) -> None:
-    number = float(value.get("N", 0))
+def _put(totals: dict[str, Any], field: str, number: float) -> None:
     if field == "run_ms":
         totals["run_seconds"] = round(number / 1000, 3)
     elif field in totals:

@@ -5,7 +5,7 @@ Items in the catalog table (the public function may write these, and no others):
 | pk                  | sk              | what                                               |
 | ------------------- | --------------- | -------------------------------------------------- |
 | `QUOTA#<subject>`   | `MINUTE`        | `window_start` (epoch ms), `calls` in that window   |
-| `QUOTA#<subject>`   | `DAY#<date>`    | `calls` admitted and `seconds` run that UTC day     |
+| `QUOTA#<subject>#DAY` | `DAY#<date>`  | `calls` admitted and `seconds` run that UTC day     |
 
 A subject is `key:<key id>` or `view:<name>`. Every count is one conditional atomic
 update, so concurrent callers can never be admitted past a limit: DynamoDB serialises the
@@ -23,6 +23,20 @@ in DynamoDB like calls, so nothing is ever admitted past the limit; their cost i
 window's count includes calls a process has claimed but not used yet (fewer than one
 claim: about a second of its own traffic), which other processes cannot have. An idle
 process (a frozen Lambda container) holds at most that; claims lapse with their window.
+
+Run-seconds are claimed alike, so a key's (or a shared view's) `DAY` item is not written once
+or twice per call. A process that has used a subject's run-seconds at some rate claims a
+block of seconds (`ADD seconds :block`, on the condition that the block fits under the
+limit): about what it used in `claim_horizon_s`, at most `CLAIM_MAX_S` and 1/CLAIM_SHARE
+of what the day has left. While it holds claimed seconds it admits calls and charges their
+runs from memory; the calls it admitted are added to `calls` with its next write. Without a
+block (a first call, a slow caller, or less than `CLAIM_SHARE` x `CLAIM_MIN_S` left) it counts
+exactly as before: one conditional update per call (`seconds < limit`) and one per run's
+charge. So the day is never admitted past its limit by more than one run per process (a run's
+length is known only after it), a busy subject's `DAY` item takes about one write per process
+per `claim_horizon_s`, and what a process claimed but did not use (at most a block: about
+`claim_horizon_s` of its own use) counts as used; `calls` of the day may lag by the calls
+admitted from a block not yet written.
 """
 
 from __future__ import annotations
@@ -44,6 +58,8 @@ _ATTEMPTS = 5
 CLAIM_MAX = 32  # calls one update may claim for this process
 CLAIM_SHARE = 64  # ... and at most this fraction of what the window has left
 CLAIM_HORIZON_S = 1.0  # ... and about what this process admits in this long
+CLAIM_MAX_S = 300.0  # run-seconds one update may claim for this process
+CLAIM_MIN_S = 0.05  # a smaller block is not worth an update: count exactly
 
 
 @dataclass(frozen=True)
@@ -145,6 +161,19 @@ def _next_midnight(epoch_s: float) -> float:
 
 
 @dataclass
+class _Day:
+    """A subject's run-seconds of one day as this process holds them."""
+
+    day: str
+    limit: float
+    seen: float = 0.0  # the day's seconds when last read
+    budget: float = 0.0  # seconds claimed by this process and not used yet
+    used: float = 0.0  # seconds this process's runs used since it last counted (`mark`)
+    mark: float = 0.0  # when this process last counted in the day item
+    calls: int = 0  # calls admitted from a block and not yet added to the item
+
+
+@dataclass
 class _Window:
     """A subject's minute window as this process last saw it."""
 
@@ -158,13 +187,20 @@ class _Window:
 
 class QuotaCounters:
     def __init__(
-        self, dynamodb: Any, *, table: str, clock: Callable[[], float] = time.time
+        self,
+        dynamodb: Any,
+        *,
+        table: str,
+        clock: Callable[[], float] = time.time,
+        claim_horizon_s: float = CLAIM_HORIZON_S,
     ) -> None:
         self._db = dynamodb
         self._table = table
         self._clock = clock
+        self._horizon_s = claim_horizon_s
         self._lock = threading.Lock()
         self._windows: dict[str, _Window] = {}
+        self._days: dict[str, _Day] = {}
         self._claiming: dict[str, threading.Lock] = {}
 
     def admit(self, subject: str, quota: Quota) -> None:
@@ -200,14 +236,25 @@ class QuotaCounters:
                 raise
 
     def charge(self, subject: str, seconds: float) -> None:
-        """Add a finished run's seconds to today's total."""
+        """Add a finished run's seconds to today's total (from this process's claimed block
+        while it lasts)."""
         now = self._clock()
+        seconds = max(seconds, 0.0)
+        with self._lock:
+            held = self._days.get(subject)
+            if held is not None and held.day == _day(now):
+                held.used += seconds
+                taken = min(held.budget, seconds)
+                held.budget -= taken
+                seconds -= taken
+        if seconds <= 0:
+            return
         self._db.update_item(
             TableName=self._table,
             Key=self._key(subject, f"DAY#{_day(now)}"),
             UpdateExpression="ADD seconds :s SET expires_at = :ttl",
             ExpressionAttributeValues={
-                ":s": {"N": f"{max(seconds, 0.0):.3f}"},
+                ":s": {"N": f"{seconds:.3f}"},
                 ":ttl": {"N": str(int(now) + DAY_ITEM_TTL_S)},
             },
         )
@@ -227,7 +274,10 @@ class QuotaCounters:
     # -- internals ---------------------------------------------------------------------
 
     def _key(self, subject: str, sk: str) -> dict[str, Any]:
-        return {"pk": {"S": f"QUOTA#{subject}"}, "sk": {"S": sk}}
+        # The DAY items in a partition of their own: a busy subject's minute claims and day
+        # claims each have a partition's write units.
+        pk = f"QUOTA#{subject}#DAY" if sk.startswith("DAY#") else f"QUOTA#{subject}"
+        return {"pk": {"S": pk}, "sk": {"S": sk}}
 
     def _get(self, subject: str, sk: str) -> dict[str, Any] | None:
         item: dict[str, Any] | None = self._db.get_item(
@@ -236,22 +286,33 @@ class QuotaCounters:
         return item
 
     def _check_day(self, subject: str, limit: float) -> None:
+        """Admit one call against the day's run-seconds: from a claimed block, by claiming
+        one, or exactly (one conditional update)."""
         now = self._clock()
+        today = _day(now)
+        with self._lock:
+            held = self._days.get(subject)
+            if held is None or (held.day, held.limit) != (today, limit):
+                held = self._days[subject] = _Day(today, limit, mark=now)
+            if held.budget > 0:
+                held.calls += 1
+                return
+            calls, held.calls = held.calls + 1, 0
+            block = self._block(held, now)
+            held.used, held.mark = 0.0, now
         try:
-            self._db.update_item(
-                TableName=self._table,
-                Key=self._key(subject, f"DAY#{_day(now)}"),
-                UpdateExpression="ADD calls :one SET expires_at = :ttl",
-                ConditionExpression="attribute_not_exists(seconds) OR seconds < :limit",
-                ExpressionAttributeValues={
-                    ":one": {"N": "1"},
-                    ":limit": {"N": repr(float(limit))},
-                    ":ttl": {"N": str(int(now) + DAY_ITEM_TTL_S)},
-                },
-            )
-        except ClientError as error:
-            if error.response["Error"]["Code"] != "ConditionalCheckFailedException":
-                raise
+            if block > 0 and self._claim_seconds(subject, held, block, calls, now):
+                return
+            seen = self._day_update(
+                subject, "ADD calls :n SET expires_at = :ttl",
+                "attribute_not_exists(seconds) OR seconds < :limit",
+                {":n": {"N": str(calls)}, ":limit": {"N": repr(float(limit))}}, now,
+            )  # fmt: skip
+        except ClientError:
+            with self._lock:
+                held.calls += calls - 1  # this call was not admitted; the others were
+            raise
+        if seen is None:
             resets = _next_midnight(now)
             raise QuotaExceededError(
                 subject=subject,
@@ -259,7 +320,52 @@ class QuotaCounters:
                 limit=limit,
                 retry_after_s=max(1, math.ceil(resets - now)),
                 resets_at=_iso(resets),
-            ) from None
+            )
+        with self._lock:
+            held.seen = float(seen.get("seconds", {}).get("N", 0))
+
+    def _block(self, held: _Day, now: float) -> float:
+        """The run-seconds to claim now (0: count exactly): this process's recent use."""
+        rate = held.used / max(0.1, now - held.mark)
+        block = min(CLAIM_MAX_S, rate * self._horizon_s, (held.limit - held.seen) / CLAIM_SHARE)
+        return block if block >= CLAIM_MIN_S else 0.0
+
+    def _claim_seconds(
+        self, subject: str, held: _Day, block: float, calls: int, now: float
+    ) -> bool:
+        """Claim `block` seconds if they fit under the limit (and count `calls`)."""
+        seen = self._day_update(
+            subject, "ADD seconds :b, calls :n SET expires_at = :ttl",
+            "attribute_not_exists(seconds) OR seconds <= :most",
+            {":b": {"N": f"{block:.3f}"}, ":n": {"N": str(calls)},
+             ":most": {"N": repr(float(held.limit - block))}}, now,
+        )  # fmt: skip
+        if seen is None:
+            return False
+        with self._lock:
+            held.budget += block
+            held.seen = float(seen.get("seconds", {}).get("N", 0))
+        return True
+
+    def _day_update(
+        self, subject: str, update: str, condition: str, values: dict[str, Any], now: float
+    ) -> dict[str, Any] | None:
+        """The day item after a conditional update; None when the condition failed."""
+        try:
+            answer = self._db.update_item(
+                TableName=self._table,
+                Key=self._key(subject, f"DAY#{_day(now)}"),
+                UpdateExpression=update,
+                ConditionExpression=condition,
+                ExpressionAttributeValues={**values, ":ttl": {"N": str(int(now) + DAY_ITEM_TTL_S)}},
+                ReturnValues="ALL_NEW",
+            )
+        except ClientError as error:
+            if error.response["Error"]["Code"] == "ConditionalCheckFailedException":
+                return None
+            raise
+        attributes: dict[str, Any] = answer["Attributes"]
+        return attributes
 
     def _count_minute(self, subject: str, limit: int) -> None:
         if self._take_claim(subject, limit):
@@ -305,7 +411,7 @@ class QuotaCounters:
             return 1  # a window this process has not seen: count one call, and learn it
         elapsed_s = max(1.0, (self._clock() * 1000 - window.since_ms) / 1000)
         rate = (window.admitted + 1) / elapsed_s  # grows from 1 by doubling, like slow start
-        own = int(rate * CLAIM_HORIZON_S)
+        own = int(rate * self._horizon_s)
         return max(1, min(CLAIM_MAX, own, (limit - window.calls) // CLAIM_SHARE))
 
     def _claim_lock(self, subject: str) -> threading.Lock:

@@ -24,7 +24,7 @@ from __future__ import annotations
 import hashlib
 import json
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -95,7 +95,7 @@ def _counter(owner: str) -> dict[str, Any]:
 
 def _ledger_put(table: str, ledger: Mapping[str, Any] | None) -> list[dict[str, Any]]:
     # Unconditional: its key is new (time and random id), and only the task's own condition
-    # may cancel the move. With it, its day's totals (see kiln.access.ledger).
+    # may cancel the move. Its day's totals count it after (`TaskStore.ledgered`).
     return [] if ledger is None else ledger_writes(table, ledger)
 
 
@@ -119,6 +119,8 @@ class TaskStore:
         self._table = table
         self._bucket = bucket
         self._inline_limit = inline_limit
+        # told of each ledger entry a settle wrote (the ledger's day totals count it)
+        self.ledgered: Callable[[Mapping[str, Any]], None] | None = None
 
     # ------------------------------------------------------------------ payloads
 
@@ -280,6 +282,8 @@ class TaskStore:
             if _failed_condition(exc):
                 return False
             raise
+        if ledger is not None and self.ledgered is not None:
+            self.ledgered(ledger)
         return True
 
     def _settle_update(

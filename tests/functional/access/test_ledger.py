@@ -18,13 +18,16 @@ class Clock:
         return self.now
 
 
-def ledger(aws: AwsStack, clock: Clock, *, retention_days: int = 30) -> CallLedger:
+def ledger(
+    aws: AwsStack, clock: Clock, *, retention_days: int = 30, shards: int = 32
+) -> CallLedger:
     return CallLedger(
         aws.clients.dynamodb,
         table=aws.table,
         digest_key=b"k" * 32,
         retention_days=retention_days,
         clock=clock,
+        shards=shards,
     )
 
 
@@ -46,24 +49,41 @@ def test_entries_come_back_newest_first_across_days_in_pages(aws: AwsStack) -> N
     assert names == [f"tool{index}" for index in reversed(range(7))]
 
 
-def test_a_page_reads_one_entry_more_than_it_returns_not_the_whole_day(aws: AwsStack) -> None:
+def test_a_page_reads_about_twice_its_entries_across_the_shards_not_the_whole_day(
+    aws: AwsStack,
+) -> None:
     clock = Clock()
-    calls = ledger(aws, clock)
-    for index in range(7):
+    calls = ledger(aws, clock, shards=8)
+    for index in range(120):
         calls.record(entry(f"tool{index}"))
         clock.now += 1
-    asked: list[object] = []
+    scanned: list[int] = []
     aws.clients.dynamodb.meta.events.register(
-        "before-parameter-build.dynamodb.Query", lambda params, **_: asked.append(params["Limit"])
+        "after-call.dynamodb.Query",
+        lambda parsed, **_: scanned.append(int(parsed.get("ScannedCount", 0))),
     )
-    page, cursor = calls.query(LedgerQuery(limit=3))
-    assert [r.tool for r in page] == ["tool6", "tool5", "tool4"]
-    assert asked == [4]  # one request, for the page and the cursor's entry
-    assert [r.tool for r in calls.query(LedgerQuery(limit=3, cursor=cursor))[0]] == [
-        "tool3",
-        "tool2",
-        "tool1",
-    ]
+    page, cursor = calls.query(LedgerQuery(limit=10))
+    assert [r.tool for r in page] == [f"tool{index}" for index in range(119, 109, -1)]
+    assert sum(scanned) <= 3 * 11 + 2 * 8, f"{sum(scanned)} entries read for a page of 10"
+    following = calls.query(LedgerQuery(limit=10, cursor=cursor))[0]
+    assert [r.tool for r in following] == [f"tool{index}" for index in range(109, 99, -1)]
+
+
+def test_each_entry_is_one_put_into_one_of_the_days_shards(aws: AwsStack) -> None:
+    clock = Clock()
+    calls = ledger(aws, clock, shards=4)
+    sent: list[str] = []
+    aws.clients.dynamodb.meta.events.register(
+        "before-call.dynamodb", lambda model, **_: sent.append(model.name)
+    )
+    for _ in range(40):
+        calls.record(entry("a"))
+    assert set(sent) == {"PutItem"}  # no totals write: within its interval
+    assert len(sent) == 40
+    items = aws.clients.dynamodb.scan(TableName=aws.table)["Items"]
+    shards = {i["pk"]["S"] for i in items if i["pk"]["S"].startswith("LEDGER#")}
+    assert shards <= {f"LEDGER#2027-01-15#{n}" for n in range(4)}
+    assert len(shards) >= 2
 
 
 def test_filters_select_by_tool_caller_outcome_and_time(aws: AwsStack) -> None:
@@ -137,9 +157,9 @@ def test_a_filtered_query_reads_at_most_ten_times_its_page_and_gives_a_cursor_to
 ) -> None:
     """A filter that matches rarely once read the whole ledger in one request."""
     clock = Clock()
-    calls = ledger(aws, clock)
+    calls = ledger(aws, clock, shards=4)
     calls.record(entry("rare"))
-    for _ in range(60):
+    for _ in range(200):
         clock.now += 1
         calls.record(entry("common"))
     scanned: list[int] = []
@@ -150,7 +170,8 @@ def test_a_filtered_query_reads_at_most_ten_times_its_page_and_gives_a_cursor_to
     page, cursor = calls.query(LedgerQuery(tool="rare", limit=2))
     assert page == []
     assert cursor is not None
-    assert sum(scanned) <= 10 * 3
+    # ten times the page, a small first page per shard, and the round that passed the budget
+    assert sum(scanned) <= 10 * 3 + 2 * 4 + 4 * 3
     found = []
     while cursor is not None:
         page, cursor = calls.query(LedgerQuery(tool="rare", limit=2, cursor=cursor))
@@ -158,21 +179,42 @@ def test_a_filtered_query_reads_at_most_ten_times_its_page_and_gives_a_cursor_to
     assert [r.tool for r in found] == ["rare"]
 
 
-def test_totals_are_one_read_of_the_days_totals_not_of_its_entries(aws: AwsStack) -> None:
+def test_totals_are_each_processs_counts_written_once_per_interval_not_the_entries(
+    aws: AwsStack,
+) -> None:
+    """Two processes (two containers) write; a third reads the day's totals."""
     clock = Clock()
-    calls = ledger(aws, clock)
-    for outcome in ("ok", "ok", "tool_error"):
-        calls.record(CallRecord(at="", caller="key:1", tool="a", outcome=outcome,  # type: ignore[arg-type]
-                                duration_ms=250.0))  # fmt: skip
+    first, second, reader = (ledger(aws, clock, shards=4) for _ in range(3))
     db = aws.clients.dynamodb
+    written: list[str] = []
+    db.meta.events.register(
+        "before-parameter-build.dynamodb.PutItem",
+        lambda params, **_: written.append(params["Item"]["pk"]["S"]),
+    )
+    for outcome in ("ok", "ok", "tool_error"):
+        first.record(CallRecord(at="", caller="key:1", tool="a", outcome=outcome,  # type: ignore[arg-type]
+                                duration_ms=250.0))  # fmt: skip
+    second.record(entry("b", "key:2"))
+    assert reader.totals("2027-01-15")["all"]["calls"] == 0  # nothing written yet
+    clock.now += 10  # the interval: each process writes its counts with its next entry
+    first.record(entry("a", "key:1"))
+    second.record(entry("b", "key:2"))
+    sums = [pk for pk in written if pk.startswith("LEDGERSUM#")]
+    assert len(sums) == 6  # all, the caller and the tool of each process: one put each
     for item in db.scan(TableName=aws.table)["Items"]:
         if item["pk"]["S"].startswith("LEDGER#"):  # the entries go; the totals stay
             db.delete_item(TableName=aws.table, Key={"pk": item["pk"], "sk": item["sk"]})
-    queries: list[object] = []
-    db.meta.events.register("before-call.dynamodb.Query", lambda **_: queries.append(1))
-    totals = calls.totals("2027-01-15")
-    assert totals["all"] == {"calls": 3, "ok": 2, "tool_error": 1, "timeout": 0, "refused": 0,
+    queried: list[str] = []
+    db.meta.events.register(
+        "before-parameter-build.dynamodb.Query",
+        lambda params, **_: queried.append(params["ExpressionAttributeValues"][":pk"]["S"]),
+    )
+    totals = reader.totals("2027-01-15")
+    assert totals["all"] == {"calls": 6, "ok": 5, "tool_error": 1, "timeout": 0, "refused": 0,
                              "cancelled": 0, "run_seconds": 0.75}  # fmt: skip
-    assert totals["by_caller"]["key:1"]["calls"] == 3
-    assert totals["by_tool"]["a"]["tool_error"] == 1
-    assert queries == []
+    assert totals["by_caller"]["key:1"]["calls"] == 4
+    assert totals["by_tool"]["b"]["ok"] == 2
+    assert sorted(queried) == [f"LEDGERSUM#2027-01-15#{n}" for n in range(4)]
+    first.record(entry("a", "key:1"))  # within the interval: this process's own count shows
+    assert first.totals("2027-01-15")["all"]["calls"] == 7
+    assert reader.totals("2027-01-15")["all"]["calls"] == 6

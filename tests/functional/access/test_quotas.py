@@ -178,3 +178,39 @@ def test_subjects_are_counted_apart(aws: AwsStack) -> None:
 def test_bad_quota_settings_name_the_field(value: object, field: str) -> None:
     with pytest.raises(QuotaRuleError, match=f"quota.{field}: "):
         check_quota(value)
+
+
+def test_a_busy_key_claims_run_seconds_in_blocks_not_two_writes_per_call(aws: AwsStack) -> None:
+    """A key's DAY item once took two updates per call (admit, charge): ~500 calls/s."""
+    clock = Clock()
+    quotas = counters(aws, clock)
+    quota = Quota(run_seconds_per_day=36_000.0)
+    sent = updates_made(aws)
+    for _ in range(400):  # 100 calls a second of 0.1 s runs
+        quotas.admit("key:runs", quota)
+        quotas.charge("key:runs", 0.1)
+        clock.now += 0.01
+    assert len(sent) <= 40, f"{len(sent)} updates of the DAY item for 400 calls"
+    used = quotas.usage("key:runs")["run_seconds_today"]
+    assert 40.0 <= used <= 40.0 + 10.0 + 0.5  # claimed and not yet used: under one block
+
+
+def test_run_seconds_claimed_in_blocks_never_admit_past_the_limit_by_more_than_one_run(
+    aws: AwsStack,
+) -> None:
+    clock = Clock()
+    processes = (counters(aws, clock), counters(aws, clock))
+    quota = Quota(run_seconds_per_day=50.0)
+    used, refused = 0.0, [False, False]
+    for turn in range(4000):
+        if all(refused):
+            break
+        quotas = processes[turn % 2]
+        refused[turn % 2] = not admitted(quotas, "view:shared", quota)
+        if not refused[turn % 2]:
+            quotas.charge("view:shared", 0.1)
+            used += 0.1
+        clock.now += 0.005
+    assert all(refused), "never refused"
+    # blocks a process did not use lapse (a little under the limit); one run past it at most
+    assert 50.0 - 2.0 <= used <= 50.0 + 2 * 0.1, used

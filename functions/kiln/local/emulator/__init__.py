@@ -61,6 +61,8 @@ def run_emulator(
     compact_after: int | None = None,
     call_log: Path | None = None,
     partition_limits: str | None = None,
+    partition_window_s: float | None = None,
+    throughput_log: Path | None = None,
 ) -> Iterator[Endpoint]:
     """Start the emulator for `state_dir` as a child process; stop it when the block ends.
 
@@ -75,6 +77,10 @@ def run_emulator(
         command += ["--call-log", str(call_log)]
     if partition_limits is not None:
         command += ["--partition-limits", partition_limits]
+    if partition_window_s is not None:
+        command += ["--partition-window", str(partition_window_s)]
+    if throughput_log is not None:
+        command += ["--throughput-log", str(throughput_log)]
     process = subprocess.Popen(
         command,
         env=emulator_environment(),

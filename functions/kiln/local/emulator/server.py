@@ -111,6 +111,9 @@ def main(argv: list[str] | None = None) -> int:
         "--partition-limits",
         help="DynamoDB's per-partition limits, READS/WRITES units a second (e.g. 3000/1000)",
     )
+    parser.add_argument("--partition-window", type=float, default=1.0,
+                        help="seconds over which the partition limits are counted")  # fmt: skip
+    parser.add_argument("--throughput-log", help="append refusals and busiest partitions here")
     args = parser.parse_args(argv)
 
     from werkzeug.serving import WSGIRequestHandler, make_server
@@ -128,7 +131,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.call_log:
         emulator.call_log = CallLog(Path(args.call_log))
     if args.partition_limits:
-        emulator.limits = PartitionLimits(*parse_limits(args.partition_limits))
+        log_path = Path(args.throughput_log) if args.throughput_log else None
+        emulator.limits = PartitionLimits(
+            *parse_limits(args.partition_limits), window_s=args.partition_window, log=log_path
+        )
 
     class Handler(WSGIRequestHandler):
         protocol_version = "HTTP/1.1"  # keep-alive: botocore reuses its connections

@@ -9,6 +9,14 @@ one that would pass a limit with DynamoDB's own error. Units as DynamoDB rounds 
 is one unit per 4 KB returned (half for an eventually consistent one, at least one request's
 worth), a write one per 1 KB sent, a transaction's items twice. Writes are counted before
 they are applied (a refused write changes nothing), reads after (by what they return).
+
+Scaled time, for a benchmark that cannot offer AWS's rates (bench/throughput): limits
+divided by a factor F and counted over a window of several seconds (`--partition-window S`:
+each partition may spend its per-second limit times S in each S-second window), so that a
+rate F times smaller meets the same limits without rounding a partition's few units a second
+to all or nothing. `--throughput-log FILE` appends a JSON line for each refusal and, as each
+window closes, the window's busiest partitions (units spent per kind), for the benchmark to
+read.
 """
 
 from __future__ import annotations
@@ -20,6 +28,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 THROTTLED = "ProvisionedThroughputExceededException"
@@ -98,15 +107,20 @@ class PartitionLimits:
     read_units: float
     write_units: float
     clock: Callable[[], float] = time.time
+    window_s: float = 1.0  # each partition spends at most its limit times this per window
+    log: Path | None = None  # --throughput-log: refusals and each window's busiest partitions
     _spent: dict[tuple[str, str, str], tuple[int, float]] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
+    _window: int = -1
     throttled: dict[str, int] = field(default_factory=dict)  # partition key -> refusals
 
     def take(self, table: str, charges: list[tuple[str, float]], kind: str) -> str | None:
         """Spend every charge, or none: the first partition key that would pass its limit."""
-        limit = self.read_units if kind == "read" else self.write_units
-        second = int(self.clock())
+        limit = (self.read_units if kind == "read" else self.write_units) * self.window_s
+        second = int(self.clock() / self.window_s)
         with self._lock:
+            if second != self._window:
+                self._close_window(second)
             totals: dict[str, float] = {}
             for pk, units in charges:
                 at, spent = self._spent.get((table, pk, kind), (second, 0.0))
@@ -115,12 +129,29 @@ class PartitionLimits:
             for pk, total in totals.items():
                 if total > limit:
                     self.throttled[pk] = self.throttled.get(pk, 0) + 1
+                    self._write({"throttled": pk, "kind": kind, "at": self.clock()})
                     return pk
             for pk, total in totals.items():
                 self._spent[(table, pk, kind)] = (second, total)
             if len(self._spent) > 100_000:  # old seconds are never read again
                 self._spent = {k: v for k, v in self._spent.items() if v[0] == second}
         return None
+
+    def _close_window(self, window: int) -> None:
+        """Log the closing window's busiest partitions (units per kind); start `window`."""
+        if self._window >= 0 and self.log is not None:
+            busiest: dict[str, list[tuple[float, str]]] = {"read": [], "write": []}
+            for (_, pk, kind), (at, spent) in self._spent.items():
+                if at == self._window:
+                    busiest[kind].append((spent, pk))
+            top = {kind: sorted(found, reverse=True)[:5] for kind, found in busiest.items()}
+            self._write({"window": self._window, "window_s": self.window_s, "busiest": top})
+        self._window = window
+
+    def _write(self, record: dict[str, Any]) -> None:
+        if self.log is not None:
+            with self.log.open("a") as handle:
+                handle.write(json.dumps(record) + "\n")
 
     def charge_write(self, operation: str, body: bytes) -> str | None:
         try:
