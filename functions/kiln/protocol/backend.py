@@ -90,6 +90,14 @@ class Arrival:
     author_run: bool = False  # an author's run over REST, not a `tools/call` (not ledgered)
 
 
+class ServedView(Protocol):
+    """The view a path such as /mcp/v/<name> serves, as the route found it (it is a
+    `kiln.access.views.View`; the backend reads it as such). The protocol reads its name."""
+
+    @property
+    def name(self) -> str: ...
+
+
 @dataclass(frozen=True)
 class CallContext:
     """Per-request facts: what the transport knows, and what the protocol adds on the way
@@ -97,7 +105,9 @@ class CallContext:
 
     time_left_s: float | None = None  # from the Lambda context, or a configured local budget
     principal: Any = None  # who is calling (auth: kiln.identity.policy.Principal); None: anonymous
-    view: str | None = None  # the view a path such as /mcp/v/<name> serves
+    # The view a path such as /mcp/v/<name> serves: found once, by the route, and carried
+    # down so that nothing reads it again by name.
+    view: ServedView | None = None
     # This process may hold a request open for the client's answers (kiln dev); never in
     # Lambda, which answers each invocation once.
     can_hold: bool = False
