@@ -18,7 +18,7 @@ from kiln.access.gate import Work, bound_view
 from kiln.access.views import View
 from kiln.api.auth import base_url, require
 from kiln.identity.policy import AuthError, Permission, Principal
-from kiln.protocol.backend import Arrival, CallContext
+from kiln.protocol.backend import Arrival, CallContext, Seen
 from kiln.protocol.errors import jsonrpc_error
 from kiln.protocol.spec import INVALID_REQUEST
 
@@ -91,7 +91,12 @@ async def answer_mcp(
         after_response=after,
         start_now=True,
     )
+    seen = Seen()  # what the protocol finds the request to be, for Lambda's log line
+    hear = getattr(request.scope.get("aws.context"), "hear", None)  # kiln.observability
+    if callable(hear):
+        hear(seen)
     ctx = CallContext(
+        seen=seen,
         time_left_s=time_left_s(request),
         principal=principal,
         view=view,
