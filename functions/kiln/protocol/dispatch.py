@@ -184,9 +184,14 @@ class Dispatcher:
         except (ValueError, RecursionError):  # nested past the parser
             return error_reply(ParseError("Parse error: the body is not valid JSON"))
         checked = _SurrogateCheck(may_hold_surrogates(body))
-        if isinstance(message, list):
+        if isinstance(message, list):  # many methods: the edge is told none (ctx.seen)
             return await self._batch(
-                message, headers, ctx, http=http, legacy_version=legacy_version, checked=checked
+                message,
+                headers,
+                replace(ctx, seen=None),
+                http=http,
+                legacy_version=legacy_version,
+                checked=checked,
             )
         return await self._one(
             message, headers, ctx, http=http, legacy_version=legacy_version, checked=checked
