@@ -83,16 +83,18 @@ class ViewCatalog:
     ) -> dict[str, Tool] | None:
         """The tools view `name` shows at `version` (None: no such view). Blocking."""
         view = self.views_at(version).get(name)
-        if view is None:
-            return None
+        return None if view is None else self.tools_for(version, view, tools)
+
+    def tools_for(self, version: int, view: View, tools: Mapping[str, Tool]) -> dict[str, Tool]:
+        """The tools `view` (as read at `version`) shows. Blocking: revisions a pin needs."""
         with self._lock:
-            cached = self._resolved.get(name) if version == self._version else None
+            cached = self._resolved.get(view.name) if version == self._version else None
         if cached is not None:
             return cached
         result = resolve(view, tools, self._revision)
         with self._lock:
             if version == self._version:
-                self._resolved[name] = result
+                self._resolved[view.name] = result
         return result
 
     def problems_of(self, version: int, name: str, tools: Mapping[str, Tool]) -> list[str]:

@@ -46,7 +46,7 @@ class RebindingGuard:
             )
             if refused is not None:
                 status, message = refused
-                if scope["path"].endswith("/mcp"):
+                if is_mcp_path(scope["path"]):
                     body: dict[str, Any] = jsonrpc_error(INVALID_REQUEST, message)
                 else:
                     code = "forbidden_origin" if status == 403 else "misdirected_request"
@@ -54,6 +54,11 @@ class RebindingGuard:
                 await JSONResponse(body, status_code=status)(scope, receive, send)
                 return
         await self.app(scope, receive, send)
+
+
+def is_mcp_path(path: str) -> bool:
+    """/mcp, /admin/mcp, a view's /mcp/v/<name> and the paths below them: JSON-RPC answers."""
+    return path in ("/mcp", "/admin/mcp") or path.startswith(("/mcp/", "/admin/mcp/"))
 
 
 class CallerRole:

@@ -15,9 +15,10 @@ from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 
 from kiln.access.gate import Work, bound_view
+from kiln.access.views import View
 from kiln.api.auth import base_url, require
 from kiln.identity.policy import AuthError, Permission, Principal
-from kiln.protocol.backend import Arrival, CallContext
+from kiln.protocol.backend import Arrival, CallContext, Seen
 from kiln.protocol.errors import jsonrpc_error
 from kiln.protocol.spec import INVALID_REQUEST
 
@@ -68,7 +69,7 @@ async def serve_mcp(request: Request, need: Permission, path: str) -> Response:
 
 
 async def answer_mcp(
-    request: Request, principal: Principal | None, *, admin: bool = False, view: str | None = None
+    request: Request, principal: Principal | None, *, admin: bool = False, view: View | None = None
 ) -> Response:
     """Hand the request to the MCP endpoint; ledger writes and quota refunds it leaves are
     done before the answer is sent (on `kiln dev` as in Lambda: nothing answered is lost)."""
@@ -90,7 +91,12 @@ async def answer_mcp(
         after_response=after,
         start_now=True,
     )
+    seen = Seen()  # what the protocol finds the request to be, for Lambda's log line
+    hear = getattr(request.scope.get("aws.context"), "hear", None)  # kiln.observability
+    if callable(hear):
+        hear(seen)
     ctx = CallContext(
+        seen=seen,
         time_left_s=time_left_s(request),
         principal=principal,
         view=view,
@@ -140,7 +146,7 @@ async def serve_view(request: Request, view: str) -> Response:
             403, f"Forbidden: this credential is bound to view {bound!r}; use /mcp/v/{bound}"
         )
     with parts.snapshots.pinned(snapshot):  # the call reads no second catalog version
-        return await answer_mcp(request, principal, view=view)
+        return await answer_mcp(request, principal, view=found)  # read once, here
 
 
 def refusal(status: int, message: str) -> Response:

@@ -5,19 +5,17 @@ more than a call's compute): the request's log fields (request id, MCP method, t
 duration) and its EMF metrics together: `Requests` always, and for `tools/call` the per-tool
 `ToolCalls`, `ToolErrors` (timeouts included), `ToolTimeouts` and `ToolDuration`.
 `ColdStart` goes on a line of its own, on the first invocation of a container. What happened
-is read from the JSON-RPC request and response bodies, so the app needs no hooks for it.
+is what the protocol found the request to be (`Invocation.hear`): no body is parsed here.
 """
 
 from __future__ import annotations
 
-import base64
-import gzip
 import json
 import sys
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from aws_lambda_powertools import Logger, Metrics
 
@@ -47,37 +45,43 @@ class RequestInfo:
     tool: str | None
 
 
-def describe_request(event: Mapping[str, Any]) -> RequestInfo:
-    """The JSON-RPC method and, for tools/call, the tool name of an HTTP event's body."""
-    message = _json_body(event.get("body"), bool(event.get("isBase64Encoded")))
-    if not isinstance(message, dict):
-        return RequestInfo(None, None)
-    method = message.get("method")
-    params = message.get("params")
-    tool = params.get("name") if method == "tools/call" and isinstance(params, dict) else None
-    return RequestInfo(
-        method if isinstance(method, str) else None, tool if isinstance(tool, str) else None
-    )
+class Heard(Protocol):
+    """What the app found a request to be (it is `kiln.protocol.backend.Seen`)."""
+
+    @property
+    def method(self) -> str | None: ...
+    @property
+    def tool(self) -> str | None: ...
+    @property
+    def outcome(self) -> str | None: ...
 
 
-def describe_response(response: Mapping[str, Any]) -> str:
-    """`ok`, `error` (an isError result), `timeout` (a `[timeout]` run) or `rejected`.
+class Invocation:
+    """The Lambda context as the app sees it (Mangum's scope["aws.context"]), with `hear`:
+    the MCP route hands it what the protocol finds the request to be, so the log line is
+    written from that and no body is parsed here."""
 
-    `rejected` is a request that never reached a tool: a JSON-RPC error or an HTTP error.
-    """
+    def __init__(self, context: Any) -> None:
+        self._context = context
+        self.heard: Heard | None = None
+
+    def hear(self, heard: Heard) -> None:
+        self.heard = heard
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._context, name)
+
+
+def describe(heard: Heard | None, response: Mapping[str, Any]) -> tuple[RequestInfo, str]:
+    """The request's method and tool, and its outcome: `ok`, `error` (an isError result),
+    `timeout` (a run killed at its limit) or `rejected` (a request that never reached a tool:
+    a JSON-RPC error or an HTTP error)."""
     status = response.get("statusCode", 200)
-    message = _json_body(response.get("body"), bool(response.get("isBase64Encoded")))
-    if not isinstance(message, dict):
-        return "rejected" if isinstance(status, int) and status >= 400 else "ok"
-    if "error" in message:
-        return "rejected"
-    result = message.get("result")
-    if isinstance(result, dict) and result.get("isError"):
-        texts = [c.get("text", "") for c in result.get("content") or [] if isinstance(c, dict)]
-        if any(line.startswith("[timeout") for t in texts for line in str(t).splitlines()):
-            return "timeout"
-        return "error"
-    return "ok"
+    failed = isinstance(status, int) and status >= 400
+    if heard is None:  # not MCP, or refused before the protocol read it
+        return RequestInfo(None, None), "rejected" if failed else "ok"
+    outcome = heard.outcome or ("rejected" if failed else "ok")
+    return RequestInfo(heard.method, heard.tool), outcome
 
 
 class FrontDoorContext:
@@ -120,12 +124,13 @@ def http_handler(adapter: Handler, *, name: str, telemetry: Telemetry) -> Handle
     """An HTTP entry point: `adapter` (Mangum) wrapped with logging, metrics and traces."""
 
     def handle(event: dict[str, Any], context: Any) -> Any:
-        request = describe_request(event)
+        request = RequestInfo(None, None)
         started = time.perf_counter()
         outcome = "crashed"  # replaced below unless the adapter raises
         try:
-            response = adapter(event, front_door_context(event, context))
-            outcome = describe_response(response)
+            invocation = Invocation(front_door_context(event, context))
+            response = adapter(event, invocation)
+            request, outcome = describe(invocation.heard, response)
             return response
         finally:
             duration_ms = round((time.perf_counter() - started) * 1000, 1)
@@ -180,15 +185,3 @@ def _record(
 def _metric_set(namespace: str, dimensions: list[str], units: dict[str, str]) -> dict[str, Any]:
     metrics = [{"Name": metric, "Unit": unit} for metric, unit in units.items()]
     return {"Namespace": namespace, "Dimensions": [dimensions], "Metrics": metrics}
-
-
-def _json_body(body: Any, is_base64: bool) -> Any:
-    if not body:
-        return None
-    try:
-        raw = base64.b64decode(body) if is_base64 else body
-        if isinstance(raw, bytes) and raw[:2] == b"\x1f\x8b":  # a gzipped answer
-            raw = gzip.decompress(raw)
-        return json.loads(raw)
-    except (ValueError, TypeError, OSError, EOFError):
-        return None

@@ -48,6 +48,7 @@ class ToolOutcome:
     settle: Callable[[bool], Awaitable[None]] | None = field(default=None, compare=False)
     questions: tuple[Question, ...] = ()  # what the run asked instead of answering
     escalate: bool = False  # the run asked to go on as a task (a tool that asks first)
+    timed_out: bool = False  # the run was killed at its time limit (the runner says so)
 
 
 @dataclass(frozen=True)
@@ -90,6 +91,27 @@ class Arrival:
     author_run: bool = False  # an author's run over REST, not a `tools/call` (not ledgered)
 
 
+Outcome = Literal["ok", "error", "timeout", "rejected"]
+
+
+@dataclass
+class Seen:
+    """What the protocol found a request to be, for the edge's log line and metrics (which so
+    parse no body): its method, a tools/call's tool, and how it ended (None: not answered)."""
+
+    method: str | None = None
+    tool: str | None = None
+    outcome: Outcome | None = None
+
+
+class ServedView(Protocol):
+    """The view a path such as /mcp/v/<name> serves, as the route found it (it is a
+    `kiln.access.views.View`; the backend reads it as such). The protocol reads its name."""
+
+    @property
+    def name(self) -> str: ...
+
+
 @dataclass(frozen=True)
 class CallContext:
     """Per-request facts: what the transport knows, and what the protocol adds on the way
@@ -97,7 +119,9 @@ class CallContext:
 
     time_left_s: float | None = None  # from the Lambda context, or a configured local budget
     principal: Any = None  # who is calling (auth: kiln.identity.policy.Principal); None: anonymous
-    view: str | None = None  # the view a path such as /mcp/v/<name> serves
+    # The view a path such as /mcp/v/<name> serves: found once, by the route, and carried
+    # down so that nothing reads it again by name.
+    view: ServedView | None = None
     # This process may hold a request open for the client's answers (kiln dev); never in
     # Lambda, which answers each invocation once.
     can_hold: bool = False
@@ -105,6 +129,7 @@ class CallContext:
     outbox: Outbox | None = None  # where a streamed call's notifications go (dispatch.py)
     turn: Turn | None = None  # this tools/call's conversation turn (talking.py)
     conversation: Conversation | None = None  # what the run is told (set per round)
+    seen: Seen | None = None  # filled in on the way down, read by the edge (observability)
 
 
 class ToolBackend(Protocol):

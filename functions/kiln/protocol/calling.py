@@ -219,7 +219,11 @@ class ToolCaller:
             error.request_id = request_id
             await _settle(outcome, True)
             raise
-        await _settle(outcome, bool(shaped.get("isError")))
+        is_error = bool(shaped.get("isError"))
+        await _settle(outcome, is_error)
+        if ctx.seen is not None:  # the edge logs and counts it (observability)
+            timed_out = is_error and outcome.timed_out
+            ctx.seen.outcome = "timeout" if timed_out else "error" if is_error else "ok"
         return shaped
 
     def shape(self, tool: ToolView, outcome: ToolOutcome, version: str) -> dict[str, Any]:

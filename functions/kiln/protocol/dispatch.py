@@ -12,7 +12,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
-from kiln.protocol.backend import CallContext, TaskBackend, ToolBackend
+from kiln.protocol.backend import CallContext, Outcome, TaskBackend, ToolBackend
 from kiln.protocol.calling import ToolCaller
 from kiln.protocol.classify import (
     VERSION_HEADER,
@@ -184,9 +184,14 @@ class Dispatcher:
         except (ValueError, RecursionError):  # nested past the parser
             return error_reply(ParseError("Parse error: the body is not valid JSON"))
         checked = _SurrogateCheck(may_hold_surrogates(body))
-        if isinstance(message, list):
+        if isinstance(message, list):  # many methods: the edge is told none (ctx.seen)
             return await self._batch(
-                message, headers, ctx, http=http, legacy_version=legacy_version, checked=checked
+                message,
+                headers,
+                replace(ctx, seen=None),
+                http=http,
+                legacy_version=legacy_version,
+                checked=checked,
             )
         return await self._one(
             message, headers, ctx, http=http, legacy_version=legacy_version, checked=checked
@@ -211,6 +216,7 @@ class Dispatcher:
             envelope = classify(message, headers, http=http, legacy_version=legacy_version)
             if envelope is None or envelope.is_notification:
                 return Reply(202, None)
+            _saw(ctx, envelope)
             table = self._modern_methods if envelope.modern else self._legacy_methods
             handler = table.get(envelope.method)
             if handler is None:
@@ -227,10 +233,12 @@ class Dispatcher:
                 return await self._streamed(handler, envelope, ctx)
             result = await handler(envelope, ctx)
         except ProtocolError as error:
+            _ended(ctx, "rejected")
             if envelope is not None and envelope.modern:
                 error.modern = True
             return error_reply(error)
         except Exception:
+            _ended(ctx, "rejected")
             log.exception("unexpected failure answering a request")
             rid = envelope.request_id if envelope else None
             modern = envelope.modern if envelope else False
@@ -248,9 +256,11 @@ class Dispatcher:
             try:
                 result = await handler(envelope, replace(ctx, outbox=outbox))
             except ProtocolError as error:
+                _ended(ctx, "rejected")
                 error.modern = error.modern or envelope.modern
                 return error_reply(error)  # with its headers (Retry-After)
             except Exception:
+                _ended(ctx, "rejected")
                 log.exception("unexpected failure answering a request")
                 rid, modern = envelope.request_id, envelope.modern
                 return error_reply(InternalError("Internal error", request_id=rid, modern=modern))
@@ -367,3 +377,17 @@ class Dispatcher:
                 envelope.params, version=envelope.version, ctx=ctx, request_id=envelope.request_id
             )
         return dumps(self._finish(envelope)(result))
+
+
+def _saw(ctx: CallContext, envelope: Envelope) -> None:
+    """Tell the edge what the request is (CallContext.seen): its method, a call's tool."""
+    if ctx.seen is None:
+        return
+    ctx.seen.method = envelope.method
+    name = envelope.params.get("name") if envelope.method == "tools/call" else None
+    ctx.seen.tool = name if isinstance(name, str) else None
+
+
+def _ended(ctx: CallContext, outcome: Outcome) -> None:
+    if ctx.seen is not None:
+        ctx.seen.outcome = outcome

@@ -183,7 +183,7 @@ def caller_of(ctx: CallContext) -> str:
         getattr(who, "label", "anonymous") if who is not None else "anonymous",
         str(getattr(who, "key_id", "") or ""),
         str(getattr(who, "client", "") or ""),
-        ctx.view or "",
+        ctx.view.name if ctx.view is not None else "",
     ]
     return hashlib.sha256("\0".join(parts).encode()).hexdigest()
 

@@ -29,7 +29,13 @@ from kiln.aws.clients import StoreUnavailableError
 from kiln.bundles.cache import BundleError, BundleNotReadyError
 from kiln.catalog.model import Tool
 from kiln.catalog.snapshot import CatalogSnapshots, Snapshot
-from kiln.protocol.backend import CallContext, Conversation, ToolOutcome, ToolView
+from kiln.protocol.backend import (
+    CallContext,
+    Conversation,
+    ServedView,
+    ToolOutcome,
+    ToolView,
+)
 from kiln.protocol.errors import InvalidParamsError, RateLimitedError, UnavailableError
 from kiln.runner import (
     InvalidArgumentsError,
@@ -387,30 +393,37 @@ class CatalogBackend:
         catalog = self._view_catalog
         if catalog is None:
             return None, snapshot.tools
-        name = ctx.view
-        principal = ctx.principal
-        needs_views = (
-            name is None
-            and principal is not None
-            and (principal.view or getattr(principal, "grants", None))
-        )
-        if name is None and not needs_views:
+        if ctx.view is not None:  # the route found it (at this request's catalog version)
+            served = self._served(ctx.view)
+            return served, await self._tools_for(catalog, snapshot, served)
+        principal = ctx.principal  # on /mcp: a key or token may be bound to a view
+        if principal is None or not (principal.view or getattr(principal, "grants", None)):
             return None, snapshot.tools
         views = catalog.views_ready(snapshot.version)
         if views is None:
             views = await asyncio.to_thread(catalog.views_at, snapshot.version)
-        name = name or bound_view(principal, views)
+        name = bound_view(principal, views)
         if name is None:
             return None, snapshot.tools
         view = views.get(name)
         if view is None:  # bound to a view that is gone: nothing is visible
             return None, {}
-        tools = catalog.cached(snapshot.version, name)
+        return view, await self._tools_for(catalog, snapshot, view)
+
+    @staticmethod
+    def _served(view: ServedView) -> View:
+        if not isinstance(view, View):
+            raise TypeError(f"CallContext.view must be the View its route found, not {view!r}")
+        return view
+
+    @staticmethod
+    async def _tools_for(catalog: ViewCatalog, snapshot: Snapshot, view: View) -> dict[str, Tool]:
+        tools = catalog.cached(snapshot.version, view.name)
         if tools is None:
             tools = await asyncio.to_thread(
-                catalog.tools_of, snapshot.version, name, snapshot.tools
+                catalog.tools_for, snapshot.version, view, snapshot.tools
             )
-        return view, tools or {}
+        return tools
 
     async def execute(
         self,

@@ -72,7 +72,7 @@ def tool_outcome(name: str, result: RunResult) -> ToolOutcome:
         return ToolOutcome(text, False, stdout=result.stdout, escalate=True)
     if result.asks and not result.failed:
         return ToolOutcome(text, False, stdout=result.stdout, questions=_questions(result.asks))
-    return ToolOutcome(text, result.failed, stdout=result.stdout)
+    return ToolOutcome(text, result.failed, stdout=result.stdout, timed_out=result.timed_out)
 
 
 def _questions(asks: tuple[Ask, ...]) -> tuple[Question, ...]:

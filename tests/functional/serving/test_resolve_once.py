@@ -2,6 +2,8 @@
 revision, and the view) rides along in the ResolvedTool, and the run uses it. Nothing looks the
 tool up again by name, nor computes the view's tools again.
 
+A view path's view is read once too, by its route, and carried down in the context.
+
 Shown with the real backend over a real catalog in the emulator: between the lookup and the
 run the catalog moves on so that a second lookup by name would find nothing, and the call
 still runs what its request resolved.
@@ -65,13 +67,47 @@ def test_a_view_call_runs_the_tool_its_view_showed_when_it_was_resolved(parts: K
     )
 
     async def call() -> ToolOutcome:
-        ctx = CallContext(time_left_s=30.0, view="greet")
+        ctx = CallContext(time_left_s=30.0, view=view)
         resolved = await parts.backend.get_tool("hello", ctx)
         assert resolved is not None, "get_tool did not find the tool through its view"
         emptied = check_view({"name": "greet", "tools": [], "published": True})
-        parts.views.store.put(emptied, expected_revision=view.revision)
+        now = parts.views.store.put(emptied, expected_revision=view.revision)
         await parts.snapshots.fresh()  # the view shows no tool now
-        assert await parts.backend.get_tool("hello", ctx) is None
+        assert await parts.backend.get_tool("hello", CallContext(view=now)) is None
         return await parts.backend.call_tool(resolved, {}, ctx)
 
     assert_ran(asyncio.run(call()))
+
+
+def test_a_view_path_call_uses_the_view_its_route_read_and_reads_no_other(parts: Kiln) -> None:
+    """/mcp/v/<name>: the route reads the view (to check it is published, its credential);
+    the backend takes that View from the context and never looks the view up again by name.
+    Here the views move on between the two (the view is deleted, and another request has
+    already read the views as they are now): a second lookup would find no view at all."""
+    parts.views.store.put(
+        check_view({"name": "greet", "tools": ["hello"], "published": True, "anonymous": True}),
+        expected_revision=None,
+    )
+
+    async def call() -> ToolOutcome:
+        snapshot = await parts.snapshots.fresh()
+        found = parts.views.views_at(snapshot.version)["greet"]  # what the route reads
+        parts.views.store.delete("greet")
+        newer = await parts.snapshots.fresh()
+        assert "greet" not in parts.views.views_at(newer.version), "the view was not deleted"
+        ctx = CallContext(time_left_s=30.0, view=found)
+        with parts.snapshots.pinned(snapshot):  # as the route pins it for its request
+            resolved = await parts.backend.get_tool("hello", ctx)
+            assert resolved is not None, "get_tool looked the view up again and found none"
+            assert resolved.view is found, "get_tool used another View than its route read"
+            return await parts.backend.call_tool(resolved, {}, ctx)
+
+    assert_ran(asyncio.run(call()))
+
+
+def test_a_view_in_the_context_must_be_the_view_its_route_read(parts: Kiln) -> None:
+    class Named:
+        name = "greet"
+
+    with pytest.raises(TypeError, match="the View its route found"):
+        asyncio.run(parts.backend.get_tool("hello", CallContext(view=Named())))
