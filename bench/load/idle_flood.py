@@ -71,7 +71,7 @@ def main() -> None:
     resource.setrlimit(resource.RLIMIT_NOFILE, (top, hard))
     count = min(args.flood, top - 200)
     print(f"descriptor limit {top}: flood of {count}; load {os.getloadavg()}", flush=True)
-    port = int(os.environ.get("PORT", "0")) or _free_port()
+    port = _free_port()
     dev = start_dev(Path(tempfile.mkdtemp(prefix="idle-flood-")) / ".kiln", port)
     try:
         rest = [ping_s(dev.url) for _ in range(args.pings)]
