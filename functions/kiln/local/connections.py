@@ -9,8 +9,11 @@ Thousands of idle connections then stop `/mcp` from answering and fill the disk 
 - closes a connection whose request is not complete `request_timeout_s` after its first byte
   (or `idle_timeout_s` after it opened, when nothing came): the header and body timeout;
 - keeps at most `max_connections` open (never more than the file descriptor limit leaves
-  room for): a new one past the cap evicts the longest-idle connection, or is closed when
-  every connection is busy;
+  room for): a new one past the cap evicts the longest-idle connection of its own client
+  address, else the longest-idle of any, or is closed when every connection is busy. The idle
+  connections are kept oldest first (`IdleConnections`), so an eviction costs the same with
+  10 or 10,000 open: a flood of connections that never send a request is shed as fast as it
+  is accepted, and a request among them (a ping) is read and answered;
 - answers an unparseable request with a JSON-RPC error body instead of plain text.
 `limit_log_rate` keeps repeated log lines (accept errors such as EMFILE, bad requests) to a
 few per interval, with a count of what was left out.
@@ -21,11 +24,14 @@ from __future__ import annotations
 import asyncio
 import logging
 import resource
+import socket
 import time
-from dataclasses import dataclass
+from collections import OrderedDict
+from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 import h11
+import uvicorn
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from kiln.protocol.errors import jsonrpc_error
@@ -54,6 +60,77 @@ def connection_cap(limits: ConnectionLimits) -> int:
     return max(1, min(limits.max_connections, soft - reserve))
 
 
+def accept_burst(limits: ConnectionLimits) -> int:
+    """How many connections asyncio accepts per wake-up (uvicorn's `backlog`).
+
+    Each is a descriptor before its connection is set up and can evict an idle one (whose
+    descriptor is freed a loop turn later), so the cap plus two bursts must fit in the soft
+    limit beside the reserve. The kernel's accept queue is set apart (`listen_queue`)."""
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    cap = connection_cap(limits)
+    if soft == resource.RLIM_INFINITY:
+        return max(16, cap // 4)
+    return max(16, min(cap // 4, (soft - cap) // 8))
+
+
+def listen_queue() -> int:
+    """The kernel's accept queue for kiln dev's socket: as long as the system allows.
+
+    A short queue drops the SYN of a client arriving while a flood fills it, and TCP then
+    retries after 1, 3, 7, 15 s: a ping waits on the retries, not on the server."""
+    try:
+        with open("/proc/sys/net/core/somaxconn", encoding="ascii") as file:
+            return max(128, int(file.read().strip()))
+    except (OSError, ValueError):
+        return 4096
+
+
+class DeepQueueServer(uvicorn.Server):
+    """uvicorn's server, its sockets listening with `listen_queue()` once it has started.
+
+    uvicorn gives asyncio one `backlog` for two things: the kernel's accept queue and how many
+    connections are accepted per wake-up. The second must stay small (`accept_burst`); the
+    first is set here, after asyncio's own `listen`, to as long as the system allows."""
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        await super().startup(sockets)
+        for sock in sockets or ():
+            sock.listen(listen_queue())
+
+
+@dataclass
+class IdleConnections:
+    """Open connections with no request in progress, oldest first, overall and per client
+    address: adding, removing and finding the oldest cost the same however many are open."""
+
+    everyone: OrderedDict[object, None] = field(default_factory=OrderedDict)
+    by_client: dict[str, OrderedDict[object, None]] = field(default_factory=dict)
+
+    def add(self, conn: object, client: str) -> None:
+        """`conn` is idle from now (moved to the young end if it was already idle)."""
+        self.everyone[conn] = None
+        self.everyone.move_to_end(conn)
+        own = self.by_client.setdefault(client, OrderedDict())
+        own[conn] = None
+        own.move_to_end(conn)
+
+    def discard(self, conn: object, client: str) -> None:
+        self.everyone.pop(conn, None)
+        own = self.by_client.get(client)
+        if own is not None:
+            own.pop(conn, None)
+            if not own:
+                del self.by_client[client]
+
+    def oldest(self, client: str, but: object) -> object | None:
+        """The longest-idle connection of `client`, else of anyone; never `but`."""
+        for pool in (self.by_client.get(client), self.everyone):
+            for conn in pool or ():
+                if conn is not but:
+                    return conn
+        return None
+
+
 _BAD_REQUEST = dumps(
     jsonrpc_error(INVALID_REQUEST, "Invalid Request: the HTTP request could not be parsed")
 )
@@ -77,6 +154,7 @@ def hardened_protocol(limits: ConnectionLimits) -> type[H11Protocol]:
     class HardenedH11Protocol(_HardenedH11Protocol):
         _limits = limits
         _cap = connection_cap(limits)
+        _idle_set = IdleConnections()
 
     return HardenedH11Protocol
 
@@ -86,13 +164,15 @@ class _HardenedH11Protocol(H11Protocol):
 
     _limits: ClassVar[ConnectionLimits]
     _cap: ClassVar[int]
+    _idle_set: ClassVar[IdleConnections]
     _timer: asyncio.TimerHandle | None = None
-    _last_active = 0.0
     _reading = False  # a request has started arriving and has not fully arrived
+    _host = ""
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
-        self._last_active = time.monotonic()
+        self._host = self.client[0] if self.client else ""
+        self._idle_set.add(self, self._host)
         self._arm(self._limits.idle_timeout_s)
         if len(self.connections) > self._cap and not self._evict_one():
             log.warning("connection cap (%d) reached with every connection busy", self._cap)
@@ -100,12 +180,13 @@ class _HardenedH11Protocol(H11Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._disarm()
+        self._idle_set.discard(self, self._host)
         super().connection_lost(exc)
 
     def data_received(self, data: bytes) -> None:
-        self._last_active = time.monotonic()
         if not self._reading:
             self._reading = True
+            self._idle_set.discard(self, self._host)
             self._arm(self._limits.request_timeout_s)  # a request started: it must now finish
         super().data_received(data)
         if self.conn.their_state not in (h11.IDLE, h11.SEND_BODY):
@@ -113,8 +194,10 @@ class _HardenedH11Protocol(H11Protocol):
             self._disarm()
 
     def on_response_complete(self) -> None:
-        self._last_active = time.monotonic()
         super().on_response_complete()
+        kept = not self._reading and self._idle() and not self.transport.is_closing()
+        if kept and self.conn.their_state is h11.IDLE:
+            self._idle_set.add(self, self._host)  # kept alive: idle, the youngest
 
     def send_400_response(self, msg: str) -> None:
         _answer_bad_request(self.conn, self.transport)
@@ -142,18 +225,13 @@ class _HardenedH11Protocol(H11Protocol):
             self.transport.close()
 
     def _evict_one(self) -> bool:
-        """Close the longest-idle other connection; False when all of them are busy."""
-        idle = [
-            c
-            for c in self.connections
-            if c is not self
-            and isinstance(c, type(self))
-            and c._idle()
-            and c.conn.their_state is h11.IDLE
-        ]
-        if not idle:
+        """Close the longest-idle other connection, this client's own first; False when every
+        other connection is busy."""
+        victim = self._idle_set.oldest(self._host, but=self)
+        if not isinstance(victim, _HardenedH11Protocol):
             return False
-        min(idle, key=lambda c: c._last_active)._close()
+        victim._idle_set.discard(victim, victim._host)
+        victim._close()
         return True
 
 

@@ -185,9 +185,8 @@ def _announce(url: str, key: str, local: LocalSettings, settings: Settings) -> N
 
 def run_dev(args: argparse.Namespace) -> int:
     """Serve Kiln on uvicorn over the local stack until interrupted."""
-    import uvicorn
-
     from kiln.api.apps import create_app
+    from kiln.local.connections import DeepQueueServer
 
     local = _local(args)
     try:
@@ -224,7 +223,7 @@ def run_dev(args: argparse.Namespace) -> int:
             # re-raises SIGTERM afterwards: nothing after `run` would remove their directories).
             record_server(local.state_dir, url)
             try:
-                uvicorn.Server(_server_config(app, args, settings)).run(sockets=[sock])
+                DeepQueueServer(_server_config(app, args, settings)).run(sockets=[sock])
             finally:
                 forget_server(local.state_dir)
     except (FolderError, StateInUseError) as error:
@@ -241,7 +240,7 @@ def _server_config(app: Any, args: argparse.Namespace, settings: Settings) -> An
 
     from kiln.local.connections import (
         ConnectionLimits,
-        connection_cap,
+        accept_burst,
         hardened_protocol,
         limit_log_rate,
     )
@@ -260,8 +259,9 @@ def _server_config(app: Any, args: argparse.Namespace, settings: Settings) -> An
         lifespan="on",
         http=hardened_protocol(limits),
         # asyncio accepts up to `backlog` sockets per wake-up before any connection is set up;
-        # a small one lets the connection cap evict idle ones before descriptors run out.
-        backlog=max(16, connection_cap(limits) // 4),
+        # a small one lets the connection cap evict idle ones before descriptors run out. The
+        # kernel's accept queue is made long once serving (DeepQueueServer).
+        backlog=accept_burst(limits),
         timeout_keep_alive=max(1, round(limits.idle_timeout_s)),
         h11_max_incomplete_event_size=limits.max_header_bytes,
     )
