@@ -143,6 +143,10 @@ def main() -> int:
     parser.add_argument(
         "--save-to-callable", action="store_true", help="the author's loop instead (save.py)"
     )
+    parser.add_argument(
+        "--second-tool", type=int, default=0, metavar="N",
+        help="with --save-to-callable: only uv cold and the second tool, N times (its spread)",
+    )  # fmt: skip
     parser.add_argument("--bun", help="the Bun to compare with npm (default: KILN_BUN, PATH)")
     args = parser.parse_args()
     logging.getLogger("werkzeug").setLevel(logging.ERROR)  # moto's request log
@@ -161,6 +165,9 @@ def main() -> int:
         if args.save_to_callable:
             from bench.bundles import save
 
+            if args.second_tool:
+                save.second_tool_runs(base, clients, serve, AUTHOR_KEY, args.second_tool)
+                return 0
             save.report(
                 save.run_variants(base, clients, serve, AUTHOR_KEY, save.find_bun(args.bun))
             )

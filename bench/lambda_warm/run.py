@@ -19,6 +19,7 @@ import argparse
 import copy
 import json
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -144,6 +145,15 @@ def seed(endpoint: str, name: str) -> None:
     )
 
 
+def template_settings() -> dict[str, str]:
+    """The plain-valued KILN_* settings template.yaml gives every function (Globals), as
+    deployed: the catalog-version window above all (KILN_CATALOG_MAX_STALENESS_S)."""
+    text = (ROOT / "template.yaml").read_text()
+    globals_part = text[: text.index("\nResources:")]
+    found = re.findall(r'^\s+(KILN_[A-Z_]+): "?([^"!\n/{]+?)"?\s*$', globals_part, re.M)
+    return dict(found)
+
+
 def kiln_code_env(build: str | None) -> dict[str, str]:
     if not build:
         return {"PYTHONPATH": str(ROOT / "functions")}
@@ -157,6 +167,13 @@ def main() -> int:
     parser.add_argument("--warmup", type=int, default=20)
     parser.add_argument("--build", default=os.environ.get("KILN_E2E_BUILD"))
     parser.add_argument("--python", default=os.environ.get("KILN_E2E_PYTHON") or sys.executable)
+    parser.add_argument(
+        "--runner-rounds",
+        type=int,
+        default=40 if os.geteuid() == 0 else 0,
+        help="then a trivial tools/call through the runner function vs in mcp itself, both "
+        "under the Lambda profile (bench/lambda_warm/runner.py; needs root; 0: skip)",
+    )
     parser.add_argument(
         "--standby",
         default="4",
@@ -183,6 +200,7 @@ def main() -> int:
             tmp = Path(scratch)
             (tmp / "floor_app.py").write_text(FLOOR_APP)
             kiln_env = {
+                **template_settings(),
                 **kiln_code_env(args.build),
                 "AWS_ACCESS_KEY_ID": "testing",
                 "AWS_SECRET_ACCESS_KEY": "testing",
@@ -214,6 +232,7 @@ def main() -> int:
     where = f"sam build {args.build}" if args.build else "source tree"
     load = os.getloadavg()[0]
     print(f"kiln from {where} on {args.python}; {args.rounds} rounds; load {load:.1f}")
+    print(f"template settings: {template_settings()}")
     floor_p50 = statistics.median(floors) * 1000
     print(f"{'':34} {'p50 ms':>8} {'p99 ms':>8} {'p50/floor':>10}")
     for label, samples in (
@@ -223,7 +242,28 @@ def main() -> int:
     ):
         p50 = statistics.median(samples) * 1000
         print(f"{label:34} {p50:8.2f} {pct(samples, 0.99):8.2f} {p50 / floor_p50:9.2f}x")
+    if args.runner_rounds:
+        call_ratio = statistics.median(calls) * 1000 / floor_p50
+        runner_hop(args.runner_rounds, call_ratio)
     return 0
+
+
+def runner_hop(rounds: int, call_ratio: float) -> None:
+    """The same trivial call through the runner function (issue 24) beside in-process, both
+    under the Lambda profile (a sandboxed awslambdaric; another harness than the rows above,
+    so its ratio to the floor is derived: today's call ratio times runner / in-process)."""
+    from bench.lambda_warm.runner import measure
+
+    samples = measure(rounds)
+    base = statistics.median(samples["in-process"])
+    print(f"\nLambda profile, {rounds} rounds; load {os.getloadavg()[0]:.1f}")
+    print(f"{'':34} {'p50 ms':>8} {'p99 ms':>8} {'/in-proc':>10} {'~/floor':>8}")
+    for label, key in (("tools/call in mcp (today)", "in-process"),
+                       ("tools/call via runner function", "runner")):  # fmt: skip
+        values = [v / 1000 for v in samples[key]]
+        p50 = statistics.median(values) * 1000
+        print(f"{label:34} {p50:8.2f} {pct(values, 0.99):8.2f} {p50 / base:9.2f}x "
+              f"{call_ratio * p50 / base:7.2f}x")  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -63,13 +63,8 @@ def pct(samples: list[float], q: float) -> float:
     return statistics.quantiles(samples, n=100)[int(q) - 1]
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=60)
-    args = parser.parse_args()
-    if os.geteuid() != 0:
-        print("needs root: the Lambda profile's sandbox makes namespaces", file=sys.stderr)
-        return 2
+def measure(rounds: int) -> dict[str, list[float]]:
+    """Milliseconds of `rounds` trivial calls each way, alternating (as root)."""
     from moto.server import ThreadedMotoServer
 
     for variable in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
@@ -93,12 +88,23 @@ def main() -> int:
             with lambda_stack(Path(tmp) / "stack", endpoint, name, name) as (remote, _):
                 for _ in range(3):  # warm: the runner environment's cold start, the helpers
                     timed(local), timed(remote)
-                for _ in range(args.rounds):
+                for _ in range(rounds):
                     samples["in-process"].append(timed(local))
                     samples["runner"].append(timed(remote))
         finally:
             local.close()
             server.stop()
+    return samples
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=60)
+    args = parser.parse_args()
+    if os.geteuid() != 0:
+        print("needs root: the Lambda profile's sandbox makes namespaces", file=sys.stderr)
+        return 2
+    samples = measure(args.rounds)
     base = statistics.median(samples["in-process"])
     load = ", ".join(f"{v:.1f}" for v in os.getloadavg())
     print(f"load average {load}; {args.rounds} rounds of a trivial tools/call through mcp")

@@ -24,6 +24,7 @@ import time
 from pathlib import Path
 
 import httpx
+
 from tests.support.devserver import start_dev, stop
 
 

@@ -10,6 +10,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from kiln.access.ledger import CallLedger, CallRecord, Outcome
+from kiln.access.pending import PendingLedger
 from kiln.access.quotas import Quota, QuotaCounters, QuotaExceededError
 from kiln.access.views import View
 from kiln.catalog.model import Tool
@@ -116,6 +117,7 @@ class Bookkeeping:
 
     def __init__(self) -> None:
         self._pending: set[asyncio.Future[None]] = set()
+        self.drain: Callable[[], object] | None = None  # entries held locally (kiln dev)
 
     async def run(self, work: Sequence[Work]) -> None:
         # Together, not one after another: in Lambda the answer waits for the slowest only.
@@ -139,6 +141,8 @@ class Bookkeeping:
     async def flush(self) -> None:
         if self._pending:
             await asyncio.wait(set(self._pending))
+        if self.drain is not None:
+            await asyncio.to_thread(self.drain)
 
 
 class CallGate:
@@ -148,6 +152,13 @@ class CallGate:
         self.quotas = quotas
         self.ledger = ledger
         self.after = Bookkeeping()
+        self.pending: PendingLedger | None = None
+
+    def hold_locally(self, pending: PendingLedger) -> None:
+        """Ledger entries go to `pending`'s file before the answer and to the store right
+        after (`kiln dev`: kiln.access.pending); a ledger query waits for them."""
+        self.pending = pending
+        self.after.drain = pending.drain
 
     def digest(self, arguments: Mapping[str, Any]) -> str:
         return self.ledger.digest(arguments) if self.ledger is not None else ""
@@ -275,4 +286,7 @@ class CallGate:
             args_digest=digest,
             detail=detail,
         )
+        if self.pending is not None:
+            self.pending.hold(self.ledger.item(entry, started=started)[0])
+            return
         self.ledger.record(entry, started=started)

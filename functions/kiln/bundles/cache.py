@@ -145,6 +145,32 @@ class BundleCache:
                 if not self._pins[bundle_id]:
                     del self._pins[bundle_id]
 
+    def adopt(self, record: BundleRecord, zip_path: Path) -> bool:
+        """Unpack a bundle this process has just built from its own zip, before the store
+        has it (a builder in the serving process: `kiln dev`), so that its first call
+        downloads and unpacks nothing. False when it is for another target, already here,
+        or the zip is not the one recorded. The same locks as a download: safe beside one."""
+        if self.targets and record.target not in self.targets:
+            return False
+        _check_id(record.id)
+        with self._id_lock(record.id), _flock(self._lock_path(record.id), fcntl.LOCK_EX):
+            final = self.root / record.id
+            if final.is_dir():
+                return False
+            if record.sha256 and _file_sha256(zip_path) != record.sha256:
+                return False
+            self._make_room(record.unpacked_size or 0, keep=record.id)
+            tmp = self.root / ".tmp" / f"{record.id}.{os.getpid()}.{uuid.uuid4().hex[:8]}.dir"
+            try:
+                size = _unpack(zip_path, tmp)
+                (tmp / SIZE_FILE).write_text(str(size))
+                os.rename(tmp, final)
+            finally:
+                _remove(tmp)
+            self.unpacks += 1
+            self._remember(record.id, size)
+        return True
+
     def cached_ids(self) -> list[str]:
         """Bundles unpacked under root, least recently used first."""
         return [entry.name for entry in self._entries()]
@@ -356,6 +382,14 @@ def _unpack(zip_path: Path, into: Path) -> int:
                         shutil.copyfileobj(source, sink, _CHUNK)
             total += info.file_size
     return total
+
+
+def _file_sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as source:
+        for chunk in iter(lambda: source.read(_CHUNK), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
 
 
 def _size_of(entry: Path) -> int:

@@ -19,6 +19,7 @@ from kiln.bundles.build import Toolchain
 from kiln.bundles.cache import DEFAULT_BUDGET_BYTES, BundleCache
 from kiln.bundles.identity import bundle_id, default_target
 from kiln.bundles.scheduler import (
+    Adopt,
     BuildScheduler,
     LambdaBuildScheduler,
     LocalBuildWorker,
@@ -130,8 +131,6 @@ def make_bundles(
 ) -> Bundles:
     """Bundles for an app built from its `BundleSettings` and `AwsClients`."""
     store = BundleStore(clients.dynamodb, clients.s3, table=settings.table, bucket=settings.bucket)
-    if scheduler is None:
-        scheduler = _scheduler(settings, clients, store)
     python_target = default_target(
         "python", configured=settings.bundle_target, in_lambda=settings.in_lambda
     )
@@ -145,10 +144,14 @@ def make_bundles(
         budget_bytes=int(budget_mb * 2**20) if budget_mb else DEFAULT_BUDGET_BYTES,
         targets=(python_target, node_target),
     )
+    if scheduler is None:
+        scheduler = _scheduler(settings, clients, store, cache)
     return Bundles(store, scheduler, cache, python_target=python_target, node_target=node_target)
 
 
-def _scheduler(settings: BundleSettings, clients: AwsClients, store: BundleStore) -> BuildScheduler:
+def _scheduler(
+    settings: BundleSettings, clients: AwsClients, store: BundleStore, cache: BundleCache
+) -> BuildScheduler:
     if settings.builder_function:
         session = clients.session
         lambda_client = (
@@ -159,7 +162,8 @@ def _scheduler(settings: BundleSettings, clients: AwsClients, store: BundleStore
         return LambdaBuildScheduler(lambda_client, settings.builder_function)
     if settings.in_lambda:
         return NoBuilder()
-    return LazyLocalWorker(store, Toolchain.from_settings(settings))
+    # Built here, called here: the cache takes each build as it uploads (no download).
+    return LazyLocalWorker(store, Toolchain.from_settings(settings), adopt=cache.adopt)
 
 
 def _boto3_lambda(region: str | None) -> Any:
@@ -171,8 +175,10 @@ def _boto3_lambda(region: str | None) -> Any:
 class LazyLocalWorker:
     """A LocalBuildWorker whose thread starts with the first build (most apps never build)."""
 
-    def __init__(self, store: BundleStore, toolchain: Toolchain | None = None) -> None:
-        self.worker = LocalBuildWorker(store, toolchain=toolchain)
+    def __init__(
+        self, store: BundleStore, toolchain: Toolchain | None = None, adopt: Adopt | None = None
+    ) -> None:
+        self.worker = LocalBuildWorker(store, toolchain=toolchain, adopt=adopt)
 
     def schedule(self, bundle_id: str) -> None:
         self.worker.start()

@@ -17,6 +17,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -35,6 +36,8 @@ from kiln.bundles.store import (
 logger = logging.getLogger(__name__)
 
 UploadProgress = Callable[[int, int], None]  # (bytes just sent, total bytes)
+# A bundle cache of this process taking a fresh build from its zip (BundleCache.adopt).
+Adopt = Callable[[BundleRecord, Path], bool]
 
 
 class BuildScheduler(Protocol):
@@ -76,8 +79,12 @@ def run_build(
     progress: Progress | None = None,
     upload_progress: UploadProgress | None = None,
     toolchain: Toolchain | None = None,
+    adopt: Adopt | None = None,
 ) -> BundleRecord:
-    """Build and publish one pending bundle. A bundle not pending is returned as it is."""
+    """Build and publish one pending bundle. A bundle not pending is returned as it is.
+
+    With `adopt` (a builder in the serving process), the zip is also unpacked into that
+    process's bundle cache while it uploads, so the tool's first call finds it there."""
     try:
         record = store.mark_building(bundle_id)
     except BundleStateError:
@@ -99,6 +106,7 @@ def run_build(
             return store.mark_failed(bundle_id, reason, log_key(bundle_id))
         if progress:
             progress(f"uploading {output.manifest['zip_size'] / 2**20:.1f} MB")
+        adopting = _adopt_beside(adopt, record, output.manifest, output.zip_path)
         store.s3.upload_file(
             str(output.zip_path),
             store.bucket,
@@ -115,9 +123,31 @@ def run_build(
             ContentType="application/json",
         )
         _put_text(store, log_key(bundle_id), output.log)
+        if adopting is not None:
+            adopting.join()  # unpacked before anyone can see it ready
         return store.mark_ready(bundle_id, output.manifest)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _adopt_beside(
+    adopt: Adopt | None, record: BundleRecord, manifest: Mapping[str, Any], zip_path: Path
+) -> threading.Thread | None:
+    """Start `adopt` on a thread of its own (it unpacks while the zip uploads)."""
+    if adopt is None:
+        return None
+    built = replace(record, sha256=str(manifest["zip_sha256"]),
+                    unpacked_size=int(manifest["unpacked_size"]))  # fmt: skip
+
+    def run() -> None:
+        try:
+            adopt(built, zip_path)
+        except Exception:  # an optimisation: the first call downloads it instead
+            logger.warning("bundle %s: not unpacked from its build", record.id, exc_info=True)
+
+    thread = threading.Thread(target=run, name=f"kiln-adopt-{record.id[:8]}", daemon=True)
+    thread.start()
+    return thread
 
 
 def _sent(upload_progress: UploadProgress, total: int, amount: int) -> None:
@@ -141,10 +171,12 @@ class LocalBuildWorker:
         workdir: Path | None = None,
         progress: Callable[[str, str], None] | None = None,
         toolchain: Toolchain | None = None,
+        adopt: Adopt | None = None,
     ) -> None:
         self.store = store
         self.workdir = workdir
         self.toolchain = toolchain
+        self.adopt = adopt  # this process's bundle cache takes each build (run_build)
         self.progress = progress or _log_progress  # (bundle id, message)
         self.builds_started = 0  # builds this worker ran (counted for tests and logs)
         self._threads_wanted = threads
@@ -215,6 +247,7 @@ class LocalBuildWorker:
                         workdir=self.workdir,
                         progress=functools.partial(self.progress, bundle_id),
                         toolchain=self.toolchain,
+                        adopt=self.adopt,
                     )
                     if result.status == "failed":  # why, in the server's log too
                         logger.warning("bundle %s: failed: %s", bundle_id, result.error)

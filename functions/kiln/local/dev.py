@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from kiln import stack
+from kiln.access.pending import PendingLedger, stored_in
 from kiln.access.views import ViewStore
 from kiln.authoring import AuthoringService, FolderTarget
 from kiln.aws.clients import AwsClients, ensure_resources, make_clients
@@ -206,8 +207,10 @@ def run_dev(args: argparse.Namespace) -> int:
     try:
         with sock, local_stack(args, settings) as (settings, clients):
             parts = stack.build_kiln(settings, clients=clients)
+            embedded = not (args.aws or base.endpoint_url)
             # Builds a previous run left; on the embedded emulator no one else builds.
-            parts.bundles.resume(orphans=not (args.aws or base.endpoint_url))
+            parts.bundles.resume(orphans=embedded)
+            pending = hold_ledger_locally(parts, clients, local.state_dir) if embedded else None
             for line in load_tool_folders(parts.authoring, args, parts.views.store):
                 if line.startswith("skipped"):
                     print(f"kiln dev: {line}", file=sys.stderr, flush=True)
@@ -226,12 +229,30 @@ def run_dev(args: argparse.Namespace) -> int:
                 DeepQueueServer(_server_config(app, args, settings)).run(sockets=[sock])
             finally:
                 forget_server(local.state_dir)
+                if pending is not None:  # before the emulator stops; what is left is kept
+                    pending.close()
     except (FolderError, StateInUseError) as error:
         print(f"kiln dev: {error}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:  # uvicorn re-raises Ctrl-C once it has shut down cleanly
         print("kiln dev: stopped", file=sys.stderr)
     return 0
+
+
+def hold_ledger_locally(
+    parts: stack.Kiln, clients: AwsClients, state_dir: Path
+) -> PendingLedger | None:
+    """A call's ledger entry on disk before its answer, in the store right after
+    (kiln.access.pending); entries a killed run left are written first."""
+    ledger = parts.gate.ledger
+    if ledger is None:
+        return None
+    present = stored_in(clients.dynamodb, parts.settings.table)
+    pending = PendingLedger(state_dir / "ledger-pending", ledger.write, present)
+    pending.replay()
+    pending.start()
+    parts.gate.hold_locally(pending)
+    return pending
 
 
 def _server_config(app: Any, args: argparse.Namespace, settings: Settings) -> Any:

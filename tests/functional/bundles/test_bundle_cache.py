@@ -411,3 +411,36 @@ def test_the_default_cache_is_the_servers_own_even_where_another_user_came_first
     assert "PLANTED" not in (path / "humanize" / "__init__.py").read_text()
     info = cache.root.stat()
     assert (info.st_uid, info.st_mode & 0o022) == (os.geteuid(), 0)
+
+
+def test_a_build_in_the_serving_process_is_unpacked_as_it_uploads_and_never_downloaded(
+    stack: AwsStack, tmp_path: Path
+) -> None:
+    store = fresh_store(stack)
+    cache = BundleCache(store, root=tmp_path / "cache", targets=(TARGET,))
+    record = store.ensure("python", TARGET, ["six==1.16.0"])
+    assert record is not None
+    assert record.status == "pending", record
+    built = run_build(store, record.id, workdir=tmp_path, adopt=cache.adopt)
+    assert built.status == "ready", built.error
+    assert visible_entries(cache.root) == [record.id]  # there before it was marked ready
+    s3_calls = count_requests(store.s3)
+    path = cache.path_for(record.id)
+    assert s3_calls == {}, "the first use downloaded a bundle its own process had built"
+    assert (cache.downloads, cache.unpacks) == (0, 1)
+    run = subprocess.run(
+        [sys.executable, "-c", "import six; print(six.__version__)"],
+        env={"PYTHONPATH": str(path), "PATH": os.environ["PATH"]},
+        capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    assert run.stdout.strip() == "1.16.0"
+
+
+def test_a_zip_that_is_not_the_recorded_one_is_not_adopted(stack: AwsStack, tmp_path: Path) -> None:
+    store = fresh_store(stack)
+    cache = BundleCache(store, root=tmp_path / "cache", targets=(TARGET,))
+    humanize = ready(store, "humanize==4.*")
+    other = tmp_path / "other.zip"
+    other.write_bytes(b"PK\x05\x06" + b"\0" * 18)  # an empty zip, not the recorded bytes
+    assert cache.adopt(humanize, other) is False
+    assert visible_entries(cache.root) == []
