@@ -112,14 +112,32 @@ def drop_to(uid: int) -> None:
     os.setresuid(uid, uid, uid)  # clears the permitted and effective sets
 
 
+SCRATCH = ("/tmp", "/var/tmp", "/dev/shm")  # each gets a fresh tmpfs, as in Lambda
+
+
+def _under_scratch(path: str) -> bool:
+    return any(path == top or path.startswith(top + "/") for top in SCRATCH)
+
+
 def mount_views(config: dict[str, Any]) -> None:
     contain._mount(None, "/", None, contain.MS_REC | contain.MS_PRIVATE)
+    # The code and packages may live under /tmp (a checkout there): held open before the
+    # fresh /tmp hides them, and bound back at their paths on top of it.
+    carried = {
+        path: os.open(path, os.O_PATH | os.O_DIRECTORY)
+        for path in config["read_only"]
+        if _under_scratch(path) and os.path.isdir(path)
+    }
     contain._mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV)
     contain._mount("tmp", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV,
                    f"size={config['tmp_mb']}m,mode=1777")  # fmt: skip
-    for small in ("/var/tmp", "/dev/shm"):
+    for small in SCRATCH[1:]:
         if os.path.isdir(small):
             contain._mount("tmp", small, "tmpfs", MS_NOSUID | MS_NODEV, "size=1m,mode=1777")
+    for path, fd in carried.items():
+        os.makedirs(path, mode=0o755, exist_ok=True)
+        contain._mount(f"/proc/self/fd/{fd}", path, None, contain.MS_BIND | contain.MS_REC)
+        os.close(fd)
     contain.expose(config["reachable"], [])
     for path in config["read_only"]:
         if os.path.exists(path):
