@@ -236,6 +236,7 @@ def seed(dev: Dev, tool: str, view: str = "finance") -> float:
             ledger.record(entry, started=when)
     ledger.record(CallRecord(at="", caller="key:seeder", tool=f"{tool}_other", outcome="ok"),
                   started=at)  # fmt: skip
+    ledger.day_totals.flush()  # this process's totals (the tool list reads them), written now
     return at
 
 

@@ -258,12 +258,14 @@ class CallLedger:
             day -= timedelta(days=1)
 
     def totals(self, day: str) -> dict[str, Any]:
-        """Calls, outcomes and run time of one UTC day, per caller and per tool."""
+        """Calls, outcomes and run time of one UTC day, per caller and per tool, and per UTC
+        hour (`"00"` to `"23"`) per tool (`by_hour_tool`, the hours with calls)."""
         try:
             the_day = date.fromisoformat(day)
         except ValueError:
             raise LedgerQueryError("day: must be a date such as 2026-01-31") from None
         by: dict[str, dict[str, dict[str, Any]]] = {"caller": {}, "tool": {}}
+        hours: dict[str, dict[str, dict[str, Any]]] = {}
         everything: dict[str, Any] = _zero()
         for attribute, value in self.day_totals.read(the_day.isoformat()).items():
             dim, _, rest = attribute.partition("|")
@@ -272,8 +274,11 @@ class CallLedger:
                 _put(everything, field, value)
             elif dim in by and name:
                 _put(by[dim].setdefault(name, _zero()), field, value)
+            elif dim == "hour" and "|" in name:
+                hour, _, tool = name.partition("|")
+                _put(hours.setdefault(hour, {}).setdefault(tool, _zero()), field, value)
         return {"day": the_day.isoformat(), "all": everything, "by_caller": by["caller"],
-                "by_tool": by["tool"]}  # fmt: skip
+                "by_tool": by["tool"], "by_hour_tool": dict(sorted(hours.items()))}  # fmt: skip
 
     # -- internals ---------------------------------------------------------------------
 

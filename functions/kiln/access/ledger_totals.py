@@ -13,10 +13,13 @@ once per `flush_s`, with the write of the first entry after that time has passed
 process's counts are split over `CHUNKS` items by the hash of the caller's or tool's name, so
 an item stays small whatever the number of callers (a flush rewrites only the chunks that
 changed: usually 3, the day's `all`, the caller and the tool) and never nears DynamoDB's
-400 KB item limit. A process's items are in the shard its id hashes to, so the writes of a
-day's totals spread over `shards` partitions like its entries. Reading a day's totals is one
-query per shard (the day's items of every process that wrote that day), summed, plus this
-process's counts not yet written.
+400 KB item limit. Each tool's counts per UTC hour (dim `hour`, name `<HH>|<tool>`) are kept
+too, in one more item per hour (chunk `CHUNKS + HH`): a flush in a busy hour rewrites that
+hour's item only (then usually 4 items), and a reader sums any window of whole hours from the
+totals of the days it spans, at the same cost as the days' totals. A process's items are
+in the shard its id hashes to, so the writes of a day's totals spread over `shards`
+partitions like its entries. Reading a day's totals is one query per shard (the day's items
+of every process that wrote that day), summed, plus this process's counts not yet written.
 
 Staleness and loss: another process sees a process's calls at most `flush_s` after they were
 made while it keeps answering calls; an idle process's last calls (made within `flush_s`
@@ -36,7 +39,7 @@ from collections import defaultdict
 from collections.abc import Callable, Mapping
 from typing import Any
 
-CHUNKS = 16  # items a process's counts of one day are split over
+CHUNKS = 16  # items a process's counts of one day are split over (and one item per hour)
 DEFAULT_FLUSH_S = 10.0
 _KEYS = frozenset({"pk", "sk", "expires_at"})
 
@@ -52,11 +55,19 @@ def _chunk(dim: str, name: str) -> int:
 
 
 def counts_of(item: Mapping[str, Any]) -> list[tuple[int, str, float]]:
-    """(chunk, attribute, amount) that one ledger entry adds to its day's totals."""
+    """(chunk, attribute, amount) that one ledger entry adds to its day's totals: the day's
+    `all`, its caller's and its tool's counts, and its tool's counts of its UTC hour (dim
+    `hour`, name `<HH>|<tool>`, in the hour's own chunk `CHUNKS + HH`)."""
     fields = {"calls": 1.0, item["outcome"]["S"]: 1.0, "run_ms": float(item["duration_ms"]["N"])}
+    tool = item["tool"]["S"]
+    hour = str(item["at"]["S"])[11:13]
     added = []
-    for dim, name in (("all", ""), ("caller", item["caller"]["S"]), ("tool", item["tool"]["S"])):
-        chunk = _chunk(dim, name)
+    for dim, name, chunk in (
+        ("all", "", _chunk("all", "")),
+        ("caller", item["caller"]["S"], _chunk("caller", item["caller"]["S"])),
+        ("tool", tool, _chunk("tool", tool)),
+        ("hour", f"{hour}|{tool}", CHUNKS + int(hour)),
+    ):
         added += [(chunk, _attribute(dim, name, field), amount) for field, amount in fields.items()]
     return added
 

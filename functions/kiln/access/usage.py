@@ -58,6 +58,35 @@ def by_tool_of_days(totals: Iterable[Mapping[str, Any]]) -> dict[str, dict[str, 
     return tools
 
 
+def hour_window(hours: int, now: datetime) -> tuple[datetime, list[str]]:
+    """The start of the last `hours` whole UTC hours counting the current one so far (its
+    start and the 0 to `hours - 1` hours before it), and the UTC days (`yyyy-mm-dd`) they span."""
+    current = now.replace(minute=0, second=0, microsecond=0)
+    start = current - timedelta(hours=hours - 1)
+    days = []
+    day = start.date()
+    while day <= current.date():
+        days.append(day.isoformat())
+        day += timedelta(days=1)
+    return start, days
+
+
+def by_tool_of_hours(
+    totals: Iterable[Mapping[str, Any]], start: datetime
+) -> dict[str, dict[str, Any]]:
+    """Calls, errors and error rate of each tool, summed over the hours from `start` on of
+    days' totals (`CallLedger.totals`, with `by_hour_tool`)."""
+    hours = []
+    for day in totals:
+        first = datetime.fromisoformat(day["day"]).replace(tzinfo=UTC)
+        hours += [
+            {"by_tool": tools}
+            for hour, tools in day.get("by_hour_tool", {}).items()
+            if first + timedelta(hours=int(hour)) >= start
+        ]
+    return by_tool_of_days(hours)
+
+
 def window(range_name: str, now: datetime) -> tuple[datetime, timedelta, int]:
     """The start, bucket length and bucket count of a chart range ending in the bucket of now."""
     if range_name not in RANGES:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import functools
 from datetime import UTC, datetime, timedelta
 from typing import Annotated, Any
 
@@ -37,9 +36,10 @@ async def list_calls(request: Request, where: Annotated[LedgerQuery, Depends()])
 async def calls_by_tool(
     request: Request, hours: int | None = None, days: int | None = None
 ) -> dict[str, Any]:
-    """Calls, errors and error rate of each tool: over the last `hours` (1 to 720, default 24;
-    read from the ledger's entries), or over the last `days` UTC days counting today (1 to 30;
-    one read of each day's totals, however many calls the days had)."""
+    """Calls, errors and error rate of each tool: over the last `hours` (1 to 720, default
+    24: the current UTC hour so far and the `hours - 1` whole hours before it; read from the
+    hourly totals of the days they span), or over the last `days` UTC days counting today (1
+    to 30; the days' totals). One read of each day's totals, however many calls it had."""
     await require(request)
     if hours is not None and days is not None:
         raise LedgerQueryError("hours, days: give one of them, not both")
@@ -53,14 +53,15 @@ async def calls_by_tool(
     if days is not None:
         first = end.date() - timedelta(days=days - 1)
         each = [(first + timedelta(days=n)).isoformat() for n in range(days)]
-        totals = await asyncio.gather(*(blocking(ledger.totals, day) for day in each))
-        tools = usage.by_tool_of_days(totals)
         since = datetime(first.year, first.month, first.day, tzinfo=UTC)
-        return {"since": usage.iso(since), "until": usage.iso(end), "tools": tools}
-    start = end - timedelta(hours=24 if hours is None else hours)
-    entries = functools.partial(ledger.between, start, end, fields=("tool", "outcome"))
-    tools = await blocking(lambda: usage.by_tool(entries()))
-    return {"since": usage.iso(start), "until": usage.iso(end), "tools": tools}
+    else:
+        since, each = usage.hour_window(24 if hours is None else hours, end)
+    totals = await asyncio.gather(*(blocking(ledger.totals, day) for day in each))
+    if days is not None:
+        tools = usage.by_tool_of_days(totals)
+    else:
+        tools = usage.by_tool_of_hours(totals, since)
+    return {"since": usage.iso(since), "until": usage.iso(end), "tools": tools}
 
 
 @router.get("/api/calls/chart")

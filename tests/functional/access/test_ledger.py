@@ -136,6 +136,32 @@ def test_totals_per_day_count_by_caller_and_tool(aws: AwsStack) -> None:
     assert calls.totals("2027-01-14")["all"]["calls"] == 0
 
 
+def test_totals_count_each_tool_per_utc_hour_read_back_by_another_process(aws: AwsStack) -> None:
+    """Entries at known hours of a day (the clock at 08:00Z), written by one process, flushed,
+    and read per hour by another."""
+    clock = Clock()  # 2027-01-15T08:00:00Z
+    writer, reader = ledger(aws, clock, shards=4), ledger(aws, clock, shards=4)
+    plan = [(0, "a", "ok"), (0, "a", "timeout"), (0, "b", "ok"), (3, "a", "tool_error"),
+            (8, "a", "ok"), (8, "a", "ok"), (23, "b", "cancelled")]  # fmt: skip
+    for hour, tool, outcome in plan:
+        started = 1_800_000_000.0 + (hour - 8) * 3600 + 59  # a minute into the hour
+        writer.record(CallRecord(at="", caller="key:1", tool=tool, outcome=outcome,  # type: ignore[arg-type]
+                                 duration_ms=100.0), started=started)  # fmt: skip
+    writer.day_totals.flush()
+    hours = reader.totals("2027-01-15")["by_hour_tool"]
+    assert sorted(hours) == ["00", "03", "08", "23"], hours
+    assert hours["00"]["a"]["calls"] == 2
+    assert (hours["00"]["a"]["ok"], hours["00"]["a"]["timeout"]) == (1, 1)
+    assert hours["00"]["b"]["calls"] == 1
+    assert hours["03"]["a"]["tool_error"] == 1
+    assert hours["08"]["a"]["calls"] == 2
+    assert hours["08"]["a"]["run_seconds"] == 0.2
+    assert list(hours["23"]) == ["b"]
+    assert hours["23"]["b"]["cancelled"] == 1
+    assert "b" not in hours["08"]
+    assert reader.totals("2027-01-14")["by_hour_tool"] == {}
+
+
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [
@@ -200,7 +226,7 @@ def test_totals_are_each_processs_counts_written_once_per_interval_not_the_entri
     first.record(entry("a", "key:1"))
     second.record(entry("b", "key:2"))
     sums = [pk for pk in written if pk.startswith("LEDGERSUM#")]
-    assert len(sums) == 6  # all, the caller and the tool of each process: one put each
+    assert len(sums) == 8  # all, the caller, the tool and the hour of each process: one put each
     for item in db.scan(TableName=aws.table)["Items"]:
         if item["pk"]["S"].startswith("LEDGER#"):  # the entries go; the totals stay
             db.delete_item(TableName=aws.table, Key={"pk": item["pk"], "sk": item["sk"]})

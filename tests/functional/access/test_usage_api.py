@@ -1,14 +1,18 @@
-"""The studio's usage reads on a real `kiln dev`: calls per tool (over hours from the entries, or
-over days from the day totals), a tool's chart, the ledger filtered by view, and a key's and a
-view's quota use."""
+"""The studio's usage reads on a real `kiln dev`: calls per tool (over the last hours or days,
+from the ledger's hourly and day totals), a tool's chart, the ledger filtered by view, and a
+key's and a view's quota use."""
 
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator
+from datetime import datetime, timedelta
 
+import boto3
 import pytest
 
+from kiln.access.ledger import CallLedger, CallRecord
 from support.devserver import DevServer, kiln_dev
 
 ECHO = "import json, sys\nprint(json.load(sys.stdin)['text'])\n"
@@ -43,8 +47,9 @@ def test_calls_errors_and_quota_use_read_back_as_made(dev: DevServer) -> None:
     by_tool = dev.api("GET", "/api/calls/by-tool").json()["tools"]
     assert by_tool["echo"] == {"calls": 3, "errors": 0, "error_rate": 0.0}
     assert by_tool["fails"] == {"calls": 2, "errors": 2, "error_rate": 1.0}
-    from_totals = dev.api("GET", "/api/calls/by-tool?days=2").json()  # the studio's tool list
-    assert from_totals["tools"] == by_tool, from_totals
+    from_totals = dev.api("GET", "/api/calls/by-tool?days=2").json()
+    mine = {name: from_totals["tools"].get(name) for name in ("echo", "fails")}
+    assert mine == {name: by_tool[name] for name in ("echo", "fails")}, from_totals
     assert from_totals["since"].endswith("T00:00:00Z"), from_totals
 
     chart = dev.api("GET", "/api/calls/chart?tool=fails&range=hour").json()
@@ -62,6 +67,38 @@ def test_calls_errors_and_quota_use_read_back_as_made(dev: DevServer) -> None:
     assert keys["metered"]["usage"]["calls_this_minute"] == 5
     view = dev.api("GET", "/api/views/both").json()
     assert view["usage"]["calls_this_minute"] == 2
+
+
+def test_the_last_24_hours_count_whole_hours_and_not_a_call_of_25_hours_ago(
+    dev: DevServer,
+) -> None:
+    """Entries dated 22 h and 25 h ago, written with the ledger's own API into kiln dev's
+    table (another process's totals, flushed), and two calls made now over MCP: the tool list's
+    `by-tool` (24 h) counts the calls of now and 22 h ago, not the one of 25 h ago."""
+    env = dev.env
+    db = boto3.client("dynamodb", endpoint_url=env["AWS_ENDPOINT_URL"],
+                      region_name=env["AWS_REGION"], aws_access_key_id=env["AWS_ACCESS_KEY_ID"],
+                      aws_secret_access_key=env["AWS_SECRET_ACCESS_KEY"])  # fmt: skip
+    elsewhere = CallLedger(db, table=env["KILN_TABLE"], digest_key=b"k" * 32, shards=1)
+    now = time.time()
+    for hours_ago, outcome in ((22, "ok"), (22, "timeout"), (25, "tool_error")):
+        entry = CallRecord(at="", caller="key:elsewhere", tool="hourly", outcome=outcome)  # type: ignore[arg-type]
+        elsewhere.record(entry, started=now - hours_ago * 3600)
+    elsewhere.day_totals.flush()
+    for n in range(2):
+        reply = dev.mcp("tools/call", {"name": "fails", "arguments": {"text": "x"}}, rid=n)
+        assert reply.status_code == 200, reply.text
+
+    body = dev.api("GET", "/api/calls/by-tool?hours=24").json()
+    assert body["tools"]["hourly"] == {"calls": 2, "errors": 1, "error_rate": 0.5}, body
+    assert body["tools"]["fails"]["calls"] >= 2, body
+    since = datetime.fromisoformat(body["since"].replace("Z", "+00:00"))
+    until = datetime.fromisoformat(body["until"].replace("Z", "+00:00"))
+    assert since.minute == since.second == 0, body  # whole hours: this one so far and 23 more
+    assert since == until.replace(minute=0, second=0) - timedelta(hours=23), body
+    assert dev.api("GET", "/api/calls/by-tool").json()["tools"]["hourly"]["calls"] == 2
+    longer = dev.api("GET", "/api/calls/by-tool?hours=27").json()["tools"]["hourly"]
+    assert longer == {"calls": 3, "errors": 2, "error_rate": 0.6667}, longer
 
 
 @pytest.mark.parametrize(

@@ -375,9 +375,10 @@ export class Api {
   removeView = (name: string) => this.request<View>("DELETE", `/api/views/${enc(name)}`);
   calls = (filters: CallFilters) =>
     this.get<{ calls: CallEntry[]; next_cursor: string | null }>(`/api/calls${query(filters)}`);
-  /** Each tool's calls and errors over the last `days` UTC days, today included. */
-  callsByTool = (days: number) =>
-    this.get<{ tools: Record<string, ToolUsage> }>(`/api/calls/by-tool?days=${days}`);
+  /** Each tool's calls and errors over the last `hours` (this UTC hour so far and the
+   * `hours - 1` before it), from the ledger's hourly totals. */
+  callsByTool = (hours: number) =>
+    this.get<{ tools: Record<string, ToolUsage> }>(`/api/calls/by-tool?hours=${hours}`);
   chart = (tool: string, range: string) =>
     this.get<Chart>(`/api/calls/chart${query({ tool, range })}`);
   revokeKey = (name: string) => this.request<unknown>("DELETE", `/api/keys/${enc(name)}`);

@@ -71,7 +71,7 @@ class Studio {
     const api = new Api(key.trim());
     this.who = await api.whoami();
     // Before the list mounts (setting `api` renders it), so it finds the request under way.
-    if (prefetchUsage && this.author) this.prefetchedUsage = api.callsByTool(2).catch(() => null);
+    if (prefetchUsage && this.author) this.prefetchedUsage = api.callsByTool(24).catch(() => null);
     api.onUnauthorized = () => {
       this.signOut();
       this.say("Your key is no longer accepted (revoked or expired): sign in again.", "error");
