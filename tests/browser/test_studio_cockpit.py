@@ -268,7 +268,9 @@ def test_the_charts_show_the_seeded_calls_and_the_list_their_recent_use(
     both_widths(page, "26-usage-day")
 
     page.get_by_role("button", name="Last 30 days").click()
-    expect(page.get_by_test_id("total-calls")).to_have_text("11")
+    # 31 days of 32 ledger shards: ~1,000 small queries, which the local emulator answers one
+    # at a time (seconds on a loaded machine; in DynamoDB they run side by side).
+    expect(page.get_by_test_id("total-calls")).to_have_text("11", timeout=30_000)
     expect(page.locator("svg rect.calls")).to_have_count(2)
     page.get_by_role("button", name="Last hour").click()
     expect(page.get_by_test_id("total-calls")).to_have_text("9")
@@ -281,7 +283,7 @@ def test_the_charts_show_the_seeded_calls_and_the_list_their_recent_use(
     expect(table).to_contain_text("600 ms")
     page.get_by_label("Outcome").select_option("")
     page.get_by_label("Time").select_option("month")
-    expect(table.locator("tbody tr")).to_have_count(11)
+    expect(table.locator("tbody tr")).to_have_count(11, timeout=30_000)
     page.get_by_label("Time").select_option("day")
     page.get_by_label("Tool", exact=True).select_option("")
     expect(table).to_contain_text("charted_other")  # every tool's calls again
