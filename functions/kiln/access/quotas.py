@@ -351,21 +351,9 @@ class QuotaCounters:
         self, subject: str, update: str, condition: str, values: dict[str, Any], now: float
     ) -> dict[str, Any] | None:
         """The day item after a conditional update; None when the condition failed."""
-        try:
-            answer = self._db.update_item(
-                TableName=self._table,
-                Key=self._key(subject, f"DAY#{_day(now)}"),
-                UpdateExpression=update,
-                ConditionExpression=condition,
-                ExpressionAttributeValues={**values, ":ttl": {"N": str(int(now) + DAY_ITEM_TTL_S)}},
-                ReturnValues="ALL_NEW",
-            )
-        except ClientError as error:
-            if error.response["Error"]["Code"] == "ConditionalCheckFailedException":
-                return None
-            raise
-        attributes: dict[str, Any] = answer["Attributes"]
-        return attributes
+        ttl = {":ttl": {"N": str(int(now) + DAY_ITEM_TTL_S)}}
+        key = self._key(subject, f"DAY#{_day(now)}")
+        return self._conditional(key, update, condition, {**values, **ttl})
 
     def _count_minute(self, subject: str, limit: int) -> None:
         if self._take_claim(subject, limit):
@@ -483,10 +471,16 @@ class QuotaCounters:
         self, subject: str, update: str, condition: str, values: dict[str, Any]
     ) -> dict[str, Any] | None:
         """The minute item after a conditional update; None when the condition failed."""
+        return self._conditional(self._key(subject, "MINUTE"), update, condition, values)
+
+    def _conditional(
+        self, key: dict[str, Any], update: str, condition: str, values: dict[str, Any]
+    ) -> dict[str, Any] | None:
+        """An item after a conditional update; None when the condition failed."""
         try:
             answer = self._db.update_item(
                 TableName=self._table,
-                Key=self._key(subject, "MINUTE"),
+                Key=key,
                 UpdateExpression=update,
                 ConditionExpression=condition,
                 ExpressionAttributeValues=values,
