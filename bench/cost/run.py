@@ -42,6 +42,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[2]
 
 from bench.cost import lambdas  # noqa: E402
+from tests.support.tools import ECHO  # noqa: E402
 
 # us-east-1 list prices, as published on 2026-12-01.
 PRICES_DATE = "2026-12-01"
@@ -68,13 +69,6 @@ SETTINGS = {  # template.yaml's, as they bear on a request's cost
     "AWS_LAMBDA_LOG_LEVEL": "INFO",
 }
 EVENT = json.loads((ROOT / "tests" / "events" / "http-api-tools-call.json").read_text())
-ECHO = {
-    "name": "echo",
-    "description": "Echo the given text back.",
-    "language": "python",
-    "code": "import json,sys\nprint(json.load(sys.stdin)['text'])\n",
-    "input_schema": {"type": "object", "properties": {"text": {"type": "string"}}},
-}
 
 
 CALL = "tools/call, anonymous"

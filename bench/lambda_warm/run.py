@@ -34,15 +34,9 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[2]
 
 from tests.e2e.runtime_api import Answer, RuntimeApi  # noqa: E402
+from tests.support.tools import ECHO  # noqa: E402
 
 EVENT = json.loads((ROOT / "tests" / "events" / "http-api-tools-list.json").read_text())
-ECHO = {
-    "name": "echo",
-    "description": "Echo the given text back.",
-    "language": "python",
-    "code": "import json,sys\nprint(json.load(sys.stdin)['text'])\n",
-    "input_schema": {"type": "object", "properties": {"text": {"type": "string"}}},
-}
 FLOOR_APP = """
 from fastapi import FastAPI
 from fastapi.responses import Response

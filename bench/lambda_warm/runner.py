@@ -26,14 +26,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 from tests.e2e.lambda_profile import Environment, lambda_stack  # noqa: E402
 from tests.e2e.test_lambda_runtime import answer_body, call_text, event_for, rpc  # noqa: E402
-
-ECHO = {
-    "name": "echo",
-    "description": "Echo the given text back.",
-    "language": "python",
-    "code": "import json,sys\nprint(json.load(sys.stdin)['text'])\n",
-    "input_schema": {"type": "object", "properties": {"text": {"type": "string"}}},
-}
+from tests.support.tools import ECHO  # noqa: E402
 
 
 def seed(endpoint: str, name: str) -> None:

@@ -44,17 +44,12 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from tests.support.tools import ECHO
+
 ROOT = Path(__file__).resolve().parents[2]
 
 READ_LIMIT, WRITE_LIMIT = 3000.0, 1000.0  # DynamoDB, per partition and second
 EVENT = json.loads((ROOT / "tests" / "events" / "http-api-tools-call.json").read_text())
-ECHO = {
-    "name": "echo",
-    "description": "Echo the given text back.",
-    "language": "python",
-    "code": "import json,sys\nprint(json.load(sys.stdin)['text'])\n",
-    "input_schema": {"type": "object", "properties": {"text": {"type": "string"}}},
-}
 CALL = {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
         "params": {"name": "echo", "arguments": {"text": "hi"}}}  # fmt: skip
 LIST = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}

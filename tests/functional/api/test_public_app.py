@@ -10,14 +10,8 @@ from conftest import AwsStack
 from kiln.catalog.rules import check_draft
 from kiln.settings import Settings
 from support.app import RunningKiln, serve
+from support.tools import ECHO
 
-ECHO = {
-    "name": "echo",
-    "description": "Echo the given text back.",
-    "language": "python",
-    "code": "import json,sys\nprint(json.load(sys.stdin)['text'])\n",
-    "input_schema": {"type": "object", "properties": {"text": {"type": "string"}}},
-}
 MCP = {"MCP-Protocol-Version": "2025-11-25"}
 
 
