@@ -187,10 +187,16 @@ def _median_ms(records: list[dict[str, Any]]) -> dict[str, float]:
 
 
 def measure(functions: Any, log: Path, message: dict[str, Any], n: int,
-            **kw: Any) -> dict[str, Any]:  # fmt: skip
+            spy: Path | None = None, **kw: Any) -> dict[str, Any]:  # fmt: skip
     """n requests of one kind, one at a time: per request, what each function spent."""
     for _ in range(3):  # warm: first bundle, code and catalog reads are per container
         functions.mcp.invoke(event(message, **kw), timeout_s=30)
+    with profiling(functions, spy):
+        return _measured(functions, log, message, n, **kw)
+
+
+def _measured(functions: Any, log: Path, message: dict[str, Any], n: int,
+              **kw: Any) -> dict[str, Any]:  # fmt: skip
     before = sample(functions, log)
     invokes = len(functions.runners.served)
     walls: list[float] = []
@@ -386,8 +392,8 @@ def main() -> int:
             with lambdas.functions(tmp, endpoint.url, name, SETTINGS) as functions:
                 rows = {}
                 for kind, (message, kw) in KINDS.items():
-                    with profiling(functions, args.py_spy if kind == CALL else None):
-                        rows[kind] = measure(functions, log, message, args.requests, **kw)
+                    spy = args.py_spy if kind == CALL else None
+                    rows[kind] = measure(functions, log, message, args.requests, spy, **kw)
                 idle = idle_cpu(functions)
                 peaks = {f: functions.spend(f).peak_rss_mb() for f in FUNCTIONS}
                 if args.show_logs:
@@ -421,7 +427,7 @@ def profiling(functions: Any, folder: Path | None) -> Iterator[None]:
         for pid in functions.spend(name).runtimes():
             out = folder / f"{name}-{pid}.txt"
             spies.append(subprocess.Popen(
-                ["py-spy", "record", "--pid", str(pid), "--subprocesses", "--rate", "500",
+                ["py-spy", "record", "--pid", str(pid), "--subprocesses", "--rate", "1000", "--gil",
                  "--format", "raw", "--output", str(out), "--nonblocking"],
                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
             ))  # fmt: skip
