@@ -49,6 +49,31 @@ def _high_water_kb(pid: int) -> int:
     return 0
 
 
+def _parent(pid: int) -> int:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            return int(handle.read().rsplit(b")", 1)[1].split()[1])
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
+def _thread_times(pid: int) -> dict[int, int]:
+    """utime + stime of each thread of `pid` (clock ticks), by thread id."""
+    found = {}
+    try:
+        tids = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return {}
+    for tid in tids:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/stat", "rb") as handle:
+                fields = handle.read().rsplit(b")", 1)[1].split()
+            found[int(tid)] = int(fields[11]) + int(fields[12])
+        except (OSError, ValueError, IndexError):
+            continue
+    return found
+
+
 @dataclass
 class Spend:
     """One function's environments: CPU seconds used and bytes logged, read at any moment."""
@@ -58,8 +83,44 @@ class Spend:
     def cpu_s(self) -> float:
         return sum(_times(pid) for env in self.environments for pid in env.processes()) * TICK_S
 
+    def runtimes(self) -> list[int]:
+        """Each environment's runtime process (awslambdaric): the one whose parent is not of
+        its uid (the sandbox's init)."""
+        found = []
+        for env in self.environments:
+            pids = env.processes()
+            found += [pid for pid in pids if _parent(pid) not in pids]
+        return found
+
+    def split_s(self) -> dict[str, float]:
+        """CPU seconds so far of the runtime processes' main threads, their other threads,
+        and everything else of the function (its children, living and reaped)."""
+        runtimes = self.runtimes()
+        main = other = 0
+        for pid in runtimes:
+            for tid, ticks in _thread_times(pid).items():
+                if tid == pid:
+                    main += ticks
+                else:
+                    other += ticks
+        total = self.cpu_s()
+        return {"main thread": main * TICK_S, "other threads": other * TICK_S,
+                "children": total - (main + other) * TICK_S}  # fmt: skip
+
     def log_bytes(self) -> int:
         return sum(env.output.stat().st_size for env in self.environments)
+
+    def log_lines(self, since: list[int]) -> list[bytes]:
+        """What each environment logged after `since` (its sizes then, as `log_sizes` gave)."""
+        lines: list[bytes] = []
+        for env, start in zip(self.environments, since, strict=False):
+            with env.output.open("rb") as handle:
+                handle.seek(start)
+                lines += handle.read().splitlines(keepends=True)
+        return lines
+
+    def log_sizes(self) -> list[int]:
+        return [env.output.stat().st_size for env in self.environments]
 
     def peak_rss_mb(self) -> float:
         pids = [pid for env in self.environments for pid in env.processes()]

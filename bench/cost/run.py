@@ -27,15 +27,19 @@ usage: python bench/cost/run.py [--requests 40] [--mcp-mb 512] [--runner-mb 2048
 from __future__ import annotations
 
 import argparse
+import contextlib
 import copy
 import json
 import math
 import os
+import signal
 import statistics
+import subprocess
 import tempfile
 import time
 import uuid
 from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -137,11 +141,37 @@ def units(record: dict[str, Any]) -> tuple[float, float]:
 
 def sample(functions: Any, log: Path) -> dict[str, Any]:
     """Where the call log and each function's CPU and log bytes stand now."""
-    state: dict[str, Any] = {"calls": log.stat().st_size}
+    state: dict[str, Any] = {"calls": log.stat().st_size, "at": time.monotonic()}
     for name in FUNCTIONS:
         spend = functions.spend(name)
-        state[name] = (spend.cpu_s(), spend.log_bytes())
+        state[name] = (spend.cpu_s(), spend.log_bytes(), spend.split_s(), spend.log_sizes())
     return state
+
+
+def amortized(record: dict[str, Any]) -> bool:
+    """A call a container makes per window, not per request: the catalog version read (once
+    per KILN_CATALOG_MAX_STALENESS_S) and the ledger's day totals (once per 10 s)."""
+    body = record.get("body") or {}
+    pk = ((body.get("Key") or body.get("Item") or {}).get("pk") or {}).get("S", "")
+    return (record["target"] == "GetItem" and pk == "CATALOG") or pk.startswith("LEDGERSUM#")
+
+
+def calibration_ms() -> float:
+    """CPU time of a fixed pure-Python job in this process: how fast this machine's cores
+    run right now, to compare CPU figures between runs (frequency, contention)."""
+    started = time.process_time()
+    data = {"jsonrpc": "2.0", "id": 1, "params": {"name": "echo", "arguments": {"x": [1] * 50}}}
+    for _ in range(4000):
+        json.loads(json.dumps(data))
+    return (time.process_time() - started) * 1000
+
+
+def idle_cpu(functions: Any, seconds: float = 5.0) -> dict[str, float]:
+    """CPU ms per second each function spends with no request at all (background threads)."""
+    before = {name: functions.spend(name).cpu_s() for name in FUNCTIONS}
+    time.sleep(seconds)
+    return {name: (functions.spend(name).cpu_s() - before[name]) * 1000 / seconds
+            for name in FUNCTIONS}  # fmt: skip
 
 
 def _op(record: dict[str, Any]) -> str:
@@ -157,10 +187,16 @@ def _median_ms(records: list[dict[str, Any]]) -> dict[str, float]:
 
 
 def measure(functions: Any, log: Path, message: dict[str, Any], n: int,
-            **kw: Any) -> dict[str, Any]:  # fmt: skip
+            spy: Path | None = None, **kw: Any) -> dict[str, Any]:  # fmt: skip
     """n requests of one kind, one at a time: per request, what each function spent."""
     for _ in range(3):  # warm: first bundle, code and catalog reads are per container
         functions.mcp.invoke(event(message, **kw), timeout_s=30)
+    with profiling(functions, spy):
+        return _measured(functions, log, message, n, **kw)
+
+
+def _measured(functions: Any, log: Path, message: dict[str, Any], n: int,
+              **kw: Any) -> dict[str, Any]:  # fmt: skip
     before = sample(functions, log)
     invokes = len(functions.runners.served)
     walls: list[float] = []
@@ -178,10 +214,14 @@ def measure(functions: Any, log: Path, message: dict[str, Any], n: int,
         handle.seek(before["calls"])
         records = [json.loads(line) for line in handle.read().splitlines() if line.strip()]
     ops = Counter(_op(r) for r in records)
+    windowed = [r for r in records if amortized(r)]
     row: dict[str, Any] = {
         "ops": {op: count / n for op, count in sorted(ops.items())},
         "read_units": sum(units(r)[0] for r in records) / n,
         "write_units": sum(units(r)[1] for r in records) / n,
+        "amortized_units": (sum(units(r)[0] for r in windowed) / n,
+                            sum(units(r)[1] for r in windowed) / n),
+        "rate": n / (after["at"] - before["at"]),  # requests a second the container served
         "s3_gets": sum(1 for r in records if r["service"] == "s3" and r["method"] == "GET") / n,
         "response_bytes": size / n, "wall_ms": sorted(walls)[n // 2],
         "runner_invokes": (len(functions.runners.served) - invokes) / n,
@@ -189,12 +229,31 @@ def measure(functions: Any, log: Path, message: dict[str, Any], n: int,
     typical = _median_ms(records)
     for name in FUNCTIONS:
         waited = sum(typical[_op(r)] for r in records if r.get("role") == name)
+        lines = functions.spend(name).log_lines(before[name][3])
         row[name] = {
             "cpu_ms": (after[name][0] - before[name][0]) * 1000 / n,
+            "split_ms": {
+                part: (after[name][2][part] - ms) * 1000 / n for part, ms in before[name][2].items()
+            },
             "wait_ms": waited / n,
             "log_bytes": (after[name][1] - before[name][1]) / n,
+            "metric_bytes": sum(len(x) for x in lines if b'"message":"metrics"' in x) / n,
         }
     return row
+
+
+def steady(row: dict[str, Any], rate: float) -> dict[str, Any]:
+    """The same request in a container serving `rate` requests a second: what a container
+    does per window (the version read, the totals write, the metrics batch) spread over
+    `rate / row["rate"]` times as many requests. Its CPU is left as measured (an overcount)."""
+    share = min(1.0, row["rate"] / rate)
+    reads, writes = row["amortized_units"]
+    busy = copy.deepcopy(row)
+    busy["read_units"] -= reads * (1 - share)
+    busy["write_units"] -= writes * (1 - share)
+    metrics = row["mcp"]["metric_bytes"]
+    busy["mcp"]["log_bytes"] -= metrics * (1 - share)
+    return busy
 
 
 def durations(row: dict[str, Any], memory: dict[str, int]) -> dict[str, float]:
@@ -249,6 +308,32 @@ def report(rows: dict[str, dict[str, Any]], memory: dict[str, int], platform_log
         parts = cost(call, arch, memory, platform_log)
         shown = ", ".join(f"{part} ${parts[part]:.3f}" for part in PARTS)
         print(f"{CALL}, {arch}: {shown}; total ${parts['total']:.2f}/M")
+    for name in FUNCTIONS:
+        split = ", ".join(f"{part} {ms:.1f}" for part, ms in call[name]["split_ms"].items())
+        print(
+            f"{CALL}: {name} CPU ms per call by where it ran: {split}; log "
+            f"{call[name]['log_bytes']:.0f} B, of it metrics {call[name]['metric_bytes']:.0f} B"
+        )
+    reads, writes = call["amortized_units"]
+    print(
+        f"{CALL}: per-window units (version read, day totals) {reads:.2f} RRU + "
+        f"{writes:.2f} WRU a call at {call['rate']:.1f} requests/s per container"
+    )
+
+
+def report_steady(rows: dict[str, dict[str, Any]], memory: dict[str, int], platform_log: int,
+                  rate: float) -> None:  # fmt: skip
+    """The anonymous call in a busy container (its per-window costs spread thinner)."""
+    busy = steady(rows[CALL], rate)
+    for arch in ("x86_64", "arm64"):
+        parts = cost(busy, arch, memory, platform_log)
+        shown = ", ".join(f"{part} ${parts[part]:.3f}" for part in PARTS)
+        print(
+            f"{CALL} in a container serving {rate:g}/s (steady state; CPU as measured), "
+            f"{arch}: {shown}; total ${parts['total']:.2f}/M "
+            f"(RRU {busy['read_units']:.3f}, WRU {busy['write_units']:.3f}, "
+            f"log {parts['log_bytes']:.0f} B)"
+        )
 
 
 def sweep(rows: dict[str, dict[str, Any]], platform_log: int) -> None:
@@ -272,6 +357,19 @@ def main() -> int:
     parser.add_argument("--text-logs", action="store_true",
                         help="price Lambda's START/END/REPORT lines (LogFormat Text)")  # fmt: skip
     parser.add_argument("--show-logs", action="store_true", help="print each function's last lines")
+    parser.add_argument(
+        "--rate",
+        type=float,
+        default=10.0,
+        help="requests a second of a busy container, for the steady state",
+    )
+    parser.add_argument(
+        "--py-spy",
+        type=Path,
+        default=None,
+        help="profile each function's processes with py-spy during the "
+        "anonymous tools/call into this folder (raw, for flamegraphs)",
+    )
     args = parser.parse_args()
     memory = {"mcp": args.mcp_mb, "runner": args.runner_mb}
     platform_log = PLATFORM_TEXT_BYTES if args.text_logs else 0
@@ -290,9 +388,13 @@ def main() -> int:
         with run_emulator(state, call_log=log) as endpoint:
             name = f"kiln-cost-{uuid.uuid4().hex[:8]}"
             seed(endpoint.url, name)
+            calibrated = [calibration_ms()]
             with lambdas.functions(tmp, endpoint.url, name, SETTINGS) as functions:
-                rows = {kind: measure(functions, log, message, args.requests, **kw)
-                        for kind, (message, kw) in KINDS.items()}  # fmt: skip
+                rows = {}
+                for kind, (message, kw) in KINDS.items():
+                    spy = args.py_spy if kind == CALL else None
+                    rows[kind] = measure(functions, log, message, args.requests, spy, **kw)
+                idle = idle_cpu(functions)
                 peaks = {f: functions.spend(f).peak_rss_mb() for f in FUNCTIONS}
                 if args.show_logs:
                     for env in [functions.mcp, *functions.runners.environments.values()]:
@@ -301,9 +403,41 @@ def main() -> int:
           f"mcp {memory['mcp']} MB, runner {memory['runner']} MB (peak RSS "
           f"{peaks['mcp']:.0f} and {peaks['runner']:.0f} MB); front door (HTTP API, $1.00/M) "
           f"excluded; platform log lines {platform_log} B per invocation")  # fmt: skip
+    calibrated.append(calibration_ms())
+    print(
+        f"calibration: a fixed job took {calibrated[0]:.0f} and {calibrated[1]:.0f} ms of CPU "
+        "(before and after); idle CPU ms a second: "
+        + ", ".join(f"{name} {ms:.2f}" for name, ms in idle.items())
+    )
     report(rows, memory, platform_log)
+    report_steady(rows, memory, platform_log, args.rate)
     sweep(rows, platform_log)
     return 0
+
+
+@contextlib.contextmanager
+def profiling(functions: Any, folder: Path | None) -> Iterator[None]:
+    """py-spy on each function's runtime process (and what it forks) while the block runs."""
+    if folder is None:
+        yield
+        return
+    folder.mkdir(parents=True, exist_ok=True)
+    spies = []
+    for name in FUNCTIONS:
+        for pid in functions.spend(name).runtimes():
+            out = folder / f"{name}-{pid}.txt"
+            spies.append(subprocess.Popen(
+                ["py-spy", "record", "--pid", str(pid), "--subprocesses", "--rate", "1000", "--gil",
+                 "--format", "raw", "--output", str(out), "--nonblocking"],
+                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            ))  # fmt: skip
+    time.sleep(1.0)  # attached
+    try:
+        yield
+    finally:
+        for spy in spies:
+            spy.send_signal(signal.SIGINT)
+            spy.wait(timeout=60)
 
 
 if __name__ == "__main__":

@@ -96,6 +96,9 @@ def _scale_settings(e: Mapping[str, str]) -> dict[str, Any]:
         "quota_claim_horizon_s": _parse(
             e, "KILN_QUOTA_CLAIM_HORIZON_S", Settings.quota_claim_horizon_s, _positive_float
         ),
+        "metrics_flush_s": _parse(
+            e, "KILN_METRICS_FLUSH_S", Settings.metrics_flush_s, _non_negative_float
+        ),
     }
 
 
@@ -274,6 +277,7 @@ class Settings:
     service_name: str = "kiln"  # POWERTOOLS_SERVICE_NAME
     metrics_namespace: str = "Kiln"  # POWERTOOLS_METRICS_NAMESPACE
     tracing: bool = False  # KILN_TRACING: X-Ray traces through Powertools
+    metrics_flush_s: float = 10.0  # KILN_METRICS_FLUSH_S: EMF metrics at most this often (0: each)
     auth: AuthSettings = field(default_factory=AuthSettings)  # KILN_OAUTH_*, KILN_SECRETS_PREFIX
     tasks: TaskSettings = field(default_factory=TaskSettings)  # KILN_TASK_*: long-running tools
     given: frozenset[str] = frozenset()  # the variables that were set (not left to defaults)

@@ -72,7 +72,12 @@ def aws_clients(settings: Settings) -> AwsClients:
 def telemetry(settings: Settings) -> Telemetry:
     from kiln.observability.telemetry import Telemetry
 
-    return Telemetry(settings.service_name, settings.metrics_namespace, tracing=settings.tracing)
+    return Telemetry(
+        settings.service_name,
+        settings.metrics_namespace,
+        tracing=settings.tracing,
+        metrics_flush_s=settings.metrics_flush_s,
+    )
 
 
 def runner_settings(settings: Settings) -> RunnerSettings:

@@ -179,6 +179,9 @@ def start_lambda(
             "KILN_BUNDLE_CACHE_DIR": str(tmp / "bundles"),
             "POWERTOOLS_SERVICE_NAME": "kiln",
             "POWERTOOLS_METRICS_NAMESPACE": "Kiln",
+            # Metrics written with each request (not batched per 10 s: kiln.observability
+            # .metrics, tests/unit/observability), so that each test sees its own call's.
+            "KILN_METRICS_FLUSH_S": "0",
             **(extra_env or {}),
         }
         process = subprocess.Popen(

@@ -1,11 +1,14 @@
 """Logs, metrics and optional traces around the Lambda entry points (AWS Lambda Powertools).
 
 Every HTTP invocation writes one compact JSON line (logs are billed by the byte, and cost
-more than a call's compute): the request's log fields (request id, MCP method, tool, outcome,
-duration) and its EMF metrics together: `Requests` always, and for `tools/call` the per-tool
-`ToolCalls`, `ToolErrors` (timeouts included), `ToolTimeouts` and `ToolDuration`.
-`ColdStart` goes on a line of its own, on the first invocation of a container. What happened
-is what the protocol found the request to be (`Invocation.hear`): no body is parsed here.
+about as much as a call's compute): the request's log fields (request id, MCP method, tool,
+outcome, duration). Its EMF metrics (`Requests` always, and for a `tools/call` that ran the
+per-tool `ToolCalls`, `ToolErrors` (timeouts included), `ToolTimeouts` and `ToolDuration`)
+are added up per container and written at most every `metrics_flush_s` (see
+`kiln.observability.metrics`, which says what that changes and what a stopped container
+loses). `ColdStart` goes on a line of its own, on the first invocation of a container. What
+happened is what the protocol found the request to be (`Invocation.hear`): no body is parsed
+here.
 """
 
 from __future__ import annotations
@@ -19,6 +22,8 @@ from typing import Any, Protocol
 
 from aws_lambda_powertools import Logger, Metrics
 
+from kiln.observability.metrics import MetricBatch
+
 Handler = Callable[[dict[str, Any], Any], Any]
 
 # API Gateway HTTP APIs cut every integration at 30 s, whatever the function's own limit.
@@ -31,12 +36,20 @@ class Telemetry:
     `Settings` (POWERTOOLS_*, KILN_TRACING; template.yaml sets them for every function,
     and the defaults serve sam local and tests)."""
 
-    def __init__(self, service: str = "kiln", namespace: str = "Kiln", *, tracing: bool = False):
+    def __init__(
+        self,
+        service: str = "kiln",
+        namespace: str = "Kiln",
+        *,
+        tracing: bool = False,
+        metrics_flush_s: float = 10.0,
+    ):
         self.service = service
         self.namespace = namespace
         self.tracing = tracing
         self.logger = Logger(service=service)
         self.metrics = Metrics(namespace=namespace, service=service)
+        self.batch = MetricBatch(namespace, service, metrics_flush_s)
 
 
 @dataclass(frozen=True)
@@ -160,28 +173,17 @@ def _record(
     duration_ms: float,
     request_id: str | None,
 ) -> None:
-    """One line: the request's log fields, and its metrics as EMF (two metric sets)."""
-    namespace = telemetry.namespace
-    line: dict[str, Any] = {"level": "INFO", "message": "request", "service": telemetry.service,
-                            "entry": name, "outcome": outcome, "duration_ms": duration_ms,
-                            "function_request_id": request_id, "Requests": 1}  # fmt: skip
-    sets = [_metric_set(namespace, ["service"], {"Requests": "Count"})]
+    """The request's line, after the container's metrics when they are due."""
+    line: dict[str, Any] = {"level": "INFO", "message": "request", "entry": name,
+                            "outcome": outcome, "duration_ms": duration_ms,
+                            "function_request_id": request_id}  # fmt: skip
     if request.method:
         line["method"] = request.method
     if request.tool is not None:
         line["tool"] = request.tool[:MAX_LOGGED_NAME]
     # Only tools that ran get a metric dimension: a made-up name must not mint a new series.
-    if request.tool is not None and outcome != "rejected":
-        line.update(ToolCalls=1, ToolErrors=int(outcome in {"error", "timeout"}),
-                    ToolTimeouts=int(outcome == "timeout"), ToolDuration=duration_ms)  # fmt: skip
-        units = {"ToolCalls": "Count", "ToolErrors": "Count", "ToolTimeouts": "Count",
-                 "ToolDuration": "Milliseconds"}  # fmt: skip
-        sets.append(_metric_set(namespace, ["service", "tool"], units))
-    line["_aws"] = {"Timestamp": int(time.time() * 1000), "CloudWatchMetrics": sets}
-    sys.stdout.write(json.dumps(line, separators=(",", ":")) + "\n")
+    ran = line.get("tool") if outcome != "rejected" else None
+    due = telemetry.batch.add(ran, outcome, duration_ms)
+    text = "".join(json.dumps(doc, separators=(",", ":")) + "\n" for doc in [*due, line])
+    sys.stdout.write(text)
     sys.stdout.flush()
-
-
-def _metric_set(namespace: str, dimensions: list[str], units: dict[str, str]) -> dict[str, Any]:
-    metrics = [{"Name": metric, "Unit": unit} for metric, unit in units.items()]
-    return {"Namespace": namespace, "Dimensions": [dimensions], "Metrics": metrics}

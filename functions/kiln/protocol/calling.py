@@ -217,10 +217,10 @@ class ToolCaller:
                 shaped = await asyncio.to_thread(self.shape, tool, outcome, version)
         except RunFailedError as error:
             error.request_id = request_id
-            await _settle(outcome, True)
+            await _settle(outcome, True, request_id)
             raise
         is_error = bool(shaped.get("isError"))
-        await _settle(outcome, is_error)
+        await _settle(outcome, is_error, request_id)
         if ctx.seen is not None:  # the edge logs and counts it (observability)
             timed_out = is_error and outcome.timed_out
             ctx.seen.outcome = "timeout" if timed_out else "error" if is_error else "ok"
@@ -319,11 +319,15 @@ class ToolCaller:
 _NOT_JSON: Any = object()
 
 
-async def _settle(outcome: ToolOutcome, is_error: bool) -> None:
-    """Tell the backend how the call ended for its caller (for its ledger entry)."""
+async def _settle(outcome: ToolOutcome, is_error: bool, request_id: RequestId) -> None:
+    """Tell the backend how the call ended for its caller (for its ledger entry). A refusal
+    it decides (a ledger entry the store would not take) becomes the call's answer."""
     if outcome.settle is not None:
         try:
             await outcome.settle(is_error)
+        except ProtocolError as error:
+            error.request_id = request_id
+            raise
         except Exception:
             log.exception("could not settle a call's bookkeeping")
 

@@ -6,11 +6,11 @@ import asyncio
 import functools
 import logging
 import time
-from collections.abc import Callable, Coroutine, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager, ExitStack
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, NamedTuple, ParamSpec, Protocol, TypeVar
+from typing import Any, NamedTuple, Protocol
 
 from kiln.access.approvals import Requirement, needs_approval, requirement
 from kiln.access.gate import (
@@ -36,7 +36,7 @@ from kiln.protocol.backend import (
     ToolOutcome,
     ToolView,
 )
-from kiln.protocol.errors import InvalidParamsError, RateLimitedError, UnavailableError
+from kiln.protocol.errors import InvalidParamsError, RateLimitedError
 from kiln.runner import (
     InvalidArgumentsError,
     NodeUnavailableError,
@@ -47,29 +47,9 @@ from kiln.runner.errors import RunSlotRefusedError
 from kiln.runner.model import RunRequest, RunResult
 from kiln.runner.remote import RemoteRunner
 from kiln.serving.conversation import approval_for, approved_by, run_fields, tool_outcome
+from kiln.serving.store_errors import NOT_RECORDED, admit, catalog_reads, unavailable
 
 log = logging.getLogger("kiln.serving.backend")
-_P = ParamSpec("_P")
-_R = TypeVar("_R")
-
-
-def catalog_reads(
-    method: Callable[_P, Coroutine[Any, Any, _R]],
-) -> Callable[_P, Coroutine[Any, Any, _R]]:
-    """A store that does not answer becomes MCP's "catalog unavailable" error."""
-
-    @functools.wraps(method)
-    async def reading(*args: _P.args, **kwargs: _P.kwargs) -> _R:
-        try:
-            return await method(*args, **kwargs)
-        except StoreUnavailableError as error:
-            log.warning("catalog unavailable: %s", error)
-            raise UnavailableError(
-                "Catalog unavailable: the tool catalog did not answer in time; retry shortly",
-                data={"retryAfterSeconds": error.retry_after_s},
-            ) from error
-
-    return reading
 
 
 class BundlePaths(Protocol):
@@ -201,7 +181,7 @@ class CatalogBackend:
         early = key_limits(ctx.principal) if gate is not None else ()
         admitting = None
         if gate is not None and early:
-            admitting = asyncio.ensure_future(asyncio.to_thread(gate.admit, early))
+            admitting = asyncio.ensure_future(asyncio.to_thread(admit, gate, early))
         try:
             view, tools = await self._visible(await self._snapshots.fresh(), ctx)
         except BaseException:
@@ -221,7 +201,7 @@ class CatalogBackend:
                     await admitting
                     admitted = early
                 if late and tool is not None:
-                    await asyncio.to_thread(gate.admit, late)
+                    await asyncio.to_thread(admit, gate, late)
             except QuotaExceededError as refused:
                 if admitted:  # refused by the view's quota: the key's count is given back
                     await self._later(ctx, gate.release, admitted)
@@ -316,7 +296,7 @@ class CatalogBackend:
         async def settle(answered_error: bool) -> None:
             # As the caller saw it: output that breaks the outputSchema is an error too.
             kind = outcome_of(outcome.is_error or answered_error, timed_out)
-            await self._later(
+            await self._recorded(
                 ctx, gate.finish, caller, found, kind, digest=gate.digest(arguments),
                 started=started, run_seconds=run_seconds,
                 output_bytes=len(result.stdout.encode("utf-8", "replace")) if result else 0,
@@ -355,6 +335,24 @@ class CatalogBackend:
         try:
             await asyncio.to_thread(fn, *args, **kw)
         except Exception:  # the call ran: answer it, and say loudly that its record is missing
+            log.exception("call bookkeeping failed (%s)", getattr(fn, "__name__", fn))
+
+    async def _recorded(
+        self, ctx: CallContext, fn: Callable[..., None], *args: Any, **kw: Any
+    ) -> None:
+        """A call's ledger entry. Where the answer waits for bookkeeping anyway (`start_now`:
+        Lambda and `kiln dev`, so that an answered call is always in the ledger), it is
+        written here, once the result is shaped and before it is sent: a store that refuses
+        it (throttled) or does not answer makes the answer UnavailableError (NOT_RECORDED),
+        not the result."""
+        if ctx.arrival.after_response is None or not ctx.arrival.start_now:
+            await self._later(ctx, fn, *args, **kw)
+            return
+        try:
+            await asyncio.to_thread(fn, *args, **kw)
+        except StoreUnavailableError as error:
+            raise unavailable(NOT_RECORDED, error) from error
+        except Exception:  # a bug, not the store: the call ran, so answer it, and say so
             log.exception("call bookkeeping failed (%s)", getattr(fn, "__name__", fn))
 
     async def _before_answer(

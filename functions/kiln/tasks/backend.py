@@ -32,7 +32,8 @@ from kiln.protocol.backend import (
     TaskRefusedError,
     ToolView,
 )
-from kiln.serving.backend import AdmittedTask, catalog_reads
+from kiln.serving.backend import AdmittedTask
+from kiln.serving.store_errors import catalog_reads
 from kiln.tasks.settings import TaskSettings
 from kiln.tasks.store import TaskItem, TaskLimitError, TaskStore, TaskTooLargeError, owner_key
 from kiln.tasks.worker import TaskWorker, internal_error

@@ -11,6 +11,7 @@ import time
 from typing import Any
 
 from kiln.observability import telemetry
+from kiln.observability.metrics import MetricBatch
 from kiln.observability.telemetry import (
     HTTP_API_LIMIT_MS,
     FrontDoorContext,
@@ -111,3 +112,77 @@ def test_replayed_events_with_an_old_time_keep_the_function_limit() -> None:
     lambda_context = LambdaContext(120_000)
     old = http_event(CALL, domain=API, started_ms=1583348638390)  # a captured event
     assert front_door_context(old, lambda_context) is lambda_context
+
+
+class Clock:
+    def __init__(self, now: float) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def batch_at(now: float, flush_s: float = 10.0) -> tuple[MetricBatch, Clock]:
+    clock = Clock(now)
+    return MetricBatch("Kiln", "kiln", flush_s, clock=clock), clock
+
+
+def by_tool(documents: list[dict[str, Any]]) -> dict[str | None, dict[str, Any]]:
+    return {doc.get("tool"): doc for doc in documents}
+
+
+def test_metrics_are_written_at_once_after_a_quiet_spell_then_at_most_every_flush_s() -> None:
+    batch, clock = batch_at(6000.0)  # the start of a minute
+    first = by_tool(batch.add("add_vat", "ok", 12.0))
+    assert first["add_vat"]["ToolCalls"] == 1
+    assert first[None]["Requests"] == 1
+    held = []
+    for outcome in ("ok", "error", "timeout"):
+        clock.now += 2
+        held += batch.add("add_vat", outcome, 30.0)
+    clock.now += 2
+    held += batch.add(None, "rejected", 1.0)
+    assert held == []  # within 10 s of the last write: held
+    clock.now += 3  # 11 s after the last write
+    due = by_tool(batch.add("add_vat", "ok", 5.0))
+    tool = due["add_vat"]
+    assert (tool["ToolCalls"], tool["ToolErrors"], tool["ToolTimeouts"]) == (4, 2, 1)
+    assert tool["ToolDuration"] == [30.0, 30.0, 30.0, 5.0]  # every call a sample
+    assert due[None]["Requests"] == 5
+    assert tool["_aws"]["Timestamp"] == 6002_000  # the batch's first request
+    units = {m["Name"]: m["Unit"] for m in tool["_aws"]["CloudWatchMetrics"][0]["Metrics"]}
+    assert units["ToolDuration"] == "Milliseconds"
+    assert units["ToolCalls"] == "Count"
+    assert tool["_aws"]["CloudWatchMetrics"][0]["Dimensions"] == [["service", "tool"]]
+
+
+def test_a_batch_never_spans_two_minutes() -> None:
+    batch, clock = batch_at(6000.0)
+    batch.add("t", "ok", 1.0)  # written at once
+    clock.now = 6052.0
+    assert batch.add("t", "ok", 1.0) != []  # 52 s later: written at once
+    clock.now = 6055.0
+    assert batch.add("t", "ok", 1.0) == []  # held
+    clock.now = 6061.0  # the next minute, 9 s after the last write
+    due = batch.add("t", "ok", 1.0)
+    assert [doc["_aws"]["Timestamp"] for doc in due] == [6055_000, 6055_000]
+    assert by_tool(due)["t"]["ToolCalls"] == 1  # the new minute's call is held
+    clock.now = 6071.0
+    assert by_tool(batch.add("t", "ok", 1.0))["t"]["ToolCalls"] == 2
+
+
+def test_a_tool_with_100_durations_is_written_at_once() -> None:
+    batch, clock = batch_at(6000.0, flush_s=60.0)
+    batch.add("t", "ok", 1.0)
+    written = []
+    for _ in range(100):
+        clock.now += 0.01
+        written += batch.add("t", "ok", 2.0)
+    (tool,) = [doc for doc in written if doc.get("tool") == "t"]
+    assert len(tool["ToolDuration"]) == 100
+
+
+def test_with_flush_s_0_every_request_writes_its_metrics() -> None:
+    batch, _ = batch_at(6000.0, flush_s=0.0)
+    for _ in range(3):
+        assert by_tool(batch.add("t", "ok", 1.0))["t"]["ToolDuration"] == 1.0
