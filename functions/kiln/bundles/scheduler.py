@@ -21,7 +21,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, Protocol
 
-from kiln.bundles.build import Progress, Toolchain, build_bundle
+from kiln.bundles.build import BuildOutput, Progress, Toolchain, build_bundle
+from kiln.bundles.contents import Contents
 from kiln.bundles.errors import BuildError
 from kiln.bundles.store import (
     BundleRecord,
@@ -36,8 +37,16 @@ from kiln.bundles.store import (
 logger = logging.getLogger(__name__)
 
 UploadProgress = Callable[[int, int], None]  # (bytes just sent, total bytes)
-# A bundle cache of this process taking a fresh build from its zip (BundleCache.adopt).
-Adopt = Callable[[BundleRecord, Path], bool]
+
+
+class Adopter(Protocol):
+    """This process's bundle cache, taking a fresh build (kiln.bundles.cache.BundleCache)."""
+
+    def adopt_tree(self, record: BundleRecord, built: Contents) -> bool: ...
+
+    def adopt(self, record: BundleRecord, zip_path: Path) -> bool: ...
+
+    def discard(self, bundle_id: str) -> None: ...
 
 
 class BuildScheduler(Protocol):
@@ -79,12 +88,15 @@ def run_build(
     progress: Progress | None = None,
     upload_progress: UploadProgress | None = None,
     toolchain: Toolchain | None = None,
-    adopt: Adopt | None = None,
+    adopt: Adopter | None = None,
 ) -> BundleRecord:
     """Build and publish one pending bundle. A bundle not pending is returned as it is.
 
-    With `adopt` (a builder in the serving process), the zip is also unpacked into that
-    process's bundle cache while it uploads, so the tool's first call finds it there."""
+    With `adopt` (a builder in the serving process), the built files are handed to that
+    process's bundle cache as hard links before the zip is written and uploaded (or, where
+    they cannot be linked, the zip is unpacked into it while it uploads), so the tool's calls
+    in this process find it there from then on; the record says ready once the zip is in the
+    bucket, as for any other builder."""
     try:
         record = store.mark_building(bundle_id)
     except BundleStateError:
@@ -93,36 +105,33 @@ def run_build(
             raise
         return current
     scratch = Path(tempfile.mkdtemp(prefix=f"kiln-build-{bundle_id[:8]}-", dir=workdir))
+    handing = _HandOver(adopt, record)
     try:
         try:
-            output = build_bundle(record, workdir=scratch, progress=progress, toolchain=toolchain)
+            output = build_bundle(
+                record, workdir=scratch, progress=progress, toolchain=toolchain,
+                hand_over=handing if adopt is not None else None,
+            )  # fmt: skip
         except BuildError as exc:
+            handing.abandon()
             _put_text(store, log_key(bundle_id), exc.log)
             return store.mark_failed(bundle_id, exc.reason, log_key(bundle_id))
         except Exception as exc:  # the builder's own bug must still end the build
+            handing.abandon()
             logger.exception("bundle %s: build crashed", bundle_id)
             reason = f"the builder crashed: {type(exc).__name__}: {exc}"
             _put_text(store, log_key(bundle_id), reason + "\n")
             return store.mark_failed(bundle_id, reason, log_key(bundle_id))
         if progress:
             progress(f"uploading {output.manifest['zip_size'] / 2**20:.1f} MB")
-        adopting = _adopt_beside(adopt, record, output.manifest, output.zip_path)
-        store.s3.upload_file(
-            str(output.zip_path),
-            store.bucket,
-            zip_key(bundle_id),
-            ExtraArgs={"ContentType": "application/zip"},
-            Callback=None
-            if upload_progress is None
-            else functools.partial(_sent, upload_progress, int(output.manifest["zip_size"])),
-        )
-        store.s3.put_object(
-            Bucket=store.bucket,
-            Key=manifest_key(bundle_id),
-            Body=json.dumps(output.manifest, indent=2).encode(),
-            ContentType="application/json",
-        )
-        _put_text(store, log_key(bundle_id), output.log)
+        adopting = None
+        if not handing.done:  # not linked: unpacked from the zip while it uploads
+            adopting = _adopt_beside(adopt, record, output.manifest, output.zip_path)
+        try:
+            _publish(store, bundle_id, output, upload_progress)
+        except BaseException:
+            handing.abandon()  # not published: no call may use what was handed over
+            raise
         if adopting is not None:
             adopting.join()  # unpacked before anyone can see it ready
         return store.mark_ready(bundle_id, output.manifest)
@@ -130,8 +139,54 @@ def run_build(
         shutil.rmtree(scratch, ignore_errors=True)
 
 
+def _publish(
+    store: BundleStore, bundle_id: str, output: BuildOutput, upload: UploadProgress | None
+) -> None:
+    """The zip, its manifest and its log into the bucket."""
+    store.s3.upload_file(
+        str(output.zip_path),
+        store.bucket,
+        zip_key(bundle_id),
+        ExtraArgs={"ContentType": "application/zip"},
+        Callback=None
+        if upload is None
+        else functools.partial(_sent, upload, int(output.manifest["zip_size"])),
+    )
+    store.s3.put_object(
+        Bucket=store.bucket,
+        Key=manifest_key(bundle_id),
+        Body=json.dumps(output.manifest, indent=2).encode(),
+        ContentType="application/json",
+    )
+    _put_text(store, log_key(bundle_id), output.log)
+
+
+class _HandOver:
+    """Gives the built files to this process's bundle cache before the build writes its zip
+    (BundleCache.adopt_tree): from then on the tool can be called here."""
+
+    def __init__(self, adopt: Adopter | None, record: BundleRecord) -> None:
+        self.adopt, self.record = adopt, record
+        self.done = False
+
+    def __call__(self, built: Contents) -> None:
+        if self.adopt is None:
+            return
+        try:
+            record = replace(self.record, unpacked_size=built.unpacked)
+            self.done = self.adopt.adopt_tree(record, built)
+        except Exception:  # an optimisation: the zip is unpacked instead
+            logger.warning("bundle %s: not handed over", self.record.id, exc_info=True)
+
+    def abandon(self) -> None:
+        """The build failed after its files were handed over: the cache lets them go."""
+        if self.done and self.adopt is not None:
+            self.adopt.discard(self.record.id)
+            self.done = False
+
+
 def _adopt_beside(
-    adopt: Adopt | None, record: BundleRecord, manifest: Mapping[str, Any], zip_path: Path
+    adopt: Adopter | None, record: BundleRecord, manifest: Mapping[str, Any], zip_path: Path
 ) -> threading.Thread | None:
     """Start `adopt` on a thread of its own (it unpacks while the zip uploads)."""
     if adopt is None:
@@ -141,7 +196,7 @@ def _adopt_beside(
 
     def run() -> None:
         try:
-            adopt(built, zip_path)
+            adopt.adopt(built, zip_path)
         except Exception:  # an optimisation: the first call downloads it instead
             logger.warning("bundle %s: not unpacked from its build", record.id, exc_info=True)
 
@@ -171,7 +226,7 @@ class LocalBuildWorker:
         workdir: Path | None = None,
         progress: Callable[[str, str], None] | None = None,
         toolchain: Toolchain | None = None,
-        adopt: Adopt | None = None,
+        adopt: Adopter | None = None,
     ) -> None:
         self.store = store
         self.workdir = workdir
