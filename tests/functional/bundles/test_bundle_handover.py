@@ -3,10 +3,8 @@ links to what it built: no zip unpacked, no download, and the same files the zip
 
 import io
 import os
-import shutil
 import subprocess
 import sys
-import tempfile
 import zipfile
 from pathlib import Path
 from typing import Any
@@ -124,20 +122,3 @@ def test_a_package_folder_another_user_owns_is_refused_with_whose_it_is(
     tools = Toolchain(installer="uv", cache_dir=tmp_path / "build-cache")
     with pytest.raises(BuildError, match="belongs to uid 65534, not to this server's uid"):
         build_bundle(pending(store, "six==1.17.0"), workdir=tmp_path / "w", toolchain=tools)
-
-
-def test_a_build_that_cannot_be_linked_into_the_cache_is_unpacked_from_its_zip_instead(
-    store: BundleStore, tmp_path: Path
-) -> None:
-    shm = Path("/dev/shm")
-    if not shm.is_dir() or shm.stat().st_dev == tmp_path.stat().st_dev:
-        pytest.skip("needs a second filesystem (/dev/shm) for the cache")
-    cache_root = Path(tempfile.mkdtemp(dir=shm, prefix="kiln-test-cache-"))
-    try:
-        cache = BundleCache(store, root=cache_root, targets=(TARGET,))
-        record = pending(store, "six==1.17.0")
-        build(store, record, tmp_path, toolchain=Toolchain(installer="uv"), adopt=cache)
-        assert (cache.handovers, cache.unpacks, cache.downloads) == (0, 1, 0)
-        assert tree(cache.path_for(record.id)) == zipped(store, record.id)
-    finally:
-        shutil.rmtree(cache_root, ignore_errors=True)
