@@ -33,7 +33,7 @@ from kiln.bundles.bun import bun_install, find_bun
 from kiln.bundles.contents import Contents, InstalledTree, LayeredContents, write_zip
 from kiln.bundles.errors import BuildError
 from kiln.bundles.identity import Target, parse_target, split_node_requirement
-from kiln.bundles.layers import LayerError, build_layers, member_infos
+from kiln.bundles.layers import LayerError, build_layers
 from kiln.bundles.owned_dirs import UnsafeDirectoryError, temp_place
 from kiln.bundles.settings import BundleSettings
 from kiln.bundles.store import BundleRecord
@@ -151,14 +151,20 @@ def build_bundle(
         say(f"{installer} install {' '.join(record.requirements)}")
         lock = _install_node(record, install_dir, log)
         contents, compiled_by = InstalledTree.of(install_dir), None
-    _refuse_if_over(contents, limit, log)
-    if hand_over is not None:
-        hand_over(contents)
-    say(f"zipping {contents.count} files ({contents.unpacked / 2**20:.1f} MB)")
     zip_path = workdir / f"{record.id}.zip"
-    zipping = time.monotonic()
-    contents.write(zip_path)
-    log.add(f"# zip: {time.monotonic() - zipping:.2f} s")
+    try:
+        _refuse_if_over(contents, limit, log)
+        if hand_over is not None:
+            handing = time.monotonic()
+            hand_over(contents)
+            took = time.monotonic() - handing
+            log.add(f"# handed over after {handing - started:.2f} s, in {took:.2f} s")
+        say(f"zipping {contents.count} files ({contents.unpacked / 2**20:.1f} MB)")
+        zipping = time.monotonic()
+        contents.write(zip_path)
+        log.add(f"# zip: {time.monotonic() - zipping:.2f} s")
+    finally:
+        contents.close()
     duration = time.monotonic() - started
     manifest = _manifest(record, lock, contents, zip_path, compiled_by, duration)
     log.add(
@@ -262,7 +268,7 @@ def _install_python(
         else:
             if interpreter is None:
                 log.add(f"# no Python {target.python_version} here: bytecode left to imports")
-            return lock, LayeredContents(member_infos(layers)), interpreter
+            return lock, LayeredContents(layers), interpreter
     installer.install(lock, install_dir)
     compiled_by = _compile_python(target, install_dir, log)
     return lock, InstalledTree.of(install_dir), compiled_by

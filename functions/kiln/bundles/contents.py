@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from kiln.bundles.layers import link_members, merge_zips
+from kiln.bundles.layers import Layers, link_members, member_infos, merge_zips
 
 _ZIP_TIME = (1980, 1, 1, 0, 0, 0)
 # Left out of every zip: console scripts carry the build machine's interpreter path, and
@@ -33,6 +33,8 @@ class Contents(Protocol):
     def write(self, zip_path: Path) -> None: ...
 
     def link_into(self, dest: Path) -> int: ...
+
+    def close(self) -> None: ...
 
 
 @dataclass
@@ -68,20 +70,32 @@ class InstalledTree:
             total += info.st_size
         return total
 
+    def close(self) -> None:
+        pass  # the build's scratch folder goes with the build
+
 
 class LayeredContents:
-    """Package folders' members, merged without recompressing (kiln.bundles.layers)."""
+    """Package folders' files: linked as they are, zipped by merging their members without
+    recompressing (kiln.bundles.layers)."""
 
-    def __init__(self, members: dict[str, tuple[Path, zipfile.ZipInfo]]) -> None:
-        self.members = members
-        self.count = len(members)
-        self.unpacked = sum(info.file_size for _, info in members.values())
+    def __init__(self, layers: Layers) -> None:
+        self.layers = layers
+        self.entries = layers.entries()
+        self.count = len(self.entries)
+        self.unpacked = sum(
+            info.file_size if info is not None else path.stat().st_size
+            for path, info, _ in self.entries.values()
+        )
 
     def write(self, zip_path: Path) -> None:
-        merge_zips(zip_path, self.members)
+        merge_zips(zip_path, member_infos(self.layers.finish()))
 
     def link_into(self, dest: Path) -> int:
-        return link_members(self.members, dest)
+        return link_members(self.entries, dest)
+
+    def close(self) -> None:
+        """The scratch of packages made but never zipped (a build refused before its zip)."""
+        self.layers.close()
 
 
 def bundle_files(root: Path) -> Iterator[Path]:

@@ -30,6 +30,7 @@ import re
 import shutil
 import stat
 import struct
+import time
 import uuid
 import zipfile
 import zlib
@@ -59,6 +60,59 @@ def layer_key(entry: dict[str, Any], flavour: str) -> str | None:
     return hashlib.sha256(f"{sha}|{flavour}|{LAYER_RECIPE}".encode()).hexdigest()[:40]
 
 
+Entry = tuple[Path, zipfile.ZipInfo | None, Path]  # the file, its member, its package folder
+STALE_SCRATCH_S = 3600.0  # no build takes this long: what is older was left by a dead one
+
+
+class Layers:
+    """The locked packages' folders, in lock order: those earlier builds made, and those this
+    build made, compiled but not yet compressed (`finish` zips them and puts them in place),
+    so that the bundle can be handed over before anything is compressed."""
+
+    def __init__(
+        self,
+        folders: list[Path],
+        fresh: dict[Path, Path],
+        scratch: Path | None,
+        write_zip: Callable[[Path, Path, list[Path]], None],
+    ) -> None:
+        self.folders, self.fresh, self.scratch, self.write_zip = folders, fresh, scratch, write_zip
+
+    def entries(self) -> dict[str, Entry]:
+        """Every file of the bundle by name (a later package's file wins, as a later install's
+        would); the member is None for a package this build made (nothing to check it by)."""
+        entries: dict[str, Entry] = {}
+        for folder in self.folders:
+            made = self.fresh.get(folder)
+            if made is not None:
+                for path in _files_under(made / FILES):
+                    entries[path.relative_to(made / FILES).as_posix()] = (path, None, made)
+                continue
+            with zipfile.ZipFile(folder / MEMBERS) as archive:
+                for info in archive.infolist():
+                    parts = PurePosixPath(info.filename).parts
+                    entries[info.filename] = (folder.joinpath(FILES, *parts), info, folder)
+        return entries
+
+    def finish(self) -> list[Path]:
+        """Compress the packages this build made into their folders; every members.zip."""
+        try:
+            for folder, made in self.fresh.items():
+                self.write_zip(made / MEMBERS, made / FILES, _files_under(made / FILES))
+                folder.parent.mkdir(parents=True, exist_ok=True)
+                with contextlib.suppress(OSError):  # another build made it first: the same
+                    made.rename(folder)
+            self.fresh = {}
+        finally:
+            self.close()
+        return [folder / MEMBERS for folder in self.folders]
+
+    def close(self) -> None:
+        if self.scratch is not None:
+            shutil.rmtree(self.scratch, ignore_errors=True)
+            self.scratch = None
+
+
 def build_layers(
     lock: list[dict[str, Any]],
     *,
@@ -67,25 +121,29 @@ def build_layers(
     install: Callable[[list[dict[str, Any]], Path], None],
     compile_dirs: Callable[[list[Path]], None],
     write_zip: Callable[[Path, Path, list[Path]], None],
-) -> list[Path]:
-    """Every locked package's members.zip, making the missing ones; raises LayerError, or
-    UnsafeDirectoryError when `root` is not this uid's own (its files go into bundles)."""
+) -> Layers:
+    """Every locked package's folder, installing and compiling the missing ones; raises
+    LayerError, or UnsafeDirectoryError when `root` is not this uid's own (its files go into
+    bundles)."""
     keys = [layer_key(entry, flavour) for entry in lock]
     if any(key is None for key in keys):
         raise LayerError("a locked package has no wheel hash")
     owned_directory(root)
+    _sweep(root / ".tmp")
     folders = [root / str(key) for key in keys]
     missing = [(e, f) for e, f in zip(lock, folders, strict=True) if not (f / MEMBERS).is_file()]
-    if missing:
-        scratch = root / ".tmp" / uuid.uuid4().hex
+    scratch = root / ".tmp" / uuid.uuid4().hex if missing else None
+    layers = Layers(folders, {}, scratch, write_zip)
+    if scratch is not None:
         try:
-            _make_layers(missing, scratch, install, compile_dirs, write_zip)
-        finally:
-            shutil.rmtree(scratch, ignore_errors=True)
+            layers.fresh = _make_layers(missing, scratch, install, compile_dirs)
+        except BaseException:
+            layers.close()
+            raise
     for folder in folders:
-        if not (folder / FILES).is_dir():  # made before folders kept their files, or removed
+        if folder not in layers.fresh and not (folder / FILES).is_dir():  # kept no files
             _files_from_members(folder, root / ".tmp" / uuid.uuid4().hex)
-    return [folder / MEMBERS for folder in folders]
+    return layers
 
 
 def _make_layers(
@@ -93,8 +151,8 @@ def _make_layers(
     scratch: Path,
     install: Callable[[list[dict[str, Any]], Path], None],
     compile_dirs: Callable[[list[Path]], None],
-    write_zip: Callable[[Path, Path, list[Path]], None],
-) -> None:
+) -> dict[Path, Path]:
+    """The missing packages installed and compiled in `scratch`: {final folder: made}."""
     site = scratch / "site"
     install([entry for entry, _ in missing], site)
     trees = {_canonical(str(entry["name"])): scratch / folder.name for entry, folder in missing}
@@ -104,22 +162,34 @@ def _make_layers(
             raise LayerError(f"{dist_info.name} was installed but not asked for")
         _move_record(site, dist_info, trees.pop(name) / FILES)
     left = [
-        path
-        for path in site.rglob("*")
-        if path.is_file() and path.relative_to(site).parts[0] not in _NOT_PACKAGED
+        path for path in _files_under(site) if path.relative_to(site).parts[0] not in _NOT_PACKAGED
     ]
     if trees or left:
         raise LayerError(f"files of no package: {left[:3]}, packages without files: {trees}")
-    built = [scratch / folder.name for _, folder in missing]
-    compile_dirs([layer / FILES for layer in built])
-    for layer, (_, folder) in zip(built, missing, strict=True):
-        files = sorted(p for p in (layer / FILES).rglob("*") if p.is_file())
-        write_zip(layer / MEMBERS, layer / FILES, files)
-        for path in files:
+    built = {folder: scratch / folder.name for _, folder in missing}
+    compile_dirs([made / FILES for made in built.values()])
+    for made in built.values():
+        for path in _files_under(made / FILES):
             _freeze(path)
-        folder.parent.mkdir(parents=True, exist_ok=True)
-        with contextlib.suppress(OSError):  # another build made it first: theirs is the same
-            layer.rename(folder)
+    return built
+
+
+def _files_under(root: Path) -> list[Path]:
+    """The files below `root`, sorted as Paths sort."""
+    found = []
+    for current, _, names in os.walk(root):
+        found += [Path(current, name) for name in names]
+    return sorted(path for path in found if path.is_file())
+
+
+def _sweep(tmp: Path) -> None:
+    """What builds that died left in the package folders' scratch place."""
+    cutoff = time.time() - STALE_SCRATCH_S
+    with contextlib.suppress(FileNotFoundError):
+        for leftover in tmp.iterdir():
+            with contextlib.suppress(OSError):
+                if leftover.stat().st_mtime < cutoff:
+                    shutil.rmtree(leftover, ignore_errors=True)
 
 
 def _freeze(path: Path) -> None:
@@ -146,15 +216,20 @@ def _move_record(site: Path, dist_info: Path, into: Path) -> None:
     """Move the files a wheel's RECORD names (plus the RECORD) from `site` into `into`."""
     with (dist_info / "RECORD").open(newline="") as handle:
         paths = [row[0] for row in csv.reader(handle) if row]
+    top = os.path.realpath(site)
+    made: set[str] = set()
     for relative in paths:
-        source = (site / relative).resolve()
-        if not source.is_relative_to(site.resolve()) or not source.is_file():
+        source = os.path.normpath(os.path.join(top, relative))  # uv installs no links
+        if not source.startswith(top + os.sep) or not os.path.isfile(source):
             continue  # console scripts outside the folder, or files already gone
-        parts = source.relative_to(site.resolve()).parts
-        if parts[0] == "bin":
+        inside = os.path.relpath(source, top)
+        if inside.split(os.sep, 1)[0] == "bin":
             continue
-        destination = into.joinpath(*parts)
-        destination.parent.mkdir(parents=True, exist_ok=True)
+        destination = os.path.join(into, inside)
+        folder = os.path.dirname(destination)
+        if folder not in made:
+            os.makedirs(folder, exist_ok=True)
+            made.add(folder)
         os.replace(source, destination)
 
 
@@ -206,27 +281,28 @@ def _raw_member(handle: Any, info: zipfile.ZipInfo) -> bytes:
     return data
 
 
-def link_members(members: dict[str, tuple[Path, zipfile.ZipInfo]], dest: Path) -> int:
+def link_members(entries: dict[str, Entry], dest: Path) -> int:
     """Make `dest` the bundle's folder of hard links to its packages' read-only files, each
-    checked against its member first; returns the bytes linked. Raises OSError (e.g. another
-    filesystem) or LayerError (a file that does not match: its package folder is removed)."""
+    file of an earlier build checked against its member first; returns the bytes linked.
+    Raises OSError (e.g. another filesystem) or LayerError (a file that does not match: its
+    package folder's files are removed, to be made again from its zip)."""
     os.mkdir(dest)
     made = {str(dest)}
     total = 0
-    for name in sorted(members):
-        source, info = members[name]
+    for name in sorted(entries):
+        original, info, folder = entries[name]
         parts = PurePosixPath(name).parts
         if not parts or ".." in parts or PurePosixPath(name).is_absolute():
-            raise LayerError(f"unsafe member name {name!r} in {source}")
-        original = source.parent.joinpath(FILES, *parts)
-        _check_member(original, info, source.parent)
+            raise LayerError(f"unsafe member name {name!r} in {folder}")
+        if info is not None:
+            _check_member(original, info, folder)
         link = os.path.join(dest, *parts)
-        folder = os.path.dirname(link)
-        if folder not in made:
-            os.makedirs(folder, exist_ok=True)
-            made.add(folder)
+        parent = os.path.dirname(link)
+        if parent not in made:
+            os.makedirs(parent, exist_ok=True)
+            made.add(parent)
         os.link(original, link)
-        total += info.file_size
+        total += info.file_size if info is not None else os.stat(original).st_size
     return total
 
 
