@@ -94,8 +94,7 @@ class LayeredContents:
         return link_members(self.entries, dest)
 
     def close(self) -> None:
-        """The scratch of packages made but never zipped (a build refused before its zip)."""
-        self.layers.close()
+        pass  # the package folders stay for the next build
 
 
 def bundle_files(root: Path) -> Iterator[Path]:

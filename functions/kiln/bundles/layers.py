@@ -3,11 +3,12 @@ from them.
 
 A Python bundle built by uv with a build cache is assembled, not installed: each locked wheel
 (by its sha256, for one target and one bytecode compiler) has a folder under
-`<cache>/packages/` holding `members.zip`, its installed files with their bytecode already
-compressed, and `files/`, the same files installed, read-only (mode 0444, 0555 if
-executable). A build installs, compiles and compresses only the wheels no earlier build has
-seen, then writes the bundle by copying the members' compressed bytes as they are: a second
-tool that shares `boto3` with a first one neither compiles nor compresses botocore again.
+`<cache>/packages/` holding `files/`, its installed files with their bytecode, read-only
+(mode 0444, 0555 if executable), and `members.zip`, the same files compressed (written when
+a bundle first needs it, after the bundle was handed over). A build installs, compiles and
+compresses only the wheels no earlier build has seen, then writes the bundle by copying the
+members' compressed bytes as they are: a second tool that shares `boto3` with a first one
+neither compiles nor compresses botocore again.
 
 The bundle is byte for byte what `kiln.bundles.contents.write_zip` makes from the same files
 (sorted names, fixed times and modes), so layered and unlayered builds of one lock give the
@@ -30,6 +31,7 @@ import re
 import shutil
 import stat
 import struct
+import threading
 import time
 import uuid
 import zipfile
@@ -65,28 +67,24 @@ STALE_SCRATCH_S = 3600.0  # no build takes this long: what is older was left by 
 
 
 class Layers:
-    """The locked packages' folders, in lock order: those earlier builds made, and those this
-    build made, compiled but not yet compressed (`finish` zips them and puts them in place),
-    so that the bundle can be handed over before anything is compressed."""
+    """The locked packages' folders, in lock order. A folder is in place once its files are
+    (installed, compiled, read-only); its members.zip follows when a bundle is zipped
+    (`finish`), so that a bundle can be handed over before anything is compressed."""
 
     def __init__(
-        self,
-        folders: list[Path],
-        fresh: dict[Path, Path],
-        scratch: Path | None,
-        write_zip: Callable[[Path, Path, list[Path]], None],
+        self, folders: list[Path], write_zip: Callable[[Path, Path, list[Path]], None]
     ) -> None:
-        self.folders, self.fresh, self.scratch, self.write_zip = folders, fresh, scratch, write_zip
+        self.folders, self.write_zip = folders, write_zip
 
     def entries(self) -> dict[str, Entry]:
         """Every file of the bundle by name (a later package's file wins, as a later install's
-        would); the member is None for a package this build made (nothing to check it by)."""
+        would), with the member it is checked against (None: a package not zipped yet, made
+        by a build of this machine moments ago)."""
         entries: dict[str, Entry] = {}
         for folder in self.folders:
-            made = self.fresh.get(folder)
-            if made is not None:
-                for path in _files_under(made / FILES):
-                    entries[path.relative_to(made / FILES).as_posix()] = (path, None, made)
+            if not (folder / MEMBERS).is_file():
+                for path in _files_under(folder / FILES):
+                    entries[path.relative_to(folder / FILES).as_posix()] = (path, None, folder)
                 continue
             with zipfile.ZipFile(folder / MEMBERS) as archive:
                 for info in archive.infolist():
@@ -95,22 +93,17 @@ class Layers:
         return entries
 
     def finish(self) -> list[Path]:
-        """Compress the packages this build made into their folders; every members.zip."""
-        try:
-            for folder, made in self.fresh.items():
-                self.write_zip(made / MEMBERS, made / FILES, _files_under(made / FILES))
-                folder.parent.mkdir(parents=True, exist_ok=True)
-                with contextlib.suppress(OSError):  # another build made it first: the same
-                    made.rename(folder)
-            self.fresh = {}
-        finally:
-            self.close()
+        """Every package's members.zip, compressing those not zipped yet."""
+        for folder in self.folders:
+            if not (folder / MEMBERS).is_file():
+                partial = folder / f".{MEMBERS}.{uuid.uuid4().hex}"
+                try:
+                    self.write_zip(partial, folder / FILES, _files_under(folder / FILES))
+                    os.replace(partial, folder / MEMBERS)  # two builds at once: the same bytes
+                finally:
+                    with contextlib.suppress(FileNotFoundError):
+                        partial.unlink()
         return [folder / MEMBERS for folder in self.folders]
-
-    def close(self) -> None:
-        if self.scratch is not None:
-            shutil.rmtree(self.scratch, ignore_errors=True)
-            self.scratch = None
 
 
 def build_layers(
@@ -131,19 +124,21 @@ def build_layers(
     owned_directory(root)
     _sweep(root / ".tmp")
     folders = [root / str(key) for key in keys]
-    missing = [(e, f) for e, f in zip(lock, folders, strict=True) if not (f / MEMBERS).is_file()]
-    scratch = root / ".tmp" / uuid.uuid4().hex if missing else None
-    layers = Layers(folders, {}, scratch, write_zip)
-    if scratch is not None:
+    missing = [
+        (entry, folder)
+        for entry, folder in zip(lock, folders, strict=True)
+        if not (folder / FILES).is_dir() and not (folder / MEMBERS).is_file()
+    ]
+    if missing:
+        scratch = root / ".tmp" / uuid.uuid4().hex
         try:
-            layers.fresh = _make_layers(missing, scratch, install, compile_dirs)
-        except BaseException:
-            layers.close()
-            raise
+            _make_layers(missing, scratch, install, compile_dirs)
+        finally:  # what is left is the install's empty folders: not worth a wait
+            threading.Thread(target=shutil.rmtree, args=(scratch, True), daemon=True).start()
     for folder in folders:
-        if folder not in layers.fresh and not (folder / FILES).is_dir():  # kept no files
+        if not (folder / FILES).is_dir():  # made before folders kept their files, or removed
             _files_from_members(folder, root / ".tmp" / uuid.uuid4().hex)
-    return layers
+    return Layers(folders, write_zip)
 
 
 def _make_layers(
@@ -151,8 +146,8 @@ def _make_layers(
     scratch: Path,
     install: Callable[[list[dict[str, Any]], Path], None],
     compile_dirs: Callable[[list[Path]], None],
-) -> dict[Path, Path]:
-    """The missing packages installed and compiled in `scratch`: {final folder: made}."""
+) -> None:
+    """Install and compile the missing packages in `scratch`, then put each folder in place."""
     site = scratch / "site"
     install([entry for entry, _ in missing], site)
     trees = {_canonical(str(entry["name"])): scratch / folder.name for entry, folder in missing}
@@ -168,10 +163,12 @@ def _make_layers(
         raise LayerError(f"files of no package: {left[:3]}, packages without files: {trees}")
     built = {folder: scratch / folder.name for _, folder in missing}
     compile_dirs([made / FILES for made in built.values()])
-    for made in built.values():
+    for folder, made in built.items():
         for path in _files_under(made / FILES):
             _freeze(path)
-    return built
+        folder.parent.mkdir(parents=True, exist_ok=True)
+        with contextlib.suppress(OSError):  # another build made it first: theirs is the same
+            made.rename(folder)
 
 
 def _files_under(root: Path) -> list[Path]:
