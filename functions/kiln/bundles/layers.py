@@ -284,50 +284,60 @@ def link_members(entries: dict[str, Entry], dest: Path) -> int:
     Raises OSError (e.g. another filesystem) or LayerError (a file that does not match: its
     package folder's files are removed, to be made again from its zip)."""
     os.mkdir(dest)
-    made = {str(dest)}
+    top = str(dest)
+    made = {top}
     total = 0
     for name in sorted(entries):
         original, info, folder = entries[name]
-        parts = PurePosixPath(name).parts
-        if not parts or ".." in parts or PurePosixPath(name).is_absolute():
+        if name.startswith("/") or "/../" in f"/{name}/" or "\0" in name:
             raise LayerError(f"unsafe member name {name!r} in {folder}")
-        if info is not None:
-            _check_member(original, info, folder)
-        link = os.path.join(dest, *parts)
-        parent = os.path.dirname(link)
+        size = _checked_size(original, info, folder)
+        link = f"{top}/{name}"
+        parent = link.rpartition("/")[0]
         if parent not in made:
             os.makedirs(parent, exist_ok=True)
             made.add(parent)
         os.link(original, link)
-        total += info.file_size if info is not None else os.stat(original).st_size
+        total += size
     return total
 
 
-def _check_member(path: Path, info: zipfile.ZipInfo, layer: Path) -> None:
-    """The file is its member (size, CRC-32) and still read-only, or the folder goes."""
+def _checked_size(path: Path, info: zipfile.ZipInfo | None, layer: Path) -> int:
+    """The file's size, once it is found to be its member (a regular file, still read-only,
+    the same size and CRC-32); otherwise the folder's files go and LayerError says why. A
+    file of a package made moments ago and not zipped yet has nothing to check it by."""
+    if info is None:
+        return os.lstat(path).st_size
+    crc = None
     try:
-        found = os.lstat(path)
-        same = (
-            stat.S_ISREG(found.st_mode)
-            and not found.st_mode & 0o222
-            and found.st_size == info.file_size
-            and _crc32(path) == info.CRC
-        )
-    except FileNotFoundError:
-        same = False
-    if not same:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+    except OSError:
+        fd = -1
+    if fd >= 0:
+        try:
+            found = os.fstat(fd)
+            if (
+                stat.S_ISREG(found.st_mode)
+                and not found.st_mode & 0o222
+                and found.st_size == info.file_size
+            ):
+                crc = _crc32(fd, found.st_size)
+        finally:
+            os.close(fd)
+    if crc != info.CRC:
         _discard_files(layer)
         raise LayerError(
             f"{info.filename} in package folder {layer.name} no longer matches its members.zip "
-            "(changed, or made writable); the folder's files were removed and will be made again"
+            "(changed, gone or made writable); the folder's files were removed and will be "
+            "made again"
         )
+    return info.file_size
 
 
-def _crc32(path: Path) -> int:
+def _crc32(fd: int, size: int) -> int:
     crc = 0
-    with path.open("rb") as handle:
-        for chunk in iter(lambda: handle.read(1 << 20), b""):
-            crc = zlib.crc32(chunk, crc)
+    while chunk := os.read(fd, max(1, min(size, 1 << 20))):
+        crc = zlib.crc32(chunk, crc)
     return crc
 
 
