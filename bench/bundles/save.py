@@ -157,18 +157,22 @@ def stages(http: httpx.Client, url: str, key: str, saved_at: float, total: float
     """Where the second tool's time went, from its bundle's record."""
     auth = {"Authorization": f"Bearer {key}"}
     bundle_id = http.get(f"{url}/api/tools/needs_more", headers=auth).json()["bundle_id"]
-    record = http.get(f"{url}/api/bundles/{bundle_id}", headers=auth).json()
+    read = f"{url}/api/bundles/{bundle_id}?log=true"
+    record = http.get(read, headers=auth).json()
     give_up = time.monotonic() + 120
     while record["status"] == "building" and time.monotonic() < give_up:  # callable first
         time.sleep(0.05)
-        record = http.get(f"{url}/api/bundles/{bundle_id}", headers=auth).json()
+        record = http.get(read, headers=auth).json()
+    steps = [line[2:] for line in (record.get("log") or "").splitlines()
+             if line.startswith("# ") and (" s" in line) and "done in" not in line]  # fmt: skip
 
     def at(field: str) -> float:
         return datetime.fromisoformat(record[field].replace("Z", "+00:00")).timestamp()
 
     queued, ready = at("started_at") - saved_at, at("finished_at") - saved_at
     return (f"queued {queued:.2f}, build {record['duration_s']} s, answered {total:.2f} s and "
-            f"marked ready {ready:.2f} s after the save (the zip uploaded)")  # fmt: skip
+            f"marked ready {ready:.2f} s after the save (the zip uploaded); build log: "
+            f"{'; '.join(steps)}")  # fmt: skip
 
 
 def _variant(base: Settings, clients: AwsClients, folder: Path, **changes: Any) -> Settings:
