@@ -16,7 +16,7 @@ from kiln.bundles.build import Toolchain, build_bundle
 from kiln.bundles.cache import SIZE_FILE, BundleCache
 from kiln.bundles.errors import BuildError
 from kiln.bundles.identity import default_target
-from kiln.bundles.scheduler import run_build
+from kiln.bundles.scheduler import LocalBuildWorker, run_build
 from kiln.bundles.store import BundleRecord, BundleStore, zip_key
 
 pytestmark = pytest.mark.slow
@@ -122,3 +122,25 @@ def test_a_package_folder_another_user_owns_is_refused_with_whose_it_is(
     tools = Toolchain(installer="uv", cache_dir=tmp_path / "build-cache")
     with pytest.raises(BuildError, match="belongs to uid 65534, not to this server's uid"):
         build_bundle(pending(store, "six==1.17.0"), workdir=tmp_path / "w", toolchain=tools)
+
+
+def test_a_worker_that_moves_on_after_each_hand_over_still_publishes_every_bundle(
+    store: BundleStore, tmp_path: Path
+) -> None:
+    """The next build starts once the one before has handed its files over; waiting for the
+    worker to be idle still waits for every zip to be uploaded and marked ready."""
+    cache = BundleCache(store, root=tmp_path / "cache", targets=(TARGET,))
+    tools = Toolchain(installer="uv", cache_dir=tmp_path / "build-cache")
+    worker = LocalBuildWorker(store, workdir=tmp_path, toolchain=tools, adopt=cache).start()
+    try:
+        records = [pending(store, "six==1.17.0"), pending(store, "six==1.17.0", "idna==3.*")]
+        for record in records:
+            worker.schedule(record.id)
+        assert worker.wait_idle(600)
+    finally:
+        worker.stop()
+    finished = [store.get(record.id) for record in records]
+    assert [r.status if r else None for r in finished] == ["ready", "ready"], finished
+    assert (cache.handovers, cache.unpacks, cache.downloads) == (2, 0, 0)
+    for record in records:
+        assert tree(cache.path_for(record.id)) == zipped(store, record.id)
