@@ -16,8 +16,9 @@ same zip.
 
 A builder in the serving process (`kiln dev`) also hands the bundle to its bundle cache as a
 folder of hard links to the packages' `files/` (`link_members`): no zip is unpacked. Each
-file is checked against its member (size, CRC-32, still read-only) first; a package folder
-whose files no longer match is removed, and the next build makes it again from its zip.
+file is checked against its member (size, CRC-32, still read-only) first, where the package
+is zipped already; a package folder whose files no longer match loses them, and the next
+build makes them again from its zip.
 """
 
 from __future__ import annotations
