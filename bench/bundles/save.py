@@ -13,6 +13,7 @@ bundle) and its own empty caches:
   node, bun       the same with Bun (if found: --bun, KILN_BUN or PATH), empty Bun cache
 
 `--second-tool N`: only the two uv rows, N times over, with the spread of the second.
+Each row is printed with the machine's load (1-minute average) when it was measured.
 """
 
 from __future__ import annotations
@@ -57,6 +58,13 @@ def tool(name: str, language: str, code: str, requirements: list[str]) -> dict[s
     }  # fmt: skip
 
 
+Row = tuple[str, float, float]  # what, seconds, the load (1-minute average) when measured
+
+
+def row(label: str, seconds: float) -> Row:
+    return label, seconds, os.getloadavg()[0]
+
+
 def save_to_callable(http: httpx.Client, url: str, key: str, body: dict[str, Any]) -> float:
     """Seconds from the save's request to the first call that ran the tool."""
     started = time.perf_counter()
@@ -81,9 +89,9 @@ def save_to_callable(http: httpx.Client, url: str, key: str, body: dict[str, Any
 
 def run_variants(
     base: Settings, clients: AwsClients, serve: Any, key: str, bun: str | None
-) -> list[tuple[str, float]]:
+) -> list[Row]:
     scratch = Path(tempfile.mkdtemp(prefix="kiln-bench-save-"))
-    rows: list[tuple[str, float]] = []
+    rows: list[Row] = []
     node_variants = [("npm", "off")] + ([("bun", bun)] if bun else [])
     try:
         with httpx.Client(timeout=300) as http:
@@ -92,14 +100,14 @@ def run_variants(
                 with serve(settings, clients) as url:
                     body = tool("needs_packages", "python", PY_CODE, PY_REQUIREMENTS)
                     rows.append(
-                        (f"python, {installer}, cold", save_to_callable(http, url, key, body))
+                        row(f"python, {installer}, cold", save_to_callable(http, url, key, body))
                     )
                     if installer == "uv":
                         body = tool(
                             "needs_more", "python", PY_CODE_2, [*PY_REQUIREMENTS, "humanize"]
                         )
                         rows.append(
-                            (
+                            row(
                                 "python, uv, 2nd tool (+humanize)",
                                 save_to_callable(http, url, key, body),
                             )
@@ -109,7 +117,7 @@ def run_variants(
                 settings = _variant(base, clients, scratch / name, bun=path)
                 with serve(settings, clients) as url:
                     body = tool("node_packages", "node", NODE_CODE, NODE_REQUIREMENTS)
-                    rows.append((f"node, {name}, cold", save_to_callable(http, url, key, body)))
+                    rows.append(row(f"node, {name}, cold", save_to_callable(http, url, key, body)))
     finally:
         os.environ.pop("NPM_CONFIG_CACHE", None)
         shutil.rmtree(scratch, ignore_errors=True)
@@ -118,26 +126,27 @@ def run_variants(
 
 def second_tool_runs(
     base: Settings, clients: AwsClients, serve: Any, key: str, repeat: int
-) -> list[tuple[str, float]]:
+) -> list[Row]:
     """Only the uv rows, `repeat` times over (each with its own empty caches): the spread of
     the second tool's save-to-callable, without pip's minutes."""
-    rows: list[tuple[str, float]] = []
+    rows: list[Row] = []
     for _ in range(repeat):
         scratch = Path(tempfile.mkdtemp(prefix="kiln-bench-save-"))
         try:
             settings = _variant(base, clients, scratch / "uv", bundle_installer="uv")
             with httpx.Client(timeout=300) as http, serve(settings, clients) as url:
                 body = tool("needs_packages", "python", PY_CODE, PY_REQUIREMENTS)
-                rows.append(("python, uv, cold", save_to_callable(http, url, key, body)))
+                rows.append(row("python, uv, cold", save_to_callable(http, url, key, body)))
+                print(f"uv cold: {rows[-1][1]:.2f} s (load {rows[-1][2]:.1f})", flush=True)
                 body = tool("needs_more", "python", PY_CODE_2, [*PY_REQUIREMENTS, "humanize"])
                 saved_at = time.time()
                 second = save_to_callable(http, url, key, body)
-                rows.append(("python, uv, 2nd tool (+humanize)", second))
+                rows.append(row("python, uv, 2nd tool (+humanize)", second))
                 print(f"2nd tool: {second:.2f} s ({stages(http, url, key, saved_at, second)}; "
                       f"load {os.getloadavg()[0]:.1f})", flush=True)  # fmt: skip
         finally:
             shutil.rmtree(scratch, ignore_errors=True)
-    seconds = sorted(value for label, value in rows if "2nd" in label)
+    seconds = sorted(value for label, value, _ in rows if "2nd" in label)
     spread = f"{seconds[0]:.2f}-{seconds[-1]:.2f} s over {len(seconds)} runs"
     print(f"python: 2nd tool, same + 1 package: median {statistics.median(seconds):.2f} s, "
           f"{spread} (goal <= 3 s)")  # fmt: skip
@@ -148,14 +157,22 @@ def stages(http: httpx.Client, url: str, key: str, saved_at: float, total: float
     """Where the second tool's time went, from its bundle's record."""
     auth = {"Authorization": f"Bearer {key}"}
     bundle_id = http.get(f"{url}/api/tools/needs_more", headers=auth).json()["bundle_id"]
-    record = http.get(f"{url}/api/bundles/{bundle_id}", headers=auth).json()
+    read = f"{url}/api/bundles/{bundle_id}?log=true"
+    record = http.get(read, headers=auth).json()
+    give_up = time.monotonic() + 120
+    while record["status"] == "building" and time.monotonic() < give_up:  # callable first
+        time.sleep(0.05)
+        record = http.get(read, headers=auth).json()
+    steps = [line[2:] for line in (record.get("log") or "").splitlines()
+             if line.startswith("# ") and (" s" in line) and "done in" not in line]  # fmt: skip
 
     def at(field: str) -> float:
         return datetime.fromisoformat(record[field].replace("Z", "+00:00")).timestamp()
 
-    queued, built = at("started_at") - saved_at, at("finished_at") - at("started_at")
-    return (f"queued {queued:.2f}, build+upload {built:.2f} (build {record['duration_s']} s), "
-            f"ready to answered {total - queued - built:.2f}")  # fmt: skip
+    queued, ready = at("started_at") - saved_at, at("finished_at") - saved_at
+    return (f"queued {queued:.2f}, build {record['duration_s']} s, answered {total:.2f} s and "
+            f"marked ready {ready:.2f} s after the save (the zip uploaded); build log: "
+            f"{'; '.join(steps)}")  # fmt: skip
 
 
 def _variant(base: Settings, clients: AwsClients, folder: Path, **changes: Any) -> Settings:
@@ -169,19 +186,30 @@ def _variant(base: Settings, clients: AwsClients, folder: Path, **changes: Any) 
     )  # fmt: skip
 
 
-def report(rows: list[tuple[str, float]]) -> None:
-    values = dict(rows)
-    print(f"{'save-to-callable':40} {'seconds':>9}")
-    for label, seconds in rows:
-        print(f"{label:40} {seconds:9.2f}")
+def report(rows: list[Row]) -> None:
+    values = {label: seconds for label, seconds, _ in rows}
+    loads = {label: load for label, _, load in rows}
+    print(f"{'save-to-callable':40} {'seconds':>9} {'load':>6}")
+    for label, seconds, load in rows:
+        print(f"{label:40} {seconds:9.2f} {load:6.1f}")
     print()
+
+    def at(*labels: str) -> str:
+        return "load " + "/".join(f"{loads[label]:.1f}" for label in labels)
+
     pip, uv = values["python, pip, cold"], values["python, uv, cold"]
-    print(f"python: uv cold / pip cold                 {uv / pip:6.2f}x   (goal <= 0.3x)")
-    second = values["python, uv, 2nd tool (+humanize)"]
-    print(f"python: 2nd tool, same + 1 package          {second:6.2f} s   (goal <= 3 s)")
+    print(f"python: uv cold / pip cold                 {uv / pip:6.2f}x   (goal <= 0.3x; "
+          f"{at('python, pip, cold', 'python, uv, cold')})")  # fmt: skip
+    label = "python, uv, 2nd tool (+humanize)"
+    print(f"python: 2nd tool, same + 1 package          {values[label]:6.2f} s   (goal <= 3 s; "
+          f"{at(label)})")  # fmt: skip
     if "node, bun, cold" in values:
         ratio = values["node, bun, cold"] / values["node, npm, cold"]
-        print(f"node: bun cold / npm cold (today's build)   {ratio:6.2f}x")
+        print(f"node: bun cold / npm cold (today's build)   {ratio:6.2f}x   "
+              f"({at('node, npm, cold', 'node, bun, cold')})")  # fmt: skip
+    else:
+        print(f"node: npm cold (today's build)              {values['node, npm, cold']:6.2f} s   "
+              f"(no Bun here: --bun, KILN_BUN or PATH; {at('node, npm, cold')})")  # fmt: skip
     print(f"load: {os.getloadavg()[0]:.1f} {os.getloadavg()[1]:.1f} {os.getloadavg()[2]:.1f}")
 
 

@@ -301,6 +301,7 @@ def settings(params: dict[str, Any]) -> RunnerSettings:
         standby_runs=params.get("standby_runs", 4),  # as kiln dev runs: standbys on
         # Only when asked: the same attack then runs against a runner without the setting.
         **({"unix_sockets": True} if params.get("unix_sockets") else {}),  # type: ignore[arg-type]
+        **({"landlock": False} if params.get("no_landlock") else {}),  # type: ignore[arg-type]
     )
 
 
@@ -529,6 +530,57 @@ def _state(pid: int) -> str:
         return "X"
 
 
+# Tries to change the bundle it runs with: its files are hard links to what the build made.
+BUNDLE_WRITE = r"""
+import json, os, sys
+import kiln_probe  # from the bundle, on PYTHONPATH
+root = json.load(sys.stdin)["bundle"]
+target = os.path.join(root, "kiln_probe.py")
+out = {"imported from the bundle": os.path.dirname(kiln_probe.__file__) == root}
+def attempt(name, action):
+    try:
+        action()
+        out[name] = "done"
+    except OSError as error:
+        out[name] = type(error).__name__
+def append():
+    with open(target, "a") as handle:
+        handle.write("raise SystemExit('changed by a tool')\n")
+attempt("append", append)
+attempt("truncate", lambda: os.truncate(target, 0))
+attempt("create beside", lambda: open(os.path.join(root, "sitecustomize.py"), "x").close())
+attempt("chmod", lambda: os.chmod(target, 0o644))
+if out["chmod"] == "done":
+    os.chmod(target, 0o444)  # the deliberate way in is only reported, not taken
+print(json.dumps(out))
+"""
+
+
+async def bundle_write(runner: Runner, params: dict[str, Any]) -> dict[str, Any]:
+    """A build handed to the bundle cache by hard links, then a tool that tries to change it."""
+    from kiln.bundles.cache import BundleCache
+    from kiln.bundles.contents import InstalledTree
+    from kiln.bundles.store import BundleRecord
+
+    place = Path(params["place"])  # the server's own, as kiln dev's state directory is
+    built = place / "built"
+    built.mkdir()
+    source = "VALUE = 'as built'\n"
+    (built / "kiln_probe.py").write_text(source)
+    cache = BundleCache(None, root=place / "bundles")  # type: ignore[arg-type]  # no store used
+    record = BundleRecord("ab" * 16, "building", "python", "any", (), "", "")
+    assert cache.adopt_tree(record, InstalledTree.of(built)), "not handed over"
+    bundle = cache.root / record.id
+    linked = os.stat(bundle / "kiln_probe.py").st_ino == os.stat(built / "kiln_probe.py").st_ino
+    result = await runner.run(
+        request(BUNDLE_WRITE, params, language="python", bundle_path=bundle,
+                arguments={"bundle": str(bundle)})
+    )  # fmt: skip
+    unchanged = (built / "kiln_probe.py").read_text() == source
+    return {"bundle_write": summary(result), "linked": linked, "unchanged": unchanged,
+            "mode": oct(os.stat(built / "kiln_probe.py").st_mode & 0o777)}  # fmt: skip
+
+
 SCENARIOS: dict[str, Callable[[Runner, dict[str, Any]], Awaitable[dict[str, Any]]]] = {
     "neighbours": neighbours,
     "server_secrets": server_secrets,
@@ -539,6 +591,7 @@ SCENARIOS: dict[str, Callable[[Runner, dict[str, Any]], Awaitable[dict[str, Any]
     "standby": standby,
     "sockets": sockets,
     "abandoned": abandoned,
+    "bundle_write": bundle_write,
 }
 
 

@@ -21,34 +21,30 @@ import hashlib
 import json
 import os
 import shutil
-import stat
 import subprocess
 import sys
 import time
-import zipfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 from kiln.bundles.bun import bun_install, find_bun
+from kiln.bundles.contents import Contents, InstalledTree, LayeredContents, write_zip
 from kiln.bundles.errors import BuildError
 from kiln.bundles.identity import Target, parse_target, split_node_requirement
-from kiln.bundles.layers import LayerError, build_layers, member_infos, merge_zips
-from kiln.bundles.owned_dirs import temp_place
+from kiln.bundles.layers import LayerError, build_layers
+from kiln.bundles.owned_dirs import UnsafeDirectoryError, temp_place
 from kiln.bundles.settings import BundleSettings
 from kiln.bundles.store import BundleRecord
 from kiln.bundles.uv import Uv, find_uv
 from kiln.settings import inherited_environment
 
 Progress = Callable[[str], None]
+HandOver = Callable[[Contents], None]  # given what was built, before it is zipped
 
 DEFAULT_MAX_UNPACKED_BYTES = 200 * 1024 * 1024
 INSTALL_TIMEOUT_S = 600.0
-_ZIP_TIME = (1980, 1, 1, 0, 0, 0)
-# Left out of every zip: console scripts carry the build machine's interpreter path, and
-# `.bin` links do not survive a zip.
-_SKIP_TOP = {"bin", ".bin"}
 _UV_SUMMARY = "\N{MULTIPLICATION SIGN} "  # how uv starts an error's summary line
 _UV_REASON = "\u2570\u2500\u25b6 "  # and the reason's line below it
 
@@ -100,43 +96,6 @@ class Toolchain:
         return ("uv", uv) if uv else ("pip", None)
 
 
-class _Contents(Protocol):
-    count: int
-    unpacked: int
-
-    def write(self, zip_path: Path) -> None: ...
-
-
-@dataclass
-class _Tree:
-    """An installed folder, zipped file by file."""
-
-    root: Path
-    files: list[Path]
-    count: int
-    unpacked: int
-
-    @classmethod
-    def of(cls, root: Path) -> _Tree:
-        files = sorted(_bundle_files(root))
-        return cls(root, files, len(files), sum(path.stat().st_size for path in files))
-
-    def write(self, zip_path: Path) -> None:
-        _write_zip(zip_path, self.root, self.files)
-
-
-class _Layers:
-    """Package folders' members, merged without recompressing (kiln.bundles.layers)."""
-
-    def __init__(self, members: dict[str, tuple[Path, zipfile.ZipInfo]]) -> None:
-        self.members = members
-        self.count = len(members)
-        self.unpacked = sum(info.file_size for _, info in members.values())
-
-    def write(self, zip_path: Path) -> None:
-        merge_zips(zip_path, self.members)
-
-
 @dataclass
 class BuildOutput:
     zip_path: Path
@@ -166,8 +125,12 @@ def build_bundle(
     progress: Progress | None = None,
     max_bytes: int | None = None,
     toolchain: Toolchain | None = None,
+    hand_over: HandOver | None = None,
 ) -> BuildOutput:
-    """Build `record`'s bundle under `workdir`; raises BuildError with the log on failure."""
+    """Build `record`'s bundle under `workdir`; raises BuildError with the log on failure.
+
+    `hand_over` gets the installed contents before they are zipped (a builder in the serving
+    process hands them to its bundle cache first: kiln.bundles.scheduler.run_build)."""
     say = progress or (lambda _message: None)
     tools = toolchain or Toolchain()
     limit = tools.max_unpacked_bytes if max_bytes is None else max_bytes
@@ -187,13 +150,21 @@ def build_bundle(
         installer = "bun" if find_bun(tools.bun) else "npm"
         say(f"{installer} install {' '.join(record.requirements)}")
         lock = _install_node(record, install_dir, log)
-        contents, compiled_by = _Tree.of(install_dir), None
-    _refuse_if_over(contents, limit, log)
-    say(f"zipping {contents.count} files ({contents.unpacked / 2**20:.1f} MB)")
+        contents, compiled_by = InstalledTree.of(install_dir), None
     zip_path = workdir / f"{record.id}.zip"
-    zipping = time.monotonic()
-    contents.write(zip_path)
-    log.add(f"# zip: {time.monotonic() - zipping:.2f} s")
+    try:
+        _refuse_if_over(contents, limit, log)
+        if hand_over is not None:
+            handing = time.monotonic()
+            hand_over(contents)
+            took = time.monotonic() - handing
+            log.add(f"# handed over after {handing - started:.2f} s, in {took:.2f} s")
+        say(f"zipping {contents.count} files ({contents.unpacked / 2**20:.1f} MB)")
+        zipping = time.monotonic()
+        contents.write(zip_path)
+        log.add(f"# zip: {time.monotonic() - zipping:.2f} s")
+    finally:
+        contents.close()
     duration = time.monotonic() - started
     manifest = _manifest(record, lock, contents, zip_path, compiled_by, duration)
     log.add(
@@ -202,7 +173,7 @@ def build_bundle(
     return BuildOutput(zip_path=zip_path, manifest=manifest, log=log.text(), duration_s=duration)
 
 
-def _refuse_if_over(contents: _Contents, limit: int, log: _Log) -> None:
+def _refuse_if_over(contents: Contents, limit: int, log: _Log) -> None:
     """Raise BuildError when the installed packages are bigger than the bundle limit."""
     if contents.unpacked > limit:
         reason = (
@@ -217,7 +188,7 @@ def _refuse_if_over(contents: _Contents, limit: int, log: _Log) -> None:
 def _manifest(
     record: BundleRecord,
     lock: list[dict[str, Any]],
-    contents: _Contents,
+    contents: Contents,
     zip_path: Path,
     compiled_by: str | None,
     duration: float,
@@ -245,7 +216,7 @@ def _manifest(
 
 def _install_python(
     record: BundleRecord, target: Target, install_dir: Path, workdir: Path, log: _Log
-) -> tuple[list[dict[str, Any]], _Contents, str | None]:
+) -> tuple[list[dict[str, Any]], Contents, str | None]:
     local_version = f"{sys.version_info.major}.{sys.version_info.minor}"
     if not target.is_lambda and target.python_version != local_version:
         raise BuildError(
@@ -257,7 +228,7 @@ def _install_python(
     if uv is None:
         lock = _pip_install(record, target, install_dir, workdir, log)
         compiled_by = _compile_python(target, install_dir, log)
-        return lock, _Tree.of(install_dir), compiled_by
+        return lock, InstalledTree.of(install_dir), compiled_by
     target_args = ["--python", sys.executable]
     if target.is_lambda:
         machine = "x86_64" if target.arch == "x86_64" else "aarch64"
@@ -277,7 +248,7 @@ def _install_python(
         # uv reads no pip.conf: an index (or proxy) only pip knows of is out of its reach.
         log.add(f"# uv could not resolve ({error.reason}); building with pip instead")
         lock = _pip_install(record, target, install_dir, workdir, log)
-        return lock, _Tree.of(install_dir), _compile_python(target, install_dir, log)
+        return lock, InstalledTree.of(install_dir), _compile_python(target, install_dir, log)
     interpreter = target_interpreter(target, log.tools.pyenv_root)
     if cache is not None:
         try:
@@ -287,19 +258,23 @@ def _install_python(
                 flavour=f"{record.target}|{_interpreter_version(interpreter)}",
                 install=installer.install,
                 compile_dirs=functools.partial(_compile_dirs, interpreter, log),
-                write_zip=_write_zip,
+                write_zip=write_zip,
             )
+        except UnsafeDirectoryError as error:  # its files would go into bundles as they are
+            log.add(f"# refused: {error}")
+            raise BuildError(str(error), log.text()) from error
         except LayerError as error:
             log.add(f"# package folders not used ({error}): installing the whole tree")
         else:
             if interpreter is None:
                 log.add(f"# no Python {target.python_version} here: bytecode left to imports")
-            return lock, _Layers(member_infos(layers)), interpreter
+            return lock, LayeredContents(layers), interpreter
     installer.install(lock, install_dir)
     compiled_by = _compile_python(target, install_dir, log)
-    return lock, _Tree.of(install_dir), compiled_by
+    return lock, InstalledTree.of(install_dir), compiled_by
 
 
+@functools.cache
 def _interpreter_version(interpreter: str | None) -> str:
     if interpreter is None:
         return "no-bytecode"
@@ -339,6 +314,8 @@ def one(job):
 if __name__ == "__main__":
     jobs = [(os.path.join(r, f), os.path.relpath(os.path.join(r, f), d))
             for d in sys.argv[1:] for r, _, fs in os.walk(d) for f in fs if f.endswith(".py")]
+    if len(jobs) < 256:  # a package or two: starting a pool would take longer than this
+        sys.exit(1 if sum(map(one, jobs)) else 0)
     fork = multiprocessing.get_context("fork")  # `-c` has no module a spawned worker imports
     with concurrent.futures.ProcessPoolExecutor(mp_context=fork) as pool:
         failed = sum(pool.map(one, jobs, chunksize=32))
@@ -552,33 +529,6 @@ def _last_error(output: str) -> str:
             reason = lines[number + 1].lstrip(_UV_REASON) if number + 1 < len(lines) else ""
             return f"{line.lstrip(_UV_SUMMARY)} {reason}".strip()[:500]
     return lines[-1][:500] if lines else "no output"
-
-
-def _bundle_files(root: Path) -> Iterator[Path]:
-    for current, dirs, names in os.walk(root):
-        here = Path(current)
-        if here == root:
-            dirs[:] = [d for d in dirs if d not in _SKIP_TOP]
-        dirs[:] = [d for d in dirs if not (here / d).is_symlink()]
-        for name in names:
-            if here == root and name == ".lock":  # uv's, not the packages'
-                continue
-            path = here / name
-            if path.is_symlink() or not path.is_file():
-                continue
-            yield path
-
-
-def _write_zip(zip_path: Path, root: Path, files: list[Path]) -> None:
-    """Same files in, same bytes out: sorted names, fixed times and modes."""
-    with zipfile.ZipFile(zip_path, "w", compression=zipfile.ZIP_DEFLATED, compresslevel=6) as zf:
-        for path in files:
-            info = zipfile.ZipInfo(path.relative_to(root).as_posix(), date_time=_ZIP_TIME)
-            executable = path.stat().st_mode & stat.S_IXUSR
-            info.external_attr = ((0o755 if executable else 0o644) | stat.S_IFREG) << 16
-            info.compress_type = zipfile.ZIP_DEFLATED
-            with path.open("rb") as source, zf.open(info, "w") as sink:
-                shutil.copyfileobj(source, sink, 1024 * 1024)
 
 
 def _sha256(path: Path) -> str:

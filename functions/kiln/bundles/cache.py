@@ -11,6 +11,12 @@ Layout under `root` (default `<tmp>/kiln-bundles-<uid>`, made and checked by Kil
 Ten threads (or processes) asking for the same new bundle at once unpack it once: a per-bundle
 threading lock inside the process, and the bundle's flock across processes. After the first
 call a process answers from memory: no S3 or DynamoDB request, one `stat`.
+
+A bundle's files are read-only (0444, 0555 if executable) however it arrived: unpacked from
+its zip, or handed over by a builder in this process as hard links to what it built
+(`adopt_tree`, `kiln dev`). Runs read them through a read-only mount, as another uid, or
+under a Landlock fence that allows reading only; with none of those (one uid, no fence) a
+write still fails unless the tool changes the file's mode first (see the runner's README).
 """
 
 from __future__ import annotations
@@ -18,6 +24,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import hashlib
+import logging
 import os
 import shutil
 import stat
@@ -29,14 +36,25 @@ from collections import OrderedDict
 from collections.abc import Collection, Iterator
 from datetime import UTC, datetime
 from pathlib import Path, PurePosixPath
+from typing import Protocol
 
 from kiln.bundles.owned_dirs import owned_directory, temp_place
 from kiln.bundles.store import BundleRecord, BundleStore, parse_iso
+
+logger = logging.getLogger(__name__)
 
 DEFAULT_BUDGET_BYTES = 300 * 1024 * 1024  # leaves room in Lambda's default 512 MB /tmp
 SIZE_FILE = ".kiln-size"
 STALE_TMP_AFTER_S = 600.0  # no live download or unpack takes this long
 _CHUNK = 1024 * 1024
+
+
+class Linkable(Protocol):
+    """A build's installed files, as kiln.bundles.contents has them."""
+
+    unpacked: int
+
+    def link_into(self, dest: Path) -> int: ...
 
 
 class BundleError(Exception):
@@ -106,6 +124,7 @@ class BundleCache:
         self.budget_bytes = budget_bytes
         self.downloads = 0  # S3 downloads this process made
         self.unpacks = 0  # bundles this process unpacked
+        self.handovers = 0  # bundles this process's builder handed over as links
         self.evictions = 0
         self._known: OrderedDict[str, int] = OrderedDict()  # id -> unpacked bytes, LRU order
         self._pins: dict[str, int] = {}
@@ -170,6 +189,42 @@ class BundleCache:
             self.unpacks += 1
             self._remember(record.id, size)
         return True
+
+    def adopt_tree(self, record: BundleRecord, built: Linkable) -> bool:
+        """Take a bundle this process is building as hard links to its installed files (no
+        zip, no unpack: `kiln dev`'s builder, while the zip is written and uploaded). False
+        when it is for another target, already here, or the files could not be linked
+        (another filesystem) or did not match what the zip is made of; the zip is then
+        unpacked instead (`adopt`)."""
+        if self.targets and record.target not in self.targets:
+            return False
+        _check_id(record.id)
+        with self._id_lock(record.id), _flock(self._lock_path(record.id), fcntl.LOCK_EX):
+            if (self.root / record.id).is_dir():
+                return False
+            self._make_room(built.unpacked, keep=record.id)
+            tmp = self.root / ".tmp" / f"{record.id}.{os.getpid()}.{uuid.uuid4().hex[:8]}.dir"
+            try:
+                size = built.link_into(tmp)
+                (tmp / SIZE_FILE).write_text(str(size))
+                os.rename(tmp, self.root / record.id)
+            except (OSError, ValueError) as error:  # ValueError: a file that did not match
+                logger.info("bundle %s: not linked from its build (%s)", record.id, error)
+                return False
+            finally:
+                _remove(tmp)
+            self.handovers += 1
+            self._remember(record.id, size)
+        return True
+
+    def discard(self, bundle_id: str) -> None:
+        """Let a bundle go that was taken from a build which then failed to publish."""
+        _check_id(bundle_id)
+        with self._guard:
+            self._known.pop(bundle_id, None)
+        entry = self.root / bundle_id
+        if entry.is_dir():
+            self._evict(entry)
 
     def cached_ids(self) -> list[str]:
         """Bundles unpacked under root, least recently used first."""
@@ -351,7 +406,8 @@ def _flock(path: Path, operation: int) -> Iterator[bool]:
 
 
 def _unpack(zip_path: Path, into: Path) -> int:
-    """Unpack safely (no absolute paths, no `..`), keeping executable bits; returns bytes.
+    """Unpack safely (no absolute paths, no `..`), keeping executable bits, every file
+    read-only; returns bytes.
 
     Plain `os` calls and one read per member: a bundle is thousands of small files, and
     per-file overhead is most of the time a first call spends here.
@@ -372,7 +428,7 @@ def _unpack(zip_path: Path, into: Path) -> int:
                 made.add(folder)
             if info.is_dir():
                 continue
-            mode = 0o755 if (info.external_attr >> 16) & stat.S_IXUSR else 0o644
+            mode = 0o555 if (info.external_attr >> 16) & stat.S_IXUSR else 0o444
             fd = os.open(destination, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
             with os.fdopen(fd, "wb") as sink:
                 if info.file_size <= _CHUNK:

@@ -19,7 +19,7 @@ from kiln.bundles.build import Toolchain
 from kiln.bundles.cache import DEFAULT_BUDGET_BYTES, BundleCache
 from kiln.bundles.identity import bundle_id, default_target
 from kiln.bundles.scheduler import (
-    Adopt,
+    Adopter,
     BuildScheduler,
     LambdaBuildScheduler,
     LocalBuildWorker,
@@ -162,8 +162,8 @@ def _scheduler(
         return LambdaBuildScheduler(lambda_client, settings.builder_function)
     if settings.in_lambda:
         return NoBuilder()
-    # Built here, called here: the cache takes each build as it uploads (no download).
-    return LazyLocalWorker(store, Toolchain.from_settings(settings), adopt=cache.adopt)
+    # Built here, called here: the cache takes each build as it is made (no download).
+    return LazyLocalWorker(store, Toolchain.from_settings(settings), adopt=cache)
 
 
 def _boto3_lambda(region: str | None) -> Any:
@@ -176,7 +176,7 @@ class LazyLocalWorker:
     """A LocalBuildWorker whose thread starts with the first build (most apps never build)."""
 
     def __init__(
-        self, store: BundleStore, toolchain: Toolchain | None = None, adopt: Adopt | None = None
+        self, store: BundleStore, toolchain: Toolchain | None = None, adopt: Adopter | None = None
     ) -> None:
         self.worker = LocalBuildWorker(store, toolchain=toolchain, adopt=adopt)
 

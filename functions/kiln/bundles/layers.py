@@ -3,13 +3,22 @@ from them.
 
 A Python bundle built by uv with a build cache is assembled, not installed: each locked wheel
 (by its sha256, for one target and one bytecode compiler) has a folder under
-`<cache>/packages/` holding `members.zip`, its installed files with their bytecode already
-compressed. A build installs, compiles and compresses only the wheels no earlier build has
-seen, then writes the bundle by copying the members' compressed bytes as they are: a second
-tool that shares `boto3` with a first one neither compiles nor compresses botocore again.
+`<cache>/packages/` holding `files/`, its installed files with their bytecode, read-only
+(mode 0444, 0555 if executable), and `members.zip`, the same files compressed (written when
+a bundle first needs it, after the bundle was handed over). A build installs, compiles and
+compresses only the wheels no earlier build has seen, then writes the bundle by copying the
+members' compressed bytes as they are: a second tool that shares `boto3` with a first one
+neither compiles nor compresses botocore again.
 
-The bundle is byte for byte what `_write_zip` makes from the same files (sorted names, fixed
-times and modes), so layered and unlayered builds of one lock give the same zip.
+The bundle is byte for byte what `kiln.bundles.contents.write_zip` makes from the same files
+(sorted names, fixed times and modes), so layered and unlayered builds of one lock give the
+same zip.
+
+A builder in the serving process (`kiln dev`) also hands the bundle to its bundle cache as a
+folder of hard links to the packages' `files/` (`link_members`): no zip is unpacked. Each
+file is checked against its member (size, CRC-32, still read-only) first, where the package
+is zipped already; a package folder whose files no longer match loses them, and the next
+build makes them again from its zip.
 """
 
 from __future__ import annotations
@@ -21,21 +30,29 @@ import hashlib
 import os
 import re
 import shutil
+import stat
 import struct
+import threading
+import time
 import uuid
 import zipfile
+import zlib
 from collections.abc import Callable
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
+
+from kiln.bundles.owned_dirs import owned_directory
 
 LAYER_RECIPE = 1  # bump when a layer's files change for the same wheel
 MEMBERS = "members.zip"
+FILES = "files"  # the members installed, read-only, for hard links into a bundle cache
 _LOCAL_HEADER = struct.Struct("<4s5H3L2H")
 _NOT_PACKAGED = {"bin", ".lock"}  # console scripts, and the lock file uv leaves in --target
 
 
-class LayerError(Exception):
-    """The installed files could not be told apart by package; build the whole tree instead."""
+class LayerError(ValueError):
+    """The installed files could not be told apart by package (build the whole tree instead),
+    or a package folder's files no longer match its zip (unzip the bundle instead)."""
 
 
 def layer_key(entry: dict[str, Any], flavour: str) -> str | None:
@@ -46,6 +63,50 @@ def layer_key(entry: dict[str, Any], flavour: str) -> str | None:
     return hashlib.sha256(f"{sha}|{flavour}|{LAYER_RECIPE}".encode()).hexdigest()[:40]
 
 
+Entry = tuple[Path, zipfile.ZipInfo | None, Path]  # the file, its member, its package folder
+STALE_SCRATCH_S = 3600.0  # no build takes this long: what is older was left by a dead one
+
+
+class Layers:
+    """The locked packages' folders, in lock order. A folder is in place once its files are
+    (installed, compiled, read-only); its members.zip follows when a bundle is zipped
+    (`finish`), so that a bundle can be handed over before anything is compressed."""
+
+    def __init__(
+        self, folders: list[Path], write_zip: Callable[[Path, Path, list[Path]], None]
+    ) -> None:
+        self.folders, self.write_zip = folders, write_zip
+
+    def entries(self) -> dict[str, Entry]:
+        """Every file of the bundle by name (a later package's file wins, as a later install's
+        would), with the member it is checked against (None: a package not zipped yet, made
+        by a build of this machine moments ago)."""
+        entries: dict[str, Entry] = {}
+        for folder in self.folders:
+            if not (folder / MEMBERS).is_file():
+                for path in _files_under(folder / FILES):
+                    entries[path.relative_to(folder / FILES).as_posix()] = (path, None, folder)
+                continue
+            with zipfile.ZipFile(folder / MEMBERS) as archive:
+                for info in archive.infolist():
+                    parts = PurePosixPath(info.filename).parts
+                    entries[info.filename] = (folder.joinpath(FILES, *parts), info, folder)
+        return entries
+
+    def finish(self) -> list[Path]:
+        """Every package's members.zip, compressing those not zipped yet."""
+        for folder in self.folders:
+            if not (folder / MEMBERS).is_file():
+                partial = folder / f".{MEMBERS}.{uuid.uuid4().hex}"
+                try:
+                    self.write_zip(partial, folder / FILES, _files_under(folder / FILES))
+                    os.replace(partial, folder / MEMBERS)  # two builds at once: the same bytes
+                finally:
+                    with contextlib.suppress(FileNotFoundError):
+                        partial.unlink()
+        return [folder / MEMBERS for folder in self.folders]
+
+
 def build_layers(
     lock: list[dict[str, Any]],
     *,
@@ -54,20 +115,31 @@ def build_layers(
     install: Callable[[list[dict[str, Any]], Path], None],
     compile_dirs: Callable[[list[Path]], None],
     write_zip: Callable[[Path, Path, list[Path]], None],
-) -> list[Path]:
-    """Every locked package's members.zip, making the missing ones; raises LayerError."""
+) -> Layers:
+    """Every locked package's folder, installing and compiling the missing ones; raises
+    LayerError, or UnsafeDirectoryError when `root` is not this uid's own (its files go into
+    bundles)."""
     keys = [layer_key(entry, flavour) for entry in lock]
     if any(key is None for key in keys):
         raise LayerError("a locked package has no wheel hash")
+    owned_directory(root)
+    _sweep(root / ".tmp")
     folders = [root / str(key) for key in keys]
-    missing = [(e, f) for e, f in zip(lock, folders, strict=True) if not (f / MEMBERS).is_file()]
+    missing = [
+        (entry, folder)
+        for entry, folder in zip(lock, folders, strict=True)
+        if not (folder / FILES).is_dir() and not (folder / MEMBERS).is_file()
+    ]
     if missing:
         scratch = root / ".tmp" / uuid.uuid4().hex
         try:
-            _make_layers(missing, scratch, install, compile_dirs, write_zip)
-        finally:
-            shutil.rmtree(scratch, ignore_errors=True)
-    return [folder / MEMBERS for folder in folders]
+            _make_layers(missing, scratch, install, compile_dirs)
+        finally:  # what is left is the install's empty folders: not worth a wait
+            threading.Thread(target=shutil.rmtree, args=(scratch, True), daemon=True).start()
+    for folder in folders:
+        if not (folder / FILES).is_dir():  # made before folders kept their files, or removed
+            _files_from_members(folder, root / ".tmp" / uuid.uuid4().hex)
+    return Layers(folders, write_zip)
 
 
 def _make_layers(
@@ -75,8 +147,8 @@ def _make_layers(
     scratch: Path,
     install: Callable[[list[dict[str, Any]], Path], None],
     compile_dirs: Callable[[list[Path]], None],
-    write_zip: Callable[[Path, Path, list[Path]], None],
 ) -> None:
+    """Install and compile the missing packages in `scratch`, then put each folder in place."""
     site = scratch / "site"
     install([entry for entry, _ in missing], site)
     trees = {_canonical(str(entry["name"])): scratch / folder.name for entry, folder in missing}
@@ -84,38 +156,78 @@ def _make_layers(
         name = _canonical(dist_info.name.removesuffix(".dist-info").rsplit("-", 1)[0])
         if name not in trees:
             raise LayerError(f"{dist_info.name} was installed but not asked for")
-        _move_record(site, dist_info, trees.pop(name) / "files")
+        _move_record(site, dist_info, trees.pop(name) / FILES)
     left = [
-        path
-        for path in site.rglob("*")
-        if path.is_file() and path.relative_to(site).parts[0] not in _NOT_PACKAGED
+        path for path in _files_under(site) if path.relative_to(site).parts[0] not in _NOT_PACKAGED
     ]
     if trees or left:
         raise LayerError(f"files of no package: {left[:3]}, packages without files: {trees}")
-    built = [scratch / folder.name for _, folder in missing]
-    compile_dirs([layer / "files" for layer in built])
-    for layer, (_, folder) in zip(built, missing, strict=True):
-        files = sorted(p for p in (layer / "files").rglob("*") if p.is_file())
-        write_zip(layer / MEMBERS, layer / "files", files)
-        shutil.rmtree(layer / "files")
+    built = {folder: scratch / folder.name for _, folder in missing}
+    compile_dirs([made / FILES for made in built.values()])
+    for folder, made in built.items():
+        for path in _files_under(made / FILES):
+            _freeze(path)
         folder.parent.mkdir(parents=True, exist_ok=True)
         with contextlib.suppress(OSError):  # another build made it first: theirs is the same
-            layer.rename(folder)
+            made.rename(folder)
+
+
+def _files_under(root: Path) -> list[Path]:
+    """The files below `root`, sorted as Paths sort."""
+    found = []
+    for current, _, names in os.walk(root):
+        found += [Path(current, name) for name in names]
+    return sorted(path for path in found if path.is_file())
+
+
+def _sweep(tmp: Path) -> None:
+    """What builds that died left in the package folders' scratch place."""
+    cutoff = time.time() - STALE_SCRATCH_S
+    with contextlib.suppress(FileNotFoundError):
+        for leftover in tmp.iterdir():
+            with contextlib.suppress(OSError):
+                if leftover.stat().st_mtime < cutoff:
+                    shutil.rmtree(leftover, ignore_errors=True)
+
+
+def _freeze(path: Path) -> None:
+    """Read-only for everyone, the owner too: a bundle's file is never written in place."""
+    path.chmod(0o555 if path.stat().st_mode & stat.S_IXUSR else 0o444)
+
+
+def _files_from_members(folder: Path, scratch: Path) -> None:
+    """A package folder's `files/` again, from its members.zip."""
+    try:
+        with zipfile.ZipFile(folder / MEMBERS) as archive:
+            archive.extractall(scratch)
+            for info in archive.infolist():
+                if not info.is_dir():
+                    executable = (info.external_attr >> 16) & stat.S_IXUSR
+                    (scratch / info.filename).chmod(0o555 if executable else 0o444)
+        with contextlib.suppress(OSError):  # another build made it first
+            scratch.rename(folder / FILES)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
 
 
 def _move_record(site: Path, dist_info: Path, into: Path) -> None:
     """Move the files a wheel's RECORD names (plus the RECORD) from `site` into `into`."""
     with (dist_info / "RECORD").open(newline="") as handle:
         paths = [row[0] for row in csv.reader(handle) if row]
+    top = os.path.realpath(site)
+    made: set[str] = set()
     for relative in paths:
-        source = (site / relative).resolve()
-        if not source.is_relative_to(site.resolve()) or not source.is_file():
+        source = os.path.normpath(os.path.join(top, relative))  # uv installs no links
+        if not source.startswith(top + os.sep) or not os.path.isfile(source):
             continue  # console scripts outside the folder, or files already gone
-        parts = source.relative_to(site.resolve()).parts
-        if parts[0] == "bin":
+        inside = os.path.relpath(source, top)
+        if inside.split(os.sep, 1)[0] == "bin":
             continue
-        destination = into.joinpath(*parts)
-        destination.parent.mkdir(parents=True, exist_ok=True)
+        destination = os.path.join(into, inside)
+        folder = os.path.dirname(destination)
+        if folder not in made:
+            os.makedirs(folder, exist_ok=True)
+            made.add(folder)
         os.replace(source, destination)
 
 
@@ -165,3 +277,74 @@ def _raw_member(handle: Any, info: zipfile.ZipInfo) -> bytes:
     handle.seek(info.header_offset + _LOCAL_HEADER.size + name_length + extra_length)
     data: bytes = handle.read(info.compress_size)
     return data
+
+
+def link_members(entries: dict[str, Entry], dest: Path) -> int:
+    """Make `dest` the bundle's folder of hard links to its packages' read-only files, each
+    file of an earlier build checked against its member first; returns the bytes linked.
+    Raises OSError (e.g. another filesystem) or LayerError (a file that does not match: its
+    package folder's files are removed, to be made again from its zip)."""
+    os.mkdir(dest)
+    top = str(dest)
+    made = {top}
+    total = 0
+    for name in sorted(entries):
+        original, info, folder = entries[name]
+        if name.startswith("/") or "/../" in f"/{name}/" or "\0" in name:
+            raise LayerError(f"unsafe member name {name!r} in {folder}")
+        size = _checked_size(original, info, folder)
+        link = f"{top}/{name}"
+        parent = link.rpartition("/")[0]
+        if parent not in made:
+            os.makedirs(parent, exist_ok=True)
+            made.add(parent)
+        os.link(original, link)
+        total += size
+    return total
+
+
+def _checked_size(path: Path, info: zipfile.ZipInfo | None, layer: Path) -> int:
+    """The file's size, once it is found to be its member (a regular file, still read-only,
+    the same size and CRC-32); otherwise the folder's files go and LayerError says why. A
+    file of a package made moments ago and not zipped yet has nothing to check it by."""
+    if info is None:
+        return os.lstat(path).st_size
+    crc = None
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+    except OSError:
+        fd = -1
+    if fd >= 0:
+        try:
+            found = os.fstat(fd)
+            if (
+                stat.S_ISREG(found.st_mode)
+                and not found.st_mode & 0o222
+                and found.st_size == info.file_size
+            ):
+                crc = _crc32(fd, found.st_size)
+        finally:
+            os.close(fd)
+    if crc != info.CRC:
+        _discard_files(layer)
+        raise LayerError(
+            f"{info.filename} in package folder {layer.name} no longer matches its members.zip "
+            "(changed, gone or made writable); the folder's files were removed and will be "
+            "made again"
+        )
+    return info.file_size
+
+
+def _crc32(fd: int, size: int) -> int:
+    crc = 0
+    while chunk := os.read(fd, max(1, min(size, 1 << 20))):
+        crc = zlib.crc32(chunk, crc)
+    return crc
+
+
+def _discard_files(layer: Path) -> None:
+    doomed = layer.parent / ".tmp" / f"discard-{uuid.uuid4().hex}"
+    doomed.parent.mkdir(parents=True, exist_ok=True)
+    with contextlib.suppress(FileNotFoundError):
+        os.rename(layer / FILES, doomed)
+    shutil.rmtree(doomed, ignore_errors=True)

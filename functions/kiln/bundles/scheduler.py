@@ -21,7 +21,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, Protocol
 
-from kiln.bundles.build import Progress, Toolchain, build_bundle
+from kiln.bundles.build import BuildOutput, Progress, Toolchain, build_bundle
+from kiln.bundles.contents import Contents
 from kiln.bundles.errors import BuildError
 from kiln.bundles.store import (
     BundleRecord,
@@ -36,8 +37,16 @@ from kiln.bundles.store import (
 logger = logging.getLogger(__name__)
 
 UploadProgress = Callable[[int, int], None]  # (bytes just sent, total bytes)
-# A bundle cache of this process taking a fresh build from its zip (BundleCache.adopt).
-Adopt = Callable[[BundleRecord, Path], bool]
+
+
+class Adopter(Protocol):
+    """This process's bundle cache, taking a fresh build (kiln.bundles.cache.BundleCache)."""
+
+    def adopt_tree(self, record: BundleRecord, built: Contents) -> bool: ...
+
+    def adopt(self, record: BundleRecord, zip_path: Path) -> bool: ...
+
+    def discard(self, bundle_id: str) -> None: ...
 
 
 class BuildScheduler(Protocol):
@@ -79,12 +88,17 @@ def run_build(
     progress: Progress | None = None,
     upload_progress: UploadProgress | None = None,
     toolchain: Toolchain | None = None,
-    adopt: Adopt | None = None,
+    adopt: Adopter | None = None,
+    released: Callable[[], None] | None = None,
 ) -> BundleRecord:
     """Build and publish one pending bundle. A bundle not pending is returned as it is.
 
-    With `adopt` (a builder in the serving process), the zip is also unpacked into that
-    process's bundle cache while it uploads, so the tool's first call finds it there."""
+    With `adopt` (a builder in the serving process), the built files are handed to that
+    process's bundle cache as hard links before the zip is written and uploaded (or, where
+    they cannot be linked, the zip is unpacked into it while it uploads), so the tool's calls
+    in this process find it there from then on; the record says ready once the zip is in the
+    bucket, as for any other builder. `released` is called once the files are handed over
+    (the package folders are in place: a next build may start) or the build has ended."""
     try:
         record = store.mark_building(bundle_id)
     except BundleStateError:
@@ -93,45 +107,98 @@ def run_build(
             raise
         return current
     scratch = Path(tempfile.mkdtemp(prefix=f"kiln-build-{bundle_id[:8]}-", dir=workdir))
+    handing = _HandOver(adopt, record, released)
     try:
         try:
-            output = build_bundle(record, workdir=scratch, progress=progress, toolchain=toolchain)
-        except BuildError as exc:
-            _put_text(store, log_key(bundle_id), exc.log)
-            return store.mark_failed(bundle_id, exc.reason, log_key(bundle_id))
+            output = build_bundle(
+                record, workdir=scratch, progress=progress, toolchain=toolchain,
+                hand_over=handing if adopt is not None or released is not None else None,
+            )  # fmt: skip
         except Exception as exc:  # the builder's own bug must still end the build
-            logger.exception("bundle %s: build crashed", bundle_id)
-            reason = f"the builder crashed: {type(exc).__name__}: {exc}"
-            _put_text(store, log_key(bundle_id), reason + "\n")
-            return store.mark_failed(bundle_id, reason, log_key(bundle_id))
+            handing.abandon()
+            return _failed(store, bundle_id, exc)
         if progress:
             progress(f"uploading {output.manifest['zip_size'] / 2**20:.1f} MB")
-        adopting = _adopt_beside(adopt, record, output.manifest, output.zip_path)
-        store.s3.upload_file(
-            str(output.zip_path),
-            store.bucket,
-            zip_key(bundle_id),
-            ExtraArgs={"ContentType": "application/zip"},
-            Callback=None
-            if upload_progress is None
-            else functools.partial(_sent, upload_progress, int(output.manifest["zip_size"])),
-        )
-        store.s3.put_object(
-            Bucket=store.bucket,
-            Key=manifest_key(bundle_id),
-            Body=json.dumps(output.manifest, indent=2).encode(),
-            ContentType="application/json",
-        )
-        _put_text(store, log_key(bundle_id), output.log)
+        adopting = None
+        if not handing.done:  # not linked: unpacked from the zip while it uploads
+            adopting = _adopt_beside(adopt, record, output.manifest, output.zip_path)
+        try:
+            _publish(store, bundle_id, output, upload_progress)
+        except BaseException:
+            handing.abandon()  # not published: no call may use what was handed over
+            raise
         if adopting is not None:
             adopting.join()  # unpacked before anyone can see it ready
         return store.mark_ready(bundle_id, output.manifest)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
+        if released is not None:
+            released()
+
+
+def _failed(store: BundleStore, bundle_id: str, exc: Exception) -> BundleRecord:
+    """The build ends failed, its log (or the crash) kept."""
+    if isinstance(exc, BuildError):
+        _put_text(store, log_key(bundle_id), exc.log)
+        return store.mark_failed(bundle_id, exc.reason, log_key(bundle_id))
+    logger.exception("bundle %s: build crashed", bundle_id)
+    reason = f"the builder crashed: {type(exc).__name__}: {exc}"
+    _put_text(store, log_key(bundle_id), reason + "\n")
+    return store.mark_failed(bundle_id, reason, log_key(bundle_id))
+
+
+def _publish(
+    store: BundleStore, bundle_id: str, output: BuildOutput, upload: UploadProgress | None
+) -> None:
+    """The zip, its manifest and its log into the bucket."""
+    store.s3.upload_file(
+        str(output.zip_path),
+        store.bucket,
+        zip_key(bundle_id),
+        ExtraArgs={"ContentType": "application/zip"},
+        Callback=None
+        if upload is None
+        else functools.partial(_sent, upload, int(output.manifest["zip_size"])),
+    )
+    store.s3.put_object(
+        Bucket=store.bucket,
+        Key=manifest_key(bundle_id),
+        Body=json.dumps(output.manifest, indent=2).encode(),
+        ContentType="application/json",
+    )
+    _put_text(store, log_key(bundle_id), output.log)
+
+
+class _HandOver:
+    """Gives the built files to this process's bundle cache before the build writes its zip
+    (BundleCache.adopt_tree): from then on the tool can be called here."""
+
+    def __init__(
+        self, adopt: Adopter | None, record: BundleRecord, released: Callable[[], None] | None
+    ) -> None:
+        self.adopt, self.record, self.released = adopt, record, released
+        self.done = False
+
+    def __call__(self, built: Contents) -> None:
+        try:
+            if self.adopt is not None:
+                record = replace(self.record, unpacked_size=built.unpacked)
+                self.done = self.adopt.adopt_tree(record, built)
+        except Exception:  # an optimisation: the zip is unpacked instead
+            logger.warning("bundle %s: not handed over", self.record.id, exc_info=True)
+        finally:
+            if self.released is not None:
+                self.released()
+
+    def abandon(self) -> None:
+        """The build failed after its files were handed over: the cache lets them go."""
+        if self.done and self.adopt is not None:
+            self.adopt.discard(self.record.id)
+            self.done = False
 
 
 def _adopt_beside(
-    adopt: Adopt | None, record: BundleRecord, manifest: Mapping[str, Any], zip_path: Path
+    adopt: Adopter | None, record: BundleRecord, manifest: Mapping[str, Any], zip_path: Path
 ) -> threading.Thread | None:
     """Start `adopt` on a thread of its own (it unpacks while the zip uploads)."""
     if adopt is None:
@@ -141,7 +208,7 @@ def _adopt_beside(
 
     def run() -> None:
         try:
-            adopt(built, zip_path)
+            adopt.adopt(built, zip_path)
         except Exception:  # an optimisation: the first call downloads it instead
             logger.warning("bundle %s: not unpacked from its build", record.id, exc_info=True)
 
@@ -171,7 +238,7 @@ class LocalBuildWorker:
         workdir: Path | None = None,
         progress: Callable[[str, str], None] | None = None,
         toolchain: Toolchain | None = None,
-        adopt: Adopt | None = None,
+        adopt: Adopter | None = None,
     ) -> None:
         self.store = store
         self.workdir = workdir
@@ -186,6 +253,7 @@ class LocalBuildWorker:
         self._lock = threading.Lock()
         self._idle = threading.Condition(self._lock)
         self._threads: list[threading.Thread] = []
+        self._builds: list[threading.Thread] = []  # each build's own, zip and upload included
 
     def start(self) -> LocalBuildWorker:
         with self._lock:
@@ -208,6 +276,10 @@ class LocalBuildWorker:
             self._queue.put(None)
         for thread in threads:
             thread.join(timeout)
+        with self._lock:
+            builds, self._builds = self._builds, []
+        for build in builds:
+            build.join(timeout)
 
     def schedule(self, bundle_id: str) -> None:
         with self._lock:
@@ -228,6 +300,8 @@ class LocalBuildWorker:
         return True
 
     def _loop(self) -> None:
+        """Takes the next bundle once the one before has handed its files over (or ended):
+        its zip and upload go on beside the next build, whose packages are in place by then."""
         while True:
             bundle_id = self._queue.get()
             if bundle_id is None:
@@ -236,30 +310,42 @@ class LocalBuildWorker:
                 if bundle_id not in self._queued:  # dropped by stop()
                     continue
                 self._active += 1
-            try:
-                record = self.store.get(bundle_id)
-                if record is not None and record.status == "pending":
-                    with self._lock:
-                        self.builds_started += 1
-                    result = run_build(
-                        self.store,
-                        bundle_id,
-                        workdir=self.workdir,
-                        progress=functools.partial(self.progress, bundle_id),
-                        toolchain=self.toolchain,
-                        adopt=self.adopt,
-                    )
-                    if result.status == "failed":  # why, in the server's log too
-                        logger.warning("bundle %s: failed: %s", bundle_id, result.error)
-                    else:
-                        logger.info("bundle %s: %s", bundle_id, result.status)
-            except Exception:
-                logger.exception("bundle %s: build did not finish", bundle_id)
-            finally:
-                with self._idle:
-                    self._active -= 1
-                    self._queued.discard(bundle_id)
-                    self._idle.notify_all()
+            released = threading.Event()
+            build = threading.Thread(
+                target=self._build, args=(bundle_id, released), name=f"kiln-build-{bundle_id[:8]}"
+            )
+            with self._lock:
+                self._builds = [b for b in self._builds if b.is_alive()] + [build]
+            build.start()
+            released.wait()
+
+    def _build(self, bundle_id: str, released: threading.Event) -> None:
+        try:
+            record = self.store.get(bundle_id)
+            if record is not None and record.status == "pending":
+                with self._lock:
+                    self.builds_started += 1
+                result = run_build(
+                    self.store,
+                    bundle_id,
+                    workdir=self.workdir,
+                    progress=functools.partial(self.progress, bundle_id),
+                    toolchain=self.toolchain,
+                    adopt=self.adopt,
+                    released=released.set,
+                )
+                if result.status == "failed":  # why, in the server's log too
+                    logger.warning("bundle %s: failed: %s", bundle_id, result.error)
+                else:
+                    logger.info("bundle %s: %s", bundle_id, result.status)
+        except Exception:
+            logger.exception("bundle %s: build did not finish", bundle_id)
+        finally:
+            released.set()
+            with self._idle:
+                self._active -= 1
+                self._queued.discard(bundle_id)
+                self._idle.notify_all()
 
 
 def _log_progress(bundle_id: str, message: str) -> None:

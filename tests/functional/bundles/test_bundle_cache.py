@@ -413,7 +413,7 @@ def test_the_default_cache_is_the_servers_own_even_where_another_user_came_first
     assert (info.st_uid, info.st_mode & 0o022) == (os.geteuid(), 0)
 
 
-def test_a_build_in_the_serving_process_is_unpacked_as_it_uploads_and_never_downloaded(
+def test_a_build_in_the_serving_process_is_in_its_cache_before_ready_and_never_downloaded(
     stack: AwsStack, tmp_path: Path
 ) -> None:
     store = fresh_store(stack)
@@ -421,13 +421,13 @@ def test_a_build_in_the_serving_process_is_unpacked_as_it_uploads_and_never_down
     record = store.ensure("python", TARGET, ["six==1.16.0"])
     assert record is not None
     assert record.status == "pending", record
-    built = run_build(store, record.id, workdir=tmp_path, adopt=cache.adopt)
+    built = run_build(store, record.id, workdir=tmp_path, adopt=cache)
     assert built.status == "ready", built.error
     assert visible_entries(cache.root) == [record.id]  # there before it was marked ready
     s3_calls = count_requests(store.s3)
     path = cache.path_for(record.id)
     assert s3_calls == {}, "the first use downloaded a bundle its own process had built"
-    assert (cache.downloads, cache.unpacks) == (0, 1)
+    assert (cache.downloads, cache.unpacks, cache.handovers) == (0, 0, 1)  # linked, no zip
     run = subprocess.run(
         [sys.executable, "-c", "import six; print(six.__version__)"],
         env={"PYTHONPATH": str(path), "PATH": os.environ["PATH"]},

@@ -453,3 +453,53 @@ def test_nothing_a_run_started_outlives_a_kill_9_of_its_server(stage: Stage) -> 
         for stream in (server.stdout, server.stderr):
             if stream is not None:
                 stream.close()
+
+
+REFUSED = ("PermissionError", "OSError")  # EACCES or EPERM; EROFS on a read-only mount
+
+
+def bundle_place(stage: Stage) -> Path:
+    """A folder of the server's own for its build and its bundle cache."""
+    place = stage.base / "place"
+    place.mkdir()
+    place.chmod(0o755)  # runs of other uids read the bundle below it
+    if stage.mode == "unprivileged":
+        os.chown(place, stage.user, stage.user)
+    return place
+
+
+def test_a_bundle_handed_over_as_links_to_its_build_cannot_be_changed_by_its_tool(
+    stage: Stage,
+) -> None:
+    report = stage.run("bundle_write", place=str(bundle_place(stage)))
+    outcome = output_of(report, "bundle_write")
+    assert report["linked"] is True  # the bundle's file is the build's, not a copy
+    assert outcome["imported from the bundle"] is True, outcome
+    for attempt_ in ("append", "truncate", "create beside"):
+        assert outcome[attempt_] in REFUSED, (attempt_, outcome)
+    if stage.uid_per_run:  # a read-only mount, or another uid's file
+        assert outcome["chmod"] in REFUSED, outcome
+    else:  # Landlock rules no file modes: the fence alone keeps the file unwritable
+        assert outcome["chmod"] == "done", outcome
+    assert report["unchanged"] is True
+    assert report["mode"] == "0o444"
+    assert report["bundle_write"]["isolation"] == stage.isolation
+    stage.assert_contained(report)
+
+
+def test_without_a_fence_a_bundle_file_refuses_a_plain_write_but_not_a_changed_mode(
+    stage: Stage,
+) -> None:
+    """One uid and no fence (Lambda's kernels, old ones): the file's mode is all there is."""
+    if stage.mode != "unprivileged":
+        pytest.skip("a uid of its own per run: see the test above")
+    report = stage.run("bundle_write", place=str(bundle_place(stage)), no_landlock=True)
+    outcome = output_of(report, "bundle_write")
+    assert report["bundle_write"]["isolation"] == "shared"
+    assert outcome["append"] == "PermissionError", outcome
+    assert outcome["truncate"] == "PermissionError", outcome
+    assert report["unchanged"] is True
+    # What the README's known limits say: the server's uid, unfenced, can change its files.
+    assert outcome["chmod"] == "done", outcome
+    assert outcome["create beside"] == "done", outcome
+    stage.assert_contained(report)
