@@ -173,7 +173,9 @@ class CatalogBackend:
         self._secrets = secrets
         self._view_catalog = views
         self._gate = gate
-        self._listed: dict[str | None, tuple[int, list[ToolView]]] = {}
+        # Per view: the catalog version and its tools as listed, a tuple (never changed, so
+        # the protocol's lister recognises it by identity: kiln.protocol.listing).
+        self._listed: dict[str | None, tuple[int, tuple[ToolView, ...]]] = {}
 
     @catalog_reads
     async def list_tools(self, ctx: CallContext) -> Sequence[ToolView]:
@@ -183,7 +185,7 @@ class CatalogBackend:
         cached = self._listed.get(key)
         if cached is not None and cached[0] == snapshot.version:
             return cached[1]
-        listed = [tool_view(tool) for tool in tools.values() if tool.enabled]
+        listed = tuple(tool_view(tool) for tool in tools.values() if tool.enabled)
         self._listed[key] = (snapshot.version, listed)
         return listed
 

@@ -21,6 +21,7 @@ standby made by the save would wait in the wrong process (see the README on warm
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
@@ -111,10 +112,8 @@ class Warmer:
             return False
         warmed = self._try(tool)
         if warmed is None and not self._closed:
-            try:
+            with contextlib.suppress(RuntimeError):  # shut down meanwhile
                 self._after_build.submit(self._warm_after_build, tool, number)
-            except RuntimeError:  # shut down meanwhile
-                pass
         return bool(warmed)
 
     def _warm_after_build(self, tool: Tool, number: int) -> bool:
