@@ -118,7 +118,13 @@ class McpShortcut:
 def _vary(response: Response) -> None:
     """The Vary header the skipped middleware would have set: CORS names Origin; GZip names
     Accept-Encoding on an answer it could have compressed."""
-    names = [*response.headers.getlist("vary"), "Origin"]
-    if not isinstance(response, StreamingResponse) and len(response.body) >= GZIP_MINIMUM_BYTES:
-        names.append("Accept-Encoding")
-    response.headers["vary"] = ", ".join(names)
+    compressible = (
+        not isinstance(response, StreamingResponse) and len(response.body) >= GZIP_MINIMUM_BYTES
+    )
+    if any(name == b"vary" for name, _ in response.raw_headers):
+        names = [*response.headers.getlist("vary"), "Origin"]
+        response.headers["vary"] = ", ".join([*names, *(["Accept-Encoding"] * compressible)])
+        return
+    response.raw_headers.append(
+        (b"vary", b"Origin, Accept-Encoding" if compressible else b"Origin")
+    )  # the usual case, without MutableHeaders' parsing
