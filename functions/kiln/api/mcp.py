@@ -8,6 +8,7 @@ Bare Starlette routes: the public function's app imports no FastAPI.
 
 from __future__ import annotations
 
+import logging
 from typing import Any, Literal
 
 from starlette.exceptions import HTTPException
@@ -19,6 +20,8 @@ from kiln.api.middleware import GZIP_MINIMUM_BYTES
 from kiln.api.requests import serve_mcp, serve_view
 from kiln.aws.clients import CALLER_ROLE
 from kiln.protocol.guard import host_allowed
+
+log = logging.getLogger("kiln.api.mcp")
 
 # Every method reaches the protocol layer, which answers all but POST with a JSON-RPC 405;
 # methods outside this list get the same answer from the app's routing error handler.
@@ -100,6 +103,8 @@ class McpShortcut:
                 from kiln.api.errors import answer
 
                 response = await answer(request, error)
+                if response.status_code >= 500:  # its traceback to the log, as the stack does
+                    log.error("unhandled error answering POST /mcp", exc_info=error)
             _vary(response)
             await response(scope, receive, send)
         finally:
