@@ -7,9 +7,13 @@ two trivial tools, one Python and one Node, then times MCP `tools/call` POSTs wi
 HTTP client, interleaved round by round with a bare start of the same interpreter
 (`python -I -S -c pass`, `node -e 0`). Prints medians and ratios; the goals (issue 16) are
 1.2x of bare for Python and 1.5x for Node. Also times `tools/list`, which runs no script, as
-the floor the server adds to every call. Then `--save-rounds` rounds of: save a new
-revision of each tool through the REST API, pause `--after-save` seconds, and time the first
-call of each (a save prepares the tool's standby: kiln.serving.warming), beside bare starts.
+the floor the server adds to every call. Then `--save-rounds` rounds of the author's loop: save
+a new revision of each tool through the REST API and time its first call, sent `--after-save`
+seconds (default 1) after the save's answer came back, and sent at once (a save answers once
+the new revision's standby is prepared: kiln.serving.warming). Those are compared with two
+baselines at rest from the same run: the bare start back to back, and the bare start after
+the same idle pause (this VM wakes slowly from idle; see `after_saves`), with a call after the
+same pause and no save as the control.
 
 Two servers run side by side: one as `kiln dev` starts by default, which keeps a prepared run
 waiting for each recently called tool (KILN_RUN_STANDBY, see kiln/runner/standby.py), and one
@@ -43,6 +47,7 @@ import httpx
 
 from kiln.runner.nodejs import find_node
 
+BARE = {"python": "bare python -I -S -c pass", "node": "bare node -e 0"}
 HEADERS = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
 AUTHOR = {"Authorization": "Bearer bench-key"}
 # The bare start gets the same kind of minimal environment a tool gets: a server environment
@@ -137,32 +142,56 @@ def caller(client: httpx.Client) -> Callable[[str], Callable[[], object]]:
     return call
 
 
+def save(client: httpx.Client, name: str, number: int) -> float:
+    """Save a new revision of tool `name` through the REST API; seconds until it answered."""
+    script, code = TOOLS[name]
+    comment = "#" if script.endswith(".py") else "//"
+    body = {
+        "name": name, "description": f"Benchmark tool {name}: prints ok.",
+        "language": "python" if script.endswith(".py") else "node",
+        "code": f"{code.rstrip()}  {comment} revision {number}\n", "input_schema": {},
+    }  # fmt: skip
+    tag = client.get(f"/api/tools/{name}", headers=AUTHOR).headers["etag"]
+    started = time.perf_counter()
+    saved = client.put(f"/api/tools/{name}", json=body, headers={**AUTHOR, "If-Match": tag})
+    took = time.perf_counter() - started
+    assert saved.status_code == 200, saved.text
+    return took
+
+
 def after_saves(
     client: httpx.Client, rounds: int, pause_s: float, bare: dict[str, Callable[[], object]]
 ) -> dict[str, list[float]]:
-    """The first call of each tool right after a save of a new revision (each round saves
-    both, waits `pause_s` as an author would between saving and calling, then calls each
-    once), beside bare starts timed in the same rounds."""
+    """The author's loop: save a new revision, then call it.
+
+    Per round and tool, each timed sample is the first thing done after its pause, so that
+    every one meets the machine in the same state (this VM is slow to wake after an idle
+    pause: a bare start after 1 s idle is several times one back to back):
+    - `pause_s` idle, then a bare start: the baseline at rest (nothing else running);
+    - `pause_s` idle, then a call with no save before it (its standby is the last call's);
+    - a save, `pause_s` after its answer came back, the call (an author's client calls a
+      second or so after the save);
+    - a save, and the call sent as soon as its answer came back.
+    """
     call = caller(client)
     samples: dict[str, list[float]] = {}
+
+    def add(label: str, seconds: float) -> None:
+        samples.setdefault(label, []).append(seconds)
+
     for number in range(rounds):
-        for name, (script, code) in TOOLS.items():
-            comment = "#" if script.endswith(".py") else "//"
-            body = {
-                "name": name, "description": f"Benchmark tool {name}: prints ok.",
-                "language": "python" if script.endswith(".py") else "node",
-                "code": f"{code.rstrip()}  {comment} revision {number}\n", "input_schema": {},
-            }  # fmt: skip
-            tag = client.get(f"/api/tools/{name}", headers=AUTHOR).headers["etag"]
-            saved = client.put(f"/api/tools/{name}", json=body, headers={**AUTHOR, "If-Match": tag})
-            assert saved.status_code == 200, saved.text
-        time.sleep(pause_s)
-        # The bare starts first: the work a call leaves behind (its next standby, its ledger
-        # entry's store write) must not slow the baseline it is compared with.
-        for name, fn in bare.items():
-            samples.setdefault(name, []).append(timed(fn))
-        for name in TOOLS:
-            samples.setdefault(f"first call after a save {name}", []).append(timed(call(name)))
+        for name, (script, _) in TOOLS.items():
+            lang = "node" if script.endswith(".js") else "python"
+            time.sleep(pause_s)
+            add(f"bare {lang}, {pause_s:g} s idle", timed(bare[BARE[lang]]))
+            time.sleep(pause_s)
+            add(f"{lang} call, {pause_s:g} s idle, no save", timed(call(name)))
+            add(f"  {lang} save (answer)", save(client, name, 2 * number))
+            time.sleep(pause_s)
+            add(f"{lang} first call {pause_s:g} s after a save", timed(call(name)))
+            add(f"  {lang} save (answer)", save(client, name, 2 * number + 1))
+            add(f"{lang} first call at once after a save", timed(call(name)))
+            time.sleep(pause_s)  # its next standby, its ledger entry: before the next sample
     return samples
 
 
@@ -208,11 +237,7 @@ def main(rounds: int, settle_s: float, save_rounds: int, pause_s: float) -> None
             bare = {name: fn for name, fn in cases.items() if name.startswith("bare")}
             saves = after_saves(client, save_rounds, pause_s, bare)
     report(samples, f"HTTP end to end through `kiln dev`, {rounds} rounds")
-    report(
-        saves,
-        f"\nThe first call after a save ({save_rounds} rounds, {pause_s} s after the save; "
-        "goals 1.0x bare Python, 1.2x bare Node)",
-    )
+    report_saves(saves, samples, save_rounds, pause_s)
     print(f"load: {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
 
 
@@ -230,11 +255,36 @@ def report(samples: dict[str, list[float]], title: str) -> None:
         )
 
 
+def report_saves(
+    saves: dict[str, list[float]], rest: dict[str, list[float]], rounds: int, pause_s: float
+) -> None:
+    """The author's loop, against two baselines at rest from this run: the bare start back to
+    back (the loop above) and the bare start after the same idle pause."""
+    print(
+        f"\nThe first call after a save ({rounds} rounds; 'after a save' = sent {pause_s:g} s "
+        "after the save's answer came back, or at once; a save answers once the new "
+        "revision's standby is prepared). Goals: 1.0x bare Python, 1.2x bare Node."
+    )
+    print(f"  {'':40s} {'median':>9s} {'min':>8s}   x bare back to back   x bare after idle")
+    for lang in ("python", "node"):
+        at_rest = statistics.median(rest[BARE[lang]])
+        idle = statistics.median(saves[f"bare {lang}, {pause_s:g} s idle"])
+        print(f"  {'bare ' + lang + ', back to back (above)':40s} {at_rest * 1000:6.1f} ms")
+        for label, values in saves.items():
+            if lang not in label:
+                continue
+            median = statistics.median(values)
+            ratios = "" if "save (answer)" in label else (
+                f"{median / at_rest:10.2f}x {median / idle:19.2f}x"
+            )  # fmt: skip
+            print(f"  {label:40s} {median * 1000:6.1f} ms {min(values) * 1000:5.1f} ms  {ratios}")
+
+
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--rounds", type=int, default=40)
     parser.add_argument("--settle", type=float, default=0.0, help="pause before each (s)")
     parser.add_argument("--save-rounds", type=int, default=15)
-    parser.add_argument("--after-save", type=float, default=2.0, help="save-to-call pause (s)")
+    parser.add_argument("--after-save", type=float, default=1.0, help="save-to-call pause (s)")
     args = parser.parse_args()
     main(args.rounds, args.settle, args.save_rounds, args.after_save)

@@ -149,9 +149,10 @@ class Kiln:
     views: ViewCatalog
     gate: CallGate
 
-    @property
+    @cached_property
     def api_settings(self) -> ApiSettings:
-        """What the HTTP routes and middleware read (kiln.api never sees the whole Settings)."""
+        """What the HTTP routes and middleware read (kiln.api never sees the whole Settings);
+        made once: every MCP request reads it, and each `Settings.api` is a new object."""
         return self.settings.api
 
     @cached_property

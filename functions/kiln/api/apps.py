@@ -59,7 +59,13 @@ def create_public_app(parts: Kiln) -> Starlette:
     app.router.redirect_slashes = False  # `/mcp/` is a JSON-RPC 404, not a redirect
     app.state.kiln = parts
     middleware.install(app, parts.api_settings)
+    _shortcut(app, parts)
     return app
+
+
+def _shortcut(app: Starlette, parts: Kiln) -> None:
+    """Plain POSTs to /mcp skip the middleware that has nothing to do for them (last: first)."""
+    app.add_middleware(mcp.McpShortcut, loopback_bind=parts.api_settings.loopback_bind)
 
 
 def create_app(parts: Kiln, *, serves: Serves = "all") -> FastAPI:
@@ -83,6 +89,8 @@ def create_app(parts: Kiln, *, serves: Serves = "all") -> FastAPI:
     middleware.install(app, parts.api_settings)
     errors.install(app)
     app.router.routes.extend(mcp.routes(serves))
+    if serves == "all":
+        _shortcut(app, parts)
     if serves in ("all", "admin"):
         # The studio's pages and routes go before /api/tools/{ref}, so that
         # /api/tools/validate is not read as a tool name.

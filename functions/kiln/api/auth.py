@@ -30,8 +30,12 @@ async def require(request: Request, need: Permission, resource_path: str) -> Pri
     """The caller, if it may do what `need` names on this resource; else AuthError."""
     callers = callers_of(request)
     header = request.headers.get("authorization")
-    base = base_url(request)
     if not header:  # no lookup to make: answer without a thread hop
+        anonymous = callers.authenticator.anonymous(need)
+        if anonymous is not None:  # and no challenge to write: the URL is not needed
+            return anonymous
+    base = base_url(request)
+    if not header:
         return callers.authenticate(header, need=need, resource_path=resource_path, base_url=base)
     return await asyncio.to_thread(
         callers.authenticate, header, need=need, resource_path=resource_path, base_url=base

@@ -8,14 +8,20 @@ Bare Starlette routes: the public function's app imports no FastAPI.
 
 from __future__ import annotations
 
-from typing import Literal
+import logging
+from typing import Any, Literal
 
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
-from starlette.responses import Response
+from starlette.responses import Response, StreamingResponse
 from starlette.routing import BaseRoute, Route
 
+from kiln.api.middleware import GZIP_MINIMUM_BYTES
 from kiln.api.requests import serve_mcp, serve_view
+from kiln.aws.clients import CALLER_ROLE
+from kiln.protocol.guard import host_allowed
+
+log = logging.getLogger("kiln.api.mcp")
 
 # Every method reaches the protocol layer, which answers all but POST with a JSON-RPC 405;
 # methods outside this list get the same answer from the app's routing error handler.
@@ -65,3 +71,65 @@ def routes(serves: Serves) -> list[BaseRoute]:
             Route("/admin/mcp/{rest:path}", below_mcp, methods=METHODS),
         ]
     return found
+
+
+class McpShortcut:
+    """A plain `POST /mcp` goes straight to its handler, past the middleware and router that
+    have nothing to do for it (profiled: on `kiln dev` they cost about as much as the MCP
+    endpoint itself, for a tools/list page already rendered).
+
+    Plain means that none of them would act: no Origin (CORS, and the rebinding guard's
+    Origin check), a Host the guard accepts (a refused one goes on to the guard), no gzip
+    asked for (the GZip middleware). The handler is the route's own: the caller role is set
+    as `CallerRole` sets it, errors are answered by the same table (`kiln.api.errors`), and
+    the app's outermost middleware (server errors) still wraps it. Installed last, so it
+    runs first of the app's own middleware (`kiln.api.apps`)."""
+
+    def __init__(self, app: Any, *, loopback_bind: bool) -> None:
+        self.app = app
+        self.loopback_bind = loopback_bind
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if not (scope["type"] == "http" and scope["path"] == "/mcp" and scope["method"] == "POST"
+                and self._plain(scope["headers"])):  # fmt: skip
+            await self.app(scope, receive, send)
+            return
+        request = Request(scope, receive)
+        token = CALLER_ROLE.set("mcp")
+        try:
+            try:
+                response = await public_mcp(request)
+            except Exception as error:
+                from kiln.api.errors import answer
+
+                response = await answer(request, error)
+                if response.status_code >= 500:  # its traceback to the log, as the stack does
+                    log.error("unhandled error answering POST /mcp", exc_info=error)
+            _vary(response)
+            await response(scope, receive, send)
+        finally:
+            CALLER_ROLE.reset(token)
+
+    def _plain(self, headers: list[tuple[bytes, bytes]]) -> bool:
+        host = None
+        for name, value in headers:
+            if name == b"origin" or (name == b"accept-encoding" and b"gzip" in value):
+                return False
+            if name == b"host":
+                host = value.decode("latin-1")
+        return host_allowed(host, loopback_bind=self.loopback_bind)
+
+
+def _vary(response: Response) -> None:
+    """The Vary header the skipped middleware would have set: CORS names Origin; GZip names
+    Accept-Encoding on an answer it could have compressed."""
+    compressible = (
+        not isinstance(response, StreamingResponse) and len(response.body) >= GZIP_MINIMUM_BYTES
+    )
+    if any(name == b"vary" for name, _ in response.raw_headers):
+        names = [*response.headers.getlist("vary"), "Origin"]
+        response.headers["vary"] = ", ".join([*names, *(["Accept-Encoding"] * compressible)])
+        return
+    response.raw_headers.append(
+        (b"vary", b"Origin, Accept-Encoding" if compressible else b"Origin")
+    )  # the usual case, without MutableHeaders' parsing

@@ -15,6 +15,7 @@ from kiln.protocol.errors import jsonrpc_error
 from kiln.protocol.guard import refusal
 from kiln.protocol.spec import INVALID_REQUEST
 
+GZIP_MINIMUM_BYTES = 1400  # smaller answers are not worth compressing
 CORS_HEADERS = [
     "Authorization",
     "Content-Type",
@@ -91,7 +92,7 @@ def install(app: Starlette, settings: ApiSettings) -> None:
     app.add_middleware(CallerRole)
     # For clients that accept it: a tools/list of 100 tools is ~70 KB of JSON, paid as egress
     # per response. Event streams are left as they are (starlette excludes them).
-    app.add_middleware(GZipMiddleware, minimum_size=1400, compresslevel=6)
+    app.add_middleware(GZipMiddleware, minimum_size=GZIP_MINIMUM_BYTES, compresslevel=6)
     app.add_middleware(
         RebindingGuard,
         allowed_origins=settings.allowed_origins,

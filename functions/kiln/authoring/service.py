@@ -14,6 +14,8 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import CancelledError, Future
+from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
@@ -33,6 +35,8 @@ from kiln.runner.model import RunResult
 from kiln.schema.arguments import SchemaProblem, ValidatorCache, summarize
 
 ARGUMENTS_BUDGET_S = 1.0  # checking test-run arguments against a schema gives up after this
+# A save answers once its tool's first run is prepared, but waits for that no longer than this.
+WARM_WAIT_S = 2.0
 
 log = logging.getLogger("kiln.authoring")
 
@@ -65,9 +69,10 @@ class Executor(Protocol):
 
 
 class Warming(Protocol):
-    """Prepares a saved tool's first run (kiln.serving.warming.Warmer)."""
+    """Prepares a saved tool's first run (kiln.serving.warming.Warmer): the future is done
+    once its standby waits (or none will, for now)."""
 
-    def warm_soon(self, tool: Tool) -> object: ...
+    def warm_soon(self, tool: Tool) -> Future[bool] | None: ...
 
 
 class SecretNames(Protocol):
@@ -118,6 +123,8 @@ class TestRun:
             "applied_timeout_s": result.applied_timeout_s,
             "stdout_truncated": result.stdout_truncated,
             "stderr_truncated": result.stderr_truncated,
+            # Prepared before the call (a standby: kiln.runner.standby), not started cold.
+            "standby": result.standby,
             # What kept the run apart, exactly as it held: never more.
             "isolation": result.isolation,
             "fence": result.fence or "none",
@@ -137,12 +144,14 @@ class AuthoringService:
         executor: Executor | None = None,
         secrets: SecretNames | None = None,
         warmer: Warming | None = None,
+        warm_wait_s: float = WARM_WAIT_S,
     ) -> None:
         self._store = store
         self._bundles = bundles
         self._executor = executor
         self._secrets = secrets
         self._warmer = warmer
+        self._warm_wait_s = warm_wait_s
         self._validators = ValidatorCache()
         self._node = available_node()  # for the save-time syntax check of Node scripts
 
@@ -208,7 +217,8 @@ class AuthoringService:
     def create(self, payload: Mapping[str, Any], who: Principal | None) -> Tool:
         return self.create_draft(self._checked(payload), who)
 
-    def create_draft(self, draft: Draft, who: Principal | None) -> Tool:
+    def create_draft(self, draft: Draft, who: Principal | None, *, prepared: bool = True) -> Tool:
+        """`prepared`: answer once the tool's first run is prepared (see `_committed`)."""
         try:
             tool = self._store.create(draft, actor=created_by(who))
         except StoreUnavailableError:
@@ -216,7 +226,7 @@ class AuthoringService:
             if applied is None:
                 raise
             tool = applied
-        return self._committed(who, "create", tool)
+        return self._committed(who, "create", tool, prepared=prepared)
 
     def _applied_create(self, draft: Draft, actor: str) -> Tool | None:
         """After a create the store never answered: the tool, if the store applied it (the
@@ -252,12 +262,18 @@ class AuthoringService:
         return self.update_draft(ref, draft, who, expected_revision=expected_revision)
 
     def update_draft(
-        self, ref: str, draft: Draft, who: Principal | None, *, expected_revision: int | None
+        self,
+        ref: str,
+        draft: Draft,
+        who: Principal | None,
+        *,
+        expected_revision: int | None,
+        prepared: bool = True,
     ) -> Tool:
         tool = self._store.update(
             ref, draft, expected_revision=expected_revision, actor=created_by(who)
         )
-        return self._committed(who, "update", tool)
+        return self._committed(who, "update", tool, prepared=prepared)
 
     def restore(
         self, ref: str, number: int, who: Principal | None, *, expected_revision: int | None
@@ -340,14 +356,24 @@ class AuthoringService:
         check_parses(draft.language, draft.code, self._node)
         return draft
 
-    def _committed(self, who: Principal | None, action: str, tool: Tool) -> Tool:
+    def _committed(
+        self, who: Principal | None, action: str, tool: Tool, *, prepared: bool = True
+    ) -> Tool:
+        """After a write: the audit line, the bundle build, and (with `prepared`) the answer
+        waits until the tool's first run is prepared, so that a call sent the moment the save
+        answers starts from a standby (bounded by `warm_wait_s`; a bundle still being built is
+        not waited for). Loading many folders at once does not wait."""
         record_write(
             who, action=action, tool_name=tool.name, tool_id=tool.id, revision=tool.head.number
         )
         if action in ("create", "update", "restore"):
             self._request_bundle(tool.head)
-        if self._warmer is not None:  # no cold first call: its run is prepared now
-            self._warmer.warm_soon(tool)
+        warming = self._warmer.warm_soon(tool) if self._warmer is not None else None
+        if prepared and warming is not None:
+            try:
+                warming.result(timeout=self._warm_wait_s)
+            except (FutureTimeout, CancelledError):  # slow: the call may start cold; no harm
+                log.info("the first run of %s was not prepared in time", tool.name)
         return tool
 
     def _request_bundle(self, revision: Revision) -> None:
@@ -379,10 +405,12 @@ class FolderTarget:
         return draft_of(found.tool, found.code, found.files), found.tool.head.number
 
     def create(self, draft: Draft) -> None:
-        self._service.create_draft(draft, self._who)
+        self._service.create_draft(draft, self._who, prepared=False)
 
     def update(self, draft: Draft, revision: int) -> None:
-        self._service.update_draft(draft.name, draft, self._who, expected_revision=revision)
+        self._service.update_draft(
+            draft.name, draft, self._who, expected_revision=revision, prepared=False
+        )
 
 
 __all__: Sequence[str] = (

@@ -104,7 +104,7 @@ class Authenticator:
             return AuthError(status, challenge, message)
 
         if not authorization or not authorization.strip():
-            if self._anonymous_calls and need == "call":
+            if self.anonymous(need) is not None:
                 return ANONYMOUS
             raise fail(401, "this endpoint needs a bearer credential (an API key or OAuth token)")
         scheme, _, token = authorization.strip().partition(" ")
@@ -122,6 +122,10 @@ class Authenticator:
         if not principal.can(need):
             raise fail(403, f"this needs the {self._scopes.of(need)} scope", "insufficient_scope")
         return principal
+
+    def anonymous(self, need: Permission) -> Principal | None:
+        """The anonymous caller, when a request with no credential may do what `need` names."""
+        return ANONYMOUS if self._anonymous_calls and need == "call" else None
 
     def challenge(
         self,

@@ -18,13 +18,16 @@ _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
 _SURROGATE_ESCAPE_BYTES = re.compile(rb"\\u[dD][89a-fA-F]")
 
 
-def load_json(text: str) -> Any:
-    """Strict JSON (no NaN or Infinity); raises ValueError."""
-    return json.loads(text, parse_constant=_reject_constant)
-
-
 def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not valid JSON")
+
+
+_STRICT = json.JSONDecoder(parse_constant=_reject_constant)  # made once, not per request
+
+
+def load_json(text: str) -> Any:
+    """Strict JSON (no NaN or Infinity); raises ValueError."""
+    return _STRICT.decode(text)
 
 
 def may_hold_surrogates(text: str | bytes) -> bool:

@@ -71,8 +71,19 @@ class ToolLister:
         self._page_size = max(1, page_size)
         self._ttl_ms = ttl_ms
         self._snapshots: OrderedDict[tuple[int, ...], _Snapshot] = OrderedDict()
+        # The list last served, and its snapshot: a backend that hands out the same list
+        # object while its catalog is unchanged (CatalogBackend) costs one comparison.
+        self._last: tuple[Sequence[ToolView], _Snapshot] | None = None
 
     def _snapshot(self, tools: Sequence[ToolView]) -> _Snapshot:
+        last = self._last
+        if last is not None and last[0] is tools and isinstance(tools, tuple):
+            return last[1]
+        snap = self._lookup(tools)
+        self._last = (tools, snap)
+        return snap
+
+    def _lookup(self, tools: Sequence[ToolView]) -> _Snapshot:
         key = tuple(id(t) for t in tools)
         snap = self._snapshots.get(key)
         if snap is not None and all(a is b for a, b in zip(snap.source, tools, strict=True)):

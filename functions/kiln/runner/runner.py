@@ -102,6 +102,7 @@ class Runner:
         self._spare: ThreadPoolExecutor | None = None
         self._pending: deque[tuple[Prepared | None, RunRequest, Path, str | None]] = deque()
         self._closed = False
+        self.runs_from_standby = 0  # runs that started from a standby (tests, benchmarks)
         # Standbys only where runs are fenced from each other (see standby.py).
         if settings.standby_runs > 0 and (self._uids is not None or fenced):
             self._standbys = Standbys(settings.standby_runs, settings.standby_idle_s, self._discard)
@@ -211,6 +212,7 @@ class Runner:
                         started=False,
                         runner_error=str(error),
                     )
+        self.runs_from_standby += result.standby
         log_run(request, result)
         return result
 

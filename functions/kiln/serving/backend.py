@@ -153,7 +153,9 @@ class CatalogBackend:
         self._secrets = secrets
         self._view_catalog = views
         self._gate = gate
-        self._listed: dict[str | None, tuple[int, list[ToolView]]] = {}
+        # Per view: the catalog version and its tools as listed, a tuple (never changed, so
+        # the protocol's lister recognises it by identity: kiln.protocol.listing).
+        self._listed: dict[str | None, tuple[int, tuple[ToolView, ...]]] = {}
 
     @catalog_reads
     async def list_tools(self, ctx: CallContext) -> Sequence[ToolView]:
@@ -163,7 +165,7 @@ class CatalogBackend:
         cached = self._listed.get(key)
         if cached is not None and cached[0] == snapshot.version:
             return cached[1]
-        listed = [tool_view(tool) for tool in tools.values() if tool.enabled]
+        listed = tuple(tool_view(tool) for tool in tools.values() if tool.enabled)
         self._listed[key] = (snapshot.version, listed)
         return listed
 
@@ -505,10 +507,11 @@ class CatalogBackend:
             return ToolOutcome(str(error), True), None
         return tool_outcome(tool.name, result), result
 
-    def warm(self, tool: Tool, *, bundle_wait_s: float = 0.0) -> bool:
+    def warm(self, tool: Tool, *, bundle_wait_s: float = 0.0) -> bool | None:
         """Have a standby wait for `tool`'s head revision (blocking: from a thread), so that
         its first call starts as warm as its second; waits up to `bundle_wait_s` for a bundle
-        still being built. False where there are no standbys, or the bundle never came."""
+        still being built. False where there are no standbys, or the bundle failed; None when
+        the bundle is still being built after `bundle_wait_s`."""
         head = tool.head
         # The save changed the catalog: read it here, so that the call does not have to.
         self._snapshots.current()
@@ -517,7 +520,12 @@ class CatalogBackend:
         with ExitStack() as pinned:
             bundle_path = None
             if head.bundle_id is not None and self._bundles is not None:
-                bundle_path = _wait_for_bundle(self._bundles, head.bundle_id, pinned, bundle_wait_s)
+                try:
+                    bundle_path = _wait_for_bundle(
+                        self._bundles, head.bundle_id, pinned, bundle_wait_s
+                    )
+                except BundleNotReadyError:
+                    return None  # still being built
                 if bundle_path is None:
                     return False
             return self._runner.prepare(run_request(tool, code, files, bundle_path, {}))
@@ -559,13 +567,17 @@ def run_request(
 def _wait_for_bundle(
     bundles: BundlePaths, bundle_id: str, pinned: ExitStack, patience_s: float
 ) -> Path | None:
+    """The bundle's folder; None when it failed or is gone; BundleNotReadyError when it is
+    still being built after `patience_s`."""
     give_up = time.monotonic() + patience_s
     while True:
         try:
             return pinned.enter_context(bundles.use(bundle_id))
         except BundleNotReadyError as error:
-            if error.status not in ("pending", "building") or time.monotonic() > give_up:
+            if error.status not in ("pending", "building"):
                 return None
+            if time.monotonic() >= give_up:
+                raise
         except BundleError:
             return None
         time.sleep(0.2)

@@ -8,6 +8,12 @@ ledger says were called most recently. It works within the standby budget
 (KILN_RUN_STANDBY): at most that many tools are warmed at start, and a saved tool's standby
 pushes out the one used longest ago, as a call's would.
 
+A save waits for its tool's standby before it answers (`AuthoringService`, bounded), so that
+even a call sent the moment the save's answer arrives finds it: `warm_soon`'s future is done
+once the standby waits, or once the tool turned out to need a bundle still being built. Such a
+tool is warmed on a second thread once its build is done, so that one long build never holds
+up the standbys of the tools saved after it.
+
 Only where the process that saves also serves the calls (`kiln dev`, `kiln stdio`): on
 Lambda the admin function saves and the public function's containers run the calls, so a
 standby made by the save would wait in the wrong process (see the README on warming there).
@@ -15,8 +21,10 @@ standby made by the save would wait in the wrong process (see the README on warm
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
+import time
 from collections.abc import Callable, Iterable
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Protocol
@@ -26,14 +34,18 @@ from kiln.catalog.model import Tool
 log = logging.getLogger("kiln.serving.warming")
 
 BUNDLE_WAIT_S = 900.0  # as long as a build may take (kiln.bundles.build.INSTALL_TIMEOUT_S + )
+BUNDLE_POLL_S = 0.5  # how often a tool waiting for its bundle looks again
 
 
 class Warmable(Protocol):
-    def warm(self, tool: Tool, *, bundle_wait_s: float = 0.0) -> bool: ...
+    def warm(self, tool: Tool, *, bundle_wait_s: float = 0.0) -> bool | None:
+        """True: its standby waits; False: none will; None: its bundle is still being built."""
+        ...
 
 
 class Warmer:
-    """Prepares standbys on one background thread, in the order asked."""
+    """Prepares standbys on one background thread, in the order asked; a tool whose bundle is
+    still being built is handed to a second thread, which tries again until it is built."""
 
     def __init__(
         self, backend: Warmable, *, budget: int, bundle_wait_s: float = BUNDLE_WAIT_S
@@ -42,13 +54,20 @@ class Warmer:
         self.budget = budget  # KILN_RUN_STANDBY: more warm-ups than this would push each other out
         self.bundle_wait_s = bundle_wait_s
         self._pool = ThreadPoolExecutor(1, thread_name_prefix="kiln-warm")
+        # Tools whose bundle is still being built wait here, not in front of the next save.
+        self._after_build = ThreadPoolExecutor(1, thread_name_prefix="kiln-warm-bundle")
         self._closed = False
+        self._stopped = threading.Event()  # wakes a warm-up waiting for a bundle at close
         self._asked = 0
         self._lock = threading.Lock()
 
     def warm_soon(self, tool: Tool) -> Future[bool] | None:
         """Prepare `tool`'s standby in the background (None once closed). Of many saves at
-        once (`kiln dev` loading a folder of tools), only the last `budget` are warmed."""
+        once (`kiln dev` loading a folder of tools), only the last `budget` are warmed.
+
+        The future says True once the standby waits; False when none was made, or when the
+        tool's bundle is still being built (its standby follows the build, on another thread).
+        """
         if self._closed or not tool.enabled or tool.deleted or self.budget <= 0:
             return None
         with self._lock:
@@ -75,20 +94,46 @@ class Warmer:
         return names
 
     def settle(self) -> None:
-        """Wait until the warm-ups asked for so far are done (tests and benchmarks)."""
+        """Wait until the warm-ups asked for so far are done, but for those waiting for a
+        bundle build (tests and benchmarks)."""
         self._pool.submit(lambda: None).result()
 
     def close(self) -> None:
         """Stop taking work; what is queued is dropped, a standby in the making finishes."""
         self._closed = True
+        self._stopped.set()
         self._pool.shutdown(wait=True, cancel_futures=True)
+        self._after_build.shutdown(wait=True, cancel_futures=True)
 
     def _warm(self, tool: Tool, number: int) -> bool:
-        with self._lock:
-            if self._asked - number >= self.budget:  # its standby would be pushed out at once
+        """The first try, not waiting for a bundle; one still being built is waited for on
+        the other thread."""
+        if self._pushed_out(number):
+            return False
+        warmed = self._try(tool)
+        if warmed is None and not self._closed:
+            with contextlib.suppress(RuntimeError):  # shut down meanwhile
+                self._after_build.submit(self._warm_after_build, tool, number)
+        return bool(warmed)
+
+    def _warm_after_build(self, tool: Tool, number: int) -> bool:
+        """Try again while its bundle is being built (up to `bundle_wait_s`), until closed."""
+        give_up = time.monotonic() + self.bundle_wait_s
+        while not self._stopped.wait(BUNDLE_POLL_S):
+            if self._pushed_out(number):
                 return False
+            warmed = self._try(tool)
+            if warmed is not None or time.monotonic() >= give_up:
+                return bool(warmed)
+        return False
+
+    def _pushed_out(self, number: int) -> bool:
+        with self._lock:  # its standby would be pushed out at once by newer ones
+            return self._asked - number >= self.budget
+
+    def _try(self, tool: Tool) -> bool | None:
         try:
-            return self.backend.warm(tool, bundle_wait_s=self.bundle_wait_s)
+            return self.backend.warm(tool)
         except Exception:  # a standby is an optimisation: its failure is the next call's
             log.warning("could not warm %s", tool.name, exc_info=True)
             return False

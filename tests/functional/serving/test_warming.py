@@ -14,7 +14,7 @@ from kiln.access.ledger import CallRecord
 from kiln.catalog.model import Tool
 from kiln.settings import Settings
 from kiln.stack import Kiln, build_kiln, prepare_process
-from support.app import AUTHOR_KEY
+from support.app import AUTHOR_KEY, RunningKiln
 
 
 def tool(name: str, code: str, **extra: object) -> dict[str, object]:
@@ -126,3 +126,57 @@ def test_of_many_saves_at_once_only_the_last_within_the_budget_are_warmed(
         assert first_call(kiln, saved[2])[1] is False  # queued behind newer saves: skipped
     finally:
         kiln.close_runner()
+
+
+def standby_capable(server: RunningKiln) -> None:
+    if not server.parts.runner.standby_capable:
+        pytest.skip("runs are not fenced from each other here (no uid per run, no Landlock)")
+
+
+def save_new_revision(server: RunningKiln, name: str, code: str) -> None:
+    """Create `name`, then save a new revision of it with `code`, over REST."""
+    created = server.api("POST", "/api/tools", json=tool(name, "print('first')"))
+    assert created.status_code == 201, created.text
+    saved = server.api(
+        "PUT", f"/api/tools/{name}", json=tool(name, code),
+        headers={"If-Match": created.headers["etag"]},
+    )  # fmt: skip
+    assert saved.status_code == 200, saved.text
+
+
+def test_a_test_run_sent_as_soon_as_a_save_answers_starts_from_its_standby(
+    kiln_server: RunningKiln,
+) -> None:
+    standby_capable(kiln_server)
+    save_new_revision(kiln_server, "greet", "print('second')")
+    # No waiting here: the save answered once the new revision's run was prepared.
+    run = kiln_server.api("POST", "/api/tools/greet/run", json={"arguments": {}})
+    assert run.status_code == 200, run.text
+    body = run.json()
+    assert (body["stdout"], body["standby"]) == ("second\n", True), body
+
+
+def test_the_first_tools_call_as_soon_as_a_save_answers_starts_from_its_standby(
+    kiln_server: RunningKiln,
+) -> None:
+    standby_capable(kiln_server)
+    save_new_revision(kiln_server, "greet", "print('second')")
+    before = kiln_server.parts.runner.runs_from_standby
+    params = {"name": "greet", "arguments": {}}
+    answer = kiln_server.mcp({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params})
+    assert answer.status_code == 200, answer.text
+    result = answer.json()["result"]
+    assert result["content"][0]["text"] == "second", result
+    assert kiln_server.parts.runner.runs_from_standby == before + 1, "the call started cold"
+
+
+@pytest.mark.slow
+def test_a_tool_whose_bundle_is_building_does_not_hold_up_the_next_save_s_standby(
+    parts: Kiln,
+) -> None:
+    """A warm-up waiting for a build waits on its own thread: the tool saved after it gets
+    its standby before the save answers."""
+    code = "import six; print(six.__version__)"
+    parts.authoring.create(tool("sixer", code, requirements=["six==1.17.0"]), None)
+    saved = parts.authoring.create(tool("plain", "print('plain')"), None)
+    assert first_call(parts, saved) == ("plain", True)
