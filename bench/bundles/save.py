@@ -99,9 +99,12 @@ def run_variants(
                 settings = _variant(base, clients, scratch / installer, bundle_installer=installer)
                 with serve(settings, clients) as url:
                     body = tool("needs_packages", "python", PY_CODE, PY_REQUIREMENTS)
+                    saved_at = time.time()
                     rows.append(
                         row(f"python, {installer}, cold", save_to_callable(http, url, key, body))
                     )
+                    where = stages(http, url, key, saved_at, rows[-1][1], "needs_packages")
+                    print(f"{installer} cold: {rows[-1][1]:.2f} s ({where})", flush=True)
                     if installer == "uv":
                         body = tool(
                             "needs_more", "python", PY_CODE_2, [*PY_REQUIREMENTS, "humanize"]
@@ -153,10 +156,12 @@ def second_tool_runs(
     return rows
 
 
-def stages(http: httpx.Client, url: str, key: str, saved_at: float, total: float) -> str:
-    """Where the second tool's time went, from its bundle's record."""
+def stages(
+    http: httpx.Client, url: str, key: str, saved_at: float, total: float, name: str = "needs_more"
+) -> str:
+    """Where a tool's time went (the second's by default), from its bundle's record."""
     auth = {"Authorization": f"Bearer {key}"}
-    bundle_id = http.get(f"{url}/api/tools/needs_more", headers=auth).json()["bundle_id"]
+    bundle_id = http.get(f"{url}/api/tools/{name}", headers=auth).json()["bundle_id"]
     read = f"{url}/api/bundles/{bundle_id}?log=true"
     record = http.get(read, headers=auth).json()
     give_up = time.monotonic() + 120

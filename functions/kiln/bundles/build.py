@@ -24,6 +24,7 @@ import shutil
 import subprocess
 import sys
 import time
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -239,7 +240,26 @@ def _install_python(
     cache = log.tools.cache_dir
     log.add(f"# installer: uv ({uv}), cache {cache or 'uv default'}")
     run = functools.partial(_run_in, log=log, cwd=workdir)
-    installer = Uv(uv, target_args=target_args, cache_dir=cache, workdir=workdir, run=run)
+    # A cold build's one-process install goes beside its package folders (to be renamed).
+    early = None if cache is None else cache / f".early-install-{uuid.uuid4().hex}"
+    installer = Uv(
+        uv, target_args=target_args, cache_dir=cache, workdir=workdir, run=run, early=early
+    )
+    try:
+        return _install_by_uv(installer, record, target, install_dir, workdir, log)
+    finally:
+        installer.discard()
+
+
+def _install_by_uv(
+    installer: Uv,
+    record: BundleRecord,
+    target: Target,
+    install_dir: Path,
+    workdir: Path,
+    log: _Log,
+) -> tuple[list[dict[str, Any]], Contents, str | None]:
+    cache = log.tools.cache_dir
     try:
         lock = installer.lock(list(record.requirements))
     except BuildError as error:

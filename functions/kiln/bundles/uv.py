@@ -5,6 +5,12 @@ platform and Python (the same manylinux tags and CPython version pip was given) 
 PEP 751 lock (`pylock.toml`: each package's wheel URL and sha256, which become the bundle's
 `lock`); `uv pip install --no-deps --target` then installs exactly those pins.
 
+When the cache is not fresh (a cold build), the order is turned round so that one uv process
+resolves and downloads: `uv pip install --target` of the requirements first (uv fetches
+wheels while it is still resolving), then `uv pip compile --offline` for the lock, from what
+that install just cached (~0.05 s). The install is used only if it holds exactly the locked
+names and versions; otherwise it is thrown away and the pins are installed as above.
+
 Both use one cache that outlives the build (`Toolchain.cache_dir`: `<state dir>/build-cache`
 under `kiln dev`, `/tmp/kiln-build-cache` on the builder function), so a second tool whose
 requirements overlap an earlier one's downloads only what is new. A cache refreshed from the
@@ -15,6 +21,8 @@ honouring PyPI's own `max-age=600` on its simple pages would do.
 
 from __future__ import annotations
 
+import os
+import re
 import shutil
 import time
 import tomllib
@@ -46,9 +54,20 @@ class Uv:
     """uv's two steps for one build: `lock` the requirements, `install` pins into a folder."""
 
     def __init__(
-        self, uv: str, *, target_args: list[str], cache_dir: Path | None, workdir: Path, run: Run
+        self,
+        uv: str,
+        *,
+        target_args: list[str],
+        cache_dir: Path | None,
+        workdir: Path,
+        run: Run,
+        early: Path | None = None,
     ) -> None:
+        """`early`: where a cold build's one-process install goes (on the filesystem of the
+        folder it is later installed into, so that it can be renamed there)."""
         self.uv = uv
+        self.early = early or workdir / "early-install"
+        self.installed: Path | None = None  # the early install, until `install` takes it
         self.cache_dir = cache_dir
         self.workdir = workdir
         self.run = run
@@ -66,16 +85,39 @@ class Uv:
             self.uv, "pip", "compile", *self.common, "--quiet", "--no-header",
             "--only-binary", ":all:", "-o", str(lock_file), str(self.workdir / "requirements.in"),
         ]  # fmt: skip
-        if not (
-            self.offline and _try(self.run, [*command, "--offline"], "uv pip compile (offline)")
-        ):
-            self.offline = False
-            self.run(command, "uv pip compile")
+        offline = [*command, "--offline"]
+        if not (self.offline and _try(self.run, offline, "uv pip compile (offline)")):
+            cold, self.offline = not self.offline, False
+            if not (
+                cold
+                and self._install_early(self.workdir / "requirements.in")
+                and _try(self.run, offline, "uv pip compile (offline, after the install)")
+            ):
+                self.run(command, "uv pip compile")
             _touch(self.cache_dir)
         return _read_lock(lock_file)
 
+    def _install_early(self, requirements: Path) -> bool:
+        """Resolve, download and install in one process (see the module's docstring)."""
+        command = [
+            self.uv, "pip", "install", *self.common, "--no-compile",
+            "--only-binary", ":all:", "--target", str(self.early), "-r", str(requirements),
+        ]  # fmt: skip
+        if _try(self.run, command, "uv pip install (resolving)"):
+            self.installed = self.early
+            return True
+        self.discard()
+        return False
+
+    def discard(self) -> None:
+        """Remove an early install that no `install` took."""
+        self.installed = None
+        shutil.rmtree(self.early, ignore_errors=True)
+
     def install(self, lock: list[dict[str, Any]], into: Path) -> None:
         """Install exactly these pins (no resolution) into `into`."""
+        if self._take_early(lock, into):
+            return
         pins = self.workdir / f"pins-{into.name}.txt"
         pins.write_text("".join(f"{entry['name']}=={entry['version']}\n" for entry in lock))
         command = [
@@ -86,6 +128,35 @@ class Uv:
             self.offline and _try(self.run, [*command, "--offline"], "uv pip install (offline)")
         ):
             self.run(command, "uv pip install")
+
+    def _take_early(self, lock: list[dict[str, Any]], into: Path) -> bool:
+        """Move the early install to `into` (absent or empty) if it holds exactly `lock`."""
+        early, self.installed = self.installed, None
+        if early is None:
+            return False
+        wanted = {(_canonical(str(entry["name"])), str(entry["version"])) for entry in lock}
+        if _dist_infos(early) == wanted:
+            try:
+                into.parent.mkdir(parents=True, exist_ok=True)
+                os.rename(early, into)  # replaces an empty folder
+                return True
+            except OSError:  # another filesystem, or `into` not empty: install the pins
+                pass
+        self.discard()
+        return False
+
+
+def _dist_infos(site: Path) -> set[tuple[str, str]]:
+    """(name, version) of every distribution installed in `site`."""
+    found = set()
+    for dist_info in site.glob("*.dist-info"):
+        name, _, version = dist_info.name.removesuffix(".dist-info").rpartition("-")
+        found.add((_canonical(name), version))
+    return found
+
+
+def _canonical(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
 
 
 def _try(run: Run, command: list[str], what: str) -> bool:

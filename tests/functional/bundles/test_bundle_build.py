@@ -19,6 +19,7 @@ from kiln.bundles.errors import BuildError
 from kiln.bundles.identity import default_target, parse_target
 from kiln.bundles.scheduler import LocalBuildWorker, handle_build_event, request_bundle, run_build
 from kiln.bundles.store import BundleRecord, BundleStateError, BundleStore, manifest_key, zip_key
+from kiln.bundles.uv import Uv, find_uv
 from kiln.settings import Settings
 
 pytestmark = pytest.mark.slow
@@ -139,7 +140,10 @@ def test_a_second_bundle_builds_only_its_new_package_from_the_kept_folders(
     assert second is not None
     one = build_bundle(first, workdir=tmp_path / "one", toolchain=tools)
     two = build_bundle(second, workdir=tmp_path / "two", toolchain=tools)
-    assert "six==1.17.0" in (tmp_path / "one" / "pins-site.txt").read_text()
+    # Cold: one uv process resolves and installs, and the lock is read offline after it.
+    assert "uv pip install (resolving)" in one.log, one.log
+    assert "uv pip compile (offline, after the install)" in one.log, one.log
+    assert not (tmp_path / "one" / "pins-site.txt").exists(), one.log
     assert (tmp_path / "two" / "pins-site.txt").read_text().startswith("humanize==4.")
     assert "\nsix==" not in (tmp_path / "two" / "pins-site.txt").read_text()
     whole = build_bundle(second, workdir=tmp_path / "whole", toolchain=Toolchain())
@@ -151,6 +155,45 @@ def test_a_second_bundle_builds_only_its_new_package_from_the_kept_folders(
         assert archive.testzip() is None
     assert "six.py" in names
     assert any(n.startswith("humanize/__pycache__/") for n in names)
+
+
+def test_a_cold_install_that_does_not_hold_the_lock_is_thrown_away_and_the_pins_installed(
+    tmp_path: Path,
+) -> None:
+    uv = find_uv()
+    assert uv is not None, "uv is a dev dependency"
+    installer = _uv(uv, tmp_path)
+    lock = installer.lock(["six==1.17.0"])
+    assert [(entry["name"], entry["version"]) for entry in lock] == [("six", "1.17.0")]
+    assert (tmp_path / "cache" / "early" / "six.py").is_file()  # resolved and installed at once
+    older = [{**lock[0], "version": "1.16.0"}]  # not what was installed early
+    installer.install(older, tmp_path / "site")
+    assert not (tmp_path / "cache" / "early").exists()
+    assert (tmp_path / "site" / "six-1.16.0.dist-info").is_dir(), sorted(
+        path.name for path in (tmp_path / "site").iterdir()
+    )
+    again = _uv(uv, tmp_path)
+    assert again.lock(["six==1.17.0"]) == lock  # the cache is fresh: resolved offline
+    assert again.installed is None  # and nothing installed early
+    again.install(lock, tmp_path / "again")
+    assert (tmp_path / "again" / "six-1.17.0.dist-info").is_dir()
+
+
+def _uv(uv: str, tmp_path: Path) -> Uv:
+    return Uv(
+        uv,
+        target_args=["--python", sys.executable],
+        cache_dir=tmp_path / "cache",
+        workdir=tmp_path,
+        run=_run_or_raise,
+        early=tmp_path / "cache" / "early",
+    )
+
+
+def _run_or_raise(command: list[str], what: str) -> None:
+    done = subprocess.run(command, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise BuildError(f"{what} failed: {done.stderr}", done.stderr)
 
 
 def test_a_bundle_over_the_size_limit_is_refused_with_a_clear_message(
