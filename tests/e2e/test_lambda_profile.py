@@ -219,11 +219,12 @@ CREDENTIAL = "runner-credential-" + secrets.token_hex(12)
 TARGET = "lambda-python3.13-x86_64"
 REQUIREMENTS = ["sharedmod==1.0"]
 BUNDLE_A = r"""
-import json, sys
+import json, os, sys
 import shared_mod
 before = shared_mod.VALUE
 path = shared_mod.__file__
 try:
+    os.chmod(path, 0o644)  # bundle files are read-only; its own uid may make them writable
     open(path, "w").write("VALUE = 'changed by A'\n")
     wrote = "wrote"
 except OSError as e:
@@ -429,7 +430,7 @@ def test_a_tool_cannot_change_the_bundle_another_tool_shares_with_it(stack: Any)
     mcp = stack[0]
     for _ in range(2):
         a = json.loads(call(mcp, "e2e_bundle_a"))
-        # One uid in its environment: it can write its own unpacked copy...
+        # One uid in its environment: it can make its own unpacked copy writable and write it...
         assert a["wrote"] == "wrote", a
         # ... which is that tool's alone: B's environment fetched its own.
         assert call(mcp, "e2e_bundle_b") == "original"
