@@ -201,6 +201,13 @@ def _boto3_session(core: botocore.session.Session) -> Any:
     return boto3.session.Session(botocore_session=core)
 
 
+# A new table records each ledger day's shard count from its first day (must equal
+# kiln.access.ledger_shards.since_start(), which reads it; tests/unit/access checks).
+LEDGER_SHARDS_SINCE_START = {
+    "pk": {"S": "LEDGERSUM#SHARDS"}, "sk": {"S": "SINCE"}, "day": {"S": "0000-00-00"}
+}
+
+
 def ensure_resources(clients: AwsClients, *, table: str, bucket: str) -> None:
     """Create the table and bucket if they are missing (local stacks and tests only)."""
     dynamodb, s3 = clients.dynamodb, clients.s3
@@ -214,6 +221,8 @@ def ensure_resources(clients: AwsClients, *, table: str, bucket: str) -> None:
         from kiln.aws.directory import mark_new_table
 
         mark_new_table(dynamodb, table)
+        # nor any ledger day written before days recorded their shard count
+        dynamodb.put_item(TableName=table, Item=LEDGER_SHARDS_SINCE_START)
     try:
         s3.head_bucket(Bucket=bucket)
     except s3.exceptions.ClientError:

@@ -119,7 +119,9 @@ class TaskStore:
         self._table = table
         self._bucket = bucket
         self._inline_limit = inline_limit
-        # told of each ledger entry a settle wrote (the ledger's day totals count it)
+        # told of each ledger entry a settle writes, before (its day records the ledger's
+        # shards) and after (the ledger's day totals count it)
+        self.ledgering: Callable[[Mapping[str, Any]], None] | None = None
         self.ledgered: Callable[[Mapping[str, Any]], None] | None = None
 
     # ------------------------------------------------------------------ payloads
@@ -263,6 +265,8 @@ class TaskStore:
             error=error,
             lease_seen=lease_seen,
         )
+        if ledger is not None and self.ledgering is not None:
+            self.ledgering(ledger)
         try:
             self._ddb.transact_write_items(
                 TransactItems=[

@@ -370,9 +370,10 @@ def compactors_of(state: Path) -> list[int]:
     return found
 
 
-# What a fresh stack journals before a test writes: CreateTable, CreateBucket, and the new
-# table's two listing-directory marks (kiln.aws.directory.mark_new_table).
-SETUP = 4
+# What a fresh stack journals before a test writes: CreateTable, CreateBucket, the new
+# table's two listing-directory marks (kiln.aws.directory.mark_new_table) and its ledger
+# shards' mark (kiln.aws.clients.LEDGER_SHARDS_SINCE_START).
+SETUP = 5
 
 
 def hold_a_compaction(clients: AwsClients, state: Path) -> tuple[int, int]:
