@@ -53,7 +53,7 @@ from typing import Any, Literal
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from kiln.access.ledger_shards import DayShards
+from kiln.access.ledger_shards import DayShards, DaysBack
 from kiln.access.ledger_totals import DEFAULT_FLUSH_S, DayTotals
 
 log = logging.getLogger("kiln.access.ledger")
@@ -243,9 +243,15 @@ class CallLedger:
         found: list[CallRecord] = []
         budget = _Budget(READ_FACTOR * (where.limit + 1))  # and a small page per shard
         day, first = _day_of(high), start.date()
+        shards_of = DaysBack(self.day_shards, first)
         while day >= first:
             wanted = where.limit - len(found)
-            items, cursor = self._day_page(day, _sk_of(start), high, filters, wanted, budget)
+            shards = shards_of(day)
+            if not shards:  # nothing was written that day
+                day -= timedelta(days=1)
+                continue
+            items, cursor = self._day_page(day, _sk_of(start), high, filters, wanted, budget,
+                                           shards)  # fmt: skip
             found += [_record(item) for item in items]
             if cursor is not None or len(found) == where.limit:
                 return found, _encode_cursor(cursor or items[-1]["sk"]["S"])
@@ -310,12 +316,11 @@ class CallLedger:
         filters: Mapping[str, str | None],
         wanted: int,
         budget: _Budget,
+        shards: int,
     ) -> tuple[list[dict[str, Any]], str | None]:
-        """The newest `wanted` entries of a day below `high`, merged from its shards, and a
-        cursor when the read budget ran out first (every entry at or above it returned)."""
-        shards = self.day_shards.of(day)
-        if not shards:  # nothing was written that day
-            return [], None
+        """The newest `wanted` entries of a day below `high`, merged from the `shards` it was
+        written over, and a cursor when the read budget ran out first (every entry at or above
+        it returned)."""
         budget.allow_shards(shards)
         starts: dict[int, Mapping[str, Any] | None] = dict.fromkeys(range(shards))
         size = min(wanted + 1, max(2, math.ceil(2 * (wanted + 1) / shards)))

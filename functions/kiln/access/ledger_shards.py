@@ -149,3 +149,27 @@ class DayShards:
             if not _conditional(error):
                 raise
         self._read_since()
+
+
+class DaysBack:
+    """The shard counts of days a query reads newest first, back to `first`: the first day's
+    by itself, then those of the next 1, 2, 4, ... days at once. A query that fills its page
+    on its first day reads one count; one that goes back through a month of days without
+    calls reads their counts in six requests, not thirty."""
+
+    def __init__(self, shards: DayShards, first: date) -> None:
+        self._shards = shards
+        self._first = first
+        self._known: dict[str, int] = {}
+        self._ahead = 1
+
+    def __call__(self, day: date) -> int:
+        if day.isoformat() not in self._known:
+            if not self._known:
+                self._known[day.isoformat()] = self._shards.of(day)
+            else:
+                days = [day - timedelta(days=n) for n in range(self._ahead)]
+                asked = [d.isoformat() for d in days if d >= self._first] or [day.isoformat()]
+                self._known.update(self._shards.of_days(asked))
+                self._ahead *= 2
+        return self._known[day.isoformat()]

@@ -130,3 +130,28 @@ def test_days_written_before_days_recorded_their_shards_are_read_over_every_form
     page = narrow.query(LedgerQuery(limit=100, since="2027-01-16"))[0]
     assert [r.tool for r in page] == ["tomorrow"]
     assert queried == ["LEDGER#2027-01-16#0"]  # a recorded day: its one shard
+
+
+def test_a_query_back_through_days_without_calls_reads_their_counts_a_few_requests_at_once(
+    aws: AwsStack,
+) -> None:
+    """A filtered page that goes back a month (the filter rarely matches) once queried every
+    shard of every day; then read each day's count with a request of its own."""
+    clock = Clock()
+    calls = ledger(aws, clock, shards=1)
+    calls.record(entry("rare"))
+    clock.now += 20 * 86_400
+    for _ in range(10):
+        calls.record(entry("common"))
+        clock.now += 1
+    requests: list[str] = []
+    aws.clients.dynamodb.meta.events.register(
+        "before-call.dynamodb", lambda model, **_: requests.append(model.name)
+    )
+    queried = queried_partitions(aws)
+    page, cursor = calls.query(LedgerQuery(tool="rare", limit=5))
+    assert [r.tool for r in page] == ["rare"]
+    assert cursor is None
+    assert set(queried) == {"LEDGER#2027-02-04#0", "LEDGER#2027-01-15#0"}  # the days with calls
+    # today's count, then 1, 2, 4, 8, 16 days' at once: 31 days in 6 reads
+    assert requests.count("GetItem") + requests.count("BatchGetItem") <= 6, requests
