@@ -123,7 +123,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="answer item requests through moto's web app too (tests)")  # fmt: skip
     args = parser.parse_args(argv)
 
-    from werkzeug.serving import WSGIRequestHandler, make_server
+    from werkzeug.serving import make_server
+
+    from kiln.local.emulator.keepalive import KeepAliveHandler
 
     os.umask(PRIVATE_UMASK)
     not_dumpable()
@@ -144,13 +146,10 @@ def main(argv: list[str] | None = None) -> int:
             *parse_limits(args.partition_limits), window_s=args.partition_window, log=log_path
         )
 
-    class Handler(WSGIRequestHandler):
-        protocol_version = "HTTP/1.1"  # keep-alive: botocore reuses its connections
-
-        def log_request(self, *_: Any) -> None:
-            pass
-
-    server = make_server(args.host, args.port, emulator, threaded=True, request_handler=Handler)
+    # keep-alive (werkzeug's own handler closes every connection): botocore reuses them
+    server = make_server(
+        args.host, args.port, emulator, threaded=True, request_handler=KeepAliveHandler
+    )
     url = f"http://{args.host}:{server.server_address[1]}"
     write_private(state_dir / ENDPOINT_FILE, json.dumps({"url": url, "pid": os.getpid()}).encode())
     print(json.dumps({"url": url}), flush=True)
