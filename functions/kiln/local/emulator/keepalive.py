@@ -14,6 +14,7 @@ The environ is werkzeug's own (`make_environ`), as before.
 from __future__ import annotations
 
 import logging
+import socket
 from typing import Any
 
 from werkzeug.serving import WSGIRequestHandler
@@ -26,6 +27,12 @@ _OWN = frozenset({"content-length", "connection", "transfer-encoding"})
 class KeepAliveHandler(WSGIRequestHandler):
     protocol_version = "HTTP/1.1"
     timeout = IDLE_TIMEOUT_S
+
+    def setup(self) -> None:
+        super().setup()
+        # An answer goes out as headers, then body: on a connection that stays open, Nagle's
+        # algorithm would hold the body back until the client's delayed ACK (~40 ms).
+        self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
     def log_request(self, *_: Any) -> None:
         pass
