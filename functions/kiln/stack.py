@@ -224,7 +224,6 @@ class Kiln:
         c = self.clients
         store = TaskStore(c.dynamodb, c.s3, table=self.settings.table, bucket=self.settings.bucket)
         if self.gate.ledger is not None:  # a task's entry is written with its end: count it
-            store.ledgering = self.gate.ledger.before_write
             store.ledgered = self.gate.ledger.counted
         return store
 

@@ -179,8 +179,8 @@ class CallLedger:
         self.counted(item)
 
     def before_write(self, item: Mapping[str, Any]) -> None:
-        """Before an entry is written (here, or in a task's transaction): its day is recorded as
-        written over this process's shards, once per day (kiln.access.ledger_shards)."""
+        """Before an entry is written here: its day is recorded as written over this process's
+        shards, once per day (kiln.access.ledger_shards); a failure stops the write."""
         self.day_shards.record(str(item["at"]["S"])[:10])
 
     def counted(self, item: Mapping[str, Any]) -> None:
@@ -219,6 +219,14 @@ class CallLedger:
             value = getattr(entry, field)
             if value:
                 item[field] = {"S": value}
+        # Whoever writes it (`write`, a task's transaction), its day is recorded first; once a
+        # day this costs one update. Not now (the store did not answer): retried with the
+        # next entry, and `write` records before it puts (a task's entry may then stay unread
+        # until another entry of its day is recorded).
+        try:
+            self.day_shards.record(at[:10])
+        except Exception as error:  # noqa: BLE001 - any store failure (unanswered: kiln.aws)
+            log.warning("the ledger day's shard count could not be recorded now: %s", error)
         return item, CallRecord(**{**entry.as_json(), "at": at, "id": entry_id})
 
     def query(self, where: LedgerQuery | None = None) -> tuple[list[CallRecord], str | None]:

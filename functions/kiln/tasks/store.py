@@ -119,9 +119,7 @@ class TaskStore:
         self._table = table
         self._bucket = bucket
         self._inline_limit = inline_limit
-        # told of each ledger entry a settle writes, before (its day records the ledger's
-        # shards) and after (the ledger's day totals count it)
-        self.ledgering: Callable[[Mapping[str, Any]], None] | None = None
+        # told of each ledger entry a settle wrote (the ledger's day totals count it)
         self.ledgered: Callable[[Mapping[str, Any]], None] | None = None
 
     # ------------------------------------------------------------------ payloads
@@ -265,8 +263,6 @@ class TaskStore:
             error=error,
             lease_seen=lease_seen,
         )
-        if ledger is not None and self.ledgering is not None:
-            self.ledgering(ledger)
         try:
             self._ddb.transact_write_items(
                 TransactItems=[

@@ -109,15 +109,16 @@ def test_days_written_before_days_recorded_their_shards_are_read_over_every_form
 ) -> None:
     """A table written by an earlier version: no mark, entries in all of 32 shards."""
     db = aws.clients.dynamodb
-    db.delete_item(TableName=aws.table, Key={"pk": {"S": SINCE_PK}, "sk": {"S": "SINCE"}})
     clock = Clock()
     earlier = ledger(aws, clock, shards=FORMER_SHARDS)
-    for shard in range(FORMER_SHARDS):  # as an earlier version wrote them: no record
+    for shard in range(FORMER_SHARDS):
         item: dict[str, Any] = earlier.item(entry(f"old{shard}"))[0]
         item["pk"] = {"S": f"LEDGER#{DAY}#{shard}"}
         for put in writes(aws.table, item):
             db.put_item(**put["Put"])
         clock.now += 1
+    for mark in ((SINCE_PK, "SINCE"), (f"LEDGERSUM#{DAY}", "SHARDS")):  # as before records
+        db.delete_item(TableName=aws.table, Key={"pk": {"S": mark[0]}, "sk": {"S": mark[1]}})
     narrow = ledger(aws, clock, shards=1)
     assert len(narrow.query(LedgerQuery(limit=100))[0]) == FORMER_SHARDS
     narrow.record(entry("new"))  # the first writer to record marks tomorrow on
