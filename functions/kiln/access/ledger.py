@@ -53,7 +53,7 @@ from typing import Any, Literal
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from kiln.access.ledger_shards import DayShards, DaysBack
+from kiln.access.ledger_shards import DaysBack, DayShards
 from kiln.access.ledger_totals import DEFAULT_FLUSH_S, DayTotals
 
 log = logging.getLogger("kiln.access.ledger")
@@ -225,7 +225,7 @@ class CallLedger:
         # until another entry of its day is recorded).
         try:
             self.day_shards.record(at[:10])
-        except Exception as error:  # noqa: BLE001 - any store failure (unanswered: kiln.aws)
+        except Exception as error:  # any store failure (unanswered: kiln.aws)
             log.warning("the ledger day's shard count could not be recorded now: %s", error)
         return item, CallRecord(**{**entry.as_json(), "at": at, "id": entry_id})
 

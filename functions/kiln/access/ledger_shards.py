@@ -7,7 +7,7 @@
 
 A day's entries (and its totals) are spread over `KILN_LEDGER_SHARDS` partitions for
 DynamoDB's per-partition write limit, and a reader queries each of them: 32 queries for a
-page of the newest calls or a day's totals, 31 × 32 for a 30-day chart. Where no partition
+page of the newest calls or a day's totals, 31 x 32 for a 30-day chart. Where no partition
 limit applies (the local emulator) one shard is enough, but a reader cannot know from its own
 setting how many shards the writers of a day used. So before a process writes its first entry
 of a day it records its shard count in that day's item (an update that only ever raises it:

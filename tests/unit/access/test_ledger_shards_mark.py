@@ -7,4 +7,4 @@ from kiln.aws.clients import LEDGER_SHARDS_SINCE_START
 
 
 def test_a_new_tables_mark_is_the_ledgers_record_from_the_first_day() -> None:
-    assert LEDGER_SHARDS_SINCE_START == since_start()
+    assert since_start() == LEDGER_SHARDS_SINCE_START

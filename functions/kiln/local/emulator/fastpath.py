@@ -121,8 +121,10 @@ class FastItems:
             result = getattr(handler, action)()
         except DynamodbException as error:  # as moto's app writes it
             headers = [(str(k), str(v)) for k, v in (error.get_headers() or [])]
-            return f"{error.code} {HTTP_STATUS_CODES.get(error.code, '')}", headers, _bytes(
-                error.description
+            return (
+                f"{error.code} {HTTP_STATUS_CODES.get(error.code, '')}",
+                headers,
+                _bytes(error.description),
             )
         except Exception:
             if operation in READS:  # moto's path raises it again and answers it its way
