@@ -333,9 +333,11 @@ class CallLedger:
         starts: dict[int, Mapping[str, Any] | None] = dict.fromkeys(range(shards))
         size = min(wanted + 1, max(2, math.ceil(2 * (wanted + 1) / shards)))
         seen: list[dict[str, Any]] = []
+        read = 0  # entries read from this day (the filter kept `seen` of them)
         while True:
             for shard, page in self._pages(day, low, high, filters, size, starts):
                 budget.spend(int(page.get("ScannedCount", 0)))
+                read += int(page.get("ScannedCount", 0))
                 seen += [item for item in page["Items"] if item["sk"]["S"] < high]
                 starts[shard] = page.get("LastEvaluatedKey")
             seen.sort(key=_sort_key, reverse=True)
@@ -348,7 +350,8 @@ class CallLedger:
                 frontier = max(unread.values())  # every entry from here up has been read
                 complete = [item for item in seen if item["sk"]["S"] >= frontier]
                 return complete[:wanted], (None if len(complete) >= wanted else frontier)
-            size = _next_size(size, wanted, filters, budget.left // len(starts))
+            share = budget.left // len(starts)
+            size = _next_size(size, wanted, filters, share, (len(seen), read, len(starts)))
 
     def _pages(
         self,
@@ -456,13 +459,22 @@ class _Budget:
         return self.left <= 0
 
 
-def _next_size(size: int, wanted: int, filters: Mapping[str, str | None], share: int) -> int:
+def _next_size(
+    size: int,
+    wanted: int,
+    filters: Mapping[str, str | None],
+    share: int,
+    so_far: tuple[int, int, int],
+) -> int:
     """The next page size per shard: up to the page for a plain query (more could never be
-    in it); for a filtered one, doubling within each shard's share of the read budget (a
+    in it); for a filtered one, what the share of matches so far says the rest of the page
+    needs (half again for luck) or double, within each shard's share of the read budget (a
     rare match then costs a few larger pages, not many of the page's size)."""
     if all(value is None for value in filters.values()):
         return min(wanted + 1, size * 2)
-    return max(2, min(size * 2, share, MAX_PAGE))
+    kept, read, shards = so_far
+    needed = math.ceil(1.5 * max(wanted - kept, 1) * read / max(kept, 1) / shards)
+    return max(2, min(max(size * 2, needed), share, MAX_PAGE))
 
 
 def _sort_key(item: Mapping[str, Any]) -> str:
