@@ -153,6 +153,12 @@ def tree_cpu_s(root: int) -> float:
     """CPU seconds used by `root` and every live process under it (with their reaped children):
     kiln dev, its emulator, the runner's helper and standbys. Unlike latency, this barely
     depends on how busy the rest of the machine is."""
+    return sum(cpu_by_process(root).values())
+
+
+def cpu_by_process(root: int) -> dict[str, float]:
+    """`tree_cpu_s` split: kiln dev itself, its emulator (and compactions), the rest (tool
+    runs: the runner's helper, standbys and the processes they ran)."""
     tick = os.sysconf("SC_CLK_TCK")
     children: dict[int, list[int]] = {}
     used: dict[int, float] = {}
@@ -165,12 +171,22 @@ def tree_cpu_s(root: int) -> float:
             fields = raw[raw.rindex(")") + 2 :].split()  # utime stime cutime cstime: 11..14
             children.setdefault(int(fields[1]), []).append(int(entry.name))
             used[int(entry.name)] = sum(int(value) for value in fields[11:15]) / tick
-    total, todo = 0.0, [root]
+    own = used.get(root, 0.0)  # with its reaped children (runs that ended)
+    emulators = [pid for pid in children.get(root, []) if b"kiln.local.emulator" in _cmdline(pid)]
+    split = {"kiln dev": own, "emulator": 0.0, "runs": 0.0}
+    todo = [(pid, "emulator" if pid in emulators else "runs") for pid in children.get(root, [])]
     while todo:
-        pid = todo.pop()
-        total += used.get(pid, 0.0)
-        todo.extend(children.get(pid, []))
-    return total
+        pid, part = todo.pop()
+        split[part] += used.get(pid, 0.0)
+        todo.extend((child, part) for child in children.get(pid, []))
+    return split
+
+
+def _cmdline(pid: int) -> bytes:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return b""
 
 
 def run(requests: int, rate: float, workers: int) -> dict[str, Any]:
@@ -178,7 +194,7 @@ def run(requests: int, rate: float, workers: int) -> dict[str, Any]:
         dev = start_dev(Path(tmp) / "state", free_port(), timeout_s=180)
         try:
             load = Load(dev, prepare(dev))
-            cpu_before = tree_cpu_s(dev.process.pid)
+            cpu_before = cpu_by_process(dev.process.pid)
             began = time.monotonic()
             with ThreadPoolExecutor(workers) as pool:
                 for index in range(requests):
@@ -187,7 +203,8 @@ def run(requests: int, rate: float, workers: int) -> dict[str, Any]:
                         time.sleep(delay)
                     pool.submit(load.one, MIX[index % len(MIX)])
             elapsed = time.monotonic() - began
-            cpu_s = tree_cpu_s(dev.process.pid) - cpu_before
+            cpu_after = cpu_by_process(dev.process.pid)
+            cpu_s = {part: cpu_after[part] - cpu_before[part] for part in cpu_after}
             recorded = ledger_count(load)
         finally:
             stop(dev.process)
@@ -196,7 +213,9 @@ def run(requests: int, rate: float, workers: int) -> dict[str, Any]:
         "requests": requests, "rate": requests / elapsed, "statuses": dict(load.statuses),
         "p50": statistics.median(ordered), "p99": ordered[int(len(ordered) * 0.99) - 1],
         "max": ordered[-1], "over_1s": sum(1 for t in ordered if t > 1),
-        "server_cpu_ms_per_request": 1000 * cpu_s / requests,
+        "server_cpu_ms_per_request": 1000 * sum(cpu_s.values()) / requests,
+        "cpu_ms_per_request_by_process": {part: round(1000 * s / requests, 2)
+                                          for part, s in cpu_s.items()},
         "answered_calls": load.calls_answered, "ledgered": recorded,
         "per_kind_p50_p99": {kind: (round(statistics.median(times), 3),
                                     round(sorted(times)[int(len(times) * 0.99) - 1], 3))
@@ -252,6 +271,7 @@ def main() -> int:
         print(f"{field:16} {cells[0]:>14} {cells[1]:>14}")
     for label in ("half", "full"):
         print(f"{label} statuses: {results[label]['statuses']}")
+        print(f"{label} CPU ms/request: {results[label]['cpu_ms_per_request_by_process']}")
         print(f"{label} p50/p99 by kind: {results[label]['per_kind_p50_p99']}")
     full = results["full"]
     ok = (full["statuses"].get(503, 0) == 0 and full["p99"] < 1.0

@@ -269,7 +269,10 @@ class Settings:
     ledger: bool = True  # KILN_LEDGER: record every tools/call (kiln.access.ledger)
     ledger_retention_days: int = 30  # KILN_LEDGER_RETENTION_DAYS
     ledger_digest_key: str | None = None  # KILN_LEDGER_DIGEST_KEY: HMAC key of argument digests
-    ledger_shards: int = 32  # KILN_LEDGER_SHARDS: partitions of a day's entries (raise only)
+    # KILN_LEDGER_SHARDS: partitions of a day's entries; unset: 32, and 1 against kiln dev's
+    # emulator, which has no per-partition limit (each day records its count: see
+    # kiln.access.ledger_shards)
+    ledger_shards: int | None = None
     ledger_totals_flush_s: float = 10.0  # KILN_LEDGER_TOTALS_FLUSH_S: a process's totals write
     quota_claim_horizon_s: float = 1.0  # KILN_QUOTA_CLAIM_HORIZON_S: a claim's share of own rate
     in_lambda: bool = False  # AWS_LAMBDA_FUNCTION_NAME is set: running inside Lambda

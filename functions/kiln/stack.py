@@ -23,7 +23,7 @@ from urllib.parse import urlsplit
 
 import kiln
 from kiln.access.gate import CallGate
-from kiln.access.ledger import CallLedger
+from kiln.access.ledger import DEFAULT_SHARDS, CallLedger
 from kiln.access.pins import CatalogBinder
 from kiln.access.quotas import QuotaCounters
 from kiln.access.resolve import ViewCatalog
@@ -394,7 +394,7 @@ def call_gate(settings: Settings, clients: AwsClients) -> CallGate:
         table=settings.table,
         digest_key=ledger_digest_key(settings),
         retention_days=settings.ledger_retention_days,
-        shards=settings.ledger_shards,
+        shards=settings.ledger_shards or DEFAULT_SHARDS,
         totals_flush_s=settings.ledger_totals_flush_s,
     )
     return CallGate(quotas, ledger)

@@ -268,8 +268,9 @@ def test_the_charts_show_the_seeded_calls_and_the_list_their_recent_use(
     both_widths(page, "26-usage-day")
 
     page.get_by_role("button", name="Last 30 days").click()
-    # 31 days of 32 ledger shards: ~1,000 small queries, which the local emulator answers one
-    # at a time (seconds on a loaded machine; in DynamoDB they run side by side).
+    # 31 days: a read of each day's shard count, and a query of each shard of the two days
+    # with calls (kiln.access.ledger_shards; kiln dev writes one shard a day). The timeout
+    # is for a loaded machine.
     expect(page.get_by_test_id("total-calls")).to_have_text("11", timeout=30_000)
     expect(page.locator("svg rect.calls")).to_have_count(2)
     page.get_by_role("button", name="Last hour").click()

@@ -7,15 +7,19 @@
 |                                 |                          | duration, output size, digest   |
 | `LEDGERSUM#<yyyy-mm-dd>#<shard>` | `<process>#<chunk>#<n>` | a process's day totals          |
 |                                 |                          | (kiln.access.ledger_totals)     |
+| `LEDGERSUM#<yyyy-mm-dd>`        | `SHARDS`                 | the shards the day was written  |
+|                                 |                          | over (kiln.access.ledger_shards) |
 
 No hot item, one write per call. An entry is one PutItem (about 400 bytes: one write unit)
 into one of `shards` partitions of its UTC day, picked at random; DynamoDB serves 1,000
 write units a second per partition, so the default 32 shards take 32,000 calls a second
 (10,000 a second is 31 % of each partition's limit). The day's totals are counted in each
 process and written at most once per `flush_s` (kiln.access.ledger_totals, which states what
-they may lag and lose; the entries lose nothing). The shard count may be raised on a
-deployment at any time (readers read shards 0..N-1, which hold everything written with
-fewer); lowering it hides the higher shards' entries until they expire.
+they may lag and lose; the entries lose nothing). Each day records the most shards any of its
+writers used, before its first entry from that writer, and readers read the day over exactly
+that many (kiln.access.ledger_shards): none for a day without calls. So the shard count may
+be raised or lowered at any time, and `kiln dev` writes one shard a day (its emulator has no
+per-partition limit) and reads a page, a day's totals or a month's chart with a query a day.
 
 A query reads the day's shards side by side: one page from each (of about twice its share of
 the page), merged newest first by sort key (time, then a random id: one order across
@@ -49,6 +53,7 @@ from typing import Any, Literal
 
 from botocore.exceptions import BotoCoreError, ClientError
 
+from kiln.access.ledger_shards import DaysBack, DayShards
 from kiln.access.ledger_totals import DEFAULT_FLUSH_S, DayTotals
 
 log = logging.getLogger("kiln.access.ledger")
@@ -139,9 +144,15 @@ class CallLedger:
         self.retention_days = retention_days
         self._clock = clock
         self.shards = shards
+        # how many shards each day was written over (kiln.access.ledger_shards)
+        self.day_shards = DayShards(
+            dynamodb, table=table, shards=shards, retention_s=retention_days * 86_400,
+            clock=clock,
+        )  # fmt: skip
         self.day_totals = DayTotals(
             dynamodb, table=table, shards=shards, container=secrets.token_hex(6),
             flush_s=totals_flush_s, retention_s=retention_days * 86_400, clock=clock,
+            shards_of=self.day_shards.of,
         )  # fmt: skip
         self._pool: ThreadPoolExecutor | None = None
 
@@ -162,9 +173,15 @@ class CallLedger:
 
     def write(self, item: Mapping[str, Any]) -> None:
         """Write an item made by `item` (one PutItem), and count it in the day's totals."""
+        self.before_write(item)
         for put in writes(self._table, item):
             self._db.put_item(**put["Put"])
         self.counted(item)
+
+    def before_write(self, item: Mapping[str, Any]) -> None:
+        """Before an entry is written here: its day is recorded as written over this process's
+        shards, once per day (kiln.access.ledger_shards); a failure stops the write."""
+        self.day_shards.record(str(item["at"]["S"])[:10])
 
     def counted(self, item: Mapping[str, Any]) -> None:
         """Count an entry written (here, or in another transaction: a task's end) in its day's
@@ -202,6 +219,14 @@ class CallLedger:
             value = getattr(entry, field)
             if value:
                 item[field] = {"S": value}
+        # Whoever writes it (`write`, a task's transaction), its day is recorded first; once a
+        # day this costs one update. Not now (the store did not answer): retried with the
+        # next entry, and `write` records before it puts (a task's entry may then stay unread
+        # until another entry of its day is recorded).
+        try:
+            self.day_shards.record(at[:10])
+        except Exception as error:  # any store failure (unanswered: kiln.aws)
+            log.warning("the ledger day's shard count could not be recorded now: %s", error)
         return item, CallRecord(**{**entry.as_json(), "at": at, "id": entry_id})
 
     def query(self, where: LedgerQuery | None = None) -> tuple[list[CallRecord], str | None]:
@@ -224,11 +249,17 @@ class CallLedger:
         filters = {"tool": where.tool, "caller": where.caller, "outcome": where.outcome,
                    "view": where.view}  # fmt: skip
         found: list[CallRecord] = []
-        budget = _Budget(READ_FACTOR * (where.limit + 1) + 2 * self.shards)
+        budget = _Budget(READ_FACTOR * (where.limit + 1))  # and a small page per shard
         day, first = _day_of(high), start.date()
+        shards_of = DaysBack(self.day_shards, first)
         while day >= first:
             wanted = where.limit - len(found)
-            items, cursor = self._day_page(day, _sk_of(start), high, filters, wanted, budget)
+            shards = shards_of(day)
+            if not shards:  # nothing was written that day
+                day -= timedelta(days=1)
+                continue
+            items, cursor = self._day_page(day, _sk_of(start), high, filters, wanted, budget,
+                                           shards)  # fmt: skip
             found += [_record(item) for item in items]
             if cursor is not None or len(found) == where.limit:
                 return found, _encode_cursor(cursor or items[-1]["sk"]["S"])
@@ -250,9 +281,12 @@ class CallLedger:
         low = _sk_of(start)
         day = end.date()
         projection = tuple(dict.fromkeys(("sk", *fields)))
+        days = [(end.date() - timedelta(days=n)).isoformat()
+                for n in range((end.date() - start.date()).days + 1)]  # fmt: skip
+        written = self.day_shards.of_days(days)  # the shards of each day, read at once
         while day >= start.date():
             shards = [self._items(day, shard, low, high, filters, projection)
-                      for shard in range(self.shards)]  # fmt: skip
+                      for shard in range(written[day.isoformat()])]  # fmt: skip
             for item in heapq.merge(*shards, key=_sort_key, reverse=True):
                 yield _partial(item)
             day -= timedelta(days=1)
@@ -290,15 +324,20 @@ class CallLedger:
         filters: Mapping[str, str | None],
         wanted: int,
         budget: _Budget,
+        shards: int,
     ) -> tuple[list[dict[str, Any]], str | None]:
-        """The newest `wanted` entries of a day below `high`, merged from its shards, and a
-        cursor when the read budget ran out first (every entry at or above it returned)."""
-        starts: dict[int, Mapping[str, Any] | None] = dict.fromkeys(range(self.shards))
-        size = min(wanted + 1, max(2, math.ceil(2 * (wanted + 1) / self.shards)))
+        """The newest `wanted` entries of a day below `high`, merged from the `shards` it was
+        written over, and a cursor when the read budget ran out first (every entry at or above
+        it returned)."""
+        budget.allow_shards(shards)
+        starts: dict[int, Mapping[str, Any] | None] = dict.fromkeys(range(shards))
+        size = min(wanted + 1, max(2, math.ceil(2 * (wanted + 1) / shards)))
         seen: list[dict[str, Any]] = []
+        read = 0  # entries read from this day (the filter kept `seen` of them)
         while True:
             for shard, page in self._pages(day, low, high, filters, size, starts):
                 budget.spend(int(page.get("ScannedCount", 0)))
+                read += int(page.get("ScannedCount", 0))
                 seen += [item for item in page["Items"] if item["sk"]["S"] < high]
                 starts[shard] = page.get("LastEvaluatedKey")
             seen.sort(key=_sort_key, reverse=True)
@@ -311,7 +350,8 @@ class CallLedger:
                 frontier = max(unread.values())  # every entry from here up has been read
                 complete = [item for item in seen if item["sk"]["S"] >= frontier]
                 return complete[:wanted], (None if len(complete) >= wanted else frontier)
-            size = min(wanted + 1, size * 2)
+            share = budget.left // len(starts)
+            size = _next_size(size, wanted, filters, share, (len(seen), read, len(starts)))
 
     def _pages(
         self,
@@ -403,6 +443,13 @@ class _Budget:
 
     def __init__(self, entries: int) -> None:
         self.left = entries
+        self._shards = 0  # shards allowed a first small page each
+
+    def allow_shards(self, shards: int) -> None:
+        """Two entries more for each shard a day is read over (once, for the most shards)."""
+        if shards > self._shards:
+            self.left += 2 * (shards - self._shards)
+            self._shards = shards
 
     def spend(self, entries: int) -> None:
         self.left -= entries
@@ -410,6 +457,24 @@ class _Budget:
     @property
     def spent(self) -> bool:
         return self.left <= 0
+
+
+def _next_size(
+    size: int,
+    wanted: int,
+    filters: Mapping[str, str | None],
+    share: int,
+    so_far: tuple[int, int, int],
+) -> int:
+    """The next page size per shard: up to the page for a plain query (more could never be
+    in it); for a filtered one, what the share of matches so far says the rest of the page
+    needs (half again for luck) or double, within each shard's share of the read budget (a
+    rare match then costs a few larger pages, not many of the page's size)."""
+    if all(value is None for value in filters.values()):
+        return min(wanted + 1, size * 2)
+    kept, read, shards = so_far
+    needed = math.ceil(1.5 * max(wanted - kept, 1) * read / max(kept, 1) / shards)
+    return max(2, min(max(size * 2, needed), share, MAX_PAGE))
 
 
 def _sort_key(item: Mapping[str, Any]) -> str:

@@ -18,7 +18,8 @@ too, in one more item per hour (chunk `CHUNKS + HH`): a flush in a busy hour rew
 hour's item only (then usually 4 items), and a reader sums any window of whole hours from the
 totals of the days it spans, at the same cost as the days' totals. A process's items are
 in the shard its id hashes to, so the writes of a day's totals spread over `shards`
-partitions like its entries. Reading a day's totals is one query per shard (the day's items
+partitions like its entries. Reading a day's totals is one query per shard the day was
+written over (kiln.access.ledger_shards; the day's items
 of every process that wrote that day), summed, plus this process's counts not yet written.
 
 Staleness and loss: another process sees a process's calls at most `flush_s` after they were
@@ -89,10 +90,13 @@ class DayTotals:
         flush_s: float = DEFAULT_FLUSH_S,
         retention_s: int = 30 * 86_400,
         clock: Callable[[], float] = time.time,
+        shards_of: Callable[[str], int] | None = None,
     ) -> None:
         self._db = dynamodb
         self._table = table
         self.shards = shards
+        # how many shards a day's items are in (kiln.access.ledger_shards); else all of them
+        self._shards_of = shards_of or (lambda day: shards)
         self.container = container
         self._shard = zlib.crc32(container.encode()) % shards
         self.flush_s = flush_s
@@ -146,7 +150,7 @@ class DayTotals:
         """A day's totals: every process's written counts, plus this process's unwritten."""
         summed: Counts = {}
         with self._flushing:  # not while this process's own counts are half written
-            for shard in range(self.shards):
+            for shard in range(self._shards_of(day)):
                 for item in self._items(day, shard):
                     for attribute, value in item.items():
                         if attribute not in _KEYS and "N" in value:

@@ -181,6 +181,10 @@ def make_clients(
         read_timeout=deadlines.read_s,
         retries={"total_max_attempts": deadlines.attempts, "mode": "standard"},
         tcp_keepalive=True,
+        # As many kept connections as threads that may call at once (the event loop's
+        # executor, the ledger's readers, tasks): past the pool's size urllib3 opens a new
+        # connection per call and closes it after (kiln dev under load: ~1 in 50 calls).
+        max_pool_connections=MAX_POOL_CONNECTIONS,
     )
     kwargs: dict[str, Any] = {"config": config}
     if endpoint_url:
@@ -201,6 +205,16 @@ def _boto3_session(core: botocore.session.Session) -> Any:
     return boto3.session.Session(botocore_session=core)
 
 
+# A new table records each ledger day's shard count from its first day (must equal
+# kiln.access.ledger_shards.since_start(), which reads it; tests/unit/access checks).
+LEDGER_SHARDS_SINCE_START = {
+    "pk": {"S": "LEDGERSUM#SHARDS"}, "sk": {"S": "SINCE"}, "day": {"S": "0000-00-00"}
+}
+
+
+MAX_POOL_CONNECTIONS = 48  # botocore's default is 10
+
+
 def ensure_resources(clients: AwsClients, *, table: str, bucket: str) -> None:
     """Create the table and bucket if they are missing (local stacks and tests only)."""
     dynamodb, s3 = clients.dynamodb, clients.s3
@@ -214,6 +228,8 @@ def ensure_resources(clients: AwsClients, *, table: str, bucket: str) -> None:
         from kiln.aws.directory import mark_new_table
 
         mark_new_table(dynamodb, table)
+        # nor any ledger day written before days recorded their shard count
+        dynamodb.put_item(TableName=table, Item=LEDGER_SHARDS_SINCE_START)
     try:
         s3.head_bucket(Bucket=bucket)
     except s3.exceptions.ClientError:

@@ -39,6 +39,7 @@ from kiln.settings import LocalSettings, Settings, set_local_aws_defaults
 
 log = logging.getLogger("kiln.local.dev")
 
+LOCAL_LEDGER_SHARDS = 1  # the emulator has no per-partition write limit to spread over
 DEFAULT_EXAMPLES = Path(__file__).resolve().parents[3] / "examples" / "tools"
 
 
@@ -128,7 +129,11 @@ def local_stack(
 
 
 def _emulator_stack(settings: Settings, endpoint: Endpoint) -> tuple[Settings, AwsClients]:
-    settings = settings.with_(endpoint_url=endpoint.url, region=endpoint.region)
+    # The emulator has no per-partition write limit: one ledger shard a day is read at once.
+    shards = settings.ledger_shards or LOCAL_LEDGER_SHARDS
+    settings = settings.with_(
+        endpoint_url=endpoint.url, region=endpoint.region, ledger_shards=shards
+    )
     keys = (endpoint.credentials.access_key_id, endpoint.credentials.secret_access_key)
     clients = make_clients(endpoint_url=endpoint.url, region=endpoint.region, credentials=keys)
     if endpoint.changes is not None:

@@ -39,7 +39,7 @@ def allowed(partition: str, patterns: list[str]) -> bool:
 
 
 def test_ledger_and_quota_writes_fall_under_the_public_functions_grant(aws: AwsStack) -> None:
-    before = partitions(aws)  # a new table's directory marks (kiln.aws.directory)
+    before = partitions(aws)  # a new table's marks (kiln.aws.clients.ensure_resources)
     quotas = QuotaCounters(aws.clients.dynamodb, table=aws.table)
     quotas.admit("key:abc", Quota(calls_per_minute=5, run_seconds_per_day=10))
     quotas.charge("key:abc", 1.5)
@@ -48,13 +48,14 @@ def test_ledger_and_quota_writes_fall_under_the_public_functions_grant(aws: AwsS
     ledger.record(CallRecord(at="", caller="anonymous", tool="t", outcome="ok"))
     ledger.day_totals.flush()  # this process's counts of the day (once per interval)
     written = partitions(aws) - before
-    # the key's minute and day counters, the view's minute, a shard of the day's ledger and
-    # one of its totals
-    assert len(written) == 5
+    # the key's minute and day counters, the view's minute, a shard of the day's ledger, one
+    # of its totals and the day's shard count
+    assert len(written) == 6
     assert all(allowed(p, public_write_patterns()) for p in written), written
 
 
 def test_catalog_view_and_key_writes_fall_outside_it(aws: AwsStack) -> None:
+    before = partitions(aws)  # a new table's marks (kiln.aws.clients.ensure_resources)
     store = CatalogStore(aws.clients.dynamodb, aws.clients.s3, table=aws.table, bucket=aws.bucket)
     draft = {"name": "LEDGER", "description": "d", "language": "python", "code": "print(1)\n"}
     store.create(check_draft(draft))
@@ -62,6 +63,6 @@ def test_catalog_view_and_key_writes_fall_outside_it(aws: AwsStack) -> None:
         check_view({"name": "quota", "tools": ["LEDGER"]}), expected_revision=None
     )
     KeyStore(aws.clients.dynamodb, table=aws.table).create("QUOTA", "call")
-    written = partitions(aws)
+    written = partitions(aws) - before
     assert len(written) >= 5
     assert not any(allowed(p, public_write_patterns()) for p in written), written

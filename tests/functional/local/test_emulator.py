@@ -120,6 +120,13 @@ def requests_in(records: list[Record]) -> list[Record]:
     return [record for record in records if record.kind == "request"]
 
 
+def compacted(records: list[Record]) -> bool:
+    """Whether the journal starts with a dump (items written back in batches, which no test
+    write is) and holds fewer requests than were made."""
+    targets = [r.meta["environ"].get("HTTP_X_AMZ_TARGET", "") for r in requests_in(records)]
+    return any(t.endswith(".BatchWriteItem") for t in targets) and len(targets) < SETUP + 131
+
+
 def test_a_token_is_remembered_across_a_compaction_and_a_restart(tmp_path: Path) -> None:
     with emulator(tmp_path, compact_after=5) as clients:
         clients.dynamodb.transact_write_items(**add_one("kept-token"))
@@ -187,9 +194,10 @@ def test_the_journal_is_compacted_and_the_state_kept(tmp_path: Path) -> None:
             clients.dynamodb.put_item(
                 TableName=TABLE, Item={"pk": {"S": "row"}, "sk": {"S": str(i)}}
             )
-        # 134 writes went in; what is left is the state (a table and its items in 2 batches,
-        # a bucket, an object) and the writes since the last compaction
-        records = journal_once(tmp_path, lambda records: len(requests_in(records)) < 5 + 40)
+        # 134 writes went in; a compaction leaves the state (a table and its items in
+        # batches, a bucket, an object) and the writes since. How many came after the last
+        # one depends on how fast they went in: its threshold counts the kept tokens too.
+        records = journal_once(tmp_path, compacted)
     transactions = [
         record
         for record in requests_in(records)
@@ -370,9 +378,10 @@ def compactors_of(state: Path) -> list[int]:
     return found
 
 
-# What a fresh stack journals before a test writes: CreateTable, CreateBucket, and the new
-# table's two listing-directory marks (kiln.aws.directory.mark_new_table).
-SETUP = 4
+# What a fresh stack journals before a test writes: CreateTable, CreateBucket, the new
+# table's two listing-directory marks (kiln.aws.directory.mark_new_table) and its ledger
+# shards' mark (kiln.aws.clients.LEDGER_SHARDS_SINCE_START).
+SETUP = 5
 
 
 def hold_a_compaction(clients: AwsClients, state: Path) -> tuple[int, int]:

@@ -127,7 +127,7 @@ DEFAULTS: dict[str, Any] = {
     "ledger": True,
     "ledger_retention_days": 30,
     "ledger_digest_key": None,
-    "ledger_shards": 32,
+    "ledger_shards": None,
     "ledger_totals_flush_s": 10.0,
     "quota_claim_horizon_s": 1.0,
     "metrics_flush_s": 10.0,

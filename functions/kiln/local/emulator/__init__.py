@@ -63,6 +63,7 @@ def run_emulator(
     partition_limits: str | None = None,
     partition_window_s: float | None = None,
     throughput_log: Path | None = None,
+    fast_items: bool = True,
 ) -> Iterator[Endpoint]:
     """Start the emulator for `state_dir` as a child process; stop it when the block ends.
 
@@ -81,6 +82,8 @@ def run_emulator(
         command += ["--partition-window", str(partition_window_s)]
     if throughput_log is not None:
         command += ["--throughput-log", str(throughput_log)]
+    if not fast_items:  # every request through moto's web app (tests compare the two)
+        command += ["--no-fast-items"]
     process = subprocess.Popen(
         command,
         env=emulator_environment(),

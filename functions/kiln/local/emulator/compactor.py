@@ -147,13 +147,14 @@ def compact_prefix(journal: Path, upto: int, out: Path) -> int | None:
     from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app
 
     from kiln.local.emulator import compaction, motofix
+    from kiln.local.emulator.fastpath import FastItems
     from kiln.local.emulator.sigv4 import Credentials
 
     motofix.install()
     records, _ = read_records(journal, upto)
     target = Journal(out, valid_length=0, sync=False)
     try:
-        app = DomainDispatcherApplication(create_backend_app)
+        app = FastItems(DomainDispatcherApplication(create_backend_app))  # as the emulator
         replica = DurableEmulator(app, target, Credentials("unused", "unused"))
         compaction.replay(replica, records)
         if replica.foreign_writes:

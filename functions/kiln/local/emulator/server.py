@@ -26,6 +26,7 @@ from kiln.local.emulator.calllog import CallLog
 from kiln.local.emulator.changes import ChangeCounter
 from kiln.local.emulator.compactor import BackgroundCompactor, remove_leftovers
 from kiln.local.emulator.durable import DurableEmulator
+from kiln.local.emulator.fastpath import FastItems
 from kiln.local.emulator.journal import Journal, read_records
 from kiln.local.emulator.privacy import PRIVATE_UMASK, not_dumpable, secure_tree, write_private
 from kiln.local.emulator.sigv4 import Credentials
@@ -77,7 +78,9 @@ def _exit_with_parent(stream: Any, endpoint_file: Path) -> None:
     threading.Thread(target=watch, name="kiln-emulator-parent", daemon=True).start()
 
 
-def build(state_dir: Path, *, sync: bool = True, compact_after: int = 5000) -> DurableEmulator:
+def build(
+    state_dir: Path, *, sync: bool = True, compact_after: int = 5000, fast_items: bool = True
+) -> DurableEmulator:
     """The emulator's WSGI app with the journal replayed (compacted if it grew long)."""
     from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app
 
@@ -87,9 +90,11 @@ def build(state_dir: Path, *, sync: bool = True, compact_after: int = 5000) -> D
     records, valid = read_records(state_dir / JOURNAL_FILE)
     journal = Journal(state_dir / JOURNAL_FILE, valid_length=valid, sync=sync)
     journal.records = len(records)
-    emulator = DurableEmulator(
-        DomainDispatcherApplication(create_backend_app), journal, credentials
-    )
+    # item requests skip moto's web app (fastpath); everything else goes through it
+    app: Any = DomainDispatcherApplication(create_backend_app)
+    if fast_items:
+        app = FastItems(app)
+    emulator = DurableEmulator(app, journal, credentials)
     compaction.replay(emulator, records)
     # At start no one is waiting yet: a long journal is compacted here, in this process.
     if len(records) > compact_after // 5 and not emulator.foreign_writes:
@@ -114,9 +119,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--partition-window", type=float, default=1.0,
                         help="seconds over which the partition limits are counted")  # fmt: skip
     parser.add_argument("--throughput-log", help="append refusals and busiest partitions here")
+    parser.add_argument("--no-fast-items", action="store_true",
+                        help="answer item requests through moto's web app too (tests)")  # fmt: skip
     args = parser.parse_args(argv)
 
-    from werkzeug.serving import WSGIRequestHandler, make_server
+    from werkzeug.serving import make_server
+
+    from kiln.local.emulator.keepalive import KeepAliveHandler
 
     os.umask(PRIVATE_UMASK)
     not_dumpable()
@@ -126,7 +135,8 @@ def main(argv: list[str] | None = None) -> int:
     lock = _lock(state_dir, args.lock_wait)
     if not args.no_parent_watch:
         _exit_with_parent(sys.stdin.buffer, state_dir / ENDPOINT_FILE)
-    emulator = build(state_dir, compact_after=args.compact_after)
+    emulator = build(state_dir, compact_after=args.compact_after,
+                     fast_items=not args.no_fast_items)  # fmt: skip
     emulator.changes = ChangeCounter(state_dir)  # after the replay: readers start afresh
     if args.call_log:
         emulator.call_log = CallLog(Path(args.call_log))
@@ -136,13 +146,10 @@ def main(argv: list[str] | None = None) -> int:
             *parse_limits(args.partition_limits), window_s=args.partition_window, log=log_path
         )
 
-    class Handler(WSGIRequestHandler):
-        protocol_version = "HTTP/1.1"  # keep-alive: botocore reuses its connections
-
-        def log_request(self, *_: Any) -> None:
-            pass
-
-    server = make_server(args.host, args.port, emulator, threaded=True, request_handler=Handler)
+    # keep-alive (werkzeug's own handler closes every connection): botocore reuses them
+    server = make_server(
+        args.host, args.port, emulator, threaded=True, request_handler=KeepAliveHandler
+    )
     url = f"http://{args.host}:{server.server_address[1]}"
     write_private(state_dir / ENDPOINT_FILE, json.dumps({"url": url, "pid": os.getpid()}).encode())
     print(json.dumps({"url": url}), flush=True)
