@@ -208,7 +208,9 @@ def _boto3_session(core: botocore.session.Session) -> Any:
 # A new table records each ledger day's shard count from its first day (must equal
 # kiln.access.ledger_shards.since_start(), which reads it; tests/unit/access checks).
 LEDGER_SHARDS_SINCE_START = {
-    "pk": {"S": "LEDGERSUM#SHARDS"}, "sk": {"S": "SINCE"}, "day": {"S": "0000-00-00"}
+    "pk": {"S": "LEDGERSUM#SHARDS"},
+    "sk": {"S": "SINCE"},
+    "day": {"S": "0000-00-00"},
 }
 
 
