@@ -332,6 +332,8 @@ class CallLedger:
         budget.allow_shards(shards)
         starts: dict[int, Mapping[str, Any] | None] = dict.fromkeys(range(shards))
         size = min(wanted + 1, max(2, math.ceil(2 * (wanted + 1) / shards)))
+        if any(value is not None for value in filters.values()):
+            size = min(wanted + 1, size * FILTERED_FIRST)  # one round for a common match
         seen: list[dict[str, Any]] = []
         read = 0  # entries read from this day (the filter kept `seen` of them)
         while True:
@@ -436,6 +438,12 @@ def writes(table: str, item: Mapping[str, Any]) -> list[dict[str, Any]]:
     """The transaction items that write a ledger entry (one Put: the day's totals are counted
     by the process that wrote it, `CallLedger.counted`)."""
     return [{"Put": {"TableName": table, "Item": dict(item)}}]
+
+
+# A filtered page's first round reads this many times a plain one's per shard: a filter that
+# keeps one entry in five then fills its page in one round of queries, not two, while a rarer
+# one still stops at the read budget.
+FILTERED_FIRST = 4
 
 
 class _Budget:
