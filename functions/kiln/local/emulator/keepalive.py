@@ -19,6 +19,8 @@ from typing import Any
 
 from werkzeug.serving import WSGIRequestHandler
 
+from kiln.local.emulator.durable import Response, call
+
 log = logging.getLogger("kiln.local.emulator")
 IDLE_TIMEOUT_S = 300.0  # a connection idle this long is closed (its thread ends)
 _OWN = frozenset({"content-length", "connection", "transfer-encoding"})
@@ -43,25 +45,13 @@ class KeepAliveHandler(WSGIRequestHandler):
         environ = self.make_environ()
         if environ.get("wsgi.input_terminated"):  # chunked: what the app left unread is lost
             self.close_connection = True
-        started: list[Any] = []
-
-        def start_response(status: str, headers: list[Any], exc_info: Any = None) -> Any:
-            started[:] = [status, headers]
-            return lambda data: None  # the emulator's app returns its body, never writes
-
         try:
-            chunks = self.server.app(environ, start_response)
-            try:
-                body = b"".join(chunks)
-            finally:
-                close = getattr(chunks, "close", None)
-                if close is not None:
-                    close()
+            answer = call(self.server.app, environ)
         except Exception:
             log.exception("the emulator failed on %s %s", self.command, self.path)
             self.close_connection = True
-            started, body = ["500 Internal Server Error", []], b""
-        self._answer(started[0], started[1], body)
+            answer = Response("500 Internal Server Error", [], b"")
+        self._answer(answer.status, answer.headers, answer.body)
 
     def _answer(self, status: str, headers: list[tuple[str, str]], body: bytes) -> None:
         code, _, reason = status.partition(" ")
