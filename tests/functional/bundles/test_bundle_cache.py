@@ -63,6 +63,16 @@ def count_requests(client: Any) -> Counter[str]:
     return calls
 
 
+def printed_from(bundle: Path, code: str) -> str:
+    """What `code` prints in a fresh interpreter that imports from `bundle` alone."""
+    run = subprocess.run(
+        [sys.executable, "-c", code],
+        env={"PYTHONPATH": str(bundle), "PATH": os.environ["PATH"]},
+        capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    return run.stdout.strip()
+
+
 def visible_entries(root: Path) -> list[str]:
     return sorted(p.name for p in root.iterdir() if not p.name.startswith("."))
 
@@ -84,12 +94,7 @@ def test_first_call_downloads_once_and_the_next_fifty_make_no_request(
     assert s3_calls == {"GetObject": 1}
     assert dynamodb_calls == {"GetItem": 1}
     assert (cache.downloads, cache.unpacks) == (1, 1)
-    run = subprocess.run(
-        [sys.executable, "-c", "import humanize; print(humanize.naturalsize(3_000_000))"],
-        env={"PYTHONPATH": str(path), "PATH": os.environ["PATH"]},
-        capture_output=True, text=True, check=True,
-    )  # fmt: skip
-    assert run.stdout.strip() == "3.0 MB"
+    assert printed_from(path, "import humanize; print(humanize.naturalsize(3_000_000))") == "3.0 MB"
 
 
 def test_ten_concurrent_first_calls_unpack_once(stack: AwsStack, tmp_path: Path) -> None:
@@ -428,12 +433,7 @@ def test_a_build_in_the_serving_process_is_in_its_cache_before_ready_and_never_d
     path = cache.path_for(record.id)
     assert s3_calls == {}, "the first use downloaded a bundle its own process had built"
     assert (cache.downloads, cache.unpacks, cache.handovers) == (0, 0, 1)  # linked, no zip
-    run = subprocess.run(
-        [sys.executable, "-c", "import six; print(six.__version__)"],
-        env={"PYTHONPATH": str(path), "PATH": os.environ["PATH"]},
-        capture_output=True, text=True, check=True,
-    )  # fmt: skip
-    assert run.stdout.strip() == "1.16.0"
+    assert printed_from(path, "import six; print(six.__version__)") == "1.16.0"
 
 
 def test_a_zip_that_is_not_the_recorded_one_is_not_adopted(stack: AwsStack, tmp_path: Path) -> None:
