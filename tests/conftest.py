@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import uuid
 from collections.abc import Iterator
@@ -10,7 +9,7 @@ from collections.abc import Iterator
 import pytest
 
 from kiln.aws.clients import ensure_resources, make_clients
-from support.aws import AwsStack
+from support.aws import AwsStack, key_emulator
 
 # Fails the session if a key or secret planted by a test shows up in any log line.
 # Fails a test whose functions made an AWS call their role in template.yaml does not allow.
@@ -28,15 +27,10 @@ def moto_endpoint(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """Kiln's local emulator (moto in a child process, signed requests only, journaled),
     keyed with the tests' fake credentials so that every client and subprocess signs."""
     from kiln.local.emulator import run_emulator
-    from kiln.local.emulator.privacy import write_private
     from support.iam_roles import call_log_path
 
     state = tmp_path_factory.mktemp("emulator")
-    key = {
-        "access_key_id": os.environ["AWS_ACCESS_KEY_ID"],
-        "secret_access_key": os.environ["AWS_SECRET_ACCESS_KEY"],
-    }
-    write_private(state / "credentials.json", json.dumps(key).encode())
+    key_emulator(state)
     # DynamoDB's own per-partition limits: a hot item throttles here as it would in AWS.
     limits = "3000/1000"
     with run_emulator(state, call_log=call_log_path(state), partition_limits=limits) as endpoint:

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import json
-import os
 from collections.abc import Iterator
 from typing import Any
 
@@ -14,18 +12,14 @@ from botocore.exceptions import ClientError
 
 from kiln.aws.clients import TABLE_DEFINITION
 from kiln.local.emulator import run_emulator
-from kiln.local.emulator.privacy import write_private
 from kiln.local.emulator.throughput import parse_limits
+from support.aws import key_emulator
 
 
 @pytest.fixture(scope="module")
 def dynamodb(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     state = tmp_path_factory.mktemp("limited")
-    key = {
-        "access_key_id": os.environ["AWS_ACCESS_KEY_ID"],
-        "secret_access_key": os.environ["AWS_SECRET_ACCESS_KEY"],
-    }
-    write_private(state / "credentials.json", json.dumps(key).encode())
+    key_emulator(state)
     with run_emulator(state, partition_limits="10/5") as endpoint:
         client = boto3.client(
             "dynamodb", endpoint_url=endpoint.url, region_name="us-east-1",

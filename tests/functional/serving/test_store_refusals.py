@@ -11,7 +11,6 @@ shard (`KILN_LEDGER_SHARDS=1`) so that the test knows its partition.
 from __future__ import annotations
 
 import json
-import os
 import time
 import uuid
 from collections.abc import Iterator
@@ -27,10 +26,9 @@ from kiln.access.views import check_view
 from kiln.aws.clients import ensure_resources, make_clients
 from kiln.catalog.rules import check_draft
 from kiln.local.emulator import run_emulator
-from kiln.local.emulator.privacy import write_private
 from kiln.settings import Settings
 from support.app import AUTHOR_KEY, RunningKiln, serve
-from support.aws import AwsStack
+from support.aws import AwsStack, key_emulator
 
 DAY_S = 86_400.0
 WRITES_PER_S = 0.05  # 4,320 write units a partition per day-long window
@@ -41,11 +39,7 @@ CALL = {"jsonrpc": "2.0", "id": 7, "method": "tools/call",
 @pytest.fixture(scope="module")
 def limited(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     state = tmp_path_factory.mktemp("throttled")
-    key = {
-        "access_key_id": os.environ["AWS_ACCESS_KEY_ID"],
-        "secret_access_key": os.environ["AWS_SECRET_ACCESS_KEY"],
-    }
-    write_private(state / "credentials.json", json.dumps(key).encode())
+    key_emulator(state)
     limits = f"1000000/{WRITES_PER_S}"
     with run_emulator(state, partition_limits=limits, partition_window_s=DAY_S) as endpoint:
         yield endpoint.url
