@@ -144,6 +144,8 @@ def test_the_sweep_kills_all_but_what_it_keeps_and_never_beyond_its_own_tree_as_
         capture_output=True, text=True, timeout=60, check=False,
         env={"PYTHONPATH": str(FUNCTIONS), "PATH": os.environ.get("PATH", "/usr/bin:/bin")},
     )  # fmt: skip
+    if done.returncode == private_world.NO_WORLD:
+        pytest.skip(done.stderr)
     assert done.returncode == 0, done.stderr
     report = json.loads(done.stdout)
     assert report["alive"] == 0
