@@ -109,7 +109,8 @@ def announced_url(
         except httpx.TransportError:
             pass
         if time.monotonic() > deadline:
-            raise AssertionError(f"no answer in {timeout_s:.0f} s: {_tail(errors or log)}")
+            said = f"no answer at {url}" if url else "no 'Kiln is serving MCP at' line"
+            raise AssertionError(f"{said} in {timeout_s:.0f} s: {_tail(errors or log)}")
         time.sleep(0.05)
 
 
