@@ -15,7 +15,6 @@ from typing import Any
 import httpx
 import pytest
 
-from support.app import free_port
 from support.browser import (
     CHROMIUM,
     CHROMIUM_ARGS,
@@ -35,12 +34,11 @@ sync_api = pytest.importorskip("playwright.sync_api")
 def dev(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Dev]:
     """One `kiln dev` process (embedded emulator, no example tools) for the whole session."""
     state = tmp_path_factory.mktemp("kiln-dev-state")
-    port = free_port()
-    command = [sys.executable, "-m", "kiln.cli", "dev", "--port", str(port)]
+    command = [sys.executable, "-m", "kiln.cli", "dev", "--port", "0"]
     command += ["--state-dir", str(state / "s"), "--author-key", KEY, "--no-examples"]
     log, client = state / "dev.log", httpx.Client(timeout=30)
-    with serving(command, port, log, env=clean_env(), timeout_s=60), client as http:
-        yield Dev(f"http://127.0.0.1:{port}", http, state / "dev.log")
+    with serving(command, log, env=clean_env(), timeout_s=60) as served, client as http:
+        yield Dev(served.url, http, state / "dev.log")
 
 
 @pytest.fixture(scope="package")

@@ -114,7 +114,8 @@ for name in os.listdir("/proc"):
             chunks.append(open(f"/proc/{name}/{part}", "rb").read())
         except OSError:
             pass
-for root, _, files in os.walk("/tmp"):
+for root, dirs, files in os.walk("/tmp"):  # but the read-only code bound in (a checkout there)
+    dirs[:] = [d for d in dirs if not os.statvfs(os.path.join(root, d)).f_flag & os.ST_RDONLY]
     for name in files:
         try:
             chunks.append(open(os.path.join(root, name), "rb").read(1 << 20))

@@ -32,9 +32,21 @@ AUTHOR_KEY = "test-author-key-0123456789"
 
 
 def free_port() -> int:
+    """A port that was free a moment ago: only for what must not answer (a dead address) or
+    a program that cannot bind port 0 itself. A server this suite starts binds its own
+    (`kiln dev --port 0`, `bound_socket`): between this answer and a later bind, another
+    process may take the port."""
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
+
+
+def bound_socket() -> socket.socket:
+    """A socket bound to a free loopback port, for a server to listen on: no race for it."""
+    sock = socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", 0))
+    return sock
 
 
 @dataclass
@@ -63,11 +75,12 @@ def serve(settings: Settings, aws: AwsStack, *, public_only: bool = False) -> It
     prepare_process()  # what every entry point does: redacted logs, a non-dumpable server
     parts = build_kiln(settings, clients=aws.clients)
     app = create_public_app(parts) if public_only else create_app(parts)
-    port = free_port()
+    sock = bound_socket()
+    port = int(sock.getsockname()[1])
     server = uvicorn.Server(
         uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="off")
     )
-    thread = threading.Thread(target=server.run, daemon=True)
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
     deadline = time.monotonic() + 10
     while not server.started:
@@ -80,6 +93,7 @@ def serve(settings: Settings, aws: AwsStack, *, public_only: bool = False) -> It
     finally:
         server.should_exit = True
         thread.join(timeout=10)
+        sock.close()
         parts.close_runner()  # its warm-ups and standbys too
 
 

@@ -1,20 +1,25 @@
 """`kiln dev` as a process, for functional tests and benchmarks: started as a user runs it
-(a real process on a free port, a private state directory), awaited, stopped.
+(a real process, a private state directory), awaited, stopped.
+
+It binds its port itself: `--port 0` takes a free one, with no moment in which another
+process could take it first, and the URL it serves at is the one its first line announces
+(`announced_url`). A test gives a port only to restart a server where it was.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
 import sysconfig
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import httpx
 
@@ -47,9 +52,10 @@ class DevProcess:
 
 
 def start_dev(
-    state_dir: Path, port: int, *extra: str, timeout_s: float = 60, user: int | None = None
+    state_dir: Path, port: int = 0, *extra: str, timeout_s: float = 60, user: int | None = None
 ) -> DevProcess:
-    """Start `kiln dev` (as `user`, a uid, if given) and return once /api/health answers."""
+    """Start `kiln dev` (as `user`, a uid, if given) and return once /api/health answers;
+    on a port of its choosing unless given one (`DevProcess.url` says which)."""
     env = clean_env()
     python = sys.executable
     if user is not None:
@@ -59,15 +65,15 @@ def start_dev(
     state_dir.parent.mkdir(parents=True, exist_ok=True)
     log = state_dir.parent / f"{state_dir.name}.dev.log"
     with log.open("ab") as sink:
+        offset = sink.tell()
         process = subprocess.Popen(
             [python, "-m", "kiln.cli", "dev", "--port", str(port), "--state-dir",
              str(state_dir), "--author-key", AUTHOR_KEY, "--no-examples", *extra],
             env=env, stdout=sink, stderr=subprocess.STDOUT, user=user, group=user,
             cwd=state_dir.parent,
         )  # fmt: skip
-    url = f"http://127.0.0.1:{port}"
     try:
-        await_health(process, url, log, timeout_s)
+        url = announced_url(process, log, offset, timeout_s)
     except AssertionError as error:
         stop(process)
         raise RuntimeError(str(error)) from None
@@ -80,20 +86,62 @@ def clean_env(**extra: str) -> dict[str, str]:
     return {**env, **extra}
 
 
-def await_health(
-    process: subprocess.Popen[bytes], url: str, log: Path, timeout_s: float = 90.0
-) -> None:
-    """Return once `url`/api/health answers 200; fail with the log if it exits or never does."""
+ANNOUNCED = re.compile(rb"Kiln is serving MCP at (http://[^/\s]+)/mcp")
+
+
+def announced_url(
+    process: subprocess.Popen[bytes],
+    log: Path,
+    offset: int = 0,
+    timeout_s: float = 90.0,
+    errors: Path | None = None,
+) -> str:
+    """The URL `kiln dev` announces in `log` (past `offset`: the log may hold earlier runs'),
+    once /api/health answers 200 there; fail with its output if it exits or never does."""
     deadline = time.monotonic() + timeout_s
+    url = None
     while True:
-        assert process.poll() is None, f"kiln dev exited: {_tail(log)}"
+        assert process.poll() is None, f"kiln dev exited: {_tail(errors or log)}"
+        url = url or _announced(log, offset)
         try:
-            if httpx.get(url + "/api/health", timeout=1).status_code == 200:
-                return
+            if url and httpx.get(url + "/api/health", timeout=1).status_code == 200:
+                return url
         except httpx.TransportError:
             pass
-        assert time.monotonic() < deadline, f"no answer in {timeout_s:.0f} s: {_tail(log)}"
+        if time.monotonic() > deadline:
+            said = f"no answer at {url}" if url else "no 'Kiln is serving MCP at' line"
+            raise AssertionError(f"{said} in {timeout_s:.0f} s: {_tail(errors or log)}")
         time.sleep(0.05)
+
+
+PORT_TAKEN = re.compile(r"port \d+ on \S+ is (already )?in use")  # kiln.local.preflight's words
+T = TypeVar("T")
+
+
+@contextmanager
+def on_a_free_port(
+    start: Callable[[int], AbstractContextManager[T]], attempts: int = 3
+) -> Iterator[T]:
+    """For a server that must know its port before it starts (its settings name it): a free
+    port, and a fresh one if another process took it before the server could bind it, up to
+    `attempts` times. Any other failure, or the last, is raised as it is."""
+    for attempt in range(1, attempts + 1):
+        with ExitStack() as stack:
+            try:
+                served = stack.enter_context(start(free_port()))
+            except (AssertionError, RuntimeError) as error:
+                if PORT_TAKEN.search(str(error)) and attempt < attempts:
+                    continue
+                raise
+            yield served
+            return
+
+
+def _announced(log: Path, offset: int) -> str | None:
+    with log.open("rb") as f:
+        f.seek(offset)
+        found = ANNOUNCED.search(f.read())
+    return found.group(1).decode() if found else None
 
 
 def stop(process: subprocess.Popen[bytes], timeout_s: float = 30.0) -> None:
@@ -107,10 +155,19 @@ def stop(process: subprocess.Popen[bytes], timeout_s: float = 30.0) -> None:
         process.wait()
 
 
+@dataclass
+class Served:
+    process: subprocess.Popen[bytes]
+    url: str  # where it said it serves: http://127.0.0.1:PORT
+
+    @property
+    def port(self) -> int:
+        return int(self.url.rsplit(":", 1)[1])
+
+
 @contextmanager
 def serving(
     command: Sequence[str],
-    port: int,
     log: Path,
     *,
     env: dict[str, str],
@@ -118,19 +175,20 @@ def serving(
     cwd: Path | None = None,
     preexec_fn: Callable[[], Any] | None = None,
     timeout_s: float = 90.0,
-) -> Iterator[subprocess.Popen[bytes]]:
-    """Run a `kiln dev` command; yield it once it answers on `port`; stop it on the way out.
+) -> Iterator[Served]:
+    """Run a `kiln dev` command (`--port 0`, or a port to restart on); yield it and the URL it
+    announced once it answers there; stop it on the way out.
 
     Its output goes to `log` (stderr to `errors` if given)."""
     log.parent.mkdir(parents=True, exist_ok=True)
     with log.open("ab") as out, (errors or log).open("ab") as err:
+        offset = out.tell()
         process = subprocess.Popen(
             list(command), env=env, cwd=cwd, stdout=out,
             stderr=err if errors else subprocess.STDOUT, preexec_fn=preexec_fn,
         )  # fmt: skip
     try:
-        await_health(process, f"http://127.0.0.1:{port}", errors or log, timeout_s)
-        yield process
+        yield Served(process, announced_url(process, log, offset, timeout_s, errors))
     finally:
         stop(process)
 
@@ -252,14 +310,16 @@ class DevServer:
 
 @contextmanager
 def kiln_dev(
-    state_dir: Path, *extra: str, env: Mapping[str, str] | None = None, port: int | None = None
+    state_dir: Path, *extra: str, env: Mapping[str, str] | None = None, port: int = 0
 ) -> Iterator[DevServer]:
-    port = port or free_port()
     command = [sys.executable, "-m", "kiln.cli", "dev", "--port", str(port), "--state-dir",
                str(state_dir), "--author-key", DEV_KEY, *extra]  # fmt: skip
     env_ = {**clean_env(), **(env or {})}
-    with serving(command, port, state_dir / "dev.log", env=env_), httpx.Client(timeout=120) as http:
-        yield DevServer(f"http://127.0.0.1:{port}", state_dir, http)
+    with (
+        serving(command, state_dir / "dev.log", env=env_) as served,
+        httpx.Client(timeout=120) as http,
+    ):
+        yield DevServer(served.url, state_dir, http)
 
 
 UNPRIVILEGED_USER = "kiln-hostile-test"  # the hostile-tool tests' account, too
@@ -299,7 +359,7 @@ def kiln_dev_as(
     base: Path,
     *extra: str,
     env: Mapping[str, str] | None = None,
-    port: int | None = None,
+    port: int = 0,
 ) -> Iterator[DevServer]:
     """`kiln dev` as root ("root") or as an unprivileged user ("unprivileged": one uid for
     the server and every run, as on Lambda), its state under `base` (made 0755 here)."""
@@ -313,7 +373,6 @@ def kiln_dev_as(
     for place in ("state", "home", "tmp"):  # its temporary files too: removed with `base`
         (base / place).mkdir(exist_ok=True)
         os.chown(base / place, uid, gid)
-    port = port or free_port()
     functions = Path(kiln.__file__).resolve().parents[1]
     packages = sysconfig.get_paths()["purelib"]
     command = ["setpriv", f"--reuid={uid}", f"--regid={gid}", "--clear-groups",
@@ -321,5 +380,5 @@ def kiln_dev_as(
                str(base / "state"), "--author-key", DEV_KEY, *extra]  # fmt: skip
     env_ = {**clean_env(), "HOME": str(base / "home"), "TMPDIR": str(base / "tmp"),
             "PYTHONPATH": f"{functions}:{packages}", **(env or {})}  # fmt: skip
-    with serving(command, port, base / "dev.log", env=env_), httpx.Client(timeout=120) as http:
-        yield DevServer(f"http://127.0.0.1:{port}", base / "state", http)
+    with serving(command, base / "dev.log", env=env_) as served, httpx.Client(timeout=120) as http:
+        yield DevServer(served.url, base / "state", http)

@@ -144,7 +144,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     dev = commands.add_parser("dev", help="run Kiln locally on an embedded AWS emulator")
     dev.add_argument("--host", default="127.0.0.1")
-    dev.add_argument("--port", type=int, default=8000)
+    dev.add_argument(
+        "--port", type=int, default=8000, help="default: 8000; 0: a free one (it says which)"
+    )
     dev.add_argument(
         "--tools",
         action="append",

@@ -12,7 +12,6 @@ from typing import Any
 import httpx
 import pytest
 
-from support.app import free_port
 from support.devserver import DevProcess, start_dev
 
 CALLERS = 6
@@ -53,8 +52,8 @@ def ledger(dev: DevProcess, caller: str) -> Counter[str]:
 def test_no_answered_call_or_refusal_is_missing_from_the_ledger_after_a_kill_9(
     tmp_path: Path,
 ) -> None:
-    state, port = tmp_path / "state", free_port()
-    dev = start_dev(state, port)
+    state = tmp_path / "state"
+    dev = start_dev(state)
     answered: Counter[int] = Counter()
     lock = threading.Lock()
     try:
@@ -89,7 +88,7 @@ def test_no_answered_call_or_refusal_is_missing_from_the_ledger_after_a_kill_9(
         dev.process.wait()
     assert answered[200], answered
     assert answered[429], answered  # the burst hit the quota before the kill
-    dev = start_dev(state, port)
+    dev = start_dev(state)
     try:
         recorded = ledger(dev, "key:burst")
     finally:

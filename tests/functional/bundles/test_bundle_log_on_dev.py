@@ -8,7 +8,6 @@ from pathlib import Path
 
 import pytest
 
-from support.app import free_port
 from support.devserver import DevProcess, start_dev, stop
 
 pytestmark = pytest.mark.slow
@@ -26,7 +25,7 @@ TOOL = {
 
 @pytest.fixture
 def dev(tmp_path: Path) -> Iterator[DevProcess]:
-    server = start_dev(tmp_path / ".kiln", free_port())
+    server = start_dev(tmp_path / ".kiln")
     try:
         yield server
     finally:

@@ -101,23 +101,24 @@ def test_list_and_call_show_the_tool_and_its_output(
 
 
 def test_an_unreachable_server_gets_a_clear_message_not_a_traceback(tmp_path: Path) -> None:
-    from support.app import free_port
+    from support.app import bound_socket
 
     make_tool(tmp_path, "lonely", "print(1)\n")
     env = {k: v for k, v in os.environ.items() if not k.startswith("KILN_")}
-    env["KILN_URL"] = f"http://127.0.0.1:{free_port()}"
-    for args in (["tools", "list"], ["tools", "push", str(tmp_path)], ["bundles", "ls"]):
-        done = subprocess.run(
-            [sys.executable, "-m", "kiln.cli", *args],
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=False,
-        )
-        assert done.returncode == 1, (args, done.stderr)
-        assert "cannot reach" in done.stderr, (args, done.stderr)
-        assert "Traceback" not in done.stderr
+    with bound_socket() as dead:  # never listening: refused, and no one else can serve there
+        env["KILN_URL"] = f"http://127.0.0.1:{dead.getsockname()[1]}"
+        for args in (["tools", "list"], ["tools", "push", str(tmp_path)], ["bundles", "ls"]):
+            done = subprocess.run(
+                [sys.executable, "-m", "kiln.cli", *args],
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=60,
+                check=False,
+            )
+            assert done.returncode == 1, (args, done.stderr)
+            assert "cannot reach" in done.stderr, (args, done.stderr)
+            assert "Traceback" not in done.stderr
 
 
 def test_pushing_a_directory_without_tool_folders_says_so(

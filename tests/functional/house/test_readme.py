@@ -4,9 +4,9 @@ The README's ```sh blocks are executed in a fresh copy of the repository (the tr
 with a fresh HOME: the quick start makes its venv, installs Kiln and starts `kiln dev`; the
 blocks after it run in that venv against that server; `tests/run` installs the test tools and
 runs pytest. Three things differ from a user's shell, each because the test machine is not
-theirs: `kiln dev` gets `--port` of a free port (8000 may be taken), the URLs that name port
-8000 name that port instead, and `tests/run` is asked to collect the house tests only (not to
-run this whole suite inside itself).
+theirs: `kiln dev` gets `--port 0` (8000 may be taken: it binds a free port and says which),
+the URLs that name port 8000 name that port instead, and `tests/run` is asked to collect the
+house tests only (not to run this whole suite inside itself).
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from support.app import free_port
+from support.devserver import ANNOUNCED
 
 ROOT = Path(__file__).resolve().parents[3]
 FENCE = re.compile(r"^```sh\n(.*?)^```", re.S | re.M)
@@ -69,7 +69,6 @@ def _shell(command: str, cwd: Path, env: dict[str, str], timeout: float) -> str:
 def quick_start(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, dict, int]]:
     base = tmp_path_factory.mktemp("readme")
     repo = _copy_of_the_repository(base / "kiln")
-    port = free_port()
     env = {
         **{k: v for k, v in os.environ.items() if not k.startswith(("KILN_", "AWS_", "VIRTUAL"))},
         "HOME": str(base / "home"),
@@ -82,12 +81,12 @@ def quick_start(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path
     assert start.endswith("kiln dev"), start
     log = (base / "quick-start.log").open("w")
     server = subprocess.Popen(
-        ["bash", "-c", f"{start} --port {port}"],
+        ["bash", "-c", f"{start} --port 0"],
         cwd=repo, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
     )  # fmt: skip
     try:
-        _wait_for(f"http://127.0.0.1:{port}/api/health", server, base / "quick-start.log")
-        yield repo, env, port
+        url = _wait_for(server, base / "quick-start.log")
+        yield repo, env, int(url.rsplit(":", 1)[1])
     finally:
         os.killpg(server.pid, signal.SIGTERM)
         try:
@@ -98,18 +97,21 @@ def quick_start(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path
         log.close()
 
 
-def _wait_for(url: str, server: subprocess.Popen[bytes], log: Path) -> None:
+def _wait_for(server: subprocess.Popen[bytes], log: Path) -> str:
+    """The URL kiln dev announced, once /api/health answers there."""
     give_up = time.monotonic() + 900  # a fresh venv and a first pip install, on a busy machine
     while time.monotonic() < give_up:
         if server.poll() is not None:
             pytest.fail(f"the quick start ended ({server.returncode}):\n{log.read_text()[-3000:]}")
+        announced = ANNOUNCED.search(log.read_bytes())
         try:
-            if httpx.get(url, timeout=2).status_code == 200:
-                return
+            url = announced.group(1).decode() if announced else None
+            if url and httpx.get(url + "/api/health", timeout=2).status_code == 200:
+                return url
         except httpx.HTTPError:
             pass
         time.sleep(1)
-    pytest.fail(f"kiln dev did not answer {url}:\n{log.read_text()[-3000:]}")
+    pytest.fail(f"kiln dev did not answer:\n{log.read_text()[-3000:]}")
 
 
 def test_every_readme_command_runs(quick_start: tuple[Path, dict, int]) -> None:

@@ -73,10 +73,11 @@ def _random(n: int, alphabet: str = string.ascii_letters + string.digits) -> str
     return "".join(secrets.choice(alphabet) for _ in range(n))
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+def _listener() -> socket.socket:
+    """The server's socket, bound here and handed over: no other process can take its port."""
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    return sock
 
 
 def _unprivileged() -> list[str]:
@@ -103,13 +104,15 @@ class Server:
 
 
 SERVE = """\
-import sys, uvicorn
+import socket, sys, uvicorn
 from kiln import stack
 from kiln.api.apps import create_app
 from kiln.settings import Settings
 stack.prepare_process()
 app = create_app(stack.build_kiln(Settings.from_env()))
-uvicorn.run(app, host="127.0.0.1", port=int(sys.argv[1]), log_level="warning", lifespan="on")
+listener = socket.socket(fileno=int(sys.argv[1]))  # bound by the test
+config = uvicorn.Config(app, log_level="warning", lifespan="on")
+uvicorn.Server(config).run(sockets=[listener])
 """
 
 
@@ -200,15 +203,16 @@ def server(
         "KILN_RUN_SHARED_DIRS": str(shared),
         "TMPDIR": str(temp),
     }
-    port = _free_port()
-    process = subprocess.Popen(
-        [*_unprivileged(), sys.executable, "-c", SERVE, str(port)],
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
-    url = f"http://127.0.0.1:{port}"
+    with _listener() as listener:
+        process = subprocess.Popen(
+            [*_unprivileged(), sys.executable, "-c", SERVE, str(listener.fileno())],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            pass_fds=[listener.fileno()],
+        )
+        url = f"http://127.0.0.1:{listener.getsockname()[1]}"
     try:
         deadline = time.monotonic() + 30
         while True:

@@ -16,7 +16,6 @@ import httpx
 import pytest
 
 from kiln.local.connections import RateLimit
-from support.app import free_port
 from support.devserver import serving
 
 FD_LIMIT = 256
@@ -32,12 +31,11 @@ def dev(tmp_path: Path) -> Iterator[tuple[str, Path]]:
     """kiln dev with FD_LIMIT descriptors and short timeouts; yields its URL and log file."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "KILN_"))}
     env.update(KILN_IDLE_TIMEOUT_S="2", KILN_REQUEST_TIMEOUT_S="2")
-    port = free_port()
     log_path = tmp_path / "dev.log"
-    command = [*(sys.executable, "-m", "kiln.cli", "dev", "--port", str(port)),
+    command = [*(sys.executable, "-m", "kiln.cli", "dev", "--port", "0"),
                *("--no-examples", "--state-dir", str(tmp_path / ".kiln"))]  # fmt: skip
-    with serving(command, port, log_path, env=env, preexec_fn=_lower_fd_limit, timeout_s=60):
-        yield f"http://127.0.0.1:{port}", log_path
+    with serving(command, log_path, env=env, preexec_fn=_lower_fd_limit, timeout_s=60) as served:
+        yield served.url, log_path
 
 
 def _connect(port: int) -> socket.socket:

@@ -4,40 +4,78 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 
 import httpx
 
-from support.app import free_port
-from support.devserver import clean_env, serving
+from kiln.local.state import running_server
+from support.devserver import DevServer, clean_env, on_a_free_port, serving
+from support.devserver import kiln_dev as kiln_dev_on
 
 KEY = "dev-test-author-key"
 
 
 @contextmanager
-def kiln_dev(state_dir: Path, port: int, *extra: str) -> Iterator[str]:
-    command = [sys.executable, "-m", "kiln.cli", "dev", "--port", str(port),
+def kiln_dev(state_dir: Path, *extra: str) -> Iterator[str]:
+    """`kiln dev` on a port of its choosing; yields the URL it announced."""
+    command = [sys.executable, "-m", "kiln.cli", "dev", "--port", "0",
                "--state-dir", str(state_dir), "--author-key", KEY, *extra]  # fmt: skip
-    with serving(command, port, state_dir / "dev.log", env=clean_env(), timeout_s=60):
-        yield f"http://127.0.0.1:{port}"
+    with serving(command, state_dir / "dev.log", env=clean_env(), timeout_s=60) as served:
+        yield served.url
 
 
 def test_a_tool_created_through_the_api_survives_a_restart(tmp_path: Path) -> None:
-    port = free_port()
     tool = {"name": "kept", "description": "d", "language": "python", "code": "print(1)\n"}
     auth = {"Authorization": f"Bearer {KEY}"}
-    with kiln_dev(tmp_path, port, "--no-examples") as url:
+    with kiln_dev(tmp_path, "--no-examples") as url:
         created = httpx.post(url + "/api/tools", json=tool, headers=auth)
         assert created.status_code == 201, created.text
-    with kiln_dev(tmp_path, port, "--no-examples") as url:
+    with kiln_dev(tmp_path, "--no-examples") as url:
         again = httpx.get(url + "/api/tools/kept", headers=auth)
         assert again.status_code == 200
         assert again.json()["code"] == tool["code"]
+
+
+def test_on_port_0_kiln_dev_serves_on_a_free_port_and_says_which(tmp_path: Path) -> None:
+    """What every test here starts it with: no moment between choosing a port and binding it
+    in which another process could take it."""
+    with kiln_dev(tmp_path / "state", "--no-examples") as url:
+        port = int(url.rsplit(":", 1)[1])
+        assert port != 0
+        assert running_server(tmp_path / "state") == url  # where `kiln` commands find it
+        assert httpx.get(url + "/api/health").json()["ok"] is True
+
+
+def test_a_server_that_must_know_its_port_first_gets_another_when_one_is_taken(
+    tmp_path: Path,
+) -> None:
+    """The race `on_a_free_port` is for, made certain: another program takes the first
+    port between its choice and kiln dev's bind."""
+    squatters: list[socket.socket] = []
+
+    def start(port: int) -> AbstractContextManager[DevServer]:
+        if not squatters:
+            squatter = socket.socket()
+            squatter.bind(("127.0.0.1", port))
+            squatter.listen()
+            squatters.append(squatter)
+        return kiln_dev_on(tmp_path / "state", "--no-examples", port=port)
+
+    try:
+        with on_a_free_port(start) as server:
+            assert server.url != f"http://127.0.0.1:{squatters[0].getsockname()[1]}"
+            assert httpx.get(server.url + "/api/health").status_code == 200
+        log = (tmp_path / "state" / "dev.log").read_text()
+        assert "is already in use by another program" in log, log  # the first attempt
+    finally:
+        for squatter in squatters:
+            squatter.close()
 
 
 def test_examples_and_extra_tool_folders_are_loaded_and_unchanged_ones_untouched(
@@ -47,19 +85,17 @@ def test_examples_and_extra_tool_folders_are_loaded_and_unchanged_ones_untouched
     extra.mkdir(parents=True)
     (extra / "tool.json").write_text('{"description": "Upper-case a text."}')
     (extra / "main.py").write_text("import sys\nprint(sys.stdin.read().upper())\n")
-    port = free_port()
-    with kiln_dev(tmp_path / "state", port, "--tools", str(tmp_path / "more")) as url:
+    with kiln_dev(tmp_path / "state", "--tools", str(tmp_path / "more")) as url:
         names = {t["name"]: t["revision"] for t in httpx.get(url + "/api/tools").json()["tools"]}
     assert {"add_vat", "shout"} <= set(names)
-    with kiln_dev(tmp_path / "state", port, "--tools", str(tmp_path / "more")) as url:
+    with kiln_dev(tmp_path / "state", "--tools", str(tmp_path / "more")) as url:
         again = {t["name"]: t["revision"] for t in httpx.get(url + "/api/tools").json()["tools"]}
     assert again == names
 
 
 def test_kiln_dev_lists_add_vat_and_calling_it_returns_the_seed_numbers(tmp_path: Path) -> None:
-    port = free_port()
     headers = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
-    with kiln_dev(tmp_path, port) as url:
+    with kiln_dev(tmp_path) as url:
         listed = httpx.post(
             url + "/mcp", headers=headers, json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"}
         ).json()
@@ -91,10 +127,9 @@ def test_changes_made_through_the_api_to_folder_tools_survive_a_restart(tmp_path
         (folders / name / "tool.json").write_text('{"description": "Echo."}')
         (folders / name / "main.py").write_text(f"print({name!r})\n")
     auth = {"Authorization": f"Bearer {KEY}"}
-    port = free_port()
     state = tmp_path / "state"
     args = ("--no-examples", "--tools", str(folders))
-    with kiln_dev(state, port, *args) as url:
+    with kiln_dev(state, *args) as url:
         one = httpx.get(url + "/api/tools/one", headers=auth).json()
         edited = {**one, "description": "Edited through the API."}
         put = httpx.put(url + "/api/tools/one", json=edited, headers={**auth, "If-Match": '"1"'})
@@ -102,7 +137,7 @@ def test_changes_made_through_the_api_to_folder_tools_survive_a_restart(tmp_path
         assert httpx.post(url + "/api/tools/two/disable", headers=auth).status_code == 200
         assert httpx.delete(url + "/api/tools/three", headers=auth).status_code == 200
     (folders / "two" / "main.py").write_text("print('two, edited on disk')\n")
-    with kiln_dev(state, port, *args) as url:
+    with kiln_dev(state, *args) as url:
         tools = {t["name"]: t for t in httpx.get(url + "/api/tools", headers=auth).json()["tools"]}
     assert tools["one"]["description"] == "Edited through the API."
     assert tools["one"]["revision"] == 2
@@ -114,7 +149,7 @@ def test_a_second_kiln_dev_on_the_same_state_is_refused_and_kiln_stdio_shares_it
     tmp_path: Path,
 ) -> None:
     auth = {"Authorization": f"Bearer {KEY}"}
-    with kiln_dev(tmp_path, free_port(), "--no-examples") as url:
+    with kiln_dev(tmp_path, "--no-examples") as url:
         tool = {"name": "shared", "description": "d", "language": "python", "code": "print(7)\n"}
         assert httpx.post(url + "/api/tools", json=tool, headers=auth).status_code == 201
         second = subprocess.run(
@@ -124,7 +159,7 @@ def test_a_second_kiln_dev_on_the_same_state_is_refused_and_kiln_stdio_shares_it
                 "kiln.cli",
                 "dev",
                 "--port",
-                str(free_port()),
+                "0",
                 "--state-dir",
                 str(tmp_path),
                 "--no-examples",
@@ -172,15 +207,14 @@ def test_stopping_kiln_dev_discards_its_standbys_and_leaves_no_run_behind(tmp_pa
     take it with it: no process in a run directory, no run directory."""
     temp = tmp_path / "temp"
     temp.mkdir()
-    port = free_port()
-    command = [sys.executable, "-m", "kiln.cli", "dev", "--port", str(port), "--state-dir",
+    command = [sys.executable, "-m", "kiln.cli", "dev", "--port", "0", "--state-dir",
                str(tmp_path / "state"), "--author-key", "standby-test-key"]  # fmt: skip
     headers = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
     call = {"jsonrpc": "2.0", "id": 2, "method": "tools/call",
             "params": {"name": "add_vat", "arguments": {"net": 10}}}  # fmt: skip
-    with serving(command, port, tmp_path / "dev.log", env=clean_env(TMPDIR=str(temp))):
+    with serving(command, tmp_path / "dev.log", env=clean_env(TMPDIR=str(temp))) as served:
         for _ in range(2):  # the second call starts from the standby the first one left
-            answer = httpx.post(f"http://127.0.0.1:{port}/mcp", headers=headers, json=call)
+            answer = httpx.post(f"{served.url}/mcp", headers=headers, json=call)
             assert answer.json()["result"]["isError"] is False
         assert wait_until(lambda: len(runs_in(temp)) >= 1)  # the next call's, waiting
         assert wait_until(lambda: processes_inside(temp, "kiln-run-") != [])  # its script

@@ -10,7 +10,6 @@ from pathlib import Path
 
 import pytest
 
-from support.app import free_port
 from support.devserver import start_dev
 
 ROUNDS = 3
@@ -22,9 +21,8 @@ def test_writes_acknowledged_just_before_a_sigkill_are_all_there_after_a_restart
 ) -> None:
     state = tmp_path / "state"
     acknowledged: dict[str, int] = {}
-    port = free_port()
     for round_number in range(ROUNDS):
-        dev = start_dev(state, port)
+        dev = start_dev(state)
         try:
             for name, revision in acknowledged.items():
                 got = dev.api("GET", f"/api/tools/{name}")
@@ -52,7 +50,7 @@ def test_writes_acknowledged_just_before_a_sigkill_are_all_there_after_a_restart
                 break  # a zombie until its reaper notices: already dead
             assert time.monotonic() < deadline, "the emulator outlived kiln dev"
             time.sleep(0.05)
-    dev = start_dev(state, port)
+    dev = start_dev(state)
     try:
         listed = {t["name"]: t["revision"] for t in dev.api("GET", "/api/tools").json()["tools"]}
     finally:

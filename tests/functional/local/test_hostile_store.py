@@ -29,7 +29,6 @@ from typing import Any
 import pytest
 
 from kiln.runner import landlock
-from support.app import free_port
 from support.devserver import DevProcess, python_for_others, start_dev, stop_dev
 
 HOSTILE = r"""
@@ -122,7 +121,7 @@ def _dev(owner: int | None) -> Iterator[tuple[DevProcess, Path]]:
         if owner is not None:
             os.chown(home, owner, owner)
         state = home / "state"
-        dev = start_dev(state, free_port(), user=owner)
+        dev = start_dev(state, user=owner)
         try:
             yield dev, state
         finally:

@@ -20,7 +20,6 @@ from pathlib import Path
 import httpx
 import pytest
 
-from support.app import free_port
 from support.devserver import serving
 
 CAP = 500  # KILN_MAX_CONNECTIONS for the server under attack
@@ -50,12 +49,11 @@ def dev(tmp_path: Path, descriptors: int) -> Iterator[tuple[int, Path]]:
     work; yields its port and log file."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "KILN_"))}
     env.update(KILN_MAX_CONNECTIONS=str(CAP), KILN_IDLE_TIMEOUT_S="600")
-    port = free_port()
     log_path = tmp_path / "dev.log"
-    command = [*(sys.executable, "-m", "kiln.cli", "dev", "--port", str(port)),
+    command = [*(sys.executable, "-m", "kiln.cli", "dev", "--port", "0"),
                *("--no-examples", "--state-dir", str(tmp_path / ".kiln"))]  # fmt: skip
-    with serving(command, port, log_path, env=env, timeout_s=90):
-        yield port, log_path
+    with serving(command, log_path, env=env, timeout_s=90) as served:
+        yield served.port, log_path
 
 
 def _ping(port: int) -> str:

@@ -17,7 +17,6 @@ from typing import Any
 
 import httpx
 
-from support.app import free_port
 from support.devserver import serving
 
 KILN = Path(sys.executable).parent / "kiln"
@@ -61,13 +60,15 @@ class Dev:
 
 
 @contextmanager
-def kiln_dev(home: Path, cwd: Path, port: int, *extra: str, **env: str) -> Iterator[Dev]:
+def kiln_dev(home: Path, cwd: Path, *extra: str, **env: str) -> Iterator[Dev]:
+    """`kiln dev --port 0`: the port it binds is the one it announces (and records for the
+    `kiln` commands beside it)."""
     cwd.mkdir(parents=True, exist_ok=True)
-    run = f"dev-{port}-{time.monotonic_ns()}"
+    run = f"dev-{time.monotonic_ns()}"
     out, err = cwd / f"{run}.out", cwd / f"{run}.err"
-    command = [str(KILN), "dev", "--port", str(port), "--no-examples", *extra]
-    with serving(command, port, out, errors=err, env=user_env(home, **env), cwd=cwd) as process:
-        dev = Dev(f"http://127.0.0.1:{port}", process, out, err)
+    command = [str(KILN), "dev", "--port", "0", "--no-examples", *extra]
+    with serving(command, out, errors=err, env=user_env(home, **env), cwd=cwd) as served:
+        dev = Dev(served.url, served.process, out, err)
         yield dev
     assert "Traceback" not in dev.stderr(), dev.stderr()
 
@@ -153,7 +154,7 @@ def test_a_folder_with_a_data_file_and_a_helper_module_works_through_push_call_a
 ) -> None:
     home, project = tmp_path / "home", tmp_path / "project"
     tool_folder(project / "tools", "convert", RATES_TOOL, RATES_FILES)
-    with kiln_dev(home, tmp_path / "server", free_port()) as dev:
+    with kiln_dev(home, tmp_path / "server") as dev:
         elsewhere = tmp_path / "some" / "other" / "dir"
         pushed = kiln(home, elsewhere, "tools", "push", str(project / "tools"))
         assert pushed.returncode == 0, pushed.stderr
@@ -284,8 +285,7 @@ def test_disk_and_api_edits_never_overwrite_each_other_silently(tmp_path: Path) 
     folder = tool_folder(
         tools, "greet", {"description": "Greets."}, {"main.py": "print('disk 1')\n"}
     )
-    port = free_port()
-    with kiln_dev(home, tmp_path, port, "--tools", str(tools)) as dev:
+    with kiln_dev(home, tmp_path, "--tools", str(tools)) as dev:
         key = (state_of(home) / "author_key").read_text().strip()
         auth = {"Authorization": f"Bearer {key}"}
         tool = httpx.get(dev.url + "/api/tools/greet", headers=auth, timeout=60).json()
@@ -301,7 +301,7 @@ def test_disk_and_api_edits_never_overwrite_each_other_silently(tmp_path: Path) 
         )
         assert put.json()["revision"] == 2
     (folder / "main.py").write_text("print('disk 2')\n")
-    with kiln_dev(home, tmp_path, port, "--tools", str(tools)) as dev:
+    with kiln_dev(home, tmp_path, "--tools", str(tools)) as dev:
         assert (
             f"kiln dev: skipped {folder}: changed on disk and through the API since the last "
             "start; kept revision 2 from the API. To take the disk version: kiln tools push "
@@ -311,14 +311,14 @@ def test_disk_and_api_edits_never_overwrite_each_other_silently(tmp_path: Path) 
         assert called.stdout.strip() == "api 2"
         taken = kiln(home, tmp_path, "tools", "push", str(folder))
         assert taken.stdout.split() == ["updated", "greet"]
-    with kiln_dev(home, tmp_path, port, "--tools", str(tools)) as dev:
+    with kiln_dev(home, tmp_path, "--tools", str(tools)) as dev:
         assert "skipped" not in dev.stderr()
         assert kiln(home, tmp_path, "tools", "call", "greet").stdout.strip() == "disk 2"
 
 
 def test_kiln_dev_says_at_start_when_node_tools_cannot_run(tmp_path: Path) -> None:
     missing = tmp_path / "no-such-node"
-    with kiln_dev(tmp_path / "home", tmp_path, free_port(), KILN_NODE_BINARY=str(missing)) as dev:
+    with kiln_dev(tmp_path / "home", tmp_path, KILN_NODE_BINARY=str(missing)) as dev:
         assert (
             f"kiln dev: warning: Node tools will fail here. Node.js binary {missing} (from "
             "KILN_NODE_BINARY) does not exist or is not executable"
@@ -338,9 +338,8 @@ def test_every_command_works_beside_kiln_dev_and_the_secret_survives_a_restart(
 ) -> None:
     home, project = tmp_path / "home", tmp_path / "project"
     tool_folder(project / "tools", "whoami", WHOAMI, WHOAMI_CODE)
-    port = free_port()
     outputs: list[str] = []
-    with kiln_dev(home, project, port) as dev:
+    with kiln_dev(home, project) as dev:
         created = kiln(home, project, "keys", "create", "--name", "laptop", "--scope", "call")
         assert created.returncode == 0, created.stderr
         key = created.stdout.strip()
@@ -381,7 +380,7 @@ def test_every_command_works_beside_kiln_dev_and_the_secret_survives_a_restart(
         outputs += [p.stdout + p.stderr for p in (created, pushed, stored, called, desktop)]
         outputs.append(dev.stderr())
 
-    with kiln_dev(home, project, port) as dev:
+    with kiln_dev(home, project) as dev:
         again = kiln(home, tmp_path / "elsewhere", "tools", "call", "whoami")
         assert again.returncode == 0, again.stderr
         assert again.stdout.strip() == "token ends 1234"
@@ -409,7 +408,7 @@ def test_the_url_bridge_relays_a_line_over_64_kib_and_answers_the_next_line_too(
     tools = tool_folder(tmp_path / "tools", "length", LENGTH_TOOL, LENGTH_FILES).parent
     long_call = stdio_call("length", {"text": "x" * 200_000})
     ping = json.dumps({"jsonrpc": "2.0", "id": 3, "method": "ping"}) + "\n"
-    with kiln_dev(home, tmp_path / "server", free_port(), "--tools", str(tools)) as dev:
+    with kiln_dev(home, tmp_path / "server", "--tools", str(tools)) as dev:
         bridged = kiln(
             home, tmp_path / "desktop", "stdio", "--url", dev.url, stdin=long_call + ping
         )

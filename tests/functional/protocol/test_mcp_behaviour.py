@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import socket
 import subprocess
 import sys
 import uuid
@@ -96,19 +95,15 @@ def endpoint_transport(stack: AwsStack, tmp: Path) -> Iterator[Exchange]:
     yield lambda messages: by_id(asyncio.run(send(messages)))
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 def kiln_dev_transport(stack: AwsStack, tmp: Path) -> Iterator[Exchange]:
-    port = free_port()
     tools = [arg for folder in FOLDERS for arg in ("--tools", str(folder))]
     command = [sys.executable, "-m", "kiln.cli", "dev", "--no-examples", *tools,
-               "--state-dir", str(tmp / "state"), "--port", str(port)]  # fmt: skip
-    with serving(command, port, tmp / "dev.log", env=clean_env()), httpx.Client(timeout=60) as http:
-        url = f"http://127.0.0.1:{port}"
+               "--state-dir", str(tmp / "state"), "--port", "0"]  # fmt: skip
+    with (
+        serving(command, tmp / "dev.log", env=clean_env()) as served,
+        httpx.Client(timeout=60) as http,
+    ):
+        url = served.url
         headers = {"Accept": "application/json, text/event-stream"}
         headers["MCP-Protocol-Version"] = VERSION
 

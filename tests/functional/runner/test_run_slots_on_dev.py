@@ -18,14 +18,14 @@ import tempfile
 import threading
 import time
 from collections.abc import Iterator
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
-from support.app import free_port
-from support.devserver import DevServer, kiln_dev_as
+from support.devserver import DevServer, kiln_dev_as, on_a_free_port
 
 RECURSE = r"""
 import json, sys, urllib.request
@@ -67,13 +67,16 @@ def tool(name: str, code: str) -> dict[str, Any]:
 def dev(request: pytest.FixtureRequest) -> Iterator[tuple[str, DevServer]]:
     base = Path(tempfile.mkdtemp(prefix="kiln-run-slots-"))
     uid_model = request.param.removesuffix("-all-ports")
-    port = free_port()
+
     # Its own port listed for runs, as when kiln dev serves on a common one (8000, 8080):
     # kiln dev leaves it out whatever the list says, as it does the emulator's.
-    ports = "all" if request.param.endswith("all-ports") else f"80,443,{port}"
+    def start(port: int) -> AbstractContextManager[DevServer]:
+        ports = "all" if request.param.endswith("all-ports") else f"80,443,{port}"
+        env = {"KILN_RUN_TCP_PORTS": ports}
+        return kiln_dev_as(uid_model, base, "--no-examples", port=port, env=env)
+
     try:
-        with kiln_dev_as(uid_model, base, "--no-examples", port=port,
-                         env={"KILN_RUN_TCP_PORTS": ports}) as server:  # fmt: skip
+        with on_a_free_port(start) as server:
             for name, code in (("recurse", RECURSE), ("hello", "print('hello')\n")):
                 created = server.api("POST", "/api/tools", json=tool(name, code))
                 assert created.status_code == 201, created.text

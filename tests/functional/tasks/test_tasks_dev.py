@@ -6,7 +6,6 @@ import contextlib
 import json
 import os
 import signal
-import subprocess
 import sys
 import time
 from collections.abc import Iterator
@@ -17,8 +16,7 @@ from typing import Any
 import httpx
 import pytest
 
-from support.app import free_port
-from support.devserver import serving
+from support.devserver import Served, serving
 
 EXT = "io.modelcontextprotocol/tasks"
 TREE = """
@@ -33,9 +31,7 @@ print("done")
 
 
 @contextmanager
-def kiln_dev(
-    state: Path, port: int, tools: Path, shared: Path
-) -> Iterator[subprocess.Popen[bytes]]:
+def kiln_dev(state: Path, tools: Path, shared: Path) -> Iterator[Served]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "KILN_"))}
     env["KILN_RUN_SHARED_DIRS"] = str(shared)  # runs have their own uid and /tmp
     lease = {
@@ -44,10 +40,10 @@ def kiln_dev(
         "KILN_TASK_START_GRACE_S": "3",
     }
     env.update(lease)
-    command = [sys.executable, "-m", "kiln.cli", "dev", "--port", str(port)]
+    command = [sys.executable, "-m", "kiln.cli", "dev", "--port", "0"]
     command += ["--state-dir", str(state), "--tools", str(tools)]
-    with serving(command, port, state / "dev.log", env=env, timeout_s=60) as process:
-        yield process
+    with serving(command, state / "dev.log", env=env, timeout_s=60) as served:
+        yield served
 
 
 def mirrored(state: Path) -> list[Path]:
@@ -94,10 +90,11 @@ def test_stopping_kiln_dev_mid_run_leaves_the_task_failed_not_working(
     shared.mkdir()
     shared.chmod(0o1777)
     pids_file = shared / "pids"
-    state, port = tmp_path / "state", free_port()
+    state = tmp_path / "state"
     pids: list[str] = []
     try:
-        with kiln_dev(state, port, tools.parent, shared) as process:
+        with kiln_dev(state, tools.parent, shared) as served:
+            port, process = served.port, served.process
             arguments = {"pids": str(pids_file), "seconds": 120}
             created = modern(port, "tools/call", {"name": "tree", "arguments": arguments}, "tree")
             task_id = created["taskId"]
@@ -113,7 +110,8 @@ def test_stopping_kiln_dev_mid_run_leaves_the_task_failed_not_working(
                 time.sleep(0.1)
             process.send_signal(stop)
             process.wait(timeout=30)
-        with kiln_dev(state, port, tools.parent, shared):
+        with kiln_dev(state, tools.parent, shared) as served:  # on another port, maybe
+            port = served.port
             deadline = time.monotonic() + 30
             while True:
                 task = modern(port, "tasks/get", {"taskId": task_id}, task_id)
