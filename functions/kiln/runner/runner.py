@@ -34,7 +34,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from kiln.runner import contain, isolation, landlock, launcher, peers, processes
+from kiln.runner import afterwards, contain, isolation, landlock, launcher, peers, processes
 from kiln.runner.environment import script_environment, tool_settings
 from kiln.runner.isolation import RunRecord, UidPool
 from kiln.runner.launcher import PRELOAD, LauncherError, close_quietly, install_dirs
@@ -100,7 +100,7 @@ class Runner:
         self._discard = _discarder(self._uids)
         self._standbys: Standbys | None = None
         self._spare: ThreadPoolExecutor | None = None
-        self._pending: deque[tuple[Prepared | None, RunRequest, Path, str | None]] = deque()
+        self._pending: deque[Prepared | None] = deque()  # ended runs to clean up
         self._closed = False
         self.runs_from_standby = 0  # runs that started from a standby (tests, benchmarks)
         # Standbys only where runs are fenced from each other (see standby.py).
@@ -231,6 +231,12 @@ class Runner:
         try:
             if prepared is None:
                 prepared = await self._prepare_now(request, interpreter)
+            if key is not None and self._spare is not None and not self._closed:
+                # The tool's next run is prepared while this one runs (the server mostly
+                # waits on its pipes meanwhile), so that a call right after the answer finds
+                # it, and the answer does not compete with its preparation.
+                with contextlib.suppress(RuntimeError):  # shut down meanwhile: none
+                    self._spare.submit(self._replenish, request, interpreter, key)
             try:
                 return await self._supervise(request, stdin, deadline, prepared)
             except NotStarted:
@@ -244,11 +250,10 @@ class Runner:
         finally:
             if self._spare is not None and not self._closed:
                 # The supervisor has killed the run's processes before reporting; removing its
-                # files, and preparing the tool's next run, need not hold up the answer: they
-                # start once the caller next yields (after the answer is written, usually),
-                # so that the thread does not compete with it for the interpreter.
-                self._pending.append((prepared, request, interpreter, key))
-                asyncio.get_running_loop().call_soon(self._hand_over)
+                # files need not hold up the answer: that starts once the answer has been sent
+                # (kiln.runner.afterwards), so that it does not compete with it for the GIL.
+                self._pending.append(prepared)
+                afterwards.later(self._hand_over)
             elif prepared is not None:
                 await asyncio.to_thread(self._finish, prepared)
 
@@ -277,26 +282,19 @@ class Runner:
         return self._prepare(request, interpreter)
 
     def _hand_over(self) -> None:
-        """Give the spare thread what runs left to do (also on `settle` and `close`, should
-        their loop have closed before it ran this)."""
+        """Give the spare thread the ended runs to clean up (also on `settle` and `close`,
+        should their loop have closed before it ran this)."""
         while self._pending and self._spare is not None:
             try:
-                item = self._pending.popleft()
+                prepared = self._pending.popleft()
             except IndexError:  # taken by another caller
                 return
+            if prepared is None:  # its preparation failed: nothing to clean up
+                continue
             try:
-                self._spare.submit(self._after, *item)
+                self._spare.submit(self._finish, prepared)
             except RuntimeError:  # shut down (the runner closed): clean up here
-                self._after(*item)
-
-    def _after(
-        self, prepared: Prepared | None, request: RunRequest, interpreter: Path, key: str | None
-    ) -> None:
-        """In the spare thread: clean up after a run, then prepare the tool's next one."""
-        if prepared is not None:
-            self._finish(prepared)
-        if key is not None and not self._closed:
-            self._replenish(request, interpreter, key)
+                self._finish(prepared)
 
     def _replenish(self, request: RunRequest, interpreter: Path, key: str) -> None:
         """A standby for the next call of this tool, unless one waits already."""
