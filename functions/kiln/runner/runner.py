@@ -52,6 +52,7 @@ logger = logging.getLogger("kiln.runner")
 SCRIPT_NAMES = {"python": "main.py", "node": "main.cjs"}
 START_TIMEOUT_S = 10.0  # a supervisor reports its pid within milliseconds; this is a backstop
 PIPE_DRAIN_S = 1.0  # after the supervisor exits, how long an escaped holder may keep a pipe open
+Go = Callable[[], None]  # what a run does once it has been told to go
 ORPHAN_SETTLE_S = 0.2  # after a supervisor died, how long orphans are looked for
 
 
@@ -231,14 +232,9 @@ class Runner:
         try:
             if prepared is None:
                 prepared = await self._prepare_now(request, interpreter)
-            if key is not None and self._spare is not None and not self._closed:
-                # The tool's next run is prepared while this one runs (the server mostly
-                # waits on its pipes meanwhile), so that a call right after the answer finds
-                # it, and the answer does not compete with its preparation.
-                with contextlib.suppress(RuntimeError):  # shut down meanwhile: none
-                    self._spare.submit(self._replenish, request, interpreter, key)
+            on_go = self._next_standby(request, interpreter, key)
             try:
-                return await self._supervise(request, stdin, deadline, prepared)
+                return await self._supervise(request, stdin, deadline, prepared, on_go)
             except NotStarted:
                 # The helper (or a standby) failed before the script ran: try once more, cold.
                 if prepared.key is None:
@@ -246,7 +242,7 @@ class Runner:
                 failed, prepared = prepared, None
                 await asyncio.to_thread(self._finish, failed)
                 prepared = await self._prepare_now(request, interpreter)
-                return await self._supervise(request, stdin, deadline, prepared)
+                return await self._supervise(request, stdin, deadline, prepared, on_go)
         finally:
             if self._spare is not None and not self._closed:
                 # The supervisor has killed the run's processes before reporting; removing its
@@ -256,6 +252,19 @@ class Runner:
                 afterwards.later(self._hand_over)
             elif prepared is not None:
                 await asyncio.to_thread(self._finish, prepared)
+
+    def _next_standby(self, request: RunRequest, interpreter: Path, key: str | None) -> Go:
+        """What prepares the tool's next run once this one has been told to go: while it runs
+        (the server mostly waits on its pipes meanwhile), so that a call sent the moment the
+        answer arrives finds it, and neither the run's start nor its answer competes with the
+        preparation for the interpreter."""
+
+        def prepare_next() -> None:
+            if key is not None and self._spare is not None and not self._closed:
+                with contextlib.suppress(RuntimeError):  # shut down meanwhile: none
+                    self._spare.submit(self._replenish, request, interpreter, key)
+
+        return prepare_next
 
     def _interpreter(self, request: RunRequest) -> Path:
         if request.language == "node":
@@ -431,9 +440,9 @@ class Runner:
         }
 
     async def _supervise(
-        self, request: RunRequest, stdin: bytes, deadline: Deadline, prepared: Prepared
+        self, request: RunRequest, stdin: bytes, deadline: Deadline, prepared: Prepared, on_go: Go
     ) -> RunResult:
-        """Start a prepared run (`go`), feed it, read it, and wait for its end."""
+        """Start a prepared run (`go`, then `on_go()`), feed it, read it, wait for its end."""
         limits = effective_limits(self.settings, request.limits)
         loop = asyncio.get_running_loop()
         stdout, stderr = Output(limits.stdout_cap_bytes), Output(limits.stderr_cap_bytes)
@@ -460,6 +469,7 @@ class Runner:
                 transports.append(read_transport)
             pid = await _go(go, feeders, status, deadline)
             record.supervisor = pid
+            on_go()
             timed_out = await self._wait(pid, status, deadline)
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(
