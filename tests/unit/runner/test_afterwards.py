@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from kiln.runner.afterwards import AfterAnswer, later
+from kiln.runner.afterwards import AfterAnswer, alone, later
 
 
 def serve(handler: Any, events: list[str]) -> list[str]:
@@ -125,3 +125,37 @@ def test_work_kept_after_the_request_ended_is_not_lost() -> None:
 
     asyncio.run(respond_then_wait())
     assert events == ["sent", "task's cleanup"]
+
+
+def test_an_answer_is_alone_only_while_no_other_is_being_made() -> None:
+    seen: dict[str, bool] = {}
+    both_in = threading.Barrier(2)
+
+    async def handler(scope: Any, receive: Any, send: Any) -> None:
+        seen[scope["path"]] = alone()
+        await answer(send)
+
+    serve(handler, [])
+    assert seen == {"/mcp": True}
+
+    async def overlapping(scope: Any, receive: Any, send: Any) -> None:
+        await asyncio.to_thread(both_in.wait, 10)  # both requests are in flight
+        seen[scope["path"]] = alone()
+        await asyncio.to_thread(both_in.wait, 10)  # neither has ended before both looked
+        await answer(send)
+
+    async def two_at_once() -> None:
+        async def send(message: dict[str, Any]) -> None:
+            pass
+
+        async def receive() -> dict[str, Any]:
+            return {"type": "http.request", "body": b"", "more_body": False}
+
+        await asyncio.gather(*(
+            AfterAnswer(overlapping)({"type": "http", "path": path, "headers": []}, receive, send)
+            for path in ("/one", "/two")
+        ))  # fmt: skip
+
+    asyncio.run(two_at_once())
+    assert seen == {"/mcp": True, "/one": False, "/two": False}
+    assert alone(), "an answer that ended is still counted"
