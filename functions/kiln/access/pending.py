@@ -46,9 +46,14 @@ class PendingLedger:
         present: Callable[[Item], bool],
         *,
         limit: int = 256,
+        later: Callable[[Callable[[], None]], None] | None = None,
     ) -> None:
         self.path = path
         self._write, self._present, self._limit = write, present, limit
+        # How the writer is woken for a held entry: at once, or once the answer it belongs to
+        # has been sent (kiln dev passes kiln.runner.afterwards.later), so that the store
+        # write does not compete with that answer for the interpreter.
+        self._later = later
         self._waiting: dict[int, bytes] = {}  # number -> its line, until the store has it
         self._queue: list[int] = []
         self._held = self._done = 0  # entries held so far; of those, written (or given up)
@@ -93,12 +98,20 @@ class PendingLedger:
             self._held += 1
             self._waiting[self._held] = line
             self._queue.append(self._held)
+            if self._later is None:
+                self._changed.notify_all()
+        if self._later is not None:
+            self._later(self._wake)
+
+    def _wake(self) -> None:
+        with self._changed:
             self._changed.notify_all()
 
     def drain(self, timeout_s: float | None = None) -> bool:
         """Wait until every entry held so far has been written (or given up on)."""
         with self._changed:
             target = self._held
+            self._changed.notify_all()  # the writer, should its wake wait for an answer
             return self._changed.wait_for(lambda: self._done >= target, timeout_s)
 
     def close(self, timeout_s: float = 10.0) -> None:

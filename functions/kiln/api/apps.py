@@ -19,6 +19,7 @@ from starlette.responses import Response
 
 from kiln.api import mcp, middleware
 from kiln.api.mcp import Serves
+from kiln.runner.afterwards import AfterAnswer
 
 if TYPE_CHECKING:
     from fastapi import FastAPI
@@ -60,12 +61,20 @@ def create_public_app(parts: Kiln) -> Starlette:
     app.state.kiln = parts
     middleware.install(app, parts.api_settings)
     _shortcut(app, parts)
+    _after_answer(app)
     return app
 
 
 def _shortcut(app: Starlette, parts: Kiln) -> None:
     """Plain POSTs to /mcp skip the middleware that has nothing to do for them (last: first)."""
     app.add_middleware(mcp.McpShortcut, loopback_bind=parts.api_settings.loopback_bind)
+
+
+def _after_answer(app: Starlette) -> None:
+    """Work a request leaves for later (a run's clean-up, the tool's next standby, a held
+    ledger entry's store write) starts once its response is sent (kiln.runner.afterwards).
+    Added last: it wraps every middleware of the app's own."""
+    app.add_middleware(AfterAnswer)
 
 
 def create_app(parts: Kiln, *, serves: Serves = "all") -> FastAPI:
@@ -91,6 +100,7 @@ def create_app(parts: Kiln, *, serves: Serves = "all") -> FastAPI:
     app.router.routes.extend(mcp.routes(serves))
     if serves == "all":
         _shortcut(app, parts)
+    _after_answer(app)
     if serves in ("all", "admin"):
         # The studio's pages and routes go before /api/tools/{ref}, so that
         # /api/tools/validate is not read as a tool name.

@@ -16,7 +16,7 @@ from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import BaseRoute, Route
 
-from kiln.api.middleware import GZIP_MINIMUM_BYTES
+from kiln.api.middleware import GZIP_MINIMUM_BYTES, gzip_responder
 from kiln.api.requests import serve_mcp, serve_view
 from kiln.aws.clients import CALLER_ROLE
 from kiln.protocol.guard import host_allowed
@@ -79,19 +79,23 @@ class McpShortcut:
     endpoint itself, for a tools/list page already rendered).
 
     Plain means that none of them would act: no Origin (CORS, and the rebinding guard's
-    Origin check), a Host the guard accepts (a refused one goes on to the guard), no gzip
-    asked for (the GZip middleware). The handler is the route's own: the caller role is set
-    as `CallerRole` sets it, errors are answered by the same table (`kiln.api.errors`), and
-    the app's outermost middleware (server errors) still wraps it. Installed last, so it
-    runs first of the app's own middleware (`kiln.api.apps`)."""
+    Origin check) and a Host the guard accepts (a refused one goes on to the guard). A client
+    that accepts gzip (most do: httpx and Node's fetch ask for it by default) is plain too:
+    its answer goes through Starlette's own gzip responder, with the app's settings, which
+    leaves one under the minimum size, or an event stream, as it is. The handler is the
+    route's own: the caller role is set as `CallerRole` sets it, errors are answered by the
+    same table (`kiln.api.errors`), and the app's outermost middleware (server errors) still
+    wraps it. Installed last, so it runs first of the app's own middleware
+    (`kiln.api.apps`)."""
 
     def __init__(self, app: Any, *, loopback_bind: bool) -> None:
         self.app = app
         self.loopback_bind = loopback_bind
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
-        if not (scope["type"] == "http" and scope["path"] == "/mcp" and scope["method"] == "POST"
-                and self._plain(scope["headers"])):  # fmt: skip
+        plain = (scope["type"] == "http" and scope["path"] == "/mcp" and scope["method"] == "POST"
+                 and self._plain(scope["headers"]))  # fmt: skip
+        if not plain:
             await self.app(scope, receive, send)
             return
         request = Request(scope, receive)
@@ -105,27 +109,38 @@ class McpShortcut:
                 response = await answer(request, error)
                 if response.status_code >= 500:  # its traceback to the log, as the stack does
                     log.error("unhandled error answering POST /mcp", exc_info=error)
-            _vary(response)
-            await response(scope, receive, send)
+            if plain == "gzip":
+                _vary(response, compressible=False)  # the responder names Accept-Encoding
+                await gzip_responder(response)(scope, receive, send)
+            else:
+                _vary(response, compressible=_compressible(response))
+                await response(scope, receive, send)
         finally:
             CALLER_ROLE.reset(token)
 
-    def _plain(self, headers: list[tuple[bytes, bytes]]) -> bool:
-        host = None
+    def _plain(self, headers: list[tuple[bytes, bytes]]) -> Literal["gzip", "identity", ""]:
+        """How a request nothing but the route would act on is answered; "" for the rest."""
+        host: str | None = None
+        coding: Literal["gzip", "identity"] | None = None
         for name, value in headers:
-            if name == b"origin" or (name == b"accept-encoding" and b"gzip" in value):
-                return False
-            if name == b"host":
+            if name == b"origin":
+                return ""
+            if name == b"accept-encoding" and coding is None:  # the first, as GZip reads it
+                coding = "gzip" if b"gzip" in value else "identity"
+            elif name == b"host":  # the last, as the guard reads it
                 host = value.decode("latin-1")
-        return host_allowed(host, loopback_bind=self.loopback_bind)
+        if not host_allowed(host, loopback_bind=self.loopback_bind):
+            return ""
+        return coding or "identity"
 
 
-def _vary(response: Response) -> None:
+def _compressible(response: Response) -> bool:
+    return not isinstance(response, StreamingResponse) and len(response.body) >= GZIP_MINIMUM_BYTES
+
+
+def _vary(response: Response, *, compressible: bool) -> None:
     """The Vary header the skipped middleware would have set: CORS names Origin; GZip names
     Accept-Encoding on an answer it could have compressed."""
-    compressible = (
-        not isinstance(response, StreamingResponse) and len(response.body) >= GZIP_MINIMUM_BYTES
-    )
     if any(name == b"vary" for name, _ in response.raw_headers):
         names = [*response.headers.getlist("vary"), "Origin"]
         response.headers["vary"] = ", ".join([*names, *(["Accept-Encoding"] * compressible)])

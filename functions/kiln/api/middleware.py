@@ -6,7 +6,7 @@ from typing import Any
 
 from starlette.applications import Starlette
 from starlette.middleware.cors import CORSMiddleware
-from starlette.middleware.gzip import GZipMiddleware
+from starlette.middleware.gzip import GZipMiddleware, GZipResponder
 from starlette.responses import JSONResponse
 
 from kiln.api.settings import ApiSettings
@@ -16,6 +16,7 @@ from kiln.protocol.guard import refusal
 from kiln.protocol.spec import INVALID_REQUEST
 
 GZIP_MINIMUM_BYTES = 1400  # smaller answers are not worth compressing
+GZIP_LEVEL = 6
 CORS_HEADERS = [
     "Authorization",
     "Content-Type",
@@ -57,6 +58,11 @@ class RebindingGuard:
         await self.app(scope, receive, send)
 
 
+def gzip_responder(app: Any) -> GZipResponder:
+    """What the GZip middleware does for a client that accepts gzip, around `app` alone."""
+    return GZipResponder(app, GZIP_MINIMUM_BYTES, compresslevel=GZIP_LEVEL)
+
+
 def is_mcp_path(path: str) -> bool:
     """/mcp, /admin/mcp, a view's /mcp/v/<name> and the paths below them: JSON-RPC answers."""
     return path in ("/mcp", "/admin/mcp") or path.startswith(("/mcp/", "/admin/mcp/"))
@@ -92,7 +98,7 @@ def install(app: Starlette, settings: ApiSettings) -> None:
     app.add_middleware(CallerRole)
     # For clients that accept it: a tools/list of 100 tools is ~70 KB of JSON, paid as egress
     # per response. Event streams are left as they are (starlette excludes them).
-    app.add_middleware(GZipMiddleware, minimum_size=GZIP_MINIMUM_BYTES, compresslevel=6)
+    app.add_middleware(GZipMiddleware, minimum_size=GZIP_MINIMUM_BYTES, compresslevel=GZIP_LEVEL)
     app.add_middleware(
         RebindingGuard,
         allowed_origins=settings.allowed_origins,

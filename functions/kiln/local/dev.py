@@ -35,6 +35,7 @@ from kiln.local.emulator.privacy import secure_tree, write_private
 from kiln.local.preflight import PortBusyError, bind_port, node_warning
 from kiln.local.reload import load_folders
 from kiln.local.state import forget_server, private_dir, record_server, running_server
+from kiln.runner import afterwards
 from kiln.settings import LocalSettings, Settings, set_local_aws_defaults
 
 log = logging.getLogger("kiln.local.dev")
@@ -253,7 +254,9 @@ def hold_ledger_locally(
     if ledger is None:
         return None
     present = stored_in(clients.dynamodb, parts.settings.table)
-    pending = PendingLedger(state_dir / "ledger-pending", ledger.write, present)
+    pending = PendingLedger(
+        state_dir / "ledger-pending", ledger.write, present, later=afterwards.later
+    )
     pending.replay()
     pending.start()
     parts.gate.hold_locally(pending)

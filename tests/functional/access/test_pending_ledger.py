@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import threading
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 from conftest import AwsStack
@@ -71,3 +73,38 @@ def test_replay_writes_each_entry_a_killed_run_left_exactly_once(
     assert (tmp_path / "pending").read_bytes() == b""
     assert pending.replay() == 0  # nothing left to write twice
     assert calls.totals(DAY)["all"]["calls"] == 2
+
+
+def test_the_writer_of_a_held_entry_is_woken_once_its_answer_has_gone(
+    aws: AwsStack, tmp_path: Path
+) -> None:
+    """kiln dev wakes the store writer after the call's answer (kiln.runner.afterwards), so
+    that the store write does not compete with the answer; a ledger query in between (drain)
+    does not wait for that answer."""
+    calls = ledger(aws)
+    kept: list[Callable[[], None]] = []
+    order: list[str] = []
+
+    def write(entry: object) -> None:
+        order.append("written")
+        calls.write(entry)  # type: ignore[arg-type]
+
+    pending = PendingLedger(tmp_path / "pending", write, stored_in(aws.clients.dynamodb, aws.table),
+                            later=kept.append)  # fmt: skip
+    pending.start()
+    try:
+        time.sleep(0.5)  # the writer is idle, waiting for an entry
+        pending.hold(item(calls, "a"))
+        assert len(kept) == 1, "holding an entry did not keep its writer's wake for later"
+        time.sleep(0.5)
+        assert order == [], "the writer wrote before the entry's answer had gone"
+        order.append("answer sent")
+        kept.pop()()
+        assert pending.drain(30), "the woken writer did not write the entry"
+        assert order == ["answer sent", "written"]
+
+        pending.hold(item(calls, "b"))  # its answer has not gone yet: a query still sees it
+        assert pending.drain(30), "drain waited for an answer that had not been sent"
+        assert sorted(e.tool for e in calls.query(LedgerQuery(limit=10))[0]) == ["a", "b"]
+    finally:
+        pending.close()

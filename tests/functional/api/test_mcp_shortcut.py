@@ -15,13 +15,15 @@ from kiln.settings import Settings
 from support.app import RunningKiln, serve
 
 SKIPPED_BY_HTTPX = {"date", "server", "content-length", "content-encoding"}
+ORIGIN = "https://app.example"  # an allowed Origin: CORS acts, so the whole stack answers
 
 
 @pytest.fixture(params=["kiln dev's app", "the public function's app"])
 def server(
     request: pytest.FixtureRequest, kiln_settings: Settings, aws: AwsStack
 ) -> Iterator[RunningKiln]:
-    yield from serve(kiln_settings, aws, public_only=request.param != "kiln dev's app")
+    settings = kiln_settings.with_(allowed_origins=(ORIGIN,))
+    yield from serve(settings, aws, public_only=request.param != "kiln dev's app")
 
 
 def post(server: RunningKiln, body: Any, **headers: str) -> httpx.Response:
@@ -30,20 +32,27 @@ def post(server: RunningKiln, body: Any, **headers: str) -> httpx.Response:
 
 
 def answer(response: httpx.Response) -> tuple[int, dict[str, str], Any]:
-    headers = {k: v for k, v in response.headers.items() if k not in SKIPPED_BY_HTTPX}
+    headers = {k: v for k, v in response.headers.items()
+               if k not in SKIPPED_BY_HTTPX and not k.startswith("access-control-")}  # fmt: skip
     return response.status_code, headers, response.json()
 
 
+@pytest.mark.parametrize("coding", ["identity", "gzip"])
 @pytest.mark.parametrize("tools", [3, 30])  # a page under and over gzip's minimum size
-def test_a_plain_post_answers_as_through_every_middleware(server: RunningKiln, tools: int) -> None:
+def test_a_plain_post_answers_as_through_every_middleware(
+    server: RunningKiln, tools: int, coding: str
+) -> None:
     for index in range(tools):
         draft = {"name": f"tool_{index:02d}", "language": "python", "code": "print(1)\n",
                  "description": f"Tool number {index}, listed to fill a page."}  # fmt: skip
         server.parts.store.create(check_draft(draft), actor="test")
     body = {"jsonrpc": "2.0", "id": 7, "method": "tools/list", "params": {}}
-    plain = post(server, body, **{"Accept-Encoding": "identity"})
-    whole = post(server, body, **{"Accept-Encoding": "gzip"})  # GZip acts: the whole stack
-    assert whole.headers.get("content-encoding") == ("gzip" if tools == 30 else None)
+    plain = post(server, body, **{"Accept-Encoding": coding})
+    whole = post(server, body, **{"Accept-Encoding": coding, "Origin": ORIGIN})  # every one
+    assert whole.headers.get("access-control-allow-origin") == ORIGIN, whole.headers
+    compressed = "gzip" if coding == "gzip" and tools == 30 else None
+    assert plain.headers.get("content-encoding") == compressed, plain.headers
+    assert whole.headers.get("content-encoding") == compressed, whole.headers
     assert answer(plain) == answer(whole)
     assert len(plain.json()["result"]["tools"]) == tools
 

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from kiln.runner import RunResult
+from kiln.runner import RunResult, afterwards
 from support.runner import Harness, live_descendants, wait_for
 from support.runner import test_settings as settings_for_test
 
@@ -214,3 +214,39 @@ def test_a_run_that_ends_after_its_runner_closed_still_leaves_nothing(standby: H
     assert (result.stdout, result.runner_error) == ("late\n", None)
     assert list(standby.work_root.iterdir()) == []  # removed before the answer, as without standbys
     assert standby.runner.standbys == 0
+
+
+def test_a_run_in_a_request_has_its_tools_next_standby_made_while_it_runs_and_cleans_up_after(
+    standby: Harness,
+) -> None:
+    """The next call's standby is prepared during the run, not after the answer (a call right
+    after the answer finds it, and the answer does not compete with its preparation); the
+    ended run's clean-up is kept for after the answer (kiln.runner.afterwards)."""
+    waits_for_gate = (
+        "import os, time\n"
+        "gate = os.path.join(os.environ['SHARED_DIR'], 'go-on')\n"
+        "for _ in range(400):\n"
+        "    if os.path.exists(gate):\n"
+        "        break\n"
+        "    time.sleep(0.05)\n"
+        "print('gate seen' if os.path.exists(gate) else 'gate not seen')\n"
+    )
+    request = standby.request(waits_for_gate, timeout_s=30.0)
+
+    async def in_a_request() -> tuple[RunResult, int, int]:
+        with afterwards.answering() as kept:
+            run = asyncio.ensure_future(standby.runner.run(request))
+            while standby.runner.standbys == 0 and not run.done():  # noqa: ASYNC110 - a count
+                await asyncio.sleep(0.02)
+            during = standby.runner.standbys
+            (standby.shared / "go-on").touch()
+            result = await run
+            return result, during, len(kept)
+
+    result, during, kept = asyncio.run(in_a_request())
+    assert result.stdout == "gate seen\n", result
+    assert during == 1, "the tool's next standby was not made while its run was running"
+    assert kept == 1, "the ended run's clean-up was not kept for after the answer"
+    standby.runner.settle()
+    assert standby.runner.standbys == 1
+    assert call(standby, waits_for_gate).standby
