@@ -52,7 +52,6 @@ logger = logging.getLogger("kiln.runner")
 SCRIPT_NAMES = {"python": "main.py", "node": "main.cjs"}
 START_TIMEOUT_S = 10.0  # a supervisor reports its pid within milliseconds; this is a backstop
 PIPE_DRAIN_S = 1.0  # after the supervisor exits, how long an escaped holder may keep a pipe open
-Go = Callable[[], None]  # what a run does once it has been told to go
 ORPHAN_SETTLE_S = 0.2  # after a supervisor died, how long orphans are looked for
 
 
@@ -101,7 +100,7 @@ class Runner:
         self._discard = _discarder(self._uids)
         self._standbys: Standbys | None = None
         self._spare: ThreadPoolExecutor | None = None
-        self._pending: deque[Prepared | None] = deque()  # ended runs to clean up
+        self._pending: deque[tuple[Prepared | None, RunRequest, Path, str | None]] = deque()
         self._closed = False
         self.runs_from_standby = 0  # runs that started from a standby (tests, benchmarks)
         # Standbys only where runs are fenced from each other (see standby.py).
@@ -232,9 +231,8 @@ class Runner:
         try:
             if prepared is None:
                 prepared = await self._prepare_now(request, interpreter)
-            on_go = self._next_standby(request, interpreter, key)
             try:
-                return await self._supervise(request, stdin, deadline, prepared, on_go)
+                return await self._supervise(request, stdin, deadline, prepared)
             except NotStarted:
                 # The helper (or a standby) failed before the script ran: try once more, cold.
                 if prepared.key is None:
@@ -242,29 +240,18 @@ class Runner:
                 failed, prepared = prepared, None
                 await asyncio.to_thread(self._finish, failed)
                 prepared = await self._prepare_now(request, interpreter)
-                return await self._supervise(request, stdin, deadline, prepared, on_go)
+                return await self._supervise(request, stdin, deadline, prepared)
         finally:
             if self._spare is not None and not self._closed:
-                # The supervisor has killed the run's processes before reporting; removing its
-                # files need not hold up the answer: that starts once the answer has been sent
-                # (kiln.runner.afterwards), so that it does not compete with it for the GIL.
-                self._pending.append(prepared)
+                # The supervisor has killed the run's processes before reporting; preparing the
+                # tool's next run, then removing this one's files, need not hold up the answer:
+                # they start once it has been sent (kiln.runner.afterwards), so that the thread
+                # does not compete with it for the GIL, nor with the run's start or end (as a
+                # preparation during the run did: measured, bench/README).
+                self._pending.append((prepared, request, interpreter, key))
                 afterwards.later(self._hand_over)
             elif prepared is not None:
                 await asyncio.to_thread(self._finish, prepared)
-
-    def _next_standby(self, request: RunRequest, interpreter: Path, key: str | None) -> Go:
-        """What prepares the tool's next run once this one has been told to go: while it runs
-        (the server mostly waits on its pipes meanwhile), so that a call sent the moment the
-        answer arrives finds it, and neither the run's start nor its answer competes with the
-        preparation for the interpreter."""
-
-        def prepare_next() -> None:
-            if key is not None and self._spare is not None and not self._closed:
-                with contextlib.suppress(RuntimeError):  # shut down meanwhile: none
-                    self._spare.submit(self._replenish, request, interpreter, key)
-
-        return prepare_next
 
     def _interpreter(self, request: RunRequest) -> Path:
         if request.language == "node":
@@ -291,18 +278,28 @@ class Runner:
         return self._prepare(request, interpreter)
 
     def _hand_over(self) -> None:
-        """Give the spare thread the ended runs to clean up (also on `settle` and `close`,
-        should their loop have closed before it ran this)."""
+        """Give the spare thread what runs left to do (also on `settle` and `close`, should
+        their loop have closed before it ran this)."""
         while self._pending and self._spare is not None:
             try:
-                prepared = self._pending.popleft()
+                item = self._pending.popleft()
             except IndexError:  # taken by another caller
                 return
-            if prepared is None:  # its preparation failed: nothing to clean up
-                continue
             try:
-                self._spare.submit(self._finish, prepared)
+                self._spare.submit(self._after, *item)
             except RuntimeError:  # shut down (the runner closed): clean up here
+                self._after(*item)
+
+    def _after(
+        self, prepared: Prepared | None, request: RunRequest, interpreter: Path, key: str | None
+    ) -> None:
+        """In the spare thread: prepare the tool's next run (first: a call may follow the
+        answer at once), then clean up after this one."""
+        try:
+            if key is not None and not self._closed:
+                self._replenish(request, interpreter, key)
+        finally:
+            if prepared is not None:
                 self._finish(prepared)
 
     def _replenish(self, request: RunRequest, interpreter: Path, key: str) -> None:
@@ -440,9 +437,9 @@ class Runner:
         }
 
     async def _supervise(
-        self, request: RunRequest, stdin: bytes, deadline: Deadline, prepared: Prepared, on_go: Go
+        self, request: RunRequest, stdin: bytes, deadline: Deadline, prepared: Prepared
     ) -> RunResult:
-        """Start a prepared run (`go`, then `on_go()`), feed it, read it, wait for its end."""
+        """Start a prepared run (`go`), feed it, read it, and wait for its end."""
         limits = effective_limits(self.settings, request.limits)
         loop = asyncio.get_running_loop()
         stdout, stderr = Output(limits.stdout_cap_bytes), Output(limits.stderr_cap_bytes)
@@ -469,7 +466,6 @@ class Runner:
                 transports.append(read_transport)
             pid = await _go(go, feeders, status, deadline)
             record.supervisor = pid
-            on_go()
             timed_out = await self._wait(pid, status, deadline)
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(

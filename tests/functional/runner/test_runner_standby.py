@@ -216,37 +216,22 @@ def test_a_run_that_ends_after_its_runner_closed_still_leaves_nothing(standby: H
     assert standby.runner.standbys == 0
 
 
-def test_a_run_in_a_request_has_its_tools_next_standby_made_while_it_runs_and_cleans_up_after(
+def test_a_run_in_a_request_leaves_its_next_standby_and_clean_up_for_after_the_answer(
     standby: Harness,
 ) -> None:
-    """The next call's standby is prepared during the run, not after the answer (a call right
-    after the answer finds it, and the answer does not compete with its preparation); the
-    ended run's clean-up is kept for after the answer (kiln.runner.afterwards)."""
-    waits_for_gate = (
-        "import os, time\n"
-        "gate = os.path.join(os.environ['SHARED_DIR'], 'go-on')\n"
-        "for _ in range(400):\n"
-        "    if os.path.exists(gate):\n"
-        "        break\n"
-        "    time.sleep(0.05)\n"
-        "print('gate seen' if os.path.exists(gate) else 'gate not seen')\n"
-    )
-    request = standby.request(waits_for_gate, timeout_s=30.0)
+    """Preparing the tool's next run and removing this one's files start once the answer has
+    been sent (kiln.runner.afterwards), so that neither competes with the answer."""
 
     async def in_a_request() -> tuple[RunResult, int, int]:
         with afterwards.answering() as kept:
-            run = asyncio.ensure_future(standby.runner.run(request))
-            while standby.runner.standbys == 0 and not run.done():  # noqa: ASYNC110 - a count
-                await asyncio.sleep(0.02)
-            during = standby.runner.standbys
-            (standby.shared / "go-on").touch()
-            result = await run
-            return result, during, len(kept)
+            result = await standby.runner.run(standby.request("print('hi')"))
+            await asyncio.sleep(0.2)  # the answer is being written: nothing has started
+            return result, len(kept), standby.runner.standbys
 
-    result, during, kept = asyncio.run(in_a_request())
-    assert result.stdout == "gate seen\n", result
-    assert during == 1, "the tool's next standby was not made while its run was running"
-    assert kept == 1, "the ended run's clean-up was not kept for after the answer"
+    result, kept, waiting = asyncio.run(in_a_request())
+    assert result.stdout == "hi\n", result
+    assert kept == 1, "the run's after-work was not kept for after the answer"
+    assert waiting == 0, "the next standby was made before the answer was sent"
     standby.runner.settle()
     assert standby.runner.standbys == 1
-    assert call(standby, waits_for_gate).standby
+    assert call(standby, "print('hi')").standby
