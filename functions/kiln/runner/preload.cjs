@@ -6,9 +6,21 @@
 const fs = require('node:fs');
 
 const fd = Number(process.env.KILN_PRIVATE_FD);
+const ready = Number(process.env.KILN_READY_FD);
 delete process.env.KILN_PRIVATE_FD;
+delete process.env.KILN_READY_FD;
 // Processes the tool forks with Node must not run this again (their fd 3 is something else).
 process.execArgv = process.execArgv.filter((arg, i, all) => arg !== '--require' && all[i - 1] !== '--require');
+if (Number.isInteger(ready) && ready > 2) {
+  // Node has started and now waits for its call: the supervisor tells the server, so that a
+  // save answers once this standby is here (kiln.runner.standby), not while Node still starts.
+  try {
+    fs.writeSync(ready, 'r');
+  } catch {}
+  try {
+    fs.closeSync(ready);
+  } catch {}
+}
 if (Number.isInteger(fd) && fd > 2) {
   let data = '';
   try {
