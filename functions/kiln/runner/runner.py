@@ -303,9 +303,10 @@ class Runner:
         self, request: RunRequest, interpreter: Path, key: str, *, ready: bool = False
     ) -> None:
         """A standby for the next call of this tool, unless one waits already; with `ready`,
-        kept only once its script waits for the call (a call meanwhile starts cold)."""
+        only once its script waits for the call (a call meanwhile starts cold)."""
         assert self._standbys is not None
-        if self._standbys.has(key):
+        waits = self._standbys.has(key)
+        if waits and (not ready or self._standbys.ensure_ready(key, START_TIMEOUT_S)):
             return
         try:
             prepared = self._prepare(request, interpreter)

@@ -161,6 +161,19 @@ class Standbys:
         with self._lock:
             return key in self._ready
 
+    def ensure_ready(self, key: str, patience_s: float) -> bool:
+        """Whether a standby for `key` waits, once its script is seen waiting for the call
+        (waited for, bounded, if it is still starting: meanwhile a call of it starts cold).
+        One that went stale or ended is discarded: False, as when there is none."""
+        prepared = self.take(key)
+        if prepared is None:
+            return False
+        if self.fresh(prepared) and (prepared.wait_ready(patience_s) or prepared.waiting):
+            self.put(prepared)
+            return True
+        self._finish(prepared)
+        return False
+
     def put(self, prepared: Prepared) -> None:
         """Keep `prepared` for its key; discard what that pushes out or what has gone stale."""
         assert prepared.key is not None
