@@ -125,6 +125,8 @@ class TestRun:
             "stderr_truncated": result.stderr_truncated,
             # Prepared before the call (a standby: kiln.runner.standby), not started cold.
             "standby": result.standby,
+            # ... and seen waiting for the call before it came (its interpreter had started).
+            "ready": result.ready,
             # What kept the run apart, exactly as it held: never more.
             "isolation": result.isolation,
             "fence": result.fence or "none",

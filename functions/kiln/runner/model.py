@@ -78,6 +78,7 @@ class RunResult:
     # where the kernel refused it (then only the runner function's sweep finds them).
     mark: str = ""
     standby: bool = False  # it was prepared before the call (see kiln.runner.standby)
+    ready: bool = False  # ... and seen waiting for it: the script had started (a save's warm-up)
     asks: tuple[Ask, ...] = ()  # the questions it asked on its talk channel (talk.py)
     talk_problems: tuple[str, ...] = ()  # talk lines that broke the contract, and why
     go_on: bool = False  # it said {"task": true}: go on as a task

@@ -64,9 +64,11 @@ class Status(Reader):
     End of file means the supervisor has exited: it holds the only write end.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, head: bytes = b"") -> None:
+        """`head`: what was read from the pipe before (`Prepared.wait_ready`)."""
         super().__init__(Output(64 * 1024))
         self.pid: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+        self.data_received(head)
 
     def data_received(self, data: bytes) -> None:
         super().data_received(data)

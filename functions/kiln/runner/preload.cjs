@@ -6,9 +6,26 @@
 const fs = require('node:fs');
 
 const fd = Number(process.env.KILN_PRIVATE_FD);
+const ready = Number(process.env.KILN_READY_FD);
 delete process.env.KILN_PRIVATE_FD;
+delete process.env.KILN_READY_FD;
 // Processes the tool forks with Node must not run this again (their fd 3 is something else).
 process.execArgv = process.execArgv.filter((arg, i, all) => arg !== '--require' && all[i - 1] !== '--require');
+// What the script's first console.log (or stderr write) would load: stdout and stderr are
+// pipes, whose streams are net sockets. Loaded while a standby waits, not on its call's path
+// (about a third of a trivial tool's run); the streams themselves are left to the script, as
+// making one sets its pipe non-blocking.
+require('node:net');
+if (Number.isInteger(ready) && ready > 2) {
+  // Node has started and now waits for its call: the supervisor tells the server, so that a
+  // save answers once this standby is here (kiln.runner.standby), not while Node still starts.
+  try {
+    fs.writeSync(ready, 'r');
+  } catch {}
+  try {
+    fs.closeSync(ready);
+  } catch {}
+}
 if (Number.isInteger(fd) && fd > 2) {
   let data = '';
   try {

@@ -45,6 +45,13 @@ def load_python(run_dir: str, script: str) -> tuple[Any, Any]:
         return main, exc
 
 
+def signal_ready(fd: int, ready: bytes) -> None:
+    """Tell the supervisor the script now waits for its call (nothing of the tool has run)."""
+    with contextlib.suppress(OSError):
+        os.write(fd, ready)
+    os.close(fd)
+
+
 def run_python(main: Any, code: Any, script: str, bundle: str | None) -> NoReturn:
     """Run the script as `__main__` in this forked interpreter, as `python -u main.py` would."""
     if bundle:

@@ -134,14 +134,15 @@ class Runner:
         return self._standbys is not None
 
     def prepare(self, request: RunRequest) -> bool:
-        """Have a standby wait for `request`'s tool now (blocking); False where there are none.
+        """Have a standby wait for `request`'s tool now (blocking until its script waits for
+        the call: Node started, Python compiled); False where there are none.
 
         Its next call then starts at once, as any call after the first does by itself.
         """
         if self._standbys is None or self._closed:
             return False
         interpreter = self._interpreter(request)
-        self._replenish(request, interpreter, self._key(request, interpreter))
+        self._replenish(request, interpreter, self._key(request, interpreter), ready=True)
         return True
 
     def discard_standbys(self) -> None:
@@ -302,10 +303,14 @@ class Runner:
             if prepared is not None:
                 self._finish(prepared)
 
-    def _replenish(self, request: RunRequest, interpreter: Path, key: str) -> None:
-        """A standby for the next call of this tool, unless one waits already."""
+    def _replenish(
+        self, request: RunRequest, interpreter: Path, key: str, *, ready: bool = False
+    ) -> None:
+        """A standby for the next call of this tool, unless one waits already; with `ready`,
+        only once its script waits for the call (a call meanwhile starts cold)."""
         assert self._standbys is not None
-        if self._standbys.has(key):
+        waits = self._standbys.has(key)
+        if waits and (not ready or self._standbys.ensure_ready(key, START_TIMEOUT_S)):
             return
         try:
             prepared = self._prepare(request, interpreter)
@@ -315,6 +320,11 @@ class Runner:
                 extra={"tool": request.label, "error": str(error)},
             )
             return
+        if ready and not prepared.wait_ready(START_TIMEOUT_S):
+            logger.warning("a standby did not get ready", extra={"tool": request.label})
+            if not prepared.waiting:  # it ended before its call: the call starts cold
+                self._finish(prepared)
+                return
         prepared.key = key
         self._standbys.put(prepared)
 
@@ -444,7 +454,7 @@ class Runner:
         loop = asyncio.get_running_loop()
         stdout, stderr = Output(limits.stdout_cap_bytes), Output(limits.stderr_cap_bytes)
         readers = [Reader(stdout), Reader(stderr)]
-        status = Status()
+        status = Status(prepared.status_head)  # with what was read while it waited
         talk = TalkReader(request.heard)
         record = prepared.record
         private = tool_settings(request.extra_env, prepared.env)
@@ -494,7 +504,7 @@ class Runner:
             request, stdout, stderr, fields, timed_out, deadline.seconds, deadline.source,
             duration, self.settings.disk_quota_bytes, talk,
         )  # fmt: skip
-        return replace(result, standby=True) if prepared.key is not None else result
+        return replace(result, standby=True, ready=prepared.ready) if prepared.key else result
 
     async def _wait(self, pid: int, status: Status, deadline: Deadline) -> bool:
         """Wait for the supervisor; True if it had to be stopped by the server's own timer."""

@@ -56,6 +56,36 @@ class Prepared:
     key: str | None = None
     made: float = field(default_factory=time.monotonic)
     taken: bool = False  # the pipe ends belong to the run now (closed by whoever took them)
+    # What was read from the status pipe before the call (`wait_ready`): its reader's start.
+    status_head: bytes = b""
+
+    @property
+    def ready(self) -> bool:
+        """Seen waiting for its call: the script has started and reached its wait (Node
+        its preload, Python its compiled script)."""
+        return "ready" in status_fields(self.status_head)
+
+    @property
+    def waiting(self) -> bool:
+        """Not known to have ended (the supervisor reports an outcome when it does)."""
+        return "outcome" not in status_fields(self.status_head)
+
+    def wait_ready(self, patience_s: float) -> bool:
+        """Wait (blocking, bounded) until the supervisor reports the script waiting for its
+        call; False if it ended first (its status says why) or patience ran out. Only before
+        the run is handed to anyone: the status pipe is read here."""
+        give_up = time.monotonic() + patience_s
+        poller = select.poll()
+        poller.register(self.status, select.POLLIN)
+        while not self.ready and self.waiting:
+            left = give_up - time.monotonic()
+            if left <= 0 or not poller.poll(left * 1000):
+                return False
+            chunk = os.read(self.status, 65536)
+            if not chunk:
+                return False
+            self.status_head += chunk
+        return self.ready
 
     def take(self) -> tuple[int, int, int, int, int, int, int]:
         """Hand the pipe ends over: from here the caller closes them."""
@@ -69,7 +99,7 @@ class Prepared:
             return
         self.taken = True
         close_quietly([self.go, self.stdin, self.private, self.stdout, self.stderr, self.talk])
-        fields = status_fields(_drain(self.status, DRAIN_S))
+        fields = status_fields(self.status_head + _drain(self.status, DRAIN_S))
         os.close(self.status)
         self.record.isolation = fields.get("isolation", "")
         self.record.reported = "outcome" in fields
@@ -130,6 +160,19 @@ class Standbys:
     def has(self, key: str) -> bool:
         with self._lock:
             return key in self._ready
+
+    def ensure_ready(self, key: str, patience_s: float) -> bool:
+        """Whether a standby for `key` waits, once its script is seen waiting for the call
+        (waited for, bounded, if it is still starting: meanwhile a call of it starts cold).
+        One that went stale or ended is discarded: False, as when there is none."""
+        prepared = self.take(key)
+        if prepared is None:
+            return False
+        if self.fresh(prepared) and (prepared.wait_ready(patience_s) or prepared.waiting):
+            self.put(prepared)
+            return True
+        self._finish(prepared)
+        return False
 
     def put(self, prepared: Prepared) -> None:
         """Keep `prepared` for its key; discard what that pushes out or what has gone stale."""

@@ -19,10 +19,11 @@ supervisor's descendants". The supervisor:
 2. forks the script process, which starts its own session, closes the status pipe, applies
    the resource limits and asks to be SIGKILLed if the supervisor dies (PR_SET_PDEATHSIG),
    then waits for the tool's settings on its private pipe before running a line of the
-   tool (Node is exec'd first: its preload waits);
-3. waits for `go` (the run's deadline in seconds) on its go pipe, then for the script to
-   exit, for the deadline, or for SIGTERM from the server. End of file on the go pipe, or
-   `idle_s` without it, means the run is not wanted: it is killed unstarted (`discarded`);
+   tool (Node is exec'd first: its preload waits), saying so first on its ready pipe;
+3. waits for `go` (the run's deadline in seconds) on its go pipe (passing the script's
+   ready byte on as `ready` on the status pipe), then for the script to exit, for the
+   deadline, or for SIGTERM from the server. End of file on the go pipe, or `idle_s`
+   without it, means the run is not wanted: it is killed unstarted (`discarded`);
 4. kills the tree: SIGKILL to the script's process group, then repeatedly walks
    /proc/*/stat for processes whose parent chain leads to it and SIGKILLs them, reaping as
    it goes, until it has no child left. As a subreaper, "no child left" means "no
@@ -108,6 +109,7 @@ TALK_FD_MIN = 10  # the talk pipe's descriptor in the script: clear of 0-3
 CLOSING = b"closing"
 GO_BYTES = 64  # `go` carries one number
 PRIVATE_FD = 3  # where a Node script's preload finds its settings and secrets
+READY = b"r"  # what the script writes to its ready pipe once it waits for its call
 WATCH_INTERVAL_S = 0.05  # how often disk use is measured when no tmpfs bounds it
 
 
@@ -164,17 +166,10 @@ def supervise(
     mark = request.get("mark", "seccomp")
     os.write(status_fd, f"isolation {isolation}\nfence {enforced}\nmark {mark}\n".encode())
     watch = Watch(request, isolation)
-    pid = os.fork()
-    if pid == 0:
-        os.close(go_fd)  # the script must not read (and so steal) its own deadline
-        start_script(request, status_fd, private_fd, fence, talk_fd)  # never returns
-    os.close(private_fd)
-    os.close(talk_fd)  # the script holds the only write end: end of file when it is done
-    if fence is not None:
-        os.close(fence)
+    pid, ready = fork_script(request, status_fd, private_fd, go_fd, fence, talk_fd)
     statuses: dict[int, int] = {}
     outcome = ""
-    timeout_s = wait_for_go(go_fd, float(request["idle_s"]))
+    timeout_s = wait_for_go(go_fd, float(request["idle_s"]), ready, status_fd)
     if timeout_s is None:
         outcome = "discarded"
         timeout_s = 0.0
@@ -206,16 +201,43 @@ def supervise(
     os._exit(0)
 
 
-def wait_for_go(fd: int, idle_s: float) -> float | None:
-    """The run's deadline in seconds once the server says go; None if it never will."""
+def fork_script(
+    request: dict[str, Any], status: int, private: int, go: int, fence: int | None, talk: int
+) -> tuple[int, int]:
+    """Start the script: its pid, and its ready pipe's read end (open till the supervisor exits)."""
+    ready_r, ready_w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(go)  # the script must not read (and so steal) its own deadline
+        os.close(ready_r)
+        start_script(request, status, private, fence, talk, ready_w)  # never returns
+    os.close(private)
+    os.close(talk)  # the script holds the only write end: end of file when it is done
+    os.close(ready_w)
+    if fence is not None:
+        os.close(fence)
+    return pid, ready_r
+
+
+def wait_for_go(fd: int, idle_s: float, ready_fd: int, status_fd: int) -> float | None:
+    """The run's deadline (s) once the server says go, None if never; passes `ready` on."""
     data = b""
     poller = select.poll()
     poller.register(fd, select.POLLIN)
+    poller.register(ready_fd, select.POLLIN)
     give_up = time.monotonic() + idle_s
     while not data.endswith(b"\n") and len(data) < GO_BYTES:
         left = give_up - time.monotonic()
-        if left <= 0 or not poller.poll(left * 1000):
+        events = poller.poll(left * 1000) if left > 0 else []
+        if not events:
             break
+        if any(ready == ready_fd for ready, _ in events):
+            poller.unregister(ready_fd)
+            if os.read(ready_fd, 1) == READY:
+                with contextlib.suppress(OSError):  # the server may be gone: `go` says so
+                    os.write(status_fd, b"ready\n")
+        if not any(ready == fd for ready, _ in events):
+            continue
         chunk = os.read(fd, GO_BYTES)
         if not chunk:
             break  # the server let go of the run (discarded, or it exited)
@@ -340,12 +362,14 @@ class Watch:
 
 
 def start_script(
-    request: dict[str, Any], status_fd: int, private_fd: int, fence: int | None, talk_fd: int
-) -> NoReturn:
+    request: dict[str, Any], status_fd: int, private_fd: int, fence: int | None, talk_fd: int,
+    ready_fd: int,
+) -> NoReturn:  # fmt: skip
     """In the script's own process: session, limits, uid, fence, then run Python or exec Node."""
     os.setsid()
     os.close(status_fd)
     talk = move_talk(talk_fd)
+    ready = move_talk(ready_fd)  # clear of fd 3 too, where Node's private pipe goes
     signal.pthread_sigmask(signal.SIG_SETMASK, set())
     uid = request["uid"]
     set_limits(request["limits"], uid)
@@ -367,6 +391,7 @@ def start_script(
         prctl(contain.PR_SET_DUMPABLE, 0)  # no other process of this uid may read its memory
         # Everything that runs none of the tool's code is done before its call arrives.
         main, code = pyrun.load_python(request["run_dir"], request["script"])
+        pyrun.signal_ready(ready, READY)
         os.environ.update(read_private(private_fd))
         os.environ["KILN_TALK_FD"] = str(talk)
         pyrun.run_python(main, code, request["script"], request["env"].get("PYTHONPATH"))
@@ -378,7 +403,9 @@ def start_script(
         os.dup2(private_fd, PRIVATE_FD)
         os.close(private_fd)
     os.set_inheritable(PRIVATE_FD, True)
-    env = dict(request["env"], KILN_PRIVATE_FD=str(PRIVATE_FD), KILN_TALK_FD=str(talk))
+    os.set_inheritable(ready, True)  # the preload writes its byte and closes it
+    fds = {"KILN_PRIVATE_FD": str(PRIVATE_FD), "KILN_TALK_FD": str(talk)}
+    env = dict(request["env"], **fds, KILN_READY_FD=str(ready))
     argv = [node, "--require", request["preload"], request["script"]]
     try:
         os.execve(node, argv, env)  # noqa: S606
@@ -388,8 +415,8 @@ def start_script(
 
 
 def move_talk(fd: int) -> int:
-    """The talk pipe at a descriptor of its own (>= 10), inherited by what the script execs,
-    so that moving the private pipe to fd 3 for Node can never overwrite it."""
+    """The talk (or ready) pipe at a descriptor of its own (>= 10), inherited by what the
+    script execs, so that moving the private pipe to fd 3 for Node can never overwrite it."""
     talk = fcntl.fcntl(fd, fcntl.F_DUPFD, TALK_FD_MIN)
     os.close(fd)
     return talk

@@ -67,6 +67,36 @@ def test_the_second_call_of_a_tool_starts_from_the_standby_its_first_call_left(
     assert second.isolation == first.isolation != ""
 
 
+@pytest.mark.parametrize(
+    ("language", "code"), [("python", "print('hi')"), ("node", "console.log('hi')")]
+)
+def test_prepare_returns_once_the_standby_waits_for_its_call(
+    standby: Harness, language: str, code: str
+) -> None:
+    """A save's warm-up (`prepare`) returns once the script has started and waits for its
+    call (Node up to its preload, Python compiled), not once it is merely launched: the call
+    that follows finds it ready."""
+    request = standby.request(code, language)
+    assert standby.runner.prepare(request)
+    result = asyncio.run(standby.runner.run(request))
+    assert (result.stdout, result.standby, result.ready) == ("hi\n", True, True), result.stderr
+    standby.runner.settle()  # the standby a call leaves is not waited for: only a warm-up's
+    again = asyncio.run(standby.runner.run(request))
+    assert (again.stdout, again.standby) == ("hi\n", True), again.stderr
+
+
+def test_prepare_waits_for_the_standby_a_call_left_to_be_ready(standby: Harness) -> None:
+    """A warm-up finding a standby that a call left (made without waiting: Node may still be
+    starting) waits until its script is ready too (a save that changed no code)."""
+    request = standby.request("console.log('hi')", "node")
+    first = asyncio.run(standby.runner.run(request))
+    standby.runner.settle()  # the call's standby waits now, not seen ready
+    assert standby.runner.prepare(request)
+    assert standby.runner.standbys == 1
+    second = asyncio.run(standby.runner.run(request))
+    assert (first.standby, second.standby, second.ready) == (False, True, True), second.stderr
+
+
 def test_a_standby_gets_each_calls_own_arguments_and_settings(standby: Harness) -> None:
     request = standby.request(ECHO, extra_env={"TOKEN": "one"}, arguments={"n": 1})
     assert standby.runner.prepare(request)

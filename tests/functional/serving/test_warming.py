@@ -156,6 +156,27 @@ def test_a_test_run_sent_as_soon_as_a_save_answers_starts_from_its_standby(
     assert (body["stdout"], body["standby"]) == ("second\n", True), body
 
 
+def test_a_node_tool_s_save_answers_once_its_standby_has_started_node(
+    kiln_server: RunningKiln,
+) -> None:
+    """The save waits until Node has started up to its preload and waits for the call, so
+    that a call sent at once does not wait for Node's start."""
+    standby_capable(kiln_server)
+    created = kiln_server.api(
+        "POST", "/api/tools", json=tool("greet", "console.log(1)", language="node")
+    )
+    assert created.status_code == 201, created.text
+    saved = kiln_server.api(
+        "PUT", "/api/tools/greet", json=tool("greet", "console.log('second')", language="node"),
+        headers={"If-Match": created.headers["etag"]},
+    )  # fmt: skip
+    assert saved.status_code == 200, saved.text
+    run = kiln_server.api("POST", "/api/tools/greet/run", json={"arguments": {}})
+    assert run.status_code == 200, run.text
+    body = run.json()
+    assert (body["stdout"], body["standby"], body["ready"]) == ("second\n", True, True), body
+
+
 def test_the_first_tools_call_as_soon_as_a_save_answers_starts_from_its_standby(
     kiln_server: RunningKiln,
 ) -> None:
