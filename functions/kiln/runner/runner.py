@@ -245,10 +245,9 @@ class Runner:
         finally:
             if self._spare is not None and not self._closed:
                 # The supervisor has killed the run's processes before reporting; preparing the
-                # tool's next run, then removing this one's files, need not hold up the answer:
-                # they start once it has been sent (kiln.runner.afterwards), so that the thread
-                # does not compete with it for the GIL, nor with the run's start or end (as a
-                # preparation during the run did: measured, bench/README).
+                # next run, then removing this one's files, start once the answer has been sent
+                # (kiln.runner.afterwards): no thread competes with it for the GIL, nor with the
+                # run's start or end (as a preparation during the run did: bench/README).
                 self._pending.append((prepared, request, interpreter, key))
                 afterwards.later(self._hand_over)
             elif prepared is not None:
@@ -294,8 +293,7 @@ class Runner:
     def _after(
         self, prepared: Prepared | None, request: RunRequest, interpreter: Path, key: str | None
     ) -> None:
-        """In the spare thread: prepare the tool's next run (first: a call may follow the
-        answer at once), then clean up after this one."""
+        """In the spare thread: the tool's next run first (a call may follow at once)."""
         try:
             if key is not None and not self._closed:
                 self._replenish(request, interpreter, key)
