@@ -10,7 +10,7 @@ HTTP client, interleaved round by round with a bare start of the same interprete
 the floor the server adds to every call. Then `--save-rounds` rounds of the author's loop: save
 a new revision of each tool through the REST API and time its first call, sent `--after-save`
 seconds (default 1) after the save's answer came back, and sent at once (a save answers once
-the new revision's standby is prepared: kiln.serving.warming). Those are compared with two
+the new revision's standby is ready: kiln.serving.warming). Those are compared with two
 baselines at rest from the same run: the bare start back to back, and the bare start after
 the same idle pause (this VM wakes slowly from idle; see `after_saves`), with a call after the
 same pause and no save as the control.
@@ -263,7 +263,8 @@ def report_saves(
     print(
         f"\nThe first call after a save ({rounds} rounds; 'after a save' = sent {pause_s:g} s "
         "after the save's answer came back, or at once; a save answers once the new "
-        "revision's standby is prepared). Goals: 1.0x bare Python, 1.2x bare Node."
+        "revision's standby is ready, its script waiting for the call). "
+        "Goals: 1.0x bare Python, 1.2x bare Node."
     )
     print(f"  {'':40s} {'median':>9s} {'min':>8s}   x bare back to back   x bare after idle")
     for lang in ("python", "node"):
