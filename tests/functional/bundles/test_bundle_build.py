@@ -145,6 +145,11 @@ def test_a_second_bundle_builds_only_its_new_package_from_the_kept_folders(
     assert "uv pip compile (offline, after the install)" in one.log, one.log
     assert not (tmp_path / "one" / "pins-site.txt").exists(), one.log
     assert (tmp_path / "two" / "pins-site.txt").read_text().startswith("humanize==4.")
+    # Warm: the fresh cache resolves six alone offline, so only humanize is asked of the index.
+    assert (tmp_path / "two" / "new.in").read_text() == "humanize==4.*\n", two.log
+    assert "uv pip compile (offline, after fetching what was new)" in two.log, two.log
+    assert "# uv pip compile:" not in two.log, two.log  # no resolve of everything online
+    assert "# uv pip install (offline):" in two.log, two.log  # humanize's wheel was cached
     assert "\nsix==" not in (tmp_path / "two" / "pins-site.txt").read_text()
     whole = build_bundle(second, workdir=tmp_path / "whole", toolchain=Toolchain())
     assert "package folders" not in two.log, two.log
