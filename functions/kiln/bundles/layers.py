@@ -37,7 +37,7 @@ import time
 import uuid
 import zipfile
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path, PurePosixPath
 from typing import Any
 
@@ -84,8 +84,10 @@ class Layers:
         entries: dict[str, Entry] = {}
         for folder in self.folders:
             if not (folder / MEMBERS).is_file():
-                for path in _files_under(folder / FILES):
-                    entries[path.relative_to(folder / FILES).as_posix()] = (path, None, folder)
+                files = os.fspath(folder / FILES)
+                for found in _file_entries(files):
+                    name = found.path[len(files) + 1 :].replace(os.sep, "/")
+                    entries[name] = (Path(found.path), None, folder)
                 continue
             with zipfile.ZipFile(folder / MEMBERS) as archive:
                 for info in archive.infolist():
@@ -165,8 +167,8 @@ def _make_layers(
     built = {folder: scratch / folder.name for _, folder in missing}
     compile_dirs([made / FILES for made in built.values()])
     for folder, made in built.items():
-        for path in _files_under(made / FILES):
-            _freeze(path)
+        for entry in _file_entries(os.fspath(made / FILES)):  # read-only, for the owner too
+            os.chmod(entry.path, 0o555 if entry.stat().st_mode & stat.S_IXUSR else 0o444)
         folder.parent.mkdir(parents=True, exist_ok=True)
         with contextlib.suppress(OSError):  # another build made it first: theirs is the same
             made.rename(folder)
@@ -174,10 +176,25 @@ def _make_layers(
 
 def _files_under(root: Path) -> list[Path]:
     """The files below `root`, sorted as Paths sort."""
-    found = []
-    for current, _, names in os.walk(root):
-        found += [Path(current, name) for name in names]
-    return sorted(path for path in found if path.is_file())
+    found = [entry.path for entry in _file_entries(os.fspath(root))]
+    found.sort(key=lambda path: path.split(os.sep))  # a Path compares its parts
+    return [Path(path) for path in found]
+
+
+def _file_entries(top: str) -> Iterator[os.DirEntry[str]]:
+    """The files below `top` (as os.walk finds them: links to folders not followed, links to
+    files counted as files), from the folders' listings, without a stat per file."""
+    folders = [top]
+    while folders:
+        try:
+            listing = list(os.scandir(folders.pop()))
+        except OSError:  # as os.walk: a folder that cannot be listed has nothing in it
+            continue
+        for entry in listing:
+            if entry.is_dir(follow_symlinks=False):
+                folders.append(entry.path)
+            elif entry.is_file():
+                yield entry
 
 
 def _sweep(tmp: Path) -> None:
@@ -188,11 +205,6 @@ def _sweep(tmp: Path) -> None:
             with contextlib.suppress(OSError):
                 if leftover.stat().st_mtime < cutoff:
                     shutil.rmtree(leftover, ignore_errors=True)
-
-
-def _freeze(path: Path) -> None:
-    """Read-only for everyone, the owner too: a bundle's file is never written in place."""
-    path.chmod(0o555 if path.stat().st_mode & stat.S_IXUSR else 0o444)
 
 
 def _files_from_members(folder: Path, scratch: Path) -> None:
