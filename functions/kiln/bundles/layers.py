@@ -37,7 +37,7 @@ import time
 import uuid
 import zipfile
 import zlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path, PurePosixPath
 from typing import Any
 
@@ -115,7 +115,7 @@ def build_layers(
     root: Path,
     flavour: str,
     install: Callable[[list[dict[str, Any]], Path], None],
-    compile_dirs: Callable[[list[Path]], None],
+    compile_dirs: Callable[[Iterable[Path]], None],
     write_zip: Callable[[Path, Path, list[Path]], None],
 ) -> Layers:
     """Every locked package's folder, installing and compiling the missing ones; raises
@@ -148,30 +148,40 @@ def _make_layers(
     missing: list[tuple[dict[str, Any], Path]],
     scratch: Path,
     install: Callable[[list[dict[str, Any]], Path], None],
-    compile_dirs: Callable[[list[Path]], None],
+    compile_dirs: Callable[[Iterable[Path]], None],
 ) -> None:
     """Install and compile the missing packages in `scratch`, then put each folder in place."""
     site = scratch / "site"
     install([entry for entry, _ in missing], site)
     trees = {_canonical(str(entry["name"])): scratch / folder.name for entry, folder in missing}
-    for dist_info in sorted(site.glob("*.dist-info")):
-        name = _canonical(dist_info.name.removesuffix(".dist-info").rsplit("-", 1)[0])
-        if name not in trees:
-            raise LayerError(f"{dist_info.name} was installed but not asked for")
-        _move_record(site, dist_info, trees.pop(name) / FILES)
+    moved = _moved(site, trees)
+    compile_dirs(moved)  # each package's folder is compiled as soon as its files are moved
+    for _ in moved:  # a compiler that took fewer (or none): the rest are moved all the same
+        pass
     left = [
         path for path in _files_under(site) if path.relative_to(site).parts[0] not in _NOT_PACKAGED
     ]
     if trees or left:
         raise LayerError(f"files of no package: {left[:3]}, packages without files: {trees}")
     built = {folder: scratch / folder.name for _, folder in missing}
-    compile_dirs([made / FILES for made in built.values()])
     for folder, made in built.items():
         for entry in _file_entries(os.fspath(made / FILES)):  # read-only, for the owner too
             os.chmod(entry.path, 0o555 if entry.stat().st_mode & stat.S_IXUSR else 0o444)
         folder.parent.mkdir(parents=True, exist_ok=True)
         with contextlib.suppress(OSError):  # another build made it first: theirs is the same
             made.rename(folder)
+
+
+def _moved(site: Path, trees: dict[str, Path]) -> Iterator[Path]:
+    """Move each installed package's files from `site` into its folder's `files/` (taking
+    it from `trees`), and name that folder once it is complete."""
+    for dist_info in sorted(site.glob("*.dist-info")):
+        name = _canonical(dist_info.name.removesuffix(".dist-info").rsplit("-", 1)[0])
+        if name not in trees:
+            raise LayerError(f"{dist_info.name} was installed but not asked for")
+        into = trees.pop(name) / FILES
+        _move_record(site, dist_info, into)
+        yield into
 
 
 def _files_under(root: Path) -> list[Path]:
