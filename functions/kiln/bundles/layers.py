@@ -175,12 +175,16 @@ def _make_layers(
 def _moved(site: Path, trees: dict[str, Path]) -> Iterator[Path]:
     """Move each installed package's files from `site` into its folder's `files/` (taking
     it from `trees`), and name that folder once it is complete."""
+    top = os.path.realpath(site)
+    records = []
     for dist_info in sorted(site.glob("*.dist-info")):
         name = _canonical(dist_info.name.removesuffix(".dist-info").rsplit("-", 1)[0])
         if name not in trees:
             raise LayerError(f"{dist_info.name} was installed but not asked for")
+        records.append((name, _record_paths(top, dist_info)))
+    for name, paths in records:
         into = trees.pop(name) / FILES
-        _move_record(site, dist_info, into)
+        _move_record(top, paths, os.fspath(into))
         yield into
 
 
@@ -232,25 +236,66 @@ def _files_from_members(folder: Path, scratch: Path) -> None:
         shutil.rmtree(scratch, ignore_errors=True)
 
 
-def _move_record(site: Path, dist_info: Path, into: Path) -> None:
-    """Move the files a wheel's RECORD names (plus the RECORD) from `site` into `into`."""
+def _record_paths(top: str, dist_info: Path) -> list[str]:
+    """The files a wheel's RECORD names (plus the RECORD) inside `top`, relative to it,
+    console scripts (`bin/`) left out."""
     with (dist_info / "RECORD").open(newline="") as handle:
         paths = [row[0] for row in csv.reader(handle) if row]
-    top = os.path.realpath(site)
-    made: set[str] = set()
+    inside = []
     for relative in paths:
         source = os.path.normpath(os.path.join(top, relative))  # uv installs no links
-        if not source.startswith(top + os.sep) or not os.path.isfile(source):
-            continue  # console scripts outside the folder, or files already gone
-        inside = os.path.relpath(source, top)
-        if inside.split(os.sep, 1)[0] == "bin":
+        if source.startswith(top + os.sep) and not source.startswith(f"{top}/bin/"):
+            inside.append(source[len(top) + 1 :])
+    return inside
+
+
+def _move_record(top: str, paths: list[str], into: str) -> None:
+    """Move `paths` from `top` into `into`. A top-level folder that holds exactly this
+    package's files (no other package's, nothing unnamed, no links) moves by one rename;
+    other files one by one (files already gone are skipped)."""
+    groups: dict[str, set[str]] = {}
+    for path in paths:
+        groups.setdefault(path.split("/")[0], set()).add(path)
+    made: set[str] = set()
+    for first, group in groups.items():
+        if _plain_files(top, first) == group:
+            if into not in made:
+                os.makedirs(into, exist_ok=True)
+                made.add(into)
+            os.rename(os.path.join(top, first), os.path.join(into, first))
             continue
-        destination = os.path.join(into, inside)
-        folder = os.path.dirname(destination)
-        if folder not in made:
-            os.makedirs(folder, exist_ok=True)
-            made.add(folder)
-        os.replace(source, destination)
+        for inside in sorted(group):
+            source = os.path.join(top, inside)
+            if not os.path.isfile(source):
+                continue
+            destination = os.path.join(into, inside)
+            folder = os.path.dirname(destination)
+            if folder not in made:
+                os.makedirs(folder, exist_ok=True)
+                made.add(folder)
+            os.replace(source, destination)
+
+
+def _plain_files(top: str, first: str) -> set[str] | None:
+    """The files below folder `top/first`, relative to `top`; None if it is not a folder or
+    holds anything but regular files and folders (a link, say)."""
+    found: set[str] = set()
+    folders = [os.path.join(top, first)]
+    while folders:
+        try:
+            listing = list(os.scandir(folders.pop()))
+        except OSError:  # a file, or gone
+            return None
+        for entry in listing:
+            if entry.is_symlink():
+                return None
+            if entry.is_dir(follow_symlinks=False):
+                folders.append(entry.path)
+            elif entry.is_file(follow_symlinks=False):
+                found.add(entry.path[len(top) + 1 :])
+            else:
+                return None
+    return found
 
 
 def _canonical(name: str) -> str:
