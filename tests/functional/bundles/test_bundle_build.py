@@ -184,6 +184,20 @@ def test_a_cold_install_that_does_not_hold_the_lock_is_thrown_away_and_the_pins_
     assert (tmp_path / "again" / "six-1.17.0.dist-info").is_dir()
 
 
+def test_a_fresh_cache_that_cannot_fetch_a_new_requirement_still_says_what_uv_said(
+    tmp_path: Path,
+) -> None:
+    uv = find_uv()
+    assert uv is not None, "uv is a dev dependency"
+    _uv(uv, tmp_path).lock(["six==1.17.0"])  # the cache is fresh from here on
+    again = _uv(uv, tmp_path)
+    with pytest.raises(BuildError) as failed:
+        again.lock(["six==1.17.0", "kiln-no-such-package-anywhere==1.0"])
+    assert str(failed.value).startswith("uv pip compile failed"), failed.value  # the online one
+    assert "kiln-no-such-package-anywhere" in failed.value.log, failed.value.log
+    assert (tmp_path / "new.in").read_text() == "kiln-no-such-package-anywhere==1.0\n"
+
+
 def _uv(uv: str, tmp_path: Path) -> Uv:
     return Uv(
         uv,
