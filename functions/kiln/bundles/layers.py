@@ -281,6 +281,8 @@ def _plain_files(top: str, first: str) -> set[str] | None:
     holds anything but regular files and folders (a link, say)."""
     found: set[str] = set()
     folders = [os.path.join(top, first)]
+    if os.path.islink(folders[0]):
+        return None
     while folders:
         try:
             listing = list(os.scandir(folders.pop()))

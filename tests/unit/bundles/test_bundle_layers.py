@@ -106,3 +106,22 @@ def test_a_link_inside_a_package_folder_is_never_moved_into_it(tmp_path: Path) -
             _lock("alpha"), root=tmp_path / "packages", flavour="test", install=with_link,
             compile_dirs=_compiled, write_zip=write_zip,
         )  # fmt: skip
+
+
+def test_a_package_folder_that_is_a_link_is_never_moved_as_a_whole(tmp_path: Path) -> None:
+    packages = {"alpha": {"alpha/__init__.py": "A = 1\n"}}
+    elsewhere = tmp_path / "elsewhere"
+    install = _installer(packages)
+
+    def with_linked_folder(lock: list[dict[str, Any]], site: Path) -> None:
+        install(lock, site)
+        (site / "alpha").rename(elsewhere)
+        (site / "alpha").symlink_to(elsewhere, target_is_directory=True)
+
+    layers = build_layers(
+        _lock("alpha"), root=tmp_path / "packages", flavour="test", install=with_linked_folder,
+        compile_dirs=_compiled, write_zip=write_zip,
+    )  # fmt: skip
+    files = layers.folders[0] / FILES
+    assert not (files / "alpha").is_symlink(), "the link itself was moved into the package"
+    assert (files / "alpha" / "__init__.py").read_text() == "A = 1\n"
