@@ -72,11 +72,13 @@ def free_port() -> int:
 
 @contextmanager
 def serve(settings: Settings, clients: AwsClients) -> Iterator[str]:
-    """A fresh app (new bundle cache, new runner) on uvicorn: a new container, in effect."""
+    """A fresh app (new bundle cache, new runner) on uvicorn: a new container, in effect.
+    Its lifespan runs, so that on the way out its warmer and standbys stop, as `kiln dev`'s do
+    (they would otherwise outlive it, beside the next variant's measurement)."""
     app = create_app(build_kiln(settings, clients=clients))
     port = free_port()
     server = uvicorn.Server(
-        uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="off")
+        uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="on")
     )
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()

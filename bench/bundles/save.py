@@ -20,11 +20,13 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import statistics
 import tempfile
 import time
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -92,29 +94,23 @@ def run_variants(
 ) -> list[Row]:
     scratch = Path(tempfile.mkdtemp(prefix="kiln-bench-save-"))
     rows: list[Row] = []
+    splits: list[tuple[float, float]] = []  # seconds, of which asking the index: pip, uv
     node_variants = [("npm", "off")] + ([("bun", bun)] if bun else [])
     try:
         with httpx.Client(timeout=300) as http:
             for installer in ("pip", "uv"):
                 settings = _variant(base, clients, scratch / installer, bundle_installer=installer)
                 with serve(settings, clients) as url:
-                    body = tool("needs_packages", "python", PY_CODE, PY_REQUIREMENTS)
-                    saved_at = time.time()
-                    rows.append(
-                        row(f"python, {installer}, cold", save_to_callable(http, url, key, body))
-                    )
-                    where = stages(http, url, key, saved_at, rows[-1][1], "needs_packages")
-                    print(f"{installer} cold: {rows[-1][1]:.2f} s ({where})", flush=True)
+                    splits.append(_cold_row(http, url, key, installer, rows))
                     if installer == "uv":
                         body = tool(
                             "needs_more", "python", PY_CODE_2, [*PY_REQUIREMENTS, "humanize"]
                         )
-                        rows.append(
-                            row(
-                                "python, uv, 2nd tool (+humanize)",
-                                save_to_callable(http, url, key, body),
-                            )
-                        )
+                        saved_at = time.time()
+                        second = save_to_callable(http, url, key, body)
+                        rows.append(row("python, uv, 2nd tool (+humanize)", second))
+                        where = stages(http, url, key, saved_at, second)
+                        print(f"2nd tool: {second:.2f} s ({where})", flush=True)
             for name, path in node_variants:
                 os.environ["NPM_CONFIG_CACHE"] = str(scratch / name / "npm-cache")
                 settings = _variant(base, clients, scratch / name, bun=path)
@@ -124,7 +120,36 @@ def run_variants(
     finally:
         os.environ.pop("NPM_CONFIG_CACHE", None)
         shutil.rmtree(scratch, ignore_errors=True)
+    if len(splits) == 2:
+        _split_report(*splits)
     return rows
+
+
+def _cold_row(
+    http: httpx.Client, url: str, key: str, installer: str, rows: list[Row]
+) -> tuple[float, float]:
+    """The first tool, cold: its row, its stages, its installer's share and the network's."""
+    body = tool("needs_packages", "python", PY_CODE, PY_REQUIREMENTS)
+    saved_at = time.time()
+    rows.append(row(f"python, {installer}, cold", save_to_callable(http, url, key, body)))
+    seconds = rows[-1][1]
+    where, record = _stages(http, url, key, saved_at, seconds, "needs_packages")
+    print(f"{installer} cold: {seconds:.2f} s ({where})", flush=True)
+    online = installer_seconds(record)
+    print(f"  {installer}'s commands that ask the index: {online:.2f} s; the rest (Kiln: "
+          f"bytecode, folders, hand-over, first call): {seconds - online:.2f} s")  # fmt: skip
+    if record.get("lock"):
+        print(f"  {network_probe(record['lock'])}", flush=True)
+    return seconds, online
+
+
+def _split_report(pip: tuple[float, float], uv: tuple[float, float]) -> None:
+    """uv / pip with and without the installers' commands that ask the index."""
+    (pip_s, pip_online), (uv_s, uv_online) = pip, uv
+    rest = (uv_s - uv_online) / (pip_s - pip_online)
+    print(f"python: uv / pip without the index's part {rest:.2f}x ({uv_s - uv_online:.2f} s / "
+          f"{pip_s - pip_online:.2f} s); the index's part alone {uv_online / pip_online:.2f}x "
+          f"({uv_online:.2f} s / {pip_online:.2f} s)")  # fmt: skip
 
 
 def second_tool_runs(
@@ -160,6 +185,12 @@ def stages(
     http: httpx.Client, url: str, key: str, saved_at: float, total: float, name: str = "needs_more"
 ) -> str:
     """Where a tool's time went (the second's by default), from its bundle's record."""
+    return _stages(http, url, key, saved_at, total, name)[0]
+
+
+def _stages(
+    http: httpx.Client, url: str, key: str, saved_at: float, total: float, name: str
+) -> tuple[str, dict[str, Any]]:
     auth = {"Authorization": f"Bearer {key}"}
     bundle_id = http.get(f"{url}/api/tools/{name}", headers=auth).json()["bundle_id"]
     read = f"{url}/api/bundles/{bundle_id}?log=true"
@@ -175,9 +206,36 @@ def stages(
         return datetime.fromisoformat(record[field].replace("Z", "+00:00")).timestamp()
 
     queued, ready = at("started_at") - saved_at, at("finished_at") - saved_at
-    return (f"queued {queued:.2f}, build {record['duration_s']} s, answered {total:.2f} s and "
-            f"marked ready {ready:.2f} s after the save (the zip uploaded); build log: "
-            f"{'; '.join(steps)}")  # fmt: skip
+    handed = re.search(r"# handed over after ([0-9.]+) s, in ([0-9.]+) s", record.get("log") or "")
+    callable_at = queued + sum(map(float, handed.groups())) if handed else float("nan")
+    return (f"queued {queued:.2f}, build {record['duration_s']} s, in this process's bundle "
+            f"cache (callable) {callable_at:.2f} s, answered {total:.2f} s "
+            f"(the first call: {total - callable_at:.2f} s) and marked ready {ready:.2f} s after "
+            f"the save (the zip uploaded); build log: {'; '.join(steps)}"), record  # fmt: skip
+
+
+def installer_seconds(record: dict[str, Any]) -> float:
+    """The seconds of the build's installer commands that talk to the index (uv's resolving
+    install, uv's compiles and installs that are not offline, pip's install), from its log."""
+    total = 0.0
+    for line in (record.get("log") or "").splitlines():
+        what, _, took = line[2:].rpartition(": ")
+        online = what.startswith(("uv pip", "pip install")) and "offline" not in what
+        if line.startswith("# ") and online and took.endswith(" s"):
+            total += float(took[:-2])
+    return total
+
+
+def network_probe(lock: list[dict[str, Any]]) -> str:
+    """The network now, without any installer: the lock's wheels fetched again by plain
+    parallel GETs on new connections (no cache), timed."""
+    urls = [str(entry["url"]) for entry in lock if str(entry.get("url")).startswith("https://")]
+    started = time.perf_counter()
+    with httpx.Client(timeout=120, follow_redirects=True) as client, ThreadPoolExecutor(8) as pool:
+        sizes = list(pool.map(lambda one: len(client.get(one).raise_for_status().content), urls))
+    took = time.perf_counter() - started
+    return (f"network now: {len(urls)} wheels of the lock, {sum(sizes) / 2**20:.1f} MB, fetched "
+            f"again in {took:.2f} s by plain GETs (load {os.getloadavg()[0]:.1f})")  # fmt: skip
 
 
 def _variant(base: Settings, clients: AwsClients, folder: Path, **changes: Any) -> Settings:

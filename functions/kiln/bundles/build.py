@@ -25,7 +25,7 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -305,23 +305,23 @@ def _interpreter_version(interpreter: str | None) -> str:
     return probe.stdout.strip() or interpreter
 
 
-def _compile_dirs(interpreter: str | None, log: _Log, folders: list[Path]) -> None:
-    """Bytecode for each folder, names relative to it (as `_compile_python` does)."""
-    if interpreter is None or not folders:
+def _compile_dirs(interpreter: str | None, log: _Log, folders: Iterable[Path]) -> None:
+    """Bytecode for each folder, names relative to it (as `_compile_python` does). The
+    compiler starts at once and takes each folder as it comes (the next package's files may
+    still be moving into place meanwhile)."""
+    if interpreter is None:
+        for _ in folders:  # nothing to compile with: the folders are still made
+            pass
         return
     try:
-        _run(
-            [interpreter, "-c", _COMPILE_DIRS, *map(str, folders)],
-            log,
-            what="compileall",
-            cwd=folders[0],
-        )
+        _run_fed([interpreter, "-c", _COMPILE_DIRS], map(str, folders), log, what="compileall")
     except BuildError:
         log.add("# some files did not compile; they are left as source")
 
 
 # One pool over the files of all folders (compileall's pool is per folder), each file named
 # relative to its folder as `compileall -s` names them; `doraise` so a bad file is counted.
+# The folders come on stdin, one a line, each compiled as soon as it is named.
 _COMPILE_DIRS = """
 import concurrent.futures, multiprocessing, os, py_compile, sys
 MODE = py_compile.PycInvalidationMode.UNCHECKED_HASH
@@ -331,14 +331,24 @@ def one(job):
         return 0
     except (py_compile.PyCompileError, OSError, ValueError):
         return 1
+def many(jobs):
+    return sum(map(one, jobs))
 if __name__ == "__main__":
-    jobs = [(os.path.join(r, f), os.path.relpath(os.path.join(r, f), d))
-            for d in sys.argv[1:] for r, _, fs in os.walk(d) for f in fs if f.endswith(".py")]
-    if len(jobs) < 256:  # a package or two: starting a pool would take longer than this
-        sys.exit(1 if sum(map(one, jobs)) else 0)
     fork = multiprocessing.get_context("fork")  # `-c` has no module a spawned worker imports
-    with concurrent.futures.ProcessPoolExecutor(mp_context=fork) as pool:
-        failed = sum(pool.map(one, jobs, chunksize=32))
+    pool, waiting, futures = None, [], []
+    for line in sys.stdin:
+        d = line.rstrip("\\n")
+        waiting += [(os.path.join(r, f), os.path.relpath(os.path.join(r, f), d))
+                    for r, _, fs in os.walk(d) for f in fs if f.endswith(".py")]
+        if pool is None and len(waiting) < 256:  # a package or two: no pool (it costs more)
+            continue
+        if pool is None:
+            pool = concurrent.futures.ProcessPoolExecutor(mp_context=fork)
+        futures += [pool.submit(many, waiting[i:i + 32]) for i in range(0, len(waiting), 32)]
+        waiting = []
+    failed = many(waiting) + sum(future.result() for future in futures)
+    if pool is not None:
+        pool.shutdown()
     sys.exit(1 if failed else 0)
 """
 
@@ -503,21 +513,12 @@ def _run(
     command: list[str], log: _Log, *, what: str, cwd: Path, extra: dict[str, str] | None = None
 ) -> None:
     log.add("$ " + " ".join(command))
-    env = inherited_environment(PIP_NO_INPUT="1", PYTHONDONTWRITEBYTECODE="1", **(extra or {}))
-    node = log.tools.node_binary
-    if node:  # npm runs `node` from PATH
-        env["PATH"] = f"{Path(node).parent}{os.pathsep}{env.get('PATH', '')}"
-    if not os.access(Path.home(), os.W_OK):  # Lambda: only /tmp is writable
-        scratch_home = temp_place("kiln-build-home")  # pip reads its settings from here
-        env["HOME"] = str(scratch_home)
-        env.setdefault("PIP_CACHE_DIR", str(scratch_home / "pip-cache"))
-        env.setdefault("npm_config_cache", str(scratch_home / "npm-cache"))
     started = time.monotonic()
     try:
         completed = subprocess.run(
             command,
             cwd=cwd,
-            env=env,
+            env=_environment(log, extra),
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
@@ -529,13 +530,53 @@ def _run(
         raise BuildError(
             f"{what} did not finish within {INSTALL_TIMEOUT_S:.0f} s", log.text()
         ) from exc
-    output = completed.stdout.decode("utf-8", "replace")
+    _ended(log, what, started, completed.returncode, completed.stdout)
+
+
+def _run_fed(command: list[str], lines: Iterable[str], log: _Log, *, what: str) -> None:
+    """`_run`, `lines` fed to its stdin as they are made (its output is read after: little)."""
+    log.add("$ " + " ".join(command[:2]) + " <script> < (folders as they are made)")
+    started = time.monotonic()
+    child = subprocess.Popen(
+        command, env=_environment(log, None), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )  # fmt: skip
+    try:
+        assert child.stdin is not None
+        for line in lines:
+            child.stdin.write(line.encode() + b"\n")
+            child.stdin.flush()
+        output, _ = child.communicate(timeout=INSTALL_TIMEOUT_S)
+    except subprocess.TimeoutExpired as exc:
+        raise BuildError(
+            f"{what} did not finish within {INSTALL_TIMEOUT_S:.0f} s", log.text()
+        ) from exc
+    finally:
+        if child.poll() is None:  # the lines' maker failed, or the time ran out
+            child.kill()
+            child.communicate()
+    _ended(log, what, started, child.returncode, output)
+
+
+def _environment(log: _Log, extra: dict[str, str] | None) -> dict[str, str]:
+    env = inherited_environment(PIP_NO_INPUT="1", PYTHONDONTWRITEBYTECODE="1", **(extra or {}))
+    node = log.tools.node_binary
+    if node:  # npm runs `node` from PATH
+        env["PATH"] = f"{Path(node).parent}{os.pathsep}{env.get('PATH', '')}"
+    if not os.access(Path.home(), os.W_OK):  # Lambda: only /tmp is writable
+        scratch_home = temp_place("kiln-build-home")  # pip reads its settings from here
+        env["HOME"] = str(scratch_home)
+        env.setdefault("PIP_CACHE_DIR", str(scratch_home / "pip-cache"))
+        env.setdefault("npm_config_cache", str(scratch_home / "npm-cache"))
+    return env
+
+
+def _ended(log: _Log, what: str, started: float, returncode: int, stdout: bytes) -> None:
+    output = stdout.decode("utf-8", "replace")
     log.add(output)
     log.add(f"# {what}: {time.monotonic() - started:.2f} s")
-    if completed.returncode != 0:
-        raise BuildError(
-            f"{what} failed (exit {completed.returncode}): {_last_error(output)}", log.text()
-        )
+    if returncode != 0:
+        raise BuildError(f"{what} failed (exit {returncode}): {_last_error(output)}", log.text())
 
 
 def _last_error(output: str) -> str:

@@ -37,7 +37,7 @@ import time
 import uuid
 import zipfile
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path, PurePosixPath
 from typing import Any
 
@@ -84,8 +84,10 @@ class Layers:
         entries: dict[str, Entry] = {}
         for folder in self.folders:
             if not (folder / MEMBERS).is_file():
-                for path in _files_under(folder / FILES):
-                    entries[path.relative_to(folder / FILES).as_posix()] = (path, None, folder)
+                files = os.fspath(folder / FILES)
+                for found in _file_entries(files):
+                    name = found.path[len(files) + 1 :].replace(os.sep, "/")
+                    entries[name] = (Path(found.path), None, folder)
                 continue
             with zipfile.ZipFile(folder / MEMBERS) as archive:
                 for info in archive.infolist():
@@ -113,7 +115,7 @@ def build_layers(
     root: Path,
     flavour: str,
     install: Callable[[list[dict[str, Any]], Path], None],
-    compile_dirs: Callable[[list[Path]], None],
+    compile_dirs: Callable[[Iterable[Path]], None],
     write_zip: Callable[[Path, Path, list[Path]], None],
 ) -> Layers:
     """Every locked package's folder, installing and compiling the missing ones; raises
@@ -146,38 +148,67 @@ def _make_layers(
     missing: list[tuple[dict[str, Any], Path]],
     scratch: Path,
     install: Callable[[list[dict[str, Any]], Path], None],
-    compile_dirs: Callable[[list[Path]], None],
+    compile_dirs: Callable[[Iterable[Path]], None],
 ) -> None:
     """Install and compile the missing packages in `scratch`, then put each folder in place."""
     site = scratch / "site"
     install([entry for entry, _ in missing], site)
     trees = {_canonical(str(entry["name"])): scratch / folder.name for entry, folder in missing}
-    for dist_info in sorted(site.glob("*.dist-info")):
-        name = _canonical(dist_info.name.removesuffix(".dist-info").rsplit("-", 1)[0])
-        if name not in trees:
-            raise LayerError(f"{dist_info.name} was installed but not asked for")
-        _move_record(site, dist_info, trees.pop(name) / FILES)
+    moved = _moved(site, trees)
+    compile_dirs(moved)  # each package's folder is compiled as soon as its files are moved
+    for _ in moved:  # a compiler that took fewer (or none): the rest are moved all the same
+        pass
     left = [
         path for path in _files_under(site) if path.relative_to(site).parts[0] not in _NOT_PACKAGED
     ]
     if trees or left:
         raise LayerError(f"files of no package: {left[:3]}, packages without files: {trees}")
     built = {folder: scratch / folder.name for _, folder in missing}
-    compile_dirs([made / FILES for made in built.values()])
     for folder, made in built.items():
-        for path in _files_under(made / FILES):
-            _freeze(path)
+        for entry in _file_entries(os.fspath(made / FILES)):  # read-only, for the owner too
+            os.chmod(entry.path, 0o555 if entry.stat().st_mode & stat.S_IXUSR else 0o444)
         folder.parent.mkdir(parents=True, exist_ok=True)
         with contextlib.suppress(OSError):  # another build made it first: theirs is the same
             made.rename(folder)
 
 
+def _moved(site: Path, trees: dict[str, Path]) -> Iterator[Path]:
+    """Move each installed package's files from `site` into its folder's `files/` (taking
+    it from `trees`), and name that folder once it is complete."""
+    top = os.path.realpath(site)
+    records = []
+    for dist_info in sorted(site.glob("*.dist-info")):
+        name = _canonical(dist_info.name.removesuffix(".dist-info").rsplit("-", 1)[0])
+        if name not in trees:
+            raise LayerError(f"{dist_info.name} was installed but not asked for")
+        records.append((name, _record_paths(top, dist_info)))
+    for name, paths in records:
+        into = trees.pop(name) / FILES
+        _move_record(top, paths, os.fspath(into))
+        yield into
+
+
 def _files_under(root: Path) -> list[Path]:
     """The files below `root`, sorted as Paths sort."""
-    found = []
-    for current, _, names in os.walk(root):
-        found += [Path(current, name) for name in names]
-    return sorted(path for path in found if path.is_file())
+    found = [entry.path for entry in _file_entries(os.fspath(root))]
+    found.sort(key=lambda path: path.split(os.sep))  # a Path compares its parts
+    return [Path(path) for path in found]
+
+
+def _file_entries(top: str) -> Iterator[os.DirEntry[str]]:
+    """The files below `top` (as os.walk finds them: links to folders not followed, links to
+    files counted as files), from the folders' listings, without a stat per file."""
+    folders = [top]
+    while folders:
+        try:
+            listing = list(os.scandir(folders.pop()))
+        except OSError:  # as os.walk: a folder that cannot be listed has nothing in it
+            continue
+        for entry in listing:
+            if entry.is_dir(follow_symlinks=False):
+                folders.append(entry.path)
+            elif entry.is_file():
+                yield entry
 
 
 def _sweep(tmp: Path) -> None:
@@ -188,11 +219,6 @@ def _sweep(tmp: Path) -> None:
             with contextlib.suppress(OSError):
                 if leftover.stat().st_mtime < cutoff:
                     shutil.rmtree(leftover, ignore_errors=True)
-
-
-def _freeze(path: Path) -> None:
-    """Read-only for everyone, the owner too: a bundle's file is never written in place."""
-    path.chmod(0o555 if path.stat().st_mode & stat.S_IXUSR else 0o444)
 
 
 def _files_from_members(folder: Path, scratch: Path) -> None:
@@ -210,25 +236,68 @@ def _files_from_members(folder: Path, scratch: Path) -> None:
         shutil.rmtree(scratch, ignore_errors=True)
 
 
-def _move_record(site: Path, dist_info: Path, into: Path) -> None:
-    """Move the files a wheel's RECORD names (plus the RECORD) from `site` into `into`."""
+def _record_paths(top: str, dist_info: Path) -> list[str]:
+    """The files a wheel's RECORD names (plus the RECORD) inside `top`, relative to it,
+    console scripts (`bin/`) left out."""
     with (dist_info / "RECORD").open(newline="") as handle:
         paths = [row[0] for row in csv.reader(handle) if row]
-    top = os.path.realpath(site)
-    made: set[str] = set()
+    inside = []
     for relative in paths:
         source = os.path.normpath(os.path.join(top, relative))  # uv installs no links
-        if not source.startswith(top + os.sep) or not os.path.isfile(source):
-            continue  # console scripts outside the folder, or files already gone
-        inside = os.path.relpath(source, top)
-        if inside.split(os.sep, 1)[0] == "bin":
+        if source.startswith(top + os.sep) and not source.startswith(f"{top}/bin/"):
+            inside.append(source[len(top) + 1 :])
+    return inside
+
+
+def _move_record(top: str, paths: list[str], into: str) -> None:
+    """Move `paths` from `top` into `into`. A top-level folder that holds exactly this
+    package's files (no other package's, nothing unnamed, no links) moves by one rename;
+    other files one by one (files already gone are skipped)."""
+    groups: dict[str, set[str]] = {}
+    for path in paths:
+        groups.setdefault(path.split("/")[0], set()).add(path)
+    made: set[str] = set()
+    for first, group in groups.items():
+        if _plain_files(top, first) == group:
+            if into not in made:
+                os.makedirs(into, exist_ok=True)
+                made.add(into)
+            os.rename(os.path.join(top, first), os.path.join(into, first))
             continue
-        destination = os.path.join(into, inside)
-        folder = os.path.dirname(destination)
-        if folder not in made:
-            os.makedirs(folder, exist_ok=True)
-            made.add(folder)
-        os.replace(source, destination)
+        for inside in sorted(group):
+            source = os.path.join(top, inside)
+            if not os.path.isfile(source):
+                continue
+            destination = os.path.join(into, inside)
+            folder = os.path.dirname(destination)
+            if folder not in made:
+                os.makedirs(folder, exist_ok=True)
+                made.add(folder)
+            os.replace(source, destination)
+
+
+def _plain_files(top: str, first: str) -> set[str] | None:
+    """The files below folder `top/first`, relative to `top`; None if it is not a folder or
+    holds anything but regular files and folders (a link, say)."""
+    found: set[str] = set()
+    folders = [os.path.join(top, first)]
+    if os.path.islink(folders[0]):
+        return None
+    while folders:
+        try:
+            listing = list(os.scandir(folders.pop()))
+        except OSError:  # a file, or gone
+            return None
+        for entry in listing:
+            if entry.is_symlink():
+                return None
+            if entry.is_dir(follow_symlinks=False):
+                folders.append(entry.path)
+            elif entry.is_file(follow_symlinks=False):
+                found.add(entry.path[len(top) + 1 :])
+            else:
+                return None
+    return found
 
 
 def _canonical(name: str) -> str:

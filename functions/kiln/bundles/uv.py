@@ -16,7 +16,13 @@ under `kiln dev`, `/tmp/kiln-build-cache` on the builder function), so a second 
 requirements overlap an earlier one's downloads only what is new. A cache refreshed from the
 index less than `FRESH_FOR_S` ago is trusted as it is: the build first resolves `--offline`
 (no index round trips) and asks the index only when that fails, which is what an HTTP cache
-honouring PyPI's own `max-age=600` on its simple pages would do.
+honouring PyPI's own `max-age=600` on its simple pages would do. When it fails, each
+requirement is tried offline alone, and only those the cache cannot resolve are fetched (one
+`uv pip install` of them, which caches their pages and wheels) before the offline resolve is
+tried again: a second tool adding one package asks the index about that package, not about
+every package it shares with the first (uv revalidates each page it resolves online; behind a
+proxy that drops the cache headers, that is ~20 requests in dependency order). Anything else
+still resolves online.
 """
 
 from __future__ import annotations
@@ -27,6 +33,7 @@ import shutil
 import time
 import tomllib
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -86,16 +93,59 @@ class Uv:
             "--only-binary", ":all:", "-o", str(lock_file), str(self.workdir / "requirements.in"),
         ]  # fmt: skip
         offline = [*command, "--offline"]
-        if not (self.offline and _try(self.run, offline, "uv pip compile (offline)")):
-            cold, self.offline = not self.offline, False
-            if not (
-                cold
-                and self._install_early(self.workdir / "requirements.in")
-                and _try(self.run, offline, "uv pip compile (offline, after the install)")
-            ):
-                self.run(command, "uv pip compile")
-            _touch(self.cache_dir)
+        if self.offline and _try(self.run, offline, "uv pip compile (offline)"):
+            return _read_lock(lock_file)
+        after_fetch = "uv pip compile (offline, after fetching what was new)"
+        if (  # a fresh cache that lacks a few packages
+            self.offline
+            and self._fetch_missing(requirements)
+            and _try(self.run, offline, after_fetch)
+        ):
+            return _read_lock(lock_file)
+        cold, self.offline = not self.offline, False
+        if not (
+            cold
+            and self._install_early(self.workdir / "requirements.in")
+            and _try(self.run, offline, "uv pip compile (offline, after the install)")
+        ):
+            self.run(command, "uv pip compile")
+        _touch(self.cache_dir)
         return _read_lock(lock_file)
+
+    def _fetch_missing(self, requirements: list[str]) -> bool:
+        """Fetch from the index only the requirements the fresh cache cannot resolve alone
+        (each tried offline, at once): a second tool that adds one package to an earlier
+        tool's asks the index about that package, not again about every package it shares.
+        False when none is missing alone (a conflict only the index can settle) or the fetch
+        fails; the caller then resolves everything online."""
+        probes = [
+            [self.uv, "pip", "compile", *self.common, "--quiet", "--no-header", "--offline",
+             "--only-binary", ":all:", "-o", str(self.workdir / f"probe-{number}.txt"),
+             str(self._requirement_file(f"probe-{number}.in", [requirement]))]
+            for number, requirement in enumerate(requirements)
+        ]  # fmt: skip
+        with ThreadPoolExecutor(max_workers=min(4, len(probes) or 1)) as pool:
+            found = list(pool.map(self._probe, probes))
+        missing = [wanted for wanted, ok in zip(requirements, found, strict=True) if not ok]
+        if not missing:
+            return False
+        fetched = self.workdir / "fetched"  # installed only so that uv caches the wheels
+        command = [
+            self.uv, "pip", "install", *self.common, "--no-compile", "--only-binary", ":all:",
+            "--target", str(fetched), "-r", str(self._requirement_file("new.in", missing)),
+        ]  # fmt: skip
+        try:
+            return _try(self.run, command, "uv pip install (what was new)")
+        finally:
+            shutil.rmtree(fetched, ignore_errors=True)
+
+    def _probe(self, command: list[str]) -> bool:
+        return _try(self.run, command, "uv pip compile (probe)")
+
+    def _requirement_file(self, name: str, requirements: list[str]) -> Path:
+        path = self.workdir / name
+        path.write_text("\n".join(requirements) + "\n")
+        return path
 
     def _install_early(self, requirements: Path) -> bool:
         """Resolve, download and install in one process (see the module's docstring)."""

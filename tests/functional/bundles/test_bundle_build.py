@@ -145,6 +145,11 @@ def test_a_second_bundle_builds_only_its_new_package_from_the_kept_folders(
     assert "uv pip compile (offline, after the install)" in one.log, one.log
     assert not (tmp_path / "one" / "pins-site.txt").exists(), one.log
     assert (tmp_path / "two" / "pins-site.txt").read_text().startswith("humanize==4.")
+    # Warm: the fresh cache resolves six alone offline, so only humanize is asked of the index.
+    assert (tmp_path / "two" / "new.in").read_text() == "humanize==4.*\n", two.log
+    assert "uv pip compile (offline, after fetching what was new)" in two.log, two.log
+    assert "# uv pip compile:" not in two.log, two.log  # no resolve of everything online
+    assert "# uv pip install (offline):" in two.log, two.log  # humanize's wheel was cached
     assert "\nsix==" not in (tmp_path / "two" / "pins-site.txt").read_text()
     whole = build_bundle(second, workdir=tmp_path / "whole", toolchain=Toolchain())
     assert "package folders" not in two.log, two.log
@@ -177,6 +182,20 @@ def test_a_cold_install_that_does_not_hold_the_lock_is_thrown_away_and_the_pins_
     assert again.installed is None  # and nothing installed early
     again.install(lock, tmp_path / "again")
     assert (tmp_path / "again" / "six-1.17.0.dist-info").is_dir()
+
+
+def test_a_fresh_cache_that_cannot_fetch_a_new_requirement_still_says_what_uv_said(
+    tmp_path: Path,
+) -> None:
+    uv = find_uv()
+    assert uv is not None, "uv is a dev dependency"
+    _uv(uv, tmp_path).lock(["six==1.17.0"])  # the cache is fresh from here on
+    again = _uv(uv, tmp_path)
+    with pytest.raises(BuildError) as failed:
+        again.lock(["six==1.17.0", "kiln-no-such-package-anywhere==1.0"])
+    assert str(failed.value).startswith("uv pip compile failed"), failed.value  # the online one
+    assert "kiln-no-such-package-anywhere" in failed.value.log, failed.value.log
+    assert (tmp_path / "new.in").read_text() == "kiln-no-such-package-anywhere==1.0\n"
 
 
 def _uv(uv: str, tmp_path: Path) -> Uv:
