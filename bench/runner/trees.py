@@ -1,6 +1,6 @@
 """A change's effect on a tool's first call, measured as A/B between source trees, interleaved.
 
-Run: PYTHONPATH=functions python bench/runner/trees.py before=../kiln-before after=. [--rounds N]
+Run: PYTHONPATH=functions python -m bench.runner.trees before=../kiln-before after=. [--rounds N]
 
 Each NAME=PATH is a checkout of Kiln; its `kiln dev` runs from PATH/functions on this
 interpreter (the same dependencies for every tree), with one trivial tool (Python, or Node with
@@ -27,8 +27,8 @@ from contextlib import ExitStack
 from pathlib import Path
 
 import httpx
-from http_call import BARE_ENV, HEADERS, caller, kiln_dev, save, timed, write_tools
 
+from bench.runner.http_call import BARE_ENV, HEADERS, caller, kiln_dev, save, timed, write_tools
 from kiln.runner.nodejs import find_node
 
 
