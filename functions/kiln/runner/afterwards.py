@@ -7,8 +7,9 @@ by a thread. A thread that starts while the answer is still being written compet
 for the interpreter: the event loop gets the GIL back only when the thread lets go of it or
 after the 5 ms switch interval, once per hand-back. Measured on `kiln dev` (strace, a trivial
 tool called after 1 s idle): the answer left 4 ms after the ledger entry was on disk, while
-the standby's preparation and the store write ran; the whole call took 16 ms, 11 ms with
-that work started after the answer.
+the standby's preparation and the store write ran. With that work after the answer (and the
+entry held on the loop when its answer is `alone`), the first call 1 s after a save went from
+11.1 to 7.5 ms (`python -m bench.runner.trees`, bench/README).
 
 So an HTTP request runs in a scope (`AfterAnswer`, the apps' outermost middleware), and
 `later(work)` inside it keeps `work` until the response has been sent (or the request has
