@@ -173,7 +173,6 @@ def after_saves(
       second or so after the save);
     - a save, and the call sent as soon as its answer came back.
     """
-    call = caller(client)
     samples: dict[str, list[float]] = {}
 
     def add(label: str, seconds: float) -> None:
@@ -184,15 +183,30 @@ def after_saves(
             lang = "node" if script.endswith(".js") else "python"
             time.sleep(pause_s)
             add(f"bare {lang}, {pause_s:g} s idle", timed(bare[BARE[lang]]))
-            time.sleep(pause_s)
-            add(f"{lang} call, {pause_s:g} s idle, no save", timed(call(name)))
-            add(f"  {lang} save (answer)", save(client, name, 2 * number))
-            time.sleep(pause_s)
-            add(f"{lang} first call {pause_s:g} s after a save", timed(call(name)))
-            add(f"  {lang} save (answer)", save(client, name, 2 * number + 1))
-            add(f"{lang} first call at once after a save", timed(call(name)))
+            author_loop(client, name, lang, 2 * number, pause_s, add)
             time.sleep(pause_s)  # its next standby, its ledger entry: before the next sample
     return samples
+
+
+def author_loop(
+    client: httpx.Client,
+    name: str,
+    label: str,
+    revision: int,
+    pause_s: float,
+    add: Callable[[str, float], None],
+) -> None:
+    """One round of the author's loop for tool `name` (see `after_saves`): `pause_s` idle and
+    a call with no save; a save (revision `revision`), `pause_s`, and its first call; a save
+    (`revision + 1`) and its first call at once. Seconds go to `add`, labelled `label`."""
+    call = caller(client)(name)
+    time.sleep(pause_s)
+    add(f"{label} call, {pause_s:g} s idle, no save", timed(call))
+    add(f"  {label} save (answer)", save(client, name, revision))
+    time.sleep(pause_s)
+    add(f"{label} first call {pause_s:g} s after a save", timed(call))
+    add(f"  {label} save (answer)", save(client, name, revision + 1))
+    add(f"{label} first call at once after a save", timed(call))
 
 
 def main(rounds: int, settle_s: float, save_rounds: int, pause_s: float) -> None:
