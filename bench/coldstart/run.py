@@ -6,9 +6,8 @@ so the difference is what each imports and builds before it can answer. Kiln's c
 a moto server (over HTTP) seeded with the same three tools the SDK app lists.
 
 usage: python -m bench.coldstart.run [--rounds 7] [--sdk-python PY] [--build DIR --python PY313]
-The SDK side needs a Python with `mcp==2.3.0 mangum==0.22.0` (kept out of Kiln's venv), by
-default ~/.cache/kiln-bench-sdk: `python3 -m venv ~/.cache/kiln-bench-sdk &&
-~/.cache/kiln-bench-sdk/bin/pip install mcp==2.3.0 mangum==0.22.0`. With --build, Kiln runs
+The SDK side runs on --sdk-python (or SDK_PYTHON), else in the SDK's own venv, which
+`bench.protocol.sdk` makes on first use (kept out of Kiln's venv). With --build, Kiln runs
 from a `sam build` output (McpFunction + DepsLayer, as Lambda lays them out, with the .pyc
 files the build compiled) on --python, a Python 3.13 like the Lambda runtime's; give the SDK
 side a 3.13 too, so that both run on the same interpreter.
@@ -28,6 +27,8 @@ import tempfile
 import time
 import uuid
 from pathlib import Path
+
+from bench.protocol import sdk
 
 ROOT = Path(__file__).resolve().parents[2]
 EVENT = ROOT / "tests" / "events" / "http-api-tools-list.json"
@@ -212,12 +213,14 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument(
         "--sdk-python",
-        default=os.environ.get("SDK_PYTHON", str(Path.home() / ".cache/kiln-bench-sdk/bin/python")),
+        default=os.environ.get("SDK_PYTHON"),
+        help="a Python with the SDK's pins (bench.protocol.sdk.PINS); default: the SDK's venv",
     )
     parser.add_argument("--build", help="a `sam build` output folder to run Kiln from")
     parser.add_argument("--python", default=sys.executable, help="Kiln's interpreter")
     parser.add_argument("--importtime", action="store_true")
     args = parser.parse_args()
+    args.sdk_python = args.sdk_python or str(sdk.python())
 
     os.environ.setdefault("AWS_ACCESS_KEY_ID", "testing")
     os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "testing")

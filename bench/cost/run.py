@@ -21,7 +21,7 @@ Logs: what each function writes (one compact line per request), plus Lambda's ow
 and REPORT lines with `--text-logs`: template.yaml's `SystemLogLevel: WARN` (JSON format)
 drops them.
 
-usage: python bench/cost/run.py [--requests 40] [--mcp-mb 512] [--runner-mb 2048] [--text-logs]
+usage: python -m bench.cost.run [--requests 40] [--mcp-mb 512] [--runner-mb 2048] [--text-logs]
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ acknowledged in earlier rounds is there, creates a tool and updates the previous
 tool (both acknowledged), then SIGKILLs `kiln dev` at once. Prints the writes lost (goal 0)
 and how long each start took.
 
-    python bench/durability/kill9.py [--rounds 20]
+    python -m bench.durability.kill9 [--rounds 20]
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ the floor is a Mangum + FastAPI app whose one route returns a constant. Rounds a
 three so drift on a loaded machine hits all alike. Latency is from queueing the event to the
 runtime posting the answer (the stand-in's own overhead is in both).
 
-usage: python bench/lambda_warm/run.py [--rounds 200] [--build .aws-sam/build --python PY313]
+usage: python -m bench.lambda_warm.run [--rounds 200] [--build .aws-sam/build --python PY313]
 With --build, Kiln runs from a `sam build` output (McpFunction + DepsLayer, as Lambda lays
 them out) on --python, which needs awslambdaric; the floor always runs on this interpreter.
 """

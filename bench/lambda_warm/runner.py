@@ -7,7 +7,7 @@ before the runner function; "runner" is `mcp` sending the run to the tenant-isol
 function (the Invoke stand-in of tests/e2e/lambda_profile.py, one environment per tool).
 Rounds alternate, after warm-up calls, so drift on a loaded machine hits both alike.
 
-usage (as root): python bench/lambda_warm/runner.py [--rounds 60]
+usage (as root): python -m bench.lambda_warm.runner [--rounds 60]
 """
 
 from __future__ import annotations

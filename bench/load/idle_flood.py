@@ -1,6 +1,6 @@
 """A ping from a fresh connection while ~20,000 idle connections arrive at `kiln dev`.
 
-Run: PYTHONPATH=functions:tests python -m bench.load.idle_flood [--flood 19800] [--pings 20]
+Run: python -m bench.load.idle_flood [--flood 19800] [--pings 20]
 
 Starts `kiln dev`, times `--pings` pings (each on a new connection) at rest: the baseline.
 Then opens `--flood` connections at once that never send a byte (non-blocking connects, as an

@@ -7,8 +7,9 @@ ratios. Goal (issue 3): at least 2x the reference's throughput with a lower p99.
 
     python -m bench.protocol.run [--duration 8] [--connections 4] [--client wrk|python]
 
-The reference server needs `mcp==2.3.0` and uvicorn: it runs on REF_PYTHON, by default the
-probe venv that ../shared/tools/probe.sh creates (~/.cache/mcp-yardsticks/py-mcp-2.3.0).
+The reference server (the yardsticks' `ref_server.py`, from ../shared/tools or
+KILN_YARDSTICKS) runs on REF_PYTHON if set, else in the SDK's own venv, which
+`bench.protocol.sdk` makes on first use.
 """
 
 from __future__ import annotations
@@ -33,11 +34,10 @@ from pathlib import Path
 
 import httpx
 
+from bench.protocol import sdk
+
 ROOT = Path(__file__).resolve().parents[2]
-TOOLS_DIR = Path(os.environ.get("KILN_YARDSTICKS", "/work/shared/tools"))
-REF_PYTHON = Path(
-    os.environ.get("REF_PYTHON", Path.home() / ".cache/mcp-yardsticks/py-mcp-2.3.0/bin/python")
-)
+TOOLS_DIR = Path(os.environ.get("KILN_YARDSTICKS") or ROOT.parent / "shared" / "tools")
 TOOL_COUNT = 100
 META = {
     "io.modelcontextprotocol/protocolVersion": "2026-07-28",
@@ -245,8 +245,9 @@ def main() -> None:
     parser.add_argument("--slices", type=int, default=4, help="turns each server gets")
     args = parser.parse_args()
     client = args.client or ("wrk" if shutil.which("wrk") else "python")
-    if not REF_PYTHON.exists():
-        sys.exit(f"no reference venv at {REF_PYTHON}: run probe.sh py once, or set REF_PYTHON")
+    if not (TOOLS_DIR / "ref_server.py").exists():
+        sys.exit(f"no ref_server.py in {TOOLS_DIR}: set KILN_YARDSTICKS to the yardsticks' folder")
+    ref_python = os.environ.get("REF_PYTHON") or str(sdk.python())
 
     with tempfile.TemporaryDirectory(prefix="kiln-bench-") as tmp_name:
         tmp = Path(tmp_name)
@@ -258,7 +259,7 @@ def main() -> None:
             "--state-dir", str(tmp / ".kiln"), "--author-key", "bench-author-key",
         ]  # fmt: skip
         ref_cmd = [
-            str(REF_PYTHON), str(TOOLS_DIR / "ref_server.py"),
+            ref_python, str(TOOLS_DIR / "ref_server.py"),
             "--port", str(ref_port), "--extra-tools", str(TOOL_COUNT - 3),
         ]  # fmt: skip
         bare_cmd = [sys.executable, "-m", "bench.protocol.harness", str(bare_port)]

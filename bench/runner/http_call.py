@@ -1,6 +1,6 @@
 """End-to-end `tools/call` latency over HTTP, beside a bare interpreter start.
 
-Run: PYTHONPATH=functions python bench/runner/http_call.py [--rounds N]
+Run: python -m bench.runner.http_call [--rounds N]
 
 Starts `kiln dev` as a real process (embedded moto, uvicorn on a free loopback port) with
 two trivial tools, one Python and one Node, then times MCP `tools/call` POSTs with a kept-alive

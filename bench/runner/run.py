@@ -1,6 +1,6 @@
 """Runner latency: a trivial tool through `Runner.run`, beside a bare interpreter start.
 
-Run: PYTHONPATH=functions python bench/runner/run.py [--rounds N]
+Run: python -m bench.runner.run [--rounds N]
 
 Each line prints the median of N runs and its ratio to the bare start of the same
 interpreter (`python -I -S -c pass`, `node -e 0`), measured in the same process, interleaved

@@ -1,6 +1,6 @@
 """A change's effect on a tool's first call, measured as A/B between source trees, interleaved.
 
-Run: PYTHONPATH=functions python -m bench.runner.trees before=../kiln-before after=. [--rounds N]
+Run: python -m bench.runner.trees before=../kiln-before after=. [--rounds N]
 
 Each NAME=PATH is a checkout of Kiln; its `kiln dev` runs from PATH/functions on this
 interpreter (the same dependencies for every tree), with one trivial tool (Python, or Node with

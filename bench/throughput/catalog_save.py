@@ -15,7 +15,7 @@ after its retries is a request answered "Catalog unavailable" (serving/backend.p
 units a container spends to catch up are counted on one container alone, before the others
 (a concurrent burst on this machine also times reads out: those never reach the call log).
 
-usage: python bench/throughput/catalog_save.py [--containers 200] [--tools 100]
+usage: python -m bench.throughput.catalog_save [--containers 200] [--tools 100]
 """
 
 from __future__ import annotations

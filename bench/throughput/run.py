@@ -27,7 +27,7 @@ rate reached, the partitions refused (the first to throttle) and the busiest par
 window as a share of its limit; where nothing throttled, the rate at which the busiest would
 (reached rate / share) is an extrapolation, and is labelled so.
 
-usage: python bench/throughput/run.py [--factor 500] [--containers 10] [--rates 10000,20000]
+usage: python -m bench.throughput.run [--factor 500] [--containers 10] [--rates 10000,20000]
 """
 
 from __future__ import annotations
