@@ -147,6 +147,7 @@ def _builder_settings(e: Mapping[str, str]) -> dict[str, Any]:
         "uv": _parse(e, "KILN_UV", None, _text),
         "bun": _parse(e, "KILN_BUN", None, _text),
         "build_cache_dir": _parse(e, "KILN_BUILD_CACHE_DIR", None, Path),
+        "build_cache_mb": _parse(e, "KILN_BUILD_CACHE_MB", None, _positive_float),
     }
 
 
@@ -261,6 +262,7 @@ class Settings:
     # KILN_BUILD_CACHE_DIR: packages kept across builds (kiln dev: <state dir>/build-cache;
     # Lambda: /tmp/kiln-build-cache; elsewhere uv's own cache)
     build_cache_dir: Path | None = None
+    build_cache_mb: float | None = None  # KILN_BUILD_CACHE_MB: its disk budget (2,048)
     public_base_url: str | None = None  # KILN_PUBLIC_BASE_URL: how clients reach this server
     cursor_secret: str | None = None  # KILN_CURSOR_SECRET: signs tools/list cursors
     # KILN_STATE_SECRET: seals a tool call's requestState (2026-07-28 questions); unset: a

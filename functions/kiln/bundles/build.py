@@ -52,9 +52,8 @@ _UV_REASON = "\u2570\u2500\u25b6 "  # and the reason's line below it
 
 @dataclass(frozen=True)
 class Toolchain:
-    """What a build uses from its machine (from `BundleSettings`: KILN_NPM, KILN_NODE_BINARY,
-    PYENV_ROOT, KILN_BUNDLE_MAX_UNPACKED_MB, KILN_BUNDLE_INSTALLER, KILN_BUILD_CACHE_DIR);
-    the defaults find everything on PATH."""
+    """What a build uses from its machine (`BundleSettings`, each variable named in
+    kiln.settings: KILN_NPM, KILN_UV, KILN_BUILD_CACHE_*, ...); defaults find all on PATH."""
 
     npm: str | None = None
     node_binary: str | None = None
@@ -63,6 +62,7 @@ class Toolchain:
     installer: str = "auto"  # "uv", "pip", or "auto": uv when it is installed, else pip
     uv: str | None = None  # KILN_UV: the uv binary (default: the `uv` package's, or PATH's)
     cache_dir: Path | None = None  # packages kept across builds (None: the installer's own)
+    cache_budget_mb: float | None = None  # emptied past it (None: build_cache's default)
     bun: str | None = None  # KILN_BUN: Node bundles by Bun (default: `bun` on PATH, else npm)
 
     @classmethod
@@ -79,12 +79,12 @@ class Toolchain:
             installer=settings.bundle_installer,
             uv=settings.uv,
             cache_dir=cache_dir,
+            cache_budget_mb=settings.build_cache_mb,
             bun=settings.bun,
         )
 
     def python_installer(self) -> tuple[str, str | None]:
-        """("uv", its path) or ("pip", None); raises BuildError when uv is asked for and
-        missing."""
+        """("uv", its path) or ("pip", None); a BuildError when uv is asked for and missing."""
         if self.installer == "pip":
             return "pip", None
         uv = find_uv(self.uv)

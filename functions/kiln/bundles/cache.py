@@ -153,7 +153,7 @@ class BundleCache:
         try:
             while True:
                 path = self.path_for(bundle_id)
-                with _flock(self._lock_path(bundle_id), fcntl.LOCK_SH):
+                with flock(self._lock_path(bundle_id), fcntl.LOCK_SH):
                     # Another process may have evicted it between the two steps.
                     if path.is_dir():
                         yield path
@@ -172,7 +172,7 @@ class BundleCache:
         if self.targets and record.target not in self.targets:
             return False
         _check_id(record.id)
-        with self._id_lock(record.id), _flock(self._lock_path(record.id), fcntl.LOCK_EX):
+        with self._id_lock(record.id), flock(self._lock_path(record.id), fcntl.LOCK_EX):
             final = self.root / record.id
             if final.is_dir():
                 return False
@@ -199,7 +199,7 @@ class BundleCache:
         if self.targets and record.target not in self.targets:
             return False
         _check_id(record.id)
-        with self._id_lock(record.id), _flock(self._lock_path(record.id), fcntl.LOCK_EX):
+        with self._id_lock(record.id), flock(self._lock_path(record.id), fcntl.LOCK_EX):
             if (self.root / record.id).is_dir():
                 return False
             self._make_room(built.unpacked, keep=record.id)
@@ -272,7 +272,7 @@ class BundleCache:
             warm = self._warm(bundle_id)
             if warm is not None:
                 return warm
-            with _flock(self._lock_path(bundle_id), fcntl.LOCK_EX):
+            with flock(self._lock_path(bundle_id), fcntl.LOCK_EX):
                 final = self.root / bundle_id
                 if final.is_dir():  # another process unpacked it
                     self._remember(bundle_id, _size_of(final))
@@ -375,7 +375,7 @@ class BundleCache:
                 total -= size
 
     def _evict(self, entry: Path) -> bool:
-        with _flock(self._lock_path(entry.name), fcntl.LOCK_EX | fcntl.LOCK_NB) as locked:
+        with flock(self._lock_path(entry.name), fcntl.LOCK_EX | fcntl.LOCK_NB) as locked:
             if not locked or not entry.is_dir():
                 return False
             trash = self.root / ".trash" / f"{entry.name}.{uuid.uuid4().hex[:8]}"
@@ -388,7 +388,7 @@ class BundleCache:
 
 
 @contextlib.contextmanager
-def _flock(path: Path, operation: int) -> Iterator[bool]:
+def flock(path: Path, operation: int) -> Iterator[bool]:
     """Hold an flock on `path`; yields False when a non-blocking lock is taken elsewhere."""
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
     try:

@@ -21,6 +21,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, Protocol
 
+from kiln.bundles import build_cache
 from kiln.bundles.build import BuildOutput, Progress, Toolchain, build_bundle
 from kiln.bundles.contents import Contents
 from kiln.bundles.errors import BuildError
@@ -108,12 +109,14 @@ def run_build(
         return current
     scratch = Path(tempfile.mkdtemp(prefix=f"kiln-build-{bundle_id[:8]}-", dir=workdir))
     handing = _HandOver(adopt, record, released)
+    cache = toolchain.cache_dir if toolchain is not None else None
     try:
         try:
-            output = build_bundle(
-                record, workdir=scratch, progress=progress, toolchain=toolchain,
-                hand_over=handing if adopt is not None or released is not None else None,
-            )  # fmt: skip
+            with build_cache.in_use(cache):  # no trim empties it under this build
+                output = build_bundle(
+                    record, workdir=scratch, progress=progress, toolchain=toolchain,
+                    hand_over=handing if adopt is not None or released is not None else None,
+                )  # fmt: skip
         except Exception as exc:  # the builder's own bug must still end the build
             handing.abandon()
             return _failed(store, bundle_id, exc)
@@ -134,6 +137,16 @@ def run_build(
         shutil.rmtree(scratch, ignore_errors=True)
         if released is not None:
             released()
+        if toolchain is not None:  # the bundle is out: the cache's budget is kept after it
+            _trim(toolchain)
+
+
+def _trim(toolchain: Toolchain) -> None:
+    budget_mb = toolchain.cache_budget_mb or build_cache.DEFAULT_BUDGET_MB
+    try:
+        build_cache.trim(toolchain.cache_dir, int(budget_mb * 2**20))
+    except OSError:  # the next build tries again; this one is published either way
+        logger.exception("could not empty the build cache %s", toolchain.cache_dir)
 
 
 def _failed(store: BundleStore, bundle_id: str, exc: Exception) -> BundleRecord:

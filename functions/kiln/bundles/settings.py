@@ -29,3 +29,4 @@ class BundleSettings:
     uv: str | None = None
     bun: str | None = None
     build_cache_dir: Path | None = None  # packages kept across builds
+    build_cache_mb: float | None = None  # their disk budget (kiln.bundles.build_cache)

@@ -90,4 +90,4 @@ def test_every_benchmark_has_one_row_in_the_results_table() -> None:
     scripts = _scripts()
     missing = sorted(set(scripts) - set(named))
     twice = sorted(name for name, count in named.items() if count > 1)
-    assert not missing and not twice, f"no row: {missing}; more than one row: {twice}"
+    assert (missing, twice) == ([], []), f"no row: {missing}; more than one row: {twice}"
