@@ -26,6 +26,7 @@ from typing import Any
 
 import pytest
 
+import support.toolchain as toolchain
 from support.browser import Dev, sign_in
 
 PY_SDK = "2.3.0"  # PyPI mcp
@@ -54,14 +55,7 @@ def run(
 
 @pytest.fixture(scope="module")
 def python_sdk() -> Path:
-    venv = CACHE / f"py-mcp-{PY_SDK}"
-    python = venv / "bin" / "python"
-    if not python.exists():
-        made = run([sys.executable, "-m", "venv", str(venv)])
-        assert made.returncode == 0, made.stderr
-        pip = run([str(python), "-m", "pip", "install", "-q", f"mcp=={PY_SDK}"], timeout=600)
-        assert pip.returncode == 0, pip.stderr[-3000:]
-    return python
+    return toolchain.python_venv(CACHE / f"py-mcp-{PY_SDK}", f"mcp=={PY_SDK}")
 
 
 @pytest.fixture(scope="module")

@@ -10,13 +10,13 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+import support.toolchain as toolchain
 from support.app import McpServer, start_kiln
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -87,14 +87,7 @@ def test_a_real_mcp_client_lists_and_calls_add_vat(server: McpServer, client: st
 @pytest.fixture(scope="module")
 def sdk_with_tasks() -> Path:
     """A virtualenv (in the yardstick cache) with the Python SDK that still speaks core tasks."""
-    venv = CACHE / f"py-mcp-{PY_SDK_TASKS}"
-    python = venv / "bin" / "python"
-    if not python.exists():
-        made = run(sys.executable, "-m", "venv", venv)
-        assert made.returncode == 0, made.stderr
-        pip = run(python, "-m", "pip", "install", "-q", f"mcp=={PY_SDK_TASKS}")
-        assert pip.returncode == 0, pip.stderr[-3000:]
-    return python
+    return toolchain.python_venv(CACHE / f"py-mcp-{PY_SDK_TASKS}", f"mcp=={PY_SDK_TASKS}")
 
 
 def test_the_python_sdk_runs_a_2025_11_25_task_creates_polls_and_gets_the_result(
@@ -121,14 +114,7 @@ TS_SDK = "1.32.2"  # the TypeScript SDK client: 2025-11-25, server requests on t
 @pytest.fixture(scope="module")
 def sdk_2() -> Path:
     """A virtualenv (in the yardstick cache) with the Python SDK 2.x client."""
-    venv = CACHE / f"py-mcp-{PY_SDK}"
-    python = venv / "bin" / "python"
-    if not python.exists():
-        made = run(sys.executable, "-m", "venv", venv)
-        assert made.returncode == 0, made.stderr
-        pip = run(python, "-m", "pip", "install", "-q", f"mcp=={PY_SDK}")
-        assert pip.returncode == 0, pip.stderr[-3000:]
-    return python
+    return toolchain.python_venv(CACHE / f"py-mcp-{PY_SDK}", f"mcp=={PY_SDK}")
 
 
 def check_talk(done: subprocess.CompletedProcess[str]) -> dict[str, Any]:
