@@ -8,7 +8,10 @@ after would fail for want of space.
 
 A build holds the cache (`in_use`: a shared flock on `<cache>/.in-use`) from its first
 command to its zip. After the build has been published, the builder measures the cache
-(`trim`); past its budget (`KILN_BUILD_CACHE_MB`, 2,048 MB by default) it takes the lock
+(`trim`): after its first build, every `CHECK_EVERY` builds, and after any build that leaves
+less free space on the cache's filesystem than the budget (measuring walks every file: ~25 µs
+each here, 0.7 s for a cache of 30,000 files, too much to pay after every build). Past its
+budget (`KILN_BUILD_CACHE_MB`, 2,048 MB by default) it takes the lock
 exclusively without waiting, so a build still using the cache, in this process or another,
 puts the trim off to the end of a later build, and empties the cache: every entry is renamed
 into `.trash` at once, then removed. The next build runs cold (its packages fetched,
@@ -24,6 +27,7 @@ import fcntl
 import logging
 import os
 import shutil
+import threading
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -33,8 +37,11 @@ from kiln.bundles.cache import flock
 log = logging.getLogger(__name__)
 
 DEFAULT_BUDGET_MB = 2048
+CHECK_EVERY = 10  # builds between two measurements, while the disk has room
 LOCK = ".in-use"
 TRASH = ".trash"
+_since: dict[Path, int] = {}  # cache -> builds in this process since it was last measured
+_since_lock = threading.Lock()
 
 
 @contextlib.contextmanager
@@ -46,6 +53,21 @@ def in_use(cache_dir: Path | None) -> Iterator[None]:
     cache_dir.mkdir(parents=True, exist_ok=True)
     with flock(cache_dir / LOCK, fcntl.LOCK_SH):
         yield
+
+
+def after_build(cache_dir: Path | None, budget_bytes: int) -> int:
+    """`trim` when it is due (see the module doc); the bytes it freed."""
+    if cache_dir is None or not cache_dir.is_dir():
+        return 0
+    with _since_lock:
+        builds = _since.get(cache_dir, CHECK_EVERY) + 1  # never measured here: due now
+        due = builds >= CHECK_EVERY
+        _since[cache_dir] = 0 if due else builds
+    if not due and shutil.disk_usage(cache_dir).free >= budget_bytes:
+        return 0
+    with _since_lock:
+        _since[cache_dir] = 0
+    return trim(cache_dir, budget_bytes)
 
 
 def trim(cache_dir: Path | None, budget_bytes: int) -> int:

@@ -144,7 +144,7 @@ def run_build(
 def _trim(toolchain: Toolchain) -> None:
     budget_mb = toolchain.cache_budget_mb or build_cache.DEFAULT_BUDGET_MB
     try:
-        build_cache.trim(toolchain.cache_dir, int(budget_mb * 2**20))
+        build_cache.after_build(toolchain.cache_dir, int(budget_mb * 2**20))
     except OSError:  # the next build tries again; this one is published either way
         logger.exception("could not empty the build cache %s", toolchain.cache_dir)
 

@@ -6,6 +6,7 @@ directory) fills its storage with packages and every build after fails for want 
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -91,6 +92,27 @@ def test_the_budget_is_a_setting_with_a_default() -> None:
     assert build_cache.DEFAULT_BUDGET_MB == 2048
 
 
+def test_the_cache_is_measured_after_a_first_build_every_tenth_and_when_the_disk_is_tight(
+    tmp_path: Path,
+) -> None:
+    cache = tmp_path / "cache"
+    _fill(cache, 3)
+    budget = 2 * 2**20
+    assert build_cache.after_build(cache, budget) > 0  # this process's first build here
+    _fill(cache, 3)
+    for _ in range(build_cache.CHECK_EVERY - 1):  # not measured: the disk has room
+        assert build_cache.after_build(cache, budget) == 0
+    assert (cache / "packages" / "abc" / "files" / "big.bin").is_file()
+    assert build_cache.after_build(cache, budget) > 0  # the tenth
+    _fill(cache, 3)
+    assert build_cache.after_build(cache, budget) == 0
+    tight = shutil.disk_usage(cache).free + 2**30  # less free space than this budget
+    assert build_cache.after_build(cache, tight) == 0  # measured at once (within it): count anew
+    for _ in range(build_cache.CHECK_EVERY - 1):
+        assert build_cache.after_build(cache, budget) == 0
+    assert build_cache.after_build(cache, budget) > 0  # ten builds after that measurement
+
+
 @pytest.mark.slow
 def test_a_build_past_the_budget_empties_the_cache_and_the_next_build_runs_cold(
     aws: AwsStack, tmp_path: Path
@@ -106,10 +128,10 @@ def test_a_build_past_the_budget_empties_the_cache_and_the_next_build_runs_cold(
     assert second is not None
     done = run_build(store, first.id, workdir=tmp_path / "work", toolchain=tools)
     assert done.status == "ready", done.error
-    assert sorted(p.name for p in cache.iterdir()) == [build_cache.LOCK]
+    assert sorted(p.name for p in cache.iterdir()) == [build_cache.LOCK]  # measured: emptied
     again = run_build(store, second.id, workdir=tmp_path / "work", toolchain=tools)
     assert again.status == "ready", again.error  # built cold, from an empty cache
-    assert sorted(p.name for p in cache.iterdir()) == [build_cache.LOCK]
+    assert build_cache.size_of(cache) > 0  # kept until the next measurement (CHECK_EVERY)
     roomy = Toolchain(cache_dir=tmp_path / "roomy")  # the default budget: the cache is kept
     third = store.ensure("python", target, ["six==1.16.0"])
     assert third is not None
