@@ -150,6 +150,10 @@ def main() -> int:
         help="with --save-to-callable: only uv cold and the second tool, N times (its spread)",
     )  # fmt: skip
     parser.add_argument("--bun", help="the Bun to compare with npm (default: KILN_BUN, PATH)")
+    parser.add_argument(
+        "--cold-pairs", type=int, default=1, metavar="N",
+        help="the cold pip and uv rows N times, which goes first alternating (save.py)",
+    )  # fmt: skip
     args = parser.parse_args()
     logging.getLogger("werkzeug").setLevel(logging.ERROR)  # moto's request log
 
@@ -171,7 +175,9 @@ def main() -> int:
                 save.second_tool_runs(base, clients, serve, AUTHOR_KEY, args.second_tool)
                 return 0
             save.report(
-                save.run_variants(base, clients, serve, AUTHOR_KEY, save.find_bun(args.bun))
+                save.run_variants(
+                    base, clients, serve, AUTHOR_KEY, save.find_bun(args.bun), args.cold_pairs
+                )
             )
             return 0
         caches = Path(tempfile.mkdtemp(prefix="kiln-bench-cache-"))

@@ -12,6 +12,9 @@ bundle) and its own empty caches:
   node, npm       lodash + dayjs with npm (today's build), empty npm cache
   node, bun       the same with Bun (if found: --bun, KILN_BUN or PATH), empty Bun cache
 
+`--cold-pairs N`: the two cold Python rows N times, in turns that alternate which goes first
+(pip then uv, uv then pip, ...), so that an index or proxy that slows down (or warms up)
+during the run weighs on both alike; the ratio is the median of the pairs' ratios.
 `--second-tool N`: only the two uv rows, N times over, with the spread of the second.
 Each row is printed with the machine's load (1-minute average) when it was measured.
 """
@@ -90,19 +93,21 @@ def save_to_callable(http: httpx.Client, url: str, key: str, body: dict[str, Any
 
 
 def run_variants(
-    base: Settings, clients: AwsClients, serve: Any, key: str, bun: str | None
+    base: Settings, clients: AwsClients, serve: Any, key: str, bun: str | None, pairs: int = 1
 ) -> list[Row]:
     scratch = Path(tempfile.mkdtemp(prefix="kiln-bench-save-"))
     rows: list[Row] = []
-    splits: list[tuple[float, float]] = []  # seconds, of which asking the index: pip, uv
+    splits: dict[str, list[tuple[float, float]]] = {"pip": [], "uv": []}  # seconds, online
     node_variants = [("npm", "off")] + ([("bun", bun)] if bun else [])
+    turns = [(n, i) for n in range(pairs) for i in (("pip", "uv"), ("uv", "pip"))[n % 2]]
     try:
         with httpx.Client(timeout=300) as http:
-            for installer in ("pip", "uv"):
-                settings = _variant(base, clients, scratch / installer, bundle_installer=installer)
+            for number, installer in turns:
+                folder = scratch / f"{installer}-{number}"
+                settings = _variant(base, clients, folder, bundle_installer=installer)
                 with serve(settings, clients) as url:
-                    splits.append(_cold_row(http, url, key, installer, rows))
-                    if installer == "uv":
+                    splits[installer].append(_cold_row(http, url, key, installer, rows))
+                    if installer == "uv" and number == 0:
                         body = tool(
                             "needs_more", "python", PY_CODE_2, [*PY_REQUIREMENTS, "humanize"]
                         )
@@ -120,8 +125,8 @@ def run_variants(
     finally:
         os.environ.pop("NPM_CONFIG_CACHE", None)
         shutil.rmtree(scratch, ignore_errors=True)
-    if len(splits) == 2:
-        _split_report(*splits)
+    for pip, uv in zip(splits["pip"], splits["uv"], strict=False):
+        _split_report(pip, uv)
     return rows
 
 
@@ -260,9 +265,13 @@ def report(rows: list[Row]) -> None:
     def at(*labels: str) -> str:
         return "load " + "/".join(f"{loads[label]:.1f}" for label in labels)
 
-    pip, uv = values["python, pip, cold"], values["python, uv, cold"]
-    print(f"python: uv cold / pip cold                 {uv / pip:6.2f}x   (goal <= 0.3x; "
-          f"{at('python, pip, cold', 'python, uv, cold')})")  # fmt: skip
+    pips = [(s, load) for label, s, load in rows if label == "python, pip, cold"]
+    uvs = [(s, load) for label, s, load in rows if label == "python, uv, cold"]
+    ratios = [uv / pip for (pip, _), (uv, _) in zip(pips, uvs, strict=False)]
+    loads_seen = [load for _, load in pips + uvs]
+    each = f" (pairs: {', '.join(f'{r:.2f}x' for r in ratios)})" if len(ratios) > 1 else ""
+    print(f"python: uv cold / pip cold                 {statistics.median(ratios):6.2f}x   "
+          f"(goal <= 0.3x; load {min(loads_seen):.1f}-{max(loads_seen):.1f}){each}")  # fmt: skip
     label = "python, uv, 2nd tool (+humanize)"
     print(f"python: 2nd tool, same + 1 package          {values[label]:6.2f} s   (goal <= 3 s; "
           f"{at(label)})")  # fmt: skip
