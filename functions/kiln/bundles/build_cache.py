@@ -13,7 +13,7 @@ less free space on the cache's filesystem than the budget (measuring walks every
 each here, 0.7 s for a cache of 30,000 files, too much to pay after every build). Past its
 budget (`KILN_BUILD_CACHE_MB`, 2,048 MB by default) it takes the lock
 exclusively without waiting, so a build still using the cache, in this process or another,
-puts the trim off to the end of a later build, and empties the cache: every entry is renamed
+puts the trim off to the end of the next build, and empties the cache: every entry is renamed
 into `.trash` at once, then removed. The next build runs cold (its packages fetched,
 compiled and compressed again: a few seconds for a tool with boto3). Emptying everything
 rather than the least recently used packages is deliberate: uv's cache has no per-package
@@ -56,7 +56,8 @@ def in_use(cache_dir: Path | None) -> Iterator[None]:
 
 
 def after_build(cache_dir: Path | None, budget_bytes: int) -> int:
-    """`trim` when it is due (see the module doc); the bytes it freed."""
+    """`trim` when it is due (see the module doc); the bytes it freed. A trim put off by a
+    build that holds the cache stays due: the next build's end tries again."""
     if cache_dir is None or not cache_dir.is_dir():
         return 0
     with _since_lock:
@@ -65,14 +66,15 @@ def after_build(cache_dir: Path | None, budget_bytes: int) -> int:
         _since[cache_dir] = 0 if due else builds
     if not due and shutil.disk_usage(cache_dir).free >= budget_bytes:
         return 0
+    freed = trim(cache_dir, budget_bytes)
     with _since_lock:
-        _since[cache_dir] = 0
-    return trim(cache_dir, budget_bytes)
+        _since[cache_dir] = CHECK_EVERY if freed is None else 0
+    return freed or 0
 
 
-def trim(cache_dir: Path | None, budget_bytes: int) -> int:
+def trim(cache_dir: Path | None, budget_bytes: int) -> int | None:
     """Empty the cache if it holds more than `budget_bytes` and no build holds it; the bytes
-    it held when emptied (0 when it was not)."""
+    it held when emptied, 0 when it is within its budget, None when a build held it."""
     if cache_dir is None or not cache_dir.is_dir():
         return 0
     used = size_of(cache_dir)
@@ -81,7 +83,7 @@ def trim(cache_dir: Path | None, budget_bytes: int) -> int:
     trash = cache_dir / TRASH
     with flock(cache_dir / LOCK, fcntl.LOCK_EX | fcntl.LOCK_NB) as alone:
         if not alone:
-            return 0
+            return None
         doomed = trash / uuid.uuid4().hex
         doomed.mkdir(parents=True)
         with os.scandir(cache_dir) as entries:

@@ -78,11 +78,13 @@ def test_a_cache_another_process_is_building_with_is_not_emptied(tmp_path: Path)
         if line != "holding\n":
             holder.kill()
             pytest.fail(f"the holder did not start: {holder.communicate()[1]}")
-        assert build_cache.trim(cache, 2**20) == 0  # put off: a build holds it
+        assert build_cache.trim(cache, 2**20) is None  # put off: a build holds it
+        assert build_cache.after_build(cache, 2**20) == 0  # measured (a first build): put off
+        assert build_cache.after_build(cache, 2**20) == 0  # still due, still put off
         assert (cache / "packages" / "abc" / "files" / "big.bin").is_file()
         _, errors = holder.communicate("done\n", timeout=30)
         assert holder.returncode == 0, errors
-    assert build_cache.trim(cache, 2**20) > 0  # the build is over: emptied
+    assert build_cache.after_build(cache, 2**20) > 0  # the build is over: due, and emptied
 
 
 def test_the_budget_is_a_setting_with_a_default() -> None:
