@@ -7,6 +7,7 @@ these tests are about the standbys themselves.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import resource
 import signal
@@ -169,7 +170,9 @@ def test_a_killed_standby_is_replaced_by_a_cold_run(standby: Harness) -> None:
     wait_for(lambda: len(live_descendants(standby.runner.helper_pid)) == 2)
     waiting = live_descendants(standby.runner.helper_pid)
     for pid in waiting:
-        os.kill(pid, signal.SIGKILL)
+        # The script may already be gone with its supervisor (reaped before its turn).
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
     wait_for(lambda: live_descendants(standby.runner.helper_pid) == [])
     result = call(standby, "print('again')")
     assert (result.standby, result.stdout, result.runner_error) == (False, "again\n", None)
