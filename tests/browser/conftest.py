@@ -47,6 +47,9 @@ def browser() -> Iterator[Any]:
         pytest.fail(
             f"{CHROMIUM} is missing: apt-get install -y chromium (tests/run does: tests/apt_step)"
         )
+    # As long as an action's wait (support.browser.open_page): expect()'s own 5 s is short on
+    # a suite's four workers on two cores.
+    sync_api.expect.set_options(timeout=10_000)
     with sync_api.sync_playwright() as pw:
         chromium = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
         yield chromium

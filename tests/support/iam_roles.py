@@ -444,6 +444,12 @@ def call_log_path(state_dir: Path) -> Path:
     return path
 
 
+def call_log() -> Path:
+    """The tests' emulator's call log (once `moto_endpoint` has started it)."""
+    path: Path = _state["log"]
+    return path
+
+
 def _check() -> RoleCheck:
     if "check" not in _state:
         _state["check"] = RoleCheck(Simulator())
@@ -457,7 +463,7 @@ def iam_check(request: pytest.FixtureRequest) -> Iterator[None]:
         yield
         return
     request.getfixturevalue("moto_endpoint")
-    path: Path = _state["log"]
+    path = call_log()
     start = path.stat().st_size if path.exists() else 0
     yield
     records, _ = read_new(path, start)

@@ -534,6 +534,12 @@ class CatalogBackend:
                     return False
             return self._runner.prepare(run_request(tool, code, files, bundle_path, {}))
 
+    def warm_secrets(self, tool: Tool) -> None:
+        """Fetch `tool`'s secrets as its call would (cached as the call's are, for the same
+        time); MissingSecretsError while one is not set yet."""
+        if self._secrets is not None and tool.head.secrets:
+            self._secrets.values_for(tool)
+
     async def _bundle_path(self, bundle_id: str | None, pinned: ExitStack) -> Path | None:
         if bundle_id is None or self._bundles is None:
             return None

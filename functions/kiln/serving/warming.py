@@ -6,7 +6,10 @@ one when a tool is saved (created, updated, restored, enabled, undeleted: once i
 ready, waiting for a build in progress) and, when `kiln dev` starts, for the tools the call
 ledger says were called most recently. It works within the standby budget
 (KILN_RUN_STANDBY): at most that many tools are warmed at start, and a saved tool's standby
-pushes out the one used longest ago, as a call's would.
+pushes out the one used longest ago, as a call's would. A tool that declares secrets has them
+fetched too, on a thread of its own (the first secrets request of a process makes its SSM
+client, and on `kiln dev`'s emulator loads SSM's backend: 0.4-2.5 s the first call and the
+studio's Secrets tab no longer wait for).
 
 A save waits for its tool's standby before it answers (`AuthoringService`, bounded), so that
 even a call sent the moment the save's answer arrives finds it: `warm_soon`'s future is done
@@ -42,6 +45,10 @@ class Warmable(Protocol):
         """True: its standby waits; False: none will; None: its bundle is still being built."""
         ...
 
+    def warm_secrets(self, tool: Tool) -> None:
+        """Fetch the secrets `tool` declares, as its call would (blocking: from a thread)."""
+        ...
+
 
 class Warmer:
     """Prepares standbys on one background thread, in the order asked; a tool whose bundle is
@@ -56,6 +63,8 @@ class Warmer:
         self._pool = ThreadPoolExecutor(1, thread_name_prefix="kiln-warm")
         # Tools whose bundle is still being built wait here, not in front of the next save.
         self._after_build = ThreadPoolExecutor(1, thread_name_prefix="kiln-warm-bundle")
+        # Secrets are fetched beside the standby, not before it: the save waits for that.
+        self._secrets = ThreadPoolExecutor(1, thread_name_prefix="kiln-warm-secrets")
         self._closed = False
         self._stopped = threading.Event()  # wakes a warm-up waiting for a bundle at close
         self._asked = 0
@@ -68,7 +77,12 @@ class Warmer:
         The future says True once the standby waits; False when none was made, or when the
         tool's bundle is still being built (its standby follows the build, on another thread).
         """
-        if self._closed or not tool.enabled or tool.deleted or self.budget <= 0:
+        if self._closed or not tool.enabled or tool.deleted:
+            return None
+        if tool.head.secrets:
+            with contextlib.suppress(RuntimeError):  # shut down meanwhile
+                self._secrets.submit(self._try_secrets, tool)
+        if self.budget <= 0:
             return None
         with self._lock:
             self._asked += 1
@@ -97,6 +111,7 @@ class Warmer:
         """Wait until the warm-ups asked for so far are done, but for those waiting for a
         bundle build (tests and benchmarks)."""
         self._pool.submit(lambda: None).result()
+        self._secrets.submit(lambda: None).result()
 
     def close(self) -> None:
         """Stop taking work; what is queued is dropped, a standby in the making finishes."""
@@ -104,6 +119,7 @@ class Warmer:
         self._stopped.set()
         self._pool.shutdown(wait=True, cancel_futures=True)
         self._after_build.shutdown(wait=True, cancel_futures=True)
+        self._secrets.shutdown(wait=True, cancel_futures=True)
 
     def _warm(self, tool: Tool, number: int) -> bool:
         """The first try, not waiting for a bundle; one still being built is waited for on
@@ -137,3 +153,9 @@ class Warmer:
         except Exception:  # a standby is an optimisation: its failure is the next call's
             log.warning("could not warm %s", tool.name, exc_info=True)
             return False
+
+    def _try_secrets(self, tool: Tool) -> None:
+        try:
+            self.backend.warm_secrets(tool)
+        except Exception:  # not set yet, say: the call will say so
+            log.debug("could not fetch the secrets of %s ahead of its call", tool.name)

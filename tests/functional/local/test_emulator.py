@@ -76,6 +76,24 @@ def test_unsigned_and_wrongly_signed_requests_are_refused_with_403(tmp_path: Pat
         assert clients_for(endpoint).dynamodb.list_tables()["TableNames"] == []
 
 
+def test_a_request_signed_for_a_service_kiln_does_not_store_is_refused_unjournaled(
+    tmp_path: Path,
+) -> None:
+    with emulator(tmp_path) as clients:
+        journal = (tmp_path / "journal").stat().st_size
+        sqs = clients.session.client("sqs", endpoint_url=clients.dynamodb.meta.endpoint_url)
+        with pytest.raises(ClientError) as refused:
+            sqs.create_queue(QueueName="not-kiln-s")
+        error = refused.value.response["Error"]
+        assert (error["Code"], refused.value.response["ResponseMetadata"]["HTTPStatusCode"]) == (
+            "UnknownService",
+            400,
+        ), error
+        assert "serves dynamodb, s3, ssm, not 'sqs'" in error["Message"]
+        assert (tmp_path / "journal").stat().st_size == journal  # nothing to replay at start
+        assert counter(clients) == 0  # and the emulator goes on
+
+
 def test_acknowledged_writes_survive_a_sigkill_of_the_emulator(tmp_path: Path) -> None:
     with emulator(tmp_path) as clients:
         for _ in range(5):

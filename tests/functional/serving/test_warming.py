@@ -15,6 +15,7 @@ from kiln.catalog.model import Tool
 from kiln.settings import Settings
 from kiln.stack import Kiln, build_kiln, prepare_process
 from support.app import AUTHOR_KEY, RunningKiln
+from support.iam_roles import call_log, read_new
 
 
 def tool(name: str, code: str, **extra: object) -> dict[str, object]:
@@ -68,6 +69,24 @@ def test_an_updated_tool_is_warmed_at_its_new_code(parts: Kiln) -> None:
     )
     wait_for_standbys(parts, 2)
     assert first_call(parts, updated) == ("new", True)
+
+
+def test_a_saved_tool_s_secrets_are_fetched_before_its_first_call(parts: Kiln) -> None:
+    """Beside its standby (not before: the save does not wait for it). The first secrets
+    request of a process makes its SSM client and, on the emulator, loads SSM's backend."""
+    code = "import os; print(os.environ['SERVICE_TOKEN'][-4:])"
+    parts.authoring.create(tool("secretive", code, secrets=["SERVICE_TOKEN"]), None)
+    parts.authoring.set_secret("secretive", "SERVICE_TOKEN", "s3cr3t-9876", None)
+    saved = parts.authoring.update(
+        "secretive", tool("secretive", code + " # r2", secrets=["SERVICE_TOKEN"]), None,
+        expected_revision=1,
+    )  # fmt: skip
+    parts.warmer.settle()
+    fetched = call_log().stat().st_size
+    assert first_call(parts, saved) == ("9876", True)
+    asked, _ = read_new(call_log(), fetched)
+    by_call = [r for r in asked if r["service"] == "ssm" and saved.id in str(r.get("body"))]
+    assert by_call == [], f"the first call fetched its secrets itself: {by_call}"
 
 
 def test_a_disabled_tool_is_not_warmed(parts: Kiln) -> None:

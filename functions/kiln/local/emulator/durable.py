@@ -25,11 +25,15 @@ from urllib.parse import parse_qs, unquote
 from kiln.local.emulator.calllog import CallLog
 from kiln.local.emulator.changes import ChangeCounter, may_change_catalog
 from kiln.local.emulator.journal import Journal, Record
+from kiln.local.emulator.motofix import load_backend
 from kiln.local.emulator.sigv4 import Credentials, SignatureError, verify
 from kiln.local.emulator.throughput import THROTTLED, PartitionLimits, throttled_message
 
 TOKEN_WINDOW_S = 600.0  # DynamoDB honours a ClientRequestToken for 10 minutes
 DYNAMODB_JSON = "application/x-amz-json-1.0"
+# What Kiln stores locally. A request signed for another service was journaled, then failed
+# in moto with a 500 at every start after, and stopped compaction for good.
+SERVED = frozenset({"dynamodb", "s3", "ssm"})
 DYNAMODB_READS = frozenset(
     {
         "GetItem",
@@ -164,6 +168,9 @@ class DurableEmulator:
         self.changes: ChangeCounter | None = None  # told of writes that may move the catalog
         self.call_log: CallLog | None = None  # --call-log: every signed request, one line each
         self.limits: PartitionLimits | None = None  # --partition-limits: DynamoDB's per key
+        # moto's own web app under `app`, when it is one (server.build); its services loaded
+        self.dispatcher: Any = None
+        self.loaded: set[str] = set()
         # Called after each journaled write, writers' lock held (starts compactions).
         self.after_append: Callable[[], None] | None = None
         self._clock = clock
@@ -179,7 +186,12 @@ class DurableEmulator:
             answer = _error(_service_of(environ), "403 Forbidden", "AccessDenied", reason)
         else:
             started = time.perf_counter()
-            answer = self.handle(environ, body, signed.service, signed.region)
+            if signed.service not in SERVED:
+                served = ", ".join(sorted(SERVED))
+                message = f"this emulator serves {served}, not {signed.service[:40]!r}"
+                answer = _error(signed.service, "400 Bad Request", "UnknownService", message)
+            else:
+                answer = self.handle(environ, body, signed.service, signed.region)
             if self.call_log is not None:
                 elapsed = time.perf_counter() - started
                 self.call_log.record(
@@ -191,6 +203,9 @@ class DurableEmulator:
     def handle(self, environ: dict[str, Any], body: bytes, service: str, region: str) -> Response:
         operation = environ.get("HTTP_X_AMZ_TARGET", "").rpartition(".")[2]
         method = environ["REQUEST_METHOD"]
+        loads = service not in self.loaded and self.dispatcher is not None
+        if loads and load_backend(self.dispatcher, service):  # before the state lock: see there
+            self.loaded.add(service)
         if service == "dynamodb":
             is_write = operation not in DYNAMODB_READS
         else:

@@ -21,12 +21,16 @@ most Limit + 1 items), and a Scan chains the sorted partitions instead of sortin
 What stays is the data: each stored item (a call-ledger entry is one per `tools/call`, kept
 for its retention) took ~3.5 KB, partly its own copy of every attribute name and of values
 such as the tool's name repeated in every entry. Stored items share those strings (~2.5 KB).
+
+And moto loads a service's backend on its first request, under its own lock, inside the
+emulator's state lock: `load_backend` does it before those (see there).
 """
 
 from __future__ import annotations
 
 import copy
 import functools
+import importlib
 import inspect
 import itertools
 import sys
@@ -236,3 +240,22 @@ def install() -> None:
 
     DynamoDBBackend.transact_write_items = transact_write_items  # type: ignore[method-assign]
     _INSTALLED = True
+
+
+def load_backend(dispatcher: Any, service: str) -> bool:
+    """Import `service`'s moto backend and make its web app, the slow part outside every lock.
+
+    moto does this on a service's first request, under the lock each request through its
+    web app takes, while the emulator holds its state lock around the call: ssm's backend
+    imports moto.ec2 (1.6-2.5 s here), and every other request waited for it. Two requests
+    that both arrive first wait for the same import (Python's per-module import lock). False
+    where moto has no such module: moto answers the request as before."""
+    try:
+        importlib.import_module(f"moto.{service}.models")
+        importlib.import_module(f"moto.{service}.urls")
+    except ImportError:
+        return False
+    with dispatcher.lock:
+        if service not in dispatcher.app_instances:
+            dispatcher.app_instances[service] = dispatcher.create_app(service)
+    return True

@@ -91,10 +91,10 @@ def build(
     journal = Journal(state_dir / JOURNAL_FILE, valid_length=valid, sync=sync)
     journal.records = len(records)
     # item requests skip moto's web app (fastpath); everything else goes through it
-    app: Any = DomainDispatcherApplication(create_backend_app)
-    if fast_items:
-        app = FastItems(app)
+    dispatcher = DomainDispatcherApplication(create_backend_app)
+    app = FastItems(dispatcher) if fast_items else dispatcher
     emulator = DurableEmulator(app, journal, credentials)
+    emulator.dispatcher = dispatcher
     compaction.replay(emulator, records)
     # At start no one is waiting yet: a long journal is compacted here, in this process.
     if len(records) > compact_after // 5 and not emulator.foreign_writes:
