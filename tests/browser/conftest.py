@@ -65,6 +65,18 @@ def screenshot_folder() -> None:
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
 
 
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+    """A failed browser test's report ends with the tail of `kiln dev`'s log: what the server
+    said while the page waited."""
+    outcome = yield
+    report = outcome.get_result()  # type: ignore[attr-defined]
+    dev = getattr(item, "funcargs", {}).get("dev")
+    if report.failed and isinstance(dev, Dev) and dev.log.exists():
+        tail = dev.log.read_text("utf-8", errors="replace").splitlines()[-40:]
+        report.sections.append(("kiln dev's log, its last 40 lines", "\n".join(tail)))
+
+
 @pytest.fixture
 def watched(browser: Any, dev: Dev) -> Iterator[tuple[Any, Watch]]:
     context, page, watch = open_page(browser, dev, DESKTOP)
