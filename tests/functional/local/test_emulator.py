@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -92,6 +93,36 @@ def test_a_request_signed_for_a_service_kiln_does_not_store_is_refused_unjournal
         assert "serves dynamodb, s3, ssm, not 'sqs'" in error["Message"]
         assert (tmp_path / "journal").stat().st_size == journal  # nothing to replay at start
         assert counter(clients) == 0  # and the emulator goes on
+
+
+def test_reads_go_on_while_the_first_ssm_request_loads_its_backend(tmp_path: Path) -> None:
+    """moto loads a service's backend on its first request; SSM's pulls in moto.ec2 and
+    takes seconds. It used to do so under the lock every request takes, so the studio's
+    first look at a tool's secrets stalled every catalog read (motofix.load_backend)."""
+    with emulator(tmp_path) as clients:
+        ssm = clients.session.client("ssm", endpoint_url=clients.dynamodb.meta.endpoint_url)
+        clients.dynamodb.describe_table(TableName=TABLE)  # every client made, every model read
+        first: list[float] = []
+
+        def first_ssm_request() -> None:
+            started = time.perf_counter()
+            ssm.get_parameters_by_path(Path="/kiln/some-tool")
+            first.append(time.perf_counter() - started)
+
+        loading = threading.Thread(target=first_ssm_request)
+        loading.start()
+        meanwhile = 0  # reads through moto's own web app (not the item fast path)
+        while loading.is_alive():
+            clients.dynamodb.describe_table(TableName=TABLE)
+            if loading.is_alive():
+                meanwhile += 1
+        loading.join()
+        assert first, "the first SSM request failed (its error is printed above)"
+        # Loading took seconds; each read takes milliseconds. Before, none got through.
+        assert meanwhile >= 3, (
+            f"only {meanwhile} reads were answered during the first SSM request "
+            f"({first[0]:.2f} s): they waited for its backend to load"
+        )
 
 
 def test_acknowledged_writes_survive_a_sigkill_of_the_emulator(tmp_path: Path) -> None:

@@ -168,9 +168,7 @@ class DurableEmulator:
         self.changes: ChangeCounter | None = None  # told of writes that may move the catalog
         self.call_log: CallLog | None = None  # --call-log: every signed request, one line each
         self.limits: PartitionLimits | None = None  # --partition-limits: DynamoDB's per key
-        # moto's own web app under `app`, when it is one (server.build); its services loaded
-        self.dispatcher: Any = None
-        self.loaded: set[str] = set()
+        self.dispatcher: Any = None  # moto's own web app under `app` (server.build)
         # Called after each journaled write, writers' lock held (starts compactions).
         self.after_append: Callable[[], None] | None = None
         self._clock = clock
@@ -203,9 +201,8 @@ class DurableEmulator:
     def handle(self, environ: dict[str, Any], body: bytes, service: str, region: str) -> Response:
         operation = environ.get("HTTP_X_AMZ_TARGET", "").rpartition(".")[2]
         method = environ["REQUEST_METHOD"]
-        loads = service not in self.loaded and self.dispatcher is not None
-        if loads and load_backend(self.dispatcher, service):  # before the state lock: see there
-            self.loaded.add(service)
+        if self.dispatcher is not None and service not in self.dispatcher.app_instances:
+            load_backend(self.dispatcher, service)  # before the state lock: see there
         if service == "dynamodb":
             is_write = operation not in DYNAMODB_READS
         else:

@@ -242,20 +242,19 @@ def install() -> None:
     _INSTALLED = True
 
 
-def load_backend(dispatcher: Any, service: str) -> bool:
+def load_backend(dispatcher: Any, service: str) -> None:
     """Import `service`'s moto backend and make its web app, the slow part outside every lock.
 
     moto does this on a service's first request, under the lock each request through its
     web app takes, while the emulator holds its state lock around the call: ssm's backend
     imports moto.ec2 (1.6-2.5 s here), and every other request waited for it. Two requests
-    that both arrive first wait for the same import (Python's per-module import lock). False
-    where moto has no such module: moto answers the request as before."""
+    that both arrive first wait for the same import (Python's per-module import lock). Where
+    moto has no such module, moto answers the request as before."""
     try:
         importlib.import_module(f"moto.{service}.models")
         importlib.import_module(f"moto.{service}.urls")
     except ImportError:
-        return False
+        return
     with dispatcher.lock:
         if service not in dispatcher.app_instances:
             dispatcher.app_instances[service] = dispatcher.create_app(service)
-    return True
