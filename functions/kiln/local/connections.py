@@ -13,7 +13,9 @@ Thousands of idle connections then stop `/mcp` from answering and fill the disk 
   address, else the longest-idle of any, or is closed when every connection is busy. The idle
   connections are kept oldest first (`IdleConnections`), so an eviction costs the same with
   10 or 10,000 open: a flood of connections that never send a request is shed as fast as it
-  is accepted, and a request among them (a ping) is read and answered;
+  is accepted, and a request among them (a ping) is read and answered. A connection whose
+  request has arrived but not been read yet (the loop still busy accepting the flood) is
+  passed over: closing it would reset a ping that had done nothing wrong;
 - answers an unparseable request with a JSON-RPC error body instead of plain text.
 `limit_log_rate` keeps repeated log lines (accept errors such as EMFILE, bad requests) to a
 few per interval, with a count of what was left out.
@@ -22,11 +24,15 @@ few per interval, with a count of what was left out.
 from __future__ import annotations
 
 import asyncio
+import fcntl
 import logging
 import resource
 import socket
+import struct
+import termios
 import time
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -41,6 +47,7 @@ from kiln.protocol.spec import INVALID_REQUEST
 log = logging.getLogger(__name__)
 
 _FD_RESERVE = 64  # descriptors kept for the store, tool runs' pipes, bundles and logs
+PASS_OVER_AT_MOST = 16  # connections with a request waiting skipped per eviction (bounded)
 
 
 @dataclass(frozen=True)
@@ -122,12 +129,20 @@ class IdleConnections:
             if not own:
                 del self.by_client[client]
 
-    def oldest(self, client: str, but: object) -> object | None:
-        """The longest-idle connection of `client`, else of anyone; never `but`."""
+    def oldest(
+        self, client: str, but: object, waiting: Callable[[object], bool] = lambda _: False
+    ) -> object | None:
+        """The longest-idle connection of `client`, else of anyone; never `but`, and not one
+        whose request is `waiting` to be read (up to PASS_OVER_AT_MOST of those)."""
+        passed = 0
         for pool in (self.by_client.get(client), self.everyone):
             for conn in pool or ():
-                if conn is not but:
-                    return conn
+                if conn is but:
+                    continue
+                if passed < PASS_OVER_AT_MOST and waiting(conn):
+                    passed += 1
+                    continue
+                return conn
         return None
 
 
@@ -227,12 +242,25 @@ class _HardenedH11Protocol(H11Protocol):
     def _evict_one(self) -> bool:
         """Close the longest-idle other connection, this client's own first; False when every
         other connection is busy."""
-        victim = self._idle_set.oldest(self._host, but=self)
+        victim = self._idle_set.oldest(self._host, but=self, waiting=_request_waiting)
         if not isinstance(victim, _HardenedH11Protocol):
             return False
         victim._idle_set.discard(victim, victim._host)
         victim._close()
         return True
+
+
+def _request_waiting(conn: object) -> bool:
+    """Bytes have arrived on `conn` that the loop has not read yet (FIONREAD)."""
+    transport = getattr(conn, "transport", None)
+    sock = transport.get_extra_info("socket") if transport is not None else None
+    if sock is None:
+        return False
+    try:
+        unread = fcntl.ioctl(sock.fileno(), termios.FIONREAD, b"\0\0\0\0")
+    except (OSError, ValueError):  # closed meanwhile
+        return False
+    return bool(struct.unpack("i", unread)[0])
 
 
 class RateLimit(logging.Filter):

@@ -8,14 +8,17 @@ import os
 import resource
 import socket
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
+import uvicorn
 
-from kiln.local.connections import RateLimit
+from kiln.local.connections import ConnectionLimits, RateLimit, hardened_protocol
 from support.devserver import serving
 
 FD_LIMIT = 256
@@ -126,3 +129,65 @@ def test_repeated_log_lines_are_let_through_a_few_times_per_interval() -> None:
     assert passed.count(True) == 3
     other = logging.LogRecord("asyncio", logging.ERROR, __file__, 1, "another", (), None)
     assert limit.filter(other)
+
+
+async def _answer(scope: dict[str, Any], receive: Any, send: Any) -> None:
+    """A bare ASGI app: `ok`, after blocking the server's event loop on /block."""
+    if scope["type"] != "http":
+        return
+    if scope["path"] == "/block":
+        time.sleep(1.0)  # noqa: ASYNC251 (on purpose: nothing is read, the kernel queues the rest)
+    await send({"type": "http.response.start", "status": 200,
+                "headers": [(b"content-length", b"2")]})  # fmt: skip
+    await send({"type": "http.response.body", "body": b"ok"})
+
+
+@pytest.fixture
+def capped() -> Iterator[int]:
+    """The hardened protocol on uvicorn, in this process, capped at 3 connections; its port."""
+    limits = ConnectionLimits(max_connections=3, idle_timeout_s=30, request_timeout_s=30)
+    config = uvicorn.Config(
+        _answer, host="127.0.0.1", port=0, http=hardened_protocol(limits), lifespan="off",
+        log_level="warning", backlog=64,
+    )  # fmt: skip
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 30
+    while not server.started:
+        assert thread.is_alive(), "uvicorn stopped while starting (its error is printed above)"
+        assert time.monotonic() < deadline, "uvicorn did not start in 30 s"
+        time.sleep(0.02)
+    yield server.servers[0].sockets[0].getsockname()[1]
+    server.should_exit = True
+    thread.join(30)
+
+
+def test_a_request_waiting_unread_is_not_the_connection_evicted_for_a_newcomer(
+    capped: int,
+) -> None:
+    """A flood's connections are accepted in bursts, and each past the cap evicts the
+    longest-idle one before the loop reads anything. A ping whose request sat unread in that
+    burst used to be that one: reset (1 of 315 pings in a 20,000-connection flood)."""
+    old = socket.create_connection(("127.0.0.1", capped), timeout=5)
+    blocker = socket.create_connection(("127.0.0.1", capped), timeout=5)
+    blocker.sendall(b"GET /block HTTP/1.1\r\nHost: x\r\n\r\n")
+    time.sleep(0.3)  # the loop is asleep in /block from here for a second
+    ping = socket.create_connection(("127.0.0.1", capped), timeout=5)
+    ping.sendall(b"GET /ping HTTP/1.1\r\nHost: x\r\n\r\n")
+    newcomers = [socket.create_connection(("127.0.0.1", capped), timeout=5) for _ in range(3)]
+    try:
+        # The loop wakes: old, blocker, then newcomers[0] are evicted as the newcomers
+        # arrive; the ping, older than the newcomers but with its request waiting, is not.
+        ping.settimeout(10)
+        answer = b""
+        try:
+            while not answer.endswith(b"\r\n\r\nok") and (chunk := ping.recv(65536)):
+                answer += chunk  # the head and the body may come apart
+        except ConnectionResetError:
+            answer += b" (reset)"
+        assert answer.startswith(b"HTTP/1.1 200 "), answer
+        assert answer.endswith(b"ok"), answer
+    finally:
+        for sock in (old, blocker, ping, *newcomers):
+            sock.close()

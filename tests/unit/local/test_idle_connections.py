@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from kiln.local.connections import IdleConnections
+from kiln.local.connections import PASS_OVER_AT_MOST, IdleConnections
 
 
 def test_the_oldest_idle_connection_of_the_arriving_client_goes_first_then_anyones() -> None:
@@ -26,3 +26,12 @@ def test_a_connection_no_longer_idle_is_never_picked_and_nothing_is_left_behind(
     assert idle.oldest("b", but="b1") is None
     idle.discard("b1", "b")
     assert (dict(idle.everyone), idle.by_client) == ({}, {})
+
+
+def test_a_connection_with_its_request_waiting_is_passed_over_but_only_so_many() -> None:
+    idle = IdleConnections()
+    for n in range(PASS_OVER_AT_MOST + 2):
+        idle.add(f"c{n}", "a")
+    assert idle.oldest("a", but=None, waiting=lambda conn: conn == "c0") == "c1"
+    # A flood whose every connection has sent a byte costs a bounded scan per eviction.
+    assert idle.oldest("a", but=None, waiting=lambda conn: True) == f"c{PASS_OVER_AT_MOST}"
