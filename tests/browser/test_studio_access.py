@@ -8,10 +8,13 @@ from typing import Any
 from playwright.sync_api import expect
 
 from support.browser import (
+    DESKTOP,
     KEY,
+    NARROW,
     Dev,
     Watch,
     assert_accessible,
+    both_widths,
     shoot,
     sign_in,
     unreachable_by_keyboard,
@@ -118,6 +121,55 @@ def test_connect_shows_the_mcp_url_and_client_configurations(page: Any, dev: Dev
         expect(page.get_by_role("heading", name=re.compile(title))).to_be_visible()
     shoot(page, "12-connect")
     assert_accessible(page)
+
+
+# Per snippet on the Connect page: its lines as written, and the lines it takes on screen (the
+# distinct tops of its text's boxes); whether it scrolls sideways inside its own block.
+SNIPPET_LINES = """() => [...document.querySelectorAll("[data-snippet] pre")].map((pre) => {
+    const range = document.createRange();
+    range.selectNodeContents(pre);
+    const tops = new Set([...range.getClientRects()].filter((r) => r.width > 0)
+        .map((r) => Math.round(r.top)));
+    return {
+        id: pre.closest("[data-snippet]").dataset.snippet,
+        written: pre.textContent.split("\\n").filter((line) => line.trim()).length,
+        shown: tops.size,
+        scrolls: pre.scrollWidth > pre.clientWidth,
+        overflowX: getComputedStyle(pre).overflowX,
+    };
+})"""
+
+
+def test_connect_snippets_keep_their_lines_and_scroll_inside_their_block(
+    page: Any, dev: Dev
+) -> None:
+    page.context.grant_permissions(["clipboard-read", "clipboard-write"], origin=dev.url)
+    sign_in(page)
+    page.goto("/studio/#/connect")
+    page.get_by_role("checkbox", name="The server requires a key").check()  # the longer lines
+    for size in (DESKTOP, NARROW):
+        page.set_viewport_size(size)
+        snippets = page.evaluate(SNIPPET_LINES)
+        assert len(snippets) == 7, snippets
+        broken = [s for s in snippets if s["shown"] != s["written"]]
+        assert broken == [], f"snippets wrapped mid-line at {size['width']} px: {broken}"
+        assert all(s["overflowX"] == "auto" for s in snippets), snippets
+        wide = page.evaluate("document.documentElement.scrollWidth")
+        assert wide == size["width"], f"the page is {wide} px wide on a {size['width']} px screen"
+    assert any(s["scrolls"] for s in snippets), f"no snippet is wider than a phone: {snippets}"
+    page.set_viewport_size(DESKTOP)
+    both_widths(page, "24-connect-snippets")
+
+    page.set_viewport_size(NARROW)  # Copy takes the whole snippet, its long line included
+    card = page.locator("[data-snippet='claude-code']")
+    card.get_by_role("button", name="Copy the Claude Code configuration").click()
+    expect(card.get_by_role("button", name="Copy the Claude Code configuration")).to_have_text(
+        "Copied ✓"
+    )
+    copied = page.evaluate("navigator.clipboard.readText()")
+    assert copied == card.locator("pre").text_content(), copied
+    assert copied.startswith("claude mcp add --transport http kiln "), copied
+    assert "\n" not in copied, f"the one-line command came out in lines: {copied!r}"
 
 
 def test_every_control_on_the_main_screens_is_reachable_by_keyboard(page: Any, dev: Dev) -> None:

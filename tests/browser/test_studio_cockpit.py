@@ -8,6 +8,7 @@ import base64
 import dataclasses
 import re
 import time
+import typing
 from datetime import UTC, datetime
 from typing import Any
 
@@ -16,9 +17,9 @@ from playwright.sync_api import expect
 
 from kiln.access.ledger import CallLedger, CallRecord
 from kiln.aws.clients import make_clients
-from kiln.catalog.model import Draft
+from kiln.catalog.model import Draft, TaskMode
 from kiln.local.emulator import shared_endpoint
-from support.browser import DESKTOP, NARROW, Dev, assert_accessible, shoot, sign_in
+from support.browser import Dev, both_widths, sign_in
 
 ECHO = "import json, sys\nprint(json.dumps(json.load(sys.stdin)))\n"
 MANIFEST = [field.name for field in dataclasses.fields(Draft)]
@@ -35,21 +36,6 @@ def head(dev: Dev, name: str) -> dict[str, Any]:
     reply = dev.api("GET", f"/api/tools/{name}")
     assert reply.status_code == 200, reply.text
     return dict(reply.json())
-
-
-def both_widths(page: Any, name: str) -> None:
-    """axe finds nothing at 1440x900 and at 390x844, where the page does not scroll sideways;
-    the screen is photographed at both widths."""
-    assert_accessible(page)
-    shoot(page, name)
-    page.set_viewport_size(NARROW)
-    try:
-        page.wait_for_timeout(150)  # layout settles (media queries, the tab row's scroll)
-        assert_accessible(page)
-        wide = page.evaluate("document.documentElement.scrollWidth")
-        assert wide == NARROW["width"], f"{name}: the page is {wide} px wide on a 390 px screen"
-    finally:
-        page.set_viewport_size(DESKTOP)
 
 
 # -- every manifest field kept ----------------------------------------------------------------
@@ -101,7 +87,7 @@ def test_saving_from_the_studio_keeps_every_manifest_field(page: Any, dev: Dev) 
     page.get_by_role("button", name="Save").click()
     expect(page.get_by_text("Saved as revision 3.")).to_be_visible(timeout=30_000)
     third = head(dev, "slow_report")
-    assert third["tags"] == ["eu", "finance", "uk"]
+    assert third["tags"] == ["finance", "uk", "eu"]  # as typed, not re-sorted
     assert third["task"] == "required"
     changed = {f for f in MANIFEST if after[f] != third[f]}
     assert changed == {"tags", "task"}, changed
@@ -121,6 +107,31 @@ def test_a_broken_tag_is_named_at_its_field_in_plain_words(page: Any, dev: Dev) 
     expect(error).to_contain_text("Line 2: must be 1-32 characters from a-z 0-9 _ -")
     assert "rule:" not in error.locator("span").first.inner_text()
     expect(page.locator(".tabs a.active .dot")).to_have_count(1)
+
+
+def test_every_task_mode_shows_on_settings_and_a_save_keeps_it(page: Any, dev: Dev) -> None:
+    make_tool(dev, "asks_first", task="ask_first")
+    sign_in(page)
+    page.goto("/studio/#/tools/asks_first/settings")
+    task = page.get_by_role("combobox", name=re.compile("^Runs as an MCP task"))
+    expect(task).to_have_value("ask_first")  # a mode the select lacks reads "" (a blank choice)
+    shown = task.evaluate("(s) => s.selectedOptions[0]?.textContent ?? ''")
+    assert shown.startswith("Ask first"), f"the saved mode ask_first shows as {shown!r}"
+    offered = task.evaluate("(s) => [...s.options].map((o) => o.value)")
+    assert sorted(offered) == sorted(["", *typing.get_args(TaskMode)]), offered
+    both_widths(page, "22-settings-ask-first")
+
+    page.get_by_role("textbox", name=re.compile("^Tags")).fill("slow")  # a change elsewhere
+    page.get_by_role("button", name="Save").click()
+    expect(page.get_by_text("Saved as revision 2.")).to_be_visible(timeout=30_000)
+    assert head(dev, "asks_first")["task"] == "ask_first", "a save changed the task mode"
+    expect(task).to_have_value("ask_first")
+    for revision, mode in enumerate(["optional", "required", "", "ask_first"], start=3):
+        task.select_option(mode)
+        page.get_by_role("button", name="Save").click()
+        expect(page.get_by_text(f"Saved as revision {revision}.")).to_be_visible(timeout=30_000)
+        assert head(dev, "asks_first")["task"] == (mode or None), mode
+        expect(task).to_have_value(mode)  # as read back after the save
 
 
 # -- not found ----------------------------------------------------------------------------------

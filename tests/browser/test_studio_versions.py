@@ -8,7 +8,7 @@ from typing import Any
 
 from playwright.sync_api import expect
 
-from support.browser import Dev, assert_accessible, shoot, sign_in
+from support.browser import DESKTOP, NARROW, Dev, assert_accessible, both_widths, shoot, sign_in
 
 CODE_V1 = "import json, sys\nargs = json.load(sys.stdin)\nprint(json.dumps({'v': 1}))\n"
 CODE_THEIRS = "import json, sys\nargs = json.load(sys.stdin)\nprint(json.dumps({'v': 'theirs'}))\n"
@@ -80,6 +80,47 @@ def test_author_diffs_two_revisions_and_restores_one(page: Any, dev: Dev) -> Non
     head = dev.api("GET", "/api/tools/versioned").json()
     assert head["revision"] == 4
     assert head["code"] == CODE_V1
+
+
+# The controls that sit outside the screen, or outside a box that clips them (a table scrolling
+# sideways in its card): what a person would have to scroll sideways to reach, or never sees.
+OUT_OF_SIGHT = """(controls) => controls.filter((el) => {
+    const box = el.getBoundingClientRect();
+    if (box.left < 0 || box.right > innerWidth) return true;
+    for (let up = el.parentElement; up; up = up.parentElement) {
+        if (getComputedStyle(up).overflowX === "visible") continue;
+        const clip = up.getBoundingClientRect();
+        if (box.left < clip.left || box.right > clip.right) return true;
+    }
+    return false;
+}).map((el) => `${el.textContent} (left ${Math.round(el.getBoundingClientRect().left)}, `
+    + `right ${Math.round(el.getBoundingClientRect().right)} on a ${innerWidth} px screen)`)"""
+
+
+def test_every_restore_button_is_in_sight_at_desktop_and_phone_width(page: Any, dev: Dev) -> None:
+    name = "restorable_with_a_name_long_enough_for_a_phone"
+    long = "A description long enough to need more than one line on a phone's narrow screen"
+    make_tool(dev, name, description=long)
+    for n in (1, 2):
+        body = {"name": name, "description": f"{long}, v{n + 1}", "language": "python",
+                "code": CODE_V1.replace("1}", f"{n + 1}}}")}  # fmt: skip
+        reply = dev.api("PUT", f"/api/tools/{name}", headers={"If-Match": f'"{n}"'}, json=body)
+        assert reply.status_code == 200, reply.text
+    sign_in(page)
+    page.goto(f"/studio/#/tools/{name}/history")
+    restores = page.get_by_role("button", name=re.compile(r"^Restore r\d+$"))
+    expect(restores).to_have_count(2)
+    both_widths(page, "23-history")
+    for size in (DESKTOP, NARROW):
+        page.set_viewport_size(size)
+        expect(restores.first).to_be_visible()
+        hidden = restores.evaluate_all(OUT_OF_SIGHT)
+        assert hidden == [], f"Restore out of sight at {size['width']} px: {hidden}"
+
+    page.set_viewport_size(NARROW)  # and it works there
+    page.get_by_role("button", name="Restore r1").click()
+    expect(page.get_by_text("Revision 1 restored as revision 4.")).to_be_visible()
+    assert dev.api("GET", f"/api/tools/{name}").json()["code"] == CODE_V1
 
 
 def test_author_watches_a_bundle_go_from_building_to_ready(page: Any, dev: Dev) -> None:

@@ -108,6 +108,21 @@ def assert_accessible(page: Any) -> None:
     assert not found, json.dumps(found, indent=1)
 
 
+def both_widths(page: Any, name: str) -> None:
+    """axe finds nothing at 1440x900 and at 390x844, where the page does not scroll sideways;
+    the screen is photographed at both widths."""
+    assert_accessible(page)
+    shoot(page, name)
+    page.set_viewport_size(NARROW)
+    try:
+        page.wait_for_timeout(150)  # layout settles (media queries, the tab row's scroll)
+        assert_accessible(page)
+        wide = page.evaluate("document.documentElement.scrollWidth")
+        assert wide == NARROW["width"], f"{name}: the page is {wide} px wide on a 390 px screen"
+    finally:
+        page.set_viewport_size(DESKTOP)
+
+
 INTERACTIVE = (
     "a[href], button:not([disabled]), input:not([disabled]), select:not([disabled]), "
     "textarea:not([disabled]), summary, [tabindex='0']"

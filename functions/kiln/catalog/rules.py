@@ -373,7 +373,8 @@ MAX_TAGS: Final = 20
 
 
 def _check_tags(value: object, found: list[Violation]) -> tuple[str, ...]:
-    """Tags: short lower-case labels, unique; kept sorted so equal sets compare equal."""
+    """Tags: short lower-case labels, unique, in the author's order (a view selects by
+    membership, so the order is only ever the author's to choose: a save keeps it as sent)."""
     if value is MISSING or value is None:
         return ()
     if not isinstance(value, list | tuple) or len(value) > MAX_TAGS:
@@ -384,7 +385,7 @@ def _check_tags(value: object, found: list[Violation]) -> tuple[str, ...]:
             found.append(violation(f"tags[{index}]", "tag", f"must be {TAG_RULE}"))
     if len(set(map(str, value))) != len(value):
         found.append(violation("tags", "unique", "must not name a tag twice"))
-    return tuple(sorted({tag for tag in value if is_tag(tag)}))
+    return tuple(tag for tag in value if is_tag(tag))
 
 
 def _with_defaults(

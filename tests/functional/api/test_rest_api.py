@@ -120,6 +120,30 @@ def test_update_without_if_match_gets_428_and_a_stale_one_412(kiln_server: Runni
     assert garbage.status_code == 400
 
 
+def test_tags_keep_the_authors_order_and_a_new_order_is_a_new_revision(
+    kiln_server: RunningKiln,
+) -> None:
+    made = kiln_server.api("POST", "/api/tools", json={**TOOL, "tags": ["uk", "finance", "eu"]})
+    assert made.status_code == 201, made.text
+    assert made.json()["tags"] == ["uk", "finance", "eu"], "the save re-ordered the tags"
+    assert kiln_server.api("GET", "/api/tools/greet").json()["tags"] == ["uk", "finance", "eu"]
+    listed = kiln_server.api("GET", "/api/tools").json()["tools"]
+    assert [t["tags"] for t in listed] == [["uk", "finance", "eu"]]
+
+    order = ["eu", "uk", "finance"]
+    moved = kiln_server.api(
+        "PUT", "/api/tools/greet", headers={"If-Match": '"1"'}, json={**TOOL, "tags": order}
+    )
+    assert moved.status_code == 200, moved.text
+    assert (moved.json()["revision"], moved.json()["tags"]) == (2, order)
+    same = kiln_server.api(
+        "PUT", "/api/tools/greet", headers={"If-Match": '"2"'}, json={**TOOL, "tags": order}
+    )
+    assert same.json()["revision"] == 2, "saving the same order made a new revision"
+    first = kiln_server.api("GET", "/api/tools/greet/revisions/1").json()
+    assert first["tags"] == ["uk", "finance", "eu"]
+
+
 def test_rename_disable_enable_and_delete(kiln_server: RunningKiln) -> None:
     tool_id = kiln_server.api("POST", "/api/tools", json=TOOL).json()["id"]
     renamed = kiln_server.api("POST", "/api/tools/greet/rename", json={"name": "hello"})

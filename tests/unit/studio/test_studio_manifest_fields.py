@@ -1,16 +1,18 @@
 """The studio edits and keeps exactly the manifest fields the server's save rules take: its
 list (web/src/lib/manifest.ts) is read here and compared with `kiln.catalog.model.Draft` and
 with the save rules' own list (`kiln.catalog.rules.CANONICAL_FIELDS`), so a field added on any
-side fails until the others have it. (The studio's own Vitest test checks
-that the draft a save sends holds exactly that list.)"""
+side fails until the others have it; the same for the values of `task` the Settings tab offers
+(`TASK_MODES`) and the ones a save takes (`kiln.catalog.model.TaskMode`). (The studio's own
+Vitest test checks that the draft a save sends holds exactly that list.)"""
 
 from __future__ import annotations
 
 import dataclasses
 import re
+import typing
 from pathlib import Path
 
-from kiln.catalog.model import Draft
+from kiln.catalog.model import Draft, TaskMode
 from kiln.catalog.rules import CANONICAL_FIELDS
 
 MANIFEST_TS = (
@@ -19,11 +21,28 @@ MANIFEST_TS = (
 )  # fmt: skip
 
 
-def studio_fields() -> list[str]:
+def studio_list(name: str, item: str) -> list[str]:
     text = MANIFEST_TS.read_text(encoding="utf-8")
-    found = re.search(r"MANIFEST_FIELDS = \[(.*?)\] as const", text, re.S)
-    assert found, f"{MANIFEST_TS}: no `export const MANIFEST_FIELDS = [...] as const`"
-    return re.findall(r'"([a-z_]+)"', found.group(1))
+    found = re.search(rf"{name} = \[(.*?)\n\] as const", text, re.S)
+    assert found, f"{MANIFEST_TS}: no `export const {name} = [...] as const`"
+    return re.findall(item, found.group(1))
+
+
+def studio_fields() -> list[str]:
+    return studio_list("MANIFEST_FIELDS", r'"([a-z_]+)"')
+
+
+def test_the_settings_tab_offers_every_task_mode_a_save_takes() -> None:
+    # Each entry is `[value, "label"]`; the value is null (no task) or a quoted mode.
+    offered = studio_list("TASK_MODES", r'(?m)^\s*\[(null|"[a-z_]+"),')
+    modes = [None if value == "null" else value.strip('"') for value in offered]
+    assert len(modes) == len(set(modes)), f"a mode is listed twice in {MANIFEST_TS}: {modes}"
+    server = [None, *typing.get_args(TaskMode)]
+    assert sorted(modes, key=str) == sorted(server, key=str), (
+        f"only the save rules take {[m for m in server if m not in modes]}: the Settings tab "
+        f"shows a tool saved with it as a blank choice; "
+        f"only the studio offers {[m for m in modes if m not in server]}"
+    )
 
 
 def test_the_studio_and_the_server_agree_on_the_manifest_fields() -> None:

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { draftOf, type Tool } from "../src/lib/api";
-import { MANIFEST_FIELDS } from "../src/lib/manifest";
+import { MANIFEST_FIELDS, TASK_MODES } from "../src/lib/manifest";
 
 // A tool as GET /api/tools/{name} answers it, a value in every field.
 const tool: Tool = {
@@ -40,5 +40,10 @@ describe("the draft a save sends", () => {
   it("keeps the author's property order", () => {
     const draft = draftOf(tool, tool.name);
     expect(Object.keys(draft.input_schema["properties"] as object)).toEqual(["b", "a"]);
+  });
+
+  it("carries every task mode and the author's tag order", () => {
+    for (const [mode] of TASK_MODES) expect(draftOf({ ...tool, task: mode }, tool.name).task).toBe(mode);
+    expect(draftOf({ ...tool, tags: ["uk", "finance"] }, tool.name).tags).toEqual(["uk", "finance"]);
   });
 });

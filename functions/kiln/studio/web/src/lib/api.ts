@@ -2,6 +2,7 @@
 // studio has no CSRF surface; the key lives only in memory and session storage.
 
 import { readEvents } from "./events";
+import type { TaskMode } from "./manifest";
 
 export type Language = "python" | "node";
 
@@ -35,7 +36,6 @@ export interface ToolFields {
   files?: Record<string, string>; // relative path -> base64 (only with source)
 }
 
-export type TaskMode = "optional" | "required" | null;
 
 export interface Tool extends ToolFields {
   id: string;
