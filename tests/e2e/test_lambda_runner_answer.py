@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import queue
 import urllib.request
 import uuid
 from collections.abc import Iterator
@@ -82,7 +83,10 @@ def robbed(
     answered with `answer`, posted to its Runtime API."""
     with runner.api.stolen() as taken, ThreadPoolExecutor(1) as pool:
         handled = pool.submit(caller.invoke, event, timeout_s=40)
-        request_id, payload = taken.get(timeout=40)
+        try:
+            request_id, payload = taken.get(timeout=40)
+        except queue.Empty:
+            raise AssertionError(f"no run was invoked\n--- log:\n{caller.log()}") from None
         assert payload.get("kiln_run") == 1, payload  # a run's invocation, with its payload
         post = urllib.request.Request(
             f"http://{runner.api.address}{PREFIX}/invocation/{request_id}/response",
