@@ -23,6 +23,7 @@ import itertools
 import json
 import os
 import random
+import secrets
 import subprocess
 import sys
 import threading
@@ -212,6 +213,21 @@ class TenantInvoke:
                 self.wfile.write(data)
 
         return Handler
+
+
+@contextlib.contextmanager
+def admin_function(tmp: Path, runners: TenantInvoke) -> Iterator[tuple[Environment, str]]:
+    """The admin function (the authors' REST API) sending its test runs to `runners`, and its
+    author key."""
+    tmp.chmod(0o755)
+    author_key = "kiln_author_" + secrets.token_hex(16)
+    hop = {"KILN_RUNNER_FUNCTION": "kiln-runner", "KILN_RUNNER_ENDPOINT_URL": runners.url}
+    env = {**runners.env, "KILN_AUTHOR_KEY": author_key, **hop}
+    admin = Environment(tmp / "admin", "admin", env, [*runners.stores, runners.url])
+    try:
+        yield admin, author_key
+    finally:
+        admin.close()
 
 
 @contextlib.contextmanager

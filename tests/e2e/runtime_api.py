@@ -5,18 +5,21 @@ The runtime interface client (`python -m awslambdaric module.handler`) long-poll
 `.../invocation/{id}/response` or `.../invocation/{id}/error`; a failed init is posted to
 `.../init/error`. Under SnapStart it also asks `GET .../restore/next` once after init.
 `RuntimeApi.invoke` queues one event with a deadline and waits for the answer, as the Lambda
-service does. Only the parts of the API a runtime client uses are here.
+service does. Only the parts of the API a runtime client uses are here. `stolen` hands the
+next invocation to the test instead, as a process of the environment that wins the race for
+`/next` takes it (its answer is then posted over HTTP, as any process there can).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import queue
 import sys
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -81,6 +84,7 @@ class RuntimeApi:
         self.init_errors: list[Any] = []
         self.restored = threading.Event()
         self.polled = threading.Event()  # set on the first /next: init is complete
+        self._thief: queue.Queue[tuple[str, Any]] | None = None
         self._server = _Server(("127.0.0.1", 0), self._handler_class())
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
 
@@ -124,7 +128,11 @@ class RuntimeApi:
         pending = _Pending(request_id, json.dumps(event).encode(), deadline_ms, tenant_id)
         with self._lock:
             self._by_id[request_id] = pending
-        self._next.put(pending)
+            thief, self._thief = self._thief, None
+        if thief is not None:
+            thief.put((request_id, event))
+        else:
+            self._next.put(pending)
         give_up = time.monotonic() + timeout_s + grace_s
         while not pending.answered.wait(0.02):
             if not alive():
@@ -133,6 +141,21 @@ class RuntimeApi:
                 raise RuntimeApiError(f"no answer to {request_id} within {timeout_s + grace_s} s")
         assert pending.answer is not None
         return pending.answer
+
+    @contextlib.contextmanager
+    def stolen(self) -> Iterator[queue.Queue[tuple[str, Any]]]:
+        """The next invocation (request id, event) goes to the queue yielded, never to the
+        runtime: what a process left in the environment gets when it wins the race for `/next`
+        (deterministic here, where two pollers would race). Its answer is whatever is then
+        POSTed to `.../invocation/{id}/response`."""
+        taken: queue.Queue[tuple[str, Any]] = queue.Queue()
+        with self._lock:
+            self._thief = taken
+        try:
+            yield taken
+        finally:
+            with self._lock:
+                self._thief = None
 
     # ------------------------------------------------------------------ HTTP side
 

@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 
-from e2e.lambda_profile import Environment, lambda_stack
+from e2e.lambda_profile import Environment, admin_function, lambda_stack
 from e2e.test_lambda_runtime import answer_body, call_text, event_for, rpc
 from kiln.aws.clients import ensure_resources, make_clients
 from kiln.bundles.identity import bundle_id
@@ -452,27 +452,12 @@ def admin_run_event(name: str, key: str) -> dict[str, Any]:
 
 
 def test_an_authors_test_run_goes_to_the_runner_and_says_what_held(
-    stack: Any, moto_endpoint: str, tmp_path: Path
+    stack: Any, tmp_path: Path
 ) -> None:
     """The admin function's REST test run: through the runner, reporting isolation exactly."""
     _, runners, ids = stack
-    tmp_path.chmod(0o755)
-    author_key = "kiln_author_" + secrets.token_hex(16)
-    admin = Environment(
-        tmp_path / "admin",
-        "admin",
-        {
-            **runners.env,
-            "KILN_AUTHOR_KEY": author_key,
-            "KILN_RUNNER_FUNCTION": "kiln-runner",
-            "KILN_RUNNER_ENDPOINT_URL": runners.url,
-        },
-        [moto_endpoint, runners.url],
-    )
-    try:
+    with admin_function(tmp_path, runners) as (admin, author_key):
         answer = admin.invoke(admin_run_event("e2e_plain", author_key), timeout_s=40)
-    finally:
-        admin.close()
     assert answer.kind == "response", answer.payload
     assert answer.payload["statusCode"] == 200, f"{answer.payload}\n{admin.log()}"
     run = json.loads(answer.payload["body"])

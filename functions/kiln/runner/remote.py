@@ -16,7 +16,9 @@ The answer carries the run's result and what it said on its talk channel while i
 (progress and log lines, in order: `talk_json`), which `RemoteRunner.run` hands to the
 request's `heard` before it returns, as a local run would have while it ran. The invoke is
 synchronous, so they come together with the result (Lambda has no response streaming for a
-Python function).
+Python function). Whatever process of the environment posted it, the answer is read as the
+tool's own word (`kiln.runner.answer`): its shape checked strictly, its questions and lines by
+the talk channel's rules, and what kept the run apart never taken from it.
 
 A bundle that is not ready raises (BundleError, from `bundle_record`) before anything is
 sent. The invoke is synchronous and bounded by the caller's remaining time; a failed invoke
@@ -36,14 +38,14 @@ from typing import Any
 
 from kiln.runner.limits import RunLimits
 from kiln.runner.model import RunRequest, RunResult
-from kiln.runner.talk import Ask, Log, Progress, Said, parse_line
+from kiln.runner.talk import KILN_LOGGER, MAX_TALK_LINES, Ask, Log, Progress, Said
 
 PAYLOAD_VERSION = 1
 ROUND_TRIP_MARGIN_S = 1.0  # kept from the caller's time for the invoke and the answer
 MAX_PAYLOAD_BYTES = 6 * 1024 * 1024  # Lambda's synchronous Invoke limit
 RUN_FIELDS = {f.name for f in dataclasses.fields(RunResult)}
 # What of a run's talk crosses the invoke (its answer holds at most 6 MB, with the output):
-MAX_TALK_LINES = 1000
+# MAX_TALK_LINES (talk.py: the caller's side holds an answer to it too), and
 MAX_TALK_BYTES = 1024 * 1024
 
 
@@ -109,16 +111,18 @@ def result_json(result: RunResult) -> dict[str, Any]:
 
 
 def result_from(data: Mapping[str, Any]) -> RunResult:
+    """The RunResult of a runner answer's `result` (tests; `RemoteRunner` reads the whole
+    answer as untrusted input: `kiln.runner.answer`)."""
     fields = {k: v for k, v in data.items() if k in RUN_FIELDS}
     fields["asks"] = tuple(Ask(**ask) for ask in fields.get("asks", ()))  # the run's questions
     fields["talk_problems"] = tuple(fields.get("talk_problems", ()))
     return RunResult(**fields)
 
 
-def talk_json(said: list[Said]) -> list[dict[str, Any]]:
+def talk_json(said: list[Said]) -> tuple[list[dict[str, Any]], int]:
     """A run's progress and log lines as talk lines (runner/talk.py), oldest first, within
-    MAX_TALK_LINES and MAX_TALK_BYTES: past them, log lines are left out (a last line says
-    how many) and only the latest progress is kept."""
+    MAX_TALK_LINES and MAX_TALK_BYTES, and how many log lines were left out past them (only
+    the latest progress is kept). The caller says so in Kiln's own name (`left_out_note`)."""
     lines: list[dict[str, Any]] = []
     size, dropped, last_progress = 0, 0, None
     for item in said:
@@ -126,7 +130,7 @@ def talk_json(said: list[Said]) -> list[dict[str, Any]]:
         if line is None:
             continue
         cost = len(json.dumps(line, ensure_ascii=False, default=str))
-        if len(lines) < MAX_TALK_LINES - 2 and size + cost <= MAX_TALK_BYTES:
+        if len(lines) < MAX_TALK_LINES - 1 and size + cost <= MAX_TALK_BYTES:
             lines.append(line)
             size += cost
         elif isinstance(item, Progress):
@@ -135,10 +139,12 @@ def talk_json(said: list[Said]) -> list[dict[str, Any]]:
             dropped += 1
     if last_progress is not None:
         lines.append(last_progress)
-    if dropped:
-        note = f"{dropped} more log lines of this run were left out (the runner's answer is capped)"
-        lines.append({"log": "warning", "data": note, "logger": "kiln"})
-    return lines
+    return lines, dropped
+
+
+def left_out_note(dropped: int) -> Log:
+    note = f"{dropped} more log lines of this run were left out (the runner's answer is capped)"
+    return Log("warning", note, KILN_LOGGER, kiln=True)
 
 
 def _talk_line(said: Said) -> dict[str, Any] | None:
@@ -149,23 +155,10 @@ def _talk_line(said: Said) -> dict[str, Any] | None:
         if said.message is not None:
             line["message"] = said.message
         return line
-    if isinstance(said, Log):
+    if isinstance(said, Log) and not said.kiln:
         line = {"log": said.level, "data": said.data}
         return line if said.logger is None else {**line, "logger": said.logger}
     return None  # questions travel in the result (RunResult.asks)
-
-
-def said_from(lines: Any) -> list[Said]:
-    """The progress and log lines of a runner answer (lines that are neither are skipped)."""
-    found: list[Said] = []
-    for line in lines if isinstance(lines, list) else ():
-        try:
-            said = parse_line(json.dumps(line).encode())
-        except (ValueError, TypeError):
-            continue
-        if isinstance(said, Progress | Log):
-            found.append(said)
-    return found
 
 
 def failed_run(message: str, timeout_s: float) -> RunResult:
@@ -230,7 +223,9 @@ class RemoteRunner:
             )
         if isinstance(answer, str):
             return failed_run(answer, request.timeout_s)
-        result, said = answer
+        result, said, left_out = answer
+        if left_out:
+            said.append(left_out_note(left_out))
         if request.heard is not None:  # as a local run says them while it runs
             for item in said:
                 request.heard(item)
@@ -247,20 +242,18 @@ class RemoteRunner:
                 self._records[bundle_id] = record
         return record
 
-    def _invoke(self, tenant: str, body: bytes) -> tuple[RunResult, list[Said]] | str:
+    def _invoke(self, tenant: str, body: bytes) -> tuple[RunResult, list[Said], int] | str:
         response = self._client().invoke(
             FunctionName=self.function,
             InvocationType="RequestResponse",
             TenantId=tenant,
             Payload=body,
         )
-        data = response["Payload"].read()
+        # The answer is untrusted input (any process of the environment can post it): read by
+        # its strict model, which the runner function itself never needs to import.
+        from kiln.runner.answer import MAX_ANSWER_BYTES, read_answer
+
+        data = response["Payload"].read(MAX_ANSWER_BYTES + 1)
         if response.get("FunctionError"):
             return f"the runner function failed: {data[:500].decode('utf-8', 'replace')}"
-        try:
-            answer = json.loads(data)
-            if "error" in answer:
-                return f"the runner function refused the run: {answer['error']}"
-            return result_from(answer["result"]), said_from(answer.get("talk"))
-        except (ValueError, KeyError, TypeError):
-            return f"the runner function answered something else: {data[:200]!r}"
+        return read_answer(data)

@@ -33,6 +33,7 @@ MAX_TALK_BYTES = 8 << 20
 MAX_ASKS = 16
 MAX_KEY_CHARS = 64
 MAX_PROBLEMS = 5
+MAX_TALK_LINES = 1000  # of progress and logs in the runner function's answer (remote.py)
 LOG_LEVELS = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
 ASK_KINDS = ("elicitation", "sampling", "roots")
 AskKind = Literal["elicitation", "sampling", "roots"]
@@ -49,7 +50,17 @@ class Progress:
 class Log:
     level: str
     data: Any
-    logger: str | None = None
+    logger: str | None = None  # the author's name for it, as the line said
+    kiln: bool = False  # Kiln's own line about the run (never a talk line's)
+
+
+KILN_LOGGER = "kiln"  # the logger of Kiln's own messages; a tool's are `tool_logger`'s
+
+
+def tool_logger(tool: str, logger: str | None) -> str:
+    """The logger a client sees on a tool's log line: `tool/<name>`, then the author's own
+    name for it, if any (`tool/sync/kiln`), so that no tool speaks as Kiln."""
+    return f"tool/{tool}" if not logger else f"tool/{tool}/{logger}"
 
 
 @dataclass(frozen=True)

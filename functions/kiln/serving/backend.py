@@ -497,7 +497,7 @@ class CatalogBackend:
             time_left_s=time_left_s,
             env=extra_env,
             **whose,
-            **run_fields(conversation),
+            **run_fields(conversation, tool.name),
         )
         try:
             if self._remote is not None:

@@ -23,7 +23,7 @@ from kiln.catalog.model import Tool
 from kiln.protocol.backend import Conversation, Question, ToolOutcome
 from kiln.runner import RunResult
 from kiln.runner.contract import contract_text
-from kiln.runner.talk import Ask, Log, Progress, Said
+from kiln.runner.talk import KILN_LOGGER, Ask, Log, Progress, Said, tool_logger
 
 METHODS = {
     "elicitation": "elicitation/create",
@@ -32,20 +32,23 @@ METHODS = {
 }
 
 
-def run_fields(conversation: Conversation | None) -> dict[str, Any]:
-    """The RunRequest fields that carry a conversation to the script."""
+def run_fields(conversation: Conversation | None, tool: str) -> dict[str, Any]:
+    """The RunRequest fields that carry a conversation to the script (a run of `tool`)."""
     if conversation is None:
         return {}
     return {
         # Kiln's own answers (kiln/approval) are not the script's business.
         "answers": {k: v for k, v in conversation.answers.items() if not k.startswith("kiln/")},
         "can_ask": tuple(conversation.can_ask),
-        "heard": _listener(conversation.hear) if conversation.hear is not None else None,
+        "heard": _listener(conversation.hear, tool) if conversation.hear is not None else None,
         "can_task": conversation.can_task,
     }
 
 
-def _listener(hear: Callable[[str, dict[str, Any]], None]) -> Callable[[Said], None]:
+def _listener(hear: Callable[[str, dict[str, Any]], None], tool: str) -> Callable[[Said], None]:
+    """Hands a run's progress and log lines on; a log line is the tool's (its logger says so:
+    `tool_logger`), unless Kiln itself wrote it about the run."""
+
     def heard(said: Said) -> None:
         if isinstance(said, Progress):
             hear(
@@ -53,7 +56,8 @@ def _listener(hear: Callable[[str, dict[str, Any]], None]) -> Callable[[Said], N
                 {"progress": said.progress, "total": said.total, "message": said.message},
             )
         elif isinstance(said, Log):
-            hear("log", {"level": said.level, "data": said.data, "logger": said.logger})
+            logger = KILN_LOGGER if said.kiln else tool_logger(tool, said.logger)
+            hear("log", {"level": said.level, "data": said.data, "logger": logger})
 
     return heard
 

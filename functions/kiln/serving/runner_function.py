@@ -103,7 +103,9 @@ class RunnerFunction:
             result = self._run(request, bundle)
         finally:
             swept = self.sweep()
-        return {"result": result_json(result), "talk": talk_json(said), "swept": swept}
+        talk, left_out = talk_json(said)
+        answer = {"result": result_json(result), "talk": talk, "swept": swept}
+        return {**answer, "left_out": left_out} if left_out else answer
 
     def _refuse(self, tenant: str, context_tenant: str | None) -> str | None:
         if not tenant:

@@ -457,7 +457,9 @@ def test_a_streamed_test_run_sends_each_line_as_it_comes_then_the_answer(
         with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as release:
             release.sendto(b"go", ("127.0.0.1", int(first["talk"]["message"])))
         rest = list(events)
-    assert rest[0] == {"talk": {"kind": "log", "level": "info", "data": "released", "logger": None}}
+    assert rest[0] == {
+        "talk": {"kind": "log", "level": "info", "data": "released", "logger": "tool/gated"}
+    }
     reply = rest[-1]["reply"]
     assert reply["stdout"] == "both steps done\n", reply
     assert [t["kind"] for t in reply["talk"]] == ["progress", "log"]
