@@ -278,6 +278,9 @@ class Settings:
     ledger_totals_flush_s: float = 10.0  # KILN_LEDGER_TOTALS_FLUSH_S: a process's totals write
     quota_claim_horizon_s: float = 1.0  # KILN_QUOTA_CLAIM_HORIZON_S: a claim's share of own rate
     in_lambda: bool = False  # AWS_LAMBDA_FUNCTION_NAME is set: running inside Lambda
+    # AWS_LAMBDA_RUNTIME_API: where Lambda hands this environment its invocations (the runner
+    # function answers there itself when it must end its environment after a run)
+    runtime_api: str | None = None
     pyenv_root: str | None = None  # PYENV_ROOT: where builds look for other Pythons
     service_name: str = "kiln"  # POWERTOOLS_SERVICE_NAME
     metrics_namespace: str = "Kiln"  # POWERTOOLS_METRICS_NAMESPACE
@@ -361,6 +364,7 @@ class Settings:
             ),
             ledger_digest_key=_parse(e, "KILN_LEDGER_DIGEST_KEY", None, _text),
             in_lambda=in_lambda,
+            runtime_api=_parse(e, "AWS_LAMBDA_RUNTIME_API", None, _text),
             pyenv_root=_parse(e, "PYENV_ROOT", None, _text),
             service_name=_parse(e, "POWERTOOLS_SERVICE_NAME", cls.service_name, _text),
             metrics_namespace=_parse(

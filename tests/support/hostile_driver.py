@@ -530,6 +530,86 @@ def _state(pid: int) -> str:
         return "X"
 
 
+# A daemon that is a thread group whose leader has ended (double fork, `setsid`, a second
+# thread, then the raw `exit` system call on the main thread: its /proc/PID/stat reads Z while
+# the thread runs on). With `supervisor` the tool then kills its supervisor and the helper;
+# with `refork` the daemon's thread keeps forking short-lived children.
+THREAD_DAEMON = r"""
+import ctypes, json, os, platform, signal, sys, threading, time
+mode = json.load(sys.stdin)["mode"]
+shared = os.environ["SHARED_DIR"]
+SYS_EXIT = {"x86_64": 60, "aarch64": 93}[platform.machine()]
+
+def daemon_thread():
+    leader = f"/proc/{os.getpid()}/stat"
+    while open(leader).read().rsplit(")", 1)[1].split()[0] != "Z":
+        time.sleep(0.001)  # until the leader has ended: from now on only this thread runs
+    with open(os.path.join(shared, "daemon.pid.tmp"), "w") as f:
+        f.write(str(os.getpid()))
+    os.rename(os.path.join(shared, "daemon.pid.tmp"), os.path.join(shared, "daemon.pid"))
+    while True:
+        if mode == "refork":
+            try:
+                if os.fork() == 0:
+                    time.sleep(1)
+                    os._exit(0)
+                while os.waitpid(-1, os.WNOHANG)[0]:
+                    pass
+            except OSError:
+                pass
+        time.sleep(0.1)
+
+if os.fork() == 0:
+    os.setsid()
+    if os.fork() == 0:
+        os.closerange(0, 3)
+        threading.Thread(target=daemon_thread).start()
+        ctypes.CDLL(None).syscall(SYS_EXIT, 0)
+    os._exit(0)
+while not os.path.exists(os.path.join(shared, "daemon.pid")):
+    time.sleep(0.01)
+report = ["planted"]
+if mode == "supervisor":
+    supervisor = os.getppid()
+    helper = int(open(f"/proc/{supervisor}/stat").read().rsplit(")", 1)[1].split()[1])
+    for name, pid in (("helper", helper), ("supervisor", supervisor)):
+        try:
+            os.kill(pid, signal.SIGKILL)
+            report.append(f"killed the {name}")
+        except OSError as e:
+            report.append(f"could not kill the {name}: {type(e).__name__}")
+print("; ".join(report), flush=True)
+"""
+
+
+async def thread_daemon(runner: Runner, params: dict[str, Any]) -> dict[str, Any]:
+    """A tool leaves a daemon whose leader has ended while its thread runs on."""
+    run = request(THREAD_DAEMON, params, language="python", arguments={"mode": params["mode"]})
+    result = await runner.run(run)
+    await asyncio.to_thread(runner.settle)  # with standbys, clean-up follows the answer
+    with open(os.path.join(params["shared"], "daemon.pid")) as f:  # noqa: ASYNC230
+        daemon = int(f.read())
+    return {"thread_daemon": summary(result), "daemon": daemon, "live": live_threads(daemon)}
+
+
+def live_threads(pid: int) -> list[str]:
+    """`tid state` of each thread of `pid` that has not ended (read here, not by Kiln)."""
+    found = []
+    try:
+        tasks = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return []
+    for task in tasks:
+        try:
+            with open(f"/proc/{pid}/task/{task}/stat") as f:
+                state = f.read().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if state not in ("Z", "X"):
+            found.append(f"{task} {state}")
+    return found
+
+
 # Tries to change the bundle it runs with: its files are hard links to what the build made.
 BUNDLE_WRITE = r"""
 import json, os, sys
@@ -592,6 +672,7 @@ SCENARIOS: dict[str, Callable[[Runner, dict[str, Any]], Awaitable[dict[str, Any]
     "sockets": sockets,
     "abandoned": abandoned,
     "bundle_write": bundle_write,
+    "thread_daemon": thread_daemon,
 }
 
 

@@ -37,7 +37,8 @@ import pytest
 
 import kiln
 from kiln.runner import landlock
-from kiln.runner.contain import SHARED_TEMP_DIRS, processes_of_uids
+from kiln.runner.contain import SHARED_TEMP_DIRS
+from kiln.runner.processes import processes_of_uids
 from support.runner import private_uid_range, wait_for
 
 DRIVER = Path(__file__).resolve().parents[2] / "support" / "hostile_driver.py"
@@ -415,6 +416,27 @@ def test_a_tool_cannot_connect_to_a_named_unix_socket_unless_the_server_allows_i
         assert "connected" not in tried.values(), tried
         assert {tried[p] for p in paths.values()} == {"PermissionError"}, tried
         assert tried[report["server_socket"]] in ("PermissionError", "FileNotFoundError"), tried
+    stage.assert_contained(report)
+
+
+@pytest.mark.parametrize("fence", ["fenced", "unfenced"])
+@pytest.mark.parametrize("mode", ["threads", "supervisor", "refork"])
+def test_a_daemon_whose_leader_ended_while_its_thread_runs_does_not_outlive_its_call(
+    stage: Stage, mode: str, fence: str
+) -> None:
+    """Double fork, `setsid`, a second thread, then `exit` of the main thread alone: the
+    leader reads Z while the thread runs. It is killed with its call (and with `supervisor`
+    after killing its supervisor and the helper; with `refork`, forking all the while)."""
+    if fence == "unfenced" and stage.mode != "unprivileged":
+        pytest.skip("a uid of its own per run: the fence is not what contains it")
+    unfenced = {"no_landlock": True} if fence == "unfenced" else {}
+    report = stage.run("thread_daemon", mode=mode, **unfenced)
+    run = report["thread_daemon"]
+    assert run["text"].startswith("planted") or run["runner_error"], run
+    assert report["live"] == [], (
+        f"after its call, the daemon {report['daemon']} still runs threads {report['live']}; "
+        f"its run: {run}"
+    )
     stage.assert_contained(report)
 
 
