@@ -80,7 +80,11 @@ def _runner() -> observability.Handler:
     # The runner publishes no metric but its cold start: no warning line for every run.
     warnings.filterwarnings("ignore", message="No application metrics to publish")
     function = RunnerFunction(
-        stack.runner_settings(settings), clients.s3, settings.bucket, settings.runtime_api
+        stack.runner_settings(settings),
+        clients.s3,
+        settings.bucket,
+        runtime_api=settings.runtime_api,
+        sweep_patience_s=settings.sweep_patience_s,
     )
     return observability.instrument(function.handle, name="runner", telemetry=telemetry)
 

@@ -233,6 +233,9 @@ class Settings:
     # memory, so that a hungry tool fails alone and the runtime keeps the difference.
     run_memory_mb: int = 1024
     sweep_shared_temp: bool = False  # KILN_SWEEP_SHARED_TEMP (default: on inside Lambda)
+    # KILN_SWEEP_PATIENCE_S: how long the runner function keeps killing what a run left
+    # before it ends its environment instead (0: end it whenever a run leaves a process)
+    sweep_patience_s: float = 5.0
     run_shared_dirs: tuple[str, ...] = ()  # KILN_RUN_SHARED_DIRS: every run may use these
     run_unix_sockets: bool = False  # KILN_RUN_UNIX_SOCKETS: runs may make unix sockets
     # KILN_RUN_TCP_PORTS: where runs may connect ("all"; "auto": common ports when the
@@ -337,6 +340,9 @@ class Settings:
                 e, "KILN_RUN_DISK_QUOTA_MB", cls.run_disk_quota_mb, _non_negative_int
             ),
             sweep_shared_temp=_parse(e, "KILN_SWEEP_SHARED_TEMP", in_lambda, _boolean),
+            sweep_patience_s=_parse(
+                e, "KILN_SWEEP_PATIENCE_S", cls.sweep_patience_s, _non_negative_float
+            ),
             run_shared_dirs=_parse(e, "KILN_RUN_SHARED_DIRS", (), _list),
             run_unix_sockets=_parse(e, "KILN_RUN_UNIX_SOCKETS", False, _boolean),
             run_tcp_ports=_parse(e, "KILN_RUN_TCP_PORTS", cls.run_tcp_ports, _tcp_ports),

@@ -239,11 +239,12 @@ def lambda_stack(
     *,
     tenant: str = "tool",
     runtime_secret: str = "",
+    runner_env: dict[str, str] | None = None,
 ) -> Iterator[tuple[Environment, TenantInvoke]]:
     """The public `mcp` function and its tenant-isolated runner function, both sandboxed.
 
     `runtime_secret` is put in both functions' environment (as a ledger key): a secret of
-    the runtime's that a test can look for.
+    the runtime's that a test can look for. `runner_env` adds to the runner function's.
     """
     store_env = {
         "KILN_LEDGER_DIGEST_KEY": runtime_secret,
@@ -253,7 +254,9 @@ def lambda_stack(
         "KILN_TABLE": table,
         "KILN_BUCKET": bucket,
     }
-    runners = TenantInvoke(tmp / "runner", "runner", store_env, [moto_endpoint])
+    runners = TenantInvoke(
+        tmp / "runner", "runner", {**store_env, **(runner_env or {})}, [moto_endpoint]
+    )
     mcp = None
     try:
         mcp = Environment(

@@ -16,11 +16,13 @@ own, and nothing of the daemon may be found.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import secrets
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -102,8 +104,10 @@ print("planted")
 """
 
 
-@pytest.fixture(scope="module")
-def stack(moto_endpoint: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+@contextlib.contextmanager
+def leftover_stack(
+    moto_endpoint: str, tmp: Path, runner_env: dict[str, str] | None = None
+) -> Iterator[Any]:
     table = bucket = f"kiln-leftover-{uuid.uuid4().hex[:10]}"
     clients = make_clients(endpoint_url=moto_endpoint, region="us-east-1")
     ensure_resources(clients, table=table, bucket=bucket)
@@ -112,10 +116,18 @@ def stack(moto_endpoint: str, tmp_path_factory: pytest.TempPathFactory) -> Itera
         mode: store.create(check_draft(tool(f"leftover_{mode}", LEFTOVER)), actor="e2e").id
         for mode in ("threads", "supervisor", "refork")
     }
-    tmp = tmp_path_factory.mktemp("leftovers")
     tmp.chmod(0o755)
-    with lambda_stack(tmp, moto_endpoint, table, bucket) as (mcp, runners):
+    with lambda_stack(tmp, moto_endpoint, table, bucket, runner_env=runner_env) as (
+        mcp,
+        runners,
+    ):
         yield mcp, runners, ids
+
+
+@pytest.fixture(scope="module")
+def stack(moto_endpoint: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    with leftover_stack(moto_endpoint, tmp_path_factory.mktemp("leftovers")) as made:
+        yield made
 
 
 def reached(mcp: Any, name: str) -> list[str]:
@@ -147,3 +159,22 @@ def test_what_a_run_leaves_reaches_none_of_20_later_invocations(stack: Any, mode
         + f"\n--- runner log:\n{environment.log()}"
     )
     runtime_and_helper_only(environment)
+
+
+def test_an_environment_whose_run_left_a_process_answers_then_ends_itself(
+    moto_endpoint: str, tmp_path: Path
+) -> None:
+    """With no patience to kill (KILN_SWEEP_PATIENCE_S=0), what the run left once it killed
+    its supervisor is still there after the sweep: the runner function posts the call's
+    answer itself and its runtime exits, so the next invocation goes to a fresh environment."""
+    with leftover_stack(moto_endpoint, tmp_path, {"KILN_SWEEP_PATIENCE_S": "0"}) as made:
+        mcp, runners, ids = made
+        planted = call(mcp, "leftover_supervisor", {"mode": "supervisor"})
+        assert "[runner error] the run's supervisor ended" in planted, planted  # answered
+        wrong = reached(mcp, "leftover_supervisor")
+        ended = runners.ended
+        logs = "\n".join(environment.log() for environment in ended)
+        assert wrong == [], f"{len(wrong)} of {LATER_CALLS} reached it:\n" + "\n".join(wrong)
+        assert len(ended) == 1, f"{len(ended)} environments ended:\n{logs}"
+        assert "outlived the sweep: this environment ends after its answer" in logs, logs
+        runtime_and_helper_only(runners.environments[ids["supervisor"]])

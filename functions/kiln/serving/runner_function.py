@@ -63,9 +63,16 @@ class _PayloadRecords:
 
 class RunnerFunction:
     def __init__(
-        self, settings: RunnerSettings, s3: Any, bucket: str, runtime_api: str | None = None
+        self,
+        settings: RunnerSettings,
+        s3: Any,
+        bucket: str,
+        *,
+        runtime_api: str | None = None,
+        sweep_patience_s: float = sweep.PATIENCE_S,
     ) -> None:
         self.runtime_api = runtime_api  # host:port of Lambda's Runtime API (None: not in Lambda)
+        self.sweep_patience_s = sweep_patience_s
         temp = Path(tempfile.gettempdir())
         self.bundle_root = temp / "kiln-bundles"
         self.settings = dataclasses.replace(
@@ -153,7 +160,7 @@ class RunnerFunction:
         helper = self.runner.helper_pid
         keep = [helper] if helper is not None else []
         _let_supervisors_exit(helper, self.companions)
-        killed, alive = sweep.kill_all_but(keep, self.companions)
+        killed, alive = sweep.kill_all_but(keep, self.companions, self.sweep_patience_s)
         removed = contain.remove(sweep.litter(self.baseline, self.keep))
         if killed or alive or removed:
             log.warning(
