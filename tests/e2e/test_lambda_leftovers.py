@@ -32,18 +32,20 @@ from e2e.test_lambda_profile import call, runtime_and_helper_only, tool
 from kiln.aws.clients import ensure_resources, make_clients
 from kiln.catalog.rules import check_draft
 from kiln.catalog.store import CatalogStore
+from support.hostile_driver import LEADER_ENDS
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="the profile's sandbox needs root")
 
 LATER_CALLS = 20
 
 # Every daemon below is a thread group whose leader has exited: only its threads run.
-LEFTOVER = r"""
-import ctypes, json, os, platform, signal, sys, threading, time, urllib.request
+LEFTOVER = (
+    LEADER_ENDS
+    + r"""
+import json, signal, sys, urllib.request
 args = json.load(sys.stdin)
 mode = args["mode"]
 API = "http://127.0.0.1:9001/2018-06-01/runtime/invocation/"
-SYS_EXIT = {"x86_64": 60, "aarch64": 93}[platform.machine()]
 READY = "/tmp/daemon-ready"
 
 def steal(timeout):  # the next invocations: kept in /tmp, answered with a forged result
@@ -62,23 +64,17 @@ def steal(timeout):  # the next invocations: kept in /tmp, answered with a forge
             time.sleep(0.05)
 
 def daemon_thread():
-    leader = f"/proc/{os.getpid()}/stat"
-    while open(leader).read().rsplit(")", 1)[1].split()[0] != "Z":
-        time.sleep(0.001)  # until the leader has ended: from now on only threads run
+    leader_ended()
     open(READY, "w").close()
     while mode == "refork":  # a new poller (a new pid) every 0.1 s, each polling 1 s
         try:
             if os.fork() == 0:
                 steal(1)
+            while os.waitpid(-1, os.WNOHANG)[0]:
+                pass
         except OSError:
             pass
         time.sleep(0.1)
-        while True:
-            try:
-                if os.waitpid(-1, os.WNOHANG)[0] == 0:
-                    break
-            except ChildProcessError:
-                break
     steal(60)
 
 if mode == "victim":
@@ -86,13 +82,7 @@ if mode == "victim":
     print(json.dumps({"echo": args["secret"],
                       "left": [n for n in tmp if n.startswith(("stolen", "daemon"))]}))
     sys.exit(0)
-if os.fork() == 0:
-    os.setsid()
-    if os.fork() == 0:
-        os.closerange(0, 3)
-        threading.Thread(target=daemon_thread).start()
-        ctypes.CDLL(None).syscall(SYS_EXIT, 0)  # this thread alone ends: the leader reads Z
-    os._exit(0)
+plant(daemon_thread)
 while not os.path.exists(READY):
     time.sleep(0.01)
 if mode == "supervisor":
@@ -102,6 +92,7 @@ if mode == "supervisor":
         os.kill(pid, signal.SIGKILL)
 print("planted")
 """
+)
 
 
 @contextlib.contextmanager

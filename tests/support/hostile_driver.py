@@ -146,8 +146,23 @@ const wait = () => {
 wait();
 """
 
+# The end of a tool that kills its supervisor and the helper (its parent and grandparent),
+# adding what happened to its `report`.
+KILL_CHAIN = r"""
+supervisor = os.getppid()
+helper = int(open(f"/proc/{supervisor}/stat").read().rsplit(")", 1)[1].split()[1])
+for name, pid in (("helper", helper), ("supervisor", supervisor)):
+    try:
+        os.kill(pid, signal.SIGKILL)
+        report.append(f"killed the {name}")
+    except OSError as e:
+        report.append(f"could not kill the {name}: {type(e).__name__}")
+print("; ".join(report), flush=True)
+"""
+
 # Starts a daemon, then kills its supervisor and the helper (its parent and grandparent).
-ESCAPE = r"""
+ESCAPE = (
+    r"""
 import os, signal, sys, time
 shared = os.environ["SHARED_DIR"]
 if os.fork() == 0:
@@ -161,17 +176,10 @@ if os.fork() == 0:
     os._exit(0)
 while not os.path.exists(os.path.join(shared, "daemon.pid")):
     time.sleep(0.01)
-supervisor = os.getppid()
-helper = int(open(f"/proc/{supervisor}/stat").read().rsplit(")", 1)[1].split()[1])
 report = []
-for name, pid in (("helper", helper), ("supervisor", supervisor)):
-    try:
-        os.kill(pid, signal.SIGKILL)
-        report.append(f"killed the {name}")
-    except OSError as e:
-        report.append(f"could not kill the {name}: {type(e).__name__}")
-print("; ".join(report), flush=True)
 """
+    + KILL_CHAIN
+)
 
 FILL = r"""
 import os, sys
@@ -532,18 +540,37 @@ def _state(pid: int) -> str:
 
 # A daemon that is a thread group whose leader has ended (double fork, `setsid`, a second
 # thread, then the raw `exit` system call on the main thread: its /proc/PID/stat reads Z while
-# the thread runs on). With `supervisor` the tool then kills its supervisor and the helper;
-# with `refork` the daemon's thread keeps forking short-lived children.
-THREAD_DAEMON = r"""
-import ctypes, json, os, platform, signal, sys, threading, time
-mode = json.load(sys.stdin)["mode"]
-shared = os.environ["SHARED_DIR"]
-SYS_EXIT = {"x86_64": 60, "aarch64": 93}[platform.machine()]
+# the thread runs on): `plant(daemon_thread)` starts one, and `leader_ended()` waits in that
+# thread until only threads run. Shared with tests/e2e/test_lambda_leftovers.py.
+LEADER_ENDS = r"""
+import ctypes, os, platform, threading, time
 
-def daemon_thread():
+def leader_ended():
     leader = f"/proc/{os.getpid()}/stat"
     while open(leader).read().rsplit(")", 1)[1].split()[0] != "Z":
-        time.sleep(0.001)  # until the leader has ended: from now on only this thread runs
+        time.sleep(0.001)
+
+def plant(daemon_thread):
+    if os.fork() == 0:
+        os.setsid()
+        if os.fork() == 0:
+            os.closerange(0, 3)
+            threading.Thread(target=daemon_thread).start()
+            ctypes.CDLL(None).syscall({"x86_64": 60, "aarch64": 93}[platform.machine()], 0)
+        os._exit(0)
+"""
+
+# That daemon; with `supervisor` the tool then kills its supervisor and the helper; with
+# `refork` the daemon's thread keeps forking short-lived children.
+THREAD_DAEMON = (
+    LEADER_ENDS
+    + r"""
+import json, signal, sys
+mode = json.load(sys.stdin)["mode"]
+shared = os.environ["SHARED_DIR"]
+
+def daemon_thread():
+    leader_ended()
     with open(os.path.join(shared, "daemon.pid.tmp"), "w") as f:
         f.write(str(os.getpid()))
     os.rename(os.path.join(shared, "daemon.pid.tmp"), os.path.join(shared, "daemon.pid"))
@@ -559,27 +586,16 @@ def daemon_thread():
                 pass
         time.sleep(0.1)
 
-if os.fork() == 0:
-    os.setsid()
-    if os.fork() == 0:
-        os.closerange(0, 3)
-        threading.Thread(target=daemon_thread).start()
-        ctypes.CDLL(None).syscall(SYS_EXIT, 0)
-    os._exit(0)
+plant(daemon_thread)
 while not os.path.exists(os.path.join(shared, "daemon.pid")):
     time.sleep(0.01)
 report = ["planted"]
-if mode == "supervisor":
-    supervisor = os.getppid()
-    helper = int(open(f"/proc/{supervisor}/stat").read().rsplit(")", 1)[1].split()[1])
-    for name, pid in (("helper", helper), ("supervisor", supervisor)):
-        try:
-            os.kill(pid, signal.SIGKILL)
-            report.append(f"killed the {name}")
-        except OSError as e:
-            report.append(f"could not kill the {name}: {type(e).__name__}")
-print("; ".join(report), flush=True)
+if mode != "supervisor":
+    print("planted", flush=True)
+    sys.exit(0)
 """
+    + KILL_CHAIN
+)
 
 
 async def thread_daemon(runner: Runner, params: dict[str, Any]) -> dict[str, Any]:
