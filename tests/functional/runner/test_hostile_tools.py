@@ -43,7 +43,7 @@ from support.runner import private_uid_range, wait_for
 
 DRIVER = Path(__file__).resolve().parents[2] / "support" / "hostile_driver.py"
 FUNCTIONS = Path(kiln.__file__).resolve().parents[1]
-TEST_USER = "kiln-hostile-test"
+TEST_USER_PREFIX = "kiln-hostile-"  # an account per module run: see test_user
 SYSTEM_PYTHON = "/usr/bin/python3"  # the test user cannot reach a Python under /root
 
 
@@ -74,20 +74,24 @@ def _kilns_own(entry: os.DirEntry[str], info: os.stat_result) -> bool:
 
 
 @pytest.fixture(scope="module")
-def test_user() -> int:
-    """The uid of an unprivileged account for the server, created if it does not exist."""
+def test_user() -> Iterator[int]:
+    """The uid of an unprivileged account of this module's own, created here, removed after.
+
+    Its own: every process of the account is checked for leftovers, and other test sessions
+    on the machine (another checkout's, `kiln dev` as a user) run processes of theirs.
+    """
     if os.geteuid() != 0:
         pytest.skip("needs root: to run the server both as root and as another user")
-    try:
-        return pwd.getpwnam(TEST_USER).pw_uid
-    except KeyError:
-        pass
+    name = f"{TEST_USER_PREFIX}{secrets.token_hex(4)}"
     subprocess.run(
-        ["useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", TEST_USER],
+        ["useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", name],
         check=True,
         capture_output=True,
     )
-    return pwd.getpwnam(TEST_USER).pw_uid
+    try:
+        yield pwd.getpwnam(name).pw_uid
+    finally:
+        subprocess.run(["userdel", name], check=False, capture_output=True)
 
 
 @dataclass
