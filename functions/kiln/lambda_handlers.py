@@ -79,7 +79,13 @@ def _runner() -> observability.Handler:
     stack.prepare_process()  # tools cannot read this process's environ (AWS credentials)
     # The runner publishes no metric but its cold start: no warning line for every run.
     warnings.filterwarnings("ignore", message="No application metrics to publish")
-    function = RunnerFunction(stack.runner_settings(settings), clients.s3, settings.bucket)
+    function = RunnerFunction(
+        stack.runner_settings(settings),
+        clients.s3,
+        settings.bucket,
+        runtime_api=settings.runtime_api,
+        sweep_patience_s=settings.sweep_patience_s,
+    )
     return observability.instrument(function.handle, name="runner", telemetry=telemetry)
 
 

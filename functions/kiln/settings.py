@@ -233,6 +233,9 @@ class Settings:
     # memory, so that a hungry tool fails alone and the runtime keeps the difference.
     run_memory_mb: int = 1024
     sweep_shared_temp: bool = False  # KILN_SWEEP_SHARED_TEMP (default: on inside Lambda)
+    # KILN_SWEEP_PATIENCE_S: how long the runner function keeps killing what a run left
+    # before it ends its environment instead (0: end it whenever a run leaves a process)
+    sweep_patience_s: float = 5.0
     run_shared_dirs: tuple[str, ...] = ()  # KILN_RUN_SHARED_DIRS: every run may use these
     run_unix_sockets: bool = False  # KILN_RUN_UNIX_SOCKETS: runs may make unix sockets
     # KILN_RUN_TCP_PORTS: where runs may connect ("all"; "auto": common ports when the
@@ -278,6 +281,9 @@ class Settings:
     ledger_totals_flush_s: float = 10.0  # KILN_LEDGER_TOTALS_FLUSH_S: a process's totals write
     quota_claim_horizon_s: float = 1.0  # KILN_QUOTA_CLAIM_HORIZON_S: a claim's share of own rate
     in_lambda: bool = False  # AWS_LAMBDA_FUNCTION_NAME is set: running inside Lambda
+    # AWS_LAMBDA_RUNTIME_API: where Lambda hands this environment its invocations (the runner
+    # function answers there itself when it must end its environment after a run)
+    runtime_api: str | None = None
     pyenv_root: str | None = None  # PYENV_ROOT: where builds look for other Pythons
     service_name: str = "kiln"  # POWERTOOLS_SERVICE_NAME
     metrics_namespace: str = "Kiln"  # POWERTOOLS_METRICS_NAMESPACE
@@ -334,6 +340,9 @@ class Settings:
                 e, "KILN_RUN_DISK_QUOTA_MB", cls.run_disk_quota_mb, _non_negative_int
             ),
             sweep_shared_temp=_parse(e, "KILN_SWEEP_SHARED_TEMP", in_lambda, _boolean),
+            sweep_patience_s=_parse(
+                e, "KILN_SWEEP_PATIENCE_S", cls.sweep_patience_s, _non_negative_float
+            ),
             run_shared_dirs=_parse(e, "KILN_RUN_SHARED_DIRS", (), _list),
             run_unix_sockets=_parse(e, "KILN_RUN_UNIX_SOCKETS", False, _boolean),
             run_tcp_ports=_parse(e, "KILN_RUN_TCP_PORTS", cls.run_tcp_ports, _tcp_ports),
@@ -361,6 +370,7 @@ class Settings:
             ),
             ledger_digest_key=_parse(e, "KILN_LEDGER_DIGEST_KEY", None, _text),
             in_lambda=in_lambda,
+            runtime_api=_parse(e, "AWS_LAMBDA_RUNTIME_API", None, _text),
             pyenv_root=_parse(e, "PYENV_ROOT", None, _text),
             service_name=_parse(e, "POWERTOOLS_SERVICE_NAME", cls.service_name, _text),
             metrics_namespace=_parse(

@@ -10,7 +10,10 @@ at 127.0.0.1:9001, served by a `RuntimeApi` stand-in outside).
 (`TenancyConfig: PER_TENANT`): `POST /2015-03-31/functions/NAME/invocations` with
 `X-Amz-Tenant-Id` (refused without one). Each tenant id gets environments of its own, never
 shared across tenants; an environment serves one invocation at a time (a busy tenant waits,
-where Lambda would start another of its environments).
+where Lambda would start another of its environments). An environment is handed an
+invocation once its runtime asks for work again; one whose runtime exited instead (the
+runner function ends its environment when a run left something it could not kill) is
+replaced by a fresh one, as Lambda does (`ended` keeps the old ones).
 
 What it does not simulate: Firecracker (a separate kernel per environment), freezing an
 environment between invocations, Lambda's own network, cold-start timing. See the README.
@@ -125,6 +128,10 @@ class Environment:
     def log(self) -> str:
         return self.output.read_text(errors="replace")[-4000:]
 
+    def asks_for_work(self) -> bool:
+        """Wait until its runtime asks for the next invocation (True) or has exited (False)."""
+        return self.api.wait_asked(30, alive=self.alive)
+
     def invoke(self, event: Any, *, timeout_s: float = 30.0) -> Answer:
         with self.lock:
             return self.api.invoke(
@@ -133,7 +140,7 @@ class Environment:
 
     def processes(self) -> list[int]:
         """Live processes of this environment's uid (seen from outside: every namespace)."""
-        from kiln.runner.contain import processes_of_uids
+        from kiln.runner.processes import processes_of_uids
 
         return processes_of_uids(self.uid, self.uid + 1)
 
@@ -150,6 +157,7 @@ class TenantInvoke:
     def __init__(self, tmp: Path, handler: str, env: dict[str, str], stores: list[str]) -> None:
         self.tmp, self.handler, self.env, self.stores = tmp, handler, env, stores
         self.environments: dict[str, Environment] = {}
+        self.ended: list[Environment] = []  # environments whose runtime exited, replaced
         self.served: list[tuple[str, int]] = []  # (tenant, environment uid) per invocation
         self._lock = threading.Lock()
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler_class())
@@ -164,21 +172,29 @@ class TenantInvoke:
     def environment(self, tenant: str) -> Environment:
         with self._lock:
             found = self.environments.get(tenant)
-            if found is None:
-                found = Environment(
-                    self.tmp / f"tenant-{len(self.environments)}",
+        if found is not None and found.asks_for_work():
+            return found
+        with self._lock:
+            if found is not None and self.environments.get(tenant) is found:
+                found.close()  # its runtime exited: Lambda starts a fresh environment
+                self.ended.append(found)
+                del self.environments[tenant]
+            current = self.environments.get(tenant)
+            if current is None:
+                current = Environment(
+                    self.tmp / f"tenant-{len(self.environments) + len(self.ended)}",
                     self.handler,
                     self.env,
                     self.stores,
                     tenant=tenant,
                 )
-                self.environments[tenant] = found
-            return found
+                self.environments[tenant] = current
+            return current
 
     def close(self) -> None:
         self._server.shutdown()
         self._server.server_close()
-        for environment in self.environments.values():
+        for environment in [*self.environments.values(), *self.ended]:
             environment.close()
 
     def _handler_class(self) -> type[BaseHTTPRequestHandler]:
@@ -239,11 +255,12 @@ def lambda_stack(
     *,
     tenant: str = "tool",
     runtime_secret: str = "",
+    runner_env: dict[str, str] | None = None,
 ) -> Iterator[tuple[Environment, TenantInvoke]]:
     """The public `mcp` function and its tenant-isolated runner function, both sandboxed.
 
     `runtime_secret` is put in both functions' environment (as a ledger key): a secret of
-    the runtime's that a test can look for.
+    the runtime's that a test can look for. `runner_env` adds to the runner function's.
     """
     store_env = {
         "KILN_LEDGER_DIGEST_KEY": runtime_secret,
@@ -253,7 +270,9 @@ def lambda_stack(
         "KILN_TABLE": table,
         "KILN_BUCKET": bucket,
     }
-    runners = TenantInvoke(tmp / "runner", "runner", store_env, [moto_endpoint])
+    runners = TenantInvoke(
+        tmp / "runner", "runner", {**store_env, **(runner_env or {})}, [moto_endpoint]
+    )
     mcp = None
     try:
         mcp = Environment(

@@ -85,6 +85,7 @@ class RuntimeApi:
         self.restored = threading.Event()
         self.polled = threading.Event()  # set on the first /next: init is complete
         self._thief: queue.Queue[tuple[str, Any]] | None = None
+        self.asking = 0  # /next requests waiting for an invocation now
         self._server = _Server(("127.0.0.1", 0), self._handler_class())
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
 
@@ -112,6 +113,15 @@ class RuntimeApi:
                 raise RuntimeApiError("the runtime exited during init")
             if time.monotonic() > deadline:
                 raise RuntimeApiError(f"the runtime did not finish init within {timeout_s} s")
+
+    def wait_asked(self, timeout_s: float, alive: Callable[[], bool]) -> bool:
+        """Wait until someone asks for work (True) or the runtime has exited (False)."""
+        deadline = time.monotonic() + timeout_s
+        while alive():
+            if self.asking or time.monotonic() > deadline:
+                return True
+            time.sleep(0.005)
+        return False
 
     def invoke(
         self,
@@ -160,6 +170,15 @@ class RuntimeApi:
     # ------------------------------------------------------------------ HTTP side
 
     def _take_next(self, connection: Any) -> _Pending | None:
+        with self._lock:
+            self.asking += 1
+        try:
+            return self._wait_for_work(connection)
+        finally:
+            with self._lock:
+                self.asking -= 1
+
+    def _wait_for_work(self, connection: Any) -> _Pending | None:
         while not self._stopping.is_set():
             if _gone(connection):  # a poller that was killed: its event goes to the next one
                 return None

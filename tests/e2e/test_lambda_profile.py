@@ -30,7 +30,7 @@ from kiln.bundles.store import BundleStore
 from kiln.catalog.rules import check_draft
 from kiln.catalog.store import CatalogStore
 from kiln.identity.keys import KeyStore
-from kiln.runner.contain import state_of
+from kiln.runner.processes import alive
 
 EVENTS = Path(__file__).resolve().parents[1] / "events"
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="the profile's sandbox needs root")
@@ -310,7 +310,7 @@ def runtime_and_helper_only(environment: Environment) -> None:
     assert len(others) <= 1, f"left running: {found}"
     for pid in others:
         listed = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
-        children = [c for c in listed if state_of(c) not in (b"Z", b"X")]  # not yet reaped
+        children = [c for c in listed if alive(c)]  # not the ones yet to be reaped
         assert "supervisor.py" in found[pid], f"left running: {found}"
         assert children == [], f"left running: {found}"
 

@@ -146,8 +146,23 @@ const wait = () => {
 wait();
 """
 
+# The end of a tool that kills its supervisor and the helper (its parent and grandparent),
+# adding what happened to its `report`.
+KILL_CHAIN = r"""
+supervisor = os.getppid()
+helper = int(open(f"/proc/{supervisor}/stat").read().rsplit(")", 1)[1].split()[1])
+for name, pid in (("helper", helper), ("supervisor", supervisor)):
+    try:
+        os.kill(pid, signal.SIGKILL)
+        report.append(f"killed the {name}")
+    except OSError as e:
+        report.append(f"could not kill the {name}: {type(e).__name__}")
+print("; ".join(report), flush=True)
+"""
+
 # Starts a daemon, then kills its supervisor and the helper (its parent and grandparent).
-ESCAPE = r"""
+ESCAPE = (
+    r"""
 import os, signal, sys, time
 shared = os.environ["SHARED_DIR"]
 if os.fork() == 0:
@@ -161,17 +176,10 @@ if os.fork() == 0:
     os._exit(0)
 while not os.path.exists(os.path.join(shared, "daemon.pid")):
     time.sleep(0.01)
-supervisor = os.getppid()
-helper = int(open(f"/proc/{supervisor}/stat").read().rsplit(")", 1)[1].split()[1])
 report = []
-for name, pid in (("helper", helper), ("supervisor", supervisor)):
-    try:
-        os.kill(pid, signal.SIGKILL)
-        report.append(f"killed the {name}")
-    except OSError as e:
-        report.append(f"could not kill the {name}: {type(e).__name__}")
-print("; ".join(report), flush=True)
 """
+    + KILL_CHAIN
+)
 
 FILL = r"""
 import os, sys
@@ -530,6 +538,94 @@ def _state(pid: int) -> str:
         return "X"
 
 
+# A daemon that is a thread group whose leader has ended (double fork, `setsid`, a second
+# thread, then the raw `exit` system call on the main thread: its /proc/PID/stat reads Z while
+# the thread runs on): `plant(daemon_thread)` starts one, and `leader_ended()` waits in that
+# thread until only threads run. Shared with tests/e2e/test_lambda_leftovers.py.
+LEADER_ENDS = r"""
+import ctypes, os, platform, threading, time
+
+def leader_ended():
+    leader = f"/proc/{os.getpid()}/stat"
+    while open(leader).read().rsplit(")", 1)[1].split()[0] != "Z":
+        time.sleep(0.001)
+
+def plant(daemon_thread):
+    if os.fork() == 0:
+        os.setsid()
+        if os.fork() == 0:
+            os.closerange(0, 3)
+            threading.Thread(target=daemon_thread).start()
+            ctypes.CDLL(None).syscall({"x86_64": 60, "aarch64": 93}[platform.machine()], 0)
+        os._exit(0)
+"""
+
+# That daemon; with `supervisor` the tool then kills its supervisor and the helper; with
+# `refork` the daemon's thread keeps forking short-lived children.
+THREAD_DAEMON = (
+    LEADER_ENDS
+    + r"""
+import json, signal, sys
+mode = json.load(sys.stdin)["mode"]
+shared = os.environ["SHARED_DIR"]
+
+def daemon_thread():
+    leader_ended()
+    with open(os.path.join(shared, "daemon.pid.tmp"), "w") as f:
+        f.write(str(os.getpid()))
+    os.rename(os.path.join(shared, "daemon.pid.tmp"), os.path.join(shared, "daemon.pid"))
+    while True:
+        if mode == "refork":
+            try:
+                if os.fork() == 0:
+                    time.sleep(1)
+                    os._exit(0)
+                while os.waitpid(-1, os.WNOHANG)[0]:
+                    pass
+            except OSError:
+                pass
+        time.sleep(0.1)
+
+plant(daemon_thread)
+while not os.path.exists(os.path.join(shared, "daemon.pid")):
+    time.sleep(0.01)
+report = ["planted"]
+if mode != "supervisor":
+    print("planted", flush=True)
+    sys.exit(0)
+"""
+    + KILL_CHAIN
+)
+
+
+async def thread_daemon(runner: Runner, params: dict[str, Any]) -> dict[str, Any]:
+    """A tool leaves a daemon whose leader has ended while its thread runs on."""
+    run = request(THREAD_DAEMON, params, language="python", arguments={"mode": params["mode"]})
+    result = await runner.run(run)
+    await asyncio.to_thread(runner.settle)  # with standbys, clean-up follows the answer
+    with open(os.path.join(params["shared"], "daemon.pid")) as f:  # noqa: ASYNC230
+        daemon = int(f.read())
+    return {"thread_daemon": summary(result), "daemon": daemon, "live": live_threads(daemon)}
+
+
+def live_threads(pid: int) -> list[str]:
+    """`tid state` of each thread of `pid` that has not ended (read here, not by Kiln)."""
+    found = []
+    try:
+        tasks = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return []
+    for task in tasks:
+        try:
+            with open(f"/proc/{pid}/task/{task}/stat") as f:
+                state = f.read().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if state not in ("Z", "X"):
+            found.append(f"{task} {state}")
+    return found
+
+
 # Tries to change the bundle it runs with: its files are hard links to what the build made.
 BUNDLE_WRITE = r"""
 import json, os, sys
@@ -592,6 +688,7 @@ SCENARIOS: dict[str, Callable[[Runner, dict[str, Any]], Awaitable[dict[str, Any]
     "sockets": sockets,
     "abandoned": abandoned,
     "bundle_write": bundle_write,
+    "thread_daemon": thread_daemon,
 }
 
 

@@ -22,9 +22,8 @@ from typing import Any
 import pytest
 
 from kiln.runner import Runner, RunnerSettings, RunRequest, RunResult, contract_text
-from kiln.runner.contain import processes_of_uids
 from kiln.runner.model import Language
-from kiln.runner.processes import descendants
+from kiln.runner.processes import descendants, processes_of_uids
 
 MARKER_VAR = "RUN_TEST_MARKER"
 

@@ -22,8 +22,7 @@ import os
 import shutil
 import signal
 import stat
-import time
-from collections.abc import Collection, Iterable, Iterator, Sequence
+from collections.abc import Collection, Iterable, Sequence
 
 PR_SET_PDEATHSIG = 1
 PR_SET_DUMPABLE = 4
@@ -211,42 +210,6 @@ def is_marked(pid: int | str, own_filters: int | None) -> bool:
     return count is not None and count > own_filters
 
 
-def uids_of(pid: int | str) -> tuple[int, ...]:
-    """(real, effective, saved, filesystem) uids of a process; () when it is gone."""
-    try:
-        with open(f"/proc/{pid}/status", "rb") as f:
-            for line in f:
-                if line.startswith(b"Uid:"):
-                    return tuple(int(v) for v in line.split()[1:5])
-    except (OSError, ValueError):
-        return ()
-    return ()
-
-
-def state_of(pid: int | str) -> bytes:
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            data = f.read()
-    except OSError:
-        return b"X"
-    return data[data.rfind(b")") + 2 :][:1]
-
-
-def pids() -> Iterator[int]:
-    for name in os.listdir("/proc"):
-        if name.isdigit():
-            yield int(name)
-
-
-def processes_of_uids(low: int, high: int) -> list[int]:
-    """Live (not zombie) processes with any uid in [low, high)."""
-    found = []
-    for pid in pids():
-        if any(low <= uid < high for uid in uids_of(pid)) and state_of(pid) not in (b"Z", b"X"):
-            found.append(pid)
-    return found
-
-
 def kill_uid(uid: int) -> None:
     """SIGKILL every process whose real or saved uid is `uid`, at once.
 
@@ -264,22 +227,6 @@ def kill_uid(uid: int) -> None:
         pass
     finally:
         os.setresuid(0, 0, 0)
-
-
-def kill_uid_from_outside(uid: int, patience_s: float = 5.0) -> int:
-    """Kill every process of `uid` by walking /proc (for multi-threaded callers: the server).
-
-    Returns how many were still alive when patience ran out (normally 0).
-    """
-    give_up = time.monotonic() + patience_s
-    while True:
-        alive = processes_of_uids(uid, uid + 1)
-        if not alive or time.monotonic() > give_up:
-            return len(alive)
-        for pid in alive:
-            with contextlib.suppress(OSError):
-                os.kill(pid, signal.SIGKILL)
-        time.sleep(0.005)
 
 
 # --- files left in shared places ---------------------------------------------------------

@@ -28,7 +28,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kiln.runner import contain
+from kiln.runner import contain, processes
 from kiln.runner.launcher import LauncherError
 from kiln.runner.processes import descendants
 
@@ -137,7 +137,7 @@ def kill_marked(roots: Sequence[int], own_filters: int | None, patience_s: float
                 if contain.is_marked(child, own_filters):
                     targets.append(child)
                     targets.extend(pid for pid, _ in descendants(child))
-        alive = [pid for pid in targets if contain.state_of(pid) not in (b"Z", b"X")]
+        alive = [pid for pid in targets if processes.alive(pid)]
         for pid in alive:
             with contextlib.suppress(OSError):
                 os.kill(pid, signal.SIGKILL)
@@ -169,7 +169,7 @@ def clean_up(record: RunRecord) -> None:
     """After a run, whatever happened to it: no process of its uid, none of its files."""
     if record.uid is not None:
         if not record.reported:  # its supervisor died before killing what the run started
-            contain.kill_uid_from_outside(record.uid)
+            processes.kill_uid_from_outside(record.uid)
         if record.isolation != "mounts":  # a private tmpfs vanishes with its last process
             contain.remove(contain.owned_entries(record.uid, record.shared_dirs))
     elif record.before is not None:

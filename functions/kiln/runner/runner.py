@@ -565,7 +565,7 @@ def _kill_tree_from(root: int) -> None:
     """Backstop when the supervisor itself is stuck or dead: kill its descendants, then it."""
     give_up = time.monotonic() + 2.0
     while time.monotonic() < give_up:
-        alive = [pid for pid, state in processes.descendants(root) if state != b"Z"]
+        alive = processes.living_descendants(root)
         if not alive:
             break
         for pid in alive:

@@ -98,7 +98,7 @@ else:  # run by path as the helper (`python -I -S supervisor.py`): load the sibl
     pyrun = _sibling("pyrun")
 
 prctl = contain.prctl
-read_stat, descendants = processes.read_stat, processes.descendants
+descendants, living_descendants = processes.descendants, processes.living_descendants
 kill_all, user_tasks = processes.kill_all, processes.user_tasks
 KILL_PATIENCE_S = 5.0  # how long to keep killing before reporting leftovers
 MAX_REQUEST_BYTES = 1 << 20
@@ -140,7 +140,7 @@ def kill_tree(main: int, statuses: dict[int, int]) -> int:
     while True:
         if reap(main, statuses):
             return 0
-        alive = [pid for pid, state in descendants(me) if state not in (b"Z", b"X")]
+        alive = living_descendants(me)  # a zombie leader with a live thread among them
         kill_all(alive)
         if time.monotonic() > give_up:
             return len(alive)
@@ -488,7 +488,7 @@ class Helper:
             ours = set(self.supervisors)
             for supervisor in self.supervisors:
                 ours.update(pid for pid, _ in descendants(supervisor))
-            strays = [pid for pid, _ in descendants(os.getpid()) if pid not in ours]
+            strays = [pid for pid in living_descendants(os.getpid()) if pid not in ours]
             kill_all(strays)
             for pid in strays:  # the direct children among them are ours to reap
                 with contextlib.suppress(ChildProcessError):

@@ -19,7 +19,7 @@ import signal
 import time
 from collections.abc import Collection, Iterable
 
-from kiln.runner import contain
+from kiln.runner import contain, processes
 from kiln.runner.processes import descendants, read_stat
 
 PATIENCE_S = 5.0
@@ -57,7 +57,7 @@ def _pool() -> Iterable[int]:
     if os.geteuid() == 0:
         return [pid for pid, _ in descendants(os.getpid())]
     me = os.getuid()
-    return [pid for pid in contain.pids() if me in contain.uids_of(pid)[:3]]
+    return [pid for pid in processes.pids() if me in processes.uids_of(pid)[:3]]
 
 
 def candidates(keep: Collection[int], before: Collection[tuple[int, int | None]] = ()) -> list[int]:
@@ -71,9 +71,7 @@ def candidates(keep: Collection[int], before: Collection[tuple[int, int | None]]
     return [
         pid
         for pid in _pool()
-        if pid not in spared
-        and contain.state_of(pid) not in (b"Z", b"X")
-        and (pid, started(pid)) not in before
+        if pid not in spared and processes.alive(pid) and (pid, started(pid)) not in before
     ]
 
 

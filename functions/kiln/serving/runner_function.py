@@ -7,7 +7,10 @@ then, whatever the run did to its supervisor, every process of the
 environment but the runtime (this process, its ancestors, the runner's helper, what ran
 before the first run) is killed and the files the run left in the shared temporary
 directories are removed, so the next invocation finds nothing of it (`kiln.runner.sweep`).
-No standby waits between invocations.
+No standby waits between invocations. Should anything of a run still live after the sweep
+(counted again once it has killed), the environment ends itself: this answer is posted to the
+Runtime API, then the runtime exits, and Lambda serves the next invocation from a fresh
+environment; a process that survived never meets a later invocation here (`_end_environment`).
 
 An environment serves one tenant: the first run pins it, and a payload for another tenant,
 or one whose tenant is not the environment's (`context.tenant_id`), is refused. A doctor
@@ -18,13 +21,16 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import json
 import logging
 import os
+import sys
 import tempfile
 import time
+import urllib.request
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from kiln.bundles.cache import BundleCache, BundleError
 from kiln.bundles.store import BundleRecord
@@ -56,7 +62,17 @@ class _PayloadRecords:
 
 
 class RunnerFunction:
-    def __init__(self, settings: RunnerSettings, s3: Any, bucket: str) -> None:
+    def __init__(
+        self,
+        settings: RunnerSettings,
+        s3: Any,
+        bucket: str,
+        *,
+        runtime_api: str | None = None,
+        sweep_patience_s: float = sweep.PATIENCE_S,
+    ) -> None:
+        self.runtime_api = runtime_api  # host:port of Lambda's Runtime API (None: not in Lambda)
+        self.sweep_patience_s = sweep_patience_s
         temp = Path(tempfile.gettempdir())
         self.bundle_root = temp / "kiln-bundles"
         self.settings = dataclasses.replace(
@@ -105,7 +121,11 @@ class RunnerFunction:
             swept = self.sweep()
         talk, left_out = talk_json(said)
         answer = {"result": result_json(result), "talk": talk, "swept": swept}
-        return {**answer, "left_out": left_out} if left_out else answer
+        if left_out:
+            answer["left_out"] = left_out
+        if swept["alive"] and self.runtime_api is not None:
+            _end_environment(answer, self.runtime_api, context)
+        return answer
 
     def _refuse(self, tenant: str, context_tenant: str | None) -> str | None:
         if not tenant:
@@ -143,7 +163,7 @@ class RunnerFunction:
         helper = self.runner.helper_pid
         keep = [helper] if helper is not None else []
         _let_supervisors_exit(helper, self.companions)
-        killed, alive = sweep.kill_all_but(keep, self.companions)
+        killed, alive = sweep.kill_all_but(keep, self.companions, self.sweep_patience_s)
         removed = contain.remove(sweep.litter(self.baseline, self.keep))
         if killed or alive or removed:
             log.warning(
@@ -165,6 +185,32 @@ def _let_supervisors_exit(helper: int | None, companions: Any) -> None:
         if not any(stat is not None and stat[0] == helper for stat in parents):
             return
         time.sleep(0.002)
+
+
+def _end_environment(answer: Mapping[str, Any], runtime_api: str, context: Any) -> NoReturn:
+    """Something of a run outlived the sweep: answer this invocation, then end the runtime.
+
+    The answer is posted to the Runtime API here (the runtime client would post it only after
+    this returns, and then ask for the next invocation); the process then exits at once,
+    without asking, and Lambda serves the next invocation from a fresh environment (the exit
+    tears this one down, survivors included). The only moment a survivor could ask for work
+    in the runtime's place is between the post and the exit.
+    """
+    request_id = getattr(context, "aws_request_id", "")
+    log.error(
+        "a run's processes outlived the sweep: this environment ends after its answer",
+        extra={"alive": answer["swept"]["alive"], "request_id": request_id},
+    )
+    url = f"http://{runtime_api}/2018-06-01/runtime/invocation/{request_id}/response"
+    posted = urllib.request.Request(url, data=json.dumps(answer).encode(), method="POST")
+    try:
+        with urllib.request.urlopen(posted, timeout=10):  # noqa: S310 - Lambda's own loopback API
+            pass
+    except OSError as error:  # unanswered: Lambda reports the exit as this invocation's error
+        log.error("the answer could not be posted", extra={"error": str(error)})
+    for stream in (sys.stdout, sys.stderr):
+        stream.flush()
+    os._exit(1)
 
 
 def _time_left(context: Any) -> float | None:

@@ -37,12 +37,13 @@ import pytest
 
 import kiln
 from kiln.runner import landlock
-from kiln.runner.contain import SHARED_TEMP_DIRS, processes_of_uids
+from kiln.runner.contain import SHARED_TEMP_DIRS
+from kiln.runner.processes import processes_of_uids
 from support.runner import private_uid_range, wait_for
 
 DRIVER = Path(__file__).resolve().parents[2] / "support" / "hostile_driver.py"
 FUNCTIONS = Path(kiln.__file__).resolve().parents[1]
-TEST_USER = "kiln-hostile-test"
+TEST_USER_PREFIX = "kiln-hostile-"  # an account per module run: see test_user
 SYSTEM_PYTHON = "/usr/bin/python3"  # the test user cannot reach a Python under /root
 
 
@@ -73,20 +74,24 @@ def _kilns_own(entry: os.DirEntry[str], info: os.stat_result) -> bool:
 
 
 @pytest.fixture(scope="module")
-def test_user() -> int:
-    """The uid of an unprivileged account for the server, created if it does not exist."""
+def test_user() -> Iterator[int]:
+    """The uid of an unprivileged account of this module's own, created here, removed after.
+
+    Its own: every process of the account is checked for leftovers, and other test sessions
+    on the machine (another checkout's, `kiln dev` as a user) run processes of theirs.
+    """
     if os.geteuid() != 0:
         pytest.skip("needs root: to run the server both as root and as another user")
-    try:
-        return pwd.getpwnam(TEST_USER).pw_uid
-    except KeyError:
-        pass
+    name = f"{TEST_USER_PREFIX}{secrets.token_hex(4)}"
     subprocess.run(
-        ["useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", TEST_USER],
+        ["useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", name],
         check=True,
         capture_output=True,
     )
-    return pwd.getpwnam(TEST_USER).pw_uid
+    try:
+        yield pwd.getpwnam(name).pw_uid
+    finally:
+        subprocess.run(["userdel", name], check=False, capture_output=True)
 
 
 @dataclass
@@ -415,6 +420,27 @@ def test_a_tool_cannot_connect_to_a_named_unix_socket_unless_the_server_allows_i
         assert "connected" not in tried.values(), tried
         assert {tried[p] for p in paths.values()} == {"PermissionError"}, tried
         assert tried[report["server_socket"]] in ("PermissionError", "FileNotFoundError"), tried
+    stage.assert_contained(report)
+
+
+@pytest.mark.parametrize("fence", ["fenced", "unfenced"])
+@pytest.mark.parametrize("mode", ["threads", "supervisor", "refork"])
+def test_a_daemon_whose_leader_ended_while_its_thread_runs_does_not_outlive_its_call(
+    stage: Stage, mode: str, fence: str
+) -> None:
+    """Double fork, `setsid`, a second thread, then `exit` of the main thread alone: the
+    leader reads Z while the thread runs. It is killed with its call (and with `supervisor`
+    after killing its supervisor and the helper; with `refork`, forking all the while)."""
+    if fence == "unfenced" and stage.mode != "unprivileged":
+        pytest.skip("a uid of its own per run: the fence is not what contains it")
+    unfenced = {"no_landlock": True} if fence == "unfenced" else {}
+    report = stage.run("thread_daemon", mode=mode, **unfenced)
+    run = report["thread_daemon"]
+    assert run["text"].startswith("planted") or run["runner_error"], run
+    assert report["live"] == [], (
+        f"after its call, the daemon {report['daemon']} still runs threads {report['live']}; "
+        f"its run: {run}"
+    )
     stage.assert_contained(report)
 
 

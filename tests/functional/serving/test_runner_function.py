@@ -121,15 +121,15 @@ def test_a_doctor_payload_answers_the_probe(function: WorldOfItsOwn) -> None:
 
 SWEEPER = """
 import json, subprocess
-from kiln.runner import contain, sweep
+from kiln.runner import processes, sweep
 companion = subprocess.Popen(["sleep", "30"])  # there before any run: an extension
 before = sweep.census()
 kept = subprocess.Popen(["sleep", "30"])
 strays = [subprocess.Popen(["sh", "-c", "sleep 30 & sleep 30"]) for _ in range(2)]
 killed, alive = sweep.kill_all_but([kept.pid], before)
-states = {"kept": contain.state_of(kept.pid).decode(),
-          "companion": contain.state_of(companion.pid).decode(),
-          "strays": [contain.state_of(s.pid).decode() for s in strays]}
+states = {"kept": processes.group_state(kept.pid).decode(),
+          "companion": processes.group_state(companion.pid).decode(),
+          "strays": [processes.group_state(s.pid).decode() for s in strays]}
 kept.kill()
 companion.kill()
 print(json.dumps({"killed": killed, "alive": alive, **states}))
