@@ -120,7 +120,7 @@ class RunnerFunction:
         finally:
             swept = self.sweep()
         talk, left_out = talk_json(said)
-        answer = {"result": result_json(result), "talk": talk, "swept": swept}
+        answer: dict[str, Any] = {"result": result_json(result), "talk": talk, "swept": swept}
         if left_out:
             answer["left_out"] = left_out
         if swept["alive"] and self.runtime_api is not None:
