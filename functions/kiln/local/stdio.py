@@ -4,12 +4,17 @@ Same protocol as HTTP, minus the HTTP parts (no headers, Origin or status codes)
 connection is a session, so the version agreed by `initialize` is remembered and shapes
 later results; a message carrying the 2026-07-28 `_meta` envelope is served statelessly.
 Requests run concurrently (a slow tool does not hold up `ping`); each reply is one line.
+A tools/call says what it has to say before its reply, each message a line: progress (for a
+request with `_meta.progressToken`) and logs as notifications, and on 2025 wires its questions
+as requests to the client (`elicitation/create`, `sampling/createMessage`, `roots/list`), held
+open until the client writes its responses back as lines (protocol/streaming.py).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+from dataclasses import replace
 
 from kiln.local.linewise import answer_lines
 from kiln.protocol.backend import CallContext
@@ -32,7 +37,8 @@ async def serve_stdio(
 
     Every line gets its answer (or none, for a notification); no input ends the loop.
     """
-    context = ctx or CallContext()
+    # A stdio process may hold a call open for the client's answers, unlike a Lambda POST.
+    context = replace(ctx or CallContext(), can_hold=True)
     dispatcher = endpoint.dispatcher
     limit = endpoint.settings.max_body_bytes
     negotiated: str | None = None
@@ -63,7 +69,10 @@ async def serve_stdio(
             return
         if reply.negotiated is not None:
             negotiated = reply.negotiated
-        if reply.body is not None:
+        if reply.stream is not None:  # a call's notifications and questions, then its reply
+            async for message in reply.stream:
+                await send(message)
+        elif reply.body is not None:
             await send(reply.body)
 
     async def too_long(size: int) -> None:

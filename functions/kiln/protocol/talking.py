@@ -11,9 +11,9 @@ The script side is in `kiln/runner/talk.py`; here is the MCP side of one `tools/
   questions as `inputRequests` and a sealed `requestState` (sealing.py) holding the answers
   so far; the client's next call brings `inputResponses` and the state back, and the tool
   runs again with every answer so far. On 2025 wires there is no such result: where the
-  server can hold the request open (kiln dev) the questions go to the client as JSON-RPC
-  requests on the open stream and their responses come back as POSTs (`Holder`); where it
-  cannot (Lambda), the call gets a tool error naming the revision that works.
+  server can hold the request open (kiln dev, kiln stdio) the questions go to the client as
+  JSON-RPC requests on the open stream and their responses come back as POSTs or stdin lines
+  (`Holder`); where it cannot (Lambda), the call gets a tool error naming the revision that works.
 """
 
 from __future__ import annotations

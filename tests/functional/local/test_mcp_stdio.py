@@ -217,3 +217,82 @@ def test_kiln_stdio_as_a_second_user_is_not_stopped_by_anothers_bundle_cache(
         assert reply["result"]["content"][0]["text"].strip() == "hello", reply
     finally:
         shutil.rmtree(base, ignore_errors=True)
+
+
+def test_kiln_stdio_sends_a_calls_progress_and_logs_as_lines_before_its_result(
+    tmp_path: Path,
+) -> None:
+    """Over HTTP they were events on the call's answer; over stdio they were dropped."""
+    call = {"jsonrpc": "2.0", "method": "tools/call"}
+    replies = run_stdio(
+        tmp_path,
+        [
+            {**call, "id": 1, "params": {"name": "test_tool_with_progress", "arguments": {},
+                                         "_meta": {"progressToken": "p1"}}},
+            {**call, "id": 2, "params": {"name": "test_tool_with_logging", "arguments": {}}},
+        ],
+    )  # fmt: skip
+    for rid, method in ((1, "notifications/progress"), (2, "notifications/message")):
+        token = "p1" if rid == 1 else None
+        said = [
+            r["params"]
+            for r in replies
+            if r.get("method") == method and r["params"].get("progressToken") == token
+        ]
+        assert len(said) == 3, replies
+        answered = [i for i, r in enumerate(replies) if r.get("id") == rid]
+        assert len(answered) == 1, replies
+        last_said = max(i for i, r in enumerate(replies) if r.get("method") == method)
+        assert last_said < answered[0], f"{method} after the result of call {rid}: {replies}"
+    progress = [
+        r["params"]["progress"] for r in replies if r.get("method") == "notifications/progress"
+    ]
+    assert progress == [0, 50, 100]
+
+
+@pytest.fixture(scope="module")
+def sdk_client() -> Path:
+    """The official Python SDK 2.x client, in a virtualenv of the toolchain cache."""
+    import support.toolchain as toolchain
+
+    return toolchain.python_venv(toolchain.CACHE / "py-mcp-2.3.0", "mcp==2.3.0")
+
+
+@pytest.mark.parametrize("mode", ["legacy", "2026-07-28"])
+def test_the_python_sdk_client_over_kiln_stdio_answers_questions_and_hears_progress_and_logs(
+    tmp_path: Path, sdk_client: Path, mode: str
+) -> None:
+    """On 2025 a question is a real request to the client on the held call (it was a tool
+    error about AWS Lambda); on 2026-07-28 input_required rounds. Progress and logs arrive."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "KILN_"))}
+    server = {
+        "command": sys.executable,
+        "args": ["-m", "kiln.cli", "stdio", "--no-examples", "--tools",
+                 str(ROOT / "examples" / "conformance"), "--state-dir", str(tmp_path / ".kiln")],
+        "env": env,
+    }  # fmt: skip
+    script = ROOT / "tests" / "functional" / "clients" / "sdk_talk_client.py"
+    done = subprocess.run(
+        [str(sdk_client), str(script), json.dumps(server), mode],
+        capture_output=True, text=True, timeout=180, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    seen = json.loads(done.stdout.strip().splitlines()[-1])
+    assert seen["protocol"] == ("2025-11-25" if mode == "legacy" else mode)
+    assert seen["results"] == {
+        "test_elicitation": [
+            False,
+            'User response: action=accept, content={"username": "ada", "email": "a@x"}',
+        ],
+        "test_sampling": [False, "LLM response: Paris"],
+        "test_tool_with_progress": [False, "Progress test completed"],
+        "test_tool_with_logging": [False, "Logging test completed"],
+    }, done.stderr[-3000:]
+    assert seen["elicited"] == ["Who are you?"]
+    assert seen["sampled"] == ["Capital of France?"]
+    assert seen["progress"] == [0, 50, 100]
+    assert seen["logs"] == [
+        "Tool execution started",
+        "Tool processing data",
+        "Tool execution completed",
+    ]
