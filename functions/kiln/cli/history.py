@@ -103,17 +103,16 @@ def cmd_history(args: argparse.Namespace) -> int:
     except (ApiCallError, ServerNotFoundError) as error:
         return output.fail("tools history", error)
     revisions = sorted(body["revisions"], key=lambda r: r["revision"], reverse=True)
-    if args.json:
-        print(json.dumps(revisions, indent=2))
-        return 0
-    for revision in revisions:
-        restored = revision.get("restored_from")
-        note = f"restored from r{restored}" if restored else ""
-        print(
-            f"r{revision['revision']:<4} {revision.get('created_at') or '-':24} "
-            f"{revision.get('created_by') or '-':20} {revision['code_sha256'][:12]} {note}".rstrip()
-        )
-    return 0
+    return output.listing(revisions, _revision_line, as_json=args.json)
+
+
+def _revision_line(revision: dict[str, Any]) -> str:
+    restored = revision.get("restored_from")
+    note = f"restored from r{restored}" if restored else ""
+    return (
+        f"r{revision['revision']:<4} {revision.get('created_at') or '-':24} "
+        f"{revision.get('created_by') or '-':20} {revision['code_sha256'][:12]} {note}"
+    )
 
 
 def cmd_diff(args: argparse.Namespace) -> int:

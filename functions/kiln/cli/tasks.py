@@ -67,18 +67,14 @@ def cmd_ls(args: argparse.Namespace) -> int:
             params = {"cursor": page["nextCursor"]}
     except (ApiCallError, ServerNotFoundError) as error:
         return output.fail("tasks ls", error)
-    if args.json:
-        print(json.dumps(tasks, indent=2))
-        return 0
-    if not tasks:
-        print("no tasks")
-        return 0
-    for task in tasks:
-        print(
-            f"{task['taskId']:44} {task['status']:15} {task.get('createdAt', '-'):24} "
-            f"{task.get('statusMessage') or ''}".rstrip()
-        )
-    return 0
+    return output.listing(tasks, _task_line, as_json=args.json, empty="no tasks")
+
+
+def _task_line(task: dict[str, Any]) -> str:
+    return (
+        f"{task['taskId']:44} {task['status']:15} {task.get('createdAt', '-'):24} "
+        f"{task.get('statusMessage') or ''}"
+    )
 
 
 def cmd_get(args: argparse.Namespace) -> int:
