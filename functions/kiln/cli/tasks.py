@@ -38,12 +38,18 @@ def _task_path(task_id: str) -> str:
 
 
 def _mcp(client: Any, method: str, params: dict[str, Any]) -> dict[str, Any]:
-    """One MCP request to the server's /mcp; a JSON-RPC error raises ApiCallError."""
+    """One MCP request to the server's /mcp (built by the official models, as a client's);
+    a JSON-RPC error raises ApiCallError."""
+    import mcp_types
+
     from kiln.cli.client import ApiCallError
 
     headers = {"Accept": "application/json, text/event-stream",
                "MCP-Protocol-Version": TASKS_VERSION}  # fmt: skip
-    body = {"jsonrpc": "2.0", "id": 1, "method": method, "params": params}
+    request = mcp_types.JSONRPCRequest(
+        jsonrpc=mcp_types.JSONRPC_VERSION, id=1, method=method, params=params
+    )
+    body = request.model_dump(mode="json", by_alias=True, exclude_none=True)
     answer, _ = client.request("POST", "/mcp", body, headers=headers)
     if not isinstance(answer, dict) or "result" not in answer:
         error = answer.get("error", {}) if isinstance(answer, dict) else {}
