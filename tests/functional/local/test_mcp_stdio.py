@@ -11,10 +11,13 @@ import sys
 import sysconfig
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+
+from support.devserver import DEV_KEY, DevServer, kiln_dev
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -258,24 +261,46 @@ def sdk_client() -> Path:
     return toolchain.python_venv(toolchain.CACHE / "py-mcp-2.3.0", "mcp==2.3.0")
 
 
-@pytest.mark.parametrize("mode", ["legacy", "2026-07-28"])
+@pytest.fixture(scope="module")
+def dev_with_fixtures(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevServer]:
+    """A `kiln dev` serving the conformance fixtures, for `kiln stdio --url`."""
+    state = tmp_path_factory.mktemp("bridged") / "state"
+    tools = str(ROOT / "examples" / "conformance")
+    with kiln_dev(state, "--no-examples", "--tools", tools) as server:
+        yield server
+
+
+@pytest.mark.parametrize(
+    ("mode", "bridged"), [("legacy", False), ("2026-07-28", False), ("legacy", True)]
+)
 def test_the_python_sdk_client_over_kiln_stdio_answers_questions_and_hears_progress_and_logs(
-    tmp_path: Path, sdk_client: Path, mode: str
+    tmp_path: Path, sdk_client: Path, mode: str, bridged: bool, request: pytest.FixtureRequest
 ) -> None:
     """On 2025 a question is a real request to the client on the held call (it was a tool
-    error about AWS Lambda); on 2026-07-28 input_required rounds. Progress and logs arrive."""
+    error about AWS Lambda); on 2026-07-28 input_required rounds. Progress and logs arrive.
+    Bridged (`kiln stdio --url` to a kiln dev) each message is relayed as it arrives: the
+    bridge read the whole answer first, so a held question waited for itself."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "KILN_"))}
-    server = {
-        "command": sys.executable,
-        "args": ["-m", "kiln.cli", "stdio", "--no-examples", "--tools",
-                 str(ROOT / "examples" / "conformance"), "--state-dir", str(tmp_path / ".kiln")],
-        "env": env,
-    }  # fmt: skip
+    if bridged:
+        dev: DevServer = request.getfixturevalue("dev_with_fixtures")
+        where = ["--url", dev.url, "--key", DEV_KEY]
+    else:
+        where = ["--no-examples", "--tools", str(ROOT / "examples" / "conformance"),
+                 "--state-dir", str(tmp_path / ".kiln")]  # fmt: skip
+    server = {"command": sys.executable, "args": ["-m", "kiln.cli", "stdio", *where], "env": env}
     script = ROOT / "tests" / "functional" / "clients" / "sdk_talk_client.py"
-    done = subprocess.run(
-        [str(sdk_client), str(script), json.dumps(server), mode],
-        capture_output=True, text=True, timeout=180, check=False,
-    )  # fmt: skip
+    try:
+        done = subprocess.run(
+            [str(sdk_client), str(script), json.dumps(server), mode],
+            capture_output=True, text=True, timeout=120, check=False,
+        )  # fmt: skip
+    except subprocess.TimeoutExpired as stuck:  # a call that never ends: say where it was
+        said = (
+            (stuck.stderr or b"").decode(errors="replace")
+            if isinstance(stuck.stderr, bytes)
+            else str(stuck.stderr or "")
+        )
+        pytest.fail(f"the SDK client did not finish in 120 s; its stderr:\n{said[-3000:]}")
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     seen = json.loads(done.stdout.strip().splitlines()[-1])
     assert seen["protocol"] == ("2025-11-25" if mode == "legacy" else mode)
