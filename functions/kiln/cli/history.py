@@ -2,7 +2,9 @@
 
 `history NAME` lists them (`GET /api/tools/NAME/revisions`). `diff NAME@A NAME@B` (or
 `NAME A B`) prints a unified diff of two revisions as a tool folder holds them: `tool.json`
-(what the author writes, as `kiln tools pull` writes it) and the script. `restore NAME REV`
+(what the author writes, as `kiln tools pull` writes it) and the script; it exits 0 whether
+or not they differ, as `git diff` does, and prints nothing when they define the same tool
+(extra files of a tool are not compared: revisions are read without them). `restore NAME REV`
 makes a new head revision that copies REV, sending the head it read (or `--if-head N`) as
 `If-Match`, so that a save made meanwhile is never overwritten. A revision is a number; `r3`
 (as `kiln tools list` shows it) and `head` are accepted too.

@@ -92,6 +92,8 @@ def test_restore_makes_a_new_head_from_an_old_revision_and_never_overwrites(
     head = dev.api("GET", "/api/tools/notes").json()
     assert (head["revision"], head["code"]) == (4, "print('one')\n")
     assert "restored from r1" in ok(dev.kiln("tools", "history", notes)).splitlines()[0]
+    again = ok(dev.kiln("tools", "restore", notes, "r1")).strip()
+    assert again == "unchanged notes: r4 already is what r1 was"
     # Read r3 as the head, someone restored meanwhile: this restore is refused, not applied.
     stale = refused(dev.kiln("tools", "restore", notes, "2", "--if-head", "3"))
     assert stale.startswith("kiln tools restore: HTTP 412"), stale
