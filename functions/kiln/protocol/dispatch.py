@@ -166,6 +166,10 @@ class Dispatcher:
 
         return handler
 
+    def abandon_questions(self, reason: str) -> None:
+        """The client can answer no more (stdio's input ended): its held calls end now."""
+        self._pending.abandon(reason)
+
     async def handle_body(
         self,
         body: bytes,
@@ -375,6 +379,7 @@ class Dispatcher:
             rid=envelope.request_id,
             emit=outbox.emit if outbox is not None else None,
             holder=holder,
+            declared=ctx.declared,
         )
         ctx = replace(ctx, turn=turn)
         if self._tasks is not None:

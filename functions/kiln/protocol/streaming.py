@@ -110,6 +110,7 @@ class PendingAnswers:
 
     def __init__(self) -> None:
         self._waiting: dict[str, tuple[str, asyncio.Future[Any]]] = {}
+        self.abandoned: str | None = None  # why no answer can come any more, once so
 
     def owns(self, message: Any) -> bool:
         if not isinstance(message, dict) or "method" in message:
@@ -125,6 +126,14 @@ class PendingAnswers:
             return False
         future.set_result(message)
         return True
+
+    def abandon(self, reason: str) -> None:
+        """No answer can come any more: every question waiting, and any asked later, ends its
+        call with `reason` at once."""
+        self.abandoned = reason
+        for _, future in list(self._waiting.values()):
+            if not future.done():
+                future.set_exception(ClientAnswerError(reason))
 
     def holder(self, outbox: Outbox, caller: str, wait_s: float) -> StreamHolder:
         return StreamHolder(self, outbox, caller, min(wait_s, MAX_WAIT_S))
@@ -149,6 +158,8 @@ class StreamHolder:
         self._wait_s = wait_s
 
     async def ask(self, questions: tuple[Question, ...]) -> dict[str, Any]:
+        if self._pending.abandoned is not None:
+            raise ClientAnswerError(self._pending.abandoned)
         opened: list[tuple[Question, str, asyncio.Future[Any]]] = []
         try:
             for question in questions:

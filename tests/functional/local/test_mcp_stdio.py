@@ -321,3 +321,37 @@ def test_the_python_sdk_client_over_kiln_stdio_answers_questions_and_hears_progr
         "Tool processing data",
         "Tool execution completed",
     ]
+
+
+def initialize(capabilities: dict[str, Any]) -> dict[str, Any]:
+    params = {"protocolVersion": "2025-06-18", "capabilities": capabilities,
+              "clientInfo": {"name": "desktop", "version": "1"}}  # fmt: skip
+    return {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": params}
+
+
+ELICIT = {"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+          "params": {"name": "test_elicitation", "arguments": {"message": "Who?"}}}  # fmt: skip
+
+
+def test_kiln_stdio_asks_only_what_the_client_declared_at_initialize(tmp_path: Path) -> None:
+    """A stdio connection is a session: a client that declared no elicitation is not sent one
+    (the tool sees it in KILN_CAN_ASK); its call says why instead of waiting for an answer."""
+    replies = run_stdio(tmp_path, [initialize({}), ELICIT])
+    assert not [r for r in replies if r.get("method") == "elicitation/create"], replies
+    [result] = [r["result"] for r in replies if r.get("id") == 2]
+    assert result["isError"] is True
+    assert result["content"][0]["text"] == (
+        "Tool 'test_elicitation' asks the client a question (elicitation/create), and this "
+        "client did not declare elicitation in its capabilities at initialize"
+    )
+
+
+def test_a_question_kiln_stdio_holds_ends_its_call_when_stdin_ends(tmp_path: Path) -> None:
+    """Input ends before an answer comes (or before the question is even asked): the call ends
+    at once with a tool error, and the process exits (it waited out its whole budget)."""
+    replies = run_stdio(tmp_path, [initialize({"elicitation": {}}), ELICIT])
+    [result] = [r["result"] for r in replies if r.get("id") == 2]
+    assert result["isError"] is True
+    assert result["content"][0]["text"] == (
+        "Tool 'test_elicitation' could not go on: the client closed its input before answering"
+    )
