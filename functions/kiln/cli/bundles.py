@@ -322,7 +322,7 @@ def _build_here(store: Any, identity: str, progress: Progress, toolchain: Any) -
 
 def register(subparsers: Any) -> None:
     """Add `bundles` and its subcommands to the `kiln` parser."""
-    bundles = subparsers.add_parser("bundles", help="dependency bundles: list, show, build, retry")
+    bundles = subparsers.add_parser("bundles", help="dependency bundles: ls, show, build, retry")
     commands = bundles.add_subparsers(dest="bundles_command", required=True)
 
     def source(sub: argparse.ArgumentParser) -> argparse.ArgumentParser:

@@ -70,7 +70,7 @@ def _command(handler: Handler) -> Callable[[argparse.Namespace], int]:
 
 def register(subparsers: Any, *, resolve_tool: ToolResolver = catalog_tool_id) -> None:
     """Add the `keys` and `secrets` command groups to the `kiln` parser."""
-    keys = subparsers.add_parser("keys", help="API keys: create, list, revoke")
+    keys = subparsers.add_parser("keys", help="API keys: create, bind, ls, revoke")
     key_commands = keys.add_subparsers(dest="keys_command", metavar="COMMAND", required=True)
     create = key_commands.add_parser("create", help="create a key and print it (shown once)")
     create.add_argument("--name", required=True, help="a unique name, e.g. ci or alice-laptop")
@@ -90,7 +90,7 @@ def register(subparsers: Any, *, resolve_tool: ToolResolver = catalog_tool_id) -
     revoke.add_argument("name")
     revoke.set_defaults(func=_command(_keys_revoke))
 
-    secrets = subparsers.add_parser("secrets", help="per-tool secrets: set, list, remove")
+    secrets = subparsers.add_parser("secrets", help="per-tool secrets: set, ls, rm")
     secret_commands = secrets.add_subparsers(
         dest="secrets_command", metavar="COMMAND", required=True
     )

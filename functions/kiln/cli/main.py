@@ -11,8 +11,10 @@ from urllib.parse import quote
 
 from kiln.cli import output
 from kiln.cli.bundles import register as register_bundles
+from kiln.cli.history import register as register_history
 from kiln.cli.keys import register as register_auth
 from kiln.cli.locate import STATE_HELP, ServerNotFoundError, server_options
+from kiln.cli.tasks import register as register_tasks
 from kiln.cli.views import register as register_access
 from kiln.settings import Settings, SettingsError
 
@@ -105,12 +107,16 @@ def cmd_tools_call(args: argparse.Namespace) -> int:
     except json.JSONDecodeError as error:
         print(f"kiln tools call: --args is not valid JSON ({error.msg})", file=sys.stderr)
         return 2
+    payload = {"arguments": arguments, **({"task": True} if args.task else {})}
     try:
         body, _ = output.client(args).request(
-            "POST", f"/api/tools/{quote(args.name, safe='')}/run", {"arguments": arguments}
+            "POST", f"/api/tools/{quote(args.name, safe='')}/run", payload
         )
     except (ApiCallError, ServerNotFoundError) as error:
         return output.fail("tools call", error)
+    if args.task:  # the task's id: `kiln tasks result ID` waits for it
+        print(f"{body['taskId']} {body['status']}")
+        return 0
     print(body.get("text", ""))
     return 0 if body.get("ok") else 1
 
@@ -182,9 +188,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     stdio.set_defaults(func=cmd_stdio)
 
-    tools = commands.add_parser("tools", help="manage tools on a Kiln server").add_subparsers(
-        dest="tools_command", required=True
-    )
+    tools = commands.add_parser(
+        "tools", help="tools on a Kiln server: push, pull, list, call, history, diff, restore"
+    ).add_subparsers(dest="tools_command", required=True)
 
     push = server_options(tools.add_parser("push", help="create or update tools from folders"))
     push.add_argument("dirs", nargs="+", metavar="DIR")
@@ -192,11 +198,16 @@ def build_parser() -> argparse.ArgumentParser:
     pull = server_options(tools.add_parser("pull", help="write the catalog's tools as folders"))
     pull.add_argument("dir", metavar="DIR")
     pull.set_defaults(func=cmd_tools_pull)
-    server_options(tools.add_parser("list", help="list tools")).set_defaults(func=cmd_tools_list)
+    listing = tools.add_parser("list", aliases=["ls"], help="list tools")
+    server_options(listing).set_defaults(func=cmd_tools_list)
     call = server_options(tools.add_parser("call", help="run a tool (author test run)"))
     call.add_argument("name")
     call.add_argument("--args", default="{}", help="arguments as a JSON object")
+    call.add_argument(
+        "--task", action="store_true", help="start it as a task; print its id (kiln tasks)"
+    )
     call.set_defaults(func=cmd_tools_call)
+    register_history(tools, server_options)
 
     doctor = commands.add_parser("doctor", help="what this machine (or --aws) enforces for runs")
     doctor.add_argument("--json", action="store_true", help="print JSON")
@@ -206,6 +217,7 @@ def build_parser() -> argparse.ArgumentParser:
     doctor.set_defaults(func=cmd_doctor)
 
     register_bundles(commands)
+    register_tasks(commands, server_options)
     register_auth(commands)
     register_access(commands, server_options)
     return parser

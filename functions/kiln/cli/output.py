@@ -7,7 +7,9 @@ A failure is one line on stderr, `kiln <command>: <what went wrong>`, and exit s
 from __future__ import annotations
 
 import argparse
+import json
 import sys
+from collections.abc import Callable, Sequence
 from typing import Any
 
 
@@ -21,3 +23,18 @@ def client(args: argparse.Namespace) -> Any:
 def fail(command: str, error: object, *, status: int = 1) -> int:
     print(f"kiln {command}: {error}", file=sys.stderr)
     return status
+
+
+def listing(
+    items: Sequence[Any], line: Callable[[Any], str], *, as_json: bool, empty: str = ""
+) -> int:
+    """A list command's output: the items as JSON (`--json`), else one `line` each (or
+    `empty` when there are none)."""
+    if as_json:
+        print(json.dumps(list(items), indent=2))
+        return 0
+    if not items and empty:
+        print(empty)
+    for item in items:
+        print(line(item).rstrip())
+    return 0

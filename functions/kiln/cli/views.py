@@ -19,7 +19,9 @@ Remote = Callable[[argparse.ArgumentParser], argparse.ArgumentParser]
 
 def register(commands: Any, remote: Remote) -> None:
     """Add the `views` and `calls` command groups; `remote` adds --url/--key to a command."""
-    views = commands.add_parser("views", help="tool views: named, pinned sets of tools")
+    views = commands.add_parser(
+        "views", help="tool views (named, pinned sets of tools): ls, show, put, rm"
+    )
     sub = views.add_subparsers(dest="views_command", required=True)
     remote(sub.add_parser("ls", help="list views")).set_defaults(func=cmd_views_ls)
     show = remote(sub.add_parser("show", help="a view and the tools it shows now"))

@@ -3,17 +3,21 @@
 For desktop clients that only launch processes: each line read is POSTed as it is, with the
 headers Streamable HTTP asks for (the negotiated `MCP-Protocol-Version` after `initialize`;
 for 2026-07-28 messages the version, `Mcp-Method` and `Mcp-Name` from the body), and each
-JSON-RPC message in the answer is written back as one line. Requests run concurrently, as
-they do in the local `kiln stdio`.
+JSON-RPC message in the answer is written back as one line as soon as it arrives: a call's
+progress, logs and (on 2025 wires, from a server that holds calls) questions come before its
+result, and the client's responses to the questions are POSTed like any other line. Requests
+run concurrently, as they do in the local `kiln stdio`.
 """
 
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import urllib.error
 import urllib.parse
 import urllib.request
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any, Protocol
 
 from mcp_types import PROTOCOL_VERSION_META_KEY
@@ -79,8 +83,10 @@ class Bridge:
             headers["MCP-Protocol-Version"] = self.negotiated
         return headers
 
-    def relay(self, line: bytes) -> list[bytes]:
-        """POST one message; the JSON-RPC messages of the answer, one per list item."""
+    def relay(self, line: bytes, out: Callable[[bytes], None]) -> None:
+        """POST one message; hand each JSON-RPC message of the answer to `out` as it arrives
+        (an event stream's notifications and questions before its result: a held call's
+        question needs its answer before the stream can end)."""
         try:
             message = json.loads(line)
         except ValueError:
@@ -90,40 +96,43 @@ class Bridge:
         )
         try:
             with urllib.request.urlopen(request, timeout=self.timeout_s) as response:  # noqa: S310
-                body, kind = response.read(), response.headers.get("content-type", "")
+                if "event-stream" in response.headers.get("content-type", ""):
+                    for reply in _sse_messages(response):
+                        self._note_version(message, reply)
+                        out(reply)
+                    return
+                body = response.read()
         except urllib.error.HTTPError as error:
-            body, kind = error.read(), error.headers.get("content-type", "")
-            if "json" not in kind:
-                return _error_for(message, f"HTTP {error.code} from {self.url}")
+            body = error.read()
+            if "json" not in error.headers.get("content-type", ""):
+                body = b"\n".join(_error_for(message, f"HTTP {error.code} from {self.url}"))
         except (urllib.error.URLError, OSError) as error:
             reason = getattr(error, "reason", error)
-            return _error_for(message, f"cannot reach {self.url} ({reason})")
-        replies = _sse_messages(body) if "event-stream" in kind else [body.strip()]
-        replies = [reply for reply in replies if reply]
-        self._note_version(message, replies)
-        return replies
+            body = b"\n".join(_error_for(message, f"cannot reach {self.url} ({reason})"))
+        if body.strip():
+            self._note_version(message, body.strip())
+            out(body.strip())
 
-    def _note_version(self, message: Any, replies: list[bytes]) -> None:
+    def _note_version(self, message: Any, reply: bytes) -> None:
         if not (isinstance(message, dict) and message.get("method") == "initialize"):
             return
-        for reply in replies:
-            try:
-                version = json.loads(reply)["result"]["protocolVersion"]
-            except (ValueError, KeyError, TypeError):
-                continue
-            if isinstance(version, str):
-                self.negotiated = version
+        try:
+            version = json.loads(reply)["result"]["protocolVersion"]
+        except (ValueError, KeyError, TypeError):
+            return
+        if isinstance(version, str):
+            self.negotiated = version
 
 
-def _sse_messages(body: bytes) -> list[bytes]:
-    messages, data = [], []
-    for raw in [*body.splitlines(), b""]:
+def _sse_messages(lines: Iterable[bytes]) -> Iterator[bytes]:
+    """The data of each event of an event stream, as each event ends."""
+    data: list[bytes] = []
+    for raw in itertools.chain(lines, [b""]):
         if raw.startswith(b"data:"):
             data.append(raw[5:].strip())
         elif not raw.strip() and data:
-            messages.append(b"\n".join(data))
+            yield b"\n".join(data)
             data = []
-    return messages
 
 
 def _error_for(message: Any, text: str) -> list[bytes]:
@@ -144,8 +153,13 @@ async def serve_bridge(bridge: Bridge, reader: asyncio.StreamReader, writer: Lin
                 writer.write(reply + b"\n")
             await writer.drain()
 
+    loop = asyncio.get_running_loop()
+
+    def out(reply: bytes) -> None:  # on the relaying thread: written in order, one by one
+        asyncio.run_coroutine_threadsafe(write([reply]), loop).result()
+
     async def answer(line: bytes) -> None:
-        await write(await asyncio.to_thread(bridge.relay, line))
+        await asyncio.to_thread(bridge.relay, line, out)
 
     async def too_long(size: int) -> None:
         # The same refusal as the local `kiln stdio`: the id of a line not read is unknown.

@@ -59,11 +59,13 @@ async def answer_lines(
     limit: int,
     answer: Answer,
     too_long: Callable[[int], Coroutine[Any, Any, None]],
+    at_end: Callable[[], None] | None = None,
 ) -> None:
     """Answer every non-blank line of `reader` concurrently (a slow tool does not hold up
     `ping`), except `initialize`: it is answered before reading on, so later lines see the
     agreed version. A line over `limit` bytes goes to `too_long` (with its size) instead.
-    Returns once the lines end and every answer has been sent."""
+    Once the lines end, `at_end` is called (no answer to a question can come any more), and
+    this returns when every answer has been sent."""
     running: set[asyncio.Task[None]] = set()
     async for line in read_lines(reader, limit):
         if isinstance(line, TooLong):
@@ -77,5 +79,7 @@ async def answer_lines(
         task = asyncio.create_task(answer(line))
         running.add(task)
         task.add_done_callback(running.discard)
+    if at_end is not None:
+        at_end()
     if running:
         await asyncio.gather(*running)

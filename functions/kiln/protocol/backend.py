@@ -125,6 +125,9 @@ class CallContext:
     # This process may hold a request open for the client's answers (kiln dev); never in
     # Lambda, which answers each invocation once.
     can_hold: bool = False
+    # What a session's client declared it can answer at `initialize` (elicitation, sampling,
+    # roots): known on stdio, where the connection is the session; None where it is not.
+    declared: tuple[str, ...] | None = None
     arrival: Arrival = field(default_factory=Arrival)
     outbox: Outbox | None = None  # where a streamed call's notifications go (dispatch.py)
     turn: Turn | None = None  # this tools/call's conversation turn (talking.py)

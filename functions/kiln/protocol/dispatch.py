@@ -44,7 +44,7 @@ from kiln.protocol.listing import ToolLister
 from kiln.protocol.modern import ModernEra
 from kiln.protocol.sealing import StateSealer
 from kiln.protocol.settings import ProtocolSettings
-from kiln.protocol.streaming import Outbox, PendingAnswers, accepts_events, answer
+from kiln.protocol.streaming import Outbox, PendingAnswers, accepts_events, answer, frame
 from kiln.protocol.talking import caller_of, turn_for
 from kiln.protocol.tasks import TASKS_VERSION, TaskMethods
 from kiln.protocol.wire import BATCH_VERSION, LEGACY_VERSIONS, MAX_BATCH, MODERN_VERSIONS
@@ -166,6 +166,10 @@ class Dispatcher:
 
         return handler
 
+    def abandon_questions(self, reason: str) -> None:
+        """The client can answer no more (stdio's input ended): its held calls end now."""
+        self._pending.abandon(reason)
+
     async def handle_body(
         self,
         body: bytes,
@@ -226,12 +230,10 @@ class Dispatcher:
                     request_id=envelope.request_id,
                     modern=envelope.modern,
                 )
-            if (
-                envelope.method == "tools/call"
-                and http
-                and accepts_events(header(headers, "accept"))
-            ):
-                return await self._streamed(handler, envelope, ctx)
+            if envelope.method == "tools/call" and (
+                not http or accepts_events(header(headers, "accept"))
+            ):  # stdio can always say things before the result, as lines
+                return await self._streamed(handler, envelope, ctx, framed=frame if http else _bare)
             result = await handler(envelope, ctx)
         except ProtocolError as error:
             _ended(ctx, "rejected")
@@ -249,8 +251,16 @@ class Dispatcher:
             negotiated = negotiate(str(envelope.params.get("protocolVersion")))
         return Reply(200, _envelope(envelope.request_id, result), negotiated)
 
-    async def _streamed(self, handler: Handler, envelope: Envelope, ctx: CallContext) -> Reply:
-        """A tools/call that may say things before its result (see streaming.py)."""
+    async def _streamed(
+        self,
+        handler: Handler,
+        envelope: Envelope,
+        ctx: CallContext,
+        *,
+        framed: Callable[[bytes], bytes],
+    ) -> Reply:
+        """A tools/call that may say things before its result (see streaming.py), each
+        message `framed`: an SSE event over HTTP, bare for stdio."""
         outbox = Outbox()
 
         async def run() -> Reply:
@@ -267,7 +277,7 @@ class Dispatcher:
                 return error_reply(InternalError("Internal error", request_id=rid, modern=modern))
             return Reply(200, _envelope(envelope.request_id, result))
 
-        said = await answer(run(), outbox, lambda reply: reply.body or b"")
+        said = await answer(run(), outbox, lambda reply: reply.body or b"", framed)
         if isinstance(said, Reply):
             return said
         return Reply(200, None, stream=said)
@@ -369,6 +379,7 @@ class Dispatcher:
             rid=envelope.request_id,
             emit=outbox.emit if outbox is not None else None,
             holder=holder,
+            declared=ctx.declared,
         )
         ctx = replace(ctx, turn=turn)
         if self._tasks is not None:
@@ -378,6 +389,11 @@ class Dispatcher:
                 envelope.params, version=envelope.version, ctx=ctx, request_id=envelope.request_id
             )
         return dumps(self._finish(envelope)(result))
+
+
+def _bare(message: bytes) -> bytes:
+    """A message as stdio writes it (its line ending added there)."""
+    return message
 
 
 def _saw(ctx: CallContext, envelope: Envelope) -> None:

@@ -3,12 +3,13 @@
 Only when the client accepts `text/event-stream`, and only once there is something to say
 before the result: a call that finishes without a notification is answered as plain JSON,
 as before. Under Mangum (Lambda) the body is buffered, so the events arrive together with
-the result; under uvicorn (kiln dev) each goes out as it happens.
+the result; under uvicorn (kiln dev) each goes out as it happens. Over stdio the same stream
+is written as lines (each message bare, one a line), before the call's response line.
 
-`PendingAnswers` lets a 2025-wire call held open in this process (kiln dev) ask the client:
-the question goes out on the stream as a JSON-RPC request with an unguessable id, and the
-client POSTs its JSON-RPC response to the endpoint, where `deliver` hands it over -- only to
-the call of the same caller that asked.
+`PendingAnswers` lets a 2025-wire call held open in this process (kiln dev, kiln stdio) ask
+the client: the question goes out on the stream as a JSON-RPC request with an unguessable id,
+and the client POSTs its JSON-RPC response to the endpoint (or writes it as a stdin line),
+where `deliver` hands it over -- only to the call of the same caller that asked.
 """
 
 from __future__ import annotations
@@ -47,10 +48,14 @@ class Outbox:
 
 
 async def answer(
-    run: Awaitable[T], outbox: Outbox, body: Callable[[T], bytes]
+    run: Awaitable[T],
+    outbox: Outbox,
+    body: Callable[[T], bytes],
+    framed: Callable[[bytes], bytes] = frame,
 ) -> T | AsyncIterator[bytes]:
     """The call's own answer when it ends before saying anything; else its event stream,
-    whose last event is `body(answer)`."""
+    whose last event is `body(answer)`. Each message goes out as `framed(message)`: an SSE
+    event by default, the bare JSON-RPC message for stdio (which writes each as a line)."""
     task = asyncio.ensure_future(run)
     getter = asyncio.ensure_future(outbox.queue.get())
     waiting: set[asyncio.Future[Any]] = {task, getter}
@@ -64,7 +69,7 @@ async def answer(
         getter.cancel()
         if outbox.queue.empty():
             return task.result()
-    return _events(task, getter, outbox, body)
+    return _events(task, getter, outbox, body, framed)
 
 
 async def _events(
@@ -72,11 +77,12 @@ async def _events(
     getter: asyncio.Future[bytes],
     outbox: Outbox,
     body: Callable[[T], bytes],
+    framed: Callable[[bytes], bytes],
 ) -> AsyncIterator[bytes]:
     try:
         while True:
             if getter.done() and not getter.cancelled():
-                yield frame(getter.result())
+                yield framed(getter.result())
                 getter = asyncio.ensure_future(outbox.queue.get())
                 continue
             if task.done():
@@ -85,8 +91,8 @@ async def _events(
             await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
         getter.cancel()
         while not outbox.queue.empty():
-            yield frame(outbox.queue.get_nowait())
-        yield frame(body(task.result()))
+            yield framed(outbox.queue.get_nowait())
+        yield framed(body(task.result()))
     finally:  # the client went away: the call stops too
         getter.cancel()
         if not task.done():
@@ -104,6 +110,7 @@ class PendingAnswers:
 
     def __init__(self) -> None:
         self._waiting: dict[str, tuple[str, asyncio.Future[Any]]] = {}
+        self.abandoned: str | None = None  # why no answer can come any more, once so
 
     def owns(self, message: Any) -> bool:
         if not isinstance(message, dict) or "method" in message:
@@ -119,6 +126,14 @@ class PendingAnswers:
             return False
         future.set_result(message)
         return True
+
+    def abandon(self, reason: str) -> None:
+        """No answer can come any more: every question waiting, and any asked later, ends its
+        call with `reason` at once."""
+        self.abandoned = reason
+        for _, future in list(self._waiting.values()):
+            if not future.done():
+                future.set_exception(ClientAnswerError(reason))
 
     def holder(self, outbox: Outbox, caller: str, wait_s: float) -> StreamHolder:
         return StreamHolder(self, outbox, caller, min(wait_s, MAX_WAIT_S))
@@ -143,6 +158,8 @@ class StreamHolder:
         self._wait_s = wait_s
 
     async def ask(self, questions: tuple[Question, ...]) -> dict[str, Any]:
+        if self._pending.abandoned is not None:
+            raise ClientAnswerError(self._pending.abandoned)
         opened: list[tuple[Question, str, asyncio.Future[Any]]] = []
         try:
             for question in questions:

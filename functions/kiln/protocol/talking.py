@@ -11,9 +11,9 @@ The script side is in `kiln/runner/talk.py`; here is the MCP side of one `tools/
   questions as `inputRequests` and a sealed `requestState` (sealing.py) holding the answers
   so far; the client's next call brings `inputResponses` and the state back, and the tool
   runs again with every answer so far. On 2025 wires there is no such result: where the
-  server can hold the request open (kiln dev) the questions go to the client as JSON-RPC
-  requests on the open stream and their responses come back as POSTs (`Holder`); where it
-  cannot (Lambda), the call gets a tool error naming the revision that works.
+  server can hold the request open (kiln dev, kiln stdio) the questions go to the client as
+  JSON-RPC requests on the open stream and their responses come back as POSTs or stdin lines
+  (`Holder`); where it cannot (Lambda), the call gets a tool error naming the revision that works.
 """
 
 from __future__ import annotations
@@ -146,6 +146,11 @@ class Turn:
                 data={"requiredCapabilities": {kind: {} for kind in missing}},
                 modern=True,
             )
+        if self.holder is not None:
+            raise _Legacy(
+                f"Tool '{name}' asks the client a question ({methods}), and this client did not "
+                f"declare {', '.join(missing)} in its capabilities at initialize"
+            )
         raise _Legacy(
             f"Tool '{name}' asks the client a question ({methods}), and this server cannot hold "
             "an MCP 2025 request open for the answer (on AWS Lambda each POST is answered "
@@ -261,6 +266,7 @@ def turn_for(
     rid: RequestId,
     emit: Emit | None = None,
     holder: Holder | None = None,
+    declared: tuple[str, ...] | None = None,
 ) -> Turn:
     """This request's Turn; -32602 for inputResponses / requestState of the wrong shape."""
     meta = params.get("_meta") if isinstance(params.get("_meta"), dict) else {}
@@ -268,11 +274,7 @@ def turn_for(
     turn = Turn(sealer, modern, emit=emit, holder=holder, progress_token=meta.get("progressToken"))
     if modern:
         turn.responses, turn.state = _responses(params, rid)
-        caps = meta.get(CLIENT_CAPABILITIES_META_KEY)
-        caps = caps if isinstance(caps, dict) else {}
-        turn.can_ask = tuple(
-            k for k in ("elicitation", "sampling", "roots") if isinstance(caps.get(k), dict)
-        )
+        turn.can_ask = askable(meta.get(CLIENT_CAPABILITIES_META_KEY))
         level = meta.get(LOG_LEVEL_META_KEY)
         if level is not None and level not in LOG_LEVELS:
             raise InvalidParamsError(
@@ -282,9 +284,18 @@ def turn_for(
             )
         turn.log_level = level
     else:
-        turn.can_ask = ("elicitation", "sampling", "roots") if holder is not None else ()
+        # Held: what the session's client declared at initialize where that is known (stdio),
+        # else every kind (a stateless POST does not say).
+        every = ("elicitation", "sampling", "roots")
+        turn.can_ask = () if holder is None else every if declared is None else declared
         turn.log_level = "debug"  # no session keeps a logging/setLevel: everything is sent
     return turn
+
+
+def askable(capabilities: Any) -> tuple[str, ...]:
+    """The kinds of question a client's capabilities object says it answers."""
+    caps = capabilities if isinstance(capabilities, dict) else {}
+    return tuple(k for k in ("elicitation", "sampling", "roots") if isinstance(caps.get(k), dict))
 
 
 def _responses(params: Mapping[str, Any], rid: RequestId) -> tuple[dict[str, Any], str | None]:

@@ -1,8 +1,10 @@
 """The official Python SDK 2.x client answers a Kiln tool's questions through its callbacks.
 
-usage: python sdk_talk_client.py URL MODE   (MODE: 2026-07-28 or legacy)
+usage: python sdk_talk_client.py SERVER MODE   (MODE: 2026-07-28 or legacy)
+SERVER is a URL, or a JSON StdioServerParameters (`{"command", "args", "env"}`) to launch.
 Calls test_elicitation (answered by elicitation_callback) and test_sampling (answered by
-sampling_callback), with progress and log callbacks listening, and prints one JSON object:
+sampling_callback), then test_tool_with_progress and test_tool_with_logging with progress and
+log callbacks listening, and prints one JSON object:
 {"protocol", "elicited", "sampled", "results": {tool: text}, "progress": [...], "logs": [...]}.
 """
 
@@ -10,10 +12,10 @@ import asyncio
 import json
 import sys
 
-from mcp import Client, types
+from mcp import Client, StdioServerParameters, types
 
 
-async def main(url: str, mode: str) -> dict:
+async def main(server: str, mode: str) -> dict:
     seen: dict = {"elicited": [], "sampled": [], "progress": [], "logs": []}
 
     async def elicit(context, params):
@@ -31,13 +33,17 @@ async def main(url: str, mode: str) -> dict:
     async def log(params):
         seen["logs"].append(params.data)
 
+    target = (
+        server if server.startswith("http") else StdioServerParameters.model_validate_json(server)
+    )
     async with Client(
-        url,
+        target,
         mode=mode,
         raise_exceptions=True,
         elicitation_callback=elicit,
         sampling_callback=sample,
         logging_callback=log,
+        log_level="info",  # the opt-in 2026-07-28 asks for; 2025 wires send every line
     ) as client:
         seen["protocol"] = client.protocol_version
         results = {}
@@ -53,6 +59,8 @@ async def main(url: str, mode: str) -> dict:
 
         result = await client.call_tool("test_tool_with_progress", {}, progress_callback=progress)
         results["test_tool_with_progress"] = [result.is_error, result.content[0].text]
+        result = await client.call_tool("test_tool_with_logging", {})
+        results["test_tool_with_logging"] = [result.is_error, result.content[0].text]
         seen["results"] = results
     return seen
 

@@ -11,10 +11,13 @@ import sys
 import sysconfig
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+
+from support.devserver import DEV_KEY, DevServer, kiln_dev
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -217,3 +220,138 @@ def test_kiln_stdio_as_a_second_user_is_not_stopped_by_anothers_bundle_cache(
         assert reply["result"]["content"][0]["text"].strip() == "hello", reply
     finally:
         shutil.rmtree(base, ignore_errors=True)
+
+
+def test_kiln_stdio_sends_a_calls_progress_and_logs_as_lines_before_its_result(
+    tmp_path: Path,
+) -> None:
+    """Over HTTP they were events on the call's answer; over stdio they were dropped."""
+    call = {"jsonrpc": "2.0", "method": "tools/call"}
+    replies = run_stdio(
+        tmp_path,
+        [
+            {**call, "id": 1, "params": {"name": "test_tool_with_progress", "arguments": {},
+                                         "_meta": {"progressToken": "p1"}}},
+            {**call, "id": 2, "params": {"name": "test_tool_with_logging", "arguments": {}}},
+        ],
+    )  # fmt: skip
+    for rid, method in ((1, "notifications/progress"), (2, "notifications/message")):
+        token = "p1" if rid == 1 else None
+        said = [
+            r["params"]
+            for r in replies
+            if r.get("method") == method and r["params"].get("progressToken") == token
+        ]
+        assert len(said) == 3, replies
+        answered = [i for i, r in enumerate(replies) if r.get("id") == rid]
+        assert len(answered) == 1, replies
+        last_said = max(i for i, r in enumerate(replies) if r.get("method") == method)
+        assert last_said < answered[0], f"{method} after the result of call {rid}: {replies}"
+    progress = [
+        r["params"]["progress"] for r in replies if r.get("method") == "notifications/progress"
+    ]
+    assert progress == [0, 50, 100]
+
+
+@pytest.fixture(scope="module")
+def sdk_client() -> Path:
+    """The official Python SDK 2.x client, in a virtualenv of the toolchain cache."""
+    import support.toolchain as toolchain
+
+    return toolchain.python_venv(toolchain.CACHE / "py-mcp-2.3.0", "mcp==2.3.0")
+
+
+@pytest.fixture(scope="module")
+def dev_with_fixtures(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevServer]:
+    """A `kiln dev` serving the conformance fixtures, for `kiln stdio --url`."""
+    state = tmp_path_factory.mktemp("bridged") / "state"
+    tools = str(ROOT / "examples" / "conformance")
+    with kiln_dev(state, "--no-examples", "--tools", tools) as server:
+        yield server
+
+
+@pytest.mark.parametrize(
+    ("mode", "bridged"), [("legacy", False), ("2026-07-28", False), ("legacy", True)]
+)
+def test_the_python_sdk_client_over_kiln_stdio_answers_questions_and_hears_progress_and_logs(
+    tmp_path: Path, sdk_client: Path, mode: str, bridged: bool, request: pytest.FixtureRequest
+) -> None:
+    """On 2025 a question is a real request to the client on the held call (it was a tool
+    error about AWS Lambda); on 2026-07-28 input_required rounds. Progress and logs arrive.
+    Bridged (`kiln stdio --url` to a kiln dev) each message is relayed as it arrives: the
+    bridge read the whole answer first, so a held question waited for itself."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "KILN_"))}
+    if bridged:
+        dev: DevServer = request.getfixturevalue("dev_with_fixtures")
+        where = ["--url", dev.url, "--key", DEV_KEY]
+    else:
+        where = ["--no-examples", "--tools", str(ROOT / "examples" / "conformance"),
+                 "--state-dir", str(tmp_path / ".kiln")]  # fmt: skip
+    server = {"command": sys.executable, "args": ["-m", "kiln.cli", "stdio", *where], "env": env}
+    script = ROOT / "tests" / "functional" / "clients" / "sdk_talk_client.py"
+    try:
+        done = subprocess.run(
+            [str(sdk_client), str(script), json.dumps(server), mode],
+            capture_output=True, text=True, timeout=120, check=False,
+        )  # fmt: skip
+    except subprocess.TimeoutExpired as stuck:  # a call that never ends: say where it was
+        said = (
+            (stuck.stderr or b"").decode(errors="replace")
+            if isinstance(stuck.stderr, bytes)
+            else str(stuck.stderr or "")
+        )
+        pytest.fail(f"the SDK client did not finish in 120 s; its stderr:\n{said[-3000:]}")
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    seen = json.loads(done.stdout.strip().splitlines()[-1])
+    assert seen["protocol"] == ("2025-11-25" if mode == "legacy" else mode)
+    assert seen["results"] == {
+        "test_elicitation": [
+            False,
+            'User response: action=accept, content={"username": "ada", "email": "a@x"}',
+        ],
+        "test_sampling": [False, "LLM response: Paris"],
+        "test_tool_with_progress": [False, "Progress test completed"],
+        "test_tool_with_logging": [False, "Logging test completed"],
+    }, done.stderr[-3000:]
+    assert seen["elicited"] == ["Who are you?"]
+    assert seen["sampled"] == ["Capital of France?"]
+    assert seen["progress"] == [0, 50, 100]
+    assert seen["logs"] == [
+        "Tool execution started",
+        "Tool processing data",
+        "Tool execution completed",
+    ]
+
+
+def initialize(capabilities: dict[str, Any]) -> dict[str, Any]:
+    params = {"protocolVersion": "2025-06-18", "capabilities": capabilities,
+              "clientInfo": {"name": "desktop", "version": "1"}}  # fmt: skip
+    return {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": params}
+
+
+ELICIT = {"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+          "params": {"name": "test_elicitation", "arguments": {"message": "Who?"}}}  # fmt: skip
+
+
+def test_kiln_stdio_asks_only_what_the_client_declared_at_initialize(tmp_path: Path) -> None:
+    """A stdio connection is a session: a client that declared no elicitation is not sent one
+    (the tool sees it in KILN_CAN_ASK); its call says why instead of waiting for an answer."""
+    replies = run_stdio(tmp_path, [initialize({}), ELICIT])
+    assert not [r for r in replies if r.get("method") == "elicitation/create"], replies
+    [result] = [r["result"] for r in replies if r.get("id") == 2]
+    assert result["isError"] is True
+    assert result["content"][0]["text"] == (
+        "Tool 'test_elicitation' asks the client a question (elicitation/create), and this "
+        "client did not declare elicitation in its capabilities at initialize"
+    )
+
+
+def test_a_question_kiln_stdio_holds_ends_its_call_when_stdin_ends(tmp_path: Path) -> None:
+    """Input ends before an answer comes (or before the question is even asked): the call ends
+    at once with a tool error, and the process exits (it waited out its whole budget)."""
+    replies = run_stdio(tmp_path, [initialize({"elicitation": {}}), ELICIT])
+    [result] = [r["result"] for r in replies if r.get("id") == 2]
+    assert result["isError"] is True
+    assert result["content"][0]["text"] == (
+        "Tool 'test_elicitation' could not go on: the client closed its input before answering"
+    )

@@ -1,0 +1,201 @@
+"""`kiln tools history | diff | restore`: a tool's revisions, through the REST API.
+
+`history NAME` lists them (`GET /api/tools/NAME/revisions`). `diff NAME@A NAME@B` (or
+`NAME A B`) prints a unified diff of two revisions as a tool folder holds them: `tool.json`
+(what the author writes, as `kiln tools pull` writes it) and the script; it exits 0 whether
+or not they differ, as `git diff` does, and prints nothing when they define the same tool
+(extra files of a tool are not compared: revisions are read without them). `restore NAME REV`
+makes a new head revision that copies REV, sending the head it read (or `--if-head N`) as
+`If-Match`, so that a save made meanwhile is never overwritten. A revision is a number; `r3`
+(as `kiln tools list` shows it) and `head` are accepted too.
+"""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+import json
+import re
+from typing import Any
+from urllib.parse import quote
+
+from kiln.cli import output
+
+# What a revision defines, as a tool folder's tool.json holds it (bundle_id is computed).
+MANIFEST_FIELDS = (
+    "title", "description", "language", "requirements", "input_schema", "output_schema",
+    "annotations", "timeout_seconds", "secrets", "task", "tags",
+)  # fmt: skip
+_REV = re.compile(r"r?([1-9][0-9]{0,8})|head")
+
+
+class RevisionSyntaxError(ValueError):
+    """A NAME@REV or REV the command cannot read; the text says what it expects."""
+
+
+def revision_number(text: str) -> int | None:
+    """The revision `text` names: a number (`3`, `r3`), or None for `head`."""
+    found = _REV.fullmatch(text.strip().lower())
+    if found is None:
+        raise RevisionSyntaxError(
+            f"{text!r} is not a revision: give its number (3, or r3 as `kiln tools list` "
+            "shows it) or head"
+        )
+    return int(found.group(1)) if found.group(1) else None
+
+
+def split_ref(text: str) -> tuple[str, int | None]:
+    """NAME@REV as (name, number or None for head)."""
+    name, at, rev = text.rpartition("@")
+    if not at or not name or not rev:
+        raise RevisionSyntaxError(
+            f"{text!r} is not NAME@REV: name a tool and a revision, e.g. add_vat@1 add_vat@3 "
+            "(or: kiln tools diff add_vat 1 3)"
+        )
+    return name, revision_number(rev)
+
+
+def _tool_path(name: str) -> str:
+    return f"/api/tools/{quote(name, safe='')}"
+
+
+def _revision(client: Any, name: str, number: int | None) -> dict[str, Any]:
+    """One revision with its code; None is the head."""
+    if number is None:
+        head, _ = client.request("GET", _tool_path(name))
+        number = int(head["revision"])
+    body, _ = client.request("GET", f"{_tool_path(name)}/revisions/{number}")
+    return dict(body)
+
+
+def _folder(body: dict[str, Any]) -> dict[str, str]:
+    """A revision as a tool folder holds it: file name -> text."""
+    manifest = {key: body[key] for key in MANIFEST_FIELDS if body.get(key) is not None}
+    from kiln.catalog.files import SCRIPTS
+
+    script = SCRIPTS.get(str(body.get("language")), "main")
+    return {"tool.json": json.dumps(manifest, indent=2) + "\n", script: body.get("code") or ""}
+
+
+def unified(old: dict[str, Any], new: dict[str, Any], old_label: str, new_label: str) -> str:
+    """A unified diff of two revisions, file by file (empty when they define the same tool);
+    a script only one of them has (the language changed) is diffed against /dev/null."""
+    before, after = _folder(old), _folder(new)
+    lines: list[str] = []
+    for name in dict.fromkeys([*before, *after]):
+        lines.extend(
+            difflib.unified_diff(
+                before.get(name, "").splitlines(keepends=True),
+                after.get(name, "").splitlines(keepends=True),
+                f"{old_label}/{name}" if name in before else "/dev/null",
+                f"{new_label}/{name}" if name in after else "/dev/null",
+            )
+        )
+    ended = (line if line.endswith("\n") else line + "\n\\ No newline at end of file\n"
+             for line in lines)  # fmt: skip
+    return "".join(ended)
+
+
+def cmd_history(args: argparse.Namespace) -> int:
+    from kiln.cli.client import ApiCallError
+    from kiln.cli.locate import ServerNotFoundError
+
+    try:
+        body, _ = output.client(args).request("GET", f"{_tool_path(args.name)}/revisions")
+    except (ApiCallError, ServerNotFoundError) as error:
+        return output.fail("tools history", error)
+    revisions = sorted(body["revisions"], key=lambda r: r["revision"], reverse=True)
+    return output.listing(revisions, _revision_line, as_json=args.json)
+
+
+def _revision_line(revision: dict[str, Any]) -> str:
+    restored = revision.get("restored_from")
+    note = f"restored from r{restored}" if restored else ""
+    return (
+        f"r{revision['revision']:<4} {revision.get('created_at') or '-':24} "
+        f"{revision.get('created_by') or '-':20} {revision['code_sha256'][:12]} {note}"
+    )
+
+
+def cmd_diff(args: argparse.Namespace) -> int:
+    from kiln.cli.client import ApiCallError
+    from kiln.cli.locate import ServerNotFoundError
+
+    try:
+        if len(args.refs) == 2:
+            (name_a, rev_a), (name_b, rev_b) = (split_ref(ref) for ref in args.refs)
+        elif len(args.refs) == 3 and "@" not in args.refs[0]:
+            name_a = name_b = args.refs[0]
+            rev_a, rev_b = (revision_number(ref) for ref in args.refs[1:])
+        else:
+            raise RevisionSyntaxError(
+                "give two revisions: NAME@A NAME@B (e.g. add_vat@1 add_vat@3) or NAME A B"
+            )
+    except RevisionSyntaxError as error:
+        return output.fail("tools diff", error, status=2)
+    try:
+        client = output.client(args)
+        old, new = _revision(client, name_a, rev_a), _revision(client, name_b, rev_b)
+    except (ApiCallError, ServerNotFoundError) as error:
+        return output.fail("tools diff", error)
+    print(unified(old, new, f"{name_a}@{old['revision']}", f"{name_b}@{new['revision']}"), end="")
+    return 0
+
+
+def cmd_restore(args: argparse.Namespace) -> int:
+    from kiln.cli.client import ApiCallError
+    from kiln.cli.locate import ServerNotFoundError
+
+    try:
+        number = revision_number(args.revision)
+        if number is None:
+            raise RevisionSyntaxError("the head is the head already: name an earlier revision")
+    except RevisionSyntaxError as error:
+        return output.fail("tools restore", error, status=2)
+    try:
+        client = output.client(args)
+        head = args.if_head
+        if head is None:
+            current, _ = client.request("GET", _tool_path(args.name))
+            head = int(current["revision"])
+        path = f"{_tool_path(args.name)}/revisions/{number}/restore"
+        tool, _ = client.request("POST", path, headers={"If-Match": f'"{head}"'})
+    except (ApiCallError, ServerNotFoundError) as error:
+        return output.fail("tools restore", error)
+    if tool["revision"] == head:
+        print(f"unchanged {tool['name']}: r{head} already is what r{number} was")
+    else:
+        print(f"restored  {tool['name']} r{number} as r{tool['revision']}")
+    return 0
+
+
+def register(tools: Any, server_options: Any) -> None:
+    """Add `history`, `diff` and `restore` to `kiln tools`."""
+    history = server_options(tools.add_parser("history", help="a tool's revisions, newest first"))
+    history.add_argument("name")
+    history.add_argument("--json", action="store_true", help="print JSON")
+    history.set_defaults(func=cmd_history)
+
+    diff = server_options(
+        tools.add_parser(
+            "diff",
+            help="unified diff of two revisions (tool.json and the script)",
+            description="kiln tools diff NAME@A NAME@B, or kiln tools diff NAME A B "
+            "(a revision: 3, r3 or head)",
+        )
+    )
+    diff.add_argument("refs", nargs="+", metavar="NAME@REV")
+    diff.set_defaults(func=cmd_diff)
+
+    restore = server_options(
+        tools.add_parser("restore", help="make a new head revision that copies REV")
+    )
+    restore.add_argument("name")
+    restore.add_argument("revision", metavar="REV")
+    restore.add_argument(
+        "--if-head",
+        type=int,
+        metavar="N",
+        help="restore only if the head is still rN (default: the head read just before)",
+    )
+    restore.set_defaults(func=cmd_restore)
