@@ -189,7 +189,8 @@ class Kiln:
         except Exception:  # the ledger is a convenience here: start without warming
             log.warning("could not read the call ledger to warm recent tools", exc_info=True)
             return []
-        called = (entry.tool for entry in recent if entry.outcome in ("ok", "tool_error"))
+        wanted = ("ok", "tool_error", "not_ready")  # a tool callers use, whatever it answered
+        called = (entry.tool for entry in recent if entry.outcome in wanted)
         return self.warmer.warm_recent(called, self._enabled_tool, limit)
 
     def _enabled_tool(self, name: str) -> Tool | None:

@@ -61,6 +61,10 @@ class BundleError(Exception):
     """A bundle a call needs cannot be used; the message says what to do about it."""
 
 
+# A bundle in these states becomes ready without anyone acting: a call now is early, not wrong.
+BUILDING = ("pending", "building")
+
+
 class BundleNotReadyError(BundleError):
     """The bundle is pending, building or failed (or unknown)."""
 

@@ -26,7 +26,7 @@ from kiln.access.quotas import QuotaExceededError
 from kiln.access.resolve import ViewCatalog
 from kiln.access.views import View
 from kiln.aws.clients import StoreUnavailableError
-from kiln.bundles.cache import BundleError, BundleNotReadyError
+from kiln.bundles.cache import BUILDING, BundleError, BundleNotReadyError
 from kiln.catalog.model import Tool
 from kiln.catalog.snapshot import CatalogSnapshots, Snapshot
 from kiln.protocol.backend import (
@@ -298,7 +298,7 @@ class CatalogBackend:
 
         async def settle(answered_error: bool) -> None:
             # As the caller saw it: output that breaks the outputSchema is an error too.
-            kind = outcome_of(outcome.is_error or answered_error, timed_out)
+            kind = outcome_of(outcome.is_error or answered_error, timed_out, outcome.not_ready)
             await self._recorded(
                 ctx, gate.finish, caller, found, kind, digest=gate.digest(arguments),
                 started=started, run_seconds=run_seconds,
@@ -450,12 +450,12 @@ class CatalogBackend:
             try:
                 return await self._run(tool, arguments, None, time_left_s, whose, conversation)
             except BundleError as error:  # not ready: said as a local run says it
-                return ToolOutcome(f"Tool {tool.name!r} cannot run: {error}", True), None
+                return cannot_run(tool, error), None
         with ExitStack() as pinned:
             try:
                 bundle_path = await self._bundle_path(head.bundle_id, pinned)
             except BundleError as error:
-                return ToolOutcome(f"Tool {tool.name!r} cannot run: {error}", True), None
+                return cannot_run(tool, error), None
             return await self._run(tool, arguments, bundle_path, time_left_s, whose, conversation)
 
     def _from_run(self, ctx: CallContext) -> Callable[[], bool] | None:
@@ -546,6 +546,13 @@ class CatalogBackend:
         return await asyncio.to_thread(pinned.enter_context, self._bundles.use(bundle_id))
 
 
+def cannot_run(tool: Tool, error: BundleError) -> ToolOutcome:
+    """The answer of a call whose tool's packages cannot be used: still being built is
+    `not_ready` (the caller tries again), anything else is the tool's error."""
+    building = isinstance(error, BundleNotReadyError) and error.status in BUILDING
+    return ToolOutcome(f"Tool {tool.name!r} cannot run: {error}", True, not_ready=building)
+
+
 def run_request(
     tool: Tool,
     code: str,
@@ -584,7 +591,7 @@ def _wait_for_bundle(
         try:
             return pinned.enter_context(bundles.use(bundle_id))
         except BundleNotReadyError as error:
-            if error.status not in ("pending", "building"):
+            if error.status not in BUILDING:
                 return None
             if time.monotonic() >= give_up:
                 raise

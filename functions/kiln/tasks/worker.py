@@ -353,7 +353,7 @@ class _Ended:
         """As for a plain call (`CatalogBackend.call_tool`): the runner's measure when the
         tool ran, else the time it took not to."""
         if result is None:  # it never started: no run time (as for a plain call)
-            return cls(outcome_of(outcome.is_error, False), 0.0)
+            return cls(outcome_of(outcome.is_error, False, outcome.not_ready), 0.0)
         size = len(str(result.stdout).encode("utf-8", "replace"))
         kind = outcome_of(outcome.is_error, bool(result.timed_out))
         return cls(kind, float(result.duration_s), size)

@@ -126,6 +126,34 @@ def test_saving_returns_at_once_the_bundle_builds_in_the_background_and_is_share
         worker.stop()
 
 
+def test_calls_while_the_packages_build_are_ledgered_not_ready_and_are_not_errors(
+    make_server: Callable[..., RunningKiln], kiln_settings: Settings
+) -> None:
+    gate = Gate()
+    server, worker = start(make_server, kiln_settings, gate)
+    try:
+        created = server.api("POST", "/api/tools", json={**HUMANIZE, "name": "polled"})
+        assert created.status_code == 201, created.text
+        assert gate.building.wait(30)
+        for _ in range(6):  # polled while it builds, as a client retrying would
+            during = mcp_call(server, "polled", {"bytes": 1})
+            assert "are being built, since" in during["content"][0]["text"], during
+
+        calls = server.api("GET", "/api/calls", params={"tool": "polled"}).json()["calls"]
+        assert [c["outcome"] for c in calls] == ["not_ready"] * 6, calls
+        by_tool = server.api("GET", "/api/calls/by-tool").json()["tools"]
+        assert by_tool["polled"] == {"calls": 6, "errors": 0, "not_ready": 6, "error_rate": 0.0}
+        chart = server.api("GET", "/api/calls/chart", params={"tool": "polled"}).json()
+        assert chart["totals"]["errors"] == 0, chart
+        assert chart["outcomes"]["not_ready"] == 6, chart
+        day = server.api("GET", "/api/calls/totals").json()
+        assert day["by_tool"]["polled"]["not_ready"] == 6, day
+        assert day["by_tool"]["polled"]["tool_error"] == 0, day
+    finally:
+        gate.opened.set()
+        worker.stop()
+
+
 def test_a_requirement_that_does_not_exist_fails_keeps_its_log_and_the_call_says_why(
     make_server: Callable[..., RunningKiln], kiln_settings: Settings
 ) -> None:
