@@ -368,13 +368,11 @@ def remote_runner(settings: Settings, clients: AwsClients, bundles: Bundles) -> 
 
     def record(bundle_id: str) -> dict[str, Any]:
         """A ready bundle's record for the payload; BundleNotReadyError as a local run says."""
-        from kiln.bundles.cache import BundleNotReadyError, not_ready_message
+        from kiln.bundles.cache import not_ready_error
 
         found = bundles.store.get(bundle_id)
         if found is None or found.status != "ready":
-            status = None if found is None else found.status
-            message = not_ready_message(found, bundle_id)
-            raise BundleNotReadyError(message, bundle_id=bundle_id, status=status)
+            raise not_ready_error(found, bundle_id)
         return found.to_json()
 
     return RemoteRunner(

@@ -438,11 +438,13 @@ class CatalogBackend:
         conversation: Conversation | None = None,
         shares: tuple[str, ...] = (),
         from_run: Callable[[], bool] | None = None,
+        author: bool = False,
     ) -> tuple[ToolOutcome, RunResult | None]:
         """Run a catalog tool's head revision; the outcome is shaped as the contract says.
 
         The RunResult is None when the tool could not start (bundle not ready, runner busy).
-        `shares` name whose run it is (kiln.runner.slots; the tool's own at least).
+        `shares` name whose run it is (kiln.runner.slots; the tool's own at least). `author`:
+        the tool's author runs it (a test run), who is told why its packages failed.
         """
         head = tool.head
         whose = {"shares": shares or (f"tool:{tool.id}",), "from_run": from_run}
@@ -450,12 +452,12 @@ class CatalogBackend:
             try:
                 return await self._run(tool, arguments, None, time_left_s, whose, conversation)
             except BundleError as error:  # not ready: said as a local run says it
-                return cannot_run(tool, error), None
+                return cannot_run(tool, error, author=author), None
         with ExitStack() as pinned:
             try:
                 bundle_path = await self._bundle_path(head.bundle_id, pinned)
             except BundleError as error:
-                return cannot_run(tool, error), None
+                return cannot_run(tool, error, author=author), None
             return await self._run(tool, arguments, bundle_path, time_left_s, whose, conversation)
 
     def _from_run(self, ctx: CallContext) -> Callable[[], bool] | None:
@@ -546,11 +548,15 @@ class CatalogBackend:
         return await asyncio.to_thread(pinned.enter_context, self._bundles.use(bundle_id))
 
 
-def cannot_run(tool: Tool, error: BundleError) -> ToolOutcome:
+def cannot_run(tool: Tool, error: BundleError, *, author: bool = False) -> ToolOutcome:
     """The answer of a call whose tool's packages cannot be used: still being built is
-    `not_ready` (the caller tries again), anything else is the tool's error."""
-    building = isinstance(error, BundleNotReadyError) and error.status in BUILDING
-    return ToolOutcome(f"Tool {tool.name!r} cannot run: {error}", True, not_ready=building)
+    `not_ready` (the caller tries again), anything else is the tool's error. Only its author
+    reads why a build failed (`BundleNotReadyError.for_author`); a caller reads one line."""
+    said, building = str(error), False
+    if isinstance(error, BundleNotReadyError):
+        said = error.for_author if author else said
+        building = error.status in BUILDING
+    return ToolOutcome(f"Tool {tool.name!r} cannot run: {said}", True, not_ready=building)
 
 
 def run_request(

@@ -154,7 +154,7 @@ def test_calls_while_the_packages_build_are_ledgered_not_ready_and_are_not_error
         worker.stop()
 
 
-def test_a_requirement_that_does_not_exist_fails_keeps_its_log_and_the_call_says_why(
+def test_a_requirement_that_does_not_exist_fails_keeps_its_log_and_tells_only_its_author_why(
     make_server: Callable[..., RunningKiln], kiln_settings: Settings
 ) -> None:
     server, worker = start(make_server, kiln_settings)
@@ -170,12 +170,20 @@ def test_a_requirement_that_does_not_exist_fails_keeps_its_log_and_the_call_says
         with_log = server.api("GET", f"/api/bundles/{bundle_id}", params={"log": "true"}).json()
         assert "was not found in the package registry" in with_log["log"]
 
+        # Any caller (anonymous here): one line, nothing of the build, no author's command.
         result = mcp_call(server, "broken", {})
         assert result["isError"] is True
-        text = result["content"][0]["text"]
-        assert "failed to build" in text
-        assert "kiln-no-such-package-9f1c" in text
-        assert f"kiln bundles retry {bundle_id}" in text
+        assert result["content"] == [{"type": "text", "text": (
+            "Tool 'broken' cannot run: this tool's packages failed to build; "
+            "its author has been told."
+        )}], result  # fmt: skip
+        # Its author's test run: why, and what to do.
+        run = server.api("POST", "/api/tools/broken/run", json={"arguments": {}})
+        assert run.status_code == 200, run.text
+        told = run.json()["mcp_result"]["content"][0]["text"]
+        assert "failed to build" in told
+        assert "kiln-no-such-package-9f1c" in told
+        assert f"kiln bundles retry {bundle_id}" in told
 
         retried = server.api("POST", f"/api/bundles/{bundle_id}/retry")
         assert retried.status_code == 202, retried.text
