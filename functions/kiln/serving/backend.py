@@ -7,7 +7,7 @@ import functools
 import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
-from contextlib import AbstractContextManager, ExitStack
+from contextlib import ExitStack
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, NamedTuple, Protocol
@@ -26,7 +26,7 @@ from kiln.access.quotas import QuotaExceededError
 from kiln.access.resolve import ViewCatalog
 from kiln.access.views import View
 from kiln.aws.clients import StoreUnavailableError
-from kiln.bundles.cache import BUILDING, BundleError, BundleNotReadyError
+from kiln.bundles.cache import BundleError, BundleNotReadyError
 from kiln.catalog.model import Tool
 from kiln.catalog.snapshot import CatalogSnapshots, Snapshot
 from kiln.protocol.backend import (
@@ -48,18 +48,10 @@ from kiln.runner.errors import RunSlotRefusedError
 from kiln.runner.model import RunRequest, RunResult
 from kiln.runner.remote import RemoteRunner
 from kiln.serving.conversation import approval_for, approved_by, run_fields, tool_outcome
+from kiln.serving.packages import BundlePaths, cannot_run, wait_for_bundle
 from kiln.serving.store_errors import NOT_RECORDED, admit, catalog_reads, unavailable
 
 log = logging.getLogger("kiln.serving.backend")
-
-
-class BundlePaths(Protocol):
-    def use(self, bundle_id: str) -> AbstractContextManager[Path]:
-        """The unpacked bundle's directory, kept (never evicted) while the block runs.
-
-        Raises BundleError (not ready, failed, or not downloadable) with a message to show.
-        """
-        ...
 
 
 class SecretValues(Protocol):
@@ -527,7 +519,7 @@ class CatalogBackend:
             bundle_path = None
             if head.bundle_id is not None and self._bundles is not None:
                 try:
-                    bundle_path = _wait_for_bundle(
+                    bundle_path = wait_for_bundle(
                         self._bundles, head.bundle_id, pinned, bundle_wait_s
                     )
                 except BundleNotReadyError:
@@ -546,17 +538,6 @@ class CatalogBackend:
         if bundle_id is None or self._bundles is None:
             return None
         return await asyncio.to_thread(pinned.enter_context, self._bundles.use(bundle_id))
-
-
-def cannot_run(tool: Tool, error: BundleError, *, author: bool = False) -> ToolOutcome:
-    """The answer of a call whose tool's packages cannot be used: still being built is
-    `not_ready` (the caller tries again), anything else is the tool's error. Only its author
-    reads why a build failed (`BundleNotReadyError.for_author`); a caller reads one line."""
-    said, building = str(error), False
-    if isinstance(error, BundleNotReadyError):
-        said = error.for_author if author else said
-        building = error.status in BUILDING
-    return ToolOutcome(f"Tool {tool.name!r} cannot run: {said}", True, not_ready=building)
 
 
 def run_request(
@@ -585,22 +566,3 @@ def run_request(
         label=f"{tool.name}@{head.number}",
         **whose,
     )
-
-
-def _wait_for_bundle(
-    bundles: BundlePaths, bundle_id: str, pinned: ExitStack, patience_s: float
-) -> Path | None:
-    """The bundle's folder; None when it failed or is gone; BundleNotReadyError when it is
-    still being built after `patience_s`."""
-    give_up = time.monotonic() + patience_s
-    while True:
-        try:
-            return pinned.enter_context(bundles.use(bundle_id))
-        except BundleNotReadyError as error:
-            if error.status not in BUILDING:
-                return None
-            if time.monotonic() >= give_up:
-                raise
-        except BundleError:
-            return None
-        time.sleep(0.2)
