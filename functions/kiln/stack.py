@@ -189,7 +189,8 @@ class Kiln:
         except Exception:  # the ledger is a convenience here: start without warming
             log.warning("could not read the call ledger to warm recent tools", exc_info=True)
             return []
-        called = (entry.tool for entry in recent if entry.outcome in ("ok", "tool_error"))
+        wanted = ("ok", "tool_error", "not_ready")  # a tool callers use, whatever it answered
+        called = (entry.tool for entry in recent if entry.outcome in wanted)
         return self.warmer.warm_recent(called, self._enabled_tool, limit)
 
     def _enabled_tool(self, name: str) -> Tool | None:
@@ -367,13 +368,11 @@ def remote_runner(settings: Settings, clients: AwsClients, bundles: Bundles) -> 
 
     def record(bundle_id: str) -> dict[str, Any]:
         """A ready bundle's record for the payload; BundleNotReadyError as a local run says."""
-        from kiln.bundles.cache import BundleNotReadyError, not_ready_message
+        from kiln.bundles.cache import not_ready_error
 
         found = bundles.store.get(bundle_id)
         if found is None or found.status != "ready":
-            status = None if found is None else found.status
-            message = not_ready_message(found, bundle_id)
-            raise BundleNotReadyError(message, bundle_id=bundle_id, status=status)
+            raise not_ready_error(found, bundle_id)
         return found.to_json()
 
     return RemoteRunner(

@@ -215,12 +215,14 @@ def call(dev: Dev, tool: str, key: str, rid: int = 1) -> Any:
 
 # -- the ledger on screen -----------------------------------------------------------------------
 
-# (outcome, duration ms, view) of the calls seeded a few minutes ago for `charted`: 9 calls, 3
-# errors (tool_error, timeout), durations of those that ran 100..1000 ms: p50 400, p99 1000.
+# (outcome, duration ms, view) of the calls seeded a few minutes ago for `charted`: 12 calls, 3
+# errors (tool_error, timeout) of the 9 that could start (3 came while its packages built),
+# durations of those that ran 100..1000 ms: p50 400, p99 1000.
 SEEDED = [
     ("ok", 100.0, "finance"), ("ok", 200.0, None), ("ok", 300.0, None), ("ok", 400.0, None),
     ("tool_error", 500.0, "finance"), ("tool_error", 600.0, "finance"), ("timeout", 1000.0, None),
     ("refused", 0.0, None), ("cancelled", 800.0, None),
+    ("not_ready", 0.0, None), ("not_ready", 0.0, None), ("not_ready", 0.0, None),
 ]  # fmt: skip
 OLDER = [("ok", 50.0, None), ("ok", 50.0, None)]  # three days ago: only in the 30-day chart
 
@@ -258,44 +260,45 @@ def test_the_charts_show_the_seeded_calls_and_the_list_their_recent_use(
     at = seed(dev, "charted")
     sign_in(page)
     row = page.get_by_role("row", name=re.compile("charted"))
-    expect(row.get_by_test_id("calls-recent")).to_have_text("9")
-    expect(row.get_by_test_id("errors-recent")).to_have_text("33.3% (3)")
+    expect(row.get_by_test_id("calls-recent")).to_have_text("12")
+    expect(row.get_by_test_id("errors-recent")).to_have_text("33.3% (3)")  # not_ready: left out
     both_widths(page, "25-tools-usage")
 
     page.goto("/studio/#/tools/charted/usage")
-    expect(page.get_by_test_id("total-calls")).to_have_text("9")
+    expect(page.get_by_test_id("total-calls")).to_have_text("12")
     expect(page.get_by_test_id("total-errors")).to_have_text("3")
     expect(page.get_by_test_id("total-p50")).to_have_text("400 ms")
     expect(page.get_by_test_id("total-p99")).to_have_text("1 s")
-    expected = {"ok": "4", "tool_error": "2", "timeout": "1", "refused": "1", "cancelled": "1"}
+    expected = {"ok": "4", "tool_error": "2", "timeout": "1", "refused": "1", "cancelled": "1",
+                "not_ready": "3"}  # fmt: skip
     for outcome, count in expected.items():
         expect(page.get_by_test_id(f"outcome-{outcome}")).to_have_text(count)
     hour = datetime.fromtimestamp(at - at % 3600, UTC).strftime("%Y-%m-%d %H:%M")
     bucket = page.get_by_test_id("usage-table").get_by_role("row", name=re.compile(hour))
-    expect(bucket).to_have_text(re.compile(rf"{hour}\s*9\s*3\s*400 ms\s*1 s"))
+    expect(bucket).to_have_text(re.compile(rf"{hour}\s*12\s*3\s*400 ms\s*1 s"))
     bars = page.locator("svg rect.calls title")
     expect(bars).to_have_count(1)
-    expect(bars.first).to_have_text(re.compile(r": 9 calls$"))
+    expect(bars.first).to_have_text(re.compile(r": 12 calls$"))
     both_widths(page, "26-usage-day")
 
     page.get_by_role("button", name="Last 30 days").click()
     # 31 days: a read of each day's shard count, and a query of each shard of the two days
     # with calls (kiln.access.ledger_shards; kiln dev writes one shard a day). The timeout
     # is for a loaded machine.
-    expect(page.get_by_test_id("total-calls")).to_have_text("11", timeout=30_000)
+    expect(page.get_by_test_id("total-calls")).to_have_text("14", timeout=30_000)
     expect(page.locator("svg rect.calls")).to_have_count(2)
     page.get_by_role("button", name="Last hour").click()
-    expect(page.get_by_test_id("total-calls")).to_have_text("9")
+    expect(page.get_by_test_id("total-calls")).to_have_text("12")
 
     page.get_by_role("button", name="See these calls").click()
     table = page.get_by_test_id("calls-table")
-    expect(table.locator("tbody tr")).to_have_count(9)  # the tool filter came along
+    expect(table.locator("tbody tr")).to_have_count(12)  # the tool filter came along
     page.get_by_label("Outcome").select_option("tool_error")
     expect(table.locator("tbody tr")).to_have_count(2)
     expect(table).to_contain_text("600 ms")
     page.get_by_label("Outcome").select_option("")
     page.get_by_label("Time").select_option("month")
-    expect(table.locator("tbody tr")).to_have_count(11, timeout=30_000)
+    expect(table.locator("tbody tr")).to_have_count(14, timeout=30_000)
     page.get_by_label("Time").select_option("day")
     page.get_by_label("Tool", exact=True).select_option("")
     expect(table).to_contain_text("charted_other")  # every tool's calls again

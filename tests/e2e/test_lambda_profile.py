@@ -482,5 +482,8 @@ def test_the_callers_remaining_time_bounds_the_run_in_the_runner(stack: Any) -> 
 def test_a_tool_whose_bundle_is_not_ready_is_told_so_without_an_invoke(stack: Any) -> None:
     mcp, runners, ids = stack
     text = call(mcp, "e2e_unbuilt")
-    assert text.startswith("Tool 'e2e_unbuilt' cannot run: its packages (bundle "), text
+    # A caller reads one line: no bundle id, no command meant for the author.
+    assert text == (
+        "Tool 'e2e_unbuilt' cannot run: this tool's packages are missing; its author has been told."
+    ), text
     assert ids["e2e_unbuilt"] not in runners.environments

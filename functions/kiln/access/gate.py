@@ -70,10 +70,12 @@ class CallTicket:
             return None
 
 
-def outcome_of(is_error: bool, timed_out: bool) -> Outcome:
+def outcome_of(is_error: bool, timed_out: bool, not_ready: bool = False) -> Outcome:
     """How the ledger names a run's end (the same for a plain call and a task)."""
     if timed_out:
         return "timeout"
+    if not_ready:
+        return "not_ready"
     return "tool_error" if is_error else "ok"
 
 

@@ -58,9 +58,13 @@ from kiln.access.ledger_totals import DEFAULT_FLUSH_S, DayTotals
 
 log = logging.getLogger("kiln.access.ledger")
 
-Outcome = Literal["ok", "tool_error", "timeout", "refused", "cancelled"]
+Outcome = Literal["ok", "tool_error", "timeout", "refused", "cancelled", "not_ready"]
 # `cancelled`: a task-augmented call cancelled by its caller (tasks/cancel) before it ended.
-OUTCOMES: tuple[Outcome, ...] = ("ok", "tool_error", "timeout", "refused", "cancelled")
+# `not_ready`: the tool did not start because its packages were still being built (entries
+# written before this outcome existed say `tool_error` for such calls, and keep saying it).
+OUTCOMES: tuple[Outcome, ...] = (
+    "ok", "tool_error", "timeout", "refused", "cancelled", "not_ready",
+)  # fmt: skip
 DEFAULT_RETENTION_DAYS = 30
 MAX_PAGE = 1000
 READ_FACTOR = 10  # a query reads at most this many entries per entry it may return

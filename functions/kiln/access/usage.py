@@ -1,9 +1,11 @@
 """What the call ledger says about use: per tool over a window, and a tool's chart series.
 
 An *error* is a call that reached a tool and did not answer: `tool_error` or `timeout`
-(`refused` is a quota saying no before the tool ran; `cancelled` is the caller's choice; both
-are counted among the outcomes, not as errors). Durations are of the calls that ran (a
-recorded duration above zero); percentiles are nearest-rank.
+(`refused` is a quota saying no before the tool ran; `cancelled` is the caller's choice;
+`not_ready` is a call made while the tool's packages were still being built: all three are
+counted among the outcomes, not as errors). A tool's error rate is its errors over its calls
+that could start: calls made while its packages were being built are in neither. Durations
+are of the calls that ran (a recorded duration above zero); percentiles are nearest-rank.
 """
 
 from __future__ import annotations
@@ -34,14 +36,20 @@ def percentile(values: Sequence[float], share: float) -> float | None:
 
 
 def by_tool(records: Iterable[CallRecord]) -> dict[str, dict[str, Any]]:
-    """Calls, errors and error rate of each tool."""
+    """Calls, errors, calls made before its packages were built, and error rate of each tool."""
     tools: dict[str, dict[str, Any]] = {}
     for record in records:
-        row = tools.setdefault(record.tool, {"calls": 0, "errors": 0})
+        row = tools.setdefault(record.tool, {"calls": 0, "errors": 0, "not_ready": 0})
         row["calls"] += 1
         row["errors"] += record.outcome in ERRORS
+        row["not_ready"] += record.outcome == "not_ready"
+    return _rated(tools)
+
+
+def _rated(tools: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
     for row in tools.values():
-        row["error_rate"] = round(row["errors"] / row["calls"], 4)
+        started = row["calls"] - row["not_ready"]
+        row["error_rate"] = round(row["errors"] / started, 4) if started > 0 else 0.0
     return tools
 
 
@@ -50,12 +58,11 @@ def by_tool_of_days(totals: Iterable[Mapping[str, Any]]) -> dict[str, dict[str, 
     tools: dict[str, dict[str, Any]] = {}
     for day in totals:
         for tool, counts in day["by_tool"].items():
-            row = tools.setdefault(tool, {"calls": 0, "errors": 0})
+            row = tools.setdefault(tool, {"calls": 0, "errors": 0, "not_ready": 0})
             row["calls"] += counts["calls"]
             row["errors"] += sum(counts[outcome] for outcome in ERRORS)
-    for row in tools.values():
-        row["error_rate"] = round(row["errors"] / row["calls"], 4) if row["calls"] else 0.0
-    return tools
+            row["not_ready"] += counts.get("not_ready", 0)
+    return _rated(tools)
 
 
 def hour_window(hours: int, now: datetime) -> tuple[datetime, list[str]]:

@@ -65,6 +65,7 @@ class Executor(Protocol):
         *,
         time_left_s: float | None,
         conversation: Conversation | None = None,
+        author: bool = False,
     ) -> tuple[ToolOutcome, RunResult | None]: ...
 
 
@@ -344,7 +345,7 @@ class AuthoringService:
 
         talk = Conversation(dict(answers or {}), ("elicitation", "sampling", "roots"), said)
         outcome, result = await self._executor.execute(
-            tool, checked, time_left_s=time_left_s, conversation=talk
+            tool, checked, time_left_s=time_left_s, conversation=talk, author=True
         )
         return TestRun(outcome, result, tuple(heard))
 

@@ -61,21 +61,49 @@ class BundleError(Exception):
     """A bundle a call needs cannot be used; the message says what to do about it."""
 
 
-class BundleNotReadyError(BundleError):
-    """The bundle is pending, building or failed (or unknown)."""
+# A bundle in these states becomes ready without anyone acting: a call now is early, not wrong.
+BUILDING = ("pending", "building")
 
-    def __init__(self, message: str, *, bundle_id: str, status: str | None) -> None:
+
+class BundleNotReadyError(BundleError):
+    """The bundle is pending, building or failed (or unknown). The message is for any caller;
+    `for_author` adds what only the tool's author should read (the build's error, the bundle
+    id, the commands that fix it)."""
+
+    def __init__(
+        self, message: str, *, bundle_id: str, status: str | None, for_author: str | None = None
+    ) -> None:
         super().__init__(message)
         self.bundle_id = bundle_id
         self.status = status
+        self.for_author = for_author or message
 
 
 class BundleFetchError(BundleError):
     """The bundle is ready but its files could not be downloaded or unpacked."""
 
 
+# What any caller reads of packages that will not be ready by themselves: one line, nothing of
+# the build (its log may name private indexes, paths, versions) and no author's command.
+FAILED_FOR_CALLERS = "this tool's packages failed to build; its author has been told."
+GONE_FOR_CALLERS = "this tool's packages are missing; its author has been told."
+
+
+def not_ready_error(record: BundleRecord | None, bundle_id: str) -> BundleNotReadyError:
+    """The error of a call whose tool's packages cannot be used yet: its message for any
+    caller, its `for_author` with the build's error and what to do."""
+    author = not_ready_message(record, bundle_id)
+    if record is None:
+        return BundleNotReadyError(GONE_FOR_CALLERS, bundle_id=bundle_id, status=None,
+                                   for_author=author)  # fmt: skip
+    message = FAILED_FOR_CALLERS if record.status == "failed" else author
+    return BundleNotReadyError(message, bundle_id=bundle_id, status=record.status,
+                               for_author=author)  # fmt: skip
+
+
 def not_ready_message(record: BundleRecord | None, bundle_id: str) -> str:
-    """What a caller reads when a tool's packages cannot be used yet."""
+    """What the tool's author reads when its packages cannot be used yet (callers read the
+    same while they are queued or building, one line otherwise: `not_ready_error`)."""
     if record is None:
         return (
             f"its packages (bundle {bundle_id}) are not in the catalog; save the tool again "
@@ -280,11 +308,7 @@ class BundleCache:
                     return final
                 record = self.store.get(bundle_id)
                 if record is None or record.status != "ready":
-                    raise BundleNotReadyError(
-                        not_ready_message(record, bundle_id),
-                        bundle_id=bundle_id,
-                        status=None if record is None else record.status,
-                    )
+                    raise not_ready_error(record, bundle_id)
                 if self.targets and record.target not in self.targets:
                     raise BundleNotReadyError(
                         f"its packages were built for {record.target}, but this server runs "
@@ -331,10 +355,12 @@ class BundleCache:
                 response = self.store.s3.get_object(Bucket=self.store.bucket, Key=record.zip_key)
             except self.store.s3.exceptions.NoSuchKey:
                 raise BundleNotReadyError(
-                    f"its packages (bundle {record.id}) are missing from storage; save the tool "
-                    f"again, or run `kiln bundles retry {record.id}`, to build them again.",
+                    GONE_FOR_CALLERS,
                     bundle_id=record.id,
                     status="missing",
+                    for_author=f"its packages (bundle {record.id}) are missing from storage; "
+                    f"save the tool again, or run `kiln bundles retry {record.id}`, to build "
+                    "them again.",
                 ) from None
             body = response["Body"]
             with zip_path.open("wb") as sink:

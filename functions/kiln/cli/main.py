@@ -41,6 +41,7 @@ def _view_files_in(dirs: list[str]) -> bool:
 def cmd_tools_push(args: argparse.Namespace) -> int:
     from kiln.catalog.files import FolderError, push, read_folders, tool_folders
     from kiln.cli.client import ApiCallError, HttpTarget
+    from kiln.cli.packages import report, wait_for_packages
     from kiln.cli.views import push_view_files
 
     try:
@@ -54,13 +55,16 @@ def cmd_tools_push(args: argparse.Namespace) -> int:
         client = output.client(args)
         results = push(HttpTarget(client), folders) if folders else []
         views = push_view_files(client, [Path(root) for root in args.dirs])
+        for result in results:
+            print(f"{result.action:9} {result.name}")
+        for name, action in views:
+            print(f"{action:9} view {name}")
+        sys.stdout.flush()
+        names = [result.name for result in results]
+        packages = wait_for_packages(client, names, wait_s=args.wait)
     except (FolderError, ApiCallError, ServerNotFoundError) as error:
         return output.fail("tools push", error)
-    for result in results:
-        print(f"{result.action:9} {result.name}")
-    for name, action in views:
-        print(f"{action:9} view {name}")
-    return 0
+    return report(packages, wait_s=args.wait)
 
 
 def cmd_tools_pull(args: argparse.Namespace) -> int:
@@ -194,6 +198,14 @@ def build_parser() -> argparse.ArgumentParser:
 
     push = server_options(tools.add_parser("push", help="create or update tools from folders"))
     push.add_argument("dirs", nargs="+", metavar="DIR")
+    push.add_argument(
+        "--wait",
+        type=float,
+        default=60.0,
+        metavar="SECONDS",
+        help="wait this long for the pushed tools' packages to build; a failed build is "
+        "shown with its log and exits 1, the tool stays saved (default 60; 0: do not wait)",
+    )
     push.set_defaults(func=cmd_tools_push)
     pull = server_options(tools.add_parser("pull", help="write the catalog's tools as folders"))
     pull.add_argument("dir", metavar="DIR")

@@ -205,7 +205,7 @@ def ledger_entries(client: Any, args: argparse.Namespace) -> list[dict[str, Any]
 
 
 def print_totals(body: dict[str, Any]) -> None:
-    columns = ("calls", "ok", "tool_error", "timeout", "refused", "run_seconds")
+    columns = ("calls", "ok", "tool_error", "timeout", "refused", "not_ready", "run_seconds")
     print(f"{body['day']}: {body['all']['calls']} calls")
     for title, table in (("caller", body["by_caller"]), ("tool", body["by_tool"])):
         width = max([28, *(len(name) for name in table)])

@@ -49,6 +49,9 @@ class ToolOutcome:
     questions: tuple[Question, ...] = ()  # what the run asked instead of answering
     escalate: bool = False  # the run asked to go on as a task (a tool that asks first)
     timed_out: bool = False  # the run was killed at its time limit (the runner says so)
+    # The tool did not start because its packages are still being built: the caller tries
+    # again in a moment; the ledger says `not_ready`, never the tool's error.
+    not_ready: bool = False
 
 
 @dataclass(frozen=True)

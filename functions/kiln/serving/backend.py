@@ -7,7 +7,7 @@ import functools
 import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
-from contextlib import AbstractContextManager, ExitStack
+from contextlib import ExitStack
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, NamedTuple, Protocol
@@ -48,18 +48,10 @@ from kiln.runner.errors import RunSlotRefusedError
 from kiln.runner.model import RunRequest, RunResult
 from kiln.runner.remote import RemoteRunner
 from kiln.serving.conversation import approval_for, approved_by, run_fields, tool_outcome
+from kiln.serving.packages import BundlePaths, cannot_run, wait_for_bundle
 from kiln.serving.store_errors import NOT_RECORDED, admit, catalog_reads, unavailable
 
 log = logging.getLogger("kiln.serving.backend")
-
-
-class BundlePaths(Protocol):
-    def use(self, bundle_id: str) -> AbstractContextManager[Path]:
-        """The unpacked bundle's directory, kept (never evicted) while the block runs.
-
-        Raises BundleError (not ready, failed, or not downloadable) with a message to show.
-        """
-        ...
 
 
 class SecretValues(Protocol):
@@ -298,7 +290,7 @@ class CatalogBackend:
 
         async def settle(answered_error: bool) -> None:
             # As the caller saw it: output that breaks the outputSchema is an error too.
-            kind = outcome_of(outcome.is_error or answered_error, timed_out)
+            kind = outcome_of(outcome.is_error or answered_error, timed_out, outcome.not_ready)
             await self._recorded(
                 ctx, gate.finish, caller, found, kind, digest=gate.digest(arguments),
                 started=started, run_seconds=run_seconds,
@@ -438,11 +430,13 @@ class CatalogBackend:
         conversation: Conversation | None = None,
         shares: tuple[str, ...] = (),
         from_run: Callable[[], bool] | None = None,
+        author: bool = False,
     ) -> tuple[ToolOutcome, RunResult | None]:
         """Run a catalog tool's head revision; the outcome is shaped as the contract says.
 
         The RunResult is None when the tool could not start (bundle not ready, runner busy).
-        `shares` name whose run it is (kiln.runner.slots; the tool's own at least).
+        `shares` name whose run it is (kiln.runner.slots; the tool's own at least). `author`:
+        the tool's author runs it (a test run), who is told why its packages failed.
         """
         head = tool.head
         whose = {"shares": shares or (f"tool:{tool.id}",), "from_run": from_run}
@@ -450,12 +444,12 @@ class CatalogBackend:
             try:
                 return await self._run(tool, arguments, None, time_left_s, whose, conversation)
             except BundleError as error:  # not ready: said as a local run says it
-                return ToolOutcome(f"Tool {tool.name!r} cannot run: {error}", True), None
+                return cannot_run(tool, error, author=author), None
         with ExitStack() as pinned:
             try:
                 bundle_path = await self._bundle_path(head.bundle_id, pinned)
             except BundleError as error:
-                return ToolOutcome(f"Tool {tool.name!r} cannot run: {error}", True), None
+                return cannot_run(tool, error, author=author), None
             return await self._run(tool, arguments, bundle_path, time_left_s, whose, conversation)
 
     def _from_run(self, ctx: CallContext) -> Callable[[], bool] | None:
@@ -525,7 +519,7 @@ class CatalogBackend:
             bundle_path = None
             if head.bundle_id is not None and self._bundles is not None:
                 try:
-                    bundle_path = _wait_for_bundle(
+                    bundle_path = wait_for_bundle(
                         self._bundles, head.bundle_id, pinned, bundle_wait_s
                     )
                 except BundleNotReadyError:
@@ -572,22 +566,3 @@ def run_request(
         label=f"{tool.name}@{head.number}",
         **whose,
     )
-
-
-def _wait_for_bundle(
-    bundles: BundlePaths, bundle_id: str, pinned: ExitStack, patience_s: float
-) -> Path | None:
-    """The bundle's folder; None when it failed or is gone; BundleNotReadyError when it is
-    still being built after `patience_s`."""
-    give_up = time.monotonic() + patience_s
-    while True:
-        try:
-            return pinned.enter_context(bundles.use(bundle_id))
-        except BundleNotReadyError as error:
-            if error.status not in ("pending", "building"):
-                return None
-            if time.monotonic() >= give_up:
-                raise
-        except BundleError:
-            return None
-        time.sleep(0.2)

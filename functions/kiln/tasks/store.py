@@ -397,16 +397,21 @@ class TaskStore:
             raise
         return True
 
-    def note(self, item: TaskItem, message: str) -> bool:
-        """A working task's status message (its run's progress); False once it is not working."""
+    def note(self, item: TaskItem, message: str, *, now: str) -> bool:
+        """A working task's status message (its run's progress), which is a change of the task:
+        `updated_at` (its `lastUpdatedAt`) moves with it. False once it is not working."""
         try:
             self._ddb.update_item(
                 TableName=self._table,
                 Key=_key(item.owner, item.task_id),
-                UpdateExpression="SET status_message = :m",
+                UpdateExpression="SET status_message = :m, updated_at = :now",
                 ConditionExpression="#s = :w",
                 ExpressionAttributeNames={"#s": "status"},
-                ExpressionAttributeValues={":m": {"S": message}, ":w": {"S": "working"}},
+                ExpressionAttributeValues={
+                    ":m": {"S": message},
+                    ":now": {"S": now},
+                    ":w": {"S": "working"},
+                },
             )
         except ClientError as exc:
             if _failed_condition(exc):

@@ -70,9 +70,10 @@ class _StatusNotes:
     function reports all its lines at its end (kiln.runner.remote): the last one is written.
     """
 
-    def __init__(self, store: TaskStore, item: TaskItem) -> None:
+    def __init__(self, store: TaskStore, item: TaskItem, now_iso: Callable[[], str]) -> None:
         self._store = store
         self._item = item
+        self._now_iso = now_iso
         self._last = -math.inf
         self._waiting: str | None = None
         self._writing: asyncio.Future[Any] | None = None
@@ -99,7 +100,7 @@ class _StatusNotes:
     async def _note(self, before: asyncio.Future[Any] | None, text: str) -> None:
         if before is not None:  # in order: a later line never lands under an earlier one
             await asyncio.gather(before, return_exceptions=True)
-        await asyncio.to_thread(self._store.note, self._item, text)
+        await asyncio.to_thread(self._store.note, self._item, text, now=self._now_iso())
 
     async def flush(self) -> None:
         if self._waiting is not None:
@@ -213,7 +214,7 @@ class TaskWorker:
     ) -> tuple[ToolOutcome, Any]:
         # A task's questions reach its client through tasks/get and come back through
         # tasks/update; its progress becomes the task's status message.
-        notes = _StatusNotes(self._store, item)
+        notes = _StatusNotes(self._store, item, self._now_iso)
         talk = Conversation(item.answers or {}, ASKABLE, notes.hear)
         async with slot if slot is not None else contextlib.nullcontext():
             began[0] = self._clock()
@@ -352,7 +353,7 @@ class _Ended:
         """As for a plain call (`CatalogBackend.call_tool`): the runner's measure when the
         tool ran, else the time it took not to."""
         if result is None:  # it never started: no run time (as for a plain call)
-            return cls(outcome_of(outcome.is_error, False), 0.0)
+            return cls(outcome_of(outcome.is_error, False, outcome.not_ready), 0.0)
         size = len(str(result.stdout).encode("utf-8", "replace"))
         kind = outcome_of(outcome.is_error, bool(result.timed_out))
         return cls(kind, float(result.duration_s), size)

@@ -239,7 +239,7 @@ def test_totals_are_each_processs_counts_written_once_per_interval_not_the_entri
     )
     totals = reader.totals("2027-01-15")
     assert totals["all"] == {"calls": 6, "ok": 5, "tool_error": 1, "timeout": 0, "refused": 0,
-                             "cancelled": 0, "run_seconds": 0.75}  # fmt: skip
+                             "cancelled": 0, "not_ready": 0, "run_seconds": 0.75}  # fmt: skip
     assert totals["by_caller"]["key:1"]["calls"] == 4
     assert totals["by_tool"]["b"]["ok"] == 2
     assert sorted(queried) == [f"LEDGERSUM#2027-01-15#{n}" for n in range(4)]

@@ -45,8 +45,8 @@ def test_calls_errors_and_quota_use_read_back_as_made(dev: DevServer) -> None:
         assert reply.status_code == 200, reply.text
 
     by_tool = dev.api("GET", "/api/calls/by-tool").json()["tools"]
-    assert by_tool["echo"] == {"calls": 3, "errors": 0, "error_rate": 0.0}
-    assert by_tool["fails"] == {"calls": 2, "errors": 2, "error_rate": 1.0}
+    assert by_tool["echo"] == {"calls": 3, "errors": 0, "not_ready": 0, "error_rate": 0.0}
+    assert by_tool["fails"] == {"calls": 2, "errors": 2, "not_ready": 0, "error_rate": 1.0}
     from_totals = dev.api("GET", "/api/calls/by-tool?days=2").json()
     mine = {name: from_totals["tools"].get(name) for name in ("echo", "fails")}
     assert mine == {name: by_tool[name] for name in ("echo", "fails")}, from_totals
@@ -90,7 +90,12 @@ def test_the_last_24_hours_count_whole_hours_and_not_a_call_of_25_hours_ago(
         assert reply.status_code == 200, reply.text
 
     body = dev.api("GET", "/api/calls/by-tool?hours=24").json()
-    assert body["tools"]["hourly"] == {"calls": 2, "errors": 1, "error_rate": 0.5}, body
+    assert body["tools"]["hourly"] == {
+        "calls": 2,
+        "errors": 1,
+        "not_ready": 0,
+        "error_rate": 0.5,
+    }, body
     assert body["tools"]["fails"]["calls"] >= 2, body
     since = datetime.fromisoformat(body["since"].replace("Z", "+00:00"))
     until = datetime.fromisoformat(body["until"].replace("Z", "+00:00"))
@@ -98,7 +103,7 @@ def test_the_last_24_hours_count_whole_hours_and_not_a_call_of_25_hours_ago(
     assert since == until.replace(minute=0, second=0) - timedelta(hours=23), body
     assert dev.api("GET", "/api/calls/by-tool").json()["tools"]["hourly"]["calls"] == 2
     longer = dev.api("GET", "/api/calls/by-tool?hours=27").json()["tools"]["hourly"]
-    assert longer == {"calls": 3, "errors": 2, "error_rate": 0.6667}, longer
+    assert longer == {"calls": 3, "errors": 2, "not_ready": 0, "error_rate": 0.6667}, longer
 
 
 @pytest.mark.parametrize(
@@ -137,11 +142,22 @@ def test_charts_start_on_a_bucket_boundary() -> None:
 def test_usage_over_days_sums_each_days_totals() -> None:
     from kiln.access.usage import by_tool_of_days
 
-    zero = {"calls": 0, "ok": 0, "tool_error": 0, "timeout": 0, "refused": 0, "cancelled": 0}
+    zero = dict.fromkeys(("calls", "ok", "tool_error", "timeout", "refused", "cancelled"), 0)
+    zero["not_ready"] = 0
     yesterday = {"by_tool": {"a": {**zero, "calls": 3, "ok": 2, "timeout": 1}}}
     today = {"by_tool": {"a": {**zero, "calls": 1, "tool_error": 1},
                          "b": {**zero, "calls": 2, "refused": 1, "cancelled": 1}}}  # fmt: skip
     assert by_tool_of_days([yesterday, today]) == {
-        "a": {"calls": 4, "errors": 2, "error_rate": 0.5},
-        "b": {"calls": 2, "errors": 0, "error_rate": 0.0},  # refused, cancelled: not errors
+        "a": {"calls": 4, "errors": 2, "not_ready": 0, "error_rate": 0.5},
+        "b": {"calls": 2, "errors": 0, "not_ready": 0, "error_rate": 0.0},  # not errors
+    }
+
+
+def test_calls_made_while_the_packages_built_are_left_out_of_the_error_rate() -> None:
+    from kiln.access.usage import by_tool_of_days
+
+    zero = dict.fromkeys(("ok", "tool_error", "timeout", "refused", "cancelled"), 0)
+    polled = {**zero, "calls": 8, "not_ready": 6, "ok": 1, "tool_error": 1}
+    assert by_tool_of_days([{"by_tool": {"p": polled}}]) == {
+        "p": {"calls": 8, "errors": 1, "not_ready": 6, "error_rate": 0.5},  # 1 of the 2 that ran
     }

@@ -126,7 +126,35 @@ def test_saving_returns_at_once_the_bundle_builds_in_the_background_and_is_share
         worker.stop()
 
 
-def test_a_requirement_that_does_not_exist_fails_keeps_its_log_and_the_call_says_why(
+def test_calls_while_the_packages_build_are_ledgered_not_ready_and_are_not_errors(
+    make_server: Callable[..., RunningKiln], kiln_settings: Settings
+) -> None:
+    gate = Gate()
+    server, worker = start(make_server, kiln_settings, gate)
+    try:
+        created = server.api("POST", "/api/tools", json={**HUMANIZE, "name": "polled"})
+        assert created.status_code == 201, created.text
+        assert gate.building.wait(30)
+        for _ in range(6):  # polled while it builds, as a client retrying would
+            during = mcp_call(server, "polled", {"bytes": 1})
+            assert "are being built, since" in during["content"][0]["text"], during
+
+        calls = server.api("GET", "/api/calls", params={"tool": "polled"}).json()["calls"]
+        assert [c["outcome"] for c in calls] == ["not_ready"] * 6, calls
+        by_tool = server.api("GET", "/api/calls/by-tool").json()["tools"]
+        assert by_tool["polled"] == {"calls": 6, "errors": 0, "not_ready": 6, "error_rate": 0.0}
+        chart = server.api("GET", "/api/calls/chart", params={"tool": "polled"}).json()
+        assert chart["totals"]["errors"] == 0, chart
+        assert chart["outcomes"]["not_ready"] == 6, chart
+        day = server.api("GET", "/api/calls/totals").json()
+        assert day["by_tool"]["polled"]["not_ready"] == 6, day
+        assert day["by_tool"]["polled"]["tool_error"] == 0, day
+    finally:
+        gate.opened.set()
+        worker.stop()
+
+
+def test_a_requirement_that_does_not_exist_fails_keeps_its_log_and_tells_only_its_author_why(
     make_server: Callable[..., RunningKiln], kiln_settings: Settings
 ) -> None:
     server, worker = start(make_server, kiln_settings)
@@ -142,12 +170,20 @@ def test_a_requirement_that_does_not_exist_fails_keeps_its_log_and_the_call_says
         with_log = server.api("GET", f"/api/bundles/{bundle_id}", params={"log": "true"}).json()
         assert "was not found in the package registry" in with_log["log"]
 
+        # Any caller (anonymous here): one line, nothing of the build, no author's command.
         result = mcp_call(server, "broken", {})
         assert result["isError"] is True
-        text = result["content"][0]["text"]
-        assert "failed to build" in text
-        assert "kiln-no-such-package-9f1c" in text
-        assert f"kiln bundles retry {bundle_id}" in text
+        assert result["content"] == [{"type": "text", "text": (
+            "Tool 'broken' cannot run: this tool's packages failed to build; "
+            "its author has been told."
+        )}], result  # fmt: skip
+        # Its author's test run: why, and what to do.
+        run = server.api("POST", "/api/tools/broken/run", json={"arguments": {}})
+        assert run.status_code == 200, run.text
+        told = run.json()["mcp_result"]["content"][0]["text"]
+        assert "failed to build" in told
+        assert "kiln-no-such-package-9f1c" in told
+        assert f"kiln bundles retry {bundle_id}" in told
 
         retried = server.api("POST", f"/api/bundles/{bundle_id}/retry")
         assert retried.status_code == 202, retried.text

@@ -389,8 +389,9 @@ def test_a_ready_bundle_whose_zip_is_gone_says_so_and_is_rebuilt_on_the_next_sav
     assert run_build(store, record.id, workdir=tmp_path).status == "ready"
     store.s3.delete_object(Bucket=store.bucket, Key=zip_key(record.id))
     cache = BundleCache(store, root=tmp_path / "cache")
-    with pytest.raises(BundleNotReadyError, match="missing from storage; save the tool again"):
+    with pytest.raises(BundleNotReadyError, match="packages are missing; its author") as gone:
         cache.path_for(record.id)
+    assert "missing from storage; save the tool again" in gone.value.for_author
     scheduled: list[str] = []
 
     class Keep:

@@ -2,6 +2,7 @@
 
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -277,12 +278,14 @@ def test_calls_before_the_bundle_is_ready_say_why_and_when(aws: AwsStack, tmp_pa
     with pytest.raises(BundleNotReadyError, match=r"\(humanize==4\.\*\) are being built, since"):
         cache.path_for(record.id)
     store.mark_failed(record.id, "pip install failed (exit 1): ERROR: no such version", None)
-    with pytest.raises(
-        BundleNotReadyError, match=r"failed to build: pip install failed .*kiln bundles retry"
-    ):
+    with pytest.raises(BundleNotReadyError) as failed:
         cache.path_for(record.id)
-    with pytest.raises(BundleNotReadyError, match="not in the catalog"):
+    assert str(failed.value) == "this tool's packages failed to build; its author has been told."
+    author = r"failed to build: pip install failed .*kiln bundles retry " + record.id
+    assert re.search(author, failed.value.for_author), failed.value.for_author
+    with pytest.raises(BundleNotReadyError, match="packages are missing; its author") as gone:
         cache.path_for("0" * 32)
+    assert "not in the catalog" in gone.value.for_author
     with pytest.raises(BundleNotReadyError, match="is not a bundle id"):
         cache.path_for("../etc")
     assert visible_entries(tmp_path / "cache") == []

@@ -55,6 +55,27 @@ def test_push_creates_then_updates_only_what_changed(
     assert revisions == {"alpha": 1, "beta": 2}
 
 
+def test_a_push_waits_for_packages_and_shows_a_failed_build_with_its_log_keeping_the_tool(
+    kiln_server: RunningKiln, tmp_path: Path
+) -> None:
+    folder = make_tool(tmp_path, "broken", "print('never runs')\n")
+    manifest = json.loads((folder / "tool.json").read_text())
+    manifest["requirements"] = ["kiln-no-such-package-9f1c==1.0"]
+    (folder / "tool.json").write_text(json.dumps(manifest))
+    done = kiln(kiln_server, "push", str(tmp_path))
+    assert done.returncode == 1, (done.stdout, done.stderr)
+    assert done.stdout.split() == ["created", "broken"], done.stdout
+    said = done.stderr
+    saved = "broken was saved (revision 1), but its packages (kiln-no-such-package-9f1c==1.0)"
+    assert f"{saved} failed to build" in said, said
+    log = said.partition("--- build log ---\n")[2]
+    assert "\n# installer: " in log, said  # the build's own log
+    assert "kiln-no-such-package-9f1c" in log, said
+    shown = kiln_server.api("GET", "/api/tools/broken").json()
+    assert (shown["revision"], shown["bundle"]["status"]) == (1, "failed"), shown
+    assert f"kiln bundles retry {shown['bundle']['id']}" in said, said
+
+
 def test_a_bad_folder_stops_the_push_before_anything_is_written(
     kiln_server: RunningKiln, tmp_path: Path
 ) -> None:

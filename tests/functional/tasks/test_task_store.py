@@ -77,6 +77,24 @@ def test_a_task_leaves_working_once_and_gives_its_running_slot_back_once(
     assert store.renew(first, lease_until=NOW + 90) is False  # a cancelled run learns it here
 
 
+def test_each_status_message_moves_the_tasks_last_updated_time(store: TaskStore) -> None:
+    task = item()
+    store.create(task, max_running=5)
+    assert store.note(task, "1 of 3", now="2026-11-30T00:00:01.000Z") is True
+    first = store.get(task.owner, task.task_id)
+    assert first is not None
+    assert (first.status_message, first.updated_at) == ("1 of 3", "2026-11-30T00:00:01.000Z")
+    assert store.note(task, "2 of 3", now="2026-11-30T00:00:02.000Z") is True
+    second = store.get(task.owner, task.task_id)
+    assert second is not None
+    assert (second.status_message, second.updated_at) == ("2 of 3", "2026-11-30T00:00:02.000Z")
+    assert store.settle(task, "completed", now="2026-11-30T00:00:03.000Z") is True
+    assert store.note(task, "3 of 3", now="2026-11-30T00:00:04.000Z") is False
+    ended = store.get(task.owner, task.task_id)
+    assert ended is not None
+    assert (ended.status_message, ended.updated_at) == ("2 of 3", "2026-11-30T00:00:03.000Z")
+
+
 def test_a_reader_fails_a_working_task_whose_lease_ran_out(store: TaskStore) -> None:
     lost = item(lease_until=NOW - 1)
     store.create(lost, max_running=5)

@@ -37,6 +37,22 @@ import json, sys
 args = json.load(sys.stdin)
 sys.stdout.write("x" * 1024 * args["kib"])
 """
+# Reports step 1, then (once `go` exists) step 2 until `done` exists: a status message that
+# changes while the task works.
+STEPPER = """
+import json, os, sys, time
+args = json.load(sys.stdin)
+talk = os.fdopen(int(os.environ["KILN_TALK_FD"]), "w", buffering=1)
+def step(n):
+    talk.write(json.dumps({"progress": n, "total": 2, "message": f"step {n}"}) + "\\n")
+step(1)
+while not os.path.exists(args["go"]):
+    time.sleep(0.05)
+while not os.path.exists(args["done"]):
+    step(2)  # at most one status write a second: said until one lands
+    time.sleep(0.2)
+print("two steps")
+"""
 SLEEPER = """
 import json, sys, time
 args = json.load(sys.stdin)
@@ -91,10 +107,21 @@ def server(
         },
         PRINTER,
     )
+    stepper = write_tool(
+        tools,
+        "stepper",
+        {
+            "description": "Reports its steps as progress.",
+            "timeout_seconds": 120,
+            "task": "optional",
+            "input_schema": {"type": "object"},
+        },
+        STEPPER,
+    )
     yield from start_kiln(
         moto_endpoint,
         tmp,
-        extra=[tree, long, printer],
+        extra=[tree, long, printer, stepper],
         tasks=FAST_LEASES,
         local_time_budget_s=3.0,  # what a request has: a sync call is cut after about 2 s
         run_shared_dirs=(str(shared_dir),),
@@ -255,6 +282,29 @@ def test_cancelling_a_running_task_leaves_no_process_behind(
         "tasks/cancel", with_tasks({"taskId": created["taskId"]}), name=created["taskId"]
     )
     assert again.json()["result"]["resultType"] == "complete"  # idempotent on a terminal task
+
+
+def test_a_tasks_last_updated_time_moves_with_each_status_message(
+    server: McpServer, shared_dir: Path
+) -> None:
+    go, done = shared_dir / "stepper-go", shared_dir / "stepper-done"
+    created = call_task(server, "stepper", {"go": str(go), "done": str(done)})
+    task_id = created["taskId"]
+
+    def at(message: str) -> dict[str, Any] | None:
+        task: dict[str, Any] = get(server, task_id).json()["result"]
+        assert task["status"] == "working", task
+        return task if task.get("statusMessage") == message else None
+
+    first = wait_for(lambda: at("1 of 2: step 1"))
+    assert first["lastUpdatedAt"] > created["createdAt"], first
+    go.touch()
+    second = wait_for(lambda: at("2 of 2: step 2"))
+    assert second["lastUpdatedAt"] > first["lastUpdatedAt"], (first, second)
+    done.touch()
+    ended = settled(server, task_id)
+    assert ended["status"] == "completed", ended
+    assert ended["lastUpdatedAt"] >= second["lastUpdatedAt"], (second, ended)
 
 
 def test_fifty_concurrent_tasks_all_settle_and_calls_still_get_through(

@@ -33,7 +33,15 @@ def test_an_entry_counts_in_its_tools_hour_in_the_hours_own_chunk() -> None:
 
 
 def _zero(**counts: int) -> dict[str, Any]:
-    zero = {"calls": 0, "ok": 0, "tool_error": 0, "timeout": 0, "refused": 0, "cancelled": 0}
+    zero = {
+        "calls": 0,
+        "ok": 0,
+        "tool_error": 0,
+        "timeout": 0,
+        "refused": 0,
+        "cancelled": 0,
+        "not_ready": 0,
+    }
     return {**zero, **counts}
 
 
@@ -46,7 +54,7 @@ def test_usage_over_hours_sums_only_the_hours_from_the_start() -> None:
     today = {"day": "2026-01-02", "by_hour_tool": {"10": {"a": _zero(calls=2, timeout=1, ok=1)}}}
     start = datetime(2026, 1, 1, 11, tzinfo=UTC)
     assert by_tool_of_hours([yesterday, today], start) == {
-        "a": {"calls": 4, "errors": 2, "error_rate": 0.5},
-        "b": {"calls": 1, "errors": 0, "error_rate": 0.0},
+        "a": {"calls": 4, "errors": 2, "not_ready": 0, "error_rate": 0.5},
+        "b": {"calls": 1, "errors": 0, "not_ready": 0, "error_rate": 0.0},
     }
     assert by_tool_of_hours([{"day": "2026-01-01"}], start) == {}  # totals without hours

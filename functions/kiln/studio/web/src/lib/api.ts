@@ -170,8 +170,9 @@ export interface View extends ViewDef {
   usage?: QuotaUsage;
 }
 
-export type Outcome = "ok" | "tool_error" | "timeout" | "refused" | "cancelled";
-export const OUTCOMES: Outcome[] = ["ok", "tool_error", "timeout", "refused", "cancelled"];
+// `not_ready`: called while the tool's packages were being built (not the tool's error).
+export type Outcome = "ok" | "tool_error" | "timeout" | "refused" | "cancelled" | "not_ready";
+export const OUTCOMES: Outcome[] = ["ok", "tool_error", "timeout", "refused", "cancelled", "not_ready"];
 
 export interface CallEntry {
   id: string;
@@ -200,6 +201,7 @@ export type CallFilters = {
 export interface ToolUsage {
   calls: number;
   errors: number;
+  not_ready: number; // calls made while its packages were built: not in error_rate
   error_rate: number;
 }
 
