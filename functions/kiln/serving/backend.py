@@ -12,7 +12,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, NamedTuple, Protocol
 
-from kiln.access.approvals import Requirement, needs_approval, requirement
+from kiln.access.approvals import Requirement, SpentApprovals, needs_approval, requirement
 from kiln.access.gate import (
     CallGate,
     CallTicket,
@@ -47,7 +47,7 @@ from kiln.runner import (
 from kiln.runner.errors import RunSlotRefusedError
 from kiln.runner.model import RunRequest, RunResult
 from kiln.runner.remote import RemoteRunner
-from kiln.serving.conversation import approval_for, approved_by, run_fields, tool_outcome
+from kiln.serving.conversation import approval_for, approved_by, run_fields, spent, tool_outcome
 from kiln.serving.store_errors import NOT_RECORDED, admit, catalog_reads, unavailable
 
 log = logging.getLogger("kiln.serving.backend")
@@ -146,8 +146,10 @@ class CatalogBackend:
         views: ViewCatalog | None = None,
         gate: CallGate | None = None,
         remote: RemoteRunner | None = None,
+        approvals: SpentApprovals | None = None,
     ) -> None:
         self._snapshots = snapshots
+        self._approvals = approvals  # each approval runs its tool once (kiln.access.approvals)
         self._runner = runner
         self._remote = remote  # every run goes to the runner function (kiln.runner.remote)
         self._bundles = bundles
@@ -275,6 +277,7 @@ class CatalogBackend:
         started = time.time()
         talk = ctx.conversation
         approval = approval_for(requirement(view, ctx.principal), found, arguments, talk)
+        approval = await spent(self._approvals, approval, found, arguments, talk)
         if approval is not None and approval.outcome is not None:  # asked, or not run
             if gate is not None and approval.verdict is not None:
                 await self._later(

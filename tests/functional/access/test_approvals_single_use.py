@@ -1,0 +1,143 @@
+"""An approval runs its tool once: the same approved request sent again is not run.
+
+A key with `confirm: destructive` approves a destructive tool through `kiln/approval` over MCP
+2026-07-28; the approved request carries a sealed requestState that a client (or anyone who
+saw it) could send again as it is. Two processes of the public function's app share one table
+and one state secret, as Lambda containers do: an approval spent in one is spent in the other,
+because it is spent in the store. Every AWS call is checked against the function's role
+(`support.iam_roles`).
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from conftest import AwsStack
+from kiln.access.ledger import LedgerQuery
+from kiln.authoring import AuthoringService
+from kiln.catalog.store import CatalogStore
+from kiln.identity.keys import KeyStore
+from kiln.settings import Settings
+from support.app import AUTHOR_KEY, META_CAPS, MODERN, RunningKiln, meta, serve
+
+WIPE = "import json, sys\nargs = json.load(sys.stdin)\nprint(f\"wiped {args['target']}\")\n"
+TOOL = {
+    "name": "wipe",
+    "description": "Wipes a target.",
+    "language": "python",
+    "code": WIPE,
+    "input_schema": {
+        "type": "object",
+        "properties": {"target": {"type": "string"}},
+        "required": ["target"],
+    },
+    "annotations": {"destructiveHint": True, "readOnlyHint": False},
+}
+ACCEPT = {"action": "accept", "content": {"approve": True}}
+CALL = {"name": "wipe", "arguments": {"target": "db"}}
+ASKS = {"elicitation": {}}
+
+
+@pytest.fixture
+def two(aws: AwsStack, tmp_path: Path) -> Iterator[tuple[RunningKiln, RunningKiln, str]]:
+    """Two public-function processes over one table (one state secret), and a careful key."""
+    AuthoringService(CatalogStore(aws.clients.dynamodb, aws.clients.s3, table=aws.table,
+                                  bucket=aws.bucket)).create(TOOL, None)  # fmt: skip
+    _, key = KeyStore(aws.clients.dynamodb, table=aws.table).create(
+        "careful", "call", confirm="destructive"
+    )
+    secret = uuid.uuid4().hex
+    with ExitStack() as stack:
+        running = []
+        for n in range(2):
+            settings = Settings(
+                table=aws.table, bucket=aws.bucket, endpoint_url=aws.endpoint_url,
+                region="us-east-1", author_key=AUTHOR_KEY, bundle_cache_dir=tmp_path / f"{n}",
+                bind_host="127.0.0.1", state_secret=secret, ledger_digest_key="digest",
+            )  # fmt: skip
+            running.append(stack.enter_context(_served(settings, aws)))
+        yield running[0], running[1], key
+
+
+@contextmanager
+def _served(settings: Settings, aws: AwsStack) -> Iterator[RunningKiln]:
+    yield from serve(settings, aws, public_only=True)
+
+
+def call(kiln: RunningKiln, key: str, caps: dict[str, Any], **params: Any) -> dict[str, Any]:
+    body = {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+            "params": {**CALL, **params, "_meta": {**meta(), META_CAPS: caps}}}  # fmt: skip
+    headers = {"Authorization": f"Bearer {key}", "MCP-Protocol-Version": MODERN,
+               "Mcp-Method": "tools/call", "Mcp-Name": "wipe"}  # fmt: skip
+    response = kiln.mcp(body, headers=headers)
+    assert response.status_code == 200, response.text
+    answer = response.json()
+    assert "result" in answer, answer
+    return dict(answer["result"])
+
+
+def ledger(kiln: RunningKiln, count: int) -> list[tuple[str, str]]:
+    """(outcome, detail) of the key's calls, oldest first, once `count` are in the store."""
+    assert kiln.parts.gate.ledger is not None
+    query = LedgerQuery(caller="key:careful", limit=50)
+    deadline = time.monotonic() + 30  # a wait on a loaded machine, not a speed claim
+    while True:
+        entries, _ = kiln.parts.gate.ledger.query(query)
+        found = [(e.outcome, str(e.detail)) for e in reversed(entries)]
+        if len(found) >= count or time.monotonic() > deadline:
+            return found
+        time.sleep(0.05)
+
+
+def approved_state(kiln: RunningKiln, key: str) -> str:
+    asked = call(kiln, key, ASKS)
+    assert asked["resultType"] == "input_required", asked
+    return str(asked["requestState"])
+
+
+def test_an_approved_request_sent_again_is_not_run_and_is_asked_afresh(
+    two: tuple[RunningKiln, RunningKiln, str],
+) -> None:
+    first, _, key = two
+    state = approved_state(first, key)
+    approved = {"inputResponses": {"kiln/approval": ACCEPT}, "requestState": state}
+    ran = call(first, key, ASKS, **approved)
+    assert ran["content"][0]["text"] == "wiped db", ran
+    again = call(first, key, ASKS, **approved)
+    assert again.get("resultType") == "input_required", f"the replay ran the tool again: {again}"
+    message = again["inputRequests"]["kiln/approval"]["params"]["message"]
+    assert message.startswith("The approval sent with this call was already used"), message
+    assert "Allow the tool 'wipe' (wipe) to run?" in message
+    assert again["requestState"] != state
+    assert [outcome for outcome, _ in ledger(first, 2)] == ["ok", "refused"]
+    assert ledger(first, 2)[1][1] == "approval already used"
+    # The fresh question, answered, runs the tool once more: a second approval, a second run.
+    fresh = {"inputResponses": {"kiln/approval": ACCEPT}, "requestState": again["requestState"]}
+    assert call(first, key, ASKS, **fresh)["content"][0]["text"] == "wiped db"
+    assert [outcome for outcome, _ in ledger(first, 3)] == ["ok", "refused", "ok"]
+
+
+def test_an_approval_spent_in_one_process_is_not_run_by_another(
+    two: tuple[RunningKiln, RunningKiln, str],
+) -> None:
+    first, second, key = two
+    state = approved_state(first, key)
+    approved = {"inputResponses": {"kiln/approval": ACCEPT}, "requestState": state}
+    assert call(first, key, ASKS, **approved)["content"][0]["text"] == "wiped db"
+    again = call(second, key, {}, **approved)  # and a client that cannot be asked this time
+    assert again.get("isError") is True, f"another process ran the tool again: {again}"
+    assert again["content"][0]["text"] == (
+        "Tool 'wipe' was not run: the approval sent with this call was already used (an "
+        "approval runs a tool once); call it again without requestState to be asked again."
+    )
+    outcomes = ledger(first, 2)
+    assert outcomes[0][0] == "ok", outcomes
+    assert outcomes[0][1].startswith("approved by key:careful"), outcomes
+    assert outcomes[1:] == [("refused", "approval already used")], outcomes
