@@ -56,6 +56,13 @@ def _shown(ref: str) -> str:
     return ascii(ref if len(ref) <= 64 else ref[:64] + "…")
 
 
+def tool_not_found(ref: str) -> ToolNotFoundError:
+    """The refusal of a reference (a name, or `id:<id>`) that names no tool."""
+    if ref.startswith("id:"):
+        return ToolNotFoundError(f"no tool has the id {_shown(ref[3:])}")
+    return ToolNotFoundError(f"no tool is named {_shown(ref)}")
+
+
 class BundleHook(Protocol):
     """Names a revision's bundle. Starting its build is the authoring service's job, after
     the write commits."""
@@ -144,15 +151,15 @@ class CatalogStore:
             # Only well-formed ids reach the store: an empty or 3 KB key is a store error.
             tool = self._get_by_id(ref[3:]) if _TOOL_ID.fullmatch(ref[3:]) else None
             if tool is None:
-                raise ToolNotFoundError(f"no tool has the id {_shown(ref[3:])}")
+                raise tool_not_found(ref)
             return tool
         if NAME_PATTERN.fullmatch(ref) is None:
-            raise ToolNotFoundError(f"no tool is named {_shown(ref)}")
+            raise tool_not_found(ref)
         key = {"pk": _s(f"NAME#{ref.lower()}"), "sk": _s("NAME")}
         claim = self._ddb.get_item(TableName=self.table, Key=key, ConsistentRead=True).get("Item")
         tool = self._get_by_id(claim["tool_id"]["S"]) if claim else None
         if tool is None or tool.deleted or tool.name != ref:
-            raise ToolNotFoundError(f"no tool is named {_shown(ref)}")
+            raise tool_not_found(ref)
         return tool
 
     def revisions(self, ref: str) -> list[Revision]:

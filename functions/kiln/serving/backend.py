@@ -386,12 +386,14 @@ class CatalogBackend:
         if self._gate is not None:
             await asyncio.to_thread(self._gate.release, limits)
 
-    async def visible_ids(self, principal: Any) -> set[str]:
-        """Ids of the tools `principal` may see over MCP (a key bound to a view: its tools)."""
-        _, tools = await self._visible(
-            await self._snapshots.fresh(), CallContext(principal=principal)
-        )
-        return {tool.id for tool in tools.values()}
+    async def bound_sight(self, principal: Any) -> tuple[str | None, dict[str, Tool]] | None:
+        """What `principal` sees over MCP when a view binds it: the view's name (None: it is
+        gone) and its tools by name, pinned ones at their revision; None: not bound."""
+        snapshot = await self._snapshots.fresh()
+        view, tools = await self._visible(snapshot, CallContext(principal=principal))
+        if tools is snapshot.tools:  # bound to no view: the whole catalog, as it is
+            return None
+        return (view.name if view is not None else None), tools
 
     async def _visible(
         self, snapshot: Snapshot, ctx: CallContext
