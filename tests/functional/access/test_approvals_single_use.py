@@ -24,8 +24,7 @@ from kiln.access.ledger import LedgerQuery
 from kiln.authoring import AuthoringService
 from kiln.catalog.store import CatalogStore
 from kiln.identity.keys import KeyStore
-from kiln.settings import Settings
-from support.app import AUTHOR_KEY, META_CAPS, MODERN, RunningKiln, meta, serve
+from support.app import META_CAPS, MODERN, RunningKiln, meta, serve, settings_for
 
 WIPE = "import json, sys\nargs = json.load(sys.stdin)\nprint(f\"wiped {args['target']}\")\n"
 TOOL = {
@@ -55,19 +54,17 @@ def two(aws: AwsStack, tmp_path: Path) -> Iterator[tuple[RunningKiln, RunningKil
     )
     secret = uuid.uuid4().hex
     with ExitStack() as stack:
-        running = []
-        for n in range(2):
-            settings = Settings(
-                table=aws.table, bucket=aws.bucket, endpoint_url=aws.endpoint_url,
-                region="us-east-1", author_key=AUTHOR_KEY, bundle_cache_dir=tmp_path / f"{n}",
-                bind_host="127.0.0.1", state_secret=secret, ledger_digest_key="digest",
-            )  # fmt: skip
-            running.append(stack.enter_context(_served(settings, aws)))
+        running = [
+            stack.enter_context(
+                _served(settings_for(aws, tmp_path / f"{n}", state_secret=secret), aws)
+            )
+            for n in range(2)
+        ]
         yield running[0], running[1], key
 
 
 @contextmanager
-def _served(settings: Settings, aws: AwsStack) -> Iterator[RunningKiln]:
+def _served(settings: Any, aws: AwsStack) -> Iterator[RunningKiln]:
     yield from serve(settings, aws, public_only=True)
 
 
@@ -96,26 +93,26 @@ def ledger(kiln: RunningKiln, count: int) -> list[tuple[str, str]]:
         time.sleep(0.05)
 
 
-def approved_state(kiln: RunningKiln, key: str) -> str:
+def approved(kiln: RunningKiln, key: str) -> dict[str, Any]:
+    """The params that answer the approval question with accept (its requestState too)."""
     asked = call(kiln, key, ASKS)
     assert asked["resultType"] == "input_required", asked
-    return str(asked["requestState"])
+    return {"inputResponses": {"kiln/approval": ACCEPT}, "requestState": asked["requestState"]}
 
 
 def test_an_approved_request_sent_again_is_not_run_and_is_asked_afresh(
     two: tuple[RunningKiln, RunningKiln, str],
 ) -> None:
     first, _, key = two
-    state = approved_state(first, key)
-    approved = {"inputResponses": {"kiln/approval": ACCEPT}, "requestState": state}
-    ran = call(first, key, ASKS, **approved)
+    sent = approved(first, key)
+    ran = call(first, key, ASKS, **sent)
     assert ran["content"][0]["text"] == "wiped db", ran
-    again = call(first, key, ASKS, **approved)
+    again = call(first, key, ASKS, **sent)
     assert again.get("resultType") == "input_required", f"the replay ran the tool again: {again}"
     message = again["inputRequests"]["kiln/approval"]["params"]["message"]
     assert message.startswith("The approval sent with this call was already used"), message
     assert "Allow the tool 'wipe' (wipe) to run?" in message
-    assert again["requestState"] != state
+    assert again["requestState"] != sent["requestState"]
     assert [outcome for outcome, _ in ledger(first, 2)] == ["ok", "refused"]
     assert ledger(first, 2)[1][1] == "approval already used"
     # The fresh question, answered, runs the tool once more: a second approval, a second run.
@@ -128,10 +125,9 @@ def test_an_approval_spent_in_one_process_is_not_run_by_another(
     two: tuple[RunningKiln, RunningKiln, str],
 ) -> None:
     first, second, key = two
-    state = approved_state(first, key)
-    approved = {"inputResponses": {"kiln/approval": ACCEPT}, "requestState": state}
-    assert call(first, key, ASKS, **approved)["content"][0]["text"] == "wiped db"
-    again = call(second, key, {}, **approved)  # and a client that cannot be asked this time
+    sent = approved(first, key)
+    assert call(first, key, ASKS, **sent)["content"][0]["text"] == "wiped db"
+    again = call(second, key, {}, **sent)  # and a client that cannot be asked this time
     assert again.get("isError") is True, f"another process ran the tool again: {again}"
     assert again["content"][0]["text"] == (
         "Tool 'wipe' was not run: the approval sent with this call was already used (an "

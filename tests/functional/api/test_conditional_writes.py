@@ -29,20 +29,14 @@ from fastapi import FastAPI
 from conftest import AwsStack
 from kiln.api import errors
 from kiln.aws.clients import make_clients
-from kiln.settings import Settings
-from support.app import AUTHOR_KEY, RunningKiln, bound_socket, serve
+from support.app import AUTHOR_KEY, RunningKiln, bound_socket, serve, settings_for
 
 TOOL = {"name": "wipe", "description": "d", "language": "python", "code": "print('hi')\n"}
 
 
 @pytest.fixture
 def kiln(aws: AwsStack, tmp_path: Path) -> Iterator[RunningKiln]:
-    settings = Settings(
-        table=aws.table, bucket=aws.bucket, endpoint_url=aws.endpoint_url, region="us-east-1",
-        author_key=AUTHOR_KEY, bundle_cache_dir=tmp_path, bind_host="127.0.0.1",
-        ledger_digest_key="digest",
-    )  # fmt: skip
-    yield from serve(settings, aws)
+    yield from serve(settings_for(aws, tmp_path), aws)
 
 
 @contextmanager

@@ -9,17 +9,14 @@ bound to a view listed, read and ran the whole catalog over REST.
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Iterator
 from typing import Any
 
 import httpx
 import pytest
 
-from conftest import AwsStack
-from kiln.aws.clients import ensure_resources, make_clients
-from kiln.settings import Settings
-from support.app import AUTHOR_KEY, MODERN, RunningKiln, meta, serve
+from support.app import AUTHOR_KEY, MODERN, RunningKiln, meta, serve, settings_for
+from support.aws import fresh_stack
 
 SEEN = {"name": "seen", "description": "seen", "language": "python",
         "code": "print('seen')\n", "requirements": ["six==1.16.0"]}  # fmt: skip
@@ -30,16 +27,8 @@ HIDDEN = {"name": "hidden", "description": "hidden", "language": "python",
 
 @pytest.fixture(scope="module")
 def kiln(moto_endpoint: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningKiln]:
-    suffix = uuid.uuid4().hex[:10]
-    clients = make_clients(endpoint_url=moto_endpoint, region="us-east-1")
-    aws = AwsStack(moto_endpoint, clients, f"kiln-bound-{suffix}", f"kiln-bound-{suffix}")
-    ensure_resources(clients, table=aws.table, bucket=aws.bucket)
-    settings = Settings(
-        table=aws.table, bucket=aws.bucket, endpoint_url=moto_endpoint, region="us-east-1",
-        author_key=AUTHOR_KEY, bind_host="127.0.0.1",
-        bundle_cache_dir=tmp_path_factory.mktemp("bound-reads"), ledger_digest_key="digest",
-    )  # fmt: skip
-    yield from serve(settings, aws)
+    aws = fresh_stack(moto_endpoint)
+    yield from serve(settings_for(aws, tmp_path_factory.mktemp("bound-reads")), aws)
 
 
 @pytest.fixture(scope="module")
