@@ -24,7 +24,16 @@ from kiln.access.ledger import LedgerQuery
 from kiln.authoring import AuthoringService
 from kiln.catalog.store import CatalogStore
 from kiln.identity.keys import KeyStore
-from support.app import META_CAPS, MODERN, RunningKiln, meta, serve, settings_for
+from support.app import (
+    META_CAPS,
+    MODERN,
+    McpServer,
+    RunningKiln,
+    meta,
+    serve,
+    settings_for,
+    start_kiln,
+)
 
 WIPE = "import json, sys\nargs = json.load(sys.stdin)\nprint(f\"wiped {args['target']}\")\n"
 TOOL = {
@@ -137,3 +146,40 @@ def test_an_approval_spent_in_one_process_is_not_run_by_another(
     assert outcomes[0][0] == "ok", outcomes
     assert outcomes[0][1].startswith("approved by key:careful"), outcomes
     assert outcomes[1:] == [("refused", "approval already used")], outcomes
+
+
+@pytest.fixture(scope="module")
+def conformance(
+    moto_endpoint: str, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[McpServer]:
+    """kiln dev's app with the conformance tools (test_tool_with_task asks first)."""
+    yield from start_kiln(moto_endpoint, tmp_path_factory.mktemp("single-use-tasks"))
+
+
+def test_a_tool_that_asks_first_makes_one_task_from_one_approval(conformance: McpServer) -> None:
+    """Approved, asked its own question, answered: one task. The same last request again is
+    asked afresh, and no second task is made."""
+    made = conformance.running.api("POST", "/api/keys", json={
+        "name": "careful", "scope": "call", "confirm": "destructive"})  # fmt: skip
+    assert made.status_code == 201, made.text
+    headers = {"Authorization": f"Bearer {made.json()['key']}"}
+    caps = {**ASKS, "extensions": {"io.modelcontextprotocol/tasks": {}}}
+
+    def call(**params: Any) -> dict[str, Any]:
+        params = {"name": "test_tool_with_task", "arguments": {}, **params,
+                  "_meta": {**meta(), META_CAPS: caps}}  # fmt: skip
+        answer = conformance.modern("tools/call", params, headers=headers).json()
+        assert "result" in answer, answer
+        return dict(answer["result"])
+
+    asked = call()
+    assert list(asked["inputRequests"]) == ["kiln/approval"], asked
+    named = call(inputResponses={"kiln/approval": ACCEPT}, requestState=asked["requestState"])
+    assert list(named["inputRequests"]) == ["user_name"], named
+    last = {"inputResponses": {"user_name": {"action": "accept", "content": {"name": "Ada"}}},
+            "requestState": named["requestState"]}  # fmt: skip
+    assert call(**last)["resultType"] == "task"
+    again = call(**last)
+    assert again.get("resultType") == "input_required", f"a second task from one approval: {again}"
+    message = again["inputRequests"]["kiln/approval"]["params"]["message"]
+    assert message.startswith("The approval sent with this call was already used"), message
