@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 import os
-import uuid
 from collections.abc import Iterator
 
 import pytest
 
-from kiln.aws.clients import ensure_resources, make_clients
-from support.aws import AwsStack, key_emulator
+from support.aws import AwsStack, fresh_stack, key_emulator
 
 # Fails the session if a key or secret planted by a test shows up in any log line.
 # Fails a test whose functions made an AWS call their role in template.yaml does not allow.
@@ -40,8 +38,4 @@ def moto_endpoint(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 @pytest.fixture
 def aws(moto_endpoint: str) -> AwsStack:
     """A table and a bucket of their own for one test, on the shared moto server."""
-    suffix = uuid.uuid4().hex[:10]
-    clients = make_clients(endpoint_url=moto_endpoint, region="us-east-1")
-    stack = AwsStack(moto_endpoint, clients, f"kiln-test-{suffix}", f"kiln-test-{suffix}")
-    ensure_resources(clients, table=stack.table, bucket=stack.bucket)
-    return stack
+    return fresh_stack(moto_endpoint)

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 import kiln
+from kiln.access.approvals import SpentApprovals
 from kiln.access.gate import CallGate
 from kiln.access.ledger import DEFAULT_SHARDS, CallLedger
 from kiln.access.pins import CatalogBinder
@@ -335,6 +336,7 @@ def build_kiln(settings: Settings, *, clients: AwsClients | None = None) -> Kiln
     backend = CatalogBackend(
         snapshots, runner, bundles=bundles, secrets=secrets, views=views, gate=gate,
         remote=remote_runner(settings, clients, bundles),
+        approvals=SpentApprovals(clients.dynamodb, table=settings.table),
     )  # fmt: skip
     return Kiln(
         settings, clients, store, snapshots, runner, backend, callers, secrets, bundles, views,

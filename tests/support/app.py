@@ -200,3 +200,12 @@ class McpServer:
             hdrs["Mcp-Name"] = params["name"]
         hdrs.update(headers or {})
         return self.post({"jsonrpc": "2.0", "id": rid, "method": method, "params": params}, hdrs)
+
+
+def settings_for(stack: AwsStack, tmp: Path, **overrides: Any) -> Settings:
+    """The app's settings over `stack`: the tests' author key, loopback, a ledger digest key."""
+    return Settings(
+        **{"table": stack.table, "bucket": stack.bucket, "endpoint_url": stack.endpoint_url,
+           "region": "us-east-1", "author_key": AUTHOR_KEY, "bundle_cache_dir": tmp,
+           "bind_host": "127.0.0.1", "ledger_digest_key": "digest", **overrides}
+    )  # fmt: skip

@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import json
 import os
+import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
-from kiln.aws.clients import AwsClients
+from kiln.aws.clients import AwsClients, ensure_resources, make_clients
 from kiln.local.emulator.privacy import write_private
 
 
@@ -18,6 +19,15 @@ class AwsStack:
     clients: AwsClients
     table: str
     bucket: str
+
+
+def fresh_stack(endpoint: str, prefix: str = "kiln-test") -> AwsStack:
+    """A table and a bucket of their own on the emulator at `endpoint`."""
+    suffix = uuid.uuid4().hex[:10]
+    clients = make_clients(endpoint_url=endpoint, region="us-east-1")
+    stack = AwsStack(endpoint, clients, f"{prefix}-{suffix}", f"{prefix}-{suffix}")
+    ensure_resources(clients, table=stack.table, bucket=stack.bucket)
+    return stack
 
 
 def key_emulator(state: Path) -> None:

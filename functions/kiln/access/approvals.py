@@ -15,19 +15,33 @@ A key's own `confirm` (`kiln keys bind --confirm`, `PUT /api/keys/{name}/binding
 every call made with it, whatever view it reaches; with a view's too, the stricter one holds
 ("writes" asks before more tools than "destructive"). A task-augmented call is asked the same
 question through its task: the task waits in `input_required` for it (`tasks/update`).
+
+An approval is single-use. It travels in a sealed requestState (MCP 2026-07-28), which a
+client could send again as it is; so before the run it allows, the state is spent in the
+store (`SpentApprovals`: a conditional put of `APPROVAL#<state id>`, kept a day by the table's
+TTL, longer than any state lives). A state sent again finds its item: the tool is not run,
+the ledger says `approval already used`, and the caller is asked afresh. The item is in the
+store, not in memory, because the next request may reach another process (each Lambda
+container is one). On the 2025 wires an approval is answered inside its own request (held
+open by `kiln dev`; refused on Lambda), so there is nothing to send twice.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
+
+from botocore.exceptions import ClientError
 
 Confirm = Literal["destructive", "writes"]
 CONFIRM_VALUES: tuple[str, ...] = ("destructive", "writes")
 APPROVAL_KEY = "kiln/approval"
 MAX_SHOWN_CHARS = 200
+SPENT_KEEP_S = 24 * 3600  # a spent approval's item; a requestState lives 15 minutes
+USED_AGAIN = "approval already used"  # the ledger's detail of a state sent again
 
 
 @dataclass(frozen=True)
@@ -123,3 +137,34 @@ def verdict(answer: Any) -> Literal["approved", "declined", "cancelled"]:
     if action == "accept" and isinstance(content, Mapping) and content.get("approve") is True:
         return "approved"
     return "declined"
+
+
+class SpentApprovals:
+    """Approvals already used, by the id of the requestState that carried them (a DynamoDB
+    item each). Blocking: use from a thread."""
+
+    def __init__(
+        self, dynamodb: Any, *, table: str, clock: Callable[[], float] = time.time
+    ) -> None:
+        self._ddb = dynamodb
+        self._table = table
+        self._clock = clock
+
+    def spend(self, state_id: str) -> bool:
+        """Mark the approval in this state used: True the first time, False ever after."""
+        now = self._clock()
+        item = {
+            "pk": {"S": f"APPROVAL#{state_id}"},
+            "sk": {"S": "SPENT"},
+            "spent_at": {"S": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(now))},
+            "expires_at": {"N": str(int(now + SPENT_KEEP_S))},
+        }
+        try:
+            self._ddb.put_item(
+                TableName=self._table, Item=item, ConditionExpression="attribute_not_exists(pk)"
+            )
+        except ClientError as error:
+            if error.response.get("Error", {}).get("Code") == "ConditionalCheckFailedException":
+                return False
+            raise
+        return True

@@ -16,9 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import json
-import random
 import re
-import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -27,7 +25,7 @@ from botocore.exceptions import ClientError
 
 from kiln.access.approvals import CONFIRM_VALUES
 from kiln.access.quotas import NO_QUOTA, Quota, QuotaRuleError, check_quota
-from kiln.catalog.changelog import next_version, version_raced
+from kiln.catalog.changelog import cancel_codes, commit
 from kiln.catalog.names import TAG_RULE, is_tag
 from kiln.catalog.store import utc_now
 
@@ -47,7 +45,6 @@ FIELDS = (
     "oauth_clients",
     "confirm",
 )
-_ATTEMPTS = 5
 
 
 class ViewError(Exception):
@@ -423,20 +420,12 @@ class ViewStore:
         )
 
     def _transact(self, operation: dict[str, Any]) -> bool:
-        """Run one write with the catalog version bump; False when its condition failed."""
-        for attempt in range(_ATTEMPTS):
-            steps = next_version(self._db, self._table, [])  # a view names no tool
-            try:
-                self._db.transact_write_items(TransactItems=[operation, *steps])
-                return True
-            except ClientError as error:
-                version_raced(error, 1)
-                reasons = error.response.get("CancellationReasons") or []
-                codes = [reason.get("Code", "None") for reason in reasons]
-                if codes[:1] == ["ConditionalCheckFailed"]:
-                    return False
-                if "TransactionConflict" in codes and attempt + 1 < _ATTEMPTS:
-                    time.sleep(random.uniform(0.01, 0.05) * (attempt + 1))
-                    continue
-                raise
-        return False  # pragma: no cover (the loop either returns or raises)
+        """Run one write with the catalog version bump; False when its condition failed
+        (CatalogBusyError when other writes kept taking the version: changelog.commit)."""
+        try:
+            commit(self._db, self._table, [operation])
+        except ClientError as error:
+            if cancel_codes(error)[:1] == ["ConditionalCheckFailed"]:
+                return False
+            raise
+        return True

@@ -12,6 +12,7 @@ from kiln.access import usage
 from kiln.access.ledger import CallLedger, LedgerQuery, LedgerQueryError
 from kiln.api.common import blocking, kiln_of, require
 from kiln.api.errors import ApiError
+from kiln.api.sight import sight
 
 router = APIRouter()
 
@@ -26,9 +27,12 @@ def _ledger(request: Request) -> CallLedger:
 @router.get("/api/calls")
 async def list_calls(request: Request, where: Annotated[LedgerQuery, Depends()]) -> dict[str, Any]:
     """Ledger entries, newest first; `next_cursor` continues (null on the last page)."""
-    await require(request)
+    seen = await sight(request, await require(request))
     await kiln_of(request).gate.after.flush()  # calls this process answered are all in
     entries, next_cursor = await blocking(_ledger(request).query, where)
+    if seen.bound:  # the calls of its view's tools only (a page may then come short)
+        names = seen.names()
+        entries = [entry for entry in entries if entry.tool in names]
     return {"calls": [entry.as_json() for entry in entries], "next_cursor": next_cursor}
 
 
@@ -40,7 +44,7 @@ async def calls_by_tool(
     24: the current UTC hour so far and the `hours - 1` whole hours before it; read from the
     hourly totals of the days they span), or over the last `days` UTC days counting today (1
     to 30; the days' totals). One read of each day's totals, however many calls it had."""
-    await require(request)
+    seen = await sight(request, await require(request))
     if hours is not None and days is not None:
         raise LedgerQueryError("hours, days: give one of them, not both")
     if days is not None and not 1 <= days <= 30:
@@ -56,7 +60,8 @@ async def calls_by_tool(
         since = datetime(first.year, first.month, first.day, tzinfo=UTC)
     else:
         since, each = usage.hour_window(24 if hours is None else hours, end)
-    totals = await asyncio.gather(*(blocking(ledger.totals, day) for day in each))
+    read = await asyncio.gather(*(blocking(ledger.totals, day) for day in each))
+    totals = [seen.totals(day) for day in read]
     if days is not None:
         tools = usage.by_tool_of_days(totals)
     else:
@@ -68,7 +73,7 @@ async def calls_by_tool(
 async def call_chart(request: Request, tool: str, range: str = "day") -> dict[str, Any]:
     """One tool's calls, errors and p50/p99 duration per bucket, and its outcomes, over the
     last hour (5-minute buckets), day (hours) or month (30 days)."""
-    await require(request)
+    seen = await sight(request, await require(request))
     ledger = _ledger(request)
     await kiln_of(request).gate.after.flush()
     now = datetime.fromtimestamp(ledger.now(), UTC)
@@ -76,7 +81,9 @@ async def call_chart(request: Request, tool: str, range: str = "day") -> dict[st
     end = start + step * count
 
     def read() -> dict[str, Any]:
-        return usage.chart(ledger.between(start, end, tool=tool), start, step, count)
+        hidden = seen.bound and tool not in seen.names()  # as for a tool with no calls
+        records = [] if hidden else ledger.between(start, end, tool=tool)
+        return usage.chart(records, start, step, count)
 
     body = await blocking(read)
     return {"tool": tool, "range": range, "bucket_s": int(step.total_seconds()), **body}
@@ -85,12 +92,12 @@ async def call_chart(request: Request, tool: str, range: str = "day") -> dict[st
 @router.get("/api/calls/totals")
 async def call_totals(request: Request, day: str | None = None) -> dict[str, Any]:
     """Calls, outcomes and run-seconds of one UTC day (default today), per caller and tool."""
-    await require(request)
+    seen = await sight(request, await require(request))
     ledger = _ledger(request)
     await kiln_of(request).gate.after.flush()
     if day is None:
         from datetime import UTC, datetime
 
         day = datetime.fromtimestamp(ledger.now(), UTC).date().isoformat()
-    totals: dict[str, Any] = await blocking(ledger.totals, day)
+    totals: dict[str, Any] = seen.totals(await blocking(ledger.totals, day))
     return totals

@@ -17,6 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from botocore.exceptions import ClientError
 from fastapi import FastAPI, Request
 from fastapi.responses import Response
 from starlette.exceptions import HTTPException
@@ -34,6 +35,7 @@ from kiln.authoring.service import ArgumentsRejectedError, UndeclaredSecretError
 from kiln.aws.clients import StoreUnavailableError
 from kiln.bundles.store import AmbiguousBundleIdError, BundleIdError, BundleStateError
 from kiln.catalog.errors import (
+    CatalogBusyError,
     CatalogError,
     NameMismatchError,
     NameTakenError,
@@ -109,6 +111,7 @@ ERRORS: dict[type[BaseException], Refusal] = {
     ToolNotFoundError: Refusal(404, "not_found"),
     RevisionNotFoundError: Refusal(404, "not_found"),
     StaleRevisionError: Refusal(412, "stale_revision", details=_current_revision),
+    CatalogBusyError: Refusal(409, "catalog_busy"),
     RevisionRequiredError: Refusal(428, "revision_required"),
     BundleStateError: Refusal(409, "bundle_state"),
     BundleIdError: Refusal(404, "not_found"),
@@ -161,7 +164,7 @@ def rest_status_and_body(error: BaseException) -> tuple[int, dict[str, Any]]:
 def _headers(error: BaseException) -> dict[str, str]:
     if isinstance(error, AuthError):
         return {"www-authenticate": error.www_authenticate}
-    if isinstance(error, StoreUnavailableError):
+    if isinstance(error, (StoreUnavailableError, CatalogBusyError)):
         return {"retry-after": str(error.retry_after_s)}
     return {}
 
@@ -230,6 +233,24 @@ async def _routing(request: Request, error: Exception) -> Response:
     return json_response({"error": {"code": code, "message": message}}, status, headers)
 
 
+CONDITIONAL = frozenset({"TransactionCanceledException", "ConditionalCheckFailedException"})
+
+
+async def _store_refused(request: Request, error: Exception) -> Response:
+    """A store refusal no domain error translated: a conditional write that lost to another
+    is still a 409 with a JSON body (and logged, so that its translation gets written);
+    anything else the store said is internal."""
+    assert isinstance(error, ClientError)
+    if error.response.get("Error", {}).get("Code") not in CONDITIONAL:
+        return await _internal(request, error)
+    log.error("untranslated conditional failure on %s %s: %s", request.method,
+              request.url.path, error)  # fmt: skip
+    message = "another write changed this at the same moment; read it again and retry"
+    if under_mcp(request.url.path):
+        return _jsonrpc_error(REFUSED, f"Conflict: {message}", 409, {})
+    return json_response({"error": {"code": "conflict", "message": message}}, 409)
+
+
 async def _internal(request: Request, error: Exception) -> Response:
     """A failure nothing else caught: still JSON (the traceback goes to the log, not out)."""
     log.error("unhandled %s on %s %s", type(error).__name__, request.method, request.url.path)
@@ -246,6 +267,8 @@ async def answer(request: Request, error: Exception) -> Response:
         return await _routing(request, error)
     if isinstance(error, (ApiError, *ERRORS)):
         return await _handle(request, error)
+    if isinstance(error, ClientError):
+        return await _store_refused(request, error)
     return await _internal(request, error)
 
 
@@ -257,4 +280,5 @@ def install(app: FastAPI) -> None:
         if issubclass(cls, Exception):
             app.add_exception_handler(cls, _handle)
     app.add_exception_handler(HTTPException, _routing)
+    app.add_exception_handler(ClientError, _store_refused)
     app.add_exception_handler(Exception, _internal)

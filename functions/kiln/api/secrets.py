@@ -13,14 +13,16 @@ from fastapi import APIRouter, Request
 
 from kiln.api.common import blocking, json_body, kiln_of, require
 from kiln.api.errors import ApiError
+from kiln.api.sight import sight
 
 router = APIRouter(prefix="/api/tools/{ref}/secrets", tags=["secrets"])
 
 
 @router.get("")
 async def list_secrets(ref: str, request: Request) -> dict[str, Any]:
-    await require(request)
-    _, secrets = await blocking(kiln_of(request).authoring.secret_status, ref)
+    who = await require(request)
+    tool, secrets = await blocking(kiln_of(request).authoring.secret_status, ref)
+    (await sight(request, who)).served(tool, ref)  # a tool its view hides: unknown
     return {"secrets": secrets}
 
 

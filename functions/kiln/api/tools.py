@@ -19,6 +19,7 @@ from fastapi.responses import JSONResponse, Response, StreamingResponse
 from kiln.api import tasks
 from kiln.api.common import blocking, if_match, json_body, kiln_of, require, tagged, time_left_s
 from kiln.api.errors import ApiError
+from kiln.api.sight import sight
 from kiln.authoring.serialise import revision_json, tool_json
 from kiln.authoring.service import TestRun
 from kiln.catalog.errors import RevisionRequiredError
@@ -41,10 +42,8 @@ async def list_tools(request: Request, include_deleted: bool = False) -> dict[st
     who = await require(request, "author" if include_deleted else "call")
     parts = kiln_of(request)
     tools = await blocking(parts.authoring.list_tools, include_deleted=include_deleted)
-    if not who.can("author") and (who.view or who.grants):  # bound: its view's tools, only
-        shown = await parts.backend.visible_ids(who)
-        tools = [tool for tool in tools if tool.id in shown]
-    return {"tools": [tool_json(t) for t in tools]}
+    seen = await sight(request, who)  # bound to a view: its tools, as MCP serves them
+    return {"tools": [tool_json(t) for t in seen.listed(tools)]}
 
 
 @router.post("", status_code=201)
@@ -57,12 +56,16 @@ async def create_tool(request: Request) -> JSONResponse:
 
 @router.get("/{ref}")
 async def get_tool(ref: str, request: Request) -> JSONResponse:
-    await require(request)
+    who = await require(request)
     parts = kiln_of(request)
+    seen = await sight(request, who)
     found = await blocking(parts.authoring.read, ref)
-    body = tool_json(found.tool, code=found.code, files=found.files)
-    body["bundle"] = await blocking(parts.bundles.summary, found.tool.head.bundle_id)
-    return tagged(body, found.tool)
+    tool = seen.served(found.tool, ref)
+    if tool.head.number != found.tool.head.number:  # a pin: its revision's source
+        found = await blocking(parts.authoring.read_served, tool)
+    body = tool_json(tool, code=found.code, files=found.files)
+    body["bundle"] = await blocking(parts.bundles.summary, tool.head.bundle_id)
+    return tagged(body, tool)
 
 
 @router.put("/{ref}")
@@ -82,15 +85,24 @@ async def replace_tool(ref: str, request: Request) -> JSONResponse:
 
 @router.get("/{ref}/revisions")
 async def list_revisions(ref: str, request: Request) -> dict[str, Any]:
-    await require(request)
-    revisions = await blocking(kiln_of(request).authoring.revisions, ref)
+    who = await require(request)
+    parts = kiln_of(request)
+    seen = await sight(request, who)
+    if seen.bound:  # the one revision its view serves
+        served = seen.served(await blocking(parts.authoring.get, ref), ref)
+        return {"revisions": [revision_json(served.head)]}
+    revisions = await blocking(parts.authoring.revisions, ref)
     return {"revisions": [revision_json(r) for r in revisions]}
 
 
 @router.get("/{ref}/revisions/{number}")
 async def get_revision(ref: str, number: int, request: Request) -> dict[str, Any]:
-    await require(request)
-    revision, code = await blocking(kiln_of(request).authoring.revision, ref, number)
+    who = await require(request)
+    parts = kiln_of(request)
+    seen = await sight(request, who)
+    if seen.bound:
+        seen.revision(await blocking(parts.authoring.get, ref), ref, number)
+    revision, code = await blocking(parts.authoring.revision, ref, number)
     return revision_json(revision, code=code)
 
 
@@ -167,7 +179,7 @@ async def run_tool(ref: str, request: Request) -> dict[str, Any] | Response:
     payload = await json_body(request)
     arguments = payload.get("arguments", {}) if isinstance(payload, dict) else None
     parts = kiln_of(request)
-    tool = await blocking(parts.authoring.get, ref)
+    tool = (await sight(request, who)).served(await blocking(parts.authoring.get, ref), ref)
     if isinstance(payload, dict) and payload.get("task") is True:
         return await tasks.start(request, tool, arguments, who)
     answers = payload.get("answers") if isinstance(payload, dict) else None

@@ -7,8 +7,9 @@ from typing import Any
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 
-from kiln.access.views import View, check_view, check_view_name
+from kiln.access.views import View, ViewNotFoundError, check_view, check_view_name
 from kiln.api.common import blocking, if_match, json_body, kiln_of, require
+from kiln.api.sight import sight
 
 router = APIRouter()
 
@@ -21,7 +22,7 @@ def _answer(view: View, status: int = 200, **extra: Any) -> JSONResponse:
 @router.get("/api/views")
 async def list_views(request: Request) -> dict[str, Any]:
     """Every view, each with `problems`: entries that serve nothing, and why."""
-    await require(request)
+    seen = await sight(request, await require(request))
     parts = kiln_of(request)
     snapshot = await parts.snapshots.fresh()
 
@@ -31,6 +32,7 @@ async def list_views(request: Request) -> dict[str, Any]:
             {**view.as_json(),
              "problems": parts.views.problems_of(snapshot.version, name, snapshot.tools)}
             for name, view in sorted(views.items())
+            if not seen.bound or name == seen.view  # a bound caller: its own view only
         ]  # fmt: skip
 
     return {"views": await blocking(listing)}
@@ -39,8 +41,10 @@ async def list_views(request: Request) -> dict[str, Any]:
 @router.get("/api/views/{name}")
 async def get_view(name: str, request: Request) -> JSONResponse:
     """The view, and what it shows right now: each tool with the revision it serves."""
-    await require(request)
+    seen = await sight(request, await require(request))
     parts = kiln_of(request)
+    if seen.bound and name != seen.view:
+        raise ViewNotFoundError(f"no view is named {name!r}")
     view = await blocking(parts.views.store.get, check_view_name(name))
     snapshot = await parts.snapshots.fresh()
     tools = await blocking(parts.views.tools_of, snapshot.version, name, snapshot.tools)

@@ -172,6 +172,10 @@ class AuthoringService:
         head = tool.head
         return ToolSource(tool, self._store.code(head), self._store.files(head))
 
+    def read_served(self, tool: Tool) -> ToolSource:
+        """`tool` as a view serves it (its head may be a pinned revision), with that source."""
+        return ToolSource(tool, self._store.code(tool.head), self._store.files(tool.head))
+
     def revisions(self, ref: str) -> list[Revision]:
         return self._store.revisions(ref)
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 import functools
 import json
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
@@ -237,13 +237,15 @@ class BundleStore:
         item = response.get("Item")
         return None if item is None else BundleRecord.from_item(item)
 
-    def resolve(self, ref: str) -> str:
-        """The full id that `ref` (an id or any unique prefix of one) names; else BundleIdError."""
+    def resolve(self, ref: str, among: Iterable[str] | None = None) -> str:
+        """The full id that `ref` (an id or any unique prefix of one) names; else BundleIdError.
+        With `among`, a prefix is matched against those ids only (what a caller may see)."""
         if not _HEX.fullmatch(ref):
             raise BundleIdError(f"bundle id {ref!r}: {ID_RULE}")
         if len(ref) == ID_LENGTH:
             return ref
-        matches = sorted(record.id for record in self.list() if record.id.startswith(ref))
+        ids = among if among is not None else (record.id for record in self.list())
+        matches = sorted({found for found in ids if found.startswith(ref)})
         if not matches:
             raise BundleIdError(f"bundle {ref}: no bundle id starts with it")
         if len(matches) > 1:

@@ -16,14 +16,22 @@ behind, or when more than `MAX_TOOLS` tools changed: the forward read is then no
 
 from __future__ import annotations
 
+import random
 import time
+import uuid
 from typing import Any
+
+from botocore.exceptions import ClientError
+
+from kiln.catalog.errors import CatalogBusyError
 
 CHANGES_PK = "CATALOG#CHANGES"
 MAX_STEPS = 64  # versions a process reads forward; further behind, it reads everything
 MAX_TOOLS = 24  # changed tools it re-reads one by one; more, it reads everything
 KEEP_S = 24 * 3600  # an entry's life (the table's TTL attribute `expires_at`)
 VERSION_KEY = {"pk": {"S": "CATALOG"}, "sk": {"S": "VERSION"}}
+COMMIT_ATTEMPTS = 8  # a write that loses the version step this often in a row is refused
+BACKOFF_S = (0.02, 0.5)  # the first wait's bound, and the most any wait may be
 
 
 def entry_key(version: int) -> str:
@@ -104,3 +112,46 @@ def changed_since(ddb: Any, table: str, have: int, now: int) -> set[str] | None:
         return None
     tools = {tool for item in items for tool in item.get("tools", {}).get("SS", [])}
     return tools if len(tools) <= MAX_TOOLS else None
+
+
+def cancel_codes(error: ClientError) -> list[str]:
+    """The reason code of each operation of a cancelled transaction ("None": it was fine)."""
+    reasons = error.response.get("CancellationReasons") or []
+    return [reason.get("Code", "None") for reason in reasons]
+
+
+def commit(ddb: Any, table: str, operations: list[dict[str, Any]]) -> None:
+    """Write `operations` in one transaction with the version step and its entry.
+
+    Two writes at the same moment collide on the version item even when both are valid: the
+    loser reads the version again and retries, waiting a random time that doubles each round
+    (full jitter, so a crowd of writers spreads out instead of colliding again in step).
+    Raises the ClientError of a refusal by the operations' own conditions (its reasons then
+    name only those: the version step's is rewritten, `version_raced`), and CatalogBusyError
+    when the version was taken every time, which the caller answers as a conflict to retry.
+    """
+    first, most = BACKOFF_S
+    for attempt in range(COMMIT_ATTEMPTS):
+        steps = next_version(ddb, table, touched_tools(operations))
+        try:
+            # A token per attempt: botocore resends it when a reply is lost, and the store then
+            # answers with the first call's success instead of applying the write twice or
+            # refusing it as a conflict with itself.
+            ddb.transact_write_items(
+                TransactItems=[*operations, *steps], ClientRequestToken=uuid.uuid4().hex
+            )
+            return
+        except ClientError as error:
+            if error.response.get("Error", {}).get("Code") != "TransactionCanceledException":
+                raise
+            version_raced(error, len(operations))
+            codes = cancel_codes(error)
+            if "ConditionalCheckFailed" in codes or "TransactionConflict" not in codes:
+                raise
+        if attempt + 1 < COMMIT_ATTEMPTS:
+            time.sleep(random.uniform(0, min(most, first * 2**attempt)))
+    raise CatalogBusyError(
+        f"the catalog: {COMMIT_ATTEMPTS} other writes came at the same moment as this one, "
+        "each time; nothing was changed, send it again",
+        retry_after_s=1,
+    )

@@ -35,3 +35,12 @@ class NotDeletedError(CatalogError):
 
 class NameMismatchError(CatalogError):
     pass
+
+
+class CatalogBusyError(CatalogError):
+    """Other writes took the catalog's version step every time this one tried: nothing was
+    written; the same request may be sent again (after `retry_after_s`)."""
+
+    def __init__(self, message: str, *, retry_after_s: int) -> None:
+        super().__init__(message)
+        self.retry_after_s = retry_after_s

@@ -21,9 +21,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import random
 import re
-import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import asdict, replace
@@ -32,13 +30,7 @@ from typing import Any, Protocol
 
 from botocore.exceptions import ClientError
 
-from kiln.catalog.changelog import (
-    changed_since,
-    next_version,
-    read_version,
-    touched_tools,
-    version_raced,
-)
+from kiln.catalog.changelog import cancel_codes, changed_since, commit, read_version
 from kiln.catalog.errors import (
     NameMismatchError,
     NameTakenError,
@@ -54,7 +46,6 @@ from kiln.catalog.toolfiles import digest as content_digest
 from kiln.catalog.toolfiles import same_definition, same_revision
 
 log = logging.getLogger("kiln.catalog")
-TRANSACTION_ATTEMPTS = 5
 MAX_REVISION = 99_999_999  # revision sort keys are REV#<8 digits>
 CODE_EXTENSIONS = {"python": "py", "node": "js"}
 _TOOL_ID = re.compile(r"[A-Za-z0-9_.-]{1,128}")
@@ -63,6 +54,13 @@ _TOOL_ID = re.compile(r"[A-Za-z0-9_.-]{1,128}")
 def _shown(ref: str) -> str:
     """A caller's reference for a message: quoted, ASCII, at most 64 characters."""
     return ascii(ref if len(ref) <= 64 else ref[:64] + "…")
+
+
+def tool_not_found(ref: str) -> ToolNotFoundError:
+    """The refusal of a reference (a name, or `id:<id>`) that names no tool."""
+    if ref.startswith("id:"):
+        return ToolNotFoundError(f"no tool has the id {_shown(ref[3:])}")
+    return ToolNotFoundError(f"no tool is named {_shown(ref)}")
 
 
 class BundleHook(Protocol):
@@ -106,11 +104,6 @@ def _tool_from_item(item: Mapping[str, Any]) -> Tool:
         updated_at=item["updated_at"]["S"],
         deleted=item.get("deleted", {"BOOL": False})["BOOL"],
     )
-
-
-def _cancel_codes(error: ClientError) -> list[str]:
-    reasons = error.response.get("CancellationReasons") or []
-    return [reason.get("Code", "None") for reason in reasons]
 
 
 class CatalogStore:
@@ -158,15 +151,15 @@ class CatalogStore:
             # Only well-formed ids reach the store: an empty or 3 KB key is a store error.
             tool = self._get_by_id(ref[3:]) if _TOOL_ID.fullmatch(ref[3:]) else None
             if tool is None:
-                raise ToolNotFoundError(f"no tool has the id {_shown(ref[3:])}")
+                raise tool_not_found(ref)
             return tool
         if NAME_PATTERN.fullmatch(ref) is None:
-            raise ToolNotFoundError(f"no tool is named {_shown(ref)}")
+            raise tool_not_found(ref)
         key = {"pk": _s(f"NAME#{ref.lower()}"), "sk": _s("NAME")}
         claim = self._ddb.get_item(TableName=self.table, Key=key, ConsistentRead=True).get("Item")
         tool = self._get_by_id(claim["tool_id"]["S"]) if claim else None
         if tool is None or tool.deleted or tool.name != ref:
-            raise ToolNotFoundError(f"no tool is named {_shown(ref)}")
+            raise tool_not_found(ref)
         return tool
 
     def revisions(self, ref: str) -> list[Revision]:
@@ -228,7 +221,7 @@ class CatalogStore:
                 ]
             )
         except ClientError as error:
-            if _cancel_codes(error)[:1] == ["ConditionalCheckFailed"]:
+            if cancel_codes(error)[:1] == ["ConditionalCheckFailed"]:
                 raise self._name_taken(draft.name) from None
             raise
         return tool
@@ -326,7 +319,7 @@ class CatalogStore:
         try:
             self._transact(ops)
         except ClientError as error:
-            codes = _cancel_codes(error)
+            codes = cancel_codes(error)
             if len(ops) == 3 and codes[:1] == ["ConditionalCheckFailed"]:
                 raise self._name_taken(new_name) from None
             if "ConditionalCheckFailed" in codes:
@@ -357,7 +350,7 @@ class CatalogStore:
         try:
             self._transact(back)
         except ClientError as error:
-            codes = _cancel_codes(error)
+            codes = cancel_codes(error)
             if codes[:1] == ["ConditionalCheckFailed"]:
                 taken = f"name: a live tool is now named {tool.name!r}; rename or delete it first"
                 raise NameTakenError(f"{taken}, then restore this one") from None
@@ -464,7 +457,7 @@ class CatalogStore:
                 ]
             )
         except ClientError as error:
-            if "ConditionalCheckFailed" in _cancel_codes(error):
+            if "ConditionalCheckFailed" in cancel_codes(error):
                 latest = self._get_by_id(tool.id)
                 current = latest.head.number if latest else tool.head.number
                 raise StaleRevisionError(
@@ -537,30 +530,15 @@ class CatalogStore:
         *,
         on_conflict: Callable[[], Exception] | None = None,
     ) -> None:
-        for attempt in range(TRANSACTION_ATTEMPTS):
-            # The version step is read afresh for each attempt (changelog.next_version).
-            steps = next_version(self._ddb, self.table, touched_tools(operations))
-            try:
-                # A token per attempt: botocore resends it when a reply is lost, and the
-                # store then answers with the first call's success instead of applying the
-                # write twice or refusing it as a conflict with itself.
-                self._ddb.transact_write_items(
-                    TransactItems=[*operations, *steps], ClientRequestToken=uuid.uuid4().hex
-                )
-                return
-            except ClientError as error:
-                version_raced(error, len(operations))
-                codes = _cancel_codes(error)
-                # Every write also steps the version item, so two writes at the same moment
-                # collide there (TransactionConflict) even when both are valid: try again.
-                racing = "TransactionConflict" in codes and "ConditionalCheckFailed" not in codes
-                if racing and attempt + 1 < TRANSACTION_ATTEMPTS:
-                    time.sleep(random.uniform(0.01, 0.05) * (attempt + 1))
-                    continue
-                is_conflict = error.response["Error"]["Code"] == "TransactionCanceledException"
-                if on_conflict is not None and is_conflict:
-                    raise on_conflict() from None
-                raise
+        """Commit `operations` (changelog.commit); `on_conflict` is raised instead of a
+        refusal by their own conditions."""
+        try:
+            commit(self._ddb, self.table, operations)
+        except ClientError as error:
+            is_conflict = error.response["Error"]["Code"] == "TransactionCanceledException"
+            if on_conflict is not None and is_conflict:
+                raise on_conflict() from None
+            raise
 
     def _get_by_id(self, tool_id: str) -> Tool | None:
         key = {"pk": _s("TOOLS"), "sk": _s(tool_id)}

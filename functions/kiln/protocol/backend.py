@@ -68,12 +68,15 @@ class Question:
 # (key -> the client's answer), the kinds of question the caller can answer ("elicitation",
 # "sampling", "roots"), and `hear(kind, fields)` for progress and log lines as they come
 # (kind "progress": progress, total, message; kind "log": level, data, logger).
+# `state_id` names the sealed requestState the answers came back with (None: none): the same
+# state sent twice has the same id, so what it allows once (an approval) can be spent once.
 @dataclass(frozen=True)
 class Conversation:
     answers: Mapping[str, Any] = field(default_factory=dict)
     can_ask: tuple[str, ...] = ()
     hear: Callable[[str, Mapping[str, Any]], None] | None = None
     can_task: bool = False  # this run may hand the rest of its work to a task
+    state_id: str | None = None
 
 
 # Bookkeeping the transport runs after the answer: a blocking call, or one already started

@@ -90,9 +90,12 @@ class Turn:
         `can_task`, until it says it goes on as a task (GoingOn, with the answers so far)."""
         binding = Binding(tool.name, tool.revision, caller_of(ctx), arguments)
         answers, round_ = self._opened(binding, rid)
+        state_id = state_id_of(self.state)
         for _ in range(MAX_HELD_ROUNDS):
             hear = self.hear if self.emit is not None else None
-            talk = Conversation(answers, self.can_ask, hear, can_task=self.can_task)
+            talk = Conversation(
+                answers, self.can_ask, hear, can_task=self.can_task, state_id=state_id
+            )
             outcome = await call(replace(ctx, conversation=talk))
             if outcome.escalate and self.can_task:
                 return GoingOn(answers)
@@ -179,6 +182,12 @@ class GoingOn:
 
 class _Legacy(Exception):
     """A question a 2025 request cannot carry: a tool error, not a protocol error."""
+
+
+def state_id_of(state: str | None) -> str | None:
+    """The id of a requestState that opened (the sealer accepts one spelling per state, and
+    each seal draws a fresh nonce, so two ids are equal only for the same state sent again)."""
+    return hashlib.sha256(state.encode()).hexdigest() if state is not None else None
 
 
 def caller_of(ctx: CallContext) -> str:

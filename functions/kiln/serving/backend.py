@@ -12,7 +12,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, NamedTuple, Protocol
 
-from kiln.access.approvals import Requirement, needs_approval, requirement
+from kiln.access.approvals import Requirement, SpentApprovals, needs_approval, requirement
 from kiln.access.gate import (
     CallGate,
     CallTicket,
@@ -47,7 +47,7 @@ from kiln.runner import (
 from kiln.runner.errors import RunSlotRefusedError
 from kiln.runner.model import RunRequest, RunResult
 from kiln.runner.remote import RemoteRunner
-from kiln.serving.conversation import approval_for, approved_by, run_fields, tool_outcome
+from kiln.serving.conversation import approval_for, approved_by, run_fields, spent, tool_outcome
 from kiln.serving.packages import BundlePaths, cannot_run, wait_for_bundle
 from kiln.serving.store_errors import NOT_RECORDED, admit, catalog_reads, unavailable
 
@@ -138,8 +138,10 @@ class CatalogBackend:
         views: ViewCatalog | None = None,
         gate: CallGate | None = None,
         remote: RemoteRunner | None = None,
+        approvals: SpentApprovals | None = None,
     ) -> None:
         self._snapshots = snapshots
+        self._approvals = approvals  # each approval runs its tool once (kiln.access.approvals)
         self._runner = runner
         self._remote = remote  # every run goes to the runner function (kiln.runner.remote)
         self._bundles = bundles
@@ -267,6 +269,7 @@ class CatalogBackend:
         started = time.time()
         talk = ctx.conversation
         approval = approval_for(requirement(view, ctx.principal), found, arguments, talk)
+        approval = await spent(self._approvals, approval, found, arguments, talk)
         if approval is not None and approval.outcome is not None:  # asked, or not run
             if gate is not None and approval.verdict is not None:
                 await self._later(
@@ -375,12 +378,14 @@ class CatalogBackend:
         if self._gate is not None:
             await asyncio.to_thread(self._gate.release, limits)
 
-    async def visible_ids(self, principal: Any) -> set[str]:
-        """Ids of the tools `principal` may see over MCP (a key bound to a view: its tools)."""
-        _, tools = await self._visible(
-            await self._snapshots.fresh(), CallContext(principal=principal)
-        )
-        return {tool.id for tool in tools.values()}
+    async def bound_sight(self, principal: Any) -> tuple[str | None, dict[str, Tool]] | None:
+        """What `principal` sees over MCP when a view binds it: the view's name (None: it is
+        gone) and its tools by name, pinned ones at their revision; None: not bound."""
+        snapshot = await self._snapshots.fresh()
+        view, tools = await self._visible(snapshot, CallContext(principal=principal))
+        if tools is snapshot.tools:  # bound to no view: the whole catalog, as it is
+            return None
+        return (view.name if view is not None else None), tools
 
     async def _visible(
         self, snapshot: Snapshot, ctx: CallContext

@@ -7,6 +7,7 @@ a runner `Ask` becomes a protocol `Question` named by its MCP method.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -14,7 +15,9 @@ from typing import Any
 
 from kiln.access.approvals import (
     APPROVAL_KEY,
+    USED_AGAIN,
     Requirement,
+    SpentApprovals,
     approval_question,
     needs_approval,
     verdict,
@@ -127,6 +130,45 @@ def approval_for(
         ToolOutcome(f"Tool {tool.name!r} was not run: the user {said} it.", True),
         f"approval {said} by the user",
     )
+
+
+async def spent(
+    spends: SpentApprovals | None,
+    approval: Approval | None,
+    tool: Tool,
+    arguments: Mapping[str, Any],
+    talk: Conversation | None,
+) -> Approval | None:
+    """An approval given in a requestState is spent before the run it allows; the same
+    state sent again is not run (the store says so, whichever process it reaches)."""
+    if approval is None or approval.verdict != "approved" or spends is None:
+        return approval
+    if talk is None or talk.state_id is None:  # asked inside this request (2025, held)
+        return approval
+    if await asyncio.to_thread(spends.spend, talk.state_id):
+        return approval
+    return approval_used(tool, arguments, talk)
+
+
+def approval_used(tool: Tool, arguments: Mapping[str, Any], talk: Conversation) -> Approval:
+    """A state whose approval was spent, sent again: the tool is not run, and the user is
+    asked afresh (the question says why), or told so when this request cannot ask."""
+    head = tool.head
+    if "elicitation" not in talk.can_ask:
+        text = (
+            f"Tool {tool.name!r} was not run: the approval sent with this call was already "
+            "used (an approval runs a tool once); call it again without requestState to be "
+            "asked again."
+        )
+        return Approval(ToolOutcome(text, True), USED_AGAIN)
+    params = approval_question(tool.name, arguments, head.input_schema, head.annotations)
+    used = (
+        f"The approval sent with this call was already used: it ran {tool.name!r} once, and an "
+        "approval runs a tool once."
+    )
+    params["message"] = f"{used}\n{params['message']}"
+    question = Question(APPROVAL_KEY, "elicitation/create", params)
+    return Approval(ToolOutcome("", False, questions=(question,)), USED_AGAIN)
 
 
 def approved_by(approval: Approval | None, principal: Any) -> str | None:

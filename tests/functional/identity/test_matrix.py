@@ -16,13 +16,13 @@ import httpx
 import pytest
 
 from conftest import AwsStack
-from kiln.aws.clients import ensure_resources, make_clients
 from kiln.catalog.rules import check_draft
 from kiln.identity.keys import KeyStore
 from kiln.identity.settings import AuthSettings
 from kiln.settings import Settings
 from support.app import RunningKiln, serve
 from support.auth import Issuer, running_issuer
+from support.aws import fresh_stack
 from support.leakguard import Planted
 
 BASE = "http://kiln.test"  # KILN_PUBLIC_BASE_URL: what tokens name as their audience
@@ -44,11 +44,7 @@ class Stack:
 
 
 def _stack(moto_endpoint: str) -> AwsStack:
-    suffix = uuid.uuid4().hex[:10]
-    clients = make_clients(endpoint_url=moto_endpoint, region="us-east-1")
-    stack = AwsStack(moto_endpoint, clients, f"kiln-matrix-{suffix}", f"kiln-matrix-{suffix}")
-    ensure_resources(clients, table=stack.table, bucket=stack.bucket)
-    return stack
+    return fresh_stack(moto_endpoint, "kiln-matrix")
 
 
 def _settings(aws: AwsStack, issuer: Issuer, *, anonymous: bool) -> Settings:
