@@ -18,7 +18,8 @@ from kiln.cli.main import build_parser
 ROOT = Path(__file__).resolve().parents[3]
 SKIPPED = {".venv", "node_modules", ".git", ".pytest_cache"}
 # `kiln CMD [SUB]` inside a code span or a fenced block (not `kiln.cli`, not a path).
-NAMED = re.compile(r"(?<![\w/.-])kiln ([a-z][\w-]*)(?: ([a-z][\w-]*))?")
+# A name after "# " is a comment or a log line quoted in a block (a build log's "# kiln bundle ID").
+NAMED = re.compile(r"(?<![\w/.-])(?<!# )kiln ([a-z][\w-]*)(?: ([a-z][\w-]*))?")
 CODE = re.compile(r"```.*?```|`[^`\n]+`", re.DOTALL)
 
 
