@@ -334,6 +334,7 @@ def build_kiln(settings: Settings, *, clients: AwsClients | None = None) -> Kiln
     backend = CatalogBackend(
         snapshots, runner, bundles=bundles, secrets=secrets, views=views, gate=gate,
         remote=remote_runner(settings, clients, bundles),
+        mode="search" if settings.catalog_mode == "search" else "list",
     )  # fmt: skip
     return Kiln(
         settings, clients, store, snapshots, runner, backend, callers, secrets, bundles, views,

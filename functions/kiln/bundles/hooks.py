@@ -68,7 +68,7 @@ class Bundles:
         )
         return None if record is None else record.id
 
-    # -- call path (kiln.serving.backend.BundlePaths) ---------------------------------------------
+    # -- call path (kiln.serving.bundle_paths.BundlePaths) ---------------------------------
 
     def use(self, bundle_id: str) -> contextlib.AbstractContextManager[Path]:
         """The unpacked folder, pinned while the block runs; raises BundleError if unusable."""

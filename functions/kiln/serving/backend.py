@@ -7,7 +7,7 @@ import functools
 import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
-from contextlib import AbstractContextManager, ExitStack
+from contextlib import ExitStack
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, NamedTuple, Protocol
@@ -32,6 +32,8 @@ from kiln.catalog.snapshot import CatalogSnapshots, Snapshot
 from kiln.protocol.backend import (
     CallContext,
     Conversation,
+    Mode,
+    Served,
     ServedView,
     ToolOutcome,
     ToolView,
@@ -47,19 +49,11 @@ from kiln.runner import (
 from kiln.runner.errors import RunSlotRefusedError
 from kiln.runner.model import RunRequest, RunResult
 from kiln.runner.remote import RemoteRunner
+from kiln.serving.bundle_paths import BundlePaths, wait_for_bundle
 from kiln.serving.conversation import approval_for, approved_by, run_fields, tool_outcome
 from kiln.serving.store_errors import NOT_RECORDED, admit, catalog_reads, unavailable
 
 log = logging.getLogger("kiln.serving.backend")
-
-
-class BundlePaths(Protocol):
-    def use(self, bundle_id: str) -> AbstractContextManager[Path]:
-        """The unpacked bundle's directory, kept (never evicted) while the block runs.
-
-        Raises BundleError (not ready, failed, or not downloadable) with a message to show.
-        """
-        ...
 
 
 class SecretValues(Protocol):
@@ -116,6 +110,7 @@ def _view_fields(tool: Tool) -> dict[str, Any]:
         "task_support": "optional" if head.task == "ask_first" else head.task,
         "asks_first": head.task == "ask_first",
         "revision": f"{tool.id}@{head.number}",
+        "tags": head.tags,
     }
 
 
@@ -146,20 +141,26 @@ class CatalogBackend:
         views: ViewCatalog | None = None,
         gate: CallGate | None = None,
         remote: RemoteRunner | None = None,
+        mode: Mode = "list",
     ) -> None:
         self._snapshots = snapshots
+        self._mode = mode  # the root catalog's (KILN_CATALOG_MODE); a view says its own
         self._runner = runner
         self._remote = remote  # every run goes to the runner function (kiln.runner.remote)
         self._bundles = bundles
         self._secrets = secrets
         self._view_catalog = views
         self._gate = gate
-        # Per view: the catalog version and its tools as listed, a tuple (never changed, so
+        # Per view: the catalog version and its tools as served, a tuple (never changed, so
         # the protocol's lister recognises it by identity: kiln.protocol.listing).
-        self._listed: dict[str | None, tuple[int, tuple[ToolView, ...]]] = {}
+        self._listed: dict[str | None, tuple[int, Served]] = {}
+
+    async def list_tools(self, ctx: CallContext) -> Sequence[ToolView]:
+        return (await self.served_tools(ctx)).tools
 
     @catalog_reads
-    async def list_tools(self, ctx: CallContext) -> Sequence[ToolView]:
+    async def served_tools(self, ctx: CallContext) -> Served:
+        """The tools this request may see, and its view's mode (else the root catalog's)."""
         snapshot = await self._snapshots.fresh()
         view, tools = await self._visible(snapshot, ctx)
         key = view.name if view else None
@@ -167,8 +168,9 @@ class CatalogBackend:
         if cached is not None and cached[0] == snapshot.version:
             return cached[1]
         listed = tuple(tool_view(tool) for tool in tools.values() if tool.enabled)
-        self._listed[key] = (snapshot.version, listed)
-        return listed
+        served = Served(listed, view.mode if view is not None else self._mode)
+        self._listed[key] = (snapshot.version, served)
+        return served
 
     @catalog_reads
     async def get_tool(self, name: str, ctx: CallContext) -> ResolvedTool | None:
@@ -525,7 +527,7 @@ class CatalogBackend:
             bundle_path = None
             if head.bundle_id is not None and self._bundles is not None:
                 try:
-                    bundle_path = _wait_for_bundle(
+                    bundle_path = wait_for_bundle(
                         self._bundles, head.bundle_id, pinned, bundle_wait_s
                     )
                 except BundleNotReadyError:
@@ -572,22 +574,3 @@ def run_request(
         label=f"{tool.name}@{head.number}",
         **whose,
     )
-
-
-def _wait_for_bundle(
-    bundles: BundlePaths, bundle_id: str, pinned: ExitStack, patience_s: float
-) -> Path | None:
-    """The bundle's folder; None when it failed or is gone; BundleNotReadyError when it is
-    still being built after `patience_s`."""
-    give_up = time.monotonic() + patience_s
-    while True:
-        try:
-            return pinned.enter_context(bundles.use(bundle_id))
-        except BundleNotReadyError as error:
-            if error.status not in ("pending", "building"):
-                return None
-            if time.monotonic() >= give_up:
-                raise
-        except BundleError:
-            return None
-        time.sleep(0.2)
