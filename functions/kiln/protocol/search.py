@@ -84,7 +84,52 @@ _STOPWORDS = frozenset(
         "your",
     }
 )
-_WORD = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+")
+# Words a person and a tool's author use for the same thing (query expansion): a query word
+# brings in the other words of its groups at half weight, so that "will it rain" finds a
+# forecast and "PRs" a pull request.
+SYNONYMS: tuple[str, ...] = (
+    "rain snow precipitation weather forecast outlook",
+    "dark sunset dusk sunrise dawn daylight",
+    "hot cold temperature warm warmer heating thermostat",
+    "money currency currencies exchange fx rate yen pound pounds dollar dollars euro euros",
+    "pr prs pull_request merge_request",
+    "repo repository repositories",
+    "wrote written author blame",
+    "nudge remind reminder chase unpaid overdue",
+    "client customer buyer",
+    "owe owed receivable unpaid debt",
+    "cycle cycling bike walk walking drive driving route directions commute",
+    "coffee cafe restaurant shop shops bar pharmacy nearby around places",
+    "salary wage wages pay payslip paycheck",
+    "email mail e-mail inbox",
+    "translate translation spanish french german italian chinese japanese language",
+    "voice speech audio recording memo transcribe transcript",
+    "van truck lorry car vehicle vehicles fleet",
+    "now current currently latest live",
+    "photo picture image images",
+    "scan scanned ocr",
+    "password credential credentials login sign-in",
+    "cve cves vulnerability vulnerabilities",
+    "reply respond answer",
+    "delete remove erase",
+    "find search look locate",
+    "meeting meet invite invitation appointment",
+    "vacation holiday holidays leave time-off",
+    "boss manager",
+    "deploy ship release rollout",
+    "logs log errors",
+    "coupon discount promo voucher",
+    "package parcel shipment delivery",
+    "happy satisfaction csat rating",
+    "ticket case request",
+    "visa passport entry",
+    "summary summarize tl;dr tldr abstract",
+    "cook recipe recipes dish meal",
+    "loan mortgage repayment",
+    "stock share shares ticker trading",
+)
+_ACRONYMS = re.compile(r"[A-Z]{2,}s")
+_WORD = re.compile(r"[A-Z]{2,}s\b|[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+")  # "PRs": one word
 _WEIGHTS = {"name": 3, "title": 3, "tags": 3, "arguments": 2, "description": 1}
 
 
@@ -97,7 +142,9 @@ class Tokenizer:
         self._stemmer: Stemmer.Stemmer = Stemmer.Stemmer("english")
 
     def __call__(self, text: str) -> list[str]:
-        words = [w.lower() for w in _WORD.findall(text)]
+        words = [
+            w[:-1].lower() if _ACRONYMS.fullmatch(w) else w.lower() for w in _WORD.findall(text)
+        ]
         stems: list[str] = self._stemmer.stemWords([w for w in words if w not in _STOPWORDS])
         return stems
 
@@ -122,6 +169,18 @@ def _document(tool: Mapping[str, Any], tags: Sequence[str]) -> dict[str, str]:
     }
 
 
+def _related(tokens: Tokenizer) -> dict[str, frozenset[str]]:
+    """Each stemmed word of SYNONYMS -> the other stems of its groups."""
+    related: dict[str, set[str]] = {}
+    for group in SYNONYMS:
+        stems = {stem for word in group.split() for stem in tokens(word.replace("_", " "))}
+        phrases = [tuple(tokens(word.replace("_", " "))) for word in group.split()]
+        for phrase in phrases:
+            for stem in phrase:
+                related.setdefault(stem, set()).update(stems - set(phrase))
+    return {stem: frozenset(others) for stem, others in related.items()}
+
+
 class SearchIndex:
     """BM25 over a fixed list of tools, built once (per catalog version, by its caller)."""
 
@@ -129,6 +188,7 @@ class SearchIndex:
         import bm25s
 
         self._tokens = Tokenizer()
+        self._related = _related(self._tokens)
         self.names = [str(t.get("name", "")) for t in tools]
         corpus = []
         for tool, its_tags in zip(tools, tags, strict=True):
@@ -147,6 +207,9 @@ class SearchIndex:
         if self._bm25 is None or not words:
             return []
         scores = self._bm25.get_scores(words)
+        expanded = sorted({w for word in words for w in self._related.get(word, ())} - set(words))
+        if expanded:
+            scores = scores + 0.5 * self._bm25.get_scores(expanded)
         ranked = sorted(
             (i for i in range(len(self.names)) if scores[i] > 0),
             key=lambda i: (-float(scores[i]), self.names[i]),

@@ -82,3 +82,14 @@ def test_the_index_is_built_once_per_list_and_again_for_a_new_list() -> None:
         "index of ['a']",
     ]  # fmt: skip
     assert built == [1, 2]
+
+
+def test_a_persons_word_finds_the_tool_that_uses_its_synonym() -> None:
+    found = index(
+        entry("weather_forecast", "Seven-day outlook with precipitation."),
+        entry("tide_table", "High and low water times for a harbour."),
+        entry("git_list_pull_requests", "Open pull requests of a repository."),
+    )
+    assert found.search("will it rain", 1)[0][0] == "weather_forecast"
+    assert found.search("open PRs", 1)[0][0] == "git_list_pull_requests"
+    assert Tokenizer()("PRs APIs") == ["pr", "api"]
