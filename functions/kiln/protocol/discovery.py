@@ -32,85 +32,78 @@ _SUMMARY = 200  # characters of a description a search result shows
 
 _READ_ONLY = {"readOnlyHint": True, "destructiveHint": False, "idempotentHint": True}
 
+
+def _meta_tool(
+    name: str, title: str, description: str, properties: dict[str, Any], *, read_only: bool
+) -> ToolView:
+    hints = {**_READ_ONLY, "title": title} if read_only else {"title": title, "openWorldHint": True}
+    schema = {
+        "type": "object",
+        "properties": properties,
+        "required": [next(iter(properties))],  # the first argument; the rest are optional
+        "additionalProperties": False,
+    }
+    return ToolView(name, description, schema, title=title, annotations=hints)
+
+
 META_TOOLS: tuple[ToolView, ...] = (
-    ToolView(
-        name=SEARCH,
-        title="Search tools",
-        description=(
-            "Find the tools that can do a task. This server has more tools than it lists: "
-            "describe what you want to do in plain words (e.g. 'convert pounds to yen', "
-            "'open pull requests in a repo') and get the best matches, best first, each with "
-            "its name, a short description and its argument names. Then call describe_tools "
-            "for the full input schema of the one you choose, and call_tool to run it."
-        ),
-        input_schema={
-            "type": "object",
-            "properties": {
-                "query": {
-                    "type": "string",
-                    "minLength": 1,
-                    "maxLength": 500,
-                    "description": "What you want to do, in a few words.",
-                },
-                "limit": {
-                    "type": "integer",
-                    "minimum": 1,
-                    "maximum": MAX_LIMIT,
-                    "default": DEFAULT_LIMIT,
-                    "description": f"How many tools to return (default {DEFAULT_LIMIT}).",
-                },
+    _meta_tool(
+        SEARCH,
+        "Search tools",
+        "Find the tools that can do a task. This server has more tools than it lists: "
+        "describe what you want to do in plain words (e.g. 'convert pounds to yen', "
+        "'open pull requests in a repo') and get the best matches, best first, each with "
+        "its name, a short description and its argument names. Then call describe_tools "
+        "for the full input schema of the one you choose, and call_tool to run it.",
+        {
+            "query": {
+                "type": "string",
+                "minLength": 1,
+                "maxLength": 500,
+                "description": "What you want to do, in a few words.",
             },
-            "required": ["query"],
-            "additionalProperties": False,
+            "limit": {
+                "type": "integer",
+                "minimum": 1,
+                "maximum": MAX_LIMIT,
+                "default": DEFAULT_LIMIT,
+                "description": f"How many tools to return (default {DEFAULT_LIMIT}).",
+            },
         },
-        annotations={**_READ_ONLY, "title": "Search tools"},
+        read_only=True,
     ),
-    ToolView(
-        name=DESCRIBE,
-        title="Describe tools",
-        description=(
-            "Get the full definitions of tools by name: description, input schema (the "
-            "arguments call_tool needs), output schema and annotations, exactly as a tool list "
-            "gives them. Use it on names that search_tools returned."
-        ),
-        input_schema={
-            "type": "object",
-            "properties": {
-                "names": {
-                    "type": "array",
-                    "items": {"type": "string", "minLength": 1},
-                    "minItems": 1,
-                    "maxItems": MAX_NAMES,
-                    "uniqueItems": True,
-                    "description": "The tools' names, as search_tools returned them.",
-                },
+    _meta_tool(
+        DESCRIBE,
+        "Describe tools",
+        "Get the full definitions of tools by name: description, input schema (the "
+        "arguments call_tool needs), output schema and annotations, exactly as a tool list "
+        "gives them. Use it on names that search_tools returned.",
+        {
+            "names": {
+                "type": "array",
+                "items": {"type": "string", "minLength": 1},
+                "minItems": 1,
+                "maxItems": MAX_NAMES,
+                "uniqueItems": True,
+                "description": "The tools' names, as search_tools returned them.",
             },
-            "required": ["names"],
-            "additionalProperties": False,
         },
-        annotations={**_READ_ONLY, "title": "Describe tools"},
+        read_only=True,
     ),
-    ToolView(
-        name=CALL,
-        title="Call a tool",
-        description=(
-            "Run a tool by name with its arguments, as if it had been called directly; the "
-            "answer is that tool's result. The arguments must match the input schema that "
-            "describe_tools gives. Tools that change things may ask the user to approve."
-        ),
-        input_schema={
-            "type": "object",
-            "properties": {
-                "name": {"type": "string", "minLength": 1, "description": "The tool's name."},
-                "arguments": {
-                    "type": "object",
-                    "description": "The tool's arguments, matching its input schema.",
-                },
+    _meta_tool(
+        CALL,
+        "Call a tool",
+        "Run a tool by name with its arguments, as if it had been called directly; the "
+        "answer is that tool's result. The arguments must match the input schema that "
+        "describe_tools gives. Tools that change things may ask the user to approve.",
+        {
+            "name": {"type": "string", "minLength": 1, "description": "The tool's name."},
+            "arguments": {
+                "type": "object",
+                "description": "The tool's arguments, matching its input schema.",
             },
-            "required": ["name"],
-            "additionalProperties": False,
         },
-        annotations={"title": "Call a tool", "openWorldHint": True},
+        read_only=False,
     ),
 )
 NAMES = frozenset(tool.name for tool in META_TOOLS)
