@@ -295,7 +295,7 @@ def test_the_root_catalog_in_search_mode_over_kiln_stdio(tmp_path: Path) -> None
     check_root_answers({a["id"]: a for a in answers if "id" in a})
 
 
-def test_the_root_catalog_in_search_mode_in_process(aws: AwsStack, tmp_path: Path) -> None:
+def pushed(aws: AwsStack, tmp_path: Path) -> None:
     from kiln.authoring import AuthoringService, FolderTarget
     from kiln.catalog.files import push, tool_folders
     from kiln.catalog.store import CatalogStore
@@ -303,6 +303,10 @@ def test_the_root_catalog_in_search_mode_in_process(aws: AwsStack, tmp_path: Pat
     write_tools(tmp_path / "tools")
     store = CatalogStore(aws.clients.dynamodb, aws.clients.s3, table=aws.table, bucket=aws.bucket)
     push(FolderTarget(AuthoringService(store)), tool_folders(tmp_path / "tools"))
+
+
+def test_the_root_catalog_in_search_mode_in_process(aws: AwsStack, tmp_path: Path) -> None:
+    pushed(aws, tmp_path)
     settings = Settings(
         table=aws.table, bucket=aws.bucket, endpoint_url=aws.endpoint_url, region="us-east-1",
         bundle_cache_dir=tmp_path / "bundles", local_time_budget_s=30.0, catalog_mode="search",
@@ -321,3 +325,13 @@ def test_the_root_catalog_in_search_mode_in_process(aws: AwsStack, tmp_path: Pat
         return answers
 
     check_root_answers(asyncio.run(exchange()))
+
+
+def test_the_root_catalog_in_search_mode_through_the_lambda_handler(
+    aws: AwsStack, tmp_path: Path
+) -> None:
+    from functional.protocol.test_mcp_behaviour import lambda_transport
+
+    pushed(aws, tmp_path)
+    exchange = next(lambda_transport(aws, tmp_path, KILN_CATALOG_MODE="search"))
+    check_root_answers(exchange(ROOT_EXCHANGE))
