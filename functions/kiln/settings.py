@@ -173,6 +173,15 @@ def _tenant_mode(value: str) -> str:
     return value
 
 
+def _catalog_mode(value: str) -> str:
+    if value not in ("list", "search"):
+        raise ValueError(
+            'expected "list" (tools/list shows every tool) or "search" (search_tools, '
+            "describe_tools and call_tool stand in for them)"
+        )
+    return value
+
+
 def _task_settings(e: Mapping[str, str]) -> TaskSettings:
     d = TaskSettings()
     try:
@@ -214,6 +223,9 @@ class Settings:
     bind_host: str | None = None  # KILN_BIND_HOST (set by `kiln dev`): loopback -> Host checks
     bind_port: int | None = None  # KILN_BIND_PORT (set by `kiln dev`): kept from runs' TCP
     instructions: str | None = None  # KILN_INSTRUCTIONS: the MCP `instructions` text
+    # KILN_CATALOG_MODE: how /mcp lists the root catalog, "list" or "search" (a view says its
+    # own `mode`); see kiln.protocol.discovery
+    catalog_mode: str = "list"
     max_body_bytes: int = 1024 * 1024  # KILN_MAX_BODY_BYTES
     max_timeout_s: float = LAMBDA_MAX_TIMEOUT_S  # KILN_MAX_TIMEOUT_S: no run lasts longer
     local_time_budget_s: float = 60.0  # KILN_LOCAL_TIME_BUDGET_S: "time left" outside Lambda
@@ -319,6 +331,7 @@ class Settings:
             bind_host=_parse(e, "KILN_BIND_HOST", None, _text),
             bind_port=_parse(e, "KILN_BIND_PORT", None, _positive_int),
             instructions=_parse(e, "KILN_INSTRUCTIONS", None, _text),
+            catalog_mode=_parse(e, "KILN_CATALOG_MODE", cls.catalog_mode, _catalog_mode),
             max_body_bytes=_parse(e, "KILN_MAX_BODY_BYTES", cls.max_body_bytes, _positive_int),
             max_timeout_s=_parse(e, "KILN_MAX_TIMEOUT_S", cls.max_timeout_s, _positive_float),
             local_time_budget_s=_parse(

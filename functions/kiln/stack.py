@@ -337,6 +337,7 @@ def build_kiln(settings: Settings, *, clients: AwsClients | None = None) -> Kiln
         snapshots, runner, bundles=bundles, secrets=secrets, views=views, gate=gate,
         remote=remote_runner(settings, clients, bundles),
         approvals=SpentApprovals(clients.dynamodb, table=settings.table),
+        mode="search" if settings.catalog_mode == "search" else "list",
     )  # fmt: skip
     return Kiln(
         settings, clients, store, snapshots, runner, backend, callers, secrets, bundles, views,

@@ -205,6 +205,27 @@ def test_an_author_builds_a_view_and_binds_a_key_whose_use_the_keys_page_shows(
     both_widths(page, "24-keys-bound")
 
 
+def test_a_view_saved_in_the_studio_sets_search_mode_and_keeps_its_approvals(
+    page: Any, dev: Dev
+) -> None:
+    make_tool(dev, "wipe_cache")
+    made = dev.api("PUT", "/api/views/careful",
+                   json={"tools": ["wipe_cache"], "confirm": "destructive"})  # fmt: skip
+    assert made.status_code in (200, 201), made.text
+    sign_in(page)
+    page.get_by_role("link", name="Views", exact=True).click()
+    page.get_by_role("link", name="careful").click()
+    expect(page.get_by_role("heading", name="careful")).to_be_visible()
+    page.get_by_label("Search mode").check()
+    page.get_by_role("button", name="Save view").click()
+    expect(page.get_by_text("Saved view careful.")).to_be_visible(timeout=30_000)
+    saved = dev.api("GET", "/api/views/careful").json()
+    assert saved["mode"] == "search", saved
+    assert saved["confirm"] == "destructive", saved  # the page does not edit it: kept
+    page.reload()
+    expect(page.get_by_label("Search mode")).to_be_checked()
+
+
 def call(dev: Dev, tool: str, key: str, rid: int = 1) -> Any:
     body = {"jsonrpc": "2.0", "id": rid, "method": "tools/call",
             "params": {"name": tool, "arguments": {}}}  # fmt: skip

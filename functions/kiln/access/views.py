@@ -19,7 +19,7 @@ import json
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, Literal
 
 from botocore.exceptions import ClientError
 
@@ -44,7 +44,11 @@ FIELDS = (
     "oauth_scopes",
     "oauth_clients",
     "confirm",
+    "mode",
 )
+# How tools/list shows the view (kiln.protocol.backend.Mode; access does not import protocol)
+Mode = Literal["list", "search"]
+MODES: tuple[Mode, ...] = ("list", "search")
 
 
 class ViewError(Exception):
@@ -101,6 +105,9 @@ class View:
     oauth_clients: tuple[str, ...] = ()  # ... as is a token issued to one of these clients
     # "destructive" / "writes": the user approves such calls first (access/approvals.py)
     confirm: str | None = None
+    # "search": tools/list shows the meta-tools that search, describe and call the view's
+    # tools instead of the tools themselves (kiln.protocol.discovery)
+    mode: Mode = "list"
     revision: int = 0
     updated_at: str = ""
     updated_by: str = ""
@@ -122,6 +129,8 @@ class View:
             body["oauth_clients"] = list(self.oauth_clients)
         if self.confirm is not None:
             body["confirm"] = self.confirm
+        if self.mode != "list":
+            body["mode"] = self.mode
         return body
 
     def as_json(self) -> dict[str, Any]:
@@ -206,6 +215,16 @@ def check_view(payload: object, *, name: str | None = None) -> View:
     scopes = _strings(payload.get("oauth_scopes"), "oauth_scopes", problems)
     clients = _strings(payload.get("oauth_clients"), "oauth_clients", problems)
     confirm = _confirm(payload.get("confirm"), problems)
+    mode = payload.get("mode", "list")
+    if mode not in MODES:
+        problems.append(
+            (
+                "mode",
+                'must be "list" (tools/list shows every tool) or "search" (it shows '
+                "search_tools, describe_tools and call_tool, for views of many tools)",
+            )
+        )
+        mode = "list"
     if problems:
         raise ViewRuleError(problems)
     return View(
@@ -218,6 +237,7 @@ def check_view(payload: object, *, name: str | None = None) -> View:
         oauth_scopes=scopes,
         oauth_clients=clients,
         confirm=confirm,
+        mode=mode,
     )
 
 

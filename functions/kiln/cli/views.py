@@ -11,7 +11,7 @@ from typing import Any
 
 from kiln.access.ledger import OUTCOMES
 from kiln.access.view_files import ViewFileError, read_view_file, view_files, write_view_file
-from kiln.access.views import FIELDS, check_view
+from kiln.access.views import FIELDS, MODES, check_view
 from kiln.cli import output
 
 Remote = Callable[[argparse.ArgumentParser], argparse.ArgumentParser]
@@ -30,6 +30,13 @@ def register(commands: Any, remote: Remote) -> None:
     put = remote(sub.add_parser("put", help="create or replace views from NAME.view.json files"))
     put.add_argument("files", nargs="+", metavar="FILE")
     put.set_defaults(func=cmd_views_put)
+    mode = remote(sub.add_parser("mode", help="list a view's tools, or search them"))
+    mode.add_argument("name")
+    mode.add_argument(
+        "mode", choices=list(MODES),
+        help="list: tools/list shows every tool; search: search_tools, describe_tools, call_tool",
+    )  # fmt: skip
+    mode.set_defaults(func=cmd_views_mode)
     remove = remote(sub.add_parser("rm", help="delete a view"))
     remove.add_argument("name")
     remove.set_defaults(func=cmd_views_rm)
@@ -56,11 +63,12 @@ def cmd_views_ls(args: argparse.Namespace) -> int:
     if not body["views"]:
         print("no views yet: write NAME.view.json and run `kiln views put NAME.view.json`")
         return 0
-    rows = [("NAME", "REV", "PATH", "TOOLS")]
+    rows = [("NAME", "REV", "PATH", "MODE", "TOOLS")]
     problems: list[str] = []
     for view in body["views"]:
         where = f"/mcp/v/{view['name']}" if view["published"] else "-"
-        rows.append((view["name"], f"r{view['revision']}", where, " ".join(view["tools"])))
+        mode = view.get("mode", "list")
+        rows.append((view["name"], f"r{view['revision']}", where, mode, " ".join(view["tools"])))
         problems += [f"{problem}   (view {view['name']})" for problem in view.get("problems", [])]
     print_rows(rows)
     for problem in problems:  # an entry that serves nothing, and why
@@ -132,6 +140,26 @@ def pull_views(client: Any, root: Path) -> list[Path]:
     root.mkdir(parents=True, exist_ok=True)
     stored = [{key: v[key] for key in FIELDS if key in v} for v in body["views"]]
     return [write_view_file(root, check_view(definition)) for definition in stored]
+
+
+def cmd_views_mode(args: argparse.Namespace) -> int:
+    """Set how a view's tools are listed, keeping the rest of its definition."""
+    from kiln.cli.client import ApiCallError
+
+    client = output.client(args)
+    path = f"/api/views/{urllib.parse.quote(args.name, safe='')}"
+    try:
+        current, _ = client.request("GET", path)
+        definition = {key: current[key] for key in FIELDS if key in current}
+        if definition.get("mode", "list") == args.mode:
+            print(f"unchanged {args.name}: {args.mode}")
+            return 0
+        definition["mode"] = args.mode
+        client.request("PUT", path, definition, {"If-Match": f'"{current["revision"]}"'})
+    except ApiCallError as error:
+        return output.fail("views mode", error)
+    print(f"updated   {args.name}: {args.mode}")
+    return 0
 
 
 def cmd_views_rm(args: argparse.Namespace) -> int:

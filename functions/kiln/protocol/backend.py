@@ -33,6 +33,23 @@ class ToolView:
     # A task tool whose questions come first, inside the request (input_required); the task
     # starts when its script says so ({"task": true}, see kiln/runner/TALKING.md).
     asks_first: bool = False
+    tags: tuple[str, ...] = ()  # not on the wire: what search mode ranks beside the text
+
+
+# How tools/list shows a request's tools: every tool ("list"), or the meta-tools that search,
+# describe and call them ("search": protocol/discovery.py).
+Mode = Literal["list", "search"]
+MODES: tuple[Mode, ...] = ("list", "search")
+
+
+@dataclass(frozen=True)
+class Served:
+    """The tools a request may see and how tools/list shows them. A backend that keeps its
+    catalog in memory hands out the same object while nothing changed (listing.py, whose
+    caches recognise a list by identity)."""
+
+    tools: Sequence[ToolView]
+    mode: Mode = "list"
 
 
 @dataclass(frozen=True)
@@ -143,7 +160,9 @@ class CallContext:
 
 class ToolBackend(Protocol):
     async def list_tools(self, ctx: CallContext) -> Sequence[ToolView]:
-        """Every tool the caller may see, in any order (the protocol sorts and pages)."""
+        """Every tool the caller may see, in any order (the protocol sorts and pages). A
+        backend may also offer `served_tools(ctx) -> Served`, which says how they are shown;
+        without it they are listed (`list` mode)."""
         ...
 
     async def get_tool(self, name: str, ctx: CallContext) -> ToolView | None:

@@ -74,6 +74,11 @@ def result(
     )
 
 
+def unknown_tool(name: str, request_id: RequestId) -> InvalidParamsError:
+    """What a call (or a search-mode lookup) naming a tool the caller may not see gets."""
+    return InvalidParamsError(f"Unknown tool: {clip(name)}", request_id=request_id)
+
+
 def tool_error(*lines: str) -> dict[str, Any]:
     return result([text_block(line) for line in lines if line], is_error=True)
 
@@ -123,7 +128,7 @@ class ToolCaller:
             log.exception("backend.get_tool failed for %s", name)
             raise InternalError("Internal error", request_id=request_id) from exc
         if tool is None:
-            raise InvalidParamsError(f"Unknown tool: {clip(name)}", request_id=request_id)
+            raise unknown_tool(name, request_id)
         return tool
 
     async def prepare(

@@ -12,7 +12,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
-from kiln.protocol.backend import CallContext, Outcome, TaskBackend, ToolBackend
+from kiln.protocol.backend import CallContext, Outcome, Served, TaskBackend, ToolBackend
 from kiln.protocol.calling import ToolCaller
 from kiln.protocol.classify import (
     VERSION_HEADER,
@@ -23,6 +23,7 @@ from kiln.protocol.classify import (
     request_id_of,
 )
 from kiln.protocol.cursor import CursorCodec
+from kiln.protocol.discovery import META_TOOLS, Discovery
 from kiln.protocol.errors import (
     InternalError,
     InvalidRequestError,
@@ -112,6 +113,7 @@ class Dispatcher:
             tasks=tasks is not None,
         )
         self._caller = ToolCaller(backend, budget_s=settings.schema_budget_s)
+        self._discovery = Discovery(self._lister, self._caller)
         self._sealer = StateSealer(settings.state_secret or None)
         self._pending = PendingAnswers()
         self._tasks = (
@@ -347,9 +349,14 @@ class Dispatcher:
     async def _discover(self, envelope: Envelope, ctx: CallContext) -> bytes:
         return self._modern.discover()
 
-    async def _tools_list(self, envelope: Envelope, ctx: CallContext) -> bytes:
+    async def _served(self, envelope: Envelope, ctx: CallContext) -> Served:
+        """The tools this request may see, and whether they are listed or searched."""
+        served = getattr(self._backend, "served_tools", None)
         try:
-            tools = await self._backend.list_tools(ctx)
+            if served is None:
+                return Served(await self._backend.list_tools(ctx))
+            found: Served = await served(ctx)
+            return found
         except UnavailableError as exc:
             raise exc.for_request(envelope.request_id, modern=envelope.modern) from None
         except Exception as exc:
@@ -357,8 +364,11 @@ class Dispatcher:
             raise InternalError(
                 "Internal error", request_id=envelope.request_id, modern=envelope.modern
             ) from exc
+
+    async def _tools_list(self, envelope: Envelope, ctx: CallContext) -> bytes:
+        served = await self._served(envelope, ctx)
         return self._lister.page(
-            tools,
+            META_TOOLS if served.mode == "search" else served.tools,
             envelope.params,
             version=envelope.version,
             private=ctx.principal is not None,
@@ -367,6 +377,16 @@ class Dispatcher:
         )
 
     async def _tools_call(self, envelope: Envelope, ctx: CallContext) -> bytes:
+        if self._discovery.claims(envelope.params):  # a meta-tool's name: in search mode?
+            served = await self._served(envelope, ctx)
+            if served.mode == "search":
+                return await self._discovery.answer(
+                    envelope, ctx, served, self._call_tool, self._finish(envelope)
+                )
+        return await self._call_tool(envelope, ctx)
+
+    async def _call_tool(self, envelope: Envelope, ctx: CallContext) -> bytes:
+        """A catalog tool's tools/call (search mode's `call_tool` comes here too)."""
         outbox = ctx.outbox
         holder = None
         if outbox is not None and not envelope.modern and ctx.can_hold:

@@ -10,12 +10,13 @@ list never imports pydantic's models; the model itself renders what only it can 
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import logging
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from kiln.protocol.backend import ToolView
 from kiln.protocol.cursor import CursorCodec, CursorError
@@ -28,6 +29,8 @@ log = logging.getLogger(__name__)
 _SNAPSHOTS = 8  # distinct lists kept (callers with different views, old and new catalogs)
 
 Finish = Callable[[dict[str, Any]], dict[str, Any]]
+T = TypeVar("T")
+Build = Callable[[list[dict[str, Any]], Mapping[str, tuple[str, ...]]], T]
 
 
 def order(tools: Sequence[ToolView]) -> list[ToolView]:
@@ -42,6 +45,7 @@ class _Snapshot:
     dumped: list[dict[str, Any]]  # superset Tool dicts, in list order
     fingerprint: str
     pages: dict[tuple[str, int, str], bytes] = field(default_factory=dict)
+    index: Any = None  # search mode's index of these tools, built on its first search
 
 
 def _dump_tool(tool: ToolView) -> dict[str, Any]:
@@ -118,6 +122,30 @@ class ToolLister:
             snap.pages[key] = cached
         return cached
 
+    async def index(self, tools: Sequence[ToolView], build: Build[T]) -> T:
+        """`build(entries, tags)`, in a thread, once per distinct list (per catalog version
+        and view), then kept beside its pages: search mode's index. `entries` are the tools
+        as listed (superset dicts), `tags` each one's tags by name."""
+        snap = self._snapshot(tools)
+        if snap.index is None:
+            tags = {t.name: t.tags for t in snap.source}
+            snap.index = await asyncio.to_thread(build, snap.dumped, tags)
+        index: T = snap.index
+        return index
+
+    def described(
+        self, tools: Sequence[ToolView], names: Collection[str], version: str
+    ) -> dict[str, dict[str, Any]]:
+        """Those of `names` that `tools` holds, each exactly as its tools/list entry reads."""
+        snap = self._snapshot(tools)
+        return {d["name"]: self._entry(d, version) for d in snap.dumped if d["name"] in names}
+
+    def _entry(self, dumped: dict[str, Any], version: str) -> dict[str, Any]:
+        tool = tool_for_version(dumped, version)
+        if not self._tasks:
+            tool.pop("execution", None)
+        return tool
+
     def _offset(self, params: dict[str, Any], fingerprint: str, request_id: RequestId) -> int:
         if "cursor" not in params or params["cursor"] is None:
             return 0
@@ -135,10 +163,7 @@ class ToolLister:
         self, snap: _Snapshot, offset: int, version: str, scope: str, finish: Finish
     ) -> dict[str, Any]:
         end = offset + self._page_size
-        tools = [tool_for_version(d, version) for d in snap.dumped[offset:end]]
-        if not self._tasks:
-            for tool in tools:
-                tool.pop("execution", None)
+        tools = [self._entry(d, version) for d in snap.dumped[offset:end]]
         # As `ListToolsResult` dumps it (its field order; resultType defaults to "complete").
         result: dict[str, Any] = {"ttlMs": self._ttl_ms, "cacheScope": scope}
         if end < len(snap.dumped):

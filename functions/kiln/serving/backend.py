@@ -32,6 +32,8 @@ from kiln.catalog.snapshot import CatalogSnapshots, Snapshot
 from kiln.protocol.backend import (
     CallContext,
     Conversation,
+    Mode,
+    Served,
     ServedView,
     ToolOutcome,
     ToolView,
@@ -108,6 +110,7 @@ def _view_fields(tool: Tool) -> dict[str, Any]:
         "task_support": "optional" if head.task == "ask_first" else head.task,
         "asks_first": head.task == "ask_first",
         "revision": f"{tool.id}@{head.number}",
+        "tags": head.tags,
     }
 
 
@@ -139,21 +142,27 @@ class CatalogBackend:
         gate: CallGate | None = None,
         remote: RemoteRunner | None = None,
         approvals: SpentApprovals | None = None,
+        mode: Mode = "list",
     ) -> None:
         self._snapshots = snapshots
         self._approvals = approvals  # each approval runs its tool once (kiln.access.approvals)
+        self._mode = mode  # the root catalog's (KILN_CATALOG_MODE); a view says its own
         self._runner = runner
         self._remote = remote  # every run goes to the runner function (kiln.runner.remote)
         self._bundles = bundles
         self._secrets = secrets
         self._view_catalog = views
         self._gate = gate
-        # Per view: the catalog version and its tools as listed, a tuple (never changed, so
+        # Per view: the catalog version and its tools as served, a tuple (never changed, so
         # the protocol's lister recognises it by identity: kiln.protocol.listing).
-        self._listed: dict[str | None, tuple[int, tuple[ToolView, ...]]] = {}
+        self._listed: dict[str | None, tuple[int, Served]] = {}
+
+    async def list_tools(self, ctx: CallContext) -> Sequence[ToolView]:
+        return (await self.served_tools(ctx)).tools
 
     @catalog_reads
-    async def list_tools(self, ctx: CallContext) -> Sequence[ToolView]:
+    async def served_tools(self, ctx: CallContext) -> Served:
+        """The tools this request may see, and its view's mode (else the root catalog's)."""
         snapshot = await self._snapshots.fresh()
         view, tools = await self._visible(snapshot, ctx)
         key = view.name if view else None
@@ -161,8 +170,9 @@ class CatalogBackend:
         if cached is not None and cached[0] == snapshot.version:
             return cached[1]
         listed = tuple(tool_view(tool) for tool in tools.values() if tool.enabled)
-        self._listed[key] = (snapshot.version, listed)
-        return listed
+        served = Served(listed, view.mode if view is not None else self._mode)
+        self._listed[key] = (snapshot.version, served)
+        return served
 
     @catalog_reads
     async def get_tool(self, name: str, ctx: CallContext) -> ResolvedTool | None:

@@ -44,13 +44,16 @@ def server(moto_endpoint: str, tmp_path_factory: pytest.TempPathFactory) -> Iter
     yield from start_kiln(moto_endpoint, tmp_path_factory.mktemp("yardsticks"))
 
 
-def run(*command: str | Path, timeout: float = 600) -> subprocess.CompletedProcess[str]:
+def run(
+    *command: str | Path, timeout: float = 600, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [str(part) for part in command],
         capture_output=True,
         text=True,
         timeout=timeout,
         check=False,
+        env=None if env is None else {**os.environ, **env},
     )
 
 
@@ -66,6 +69,40 @@ def test_the_official_conformance_suite_passes_every_applicable_scenario_on_both
     assert lines, done.stderr[-3000:]
     assert "-- tasks-extension" in done.stdout, done.stdout[-3000:]
     assert lines[-1] == "conformance: 53 passed, 0 failed of 53", done.stdout[-3000:]
+
+
+@pytest.fixture(scope="module")
+def search_server(
+    moto_endpoint: str, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[McpServer]:
+    yield from start_kiln(
+        moto_endpoint, tmp_path_factory.mktemp("yardsticks-search"), catalog_mode="search"
+    )
+
+
+def test_the_meta_tools_of_search_mode_pass_the_suites_tool_checks_on_both_wires(
+    search_server: McpServer, tmp_path: Path
+) -> None:
+    # In search mode tools/list shows search_tools, describe_tools and call_tool: the suite's
+    # scenarios for any tools-only server (tools-list checks each listed tool) run on them.
+    # Its fixture and tasks scenarios call the test_* tools by name, which search mode still
+    # answers (a direct call is a call): told to run them all, all pass but the one that
+    # reads a fixture's schema from tools/list (json-schema-2020-12), which search mode by
+    # design does not list (describe_tools gives it).
+    listed = search_server.legacy("tools/list").json()["result"]["tools"]
+    assert {t["name"] for t in listed} == {"search_tools", "describe_tools", "call_tool"}
+    done = run(
+        "bash", YARDSTICKS / "conformance.sh", search_server.url, tmp_path / "out",
+        env={"CONFORMANCE_FIXTURES": "all", "CONFORMANCE_TASKS": "all"},
+    )  # fmt: skip
+    lines = done.stdout.strip().splitlines()
+    assert lines, done.stderr[-3000:]
+    assert "pass tools-list" in done.stdout, done.stdout[-3000:]
+    failed = [line.split()[1] for line in lines if line.strip().startswith("fail ")]
+    assert failed == ["json-schema-2020-12"] * 2, (lines[-1], failed)  # once on each wire
+    assert "Tool 'json_schema_2020_12_tool' not found" in done.stdout
+    assert lines[-1].startswith("conformance: "), done.stdout[-3000:]
+    assert lines[-1] == "conformance: 51 passed, 2 failed of 53", lines[-1]
 
 
 @pytest.mark.parametrize("client", ["py", "ts", "inspector"])

@@ -15,6 +15,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from conftest import AwsStack
 from kiln.catalog.rules import check_draft
 from kiln.catalog.store import CatalogStore
@@ -39,6 +41,11 @@ DEFERRED = (
     "kiln.catalog.requirements",
     "kiln.schema.arguments",
     "kiln.authoring.service",
+    # search mode's ranking: loaded by the first search_tools, never by a list
+    "kiln.protocol.search",
+    "bm25s",
+    "numpy",
+    "Stemmer",
 )
 
 PROBE = """
@@ -66,7 +73,7 @@ print(json.dumps({
 """
 
 
-def _first_list(aws: AwsStack) -> dict[str, object]:
+def _first_list(aws: AwsStack, **extra: str) -> dict[str, object]:
     clean = {k: v for k, v in os.environ.items() if not k.startswith(("KILN_", "POWERTOOLS_"))}
     event = json.loads(EVENT.read_text())
     event["headers"]["host"] = "127.0.0.1:8000"
@@ -82,6 +89,7 @@ def _first_list(aws: AwsStack) -> dict[str, object]:
             "KILN_TABLE": aws.table,
             "KILN_BUCKET": aws.bucket,
             "KILN_WORKER_FUNCTION": "kiln-probe-worker",  # as template.yaml sets it
+            **extra,
         },
         capture_output=True,
         text=True,
@@ -93,8 +101,9 @@ def _first_list(aws: AwsStack) -> dict[str, object]:
     return result
 
 
+@pytest.mark.parametrize("mode", ["list", "search"])
 def test_the_public_handler_answers_its_first_tools_list_without_the_deferred_modules(
-    aws: AwsStack,
+    aws: AwsStack, mode: str
 ) -> None:
     store = CatalogStore(aws.clients.dynamodb, aws.clients.s3, table=aws.table, bucket=aws.bucket)
     draft = {
@@ -107,9 +116,10 @@ def test_the_public_handler_answers_its_first_tools_list_without_the_deferred_mo
     }
     store.create(check_draft(draft), actor="test")
 
-    loaded = _first_list(aws)
+    loaded = _first_list(aws, KILN_CATALOG_MODE=mode)
 
     assert loaded["status"] == 200
-    assert loaded["tools"] == ["add_vat"]
+    listed = ["add_vat"] if mode == "list" else ["call_tool", "describe_tools", "search_tools"]
+    assert loaded["tools"] == listed
     assert loaded["at import"] == []
     assert loaded["after the answer"] == []

@@ -162,13 +162,14 @@ for line in sys.stdin:
 """
 
 
-def lambda_transport(stack: AwsStack, tmp: Path) -> Iterator[Exchange]:
+def lambda_transport(stack: AwsStack, tmp: Path, **extra: str) -> Iterator[Exchange]:
+    """`extra`: more of the function's environment (KILN_CATALOG_MODE, test_search_mode.py)."""
     env = clean_env(
         AWS_ENDPOINT_URL=stack.endpoint_url, AWS_REGION="us-east-1",
         AWS_ACCESS_KEY_ID="testing", AWS_SECRET_ACCESS_KEY="testing",
         AWS_LAMBDA_FUNCTION_NAME="kiln-mcp", KILN_TABLE=stack.table, KILN_BUCKET=stack.bucket,
         KILN_BUNDLE_CACHE_DIR=str(tmp / "bundles"), KILN_RUN_UIDS="off",
-        POWERTOOLS_METRICS_NAMESPACE="KilnSuite",
+        POWERTOOLS_METRICS_NAMESPACE="KilnSuite", **extra,
     )  # fmt: skip
 
     def exchange(messages: list[Message]) -> dict[Any, Message]:

@@ -25,6 +25,7 @@ VARIABLES: dict[str, tuple[str, str, Any]] = {
     "KILN_BIND_HOST": ("bind_host", "127.0.0.1", "127.0.0.1"),
     "KILN_BIND_PORT": ("bind_port", "8000", 8000),
     "KILN_INSTRUCTIONS": ("instructions", "Be brief.", "Be brief."),
+    "KILN_CATALOG_MODE": ("catalog_mode", "search", "search"),
     "KILN_MAX_BODY_BYTES": ("max_body_bytes", "2048", 2048),
     "KILN_MAX_TIMEOUT_S": ("max_timeout_s", "60", 60.0),
     "KILN_LOCAL_TIME_BUDGET_S": ("local_time_budget_s", "12.5", 12.5),
@@ -91,6 +92,7 @@ DEFAULTS: dict[str, Any] = {
     "bind_host": None,
     "bind_port": None,
     "instructions": None,
+    "catalog_mode": "list",
     "max_body_bytes": 1024 * 1024,
     "max_timeout_s": 900.0,
     "local_time_budget_s": 60.0,
@@ -145,6 +147,7 @@ DEFAULTS: dict[str, Any] = {
 }
 
 BAD_VALUES = {
+    "KILN_CATALOG_MODE": ("browse", 'expected "list"'),
     "KILN_PUBLIC_ANONYMOUS": ("maybe", "expected true or false"),
     "KILN_TRACING": ("sometimes", "expected true or false"),
     "KILN_LEDGER": ("perhaps", "expected true or false"),

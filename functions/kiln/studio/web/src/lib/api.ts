@@ -160,6 +160,8 @@ export interface ViewDef {
   quota?: Quota;
   oauth_scopes?: string[];
   oauth_clients?: string[];
+  confirm?: "destructive" | "writes";
+  mode?: "list" | "search"; // search: the meta-tools search_tools, describe_tools, call_tool
 }
 
 export interface View extends ViewDef {
