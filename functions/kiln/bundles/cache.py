@@ -12,11 +12,15 @@ Ten threads (or processes) asking for the same new bundle at once unpack it once
 threading lock inside the process, and the bundle's flock across processes. After the first
 call a process answers from memory: no S3 or DynamoDB request, one `stat`.
 
-A bundle's files are read-only (0444, 0555 if executable) however it arrived: unpacked from
-its zip, or handed over by a builder in this process as hard links to what it built
-(`adopt_tree`, `kiln dev`). Runs read them through a read-only mount, as another uid, or
-under a Landlock fence that allows reading only; with none of those (one uid, no fence) a
-write still fails unless the tool changes the file's mode first (see the runner's README).
+A bundle's files are read-only (0444, 0555 if executable), its folders 0755, however it
+arrived: unpacked from its zip, or handed over by a builder in this process as copies of
+what it built (`adopt_tree`, `kiln dev`: copies, never hard links, so no `chmod` of the build
+cache reaches them). Runs read them through a read-only mount, as another uid, or under a
+Landlock fence that allows reading only; with none of those (one uid, no fence) a tool may
+still change a file's mode and write it. So a process serves a folder only while its `Seal`
+holds (`kiln.bundles.seal`: one `lstat` per file per call); a folder it did not make itself,
+or whose seal broke, is first checked against the published zip (sizes, CRC-32, modes, one
+link each, nothing more) and, if it is not that, made again from the zip.
 """
 
 from __future__ import annotations
@@ -39,12 +43,12 @@ from pathlib import Path, PurePosixPath
 from typing import Protocol
 
 from kiln.bundles.owned_dirs import owned_directory, temp_place
+from kiln.bundles.seal import SIZE_FILE, Seal, check_against, mode_of, open_folders
 from kiln.bundles.store import BundleRecord, BundleStore, parse_iso
 
 logger = logging.getLogger(__name__)
 
 DEFAULT_BUDGET_BYTES = 300 * 1024 * 1024  # leaves room in Lambda's default 512 MB /tmp
-SIZE_FILE = ".kiln-size"
 STALE_TMP_AFTER_S = 600.0  # no live download or unpack takes this long
 _CHUNK = 1024 * 1024
 
@@ -54,7 +58,7 @@ class Linkable(Protocol):
 
     unpacked: int
 
-    def link_into(self, dest: Path) -> int: ...
+    def copy_into(self, dest: Path) -> int: ...
 
 
 class BundleError(Exception):
@@ -126,7 +130,9 @@ class BundleCache:
         self.unpacks = 0  # bundles this process unpacked
         self.handovers = 0  # bundles this process's builder handed over as links
         self.evictions = 0
+        self.repairs = 0  # bundles found changed on disk and made again from their zip
         self._known: OrderedDict[str, int] = OrderedDict()  # id -> unpacked bytes, LRU order
+        self._seals: dict[str, Seal] = {}  # id -> the folder as this process last checked it
         self._pins: dict[str, int] = {}
         self._guard = threading.Lock()
         self._id_locks: dict[str, threading.Lock] = {}
@@ -182,20 +188,18 @@ class BundleCache:
             tmp = self.root / ".tmp" / f"{record.id}.{os.getpid()}.{uuid.uuid4().hex[:8]}.dir"
             try:
                 size = _unpack(zip_path, tmp)
-                (tmp / SIZE_FILE).write_text(str(size))
                 os.rename(tmp, final)
             finally:
                 _remove(tmp)
             self.unpacks += 1
-            self._remember(record.id, size)
+            self._remember(record.id, size, Seal.of(final))
         return True
 
     def adopt_tree(self, record: BundleRecord, built: Linkable) -> bool:
-        """Take a bundle this process is building as hard links to its installed files (no
-        zip, no unpack: `kiln dev`'s builder, while the zip is written and uploaded). False
-        when it is for another target, already here, or the files could not be linked
-        (another filesystem) or did not match what the zip is made of; the zip is then
-        unpacked instead (`adopt`)."""
+        """Take a bundle this process is building as copies of its installed files (no zip,
+        no unpack: `kiln dev`'s builder, while the zip is written and uploaded). False when
+        it is for another target, already here, or the files could not be copied or did
+        not match what the zip is made of; the zip is then unpacked instead (`adopt`)."""
         if self.targets and record.target not in self.targets:
             return False
         _check_id(record.id)
@@ -205,23 +209,22 @@ class BundleCache:
             self._make_room(built.unpacked, keep=record.id)
             tmp = self.root / ".tmp" / f"{record.id}.{os.getpid()}.{uuid.uuid4().hex[:8]}.dir"
             try:
-                size = built.link_into(tmp)
-                (tmp / SIZE_FILE).write_text(str(size))
+                size = built.copy_into(tmp)
+                _finish(tmp, size)
                 os.rename(tmp, self.root / record.id)
             except (OSError, ValueError) as error:  # ValueError: a file that did not match
-                logger.info("bundle %s: not linked from its build (%s)", record.id, error)
+                logger.info("bundle %s: not copied from its build (%s)", record.id, error)
                 return False
             finally:
                 _remove(tmp)
             self.handovers += 1
-            self._remember(record.id, size)
+            self._remember(record.id, size, Seal.of(self.root / record.id))
         return True
 
     def discard(self, bundle_id: str) -> None:
         """Let a bundle go that was taken from a build which then failed to publish."""
         _check_id(bundle_id)
-        with self._guard:
-            self._known.pop(bundle_id, None)
+        self._forget(bundle_id)
         entry = self.root / bundle_id
         if entry.is_dir():
             self._evict(entry)
@@ -232,6 +235,20 @@ class BundleCache:
 
     def used_bytes(self) -> int:
         return sum(_size_of(entry) for entry in self._entries())
+
+    def remove_strangers(self) -> int:
+        """Remove every entry of the cache that this process did not make or check: for a
+        process that is the cache's only user (the runner function, between two runs).
+        Returns how many went."""
+        with self._guard:
+            ours = {*self._seals, ".tmp", ".locks", ".trash"}
+        strangers = [entry for entry in self.root.iterdir() if entry.name not in ours]
+        for place in (".tmp", ".trash"):
+            strangers += list((self.root / place).iterdir())
+        strangers += [e for e in (self.root / ".locks").iterdir() if not _plain_file(e)]
+        for entry in strangers:
+            _remove(entry)
+        return len(strangers)
 
     def _sweep(self) -> None:
         """Remove what dead processes left: evictions they did not finish, old downloads."""
@@ -247,17 +264,27 @@ class BundleCache:
 
     def _warm(self, bundle_id: str) -> Path | None:
         with self._guard:
-            if bundle_id not in self._known:
+            seal = self._seals.get(bundle_id)
+            if seal is None:
                 return None
             self._known.move_to_end(bundle_id)
         path = self.root / bundle_id
         try:
             os.utime(path)  # cross-process recency for eviction; also proves it exists
         except FileNotFoundError:
-            with self._guard:
-                self._known.pop(bundle_id, None)
+            self._forget(bundle_id)
+            return None
+        if not seal.holds():
+            logger.warning("bundle %s changed on disk since it was checked; checking it "
+                           "against its zip before any run uses it", bundle_id)  # fmt: skip
+            self._forget(bundle_id)
             return None
         return path
+
+    def _forget(self, bundle_id: str) -> None:
+        with self._guard:
+            self._known.pop(bundle_id, None)
+            self._seals.pop(bundle_id, None)
 
     def _id_lock(self, bundle_id: str) -> threading.Lock:
         with self._guard:
@@ -274,36 +301,66 @@ class BundleCache:
                 return warm
             with flock(self._lock_path(bundle_id), fcntl.LOCK_EX):
                 final = self.root / bundle_id
-                if final.is_dir():  # another process unpacked it
-                    self._remember(bundle_id, _size_of(final))
+                record = self._ready_record(bundle_id)
+                if os.path.lexists(final):  # another process, or an earlier one, made it
+                    self._check_or_repair(record, final)
                     os.utime(final)
                     return final
-                record = self.store.get(bundle_id)
-                if record is None or record.status != "ready":
-                    raise BundleNotReadyError(
-                        not_ready_message(record, bundle_id),
-                        bundle_id=bundle_id,
-                        status=None if record is None else record.status,
-                    )
-                if self.targets and record.target not in self.targets:
-                    raise BundleNotReadyError(
-                        f"its packages were built for {record.target}, but this server runs "
-                        f"{' / '.join(sorted(self.targets))}; save the tool again to build them "
-                        "for it.",
-                        bundle_id=bundle_id,
-                        status="wrong_target",
-                    )
                 # The budget is for unpacked bundles; the zip is deleted once unpacked.
                 self._make_room(record.unpacked_size or 0, keep=bundle_id)
                 size = self._download_and_unpack(record, final)
-                self._remember(bundle_id, size)
+                self._remember(bundle_id, size, Seal.of(final))
         self._make_room(0, keep=bundle_id)
         return final
 
-    def _remember(self, bundle_id: str, size: int) -> None:
+    def _ready_record(self, bundle_id: str) -> BundleRecord:
+        record = self.store.get(bundle_id)
+        if record is None or record.status != "ready":
+            raise BundleNotReadyError(
+                not_ready_message(record, bundle_id),
+                bundle_id=bundle_id,
+                status=None if record is None else record.status,
+            )
+        if self.targets and record.target not in self.targets:
+            raise BundleNotReadyError(
+                f"its packages were built for {record.target}, but this server runs "
+                f"{' / '.join(sorted(self.targets))}; save the tool again to build them "
+                "for it.",
+                bundle_id=bundle_id,
+                status="wrong_target",
+            )
+        return record
+
+    def _check_or_repair(self, record: BundleRecord, final: Path) -> None:
+        """Seal `final` if it is exactly the published zip; otherwise make it again from
+        that zip (under the bundle's exclusive lock: no run of any process is using it)."""
+        stem = self.root / ".tmp" / f"{record.id}.{os.getpid()}.{uuid.uuid4().hex[:8]}"
+        zip_path, fresh, old = stem.with_suffix(".zip"), stem.with_suffix(".dir"), None
+        try:
+            self._download(record, zip_path)
+            problem = check_against(zip_path, final) if final.is_dir() else "not a folder"
+            if problem is None:
+                self._remember(record.id, _size_of(final), Seal.of(final))
+                return
+            logger.warning("bundle %s on disk is not what was published (%s); it is made "
+                           "again from its zip", record.id, problem)  # fmt: skip
+            size = _unpack(zip_path, fresh)
+            old = self.root / ".trash" / f"{record.id}.{uuid.uuid4().hex[:8]}"
+            os.rename(final, old)
+            os.rename(fresh, final)
+            self.repairs += 1
+            self._remember(record.id, size, Seal.of(final))
+        finally:
+            _remove(zip_path)
+            _remove(fresh)
+            if old is not None:
+                _remove(old)
+
+    def _remember(self, bundle_id: str, size: int, seal: Seal) -> None:
         with self._guard:
             self._known[bundle_id] = size
             self._known.move_to_end(bundle_id)
+            self._seals[bundle_id] = seal
 
     def _download_and_unpack(self, record: BundleRecord, final: Path) -> int:
         tmp = self.root / ".tmp"
@@ -314,7 +371,6 @@ class BundleCache:
         try:
             self._download(record, zip_path)
             size = _unpack(zip_path, unpack_dir)
-            (unpack_dir / SIZE_FILE).write_text(str(size))
             os.rename(unpack_dir, final)  # the one step that makes a bundle visible
             self.unpacks += 1
             return size
@@ -380,8 +436,7 @@ class BundleCache:
                 return False
             trash = self.root / ".trash" / f"{entry.name}.{uuid.uuid4().hex[:8]}"
             os.rename(entry, trash)
-            with self._guard:
-                self._known.pop(entry.name, None)
+            self._forget(entry.name)
         shutil.rmtree(trash, ignore_errors=True)
         self.evictions += 1
         return True
@@ -390,7 +445,7 @@ class BundleCache:
 @contextlib.contextmanager
 def flock(path: Path, operation: int) -> Iterator[bool]:
     """Hold an flock on `path`; yields False when a non-blocking lock is taken elsewhere."""
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
     try:
         try:
             fcntl.flock(fd, operation)
@@ -428,7 +483,7 @@ def _unpack(zip_path: Path, into: Path) -> int:
                 made.add(folder)
             if info.is_dir():
                 continue
-            mode = 0o555 if (info.external_attr >> 16) & stat.S_IXUSR else 0o444
+            mode = mode_of(info)
             fd = os.open(destination, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
             with os.fdopen(fd, "wb") as sink:
                 if info.file_size <= _CHUNK:
@@ -437,7 +492,16 @@ def _unpack(zip_path: Path, into: Path) -> int:
                     with archive.open(info) as source:
                         shutil.copyfileobj(source, sink, _CHUNK)
             total += info.file_size
+    _finish(into, total)
     return total
+
+
+def _finish(folder: Path, size: int) -> None:
+    """Every folder 0755 whatever the umask; the size beside the files, read-only too."""
+    fd = os.open(folder / SIZE_FILE, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o444)
+    with os.fdopen(fd, "w") as sink:
+        sink.write(str(size))
+    open_folders(folder)
 
 
 def _file_sha256(path: Path) -> str:
@@ -455,12 +519,26 @@ def _size_of(entry: Path) -> int:
         return sum(p.stat().st_size for p in entry.rglob("*") if p.is_file())
 
 
+def _plain_file(path: Path) -> bool:
+    return stat.S_ISREG(path.lstat().st_mode)
+
+
 def _remove(path: Path) -> None:
-    if path.is_dir():
-        shutil.rmtree(path, ignore_errors=True)
-    else:
+    """Remove a file, link or folder tree (never what a link points to), even one whose
+    folders a run made read-only."""
+    if path.is_symlink() or not path.is_dir():
         with contextlib.suppress(FileNotFoundError):
             path.unlink()
+        return
+    with contextlib.suppress(OSError):
+        os.chmod(path, 0o700)
+        for current, dirs, _ in os.walk(path):
+            for name in dirs:
+                inner = os.path.join(current, name)
+                if not os.path.islink(inner):
+                    with contextlib.suppress(OSError):
+                        os.chmod(inner, 0o700)
+    shutil.rmtree(path, ignore_errors=True)
 
 
 def _check_id(bundle_id: str) -> None:
