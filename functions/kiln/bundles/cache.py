@@ -242,10 +242,13 @@ class BundleCache:
         Returns how many went."""
         with self._guard:
             ours = {*self._seals, ".tmp", ".locks", ".trash"}
+            locks = {f"{bundle_id}.lock" for bundle_id in self._seals}
         strangers = [entry for entry in self.root.iterdir() if entry.name not in ours]
         for place in (".tmp", ".trash"):
             strangers += list((self.root / place).iterdir())
-        strangers += [e for e in (self.root / ".locks").iterdir() if not _plain_file(e)]
+        strangers += [
+            e for e in (self.root / ".locks").iterdir() if e.name not in locks or not _plain(e)
+        ]
         for entry in strangers:
             _remove(entry)
         return len(strangers)
@@ -519,7 +522,7 @@ def _size_of(entry: Path) -> int:
         return sum(p.stat().st_size for p in entry.rglob("*") if p.is_file())
 
 
-def _plain_file(path: Path) -> bool:
+def _plain(path: Path) -> bool:
     return stat.S_ISREG(path.lstat().st_mode)
 
 
