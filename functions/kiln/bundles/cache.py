@@ -18,7 +18,8 @@ what it built (`adopt_tree`, `kiln dev`: copies, never hard links, so no `chmod`
 cache reaches them). Runs read them through a read-only mount, as another uid, or under a
 Landlock fence that allows reading only; with none of those (one uid, no fence) a tool may
 still change a file's mode and write it. So a process serves a folder only while its `Seal`
-holds (`kiln.bundles.seal`: one `lstat` per file per call); a folder it did not make itself,
+holds (`kiln.bundles.seal`: an inotify queue read per call, or one `lstat` per file where
+there is no inotify); a folder it did not make itself,
 or whose seal broke, is first checked against the published zip (sizes, CRC-32, modes, one
 link each, nothing more) and, if it is not that, made again from the zip.
 """
@@ -43,7 +44,7 @@ from pathlib import Path, PurePosixPath
 from typing import Protocol
 
 from kiln.bundles.owned_dirs import owned_directory, temp_place
-from kiln.bundles.seal import SIZE_FILE, Seal, check_against, mode_of, open_folders
+from kiln.bundles.seal import SIZE_FILE, Seal, Watch, check_against, mode_of, open_folders
 from kiln.bundles.store import BundleRecord, BundleStore, parse_iso
 
 logger = logging.getLogger(__name__)
@@ -118,6 +119,7 @@ class BundleCache:
         root: Path | None = None,
         budget_bytes: int = DEFAULT_BUDGET_BYTES,
         targets: Collection[str] = (),
+        watch: bool = True,
     ) -> None:
         self.store = store
         # The targets this process can load; a bundle built for another (a function moved to
@@ -133,6 +135,8 @@ class BundleCache:
         self.repairs = 0  # bundles found changed on disk and made again from their zip
         self._known: OrderedDict[str, int] = OrderedDict()  # id -> unpacked bytes, LRU order
         self._seals: dict[str, Seal] = {}  # id -> the folder as this process last checked it
+        self._watched: set[str] = set()  # sealed bundles inotify watches (the rest: lstat)
+        self._watch = Watch(enabled=watch)  # off: every use checks with `Seal.holds`
         self._pins: dict[str, int] = {}
         self._guard = threading.Lock()
         self._id_locks: dict[str, threading.Lock] = {}
@@ -266,10 +270,14 @@ class BundleCache:
     # -- internals -------------------------------------------------------------------------
 
     def _warm(self, bundle_id: str) -> Path | None:
+        for changed in self._watch.changed():
+            self._forget(changed)
+            logger.warning("bundle %s changed on disk", changed)
         with self._guard:
             seal = self._seals.get(bundle_id)
             if seal is None:
                 return None
+            watched = bundle_id in self._watched
             self._known.move_to_end(bundle_id)
         path = self.root / bundle_id
         try:
@@ -277,7 +285,7 @@ class BundleCache:
         except FileNotFoundError:
             self._forget(bundle_id)
             return None
-        if not seal.holds():
+        if not (seal.root_holds() if watched else seal.holds()):
             logger.warning("bundle %s changed on disk since it was checked; checking it "
                            "against its zip before any run uses it", bundle_id)  # fmt: skip
             self._forget(bundle_id)
@@ -288,6 +296,8 @@ class BundleCache:
         with self._guard:
             self._known.pop(bundle_id, None)
             self._seals.pop(bundle_id, None)
+            self._watched.discard(bundle_id)
+        self._watch.drop(bundle_id)
 
     def _id_lock(self, bundle_id: str) -> threading.Lock:
         with self._guard:
@@ -360,10 +370,17 @@ class BundleCache:
                 _remove(old)
 
     def _remember(self, bundle_id: str, size: int, seal: Seal) -> None:
+        # Watched from now on; what changed between the seal and the watch is seen once here.
+        watched = self._watch.add(bundle_id, seal.paths())
+        if watched and not seal.holds():
+            self._watch.drop(bundle_id)
+            watched = False  # the next use checks it whole, finds the change, and repairs
         with self._guard:
             self._known[bundle_id] = size
             self._known.move_to_end(bundle_id)
             self._seals[bundle_id] = seal
+            if watched:
+                self._watched.add(bundle_id)
 
     def _download_and_unpack(self, record: BundleRecord, final: Path) -> int:
         tmp = self.root / ".tmp"

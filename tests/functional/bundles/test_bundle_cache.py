@@ -490,13 +490,17 @@ def damage(folder: Path, how: str, elsewhere: Path) -> str:
     return how
 
 
+@pytest.mark.parametrize("watch", [True, False], ids=["inotify", "lstat"])
 @pytest.mark.parametrize("how", ["made private", "rewritten", "planted", "linked elsewhere"])
 def test_a_bundle_changed_on_disk_is_made_again_from_its_zip_before_its_next_use(
-    stack: AwsStack, tmp_path: Path, how: str
+    stack: AwsStack, tmp_path: Path, how: str, watch: bool
 ) -> None:
+    """Seen by the inotify watch on every file and folder, or (without inotify) by the seal's
+    lstat of each."""
     store = fresh_store(stack)
     humanize = ready(store, "humanize==4.*")
-    cache = BundleCache(store, root=tmp_path / "cache")
+    kwargs = {} if watch else {"watch": False}
+    cache = BundleCache(store, root=tmp_path / "cache", **kwargs)  # type: ignore[arg-type]
     path = cache.path_for(humanize.id)
     assert on_disk(path) == published(store, humanize)
     damage(path, how, tmp_path)
