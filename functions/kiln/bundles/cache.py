@@ -44,7 +44,15 @@ from pathlib import Path, PurePosixPath
 from typing import Protocol
 
 from kiln.bundles.owned_dirs import owned_directory, temp_place
-from kiln.bundles.seal import SIZE_FILE, Seal, Watch, check_against, mode_of, open_folders
+from kiln.bundles.seal import (
+    DIR_MODE,
+    SIZE_FILE,
+    Seal,
+    Watch,
+    check_against,
+    mode_of,
+    open_folders,
+)
 from kiln.bundles.store import BundleRecord, BundleStore, parse_iso
 
 logger = logging.getLogger(__name__)
@@ -346,7 +354,11 @@ class BundleCache:
 
     def _check_or_repair(self, record: BundleRecord, final: Path) -> None:
         """Seal `final` if it is exactly the published zip; otherwise make it again from
-        that zip (under the bundle's exclusive lock: no run of any process is using it)."""
+        that zip (under the bundle's exclusive lock: no run of any process is using it).
+
+        Made again in place where it is a folder: its contents are swapped, the folder itself
+        stays, so a run prepared beforehand (a standby, whose Landlock rule or read-only
+        mount holds that very folder) finds the new contents there."""
         stem = self.root / ".tmp" / f"{record.id}.{os.getpid()}.{uuid.uuid4().hex[:8]}"
         zip_path, fresh, old = stem.with_suffix(".zip"), stem.with_suffix(".dir"), None
         try:
@@ -359,8 +371,13 @@ class BundleCache:
                            "again from its zip", record.id, problem)  # fmt: skip
             size = _unpack(zip_path, fresh)
             old = self.root / ".trash" / f"{record.id}.{uuid.uuid4().hex[:8]}"
-            os.rename(final, old)
-            os.rename(fresh, final)
+            try:
+                _swap(final, fresh, old)
+            except OSError as error:
+                raise BundleFetchError(
+                    f"its packages (bundle {record.id}) were changed on disk and could not be "
+                    f"made again ({error}); try again, or remove {final}."
+                ) from error
             self.repairs += 1
             self._remember(record.id, size, Seal.of(final))
         finally:
@@ -514,6 +531,23 @@ def _unpack(zip_path: Path, into: Path) -> int:
             total += info.file_size
     _finish(into, total)
     return total
+
+
+def _swap(final: Path, fresh: Path, old: Path) -> None:
+    """Put `fresh`'s contents in place of `final`'s (moved to `old`), keeping the folder
+    `final` itself where it is one; else replace it."""
+    if not final.is_dir() or final.is_symlink():
+        os.rename(final, old)
+        os.rename(fresh, final)
+        return
+    os.chmod(final, DIR_MODE)
+    old.mkdir()
+    for entry in os.scandir(final):
+        if entry.is_dir(follow_symlinks=False):
+            os.chmod(entry.path, 0o700)  # a folder moves only if it may be written (its `..`)
+        os.rename(entry.path, old / entry.name)
+    for name in os.listdir(fresh):
+        os.rename(fresh / name, final / name)
 
 
 def _finish(folder: Path, size: int) -> None:

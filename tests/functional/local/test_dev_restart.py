@@ -146,3 +146,44 @@ def _landlock() -> bool:
     from kiln.runner import landlock
 
     return landlock.abi() > 0
+
+
+# A tool sharing humanize_bytes's bundle (same requirements) that changes it as far as its
+# run may: a chmod passes the Landlock fence (here the package's folder: a file made
+# unreadable would still import from its bytecode); with no fence it may plant a file too.
+SPOILER = r"""
+import json, os
+import humanize
+folder = os.path.dirname(humanize.__file__)
+out = {}
+def attempt(name, action):
+    try:
+        action()
+        out[name] = "done"
+    except OSError as error:
+        out[name] = type(error).__name__
+attempt("plant", lambda: open(os.path.join(folder, "planted.py"), "x").close())
+attempt("chmod", lambda: os.chmod(folder, 0))
+print(json.dumps(out))
+"""
+
+
+@pytest.mark.parametrize("model", ["unprivileged", "unfenced"])
+def test_a_tool_that_changes_its_bundle_changes_it_for_no_later_run(model: str) -> None:
+    """The runs of one uid (the server's) may chmod their bundle's files: the next run of any
+    tool sharing that bundle finds it as published."""
+    if model == "unprivileged" and not _landlock():
+        pytest.skip("this kernel has no Landlock: 'unfenced' is the unprivileged model here")
+    spoiler = {"name": "spoiler", "description": "Spoils its bundle.", "language": "python",
+               "code": SPOILER, "requirements": ["humanize==4.*"]}  # fmt: skip
+    with place("kiln-spoil-") as (base, env), kiln_dev_as(model, base / "a", env=env) as dev:
+        created = dev.api("POST", "/api/tools", json=spoiler)
+        assert created.status_code == 201, created.text
+        serves(dev, "humanize_bytes", BUILD_S)
+        for _ in range(2):
+            ran = dev.api("POST", "/api/tools/spoiler/run", json={"arguments": {}})
+            assert ran.status_code == 200, ran.text
+            assert '\\"chmod\\": \\"done\\"' in ran.text, (ran.text, log_tail(dev))
+            # Changed before its zip was published (it is callable from its hand-over), it
+            # waits for the zip: "being built", then as published.
+            serves(dev, "humanize_bytes", BUILD_S)
