@@ -252,6 +252,13 @@ class BundleCache:
         """Remove every entry of the cache that this process did not make or check: for a
         process that is the cache's only user (the runner function, between two runs).
         Returns how many went."""
+        os.chmod(self.root, DIR_MODE)  # a run of this uid may have closed it, or replaced
+        for sub in (".tmp", ".locks", ".trash"):  # one of these by a link elsewhere
+            place = self.root / sub
+            if place.is_symlink() or not place.is_dir():
+                _remove(place)
+                place.mkdir()
+            os.chmod(place, DIR_MODE)
         with self._guard:
             ours = {*self._seals, ".tmp", ".locks", ".trash"}
             locks = {f"{bundle_id}.lock" for bundle_id in self._seals}

@@ -502,12 +502,15 @@ def test_a_bundle_changed_on_disk_is_made_again_from_its_zip_before_its_next_use
     kwargs = {} if watch else {"watch": False}
     cache = BundleCache(store, root=tmp_path / "cache", **kwargs)  # type: ignore[arg-type]
     path = cache.path_for(humanize.id)
+    folder = path.stat().st_ino
     assert on_disk(path) == published(store, humanize)
     damage(path, how, tmp_path)
     assert cache.path_for(humanize.id) == path
     assert on_disk(path) == published(store, humanize), f"a bundle {how} on disk was served"
     assert all(p.stat().st_nlink == 1 for p in path.rglob("*") if p.is_file())
     assert cache.repairs == 1
+    # Made again in place: a standby fenced to (or mounting) this folder sees the new files.
+    assert path.stat().st_ino == folder
     assert printed_from(path, "import humanize; print(humanize.naturalsize(3_000_000))") == "3.0 MB"
 
 
@@ -542,7 +545,14 @@ def test_what_a_run_put_beside_the_bundles_is_removed_by_a_cache_that_is_their_o
     (cache.root / ".tmp" / "x.dir").mkdir()
     (cache.root / ".locks" / f"{humanize.id}.lock").unlink()
     (cache.root / ".locks" / f"{humanize.id}.lock").symlink_to(tmp_path / "elsewhere")
+    (tmp_path / "kept").mkdir()
+    (tmp_path / "kept" / "file").write_text("not the cache's")
+    (cache.root / ".trash").rmdir()
+    (cache.root / ".trash").symlink_to(tmp_path / "kept")  # emptying it must not follow it
     assert cache.remove_strangers() == 3
     assert visible_entries(cache.root) == [humanize.id]
     assert cache.path_for(humanize.id) == path
     assert not (tmp_path / "elsewhere").exists()
+    assert (tmp_path / "kept" / "file").read_text() == "not the cache's"
+    assert (cache.root / ".trash").is_dir()
+    assert not (cache.root / ".trash").is_symlink()
