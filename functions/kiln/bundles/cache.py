@@ -263,8 +263,8 @@ class BundleCache:
             ours = {*self._seals, ".tmp", ".locks", ".trash"}
             locks = {f"{bundle_id}.lock" for bundle_id in self._seals}
         strangers = [entry for entry in self.root.iterdir() if entry.name not in ours]
-        for place in (".tmp", ".trash"):
-            strangers += list((self.root / place).iterdir())
+        for emptied in (".tmp", ".trash"):
+            strangers += list((self.root / emptied).iterdir())
         strangers += [
             e for e in (self.root / ".locks").iterdir() if e.name not in locks or not _plain(e)
         ]

@@ -155,15 +155,14 @@ SPOILER = r"""
 import json, os
 import humanize
 folder = os.path.dirname(humanize.__file__)
+planted = os.path.join(folder, "planted.py")
 out = {}
-def attempt(name, action):
+for name, action in (("plant", lambda: open(planted, "x").close()),
+                     ("chmod", lambda: os.chmod(folder, 0))):
     try:
-        action()
-        out[name] = "done"
+        out[name] = action() or "done"
     except OSError as error:
         out[name] = type(error).__name__
-attempt("plant", lambda: open(os.path.join(folder, "planted.py"), "x").close())
-attempt("chmod", lambda: os.chmod(folder, 0))
 print(json.dumps(out))
 """
 
