@@ -23,6 +23,7 @@ import time
 import zipfile
 from pathlib import Path
 
+from kiln.bundles.folders import unpack
 from kiln.bundles.layers import copy_file
 from kiln.bundles.seal import Seal, Watch, check_against
 
@@ -35,12 +36,6 @@ def make_zip(path: Path, files: int) -> None:
         for n in range(files):
             body = (f"# module {n}\n" + "x = 1\n" * (n % 200 + 20)).encode()
             archive.writestr(f"pkg/sub{n // FILES_PER_FOLDER}/mod{n}.py", body)
-
-
-def unpack(zip_path: Path, into: Path) -> None:
-    from kiln.bundles.cache import _unpack
-
-    _unpack(zip_path, into)
 
 
 def timed(function: object, repeat: int) -> float:

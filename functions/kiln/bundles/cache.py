@@ -36,23 +36,19 @@ import stat
 import threading
 import time
 import uuid
-import zipfile
 from collections import OrderedDict
 from collections.abc import Collection, Iterator
 from datetime import UTC, datetime
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import Protocol
 
+from kiln.bundles.errors import BundleError as BundleError  # the cache's errors, also here
+from kiln.bundles.errors import BundleFetchError as BundleFetchError
+from kiln.bundles.errors import BundleNotReadyError as BundleNotReadyError
+from kiln.bundles.folders import finish, remove, size_of, swap_contents, unpack
 from kiln.bundles.owned_dirs import owned_directory, temp_place
-from kiln.bundles.seal import (
-    DIR_MODE,
-    SIZE_FILE,
-    Seal,
-    Watch,
-    check_against,
-    mode_of,
-    open_folders,
-)
+from kiln.bundles.seal import DIR_MODE, Seal, Watch, check_against
+from kiln.bundles.seal import SIZE_FILE as SIZE_FILE  # where a bundle's size is kept
 from kiln.bundles.store import BundleRecord, BundleStore, parse_iso
 
 logger = logging.getLogger(__name__)
@@ -68,23 +64,6 @@ class Linkable(Protocol):
     unpacked: int
 
     def copy_into(self, dest: Path) -> int: ...
-
-
-class BundleError(Exception):
-    """A bundle a call needs cannot be used; the message says what to do about it."""
-
-
-class BundleNotReadyError(BundleError):
-    """The bundle is pending, building or failed (or unknown)."""
-
-    def __init__(self, message: str, *, bundle_id: str, status: str | None) -> None:
-        super().__init__(message)
-        self.bundle_id = bundle_id
-        self.status = status
-
-
-class BundleFetchError(BundleError):
-    """The bundle is ready but its files could not be downloaded or unpacked."""
 
 
 def not_ready_message(record: BundleRecord | None, bundle_id: str) -> str:
@@ -199,10 +178,10 @@ class BundleCache:
             self._make_room(record.unpacked_size or 0, keep=record.id)
             tmp = self.root / ".tmp" / f"{record.id}.{os.getpid()}.{uuid.uuid4().hex[:8]}.dir"
             try:
-                size = _unpack(zip_path, tmp)
+                size = unpack(zip_path, tmp)
                 os.rename(tmp, final)
             finally:
-                _remove(tmp)
+                remove(tmp)
             self.unpacks += 1
             self._remember(record.id, size, Seal.of(final))
         return True
@@ -222,13 +201,13 @@ class BundleCache:
             tmp = self.root / ".tmp" / f"{record.id}.{os.getpid()}.{uuid.uuid4().hex[:8]}.dir"
             try:
                 size = built.copy_into(tmp)
-                _finish(tmp, size)
+                finish(tmp, size)
                 os.rename(tmp, self.root / record.id)
             except (OSError, ValueError) as error:  # ValueError: a file that did not match
                 logger.info("bundle %s: not copied from its build (%s)", record.id, error)
                 return False
             finally:
-                _remove(tmp)
+                remove(tmp)
             self.handovers += 1
             self._remember(record.id, size, Seal.of(self.root / record.id))
         return True
@@ -246,7 +225,7 @@ class BundleCache:
         return [entry.name for entry in self._entries()]
 
     def used_bytes(self) -> int:
-        return sum(_size_of(entry) for entry in self._entries())
+        return sum(size_of(entry) for entry in self._entries())
 
     def remove_strangers(self) -> int:
         """Remove every entry of the cache that this process did not make or check: for a
@@ -256,7 +235,7 @@ class BundleCache:
         for sub in (".tmp", ".locks", ".trash"):  # one of these by a link elsewhere
             place = self.root / sub
             if place.is_symlink() or not place.is_dir():
-                _remove(place)
+                remove(place)
                 place.mkdir()
             os.chmod(place, DIR_MODE)
         with self._guard:
@@ -269,18 +248,18 @@ class BundleCache:
             e for e in (self.root / ".locks").iterdir() if e.name not in locks or not _plain(e)
         ]
         for entry in strangers:
-            _remove(entry)
+            remove(entry)
         return len(strangers)
 
     def _sweep(self) -> None:
         """Remove what dead processes left: evictions they did not finish, old downloads."""
         for leftover in (self.root / ".trash").iterdir():
-            _remove(leftover)
+            remove(leftover)
         cutoff = time.time() - STALE_TMP_AFTER_S
         for leftover in (self.root / ".tmp").iterdir():
             with contextlib.suppress(FileNotFoundError):
                 if leftover.stat().st_mtime < cutoff:
-                    _remove(leftover)
+                    remove(leftover)
 
     # -- internals -------------------------------------------------------------------------
 
@@ -336,7 +315,7 @@ class BundleCache:
                     return final
                 # The budget is for unpacked bundles; the zip is deleted once unpacked.
                 self._make_room(record.unpacked_size or 0, keep=bundle_id)
-                size = self._download_and_unpack(record, final)
+                size = self._download_andunpack(record, final)
                 self._remember(bundle_id, size, Seal.of(final))
         self._make_room(0, keep=bundle_id)
         return final
@@ -372,14 +351,14 @@ class BundleCache:
             self._download(record, zip_path)
             problem = check_against(zip_path, final) if final.is_dir() else "not a folder"
             if problem is None:
-                self._remember(record.id, _size_of(final), Seal.of(final))
+                self._remember(record.id, size_of(final), Seal.of(final))
                 return
             logger.warning("bundle %s on disk is not what was published (%s); it is made "
                            "again from its zip", record.id, problem)  # fmt: skip
-            size = _unpack(zip_path, fresh)
+            size = unpack(zip_path, fresh)
             old = self.root / ".trash" / f"{record.id}.{uuid.uuid4().hex[:8]}"
             try:
-                _swap(final, fresh, old)
+                swap_contents(final, fresh, old)
             except OSError as error:
                 raise BundleFetchError(
                     f"its packages (bundle {record.id}) were changed on disk and could not be "
@@ -388,10 +367,10 @@ class BundleCache:
             self.repairs += 1
             self._remember(record.id, size, Seal.of(final))
         finally:
-            _remove(zip_path)
-            _remove(fresh)
+            remove(zip_path)
+            remove(fresh)
             if old is not None:
-                _remove(old)
+                remove(old)
 
     def _remember(self, bundle_id: str, size: int, seal: Seal) -> None:
         # Watched from now on; what changed between the seal and the watch is seen once here.
@@ -406,21 +385,21 @@ class BundleCache:
             if watched:
                 self._watched.add(bundle_id)
 
-    def _download_and_unpack(self, record: BundleRecord, final: Path) -> int:
+    def _download_andunpack(self, record: BundleRecord, final: Path) -> int:
         tmp = self.root / ".tmp"
         for leftover in tmp.glob(f"{record.id}.*"):  # from a process that died mid-unpack
-            _remove(leftover)
+            remove(leftover)
         stem = tmp / f"{record.id}.{os.getpid()}.{uuid.uuid4().hex[:8]}"
         zip_path, unpack_dir = stem.with_suffix(".zip"), stem.with_suffix(".dir")
         try:
             self._download(record, zip_path)
-            size = _unpack(zip_path, unpack_dir)
+            size = unpack(zip_path, unpack_dir)
             os.rename(unpack_dir, final)  # the one step that makes a bundle visible
             self.unpacks += 1
             return size
         finally:
-            _remove(zip_path)
-            _remove(unpack_dir)
+            remove(zip_path)
+            remove(unpack_dir)
 
     def _download(self, record: BundleRecord, zip_path: Path) -> None:
         self.downloads += 1
@@ -461,7 +440,7 @@ class BundleCache:
 
     def _make_room(self, needed: int, *, keep: str) -> None:
         """Evict least recently used bundles, never one in use, until `needed` more fits."""
-        entries = [(e, _size_of(e)) for e in self._entries()]
+        entries = [(e, size_of(e)) for e in self._entries()]
         total = sum(size for _, size in entries)
         for entry, size in entries:
             if total + needed <= self.budget_bytes:
@@ -504,67 +483,6 @@ def flock(path: Path, operation: int) -> Iterator[bool]:
         os.close(fd)
 
 
-def _unpack(zip_path: Path, into: Path) -> int:
-    """Unpack safely (no absolute paths, no `..`), keeping executable bits, every file
-    read-only; returns bytes.
-
-    Plain `os` calls and one read per member: a bundle is thousands of small files, and
-    per-file overhead is most of the time a first call spends here.
-    """
-    root = str(into)
-    os.mkdir(root)
-    made = {root}
-    total = 0
-    with zipfile.ZipFile(zip_path) as archive:
-        for info in archive.infolist():
-            name = PurePosixPath(info.filename)
-            if name.is_absolute() or ".." in name.parts or not name.parts:
-                raise BundleFetchError(f"bundle zip has an unsafe entry {info.filename!r}")
-            destination = os.path.join(root, *name.parts)
-            folder = destination if info.is_dir() else os.path.dirname(destination)
-            if folder not in made:
-                os.makedirs(folder, exist_ok=True)
-                made.add(folder)
-            if info.is_dir():
-                continue
-            mode = mode_of(info)
-            fd = os.open(destination, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
-            with os.fdopen(fd, "wb") as sink:
-                if info.file_size <= _CHUNK:
-                    sink.write(archive.read(info))
-                else:
-                    with archive.open(info) as source:
-                        shutil.copyfileobj(source, sink, _CHUNK)
-            total += info.file_size
-    _finish(into, total)
-    return total
-
-
-def _swap(final: Path, fresh: Path, old: Path) -> None:
-    """Put `fresh`'s contents in place of `final`'s (moved to `old`), keeping the folder
-    `final` itself where it is one; else replace it."""
-    if not final.is_dir() or final.is_symlink():
-        os.rename(final, old)
-        os.rename(fresh, final)
-        return
-    os.chmod(final, DIR_MODE)
-    old.mkdir()
-    for entry in os.scandir(final):
-        if entry.is_dir(follow_symlinks=False):
-            os.chmod(entry.path, 0o700)  # a folder moves only if it may be written (its `..`)
-        os.rename(entry.path, old / entry.name)
-    for name in os.listdir(fresh):
-        os.rename(fresh / name, final / name)
-
-
-def _finish(folder: Path, size: int) -> None:
-    """Every folder 0755 whatever the umask; the size beside the files, read-only too."""
-    fd = os.open(folder / SIZE_FILE, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o444)
-    with os.fdopen(fd, "w") as sink:
-        sink.write(str(size))
-    open_folders(folder)
-
-
 def _file_sha256(path: Path) -> str:
     digest = hashlib.sha256()
     with path.open("rb") as source:
@@ -573,33 +491,8 @@ def _file_sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
-def _size_of(entry: Path) -> int:
-    try:
-        return int((entry / SIZE_FILE).read_text())
-    except (OSError, ValueError):
-        return sum(p.stat().st_size for p in entry.rglob("*") if p.is_file())
-
-
 def _plain(path: Path) -> bool:
     return stat.S_ISREG(path.lstat().st_mode)
-
-
-def _remove(path: Path) -> None:
-    """Remove a file, link or folder tree (never what a link points to), even one whose
-    folders a run made read-only."""
-    if path.is_symlink() or not path.is_dir():
-        with contextlib.suppress(FileNotFoundError):
-            path.unlink()
-        return
-    with contextlib.suppress(OSError):
-        os.chmod(path, 0o700)
-        for current, dirs, _ in os.walk(path):
-            for name in dirs:
-                inner = os.path.join(current, name)
-                if not os.path.islink(inner):
-                    with contextlib.suppress(OSError):
-                        os.chmod(inner, 0o700)
-    shutil.rmtree(path, ignore_errors=True)
 
 
 def _check_id(bundle_id: str) -> None:
