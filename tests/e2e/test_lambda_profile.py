@@ -215,21 +215,30 @@ TOOLS = [
 CREDENTIAL = "runner-credential-" + secrets.token_hex(12)
 
 # Two tools with the same requirements share one bundle (content-addressed). A rewrites the
-# module in its unpacked copy; B must still import the original.
+# module in its unpacked copy and plants files in the bundle, beside it and in the places a
+# runner keeps in /tmp; B must still import the original, and so must A's own next run.
 TARGET = "lambda-python3.13-x86_64"
 REQUIREMENTS = ["sharedmod==1.0"]
 BUNDLE_A = r"""
-import json, os, sys
+import glob, json, os, sys
 import shared_mod
-before = shared_mod.VALUE
-path = shared_mod.__file__
+here = os.path.dirname(shared_mod.__file__)
+seen = {"before": shared_mod.VALUE,
+        "planted": sorted(name for name in os.listdir(here) if name.startswith("planted")),
+        "left": sorted(glob.glob("/tmp/kiln-*/planted*") + glob.glob("/tmp/kiln-*/.*/planted*"))}
 try:
-    os.chmod(path, 0o644)  # bundle files are read-only; its own uid may make them writable
-    open(path, "w").write("VALUE = 'changed by A'\n")
+    os.chmod(shared_mod.__file__, 0o644)  # read-only; its own uid may make it writable
+    open(shared_mod.__file__, "w").write("VALUE = 'changed by A'\n")
+    open(os.path.join(here, "planted_mod.py"), "w").write("VALUE = 'planted by A'\n")
+    uid = os.getuid()
+    for place in (os.path.dirname(here), os.path.dirname(here) + "/.locks",
+                  f"/tmp/kiln-bundles-{uid}", f"/tmp/kiln-build-home-{uid}"):
+        os.makedirs(place, exist_ok=True)
+        open(os.path.join(place, "planted"), "w").write("left by A")
     wrote = "wrote"
 except OSError as e:
     wrote = type(e).__name__
-print(json.dumps({"before": before, "wrote": wrote}))
+print(json.dumps({**seen, "wrote": wrote}))
 """
 BUNDLE_B = "import shared_mod\nprint(shared_mod.VALUE)\n"
 BUNDLE_TOOLS = [
@@ -426,16 +435,19 @@ def test_a_tool_cannot_read_the_runner_runtimes_credentials_or_memory(stack: Any
     assert found["opened"].get("environ", 0) == 0, found  # the runtime is not dumpable
 
 
-def test_a_tool_cannot_change_the_bundle_another_tool_shares_with_it(stack: Any) -> None:
+def test_what_a_run_changes_or_plants_in_its_bundle_or_tmp_is_seen_by_no_later_run(
+    stack: Any,
+) -> None:
     mcp = stack[0]
-    for _ in range(2):
+    for _ in range(3):
         a = json.loads(call(mcp, "e2e_bundle_a"))
-        # One uid in its environment: it can make its own unpacked copy writable and write it...
+        # One uid in its environment: it can make its own unpacked copy writable and write it,
         assert a["wrote"] == "wrote", a
-        # ... which is that tool's alone: B's environment fetched its own.
+        # but its next run finds the bundle as published and nothing it planted: the bundle's
+        # seal broke, so it was checked against its zip and made again; the rest was swept.
+        assert (a["before"], a["planted"], a["left"]) == ("original", [], []), a
+        # B's environment fetched its own.
         assert call(mcp, "e2e_bundle_b") == "original"
-    # A's own later call meets what A did (the README says so): its tenant, its leftover.
-    assert json.loads(call(mcp, "e2e_bundle_a"))["before"] == "changed by A"
 
 
 def admin_run_event(name: str, key: str) -> dict[str, Any]:

@@ -249,6 +249,8 @@ class DevServer:
     url: str
     state_dir: Path
     http: httpx.Client
+    process: subprocess.Popen[bytes] | None = None  # to stop it as a test chooses
+    log: Path | None = None
 
     @property
     def env(self) -> dict[str, str]:
@@ -319,7 +321,7 @@ def kiln_dev(
         serving(command, state_dir / "dev.log", env=env_) as served,
         httpx.Client(timeout=120) as http,
     ):
-        yield DevServer(served.url, state_dir, http)
+        yield DevServer(served.url, state_dir, http, served.process, state_dir / "dev.log")
 
 
 UNPRIVILEGED_USER = "kiln-hostile-test"  # the hostile-tool tests' account, too
@@ -362,7 +364,9 @@ def kiln_dev_as(
     port: int = 0,
 ) -> Iterator[DevServer]:
     """`kiln dev` as root ("root") or as an unprivileged user ("unprivileged": one uid for
-    the server and every run, as on Lambda), its state under `base` (made 0755 here)."""
+    the server and every run, as on Lambda, fenced by Landlock where the kernel has it;
+    "unfenced": the same where the kernel refuses Landlock), its state under `base` (made
+    0755 here)."""
     base.mkdir(parents=True, exist_ok=True)
     base.chmod(0o755)
     if uid_model == "root":
@@ -380,5 +384,29 @@ def kiln_dev_as(
                str(base / "state"), "--author-key", DEV_KEY, *extra]  # fmt: skip
     env_ = {**clean_env(), "HOME": str(base / "home"), "TMPDIR": str(base / "tmp"),
             "PYTHONPATH": f"{functions}:{packages}", **(env or {})}  # fmt: skip
-    with serving(command, base / "dev.log", env=env_) as served, httpx.Client(timeout=120) as http:
-        yield DevServer(served.url, base / "state", http)
+    refuse = refuse_landlock if uid_model == "unfenced" else None
+    with (
+        serving(command, base / "dev.log", env=env_, preexec_fn=refuse) as served,
+        httpx.Client(timeout=120) as http,
+    ):
+        yield DevServer(served.url, base / "state", http, served.process, base / "dev.log")
+
+
+def refuse_landlock() -> None:
+    """In a child before it execs: every landlock_* system call fails with EPERM, as on a
+    kernel without Landlock, for it and all it starts (a seccomp filter; needs root)."""
+    import ctypes
+
+    from kiln.runner import contain
+
+    numbers = (444, 445, 446)  # landlock_create_ruleset, _add_rule, _restrict_self (both ABIs)
+    eperm = 0x00050000 | 1
+    program = [(0x20, 0, 0, 0)]  # load the system call's number
+    for number in numbers:
+        program += [(0x15, 0, 1, number), (0x06, 0, 0, eperm)]
+    program.append((0x06, 0, 0, 0x7FFF0000))  # allow everything else
+    filters = (contain._SockFilter * len(program))(*(contain._SockFilter(*i) for i in program))
+    fprog = contain._SockFprog(len(program), filters)
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(contain.PR_SET_SECCOMP, contain.SECCOMP_MODE_FILTER, ctypes.byref(fprog), 0, 0):
+        raise OSError(ctypes.get_errno(), "cannot refuse Landlock")

@@ -626,7 +626,7 @@ def live_threads(pid: int) -> list[str]:
     return found
 
 
-# Tries to change the bundle it runs with: its files are hard links to what the build made.
+# Tries to change the bundle it runs with: its files are copies of what the build made.
 BUNDLE_WRITE = r"""
 import json, os, sys
 import kiln_probe  # from the bundle, on PYTHONPATH
@@ -653,7 +653,7 @@ print(json.dumps(out))
 
 
 async def bundle_write(runner: Runner, params: dict[str, Any]) -> dict[str, Any]:
-    """A build handed to the bundle cache by hard links, then a tool that tries to change it."""
+    """A build handed to the bundle cache (copies), then a tool that tries to change it."""
     from kiln.bundles.cache import BundleCache
     from kiln.bundles.contents import InstalledTree
     from kiln.bundles.store import BundleRecord
@@ -667,14 +667,14 @@ async def bundle_write(runner: Runner, params: dict[str, Any]) -> dict[str, Any]
     record = BundleRecord("ab" * 16, "building", "python", "any", (), "", "")
     assert cache.adopt_tree(record, InstalledTree.of(built)), "not handed over"
     bundle = cache.root / record.id
-    linked = os.stat(bundle / "kiln_probe.py").st_ino == os.stat(built / "kiln_probe.py").st_ino
+    shared = os.stat(bundle / "kiln_probe.py").st_ino == os.stat(built / "kiln_probe.py").st_ino
     result = await runner.run(
         request(BUNDLE_WRITE, params, language="python", bundle_path=bundle,
                 arguments={"bundle": str(bundle)})
     )  # fmt: skip
-    unchanged = (built / "kiln_probe.py").read_text() == source
-    return {"bundle_write": summary(result), "linked": linked, "unchanged": unchanged,
-            "mode": oct(os.stat(built / "kiln_probe.py").st_mode & 0o777)}  # fmt: skip
+    unchanged = (bundle / "kiln_probe.py").read_text() == source
+    return {"bundle_write": summary(result), "shares_inode": shared, "unchanged": unchanged,
+            "mode": oct(os.stat(bundle / "kiln_probe.py").st_mode & 0o777)}  # fmt: skip
 
 
 SCENARIOS: dict[str, Callable[[Runner, dict[str, Any]], Awaitable[dict[str, Any]]]] = {

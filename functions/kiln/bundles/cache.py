@@ -12,11 +12,16 @@ Ten threads (or processes) asking for the same new bundle at once unpack it once
 threading lock inside the process, and the bundle's flock across processes. After the first
 call a process answers from memory: no S3 or DynamoDB request, one `stat`.
 
-A bundle's files are read-only (0444, 0555 if executable) however it arrived: unpacked from
-its zip, or handed over by a builder in this process as hard links to what it built
-(`adopt_tree`, `kiln dev`). Runs read them through a read-only mount, as another uid, or
-under a Landlock fence that allows reading only; with none of those (one uid, no fence) a
-write still fails unless the tool changes the file's mode first (see the runner's README).
+A bundle's files are read-only (0444, 0555 if executable), its folders 0755, however it
+arrived: unpacked from its zip, or handed over by a builder in this process as copies of
+what it built (`adopt_tree`, `kiln dev`: copies, never hard links, so no `chmod` of the build
+cache reaches them). Runs read them through a read-only mount, as another uid, or under a
+Landlock fence that allows reading only; with none of those (one uid, no fence) a tool may
+still change a file's mode and write it. So a process serves a folder only while its `Seal`
+holds (`kiln.bundles.seal`: an inotify queue read per call, or one `lstat` per file where
+there is no inotify); a folder it did not make itself,
+or whose seal broke, is first checked against the published zip (sizes, CRC-32, modes, one
+link each, nothing more) and, if it is not that, made again from the zip.
 """
 
 from __future__ import annotations
@@ -31,20 +36,24 @@ import stat
 import threading
 import time
 import uuid
-import zipfile
 from collections import OrderedDict
 from collections.abc import Collection, Iterator
 from datetime import UTC, datetime
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import Protocol
 
+from kiln.bundles.errors import BundleError as BundleError  # the cache's errors, also here
+from kiln.bundles.errors import BundleFetchError as BundleFetchError
+from kiln.bundles.errors import BundleNotReadyError as BundleNotReadyError
+from kiln.bundles.folders import finish, remove, size_of, swap_contents, unpack
 from kiln.bundles.owned_dirs import owned_directory, temp_place
+from kiln.bundles.seal import DIR_MODE, Seal, Watch, check_against
+from kiln.bundles.seal import SIZE_FILE as SIZE_FILE  # where a bundle's size is kept
 from kiln.bundles.store import BundleRecord, BundleStore, parse_iso
 
 logger = logging.getLogger(__name__)
 
 DEFAULT_BUDGET_BYTES = 300 * 1024 * 1024  # leaves room in Lambda's default 512 MB /tmp
-SIZE_FILE = ".kiln-size"
 STALE_TMP_AFTER_S = 600.0  # no live download or unpack takes this long
 _CHUNK = 1024 * 1024
 
@@ -54,34 +63,11 @@ class Linkable(Protocol):
 
     unpacked: int
 
-    def link_into(self, dest: Path) -> int: ...
-
-
-class BundleError(Exception):
-    """A bundle a call needs cannot be used; the message says what to do about it."""
+    def copy_into(self, dest: Path) -> int: ...
 
 
 # A bundle in these states becomes ready without anyone acting: a call now is early, not wrong.
 BUILDING = ("pending", "building")
-
-
-class BundleNotReadyError(BundleError):
-    """The bundle is pending, building or failed (or unknown). The message is for any caller;
-    `for_author` adds what only the tool's author should read (the build's error, the bundle
-    id, the commands that fix it)."""
-
-    def __init__(
-        self, message: str, *, bundle_id: str, status: str | None, for_author: str | None = None
-    ) -> None:
-        super().__init__(message)
-        self.bundle_id = bundle_id
-        self.status = status
-        self.for_author = for_author or message
-
-
-class BundleFetchError(BundleError):
-    """The bundle is ready but its files could not be downloaded or unpacked."""
-
 
 # What any caller reads of packages that will not be ready by themselves: one line, nothing of
 # the build (its log may name private indexes, paths, versions) and no author's command.
@@ -142,6 +128,7 @@ class BundleCache:
         root: Path | None = None,
         budget_bytes: int = DEFAULT_BUDGET_BYTES,
         targets: Collection[str] = (),
+        watch: bool = True,
     ) -> None:
         self.store = store
         # The targets this process can load; a bundle built for another (a function moved to
@@ -154,7 +141,11 @@ class BundleCache:
         self.unpacks = 0  # bundles this process unpacked
         self.handovers = 0  # bundles this process's builder handed over as links
         self.evictions = 0
+        self.repairs = 0  # bundles found changed on disk and made again from their zip
         self._known: OrderedDict[str, int] = OrderedDict()  # id -> unpacked bytes, LRU order
+        self._seals: dict[str, Seal] = {}  # id -> the folder as this process last checked it
+        self._watched: set[str] = set()  # sealed bundles inotify watches (the rest: lstat)
+        self._watch = Watch(enabled=watch)  # off: every use checks with `Seal.holds`
         self._pins: dict[str, int] = {}
         self._guard = threading.Lock()
         self._id_locks: dict[str, threading.Lock] = {}
@@ -209,21 +200,19 @@ class BundleCache:
             self._make_room(record.unpacked_size or 0, keep=record.id)
             tmp = self.root / ".tmp" / f"{record.id}.{os.getpid()}.{uuid.uuid4().hex[:8]}.dir"
             try:
-                size = _unpack(zip_path, tmp)
-                (tmp / SIZE_FILE).write_text(str(size))
+                size = unpack(zip_path, tmp)
                 os.rename(tmp, final)
             finally:
-                _remove(tmp)
+                remove(tmp)
             self.unpacks += 1
-            self._remember(record.id, size)
+            self._remember(record.id, size, Seal.of(final))
         return True
 
     def adopt_tree(self, record: BundleRecord, built: Linkable) -> bool:
-        """Take a bundle this process is building as hard links to its installed files (no
-        zip, no unpack: `kiln dev`'s builder, while the zip is written and uploaded). False
-        when it is for another target, already here, or the files could not be linked
-        (another filesystem) or did not match what the zip is made of; the zip is then
-        unpacked instead (`adopt`)."""
+        """Take a bundle this process is building as copies of its installed files (no zip,
+        no unpack: `kiln dev`'s builder, while the zip is written and uploaded). False when
+        it is for another target, already here, or the files could not be copied or did
+        not match what the zip is made of; the zip is then unpacked instead (`adopt`)."""
         if self.targets and record.target not in self.targets:
             return False
         _check_id(record.id)
@@ -233,23 +222,22 @@ class BundleCache:
             self._make_room(built.unpacked, keep=record.id)
             tmp = self.root / ".tmp" / f"{record.id}.{os.getpid()}.{uuid.uuid4().hex[:8]}.dir"
             try:
-                size = built.link_into(tmp)
-                (tmp / SIZE_FILE).write_text(str(size))
+                size = built.copy_into(tmp)
+                finish(tmp, size)
                 os.rename(tmp, self.root / record.id)
             except (OSError, ValueError) as error:  # ValueError: a file that did not match
-                logger.info("bundle %s: not linked from its build (%s)", record.id, error)
+                logger.info("bundle %s: not copied from its build (%s)", record.id, error)
                 return False
             finally:
-                _remove(tmp)
+                remove(tmp)
             self.handovers += 1
-            self._remember(record.id, size)
+            self._remember(record.id, size, Seal.of(self.root / record.id))
         return True
 
     def discard(self, bundle_id: str) -> None:
         """Let a bundle go that was taken from a build which then failed to publish."""
         _check_id(bundle_id)
-        with self._guard:
-            self._known.pop(bundle_id, None)
+        self._forget(bundle_id)
         entry = self.root / bundle_id
         if entry.is_dir():
             self._evict(entry)
@@ -259,33 +247,73 @@ class BundleCache:
         return [entry.name for entry in self._entries()]
 
     def used_bytes(self) -> int:
-        return sum(_size_of(entry) for entry in self._entries())
+        return sum(size_of(entry) for entry in self._entries())
+
+    def remove_strangers(self) -> int:
+        """Remove every entry of the cache that this process did not make or check: for a
+        process that is the cache's only user (the runner function, between two runs).
+        Returns how many went."""
+        os.chmod(self.root, DIR_MODE)  # a run of this uid may have closed it, or replaced
+        for sub in (".tmp", ".locks", ".trash"):  # one of these by a link elsewhere
+            place = self.root / sub
+            if place.is_symlink() or not place.is_dir():
+                remove(place)
+                place.mkdir()
+            os.chmod(place, DIR_MODE)
+        with self._guard:
+            ours = {*self._seals, ".tmp", ".locks", ".trash"}
+            locks = {f"{bundle_id}.lock" for bundle_id in self._seals}
+        strangers = [entry for entry in self.root.iterdir() if entry.name not in ours]
+        for emptied in (".tmp", ".trash"):
+            strangers += list((self.root / emptied).iterdir())
+        strangers += [
+            e for e in (self.root / ".locks").iterdir() if e.name not in locks or not _plain(e)
+        ]
+        for entry in strangers:
+            remove(entry)
+        return len(strangers)
 
     def _sweep(self) -> None:
         """Remove what dead processes left: evictions they did not finish, old downloads."""
         for leftover in (self.root / ".trash").iterdir():
-            _remove(leftover)
+            remove(leftover)
         cutoff = time.time() - STALE_TMP_AFTER_S
         for leftover in (self.root / ".tmp").iterdir():
             with contextlib.suppress(FileNotFoundError):
                 if leftover.stat().st_mtime < cutoff:
-                    _remove(leftover)
+                    remove(leftover)
 
     # -- internals -------------------------------------------------------------------------
 
     def _warm(self, bundle_id: str) -> Path | None:
+        for changed in self._watch.changed():
+            self._forget(changed)
+            logger.warning("bundle %s changed on disk", changed)
         with self._guard:
-            if bundle_id not in self._known:
+            seal = self._seals.get(bundle_id)
+            if seal is None:
                 return None
+            watched = bundle_id in self._watched
             self._known.move_to_end(bundle_id)
         path = self.root / bundle_id
         try:
             os.utime(path)  # cross-process recency for eviction; also proves it exists
         except FileNotFoundError:
-            with self._guard:
-                self._known.pop(bundle_id, None)
+            self._forget(bundle_id)
+            return None
+        if not (seal.root_holds() if watched else seal.holds()):
+            logger.warning("bundle %s changed on disk since it was checked; checking it "
+                           "against its zip before any run uses it", bundle_id)  # fmt: skip
+            self._forget(bundle_id)
             return None
         return path
+
+    def _forget(self, bundle_id: str) -> None:
+        with self._guard:
+            self._known.pop(bundle_id, None)
+            self._seals.pop(bundle_id, None)
+            self._watched.discard(bundle_id)
+        self._watch.drop(bundle_id)
 
     def _id_lock(self, bundle_id: str) -> threading.Lock:
         with self._guard:
@@ -302,49 +330,94 @@ class BundleCache:
                 return warm
             with flock(self._lock_path(bundle_id), fcntl.LOCK_EX):
                 final = self.root / bundle_id
-                if final.is_dir():  # another process unpacked it
-                    self._remember(bundle_id, _size_of(final))
+                record = self._ready_record(bundle_id)
+                if os.path.lexists(final):  # another process, or an earlier one, made it
+                    self._check_or_repair(record, final)
                     os.utime(final)
                     return final
-                record = self.store.get(bundle_id)
-                if record is None or record.status != "ready":
-                    raise not_ready_error(record, bundle_id)
-                if self.targets and record.target not in self.targets:
-                    raise BundleNotReadyError(
-                        f"its packages were built for {record.target}, but this server runs "
-                        f"{' / '.join(sorted(self.targets))}; save the tool again to build them "
-                        "for it.",
-                        bundle_id=bundle_id,
-                        status="wrong_target",
-                    )
                 # The budget is for unpacked bundles; the zip is deleted once unpacked.
                 self._make_room(record.unpacked_size or 0, keep=bundle_id)
-                size = self._download_and_unpack(record, final)
-                self._remember(bundle_id, size)
+                size = self._download_andunpack(record, final)
+                self._remember(bundle_id, size, Seal.of(final))
         self._make_room(0, keep=bundle_id)
         return final
 
-    def _remember(self, bundle_id: str, size: int) -> None:
+    def _ready_record(self, bundle_id: str) -> BundleRecord:
+        record = self.store.get(bundle_id)
+        if record is None or record.status != "ready":
+            raise not_ready_error(record, bundle_id)
+        if self.targets and record.target not in self.targets:
+            raise BundleNotReadyError(
+                f"its packages were built for {record.target}, but this server runs "
+                f"{' / '.join(sorted(self.targets))}; save the tool again to build them "
+                "for it.",
+                bundle_id=bundle_id,
+                status="wrong_target",
+            )
+        return record
+
+    def _check_or_repair(self, record: BundleRecord, final: Path) -> None:
+        """Seal `final` if it is exactly the published zip; otherwise make it again from
+        that zip (under the bundle's exclusive lock: no run of any process is using it).
+
+        Made again in place where it is a folder: its contents are swapped, the folder itself
+        stays, so a run prepared beforehand (a standby, whose Landlock rule or read-only
+        mount holds that very folder) finds the new contents there."""
+        stem = self.root / ".tmp" / f"{record.id}.{os.getpid()}.{uuid.uuid4().hex[:8]}"
+        zip_path, fresh, old = stem.with_suffix(".zip"), stem.with_suffix(".dir"), None
+        try:
+            self._download(record, zip_path)
+            problem = check_against(zip_path, final) if final.is_dir() else "not a folder"
+            if problem is None:
+                self._remember(record.id, size_of(final), Seal.of(final))
+                return
+            logger.warning("bundle %s on disk is not what was published (%s); it is made "
+                           "again from its zip", record.id, problem)  # fmt: skip
+            size = unpack(zip_path, fresh)
+            old = self.root / ".trash" / f"{record.id}.{uuid.uuid4().hex[:8]}"
+            try:
+                swap_contents(final, fresh, old)
+            except OSError as error:
+                raise BundleFetchError(
+                    f"its packages (bundle {record.id}) were changed on disk and could not be "
+                    f"made again ({error}); try again, or remove {final}."
+                ) from error
+            self.repairs += 1
+            self._remember(record.id, size, Seal.of(final))
+        finally:
+            remove(zip_path)
+            remove(fresh)
+            if old is not None:
+                remove(old)
+
+    def _remember(self, bundle_id: str, size: int, seal: Seal) -> None:
+        # Watched from now on; what changed between the seal and the watch is seen once here.
+        watched = self._watch.add(bundle_id, seal.paths())
+        if watched and not seal.holds():
+            self._watch.drop(bundle_id)
+            watched = False  # the next use checks it whole, finds the change, and repairs
         with self._guard:
             self._known[bundle_id] = size
             self._known.move_to_end(bundle_id)
+            self._seals[bundle_id] = seal
+            if watched:
+                self._watched.add(bundle_id)
 
-    def _download_and_unpack(self, record: BundleRecord, final: Path) -> int:
+    def _download_andunpack(self, record: BundleRecord, final: Path) -> int:
         tmp = self.root / ".tmp"
         for leftover in tmp.glob(f"{record.id}.*"):  # from a process that died mid-unpack
-            _remove(leftover)
+            remove(leftover)
         stem = tmp / f"{record.id}.{os.getpid()}.{uuid.uuid4().hex[:8]}"
         zip_path, unpack_dir = stem.with_suffix(".zip"), stem.with_suffix(".dir")
         try:
             self._download(record, zip_path)
-            size = _unpack(zip_path, unpack_dir)
-            (unpack_dir / SIZE_FILE).write_text(str(size))
+            size = unpack(zip_path, unpack_dir)
             os.rename(unpack_dir, final)  # the one step that makes a bundle visible
             self.unpacks += 1
             return size
         finally:
-            _remove(zip_path)
-            _remove(unpack_dir)
+            remove(zip_path)
+            remove(unpack_dir)
 
     def _download(self, record: BundleRecord, zip_path: Path) -> None:
         self.downloads += 1
@@ -387,7 +460,7 @@ class BundleCache:
 
     def _make_room(self, needed: int, *, keep: str) -> None:
         """Evict least recently used bundles, never one in use, until `needed` more fits."""
-        entries = [(e, _size_of(e)) for e in self._entries()]
+        entries = [(e, size_of(e)) for e in self._entries()]
         total = sum(size for _, size in entries)
         for entry, size in entries:
             if total + needed <= self.budget_bytes:
@@ -406,8 +479,7 @@ class BundleCache:
                 return False
             trash = self.root / ".trash" / f"{entry.name}.{uuid.uuid4().hex[:8]}"
             os.rename(entry, trash)
-            with self._guard:
-                self._known.pop(entry.name, None)
+            self._forget(entry.name)
         shutil.rmtree(trash, ignore_errors=True)
         self.evictions += 1
         return True
@@ -416,7 +488,7 @@ class BundleCache:
 @contextlib.contextmanager
 def flock(path: Path, operation: int) -> Iterator[bool]:
     """Hold an flock on `path`; yields False when a non-blocking lock is taken elsewhere."""
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
     try:
         try:
             fcntl.flock(fd, operation)
@@ -431,41 +503,6 @@ def flock(path: Path, operation: int) -> Iterator[bool]:
         os.close(fd)
 
 
-def _unpack(zip_path: Path, into: Path) -> int:
-    """Unpack safely (no absolute paths, no `..`), keeping executable bits, every file
-    read-only; returns bytes.
-
-    Plain `os` calls and one read per member: a bundle is thousands of small files, and
-    per-file overhead is most of the time a first call spends here.
-    """
-    root = str(into)
-    os.mkdir(root)
-    made = {root}
-    total = 0
-    with zipfile.ZipFile(zip_path) as archive:
-        for info in archive.infolist():
-            name = PurePosixPath(info.filename)
-            if name.is_absolute() or ".." in name.parts or not name.parts:
-                raise BundleFetchError(f"bundle zip has an unsafe entry {info.filename!r}")
-            destination = os.path.join(root, *name.parts)
-            folder = destination if info.is_dir() else os.path.dirname(destination)
-            if folder not in made:
-                os.makedirs(folder, exist_ok=True)
-                made.add(folder)
-            if info.is_dir():
-                continue
-            mode = 0o555 if (info.external_attr >> 16) & stat.S_IXUSR else 0o444
-            fd = os.open(destination, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
-            with os.fdopen(fd, "wb") as sink:
-                if info.file_size <= _CHUNK:
-                    sink.write(archive.read(info))
-                else:
-                    with archive.open(info) as source:
-                        shutil.copyfileobj(source, sink, _CHUNK)
-            total += info.file_size
-    return total
-
-
 def _file_sha256(path: Path) -> str:
     digest = hashlib.sha256()
     with path.open("rb") as source:
@@ -474,19 +511,8 @@ def _file_sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
-def _size_of(entry: Path) -> int:
-    try:
-        return int((entry / SIZE_FILE).read_text())
-    except (OSError, ValueError):
-        return sum(p.stat().st_size for p in entry.rglob("*") if p.is_file())
-
-
-def _remove(path: Path) -> None:
-    if path.is_dir():
-        shutil.rmtree(path, ignore_errors=True)
-    else:
-        with contextlib.suppress(FileNotFoundError):
-            path.unlink()
+def _plain(path: Path) -> bool:
+    return stat.S_ISREG(path.lstat().st_mode)
 
 
 def _check_id(bundle_id: str) -> None:

@@ -1,10 +1,11 @@
 """What a build made, before it is a zip: an installed folder, or packages' folders merged.
 
 Either can be written as the bundle's zip (deterministic: same files in, same bytes out) and
-linked into a folder (`link_into`): hard links to the built files, not copies, which is how a
-builder in the serving process hands a bundle to its bundle cache without unpacking a zip
-(kiln.bundles.cache.BundleCache.adopt_tree). Linked files are read-only (0444, 0555 if
-executable), as an unpacked bundle's are.
+copied into a folder (`copy_into`), which is how a builder in the serving process hands a
+bundle to its bundle cache without unpacking a zip (kiln.bundles.cache.BundleCache.adopt_tree).
+Copies, never hard links: the bundle cache shares no inode with the build's files, so no
+`chmod` of those (a restarted `kiln dev` making its state private) reaches what runs read.
+Copied files are read-only (0444, 0555 if executable), as an unpacked bundle's are.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from kiln.bundles.layers import Layers, link_members, member_infos, merge_zips
+from kiln.bundles.layers import Layers, copy_file, copy_members, member_infos, merge_zips
 
 _ZIP_TIME = (1980, 1, 1, 0, 0, 0)
 # Left out of every zip: console scripts carry the build machine's interpreter path, and
@@ -32,7 +33,7 @@ class Contents(Protocol):
 
     def write(self, zip_path: Path) -> None: ...
 
-    def link_into(self, dest: Path) -> int: ...
+    def copy_into(self, dest: Path) -> int: ...
 
     def close(self) -> None: ...
 
@@ -54,19 +55,23 @@ class InstalledTree:
     def write(self, zip_path: Path) -> None:
         write_zip(zip_path, self.root, self.files)
 
-    def link_into(self, dest: Path) -> int:
-        """`dest` made of hard links to exactly the files the zip holds (made read-only)."""
+    def copy_into(self, dest: Path) -> int:
+        """`dest` made of read-only copies of exactly the files the zip holds."""
         os.mkdir(dest)
         made = {dest}
         total = 0
         for path in self.files:
-            link = dest / path.relative_to(self.root)
-            if link.parent not in made:
-                link.parent.mkdir(parents=True, exist_ok=True)
-                made.add(link.parent)
-            info = os.lstat(path)
-            os.chmod(path, 0o555 if info.st_mode & stat.S_IXUSR else 0o444)
-            os.link(path, link)
+            copy = dest / path.relative_to(self.root)
+            if copy.parent not in made:
+                copy.parent.mkdir(parents=True, exist_ok=True)
+                made.add(copy.parent)
+            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+            try:
+                info = os.fstat(fd)
+                mode = 0o555 if info.st_mode & stat.S_IXUSR else 0o444
+                copy_file(fd, str(copy), info.st_size, mode)
+            finally:
+                os.close(fd)
             total += info.st_size
         return total
 
@@ -90,8 +95,8 @@ class LayeredContents:
     def write(self, zip_path: Path) -> None:
         merge_zips(zip_path, member_infos(self.layers.finish()))
 
-    def link_into(self, dest: Path) -> int:
-        return link_members(self.entries, dest)
+    def copy_into(self, dest: Path) -> int:
+        return copy_members(self.entries, dest)
 
     def close(self) -> None:
         pass  # the package folders stay for the next build

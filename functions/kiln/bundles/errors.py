@@ -1,4 +1,5 @@
-"""The error a build ends with when it produces no bundle (every installer raises it)."""
+"""The errors of bundles: a build that produced none (every installer raises it), and a
+bundle a call needs that cannot be used."""
 
 from __future__ import annotations
 
@@ -10,3 +11,25 @@ class BuildError(Exception):
         super().__init__(reason)
         self.reason = reason
         self.log = log
+
+
+class BundleError(Exception):
+    """A bundle a call needs cannot be used; the message says what to do about it."""
+
+
+class BundleNotReadyError(BundleError):
+    """The bundle is pending, building or failed (or unknown). The message is for any caller;
+    `for_author` adds what only the tool's author should read (the build's error, the bundle
+    id, the commands that fix it)."""
+
+    def __init__(
+        self, message: str, *, bundle_id: str, status: str | None, for_author: str | None = None
+    ) -> None:
+        super().__init__(message)
+        self.bundle_id = bundle_id
+        self.status = status
+        self.for_author = for_author or message
+
+
+class BundleFetchError(BundleError):
+    """The bundle is ready but its files could not be downloaded or unpacked."""

@@ -15,10 +15,12 @@ The bundle is byte for byte what `kiln.bundles.contents.write_zip` makes from th
 same zip.
 
 A builder in the serving process (`kiln dev`) also hands the bundle to its bundle cache as a
-folder of hard links to the packages' `files/` (`link_members`): no zip is unpacked. Each
-file is checked against its member (size, CRC-32, still read-only) first, where the package
-is zipped already; a package folder whose files no longer match loses them, and the next
-build makes them again from its zip.
+folder of copies of the packages' `files/` (`copy_members`): no zip is unpacked. Copies, not
+hard links: a link would share its inode, and so its mode, with the build cache, which
+`kiln dev` makes private at every start (the runs' uids then could not read the bundle).
+Each file is checked against its member (size, CRC-32, still read-only) first, where the
+package is zipped already, and copied from the same open file; a package folder whose files
+no longer match loses them, and the next build makes them again from its zip.
 """
 
 from __future__ import annotations
@@ -45,7 +47,7 @@ from kiln.bundles.owned_dirs import owned_directory
 
 LAYER_RECIPE = 1  # bump when a layer's files change for the same wheel
 MEMBERS = "members.zip"
-FILES = "files"  # the members installed, read-only, for hard links into a bundle cache
+FILES = "files"  # the members installed, read-only, copied into a bundle cache
 _LOCAL_HEADER = struct.Struct("<4s5H3L2H")
 _NOT_PACKAGED = {"bin", ".lock"}  # console scripts, and the lock file uv leaves in --target
 
@@ -348,11 +350,11 @@ def _raw_member(handle: Any, info: zipfile.ZipInfo) -> bytes:
     return data
 
 
-def link_members(entries: dict[str, Entry], dest: Path) -> int:
-    """Make `dest` the bundle's folder of hard links to its packages' read-only files, each
-    file of an earlier build checked against its member first; returns the bytes linked.
-    Raises OSError (e.g. another filesystem) or LayerError (a file that does not match: its
-    package folder's files are removed, to be made again from its zip)."""
+def copy_members(entries: dict[str, Entry], dest: Path) -> int:
+    """Make `dest` the bundle's folder of read-only copies of its packages' files, each file
+    of an earlier build checked against its member first; returns the bytes copied.
+    Raises OSError or LayerError (a file that does not match: its package folder's files are
+    removed, to be made again from its zip)."""
     os.mkdir(dest)
     top = str(dest)
     made = {top}
@@ -361,47 +363,71 @@ def link_members(entries: dict[str, Entry], dest: Path) -> int:
         original, info, folder = entries[name]
         if name.startswith("/") or "/../" in f"/{name}/" or "\0" in name:
             raise LayerError(f"unsafe member name {name!r} in {folder}")
-        size = _checked_size(original, info, folder)
-        link = f"{top}/{name}"
-        parent = link.rpartition("/")[0]
+        target = f"{top}/{name}"
+        parent = target.rpartition("/")[0]
         if parent not in made:
             os.makedirs(parent, exist_ok=True)
             made.add(parent)
-        os.link(original, link)
-        total += size
+        total += _checked_copy(original, info, folder, target)
     return total
 
 
-def _checked_size(path: Path, info: zipfile.ZipInfo | None, layer: Path) -> int:
-    """The file's size, once it is found to be its member (a regular file, still read-only,
-    the same size and CRC-32); otherwise the folder's files go and LayerError says why. A
-    file of a package made moments ago and not zipped yet has nothing to check it by."""
-    if info is None:
-        return os.lstat(path).st_size
-    crc = None
+def _checked_copy(path: Path, info: zipfile.ZipInfo | None, layer: Path, target: str) -> int:
+    """Copy the file to `target` (read-only, its own inode) once it is found to be its member
+    (a regular file, still read-only, the same size and CRC-32); otherwise the folder's files
+    go and LayerError says why. A file of a package made moments ago and not zipped yet has
+    nothing to check it by. Returns its size."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
     except OSError:
         fd = -1
-    if fd >= 0:
-        try:
-            found = os.fstat(fd)
+    try:
+        found = os.fstat(fd) if fd >= 0 else None
+        if info is not None:
+            crc = None
             if (
-                stat.S_ISREG(found.st_mode)
+                found is not None
+                and stat.S_ISREG(found.st_mode)
                 and not found.st_mode & 0o222
                 and found.st_size == info.file_size
             ):
                 crc = _crc32(fd, found.st_size)
-        finally:
+            if crc != info.CRC:
+                _discard_files(layer)
+                raise LayerError(
+                    f"{info.filename} in package folder {layer.name} no longer matches its "
+                    "members.zip (changed, gone or made writable); the folder's files were "
+                    "removed and will be made again"
+                )
+        if found is None:
+            raise FileNotFoundError(f"{path} is gone")
+        copy_file(fd, target, found.st_size, 0o555 if found.st_mode & stat.S_IXUSR else 0o444)
+        return found.st_size
+    finally:
+        if fd >= 0:
             os.close(fd)
-    if crc != info.CRC:
-        _discard_files(layer)
-        raise LayerError(
-            f"{info.filename} in package folder {layer.name} no longer matches its members.zip "
-            "(changed, gone or made writable); the folder's files were removed and will be "
-            "made again"
-        )
-    return info.file_size
+
+
+def copy_file(source: int, target: str, size: int, mode: int) -> None:
+    """Copy the open file `source` (from its start) to a new file `target` of `mode`: in the
+    kernel (`copy_file_range`, which shares extents where the filesystem can: btrfs, XFS),
+    else by reading and writing."""
+    sink = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
+    try:
+        offset = 0
+        try:
+            while offset < size:
+                sent = os.copy_file_range(source, sink, size - offset, offset, offset)
+                if sent == 0:
+                    break
+                offset += sent
+        except OSError:  # another filesystem on an old kernel, a filesystem without it
+            os.lseek(source, offset, os.SEEK_SET)
+            os.lseek(sink, offset, os.SEEK_SET)
+            while chunk := os.read(source, 1 << 20):
+                os.write(sink, chunk)
+    finally:
+        os.close(sink)
 
 
 def _crc32(fd: int, size: int) -> int:

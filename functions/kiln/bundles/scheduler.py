@@ -95,8 +95,8 @@ def run_build(
     """Build and publish one pending bundle. A bundle not pending is returned as it is.
 
     With `adopt` (a builder in the serving process), the built files are handed to that
-    process's bundle cache as hard links before the zip is written and uploaded (or, where
-    they cannot be linked, the zip is unpacked into it while it uploads), so the tool's calls
+    process's bundle cache as copies before the zip is written and uploaded (or, where
+    they cannot be copied, the zip is unpacked into it while it uploads), so the tool's calls
     in this process find it there from then on; the record says ready once the zip is in the
     bucket, as for any other builder. `released` is called once the files are handed over
     (the package folders are in place: a next build may start) or the build has ended."""
@@ -123,7 +123,7 @@ def run_build(
         if progress:
             progress(f"uploading {output.manifest['zip_size'] / 2**20:.1f} MB")
         adopting = None
-        if not handing.done:  # not linked: unpacked from the zip while it uploads
+        if not handing.done:  # not copied: unpacked from the zip while it uploads
             adopting = _adopt_beside(adopt, record, output.manifest, output.zip_path)
         try:
             _publish(store, bundle_id, output, upload_progress)

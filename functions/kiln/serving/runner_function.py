@@ -7,6 +7,10 @@ then, whatever the run did to its supervisor, every process of the
 environment but the runtime (this process, its ancestors, the runner's helper, what ran
 before the first run) is killed and the files the run left in the shared temporary
 directories are removed, so the next invocation finds nothing of it (`kiln.runner.sweep`).
+The bundle cache is the one place in `/tmp` kept across runs: anything in it this process did
+not make goes after each run, and a bundle a run changed (a `chmod` and a write, a file
+planted in it) is found by its seal and made again from its zip before the next run uses it
+(`kiln.bundles.seal`).
 No standby waits between invocations. Should anything of a run still live after the sweep
 (counted again once it has killed), the environment ends itself: this answer is posted to the
 Runtime API, then the runtime exits, and Lambda serves the next invocation from a fresh
@@ -79,13 +83,15 @@ class RunnerFunction:
             settings,
             standby_runs=0,  # nothing of a run waits across invocations
             sweep_shared_temp=True,
-            own_temp_paths=(*settings.own_temp_paths, self.bundle_root),
+            # Its bundle cache only: a place it keeps but does not use (the default
+            # `kiln-bundles-<uid>`, `kiln-build-home-<uid>`) would keep what a run plants.
+            own_temp_paths=(self.bundle_root,),
         )
         self.runner = Runner(self.settings)
         self.records = _PayloadRecords(s3, bucket)
         self.bundles = BundleCache(self.records, root=self.bundle_root)  # type: ignore[arg-type]
         self.tenant: str | None = None
-        self.keep = [str(self.bundle_root), *map(str, self.settings.own_temp_paths)]
+        self.keep = [str(self.bundle_root)]
         self.baseline = contain.snapshot()  # the runtime's own entries, kept
         self.companions = sweep.census()  # processes there before any run (extensions), kept
         self._loop = asyncio.new_event_loop()
@@ -165,6 +171,9 @@ class RunnerFunction:
         _let_supervisors_exit(helper, self.companions)
         killed, alive = sweep.kill_all_but(keep, self.companions, self.sweep_patience_s)
         removed = contain.remove(sweep.litter(self.baseline, self.keep))
+        # What a run changed in a bundle is found by its seal at the next use; what it put
+        # beside the bundles goes now.
+        removed += self.bundles.remove_strangers()
         if killed or alive or removed:
             log.warning(
                 "a run left processes or files behind",

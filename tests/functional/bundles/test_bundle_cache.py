@@ -1,13 +1,16 @@
 """The per-process bundle cache: download once, unpack atomically, reuse, evict LRU."""
 
+import io
 import json
 import os
 import re
+import stat
 import subprocess
 import sys
 import tempfile
 import threading
 import uuid
+import zipfile
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,7 +20,7 @@ import pytest
 
 from conftest import AwsStack
 from kiln.aws.clients import ensure_resources, make_clients
-from kiln.bundles.cache import BundleCache, BundleFetchError, BundleNotReadyError
+from kiln.bundles.cache import SIZE_FILE, BundleCache, BundleFetchError, BundleNotReadyError
 from kiln.bundles.identity import default_target
 from kiln.bundles.owned_dirs import UnsafeDirectoryError, temp_place
 from kiln.bundles.scheduler import run_build
@@ -435,7 +438,7 @@ def test_a_build_in_the_serving_process_is_in_its_cache_before_ready_and_never_d
     s3_calls = count_requests(store.s3)
     path = cache.path_for(record.id)
     assert s3_calls == {}, "the first use downloaded a bundle its own process had built"
-    assert (cache.downloads, cache.unpacks, cache.handovers) == (0, 0, 1)  # linked, no zip
+    assert (cache.downloads, cache.unpacks, cache.handovers) == (0, 0, 1)  # copied, no zip
     assert printed_from(path, "import six; print(six.__version__)") == "1.16.0"
 
 
@@ -447,3 +450,112 @@ def test_a_zip_that_is_not_the_recorded_one_is_not_adopted(stack: AwsStack, tmp_
     other.write_bytes(b"PK\x05\x06" + b"\0" * 18)  # an empty zip, not the recorded bytes
     assert cache.adopt(humanize, other) is False
     assert visible_entries(cache.root) == []
+
+
+def published(store: BundleStore, record: BundleRecord) -> dict[str, tuple[bytes, int]]:
+    """The bundle's zip as (content, mode) per file, the modes its folder must have."""
+    body = store.s3.get_object(Bucket=store.bucket, Key=record.zip_key)["Body"].read()
+    with zipfile.ZipFile(io.BytesIO(body)) as archive:
+        return {
+            i.filename: (archive.read(i), 0o555 if i.external_attr >> 16 & 0o100 else 0o444)
+            for i in archive.infolist()
+        }
+
+
+def on_disk(folder: Path) -> dict[str, tuple[bytes, int]]:
+    return {
+        p.relative_to(folder).as_posix(): (p.read_bytes(), stat.S_IMODE(p.lstat().st_mode))
+        for p in folder.rglob("*")
+        if not p.is_dir() and p.name != SIZE_FILE
+    }
+
+
+def damage(folder: Path, how: str, elsewhere: Path) -> str:
+    """Change an unpacked bundle as a run of the server's uid, or a chmod elsewhere, can."""
+    target = folder / "humanize" / "__init__.py"
+    if how == "made private":  # what a restarted kiln dev did to files linked from its state
+        for path in folder.rglob("*"):
+            if path.is_file():
+                path.chmod(0o600)
+    elif how == "rewritten":  # same size and mtime: only the ctime tells
+        before = target.stat()
+        target.chmod(0o644)
+        text = target.read_bytes()
+        target.write_bytes(b"raise SystemExit('planted')".ljust(len(text), b" "))
+        target.chmod(0o444)
+        os.utime(target, ns=(before.st_atime_ns, before.st_mtime_ns))
+    elif how == "planted":  # imported before the package's own modules
+        folder.chmod(0o755)
+        (folder / "sitecustomize.py").write_text("raise SystemExit('planted')\n")
+    elif how == "linked elsewhere":  # its inode then follows a chmod made there
+        os.link(target, elsewhere / "linked.py")
+        (elsewhere / "linked.py").chmod(0o600)
+    return how
+
+
+@pytest.mark.parametrize("watch", [True, False], ids=["inotify", "lstat"])
+@pytest.mark.parametrize("how", ["made private", "rewritten", "planted", "linked elsewhere"])
+def test_a_bundle_changed_on_disk_is_made_again_from_its_zip_before_its_next_use(
+    stack: AwsStack, tmp_path: Path, how: str, watch: bool
+) -> None:
+    """Seen by the inotify watch on every file and folder, or (without inotify) by the seal's
+    lstat of each."""
+    store = fresh_store(stack)
+    humanize = ready(store, "humanize==4.*")
+    kwargs = {} if watch else {"watch": False}
+    cache = BundleCache(store, root=tmp_path / "cache", **kwargs)  # type: ignore[arg-type]
+    path = cache.path_for(humanize.id)
+    folder = path.stat().st_ino
+    assert on_disk(path) == published(store, humanize)
+    damage(path, how, tmp_path)
+    assert cache.path_for(humanize.id) == path
+    assert on_disk(path) == published(store, humanize), f"a bundle {how} on disk was served"
+    assert all(p.stat().st_nlink == 1 for p in path.rglob("*") if p.is_file())
+    assert cache.repairs == 1
+    # Made again in place: a standby fenced to (or mounting) this folder sees the new files.
+    assert path.stat().st_ino == folder
+    assert printed_from(path, "import humanize; print(humanize.naturalsize(3_000_000))") == "3.0 MB"
+
+
+@pytest.mark.parametrize("how", ["made private", "rewritten", "planted", "linked elsewhere"])
+def test_a_bundle_another_process_left_is_checked_against_its_zip_and_made_again_if_changed(
+    stack: AwsStack, tmp_path: Path, how: str
+) -> None:
+    """A second server of the same user (or a restarted one) shares the folder by bundle id:
+    it serves what another process left there only once it is found to be the zip."""
+    store = fresh_store(stack)
+    humanize = ready(store, "humanize==4.*")
+    first = BundleCache(store, root=tmp_path / "cache")
+    path = first.path_for(humanize.id)
+    intact = BundleCache(fresh_store(stack), root=tmp_path / "cache")
+    assert intact.path_for(humanize.id) == path
+    assert intact.unpacks == 0  # checked, found intact, kept
+    damage(path, how, tmp_path)
+    later = BundleCache(fresh_store(stack), root=tmp_path / "cache")
+    assert later.path_for(humanize.id) == path
+    assert on_disk(path) == published(store, humanize), f"a bundle {how} was served as it was"
+    assert later.repairs == 1
+
+
+def test_what_a_run_put_beside_the_bundles_is_removed_by_a_cache_that_is_their_only_user(
+    stack: AwsStack, tmp_path: Path
+) -> None:
+    store = fresh_store(stack)
+    humanize = ready(store, "humanize==4.*")
+    cache = BundleCache(store, root=tmp_path / "cache")
+    path = cache.path_for(humanize.id)
+    (cache.root / ("f" * 32)).mkdir()  # a bundle no payload brought
+    (cache.root / ".tmp" / "x.dir").mkdir()
+    (cache.root / ".locks" / f"{humanize.id}.lock").unlink()
+    (cache.root / ".locks" / f"{humanize.id}.lock").symlink_to(tmp_path / "elsewhere")
+    (tmp_path / "kept").mkdir()
+    (tmp_path / "kept" / "file").write_text("not the cache's")
+    (cache.root / ".trash").rmdir()
+    (cache.root / ".trash").symlink_to(tmp_path / "kept")  # emptying it must not follow it
+    assert cache.remove_strangers() == 3
+    assert visible_entries(cache.root) == [humanize.id]
+    assert cache.path_for(humanize.id) == path
+    assert not (tmp_path / "elsewhere").exists()
+    assert (tmp_path / "kept" / "file").read_text() == "not the cache's"
+    assert (cache.root / ".trash").is_dir()
+    assert not (cache.root / ".trash").is_symlink()

@@ -1,8 +1,10 @@
-"""A build in the serving process (kiln dev) hands its bundle to that process's cache as hard
-links to what it built: no zip unpacked, no download, and the same files the zip holds."""
+"""A build in the serving process (kiln dev) hands its bundle to that process's cache as copies
+of what it built: no zip unpacked, no download, the same files the zip holds, and no inode
+shared with the build cache (whose files `kiln dev` makes private at every start)."""
 
 import io
 import os
+import stat
 import subprocess
 import sys
 import zipfile
@@ -63,7 +65,7 @@ def package_file(build_cache: Path, name: str) -> Path:
 
 
 @pytest.mark.parametrize("installer", ["uv", "pip"])
-def test_a_build_is_handed_to_its_cache_as_read_only_links_holding_what_the_zip_holds(
+def test_a_build_is_handed_to_its_cache_as_read_only_copies_sharing_no_inode_with_the_build(
     store: BundleStore, tmp_path: Path, installer: str
 ) -> None:
     cache = BundleCache(store, root=tmp_path / "cache", targets=(TARGET,))
@@ -77,9 +79,12 @@ def test_a_build_is_handed_to_its_cache_as_read_only_links_holding_what_the_zip_
     files = [p for p in path.rglob("*") if p.is_file() and p.name != SIZE_FILE]
     writable = [p for p in files if p.stat().st_mode & 0o222]
     assert writable == [], f"bundle files anyone may write: {writable[:5]}"
-    if installer == "uv":  # the package folders' own files, not copies
+    shared = [p for p in files if p.stat().st_nlink != 1]
+    assert shared == [], f"bundle files sharing their inode: {shared[:5]}"
+    if installer == "uv":  # a chmod of the build cache (kiln dev's start) does not reach it
         kept = package_file(tmp_path / "build-cache", "six.py")
-        assert kept.stat().st_ino == (path / "six.py").stat().st_ino
+        kept.chmod(0o600)
+        assert stat.S_IMODE((path / "six.py").stat().st_mode) == 0o444
     run = subprocess.run(
         [sys.executable, "-c", "import humanize, six; print(humanize.naturalsize(3_000_000))"],
         env={"PYTHONPATH": str(path), "PATH": os.environ["PATH"]},
@@ -102,12 +107,12 @@ def test_a_package_file_changed_after_its_build_is_never_handed_over_and_is_made
     kept.chmod(0o444)
     second = pending(store, "six==1.17.*")  # the same package, another bundle
     build(store, second, tmp_path, toolchain=tools, adopt=cache)
-    assert (cache.handovers, cache.unpacks) == (1, 1), "a changed file was linked"
+    assert (cache.handovers, cache.unpacks) == (1, 1), "a changed file was copied"
     assert (cache.path_for(second.id) / "six.py").read_bytes() == original
     assert not kept.exists(), "the changed package folder's files were kept"
     third = pending(store, "six~=1.17.0")
     build(store, third, tmp_path, toolchain=tools, adopt=cache)
-    assert cache.handovers == 2  # its files made again from its zip, and linked
+    assert cache.handovers == 2  # its files made again from its zip, and copied
     assert package_file(tmp_path / "build-cache", "six.py").read_bytes() == original
     assert (cache.path_for(third.id) / "six.py").read_bytes() == original
 

@@ -1,4 +1,4 @@
-"""A state directory only its owner can enter: 0700 directories, 0600 files.
+"""A state directory only its owner can enter: 0700 directories, files 0600 (0400 read-only).
 
 The directory holds the emulator's journal (the whole catalog, tool secrets included), its
 signing key and the author key. Files are created private (umask) and an existing tree is
@@ -10,6 +10,7 @@ from __future__ import annotations
 import ctypes
 import os
 import stat
+from collections.abc import Callable
 from pathlib import Path
 
 PRIVATE_UMASK = 0o077
@@ -17,25 +18,28 @@ _PR_SET_DUMPABLE = 4
 
 
 def secure_tree(root: Path) -> None:
-    """Create `root` if missing and make it and everything under it private to its owner."""
+    """Create `root` if missing and make it and everything under it private to its owner:
+    folders 0700, files stripped of every group and other bit (0644 becomes 0600, a
+    read-only 0444 stays read-only as 0400: the build cache checks its packages by it)."""
     root.mkdir(mode=0o700, parents=True, exist_ok=True)
     os.chmod(root, 0o700)
     for dirpath, dirnames, filenames in os.walk(root):
         for name in dirnames:
-            _chmod(Path(dirpath, name), 0o700)
+            _chmod(Path(dirpath, name), lambda _: 0o700)
         for name in filenames:
-            _chmod(Path(dirpath, name), 0o600)
+            _chmod(Path(dirpath, name), lambda mode: mode & 0o700)
 
 
-def _chmod(path: Path, mode: int) -> None:
+def _chmod(path: Path, private: Callable[[int], int]) -> None:
     try:
         info = path.lstat()
     except FileNotFoundError:
         return
     if stat.S_ISLNK(info.st_mode):
         return  # never follow a link out of the tree
-    if stat.S_IMODE(info.st_mode) != mode:
-        os.chmod(path, mode)
+    mode = stat.S_IMODE(info.st_mode)
+    if private(mode) != mode:
+        os.chmod(path, private(mode))
 
 
 def write_private(path: Path, data: bytes) -> None:
