@@ -14,6 +14,7 @@ import io
 import json
 import os
 import secrets
+import time
 import uuid
 import zipfile
 from collections.abc import Iterator
@@ -303,12 +304,26 @@ def call(mcp: Environment, name: str, arguments: dict[str, Any] | None = None,
         raise AssertionError(f"{error}\n--- mcp function log:\n{mcp.log()}") from None
 
 
-def runtime_and_helper_only(environment: Environment) -> None:
+def runtime_and_helper_only(environment: Environment, patience_s: float = 5.0) -> None:
     """Nothing of a run is left: the runtime itself, and the runner's helper, if started.
 
     A forked script has the helper's command line: they are told apart by count (the
-    runtime, and at most one helper with no child).
+    runtime, and at most one helper with no child). A process killed by the sweep can still
+    be tearing down when the answer arrives (its command line already empty, its state not
+    yet Z: seen once on a loaded machine), so the check is polled for `patience_s`; anything
+    still there then was not killed.
     """
+    give_up = time.monotonic() + patience_s
+    while True:
+        try:
+            return _runtime_and_helper_only(environment)
+        except (AssertionError, OSError):  # OSError: one ended while it was read
+            if time.monotonic() > give_up:
+                raise
+            time.sleep(0.05)
+
+
+def _runtime_and_helper_only(environment: Environment) -> None:
     found = {}
     for pid in environment.processes():
         cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ")
