@@ -30,7 +30,7 @@ from kiln.access.quotas import QuotaCounters
 from kiln.access.resolve import ViewCatalog
 from kiln.access.secrets import SecretStore
 from kiln.access.views import ViewStore
-from kiln.aws.clients import AwsClients, Lazy, make_clients
+from kiln.aws.clients import AwsClients, lazy, make_clients
 from kiln.bundles.hooks import Bundles, make_bundles
 from kiln.catalog.snapshot import CatalogSnapshots
 from kiln.catalog.store import CatalogStore
@@ -246,11 +246,7 @@ class Kiln:
             session = self.clients.session
             # Made when the first task starts: the first tools/list builds this service too,
             # and a Lambda client (boto3, its service model) is a tenth of a cold start.
-            client = (
-                Lazy(lambda: session.client("lambda"), threading.RLock())
-                if session is not None
-                else None
-            )
+            client = lazy(lambda: session.client("lambda"), threading.RLock())
             starter = LambdaStarter(client, config.worker_function)
         else:
             starter = LocalPool(
@@ -365,7 +361,7 @@ def remote_runner(settings: Settings, clients: AwsClients, bundles: Bundles) -> 
         tcp_keepalive=True,
     )
     endpoint = settings.runner_endpoint_url
-    client = Lazy(
+    client = lazy(
         lambda: session.client("lambda", endpoint_url=endpoint, config=config), threading.RLock()
     )
 
@@ -449,5 +445,5 @@ def make_callers(settings: Settings, clients: AwsClients) -> Callers:
 def make_secrets(settings: Settings, clients: AwsClients) -> SecretStore:
     """Per-tool secrets; the SSM client is made on first use (no secrets, no client)."""
     session = clients.session
-    ssm = Lazy(lambda: session.client("ssm", endpoint_url=settings.endpoint_url), threading.RLock())
+    ssm = lazy(lambda: session.client("ssm", endpoint_url=settings.endpoint_url), threading.RLock())
     return SecretStore(ssm, settings.auth.secrets_prefix)

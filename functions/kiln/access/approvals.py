@@ -32,9 +32,12 @@ import json
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from botocore.exceptions import ClientError
+
+if TYPE_CHECKING:
+    from mypy_boto3_dynamodb import DynamoDBClient
 
 Confirm = Literal["destructive", "writes"]
 CONFIRM_VALUES: tuple[str, ...] = ("destructive", "writes")
@@ -144,7 +147,7 @@ class SpentApprovals:
     item each). Blocking: use from a thread."""
 
     def __init__(
-        self, dynamodb: Any, *, table: str, clock: Callable[[], float] = time.time
+        self, dynamodb: DynamoDBClient, *, table: str, clock: Callable[[], float] = time.time
     ) -> None:
         self._ddb = dynamodb
         self._table = table

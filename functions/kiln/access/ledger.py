@@ -49,12 +49,16 @@ from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from datetime import UTC, date, datetime, timedelta
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 from botocore.exceptions import BotoCoreError, ClientError
 
 from kiln.access.ledger_shards import DaysBack, DayShards
 from kiln.access.ledger_totals import DEFAULT_FLUSH_S, DayTotals
+
+if TYPE_CHECKING:
+    from mypy_boto3_dynamodb import DynamoDBClient
+    from mypy_boto3_dynamodb.type_defs import TransactWriteItemTypeDef
 
 log = logging.getLogger("kiln.access.ledger")
 
@@ -131,7 +135,7 @@ class LedgerQuery:
 class CallLedger:
     def __init__(
         self,
-        dynamodb: Any,
+        dynamodb: DynamoDBClient,
         *,
         table: str,
         digest_key: bytes,
@@ -434,11 +438,10 @@ class CallLedger:
             kwargs["ExpressionAttributeNames"] = names
         if start is not None:
             kwargs["ExclusiveStartKey"] = dict(start)
-        page: dict[str, Any] = self._db.query(**kwargs)
-        return page
+        return cast("dict[str, Any]", self._db.query(**kwargs))
 
 
-def writes(table: str, item: Mapping[str, Any]) -> list[dict[str, Any]]:
+def writes(table: str, item: Mapping[str, Any]) -> list[TransactWriteItemTypeDef]:
     """The transaction items that write a ledger entry (one Put: the day's totals are counted
     by the process that wrote it, `CallLedger.counted`)."""
     return [{"Put": {"TableName": table, "Item": dict(item)}}]

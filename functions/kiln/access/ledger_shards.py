@@ -28,11 +28,14 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import UTC, date, datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import ClientError
+
+if TYPE_CHECKING:
+    from mypy_boto3_dynamodb import DynamoDBClient
 
 FORMER_SHARDS = 32  # what a day written before the record existed is read over (at least)
 SINCE_PK = "LEDGERSUM#SHARDS"
@@ -54,7 +57,7 @@ class DayShards:
 
     def __init__(
         self,
-        dynamodb: Any,
+        dynamodb: DynamoDBClient,
         *,
         table: str,
         shards: int,
@@ -118,7 +121,7 @@ class DayShards:
         counts.update({str(key["pk"]["S"]).partition("#")[2]: 0 for key in keys})
         while keys:
             asked, keys = keys[:100], keys[100:]
-            request = {self._table: {"Keys": asked, "ConsistentRead": True}}
+            request: Mapping[str, Any] = {self._table: {"Keys": asked, "ConsistentRead": True}}
             while request:
                 answer = self._db.batch_get_item(RequestItems=request)
                 for found in answer.get("Responses", {}).get(self._table, []):

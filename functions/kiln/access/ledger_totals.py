@@ -38,7 +38,10 @@ import time
 import zlib
 from collections import defaultdict
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from mypy_boto3_dynamodb import DynamoDBClient
 
 CHUNKS = 16  # items a process's counts of one day are split over (and one item per hour)
 DEFAULT_FLUSH_S = 10.0
@@ -82,7 +85,7 @@ class DayTotals:
 
     def __init__(
         self,
-        dynamodb: Any,
+        dynamodb: DynamoDBClient,
         *,
         table: str,
         shards: int,

@@ -27,7 +27,10 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import TYPE_CHECKING, Any, BinaryIO
+
+if TYPE_CHECKING:
+    from mypy_boto3_dynamodb import DynamoDBClient
 
 log = logging.getLogger("kiln.access.pending")
 
@@ -174,7 +177,7 @@ class PendingLedger:
             self._file = self.path.open("ab")
 
 
-def stored_in(dynamodb: Any, table: str) -> Callable[[Item], bool]:
+def stored_in(dynamodb: DynamoDBClient, table: str) -> Callable[[Item], bool]:
     """Whether the store has an entry's item (a strongly consistent read of its key)."""
 
     def present(item: Item) -> bool:

@@ -47,9 +47,12 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from botocore.exceptions import ClientError
+
+if TYPE_CHECKING:
+    from mypy_boto3_dynamodb import DynamoDBClient
 
 QuotaName = Literal["calls_per_minute", "run_seconds_per_day"]
 WINDOW_MS = 60_000
@@ -188,7 +191,7 @@ class _Window:
 class QuotaCounters:
     def __init__(
         self,
-        dynamodb: Any,
+        dynamodb: DynamoDBClient,
         *,
         table: str,
         clock: Callable[[], float] = time.time,

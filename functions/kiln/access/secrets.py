@@ -15,11 +15,14 @@ import re
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import ClientError
 
 from kiln.catalog.secret_names import secret_name_problem
+
+if TYPE_CHECKING:
+    from mypy_boto3_ssm import SSMClient
 
 CACHE_TTL_S = 30.0  # a changed secret reaches running containers within this
 MAX_VALUE_CHARS = 4096  # the standard-tier limit
@@ -62,7 +65,7 @@ def check_secret_name(name: object) -> str:
 class SecretStore:
     def __init__(
         self,
-        ssm: Any,
+        ssm: SSMClient,
         prefix: str = "/kiln",
         *,
         cache_ttl_s: float = CACHE_TTL_S,

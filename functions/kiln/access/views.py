@@ -19,7 +19,7 @@ import json
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from botocore.exceptions import ClientError
 
@@ -28,6 +28,9 @@ from kiln.access.quotas import NO_QUOTA, Quota, QuotaRuleError, check_quota
 from kiln.catalog.changelog import cancel_codes, commit
 from kiln.catalog.names import TAG_RULE, is_tag
 from kiln.catalog.store import utc_now
+
+if TYPE_CHECKING:
+    from mypy_boto3_dynamodb import DynamoDBClient
 
 NAME_RULE = "1-64 characters from a-z 0-9 _ -, starting with a letter or digit"
 _NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
@@ -300,7 +303,7 @@ class ViewStore:
 
     def __init__(
         self,
-        dynamodb: Any,
+        dynamodb: DynamoDBClient,
         *,
         table: str,
         clock: Callable[[], str] = utc_now,

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from contextlib import AbstractContextManager
 from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import botocore.session
 from botocore.config import Config
@@ -20,6 +20,14 @@ from botocore.exceptions import ClientError, HTTPClientError
 from botocore.exceptions import ConnectionError as BotoConnectionError
 
 from kiln.aws.botocore_data import quick_loader
+
+if TYPE_CHECKING:
+    import boto3
+    from mypy_boto3_dynamodb import DynamoDBClient
+    from mypy_boto3_s3 import S3Client
+    from mypy_boto3_s3.literals import BucketLocationConstraintType
+
+Made = TypeVar("Made")
 
 # The single table: pk/sk strings. Item kinds are told apart by key prefixes
 # (see catalog/store.py and bundles/store.py); no index is needed.
@@ -142,11 +150,16 @@ class Lazy:
         return getattr(made, name)
 
 
+def lazy(make: Callable[[], Made], lock: AbstractContextManager[Any]) -> Made:
+    """A `Lazy` typed as what `make` makes (to the type checker it is that object)."""
+    return cast("Made", Lazy(make, lock))
+
+
 @dataclass(frozen=True)
 class AwsClients:
-    dynamodb: Any
-    s3: Any
-    session: Any = None  # a boto3 Session over the same botocore session (more clients)
+    dynamodb: DynamoDBClient
+    s3: S3Client
+    session: boto3.session.Session  # a boto3 Session over the same botocore session (more clients)
     # The local emulator's count of writes that may move the catalog (emulator/changes.py):
     # bytes that stay equal while no such write was acknowledged; None where there is none.
     catalog_changes: Callable[[], bytes | None] | None = None
@@ -191,15 +204,15 @@ def make_clients(
         kwargs["endpoint_url"] = endpoint_url
     lock = threading.RLock()
     with lock:
-        dynamodb = core.create_client("dynamodb", **kwargs)
-    session = Lazy(lambda: _boto3_session(core), lock)
+        dynamodb = cast("DynamoDBClient", core.create_client("dynamodb", **kwargs))
+    session = lazy(lambda: _boto3_session(core), lock)
     # Through boto3, whose S3 client adds upload_file (the builder uploads bundles with it).
     return AwsClients(
-        dynamodb=dynamodb, s3=Lazy(lambda: session.client("s3", **kwargs), lock), session=session
+        dynamodb=dynamodb, s3=lazy(lambda: session.client("s3", **kwargs), lock), session=session
     )
 
 
-def _boto3_session(core: botocore.session.Session) -> Any:
+def _boto3_session(core: botocore.session.Session) -> boto3.session.Session:
     import boto3
 
     return boto3.session.Session(botocore_session=core)
@@ -224,8 +237,11 @@ def ensure_resources(clients: AwsClients, *, table: str, bucket: str) -> None:
         dynamodb.describe_table(TableName=table)
     except dynamodb.exceptions.ResourceNotFoundException:
         dynamodb.create_table(TableName=table, **TABLE_DEFINITION)
+        # botocore's waiter sleeps Delay seconds as given: a fraction polls a local table
+        # (the stubs, after the API docs, say whole seconds)
         dynamodb.get_waiter("table_exists").wait(
-            TableName=table, WaiterConfig={"Delay": 0.2, "MaxAttempts": 50}
+            TableName=table,
+            WaiterConfig={"Delay": 0.2, "MaxAttempts": 50},  # type: ignore[typeddict-item]
         )
         from kiln.aws.directory import mark_new_table
 
@@ -238,7 +254,10 @@ def ensure_resources(clients: AwsClients, *, table: str, bucket: str) -> None:
         region = s3.meta.region_name
         if region and region != "us-east-1":
             s3.create_bucket(
-                Bucket=bucket, CreateBucketConfiguration={"LocationConstraint": region}
+                Bucket=bucket,
+                CreateBucketConfiguration={
+                    "LocationConstraint": cast("BucketLocationConstraintType", region)
+                },
             )
         else:
             s3.create_bucket(Bucket=bucket)

@@ -14,7 +14,11 @@ directories has that marker from the start (`mark_new_table`).
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from mypy_boto3_dynamodb import DynamoDBClient
+    from mypy_boto3_dynamodb.type_defs import TransactWriteItemTypeDef
 
 MARKER = "#complete"  # sorts before every member id (hex digits, names)
 BATCH_GET = 100  # BatchGetItem's limit
@@ -23,7 +27,7 @@ BATCH_GET = 100  # BatchGetItem's limit
 KINDS = ("keys", "bundles")
 
 
-def mark_new_table(dynamodb: Any, table: str) -> None:
+def mark_new_table(dynamodb: DynamoDBClient, table: str) -> None:
     """A table just created has every directory complete (there is nothing to scan for)."""
     for kind in KINDS:
         item = {"pk": {"S": f"DIR#{kind}"}, "sk": {"S": MARKER}}
@@ -33,7 +37,7 @@ def mark_new_table(dynamodb: Any, table: str) -> None:
 class Directory:
     def __init__(
         self,
-        dynamodb: Any,
+        dynamodb: DynamoDBClient,
         *,
         table: str,
         kind: str,
@@ -46,7 +50,7 @@ class Directory:
         self._key_of = key_of  # a member's own item key
         self._legacy = legacy  # every member, the old way (a Scan): for the first listing
 
-    def put(self, member: str) -> dict[str, Any]:
+    def put(self, member: str) -> TransactWriteItemTypeDef:
         """The transaction item that adds `member` (write it with the member's own item)."""
         return {"Put": {"TableName": self._table, "Item": self._entry(member)}}
 

@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from kiln.bundles import build_cache
 from kiln.bundles.build import BuildOutput, Progress, Toolchain, build_bundle
@@ -34,6 +34,9 @@ from kiln.bundles.store import (
     manifest_key,
     zip_key,
 )
+
+if TYPE_CHECKING:
+    from mypy_boto3_lambda import LambdaClient
 
 logger = logging.getLogger(__name__)
 
@@ -368,7 +371,7 @@ def _log_progress(bundle_id: str, message: str) -> None:
 class LambdaBuildScheduler:
     """Hands a bundle id to the builder function with an asynchronous invoke."""
 
-    def __init__(self, lambda_client: Any, function_name: str) -> None:
+    def __init__(self, lambda_client: LambdaClient, function_name: str) -> None:
         self.lambda_client = lambda_client
         self.function_name = function_name
 

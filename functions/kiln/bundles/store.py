@@ -18,10 +18,14 @@ import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from kiln.aws.directory import Directory
 from kiln.bundles.identity import bundle_id, normalise_requirements, parse_target
+
+if TYPE_CHECKING:
+    from mypy_boto3_dynamodb import DynamoDBClient
+    from mypy_boto3_s3 import S3Client
 
 Status = Literal["pending", "building", "ready", "failed"]
 
@@ -176,7 +180,7 @@ def _values(values: Mapping[str, Any]) -> dict[str, Any]:
 class BundleStore:
     """Bundle records (DynamoDB) and files (S3); clients are injected."""
 
-    def __init__(self, dynamodb: Any, s3: Any, *, table: str, bucket: str) -> None:
+    def __init__(self, dynamodb: DynamoDBClient, s3: S3Client, *, table: str, bucket: str) -> None:
         self.dynamodb = dynamodb
         self.s3 = s3
         self.table = table

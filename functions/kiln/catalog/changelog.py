@@ -19,11 +19,15 @@ from __future__ import annotations
 import random
 import time
 import uuid
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from botocore.exceptions import ClientError
 
 from kiln.catalog.errors import CatalogBusyError
+
+if TYPE_CHECKING:
+    from mypy_boto3_dynamodb import DynamoDBClient
+    from mypy_boto3_dynamodb.type_defs import TransactWriteItemTypeDef
 
 CHANGES_PK = "CATALOG#CHANGES"
 MAX_STEPS = 64  # versions a process reads forward; further behind, it reads everything
@@ -38,7 +42,7 @@ def entry_key(version: int) -> str:
     return f"{version:012d}"
 
 
-def read_version(ddb: Any, table: str) -> int:
+def read_version(ddb: DynamoDBClient, table: str) -> int:
     """The catalog's version number: one strongly consistent read."""
     item = ddb.get_item(TableName=table, Key=VERSION_KEY, ConsistentRead=True).get("Item")
     return int(item["version"]["N"]) if item else 0
@@ -55,7 +59,7 @@ def touched_tools(operations: list[dict[str, Any]]) -> list[str]:
     return sorted(ids)
 
 
-def next_version(ddb: Any, table: str, tools: list[str]) -> list[dict[str, Any]]:
+def next_version(ddb: DynamoDBClient, table: str, tools: list[str]) -> list[dict[str, Any]]:
     """The two operations every catalog write ends with: the version step and its entry."""
     current = read_version(ddb, table)
     entry: dict[str, Any] = {
@@ -93,7 +97,7 @@ def version_raced(error: Any, at: int) -> bool:
     return all(r.get("Code") in (None, "None") for r in reasons[:at])
 
 
-def changed_since(ddb: Any, table: str, have: int, now: int) -> set[str] | None:
+def changed_since(ddb: DynamoDBClient, table: str, have: int, now: int) -> set[str] | None:
     """The tools changed by versions have+1..now; None when a full read is needed."""
     if not 0 < now - have <= MAX_STEPS:
         return None
@@ -120,7 +124,7 @@ def cancel_codes(error: ClientError) -> list[str]:
     return [reason.get("Code", "None") for reason in reasons]
 
 
-def commit(ddb: Any, table: str, operations: list[dict[str, Any]]) -> None:
+def commit(ddb: DynamoDBClient, table: str, operations: list[dict[str, Any]]) -> None:
     """Write `operations` in one transaction with the version step and its entry.
 
     Two writes at the same moment collide on the version item even when both are valid: the
@@ -137,9 +141,9 @@ def commit(ddb: Any, table: str, operations: list[dict[str, Any]]) -> None:
             # A token per attempt: botocore resends it when a reply is lost, and the store then
             # answers with the first call's success instead of applying the write twice or
             # refusing it as a conflict with itself.
-            ddb.transact_write_items(
-                TransactItems=[*operations, *steps], ClientRequestToken=uuid.uuid4().hex
-            )
+            # the stores build their operations as plain dicts (pk/sk items of many kinds)
+            items = cast("list[TransactWriteItemTypeDef]", [*operations, *steps])
+            ddb.transact_write_items(TransactItems=items, ClientRequestToken=uuid.uuid4().hex)
             return
         except ClientError as error:
             if error.response.get("Error", {}).get("Code") != "TransactionCanceledException":

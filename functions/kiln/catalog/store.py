@@ -26,7 +26,7 @@ import uuid
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import asdict, replace
 from datetime import UTC, datetime
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from botocore.exceptions import ClientError
 
@@ -44,6 +44,10 @@ from kiln.catalog.model import Draft, Revision, Tool
 from kiln.catalog.names import NAME_PATTERN, taken_by
 from kiln.catalog.toolfiles import digest as content_digest
 from kiln.catalog.toolfiles import same_definition, same_revision
+
+if TYPE_CHECKING:
+    from mypy_boto3_dynamodb import DynamoDBClient
+    from mypy_boto3_s3 import S3Client
 
 log = logging.getLogger("kiln.catalog")
 MAX_REVISION = 99_999_999  # revision sort keys are REV#<8 digits>
@@ -109,8 +113,8 @@ def _tool_from_item(item: Mapping[str, Any]) -> Tool:
 class CatalogStore:
     def __init__(
         self,
-        dynamodb: Any,
-        s3: Any,
+        dynamodb: DynamoDBClient,
+        s3: S3Client,
         *,
         table: str,
         bucket: str,

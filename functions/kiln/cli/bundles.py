@@ -21,8 +21,8 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from kiln.cli import output
+from kiln.cli.aws import clients_of, lambda_of, settings_of
 from kiln.cli.locate import server_options
-from kiln.settings import Settings
 
 
 class Progress:
@@ -64,37 +64,24 @@ class Progress:
 # -- where the records are -------------------------------------------------------------------
 
 
-def _settings(args: argparse.Namespace) -> Settings:
-    """What `kiln.cli.main.main` read from the environment (or read here, when called alone)."""
-    settings: Settings | None = getattr(args, "settings", None)
-    return settings if settings is not None else Settings.from_env()
-
-
-def _clients(args: argparse.Namespace) -> Any:
-    """The environment's AWS (or the clients `kiln.cli.main` handed over)."""
-    from kiln.stack import aws_clients
-
-    return getattr(args, "clients", None) or aws_clients(_settings(args))
-
-
 def _direct_store(args: argparse.Namespace) -> Any:
     """A BundleStore on the environment's table and bucket."""
     from kiln.bundles.store import BundleStore
 
-    settings, clients = _settings(args), _clients(args)
+    settings, clients = settings_of(args), clients_of(args)
     return BundleStore(clients.dynamodb, clients.s3, table=settings.table, bucket=settings.bucket)
 
 
 def _api(args: argparse.Namespace) -> Any:
     from kiln.cli.client import connect
 
-    return connect(_settings(args), url=args.url, key=args.key, state_dir=args.state_dir)
+    return connect(settings_of(args), url=args.url, key=args.key, state_dir=args.state_dir)
 
 
 def _toolchain(args: argparse.Namespace) -> Any:
     from kiln.bundles.build import Toolchain
 
-    toolchain = Toolchain.from_settings(_settings(args).bundles)
+    toolchain = Toolchain.from_settings(settings_of(args).bundles)
     if getattr(args, "max_mb", None):
         toolchain = replace(toolchain, max_unpacked_bytes=int(args.max_mb * 2**20))
     return toolchain
@@ -168,20 +155,18 @@ def cmd_retry(args: argparse.Namespace) -> int:
         record = store.retry(store.resolve(args.id))
     except (BundleStateError, BundleIdError) as error:
         return output.fail("bundles retry", error)
-    builder = _settings(args).builder_function
+    builder = settings_of(args).builder_function
     if builder:
-        _lambda_schedule(builder, record.id)
+        _lambda_schedule(args, builder, record.id)
         print(f"{record.id} pending: handed to {builder}")
         return 0
     return _build_here(store, record.id, Progress(), _toolchain(args))
 
 
-def _lambda_schedule(function: str, bundle_id: str) -> None:
-    import boto3
-
+def _lambda_schedule(args: argparse.Namespace, function: str, bundle_id: str) -> None:
     from kiln.bundles.scheduler import LambdaBuildScheduler
 
-    LambdaBuildScheduler(boto3.client("lambda"), function).schedule(bundle_id)
+    LambdaBuildScheduler(lambda_of(args), function).schedule(bundle_id)
 
 
 def _requirements(args: argparse.Namespace) -> tuple[str, list[str]]:
@@ -196,7 +181,7 @@ def _requirements(args: argparse.Namespace) -> tuple[str, list[str]]:
         return draft.language, list(draft.requirements)
     from kiln.catalog.store import CatalogStore
 
-    settings, clients = _settings(args), _clients(args)
+    settings, clients = settings_of(args), clients_of(args)
     catalog = CatalogStore(
         clients.dynamodb, clients.s3, table=settings.table, bucket=settings.bucket
     )
@@ -209,7 +194,7 @@ def cmd_build(args: argparse.Namespace) -> int:
 
     try:
         language, requirements = _requirements(args)
-        settings = _settings(args)
+        settings = settings_of(args)
         configured = settings.node_bundle_target if language == "node" else settings.bundle_target
         target = args.target or default_target(
             language,

@@ -16,10 +16,13 @@ import argparse
 import difflib
 import json
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 from kiln.cli import output
+
+if TYPE_CHECKING:
+    from kiln.cli.client import KilnClient
 
 # What a revision defines, as a tool folder's tool.json holds it (bundle_id is computed).
 MANIFEST_FIELDS = (
@@ -59,7 +62,7 @@ def _tool_path(name: str) -> str:
     return f"/api/tools/{quote(name, safe='')}"
 
 
-def _revision(client: Any, name: str, number: int | None) -> dict[str, Any]:
+def _revision(client: KilnClient, name: str, number: int | None) -> dict[str, Any]:
     """One revision with its code; None is the head."""
     if number is None:
         head, _ = client.request("GET", _tool_path(name))

@@ -20,19 +20,20 @@ from kiln.access.approvals import CONFIRM_VALUES
 from kiln.access.quotas import Quota, QuotaRuleError, check_quota
 from kiln.access.secrets import SecretError, SecretStore
 from kiln.access.views import ViewRuleError, check_view_name
+from kiln.aws.clients import AwsClients
+from kiln.cli.aws import clients_of, settings_of, ssm_of
 from kiln.cli.client import ApiCallError, KilnClient, client_for
 from kiln.cli.locate import ServerNotFoundError, server_options
 from kiln.identity.audit import record_write
 from kiln.identity.keys import KeyStore, KeyStoreError
 from kiln.observability import redact
 from kiln.settings import Settings, SettingsError
-from kiln.stack import aws_clients
 
 # Turns the TOOL argument (a name, or `id:<tool id>`) into the tool's id: (clients, table, ref).
-ToolResolver = Callable[[Any, str, str], str]
+ToolResolver = Callable[[AwsClients, str, str], str]
 
 
-def catalog_tool_id(clients: Any, table: str, ref: str) -> str:
+def catalog_tool_id(clients: AwsClients, table: str, ref: str) -> str:
     """The id of the live tool named `ref`, from the catalog (secrets follow ids, not names)."""
     from kiln.catalog.errors import ToolNotFoundError
     from kiln.catalog.store import CatalogStore
@@ -168,7 +169,7 @@ def run(handler: Handler, args: argparse.Namespace, io: Io | None = None) -> int
     """Run one `keys`/`secrets` command; returns the exit status."""
     redact.install()
     try:
-        io = io or Io(sys.stdin, sys.stdout, sys.stderr, _settings(args))
+        io = io or Io(sys.stdin, sys.stdout, sys.stderr, settings_of(args))
         handler(args, io)
     except (CliError, KeyStoreError, SecretError, SettingsError) as exc:
         print(f"kiln: error: {exc}", file=io.stderr if io is not None else sys.stderr)
@@ -192,29 +193,21 @@ def _tool_path(tool: str, *rest: str) -> str:
     return "/".join(["/api/tools", quote(tool, safe=":"), *[quote(p, safe="") for p in rest]])
 
 
-def _settings(args: argparse.Namespace) -> Settings:
-    """What `kiln.cli.main.main` read from the environment (or read here, when called alone)."""
-    settings: Settings | None = getattr(args, "settings", None)
-    return settings if settings is not None else Settings.from_env()
-
-
 def _table(io: Io) -> str:
     if "KILN_TABLE" not in io.settings.given:
         raise CliError("set KILN_TABLE to the catalog's DynamoDB table name")
     return io.settings.table
 
 
-def _key_store(io: Io) -> KeyStore:
-    return KeyStore(aws_clients(io.settings).dynamodb, table=_table(io))
+def _key_store(args: argparse.Namespace, io: Io) -> KeyStore:
+    return KeyStore(clients_of(args).dynamodb, table=_table(io))
 
 
-def _secret_store(io: Io) -> tuple[SecretStore, Any]:
-    clients = aws_clients(io.settings)
-    ssm = clients.session.client("ssm", endpoint_url=io.settings.endpoint_url)
-    return SecretStore(ssm, io.settings.auth.secrets_prefix), clients
+def _secret_store(args: argparse.Namespace, io: Io) -> tuple[SecretStore, AwsClients]:
+    return SecretStore(ssm_of(args), io.settings.auth.secrets_prefix), clients_of(args)
 
 
-def _tool_id(args: argparse.Namespace, io: Io, clients: Any) -> str:
+def _tool_id(args: argparse.Namespace, io: Io, clients: AwsClients) -> str:
     resolve: ToolResolver = getattr(args, "resolve_tool", catalog_tool_id)
     return resolve(clients, _table(io), args.tool)
 
@@ -222,7 +215,7 @@ def _tool_id(args: argparse.Namespace, io: Io, clients: Any) -> str:
 def _keys_create(args: argparse.Namespace, io: Io) -> None:
     view, quota = _binding(args)
     if args.aws:
-        record, secret = _key_store(io).create(
+        record, secret = _key_store(args, io).create(
             args.name, args.scope, view=view, quota=quota, confirm=args.confirm
         )
         name, scope, key_id = record.name, record.scope, record.key_id
@@ -241,7 +234,7 @@ def _keys_create(args: argparse.Namespace, io: Io) -> None:
 def _keys_bind(args: argparse.Namespace, io: Io) -> None:
     view, quota = _binding(args)
     if args.aws:
-        record = _key_store(io).bind(args.name, view=view, quota=quota, confirm=args.confirm)
+        record = _key_store(args, io).bind(args.name, view=view, quota=quota, confirm=args.confirm)
         view, quota, confirm = record.view, record.quota, record.confirm
     else:
         body, _ = _api(args).request(
@@ -258,7 +251,7 @@ def _keys_ls(args: argparse.Namespace, io: Io) -> None:
     if args.aws:
         records = [
             {**asdict(r), "limits": _describe(r.view, r.quota, r.confirm)}
-            for r in _key_store(io).list()
+            for r in _key_store(args, io).list()
         ]
     else:
         records = _api(args).request("GET", "/api/keys")[0]["keys"]
@@ -274,7 +267,7 @@ def _keys_ls(args: argparse.Namespace, io: Io) -> None:
 
 def _keys_revoke(args: argparse.Namespace, io: Io) -> None:
     if args.aws:
-        record = asdict(_key_store(io).revoke(args.name))
+        record = asdict(_key_store(args, io).revoke(args.name))
     else:
         record = _api(args).request("DELETE", f"/api/keys/{quote(args.name, safe='')}")[0]
     print(f"revoked key {record['name']!r} (id {record['key_id']})", file=io.stdout)
@@ -283,7 +276,7 @@ def _keys_revoke(args: argparse.Namespace, io: Io) -> None:
 def _secrets_set(args: argparse.Namespace, io: Io) -> None:
     value = _read_value(args.name, io)
     if args.aws:
-        store, clients = _secret_store(io)
+        store, clients = _secret_store(args, io)
         tool_id = _tool_id(args, io, clients)
         store.set(tool_id, args.name, value)
         record_write(
@@ -296,7 +289,7 @@ def _secrets_set(args: argparse.Namespace, io: Io) -> None:
 
 def _secrets_ls(args: argparse.Namespace, io: Io) -> None:
     if args.aws:
-        store, clients = _secret_store(io)
+        store, clients = _secret_store(args, io)
         for name in store.names(_tool_id(args, io, clients)):
             print(name, file=io.stdout)
         return
@@ -311,7 +304,7 @@ def _secrets_ls(args: argparse.Namespace, io: Io) -> None:
 
 def _secrets_rm(args: argparse.Namespace, io: Io) -> None:
     if args.aws:
-        store, clients = _secret_store(io)
+        store, clients = _secret_store(args, io)
         tool_id = _tool_id(args, io, clients)
         store.delete(tool_id, args.name)
         record_write(

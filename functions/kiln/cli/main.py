@@ -10,13 +10,14 @@ from pathlib import Path
 from urllib.parse import quote
 
 from kiln.cli import output
+from kiln.cli.aws import settings_of
 from kiln.cli.bundles import register as register_bundles
 from kiln.cli.history import register as register_history
 from kiln.cli.keys import register as register_auth
 from kiln.cli.locate import STATE_HELP, ServerNotFoundError, server_options
 from kiln.cli.tasks import register as register_tasks
 from kiln.cli.views import register as register_access
-from kiln.settings import Settings, SettingsError
+from kiln.settings import SettingsError
 
 
 def cmd_dev(args: argparse.Namespace) -> int:
@@ -134,10 +135,9 @@ def cmd_doctor(args: argparse.Namespace) -> int:
             print("kiln doctor --aws: name the runner function (--function or "
                   "KILN_RUNNER_FUNCTION)", file=sys.stderr)  # fmt: skip
             return 2
-        import boto3
+        from kiln.cli.aws import lambda_of
 
-        client = boto3.client("lambda", region_name=args.settings.region)
-        found = doctor.remote(client, function)
+        found = doctor.remote(lambda_of(args), function)
     else:
         found = doctor.probe()
     print(doctor.render(found, as_json=args.json))
@@ -239,7 +239,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """The `kiln` entry point: settings from the environment, once, then the command."""
     args = build_parser().parse_args(argv)
     try:
-        args.settings = Settings.from_env()
+        settings_of(args)
     except SettingsError as error:
         print(f"kiln: {error}", file=sys.stderr)
         return 2

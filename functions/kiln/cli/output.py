@@ -10,10 +10,13 @@ import argparse
 import json
 import sys
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from kiln.cli.client import KilnClient
 
 
-def client(args: argparse.Namespace) -> Any:
+def client(args: argparse.Namespace) -> KilnClient:
     """The REST client for the server the command names (or the running `kiln dev`)."""
     from kiln.cli.client import client_for
 

@@ -14,10 +14,13 @@ from __future__ import annotations
 import argparse
 import json
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 from kiln.cli import output
+
+if TYPE_CHECKING:
+    from kiln.cli.client import KilnClient
 
 TASKS_VERSION = "2025-11-25"  # the MCP revision whose core has tasks/list
 ENDED = ("completed", "failed", "cancelled")
@@ -37,7 +40,7 @@ def _task_path(task_id: str) -> str:
     return f"/api/tasks/{quote(task_id, safe='')}"
 
 
-def _mcp(client: Any, method: str, params: dict[str, Any]) -> dict[str, Any]:
+def _mcp(client: KilnClient, method: str, params: dict[str, Any]) -> dict[str, Any]:
     """One MCP request to the server's /mcp (built by the official models, as a client's);
     a JSON-RPC error raises ApiCallError."""
     import mcp_types

@@ -7,12 +7,15 @@ import json
 import urllib.parse
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kiln.access.ledger import OUTCOMES
 from kiln.access.view_files import ViewFileError, read_view_file, view_files, write_view_file
 from kiln.access.views import FIELDS, MODES, check_view
 from kiln.cli import output
+
+if TYPE_CHECKING:
+    from kiln.cli.client import KilnClient
 
 Remote = Callable[[argparse.ArgumentParser], argparse.ArgumentParser]
 
@@ -109,7 +112,7 @@ def cmd_views_put(args: argparse.Namespace) -> int:
     return 0
 
 
-def put_view(client: Any, definition: dict[str, Any]) -> str:
+def put_view(client: KilnClient, definition: dict[str, Any]) -> str:
     """Create or replace one view through REST; 'created', 'updated' or 'unchanged'."""
     from kiln.cli.client import ApiCallError
 
@@ -128,13 +131,13 @@ def put_view(client: Any, definition: dict[str, Any]) -> str:
     return "updated"
 
 
-def push_view_files(client: Any, roots: list[Path]) -> list[tuple[str, str]]:
+def push_view_files(client: KilnClient, roots: list[Path]) -> list[tuple[str, str]]:
     """Create or replace the views of the `*.view.json` files in `roots` (after the tools)."""
     views = [read_view_file(path) for root in roots for path in view_files(root)]
     return [(view.name, put_view(client, view.definition())) for view in views]
 
 
-def pull_views(client: Any, root: Path) -> list[Path]:
+def pull_views(client: KilnClient, root: Path) -> list[Path]:
     """Write every view as `<name>.view.json` in `root`."""
     body, _ = client.request("GET", "/api/views")
     root.mkdir(parents=True, exist_ok=True)
@@ -211,7 +214,7 @@ def _entry_row(entry: dict[str, Any]) -> tuple[str, ...]:
     )
 
 
-def ledger_entries(client: Any, args: argparse.Namespace) -> list[dict[str, Any]]:
+def ledger_entries(client: KilnClient, args: argparse.Namespace) -> list[dict[str, Any]]:
     query = {
         key: value
         for key in ("tool", "caller", "outcome", "since", "until")

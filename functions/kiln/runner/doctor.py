@@ -15,9 +15,12 @@ import json
 import os
 import socket
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kiln.runner import contain, landlock
+
+if TYPE_CHECKING:
+    from mypy_boto3_lambda import LambdaClient
 
 CLONE_NEWNS, CLONE_NEWUSER, CLONE_NEWPID = 0x00020000, 0x10000000, 0x20000000
 LSM_PATH = "/sys/kernel/security/lsm"
@@ -159,7 +162,7 @@ def render(found: Mapping[str, Any], *, as_json: bool) -> str:
     return json.dumps(found, indent=2, sort_keys=True) if as_json else text(found)
 
 
-def remote(client: Any, function: str, tenant: str = "kiln-doctor") -> dict[str, Any]:
+def remote(client: LambdaClient, function: str, tenant: str = "kiln-doctor") -> dict[str, Any]:
     """The same probe, run in the deployed runner function."""
     response = client.invoke(
         FunctionName=function, TenantId=tenant, Payload=json.dumps({"kiln_doctor": 1}).encode()

@@ -34,7 +34,7 @@ import time
 import urllib.request
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from kiln.bundles.cache import BundleCache, BundleError
 from kiln.bundles.store import BundleRecord
@@ -43,6 +43,9 @@ from kiln.runner.processes import read_stat
 from kiln.runner.remote import PayloadError, decode, result_json, talk_json
 from kiln.runner.talk import Said
 
+if TYPE_CHECKING:
+    from mypy_boto3_s3 import S3Client
+
 log = logging.getLogger("kiln.serving.runner_function")
 SUPERVISOR_EXIT_S = 0.1
 
@@ -50,7 +53,7 @@ SUPERVISOR_EXIT_S = 0.1
 class _PayloadRecords:
     """A bundle store that knows only the records the payloads brought (no table access)."""
 
-    def __init__(self, s3: Any, bucket: str) -> None:
+    def __init__(self, s3: S3Client, bucket: str) -> None:
         self.s3, self.bucket = s3, bucket
         self.records: dict[str, BundleRecord] = {}
 
@@ -69,7 +72,7 @@ class RunnerFunction:
     def __init__(
         self,
         settings: RunnerSettings,
-        s3: Any,
+        s3: S3Client,
         bucket: str,
         *,
         runtime_api: str | None = None,

@@ -17,7 +17,7 @@ import secrets
 import time
 from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from kiln.access.approvals import Requirement
 from kiln.access.gate import CallGate, CallTicket
@@ -37,6 +37,9 @@ from kiln.serving.store_errors import catalog_reads
 from kiln.tasks.settings import TaskSettings
 from kiln.tasks.store import TaskItem, TaskLimitError, TaskStore, TaskTooLargeError, owner_key
 from kiln.tasks.worker import TaskWorker, internal_error
+
+if TYPE_CHECKING:
+    from mypy_boto3_lambda import LambdaClient
 
 log = logging.getLogger("kiln.tasks")
 ANONYMOUS = "anonymous"
@@ -171,7 +174,7 @@ class LocalPool:
 class LambdaStarter:
     """Invokes the worker function asynchronously with the task's key."""
 
-    def __init__(self, lambda_client: Any, function: str) -> None:
+    def __init__(self, lambda_client: LambdaClient, function: str) -> None:
         self._client = lambda_client
         self._function = function
 

@@ -26,11 +26,16 @@ import json
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import ClientError
 
 from kiln.access.ledger import writes as ledger_writes
+
+if TYPE_CHECKING:
+    from mypy_boto3_dynamodb import DynamoDBClient
+    from mypy_boto3_dynamodb.type_defs import TransactWriteItemTypeDef, UpdateTypeDef
+    from mypy_boto3_s3 import S3Client
 
 TASK_PREFIX = "TASK#"
 COUNTER_SK = "RUNNING"
@@ -93,7 +98,7 @@ def _counter(owner: str) -> dict[str, Any]:
     return {"pk": {"S": TASK_PREFIX + owner}, "sk": {"S": COUNTER_SK}}
 
 
-def _ledger_put(table: str, ledger: Mapping[str, Any] | None) -> list[dict[str, Any]]:
+def _ledger_put(table: str, ledger: Mapping[str, Any] | None) -> list[TransactWriteItemTypeDef]:
     # Unconditional: its key is new (time and random id), and only the task's own condition
     # may cancel the move. Its day's totals count it after (`TaskStore.ledgered`).
     return [] if ledger is None else ledger_writes(table, ledger)
@@ -107,8 +112,8 @@ def _failed_condition(error: ClientError) -> bool:
 class TaskStore:
     def __init__(
         self,
-        dynamodb: Any,
-        s3: Any,
+        dynamodb: DynamoDBClient,
+        s3: S3Client,
         *,
         table: str,
         bucket: str,
@@ -296,7 +301,7 @@ class TaskStore:
         result: Mapping[str, Any] | None,
         error: Mapping[str, Any] | None,
         lease_seen: float | None,
-    ) -> dict[str, Any]:
+    ) -> UpdateTypeDef:
         """The conditional update that moves a working task to `status` (see `settle`)."""
         names = {"#s": "status"}
         values: dict[str, Any] = {":w": {"S": "working"}, ":to": {"S": status}, ":now": {"S": now}}
