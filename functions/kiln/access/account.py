@@ -1,6 +1,6 @@
 """One call's account: what was admitted, what it is charged, and its ledger entry.
 
-Admission (`CatalogBackend.get_tool`, through `CallGate.claim`) makes one `CallAccount` per
+Admission (`CatalogBackend.get_tool`, counting through `CallGate.admit`) makes one `CallAccount` per
 `tools/call`: who calls (`Caller`: the ledger's label, the view, the quotas counted), the tool at
 the revision the view serves, and the quota counts the call took (`claimed`). A call refused by a
 quota gets an account too, closed at once with its `refused` entry. The call's end closes the

@@ -172,11 +172,6 @@ class CallGate:
             for subject, quota in limits:
                 self.quotas.release(subject, quota)
 
-    def claim(self, account: CallAccount, limits: Limits) -> None:
-        """Count `account`'s call against `limits` too (`admit`, then the account says so)."""
-        self.admit(limits)
-        account.charge(limits)
-
     def refused(self, account: CallAccount, refusal: QuotaExceededError) -> None:
         """Close and record a call a quota refused (`CallAccount.refuse`)."""
         self._write(account.refuse(refusal), started=account.started)

@@ -8,7 +8,7 @@ import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import ExitStack
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, NamedTuple, Protocol
 
@@ -31,7 +31,7 @@ from kiln.protocol.backend import (
     ToolOutcome,
     ToolView,
 )
-from kiln.protocol.errors import InvalidParamsError, RateLimitedError
+from kiln.protocol.errors import RateLimitedError
 from kiln.runner import (
     InvalidArgumentsError,
     NodeUnavailableError,
@@ -44,6 +44,7 @@ from kiln.runner.model import RunRequest, RunResult
 from kiln.runner.remote import RemoteRunner
 from kiln.serving.conversation import approval_for, approved_by, run_fields, spent, tool_outcome
 from kiln.serving.packages import BundlePaths, cannot_run, wait_for_bundle
+from kiln.serving.resolved import ResolvedTool, disabled_for, resolved, resolved_tool, tool_view
 from kiln.serving.store_errors import NOT_RECORDED, admit, catalog_reads, unavailable
 
 log = logging.getLogger("kiln.serving.backend")
@@ -69,66 +70,6 @@ def run_shares(tool: Tool, principal: Any, view: View | None) -> tuple[str, ...]
     if view is not None:
         shares.append(f"view:{view.name}")
     return tuple(shares)
-
-
-@dataclass(frozen=True)
-class ResolvedTool(ToolView):
-    """A tool as `get_tool` resolved it for one request: the catalog tool (at the revision the
-    request's view pins) and that view ride along with what MCP sees, so the rest of the call
-    (the run, the ledger, a task) uses them and never looks the tool up again by name."""
-
-    tool: Tool = field(kw_only=True, compare=False, repr=False)
-    view: View | None = field(kw_only=True, default=None, compare=False, repr=False)
-    # The call's account (kiln.access.account), where the gate admitted it; None: no gate.
-    account: CallAccount | None = field(kw_only=True, default=None, compare=False, repr=False)
-
-
-def tool_view(tool: Tool) -> ToolView:
-    return ToolView(**_view_fields(tool))
-
-
-def resolved_tool(
-    tool: Tool, view: View | None, account: CallAccount | None = None
-) -> ResolvedTool:
-    return ResolvedTool(**_view_fields(tool), tool=tool, view=view, account=account)
-
-
-def _view_fields(tool: Tool) -> dict[str, Any]:
-    head = tool.head
-    return {
-        "name": tool.name,
-        "description": head.description,
-        "input_schema": head.input_schema,
-        "title": head.title,
-        "output_schema": head.output_schema,
-        "annotations": head.annotations,
-        "updated_at": tool.updated_at,
-        # ask_first: without the tasks extension it simply runs inside the request
-        "task_support": "optional" if head.task == "ask_first" else head.task,
-        "asks_first": head.task == "ask_first",
-        "revision": f"{tool.id}@{head.number}",
-        "tags": head.tags,
-    }
-
-
-def disabled_for(name: str, principal: Any) -> None:
-    """A disabled tool's author is told why (InvalidParamsError); any other caller sees it
-    unknown."""
-    can = getattr(principal, "can", None)
-    if can is not None and can("author"):
-        raise InvalidParamsError(
-            f"Tool {name!r} is disabled: enable it (POST /api/tools/{name}/enable, or the "
-            "studio) to call it; callers without an author key see it as unknown"
-        )
-
-
-def _resolved(tool: ToolView) -> ResolvedTool:
-    if not isinstance(tool, ResolvedTool):
-        raise TypeError(
-            f"tool {tool.name!r}: the catalog backend runs the ResolvedTool its get_tool gave "
-            "for this request, not a ToolView made elsewhere"
-        )
-    return tool
 
 
 class CatalogBackend:
@@ -303,8 +244,8 @@ class CatalogBackend:
     async def call_tool(
         self, tool: ToolView, arguments: Mapping[str, Any], ctx: CallContext
     ) -> ToolOutcome:
-        resolved = _resolved(tool)  # by get_tool, for this request: no second lookup
-        found, view, account = resolved.tool, resolved.view, resolved.account
+        call = resolved(tool)  # by get_tool, for this request: no second lookup
+        found, view, account = call.tool, call.view, call.account
         gate = self._gate if account is not None else None
         started = time.time()
         talk = ctx.conversation
@@ -345,7 +286,7 @@ class CatalogBackend:
     async def record_rejected(self, tool: ToolView, arguments: Any, ctx: CallContext) -> None:
         """Ledger a call answered with an isError result because its arguments broke the
         tool's schema (it was admitted, and counted, by `get_tool`)."""
-        gate, account = self._gate, _resolved(tool).account
+        gate, account = self._gate, resolved(tool).account
         if gate is None or account is None:
             return
         digest = gate.digest(arguments if isinstance(arguments, dict) else {"": arguments})
