@@ -13,7 +13,10 @@ finds its entry, an approval that waits keeps its account open (DESIGN.md, "Wher
 
 from __future__ import annotations
 
+import asyncio
+import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -21,7 +24,10 @@ from kiln.access.ledger import CallRecord, Outcome
 from kiln.access.quotas import Quota, QuotaExceededError
 from kiln.catalog.model import Tool
 
+log = logging.getLogger("kiln.access.account")
+
 Limits = tuple[tuple[str, Quota], ...]  # (subject, quota) pairs, counted in this order
+Work = Callable[[], object]  # blocking bookkeeping: a ledger write, a quota refund
 State = Literal["admitted", "charged", "closed"]
 
 
@@ -102,3 +108,26 @@ class CallAccount:
                 f"the account of a call of {self.tool.name!r} ({self.caller.label}) is closed "
                 f"already ({self.entry.outcome}): a call is ledgered once"
             )
+
+
+class CallBook:
+    """The bookkeeping one request's calls leave for their edge (`kiln.api.requests`): each
+    piece starts at once, in a thread, alongside shaping and sending the answer, and the edge
+    waits for all of it (`close`) before the answer leaves, or after a streamed one. So an
+    answered call is in the ledger even if the server is killed the moment after, and the
+    answer waits for the slowest piece only. Where there is no book (stdio), the backend does
+    its bookkeeping at once."""
+
+    def __init__(self) -> None:
+        self._started: list[tuple[Work, asyncio.Future[object]]] = []
+
+    def keep(self, work: Work) -> None:
+        self._started.append((work, asyncio.ensure_future(asyncio.to_thread(work))))
+
+    async def close(self) -> None:
+        started, self._started = self._started, []
+        for work, running in started:
+            try:
+                await running
+            except Exception:  # the call was answered: say loudly that its record is missing
+                log.exception("call bookkeeping failed (%s)", getattr(work, "func", work))

@@ -18,8 +18,6 @@ from kiln.catalog.model import Tool
 
 log = logging.getLogger("kiln.access.gate")
 
-Work = Callable[[], None] | asyncio.Future[None]  # bookkeeping to run, or already started
-
 
 @dataclass(frozen=True)
 class CallTicket:
@@ -101,38 +99,13 @@ def caller_of(principal: Any, view: View | None) -> Caller:
 
 
 class Bookkeeping:
-    """Blocking bookkeeping (ledger writes, quota refunds) run after a call was answered.
-
-    Off the request's path, but tracked: `flush` waits for everything started so far, so a
-    ledger query in this process sees every call answered before it.
-    """
+    """What a ledger query in this process waits for: on `kiln dev`, the entries held on disk
+    reach the store first (`drain`), so the query sees every call answered before it."""
 
     def __init__(self) -> None:
-        self._pending: set[asyncio.Future[None]] = set()
         self.drain: Callable[[], object] | None = None  # entries held locally (kiln dev)
 
-    async def run(self, work: Sequence[Work]) -> None:
-        # Together, not one after another: in Lambda the answer waits for the slowest only.
-        await asyncio.gather(*(self._one(item) for item in work))
-
-    @staticmethod
-    async def _one(item: Work) -> None:
-        try:
-            if isinstance(item, asyncio.Future):
-                await item  # started already
-            else:
-                await asyncio.to_thread(item)
-        except Exception:  # the call was answered: say loudly that its record is missing
-            log.exception("call bookkeeping failed (%s)", getattr(item, "func", item))
-
-    def start(self, work: Sequence[Work]) -> None:
-        task = asyncio.ensure_future(self.run(work))
-        self._pending.add(task)
-        task.add_done_callback(self._pending.discard)
-
     async def flush(self) -> None:
-        if self._pending:
-            await asyncio.wait(set(self._pending))
         if self.drain is not None:
             await asyncio.to_thread(self.drain)
 

@@ -269,7 +269,7 @@ class CatalogBackend:
         run_seconds = result.duration_s if result else 0.0  # a tool that never started: none
         charges = gate.charges(account.caller)
         if charges:  # spent before the answer: the caller's next call must see it
-            await self._before_answer(ctx, gate.charge_run, charges, run_seconds)
+            await self._later(ctx, gate.charge_run, charges, run_seconds)
 
         async def settle(answered_error: bool) -> None:
             # As the caller saw it: output that breaks the outputSchema is an error too.
@@ -298,15 +298,12 @@ class CatalogBackend:
     async def _later(
         self, ctx: CallContext, fn: Callable[..., None], *args: Any, **kw: Any
     ) -> None:
-        """Run blocking bookkeeping (ledger, quota refunds) after the answer has been sent when
-        the transport offers that (`ctx.arrival.after_response`), else now."""
-        deferred = ctx.arrival.after_response
-        if deferred is not None and ctx.arrival.start_now:
-            # Overlapped with shaping and sending the answer, which waits for it after all.
-            deferred.append(asyncio.ensure_future(asyncio.to_thread(fn, *args, **kw)))
-            return
-        if deferred is not None:
-            deferred.append(functools.partial(fn, *args, **kw))
+        """Blocking bookkeeping (ledger, quota refunds): kept in the request's book where its
+        edge offers one (`ctx.arrival.book`: it starts now, and the answer waits for it),
+        else done now (stdio)."""
+        book = ctx.arrival.book
+        if book is not None:
+            book.keep(functools.partial(fn, *args, **kw))
             return
         try:
             await asyncio.to_thread(fn, *args, **kw)
@@ -316,12 +313,12 @@ class CatalogBackend:
     async def _recorded(
         self, ctx: CallContext, fn: Callable[..., None], *args: Any, **kw: Any
     ) -> None:
-        """A call's ledger entry. Where the answer waits for bookkeeping anyway (`start_now`:
-        Lambda and `kiln dev`, so that an answered call is always in the ledger), it is
-        written here, once the result is shaped and before it is sent: a store that refuses
-        it (throttled) or does not answer makes the answer UnavailableError (NOT_RECORDED),
-        not the result."""
-        if ctx.arrival.after_response is None or not ctx.arrival.start_now:
+        """A call's ledger entry. Where the answer waits for bookkeeping anyway (a book: Lambda
+        and `kiln dev`, so that an answered call is always in the ledger), it is written
+        here, once the result is shaped and before it is sent: a store that refuses it
+        (throttled) or does not answer makes the answer UnavailableError (NOT_RECORDED), not
+        the result."""
+        if ctx.arrival.book is None:
             await self._later(ctx, fn, *args, **kw)
             return
         try:
@@ -332,19 +329,6 @@ class CatalogBackend:
         except StoreUnavailableError as error:
             raise unavailable(NOT_RECORDED, error) from error
         except Exception:  # a bug, not the store: the call ran, so answer it, and say so
-            log.exception("call bookkeeping failed (%s)", getattr(fn, "__name__", fn))
-
-    async def _before_answer(
-        self, ctx: CallContext, fn: Callable[..., None], *args: Any, **kw: Any
-    ) -> None:
-        """Bookkeeping the answer must not overtake. Where the answer waits for deferred work
-        anyway (`start_now`) it runs alongside the ledger write; elsewhere, now."""
-        if ctx.arrival.after_response is not None and ctx.arrival.start_now:
-            await self._later(ctx, fn, *args, **kw)
-            return
-        try:
-            await asyncio.to_thread(fn, *args, **kw)
-        except Exception:  # the call ran: answer it, and say loudly that its charge is missing
             log.exception("call bookkeeping failed (%s)", getattr(fn, "__name__", fn))
 
     async def _settle(self, admitting: asyncio.Future[None], limits: Limits) -> None:

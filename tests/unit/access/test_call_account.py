@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
+import threading
+
 import pytest
 
-from kiln.access.account import AccountClosedError, CallAccount, Caller
+from kiln.access.account import AccountClosedError, CallAccount, CallBook, Caller
 from kiln.access.gate import CallGate
 from kiln.access.quotas import Quota, QuotaExceededError
 from kiln.catalog.model import Revision, Tool
@@ -84,3 +87,35 @@ def test_the_gate_closes_an_account_once_even_without_a_ledger() -> None:
     assert call.entry.outcome == "ok"
     with pytest.raises(AccountClosedError):
         gate.finish(call, "ok", digest="", started=100.0, run_seconds=0.0, output_bytes=0)
+
+
+def test_a_books_work_starts_at_once_and_close_waits_for_all_of_it_past_a_failure(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    started = threading.Event()
+    release = threading.Event()
+    done: list[str] = []
+
+    def slow() -> None:
+        started.set()
+        assert release.wait(30), "the test never released the slow piece"
+        done.append("slow")
+
+    def broken() -> None:
+        raise RuntimeError("the store said no")
+
+    async def request() -> None:
+        book = CallBook()
+        book.keep(slow)
+        book.keep(broken)
+        book.keep(lambda: done.append("quick"))
+        # Started at once, before the edge closes the book: not held until the answer.
+        assert await asyncio.to_thread(started.wait, 30), "kept work did not start at once"
+        release.set()
+        await book.close()
+        await book.close()  # closed: nothing is run twice
+
+    asyncio.run(request())
+    assert sorted(done) == ["quick", "slow"], done
+    assert "call bookkeeping failed" in caplog.text, caplog.text
+    assert "broken" in caplog.text, "the log names the work that failed"
