@@ -9,26 +9,14 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from kiln.access.account import CallAccount, Caller, Limits
 from kiln.access.ledger import CallLedger, CallRecord, Outcome
 from kiln.access.pending import PendingLedger
-from kiln.access.quotas import Quota, QuotaCounters, QuotaExceededError
+from kiln.access.quotas import QuotaCounters, QuotaExceededError
 from kiln.access.views import View
 from kiln.catalog.model import Tool
 
 log = logging.getLogger("kiln.access.gate")
-
-
-Limits = tuple[tuple[str, Quota], ...]  # (subject, quota) pairs, counted in this order
-Work = Callable[[], None] | asyncio.Future[None]  # bookkeeping to run, or already started
-
-
-@dataclass(frozen=True)
-class Caller:
-    """Who is calling, as the ledger names them, and the quotas their calls count against."""
-
-    label: str  # key:<name>, jwt:<subject> or anonymous
-    view: str | None = None
-    limits: Limits = ()  # key first, then view
 
 
 @dataclass(frozen=True)
@@ -111,38 +99,13 @@ def caller_of(principal: Any, view: View | None) -> Caller:
 
 
 class Bookkeeping:
-    """Blocking bookkeeping (ledger writes, quota refunds) run after a call was answered.
-
-    Off the request's path, but tracked: `flush` waits for everything started so far, so a
-    ledger query in this process sees every call answered before it.
-    """
+    """What a ledger query in this process waits for: on `kiln dev`, the entries held on disk
+    reach the store first (`drain`), so the query sees every call answered before it."""
 
     def __init__(self) -> None:
-        self._pending: set[asyncio.Future[None]] = set()
         self.drain: Callable[[], object] | None = None  # entries held locally (kiln dev)
 
-    async def run(self, work: Sequence[Work]) -> None:
-        # Together, not one after another: in Lambda the answer waits for the slowest only.
-        await asyncio.gather(*(self._one(item) for item in work))
-
-    @staticmethod
-    async def _one(item: Work) -> None:
-        try:
-            if isinstance(item, asyncio.Future):
-                await item  # started already
-            else:
-                await asyncio.to_thread(item)
-        except Exception:  # the call was answered: say loudly that its record is missing
-            log.exception("call bookkeeping failed (%s)", getattr(item, "func", item))
-
-    def start(self, work: Sequence[Work]) -> None:
-        task = asyncio.ensure_future(self.run(work))
-        self._pending.add(task)
-        task.add_done_callback(self._pending.discard)
-
     async def flush(self) -> None:
-        if self._pending:
-            await asyncio.wait(set(self._pending))
         if self.drain is not None:
             await asyncio.to_thread(self.drain)
 
@@ -182,18 +145,13 @@ class CallGate:
             for subject, quota in limits:
                 self.quotas.release(subject, quota)
 
-    def refused(
-        self, caller: Caller, tool: Tool, refusal: QuotaExceededError, *, started: float
-    ) -> None:
-        """Record a refused call (its arguments were never looked at: no digest)."""
-        which = refusal.subject.partition(":")[0]
-        self._record(caller, tool, "refused", digest="", started=started,
-                     detail=f"{refusal.quota} of the {which}")  # fmt: skip
+    def refused(self, account: CallAccount, refusal: QuotaExceededError) -> None:
+        """Close and record a call a quota refused (`CallAccount.refuse`)."""
+        self._write(account.refuse(refusal), started=account.started)
 
     def finish(
         self,
-        caller: Caller,
-        tool: Tool,
+        account: CallAccount,
         outcome: Outcome,
         *,
         digest: str,
@@ -202,11 +160,12 @@ class CallGate:
         output_bytes: int,
         detail: str | None = None,
     ) -> None:
-        """Record the call (its run's seconds are charged by `charge_run`)."""
-        self._record(
-            caller, tool, outcome, digest=digest, started=started,
-            duration_ms=run_seconds * 1000, output_bytes=output_bytes, detail=detail,
+        """Close and record the call (its run's seconds are charged by `charge_run`)."""
+        entry = account.close(
+            outcome, digest=digest, run_seconds=run_seconds, output_bytes=output_bytes,
+            detail=detail,
         )  # fmt: skip
+        self._write(entry, started=started)
 
     def charges(self, caller: Caller) -> tuple[str, ...]:
         """The subjects whose daily run-seconds a call of `caller` counts against."""
@@ -261,33 +220,9 @@ class CallGate:
         """Count a ticket's run against the daily run-seconds of its caller's quotas."""
         self.charge_run(ticket.charge, run_seconds)
 
-    def _record(
-        self,
-        caller: Caller,
-        tool: Tool,
-        outcome: Outcome,
-        *,
-        digest: str,
-        started: float,
-        duration_ms: float = 0.0,
-        output_bytes: int = 0,
-        detail: str | None = None,
-    ) -> None:
+    def _write(self, entry: CallRecord, *, started: float) -> None:
         if self.ledger is None:
             return
-        entry = CallRecord(
-            at="",
-            caller=caller.label,
-            tool=tool.name,
-            outcome=outcome,
-            revision=tool.head.number,
-            view=caller.view,
-            bundle=tool.head.bundle_id,
-            duration_ms=duration_ms,
-            output_bytes=output_bytes,
-            args_digest=digest,
-            detail=detail,
-        )
         if self.pending is not None:
             self.pending.hold(self.ledger.item(entry, started=started)[0])
             return

@@ -183,11 +183,11 @@ def _strings(value: object, where: str, problems: list[tuple[str, str]]) -> tupl
     return tuple(value)
 
 
-def check_view(payload: object, *, name: str | None = None) -> View:
-    """A checked View from its JSON definition; ViewRuleError lists every problem."""
-    if not isinstance(payload, dict):
-        raise ViewRuleError([("body", "must be a JSON object")])
-    problems: list[tuple[str, str]] = []
+def _fields_and_name(
+    payload: dict[str, Any], name: str | None, problems: list[tuple[str, str]]
+) -> str:
+    """The view's checked name (the path's, if the body names one it must agree); a field
+    that is not a view's is a problem too."""
     for key in payload:
         if key not in FIELDS and key not in ("revision", "updated_at", "updated_by"):
             problems.append((str(key)[:64], "is not a field of a view"))
@@ -195,10 +195,18 @@ def check_view(payload: object, *, name: str | None = None) -> View:
     if name is not None and given != name:
         problems.append(("name", f"the body names {given!r} but the path names {name!r}"))
     try:
-        view_name = check_view_name(given)
+        return check_view_name(given)
     except ViewRuleError as error:
         problems.extend(error.problems)
-        view_name = ""
+        return ""
+
+
+def check_view(payload: object, *, name: str | None = None) -> View:
+    """A checked View from its JSON definition; ViewRuleError lists every problem."""
+    if not isinstance(payload, dict):
+        raise ViewRuleError([("body", "must be a JSON object")])
+    problems: list[tuple[str, str]] = []
+    view_name = _fields_and_name(payload, name, problems)
     entries = _entries(payload.get("tools"), problems)
     description = payload.get("description", "")
     if not isinstance(description, str) or len(description) > MAX_DESCRIPTION:

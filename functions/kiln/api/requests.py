@@ -14,7 +14,8 @@ from starlette.background import BackgroundTask
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 
-from kiln.access.gate import Work, bound_view
+from kiln.access.account import CallBook
+from kiln.access.gate import bound_view
 from kiln.access.views import View
 from kiln.api.auth import base_url, require
 from kiln.identity.policy import AuthError, Permission, Principal
@@ -78,7 +79,7 @@ async def answer_mcp(
     parts = kiln_of(request)
     body = await read_capped(request, parts.api_settings.max_body_bytes)
     headers = {name.lower(): value for name, value in request.headers.items()}
-    after: list[Work] = []
+    book = CallBook()
     client, server = request.scope.get("client"), request.scope.get("server")
     peer = None
     if client and server and client[0] in ("127.0.0.1", "::1"):  # a tool's run, perhaps
@@ -88,8 +89,7 @@ async def answer_mcp(
     arrival = Arrival(
         peer=peer,
         client_address=request.client.host if request.client else None,  # Lambda: sourceIp
-        after_response=after,
-        start_now=True,
+        book=book,
     )
     seen = Seen()  # what the protocol finds the request to be, for Lambda's log line
     hear = getattr(request.scope.get("aws.context"), "hear", None)  # kiln.observability
@@ -107,12 +107,11 @@ async def answer_mcp(
     endpoint = parts.admin_endpoint if admin else parts.endpoint
     answer = await endpoint.handle(HttpRequest(request.method, headers, body), ctx)
     if answer.stream is not None:  # the call runs as the stream goes: its bookkeeping after
-        background = BackgroundTask(parts.gate.after.run, after)
+        background = BackgroundTask(book.close)
         return StreamingResponse(
             answer.stream, status_code=answer.status, headers=answer.headers, background=background
         )
-    if after:
-        await parts.gate.after.run(after)
+    await book.close()
     return Response(answer.body, status_code=answer.status, headers=answer.headers)
 
 

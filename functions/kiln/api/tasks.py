@@ -20,7 +20,7 @@ from kiln.protocol.backend import Arrival, CallContext, TaskRecord, TaskRefusedE
 from kiln.protocol.calling import ToolCaller
 from kiln.protocol.tasks import modern_task
 from kiln.protocol.wire import LATEST_LEGACY
-from kiln.serving.backend import tool_view
+from kiln.serving.resolved import tool_view
 
 router = APIRouter(prefix="/api/tasks", tags=["tasks"])
 

@@ -26,7 +26,7 @@ from kiln.catalog.errors import RevisionRequiredError
 from kiln.catalog.model import Tool
 from kiln.protocol.calling import ToolCaller
 from kiln.protocol.wire import LATEST_LEGACY
-from kiln.serving.backend import tool_view
+from kiln.serving.resolved import tool_view
 
 router = APIRouter(prefix="/api/tools", tags=["tools"])
 log = logging.getLogger("kiln.api.tools")

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, Protocol
@@ -96,8 +95,11 @@ class Conversation:
     state_id: str | None = None
 
 
-# Bookkeeping the transport runs after the answer: a blocking call, or one already started
-AfterWork = Callable[[], None] | asyncio.Future[None]
+class Book(Protocol):
+    """Where the backend leaves a call's blocking bookkeeping (ledger writes, quota refunds)
+    for the edge that answers it (`kiln.access.account.CallBook`, made by `kiln.api.requests`)."""
+
+    def keep(self, work: Callable[[], object]) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -107,10 +109,9 @@ class Arrival:
 
     peer: tuple[int, int] | None = None  # (client port, server port) of a loopback request
     client_address: str | None = None  # anonymous callers' tasks are theirs by it
-    # Where the backend leaves ledger writes and quota refunds for the transport to run (in a
-    # thread) after it has the answer; None: the backend does them at once.
-    after_response: list[AfterWork] | None = None
-    start_now: bool = False  # the answer waits for that list anyway: start each item at once
+    # Where the backend leaves ledger writes and quota refunds, which start at once and which
+    # the edge waits for before the answer leaves; None (stdio): the backend does them at once.
+    book: Book | None = None
     author_run: bool = False  # an author's run over REST, not a `tools/call` (not ledgered)
 
 

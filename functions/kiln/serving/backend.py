@@ -8,20 +8,13 @@ import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import ExitStack
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, NamedTuple, Protocol
 
+from kiln.access.account import CallAccount, Caller, Limits
 from kiln.access.approvals import Requirement, SpentApprovals, needs_approval, requirement
-from kiln.access.gate import (
-    CallGate,
-    CallTicket,
-    Limits,
-    bound_view,
-    caller_of,
-    key_limits,
-    outcome_of,
-)
+from kiln.access.gate import CallGate, CallTicket, bound_view, caller_of, key_limits, outcome_of
 from kiln.access.quotas import QuotaExceededError
 from kiln.access.resolve import ViewCatalog
 from kiln.access.views import View
@@ -38,7 +31,7 @@ from kiln.protocol.backend import (
     ToolOutcome,
     ToolView,
 )
-from kiln.protocol.errors import InvalidParamsError, RateLimitedError
+from kiln.protocol.errors import RateLimitedError
 from kiln.runner import (
     InvalidArgumentsError,
     NodeUnavailableError,
@@ -51,6 +44,7 @@ from kiln.runner.model import RunRequest, RunResult
 from kiln.runner.remote import RemoteRunner
 from kiln.serving.conversation import approval_for, approved_by, run_fields, spent, tool_outcome
 from kiln.serving.packages import BundlePaths, cannot_run, wait_for_bundle
+from kiln.serving.resolved import ResolvedTool, disabled_for, resolved, resolved_tool, tool_view
 from kiln.serving.store_errors import NOT_RECORDED, admit, catalog_reads, unavailable
 
 log = logging.getLogger("kiln.serving.backend")
@@ -76,51 +70,6 @@ def run_shares(tool: Tool, principal: Any, view: View | None) -> tuple[str, ...]
     if view is not None:
         shares.append(f"view:{view.name}")
     return tuple(shares)
-
-
-@dataclass(frozen=True)
-class ResolvedTool(ToolView):
-    """A tool as `get_tool` resolved it for one request: the catalog tool (at the revision the
-    request's view pins) and that view ride along with what MCP sees, so the rest of the call
-    (the run, the ledger, a task) uses them and never looks the tool up again by name."""
-
-    tool: Tool = field(kw_only=True, compare=False, repr=False)
-    view: View | None = field(kw_only=True, default=None, compare=False, repr=False)
-
-
-def tool_view(tool: Tool) -> ToolView:
-    return ToolView(**_view_fields(tool))
-
-
-def resolved_tool(tool: Tool, view: View | None) -> ResolvedTool:
-    return ResolvedTool(**_view_fields(tool), tool=tool, view=view)
-
-
-def _view_fields(tool: Tool) -> dict[str, Any]:
-    head = tool.head
-    return {
-        "name": tool.name,
-        "description": head.description,
-        "input_schema": head.input_schema,
-        "title": head.title,
-        "output_schema": head.output_schema,
-        "annotations": head.annotations,
-        "updated_at": tool.updated_at,
-        # ask_first: without the tasks extension it simply runs inside the request
-        "task_support": "optional" if head.task == "ask_first" else head.task,
-        "asks_first": head.task == "ask_first",
-        "revision": f"{tool.id}@{head.number}",
-        "tags": head.tags,
-    }
-
-
-def _resolved(tool: ToolView) -> ResolvedTool:
-    if not isinstance(tool, ResolvedTool):
-        raise TypeError(
-            f"tool {tool.name!r}: the catalog backend runs the ResolvedTool its get_tool gave "
-            "for this request, not a ToolView made elsewhere"
-        )
-    return tool
 
 
 class CatalogBackend:
@@ -196,37 +145,59 @@ class CatalogBackend:
                 await self._settle(admitting, early)
             raise
         tool = tools.get(name)
-        disabled = tool is not None and not tool.enabled
-        if disabled:
-            tool = None
+        enabled = tool if tool is not None and tool.enabled else None
+        account = None
         if gate is not None:
-            caller = caller_of(ctx.principal, view)
-            late = tuple(limit for limit in caller.limits if limit not in early)
-            admitted: Limits = ()
-            try:
-                if admitting is not None:
-                    await admitting
-                    admitted = early
-                if late and tool is not None:
-                    await asyncio.to_thread(admit, gate, late)
-            except QuotaExceededError as refused:
-                if admitted:  # refused by the view's quota: the key's count is given back
-                    await self._later(ctx, gate.release, admitted)
-                if tool is not None:
-                    await self._later(ctx, gate.refused, caller, tool, refused, started=time.time())
-                raise RateLimitedError(
-                    str(refused), retry_after_s=refused.retry_after_s, data=refused.data()
-                ) from None
-            if tool is None and admitting is not None:
-                await self._later(ctx, gate.release, early)
-        can = getattr(ctx.principal, "can", None)
-        if disabled and can is not None and can("author"):
-            # Its author is told why; any other caller sees an unknown tool, as before.
-            raise InvalidParamsError(
-                f"Tool {name!r} is disabled: enable it (POST /api/tools/{name}/enable, or the "
-                "studio) to call it; callers without an author key see it as unknown"
-            )
-        return resolved_tool(tool, view) if tool is not None else None
+            account = await self._admission(ctx, caller_of(ctx.principal, view), enabled, admitting)
+        if enabled is None:
+            if tool is not None:  # disabled: its author is told why, others see it unknown
+                disabled_for(name, ctx.principal)
+            return None
+        return resolved_tool(enabled, view, account)
+
+    async def _admission(
+        self,
+        ctx: CallContext,
+        caller: Caller,
+        tool: Tool | None,
+        admitting: asyncio.Future[None] | None,
+    ) -> CallAccount | None:
+        """The account of a call of `tool`, charged to every quota of its caller: the key's
+        (`admitting`, under way while the catalog was read), then the view's. No such tool
+        (None): the key's count is given back. Refused: RateLimitedError, after the refused
+        call is ledgered and what it had claimed given back."""
+        gate = self._gate
+        assert gate is not None
+        account = CallAccount(caller, tool) if tool is not None else None
+        try:
+            if admitting is not None:
+                await admitting
+                if account is None:
+                    await self._later(ctx, gate.release, key_limits(ctx.principal))
+                    return None
+                account.charge(key_limits(ctx.principal))
+            late = account.unclaimed() if account is not None else ()
+            if account is not None and late:
+                await asyncio.to_thread(admit, gate, late)
+                account.charge(late)
+        except QuotaExceededError as refused:
+            if account is not None:
+                await self._refused(ctx, account, refused)
+            raise RateLimitedError(
+                str(refused), retry_after_s=refused.retry_after_s, data=refused.data()
+            ) from None
+        return account
+
+    async def _refused(
+        self, ctx: CallContext, account: CallAccount, refused: QuotaExceededError
+    ) -> None:
+        """A quota refused the call: what it had claimed is given back (the key's count, when
+        the view's quota refused it), and the call is ledgered as refused."""
+        gate = self._gate
+        assert gate is not None
+        if account.claimed:
+            await self._later(ctx, gate.release, account.claimed)
+        await self._later(ctx, gate.refused, account, refused)
 
     @catalog_reads
     async def admit_task(
@@ -273,17 +244,17 @@ class CatalogBackend:
     async def call_tool(
         self, tool: ToolView, arguments: Mapping[str, Any], ctx: CallContext
     ) -> ToolOutcome:
-        resolved = _resolved(tool)  # by get_tool, for this request: no second lookup
-        found, view = resolved.tool, resolved.view
-        gate = self._gate
+        call = resolved(tool)  # by get_tool, for this request: no second lookup
+        found, view, account = call.tool, call.view, call.account
+        gate = self._gate if account is not None else None
         started = time.time()
         talk = ctx.conversation
         approval = approval_for(requirement(view, ctx.principal), found, arguments, talk)
         approval = await spent(self._approvals, approval, found, arguments, talk)
         if approval is not None and approval.outcome is not None:  # asked, or not run
-            if gate is not None and approval.verdict is not None:
+            if gate is not None and account is not None and approval.verdict is not None:
                 await self._later(
-                    ctx, gate.finish, caller_of(ctx.principal, view), found, "refused",
+                    ctx, gate.finish, account, "refused",
                     digest=gate.digest(arguments), started=started, run_seconds=0.0,
                     output_bytes=0, detail=approval.verdict,
                 )  # fmt: skip
@@ -292,20 +263,19 @@ class CatalogBackend:
             found, arguments, time_left_s=ctx.time_left_s, conversation=talk,
             shares=run_shares(found, ctx.principal, view), from_run=self._from_run(ctx),
         )  # fmt: skip
-        if gate is None:
+        if gate is None or account is None:
             return outcome
         timed_out = result is not None and result.timed_out
-        caller = caller_of(ctx.principal, view)
         run_seconds = result.duration_s if result else 0.0  # a tool that never started: none
-        charges = gate.charges(caller)
+        charges = gate.charges(account.caller)
         if charges:  # spent before the answer: the caller's next call must see it
-            await self._before_answer(ctx, gate.charge_run, charges, run_seconds)
+            await self._later(ctx, gate.charge_run, charges, run_seconds)
 
         async def settle(answered_error: bool) -> None:
             # As the caller saw it: output that breaks the outputSchema is an error too.
             kind = outcome_of(outcome.is_error or answered_error, timed_out, outcome.not_ready)
             await self._recorded(
-                ctx, gate.finish, caller, found, kind, digest=gate.digest(arguments),
+                ctx, gate.finish, account, kind, digest=gate.digest(arguments),
                 started=started, run_seconds=run_seconds,
                 output_bytes=len(result.stdout.encode("utf-8", "replace")) if result else 0,
                 detail=approved_by(approval, ctx.principal),
@@ -316,29 +286,24 @@ class CatalogBackend:
     async def record_rejected(self, tool: ToolView, arguments: Any, ctx: CallContext) -> None:
         """Ledger a call answered with an isError result because its arguments broke the
         tool's schema (it was admitted, and counted, by `get_tool`)."""
-        gate = self._gate
-        if gate is None:
+        gate, account = self._gate, resolved(tool).account
+        if gate is None or account is None:
             return
-        resolved = _resolved(tool)
-        found, view = resolved.tool, resolved.view
         digest = gate.digest(arguments if isinstance(arguments, dict) else {"": arguments})
         await self._later(
-            ctx, gate.finish, caller_of(ctx.principal, view), found, "tool_error",
+            ctx, gate.finish, account, "tool_error",
             digest=digest, started=time.time(), run_seconds=0.0, output_bytes=0,
         )  # fmt: skip
 
     async def _later(
         self, ctx: CallContext, fn: Callable[..., None], *args: Any, **kw: Any
     ) -> None:
-        """Run blocking bookkeeping (ledger, quota refunds) after the answer has been sent when
-        the transport offers that (`ctx.arrival.after_response`), else now."""
-        deferred = ctx.arrival.after_response
-        if deferred is not None and ctx.arrival.start_now:
-            # Overlapped with shaping and sending the answer, which waits for it after all.
-            deferred.append(asyncio.ensure_future(asyncio.to_thread(fn, *args, **kw)))
-            return
-        if deferred is not None:
-            deferred.append(functools.partial(fn, *args, **kw))
+        """Blocking bookkeeping (ledger, quota refunds): kept in the request's book where its
+        edge offers one (`ctx.arrival.book`: it starts now, and the answer waits for it),
+        else done now (stdio)."""
+        book = ctx.arrival.book
+        if book is not None:
+            book.keep(functools.partial(fn, *args, **kw))
             return
         try:
             await asyncio.to_thread(fn, *args, **kw)
@@ -348,12 +313,12 @@ class CatalogBackend:
     async def _recorded(
         self, ctx: CallContext, fn: Callable[..., None], *args: Any, **kw: Any
     ) -> None:
-        """A call's ledger entry. Where the answer waits for bookkeeping anyway (`start_now`:
-        Lambda and `kiln dev`, so that an answered call is always in the ledger), it is
-        written here, once the result is shaped and before it is sent: a store that refuses
-        it (throttled) or does not answer makes the answer UnavailableError (NOT_RECORDED),
-        not the result."""
-        if ctx.arrival.after_response is None or not ctx.arrival.start_now:
+        """A call's ledger entry. Where the answer waits for bookkeeping anyway (a book: Lambda
+        and `kiln dev`, so that an answered call is always in the ledger), it is written
+        here, once the result is shaped and before it is sent: a store that refuses it
+        (throttled) or does not answer makes the answer UnavailableError (NOT_RECORDED), not
+        the result."""
+        if ctx.arrival.book is None:
             await self._later(ctx, fn, *args, **kw)
             return
         try:
@@ -364,19 +329,6 @@ class CatalogBackend:
         except StoreUnavailableError as error:
             raise unavailable(NOT_RECORDED, error) from error
         except Exception:  # a bug, not the store: the call ran, so answer it, and say so
-            log.exception("call bookkeeping failed (%s)", getattr(fn, "__name__", fn))
-
-    async def _before_answer(
-        self, ctx: CallContext, fn: Callable[..., None], *args: Any, **kw: Any
-    ) -> None:
-        """Bookkeeping the answer must not overtake. Where the answer waits for deferred work
-        anyway (`start_now`) it runs alongside the ledger write; elsewhere, now."""
-        if ctx.arrival.after_response is not None and ctx.arrival.start_now:
-            await self._later(ctx, fn, *args, **kw)
-            return
-        try:
-            await asyncio.to_thread(fn, *args, **kw)
-        except Exception:  # the call ran: answer it, and say loudly that its charge is missing
             log.exception("call bookkeeping failed (%s)", getattr(fn, "__name__", fn))
 
     async def _settle(self, admitting: asyncio.Future[None], limits: Limits) -> None:

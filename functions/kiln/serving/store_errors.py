@@ -11,7 +11,8 @@ import logging
 from collections.abc import Callable, Coroutine
 from typing import Any, ParamSpec, TypeVar
 
-from kiln.access.gate import CallGate, Limits
+from kiln.access.account import Limits
+from kiln.access.gate import CallGate
 from kiln.aws.clients import StoreUnavailableError
 from kiln.protocol.errors import UnavailableError
 
