@@ -103,7 +103,7 @@ AfterWork = Callable[[], None] | asyncio.Future[None]
 @dataclass(frozen=True)
 class Arrival:
     """How a request reached Kiln, for the backend's bookkeeping; the protocol passes it on
-    unread. Set by the HTTP edge (`kiln.api.requests`, `kiln.api.tasks`)."""
+    unread. Set by the HTTP edge (`kiln.api.mcp_serving`, `kiln.api.tasks`)."""
 
     peer: tuple[int, int] | None = None  # (client port, server port) of a loopback request
     client_address: str | None = None  # anonymous callers' tasks are theirs by it
