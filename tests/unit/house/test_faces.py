@@ -17,101 +17,37 @@ from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[3] / "functions" / "kiln"
 
-EXPORTS: dict[str, list[str]] = {
-    "access": [
-        "approvals",
-        "gate",
-        "ledger",
-        "pending",
-        "pins",
-        "quotas",
-        "resolve",
-        "secrets",
-        "usage",
-        "view_files",
-        "views",
-    ],
-    "api": ["apps", "mcp", "settings"],
-    "authoring": [
-        "ArgumentsRejectedError",
-        "AuthoringService",
-        "FolderTarget",
-        "TestRun",
-        "ToolSource",
-        "admin",
-        "serialise",
-        "service",
-    ],
-    "aws": ["clients", "directory"],
-    "bundles": ["build", "cache", "errors", "hooks", "identity", "scheduler", "settings", "store"],
-    "catalog": [
-        "changelog",
-        "errors",
-        "files",
-        "model",
-        "names",
-        "requirements",
-        "rules",
-        "secret_names",
-        "snapshot",
-        "store",
-        "syntax",
-        "toolfiles",
-        "violations",
-    ],
-    "cli": ["main"],
-    "identity": ["audit", "callers", "keys", "metadata", "policy", "settings", "tokens"],
-    "local": ["dev", "state"],
-    "observability": ["redact", "telemetry"],
-    "protocol": [
-        "CallContext",
-        "HttpRequest",
-        "HttpResponse",
-        "McpEndpoint",
-        "ProtocolSettings",
-        "ToolBackend",
-        "ToolOutcome",
-        "ToolView",
-        "backend",
-        "calling",
-        "dispatch",
-        "errors",
-        "guard",
-        "http",
-        "jsontext",
-        "spec",
-        "talking",
-        "tasks",
-        "wire",
-    ],
-    "runner": [
-        "InvalidArgumentsError",
-        "NodeUnavailableError",
-        "RunLimits",
-        "RunRequest",
-        "RunResult",
-        "Runner",
-        "RunnerBusyError",
-        "RunnerSettings",
-        "afterwards",
-        "contain",
-        "contract",
-        "contract_text",
-        "doctor",
-        "errors",
-        "limits",
-        "model",
-        "nodejs",
-        "processes",
-        "remote",
-        "shield",
-        "sweep",
-        "talk",
-    ],
-    "schema": ["arguments", "safe", "wording"],
-    "serving": ["backend", "conversation", "runner_function", "store_errors", "warming"],
-    "studio": ["assets"],
-    "tasks": ["service", "settings", "store", "worker"],
+# room -> its __all__, in order (a string split on whitespace)
+EXPORTS: dict[str, str] = {
+    "access": "approvals gate ledger pending pins quotas resolve secrets usage view_files views",
+    "api": "apps mcp settings",
+    "authoring": (
+        "ArgumentsRejectedError AuthoringService FolderTarget TestRun ToolSource admin serialise "
+        "service"
+    ),
+    "aws": "clients directory",
+    "bundles": "build cache errors hooks identity scheduler settings store",
+    "catalog": (
+        "changelog errors files model names requirements rules secret_names snapshot store syntax "
+        "toolfiles violations"
+    ),
+    "cli": "main",
+    "identity": "audit callers keys metadata policy settings tokens",
+    "local": "dev state",
+    "observability": "redact telemetry",
+    "protocol": (
+        "CallContext HttpRequest HttpResponse McpEndpoint ProtocolSettings ToolBackend ToolOutcome "
+        "ToolView backend calling dispatch errors guard http jsontext spec talking tasks wire"
+    ),
+    "runner": (
+        "InvalidArgumentsError NodeUnavailableError RunLimits RunRequest RunResult Runner "
+        "RunnerBusyError RunnerSettings afterwards contain contract contract_text doctor errors "
+        "limits model nodejs processes remote shield sweep talk"
+    ),
+    "schema": "arguments safe wording",
+    "serving": "backend conversation runner_function store_errors warming",
+    "studio": "assets",
+    "tasks": "service settings store worker",
 }
 
 
@@ -172,7 +108,9 @@ def test_every_room_has_a_face() -> None:
 
 
 def test_each_room_exports_exactly_the_pinned_names() -> None:
-    assert {room: face(room) for room in rooms()} == EXPORTS
+    assert {room: face(room) for room in rooms()} == {
+        room: names.split() for room, names in EXPORTS.items()
+    }
 
 
 def test_every_exported_name_is_there() -> None:
