@@ -94,7 +94,7 @@ def main() -> None:
         public_base_url=BASE,
         auth=AuthSettings(oauth_issuer=issuer, oauth_jwks_url=f"{issuer}/jwks.json"),
     )
-    parts = build_kiln(settings, clients=clients)
+    kiln = build_kiln(settings, clients=clients)
     _, stored = KeyStore(clients.dynamodb, table="kiln-bench").create("bench", "call")
     now = int(time.time())
     token = jwt.encode(
@@ -106,7 +106,7 @@ def main() -> None:
     app_port = free_port()
     server = uvicorn.Server(
         uvicorn.Config(
-            create_app(parts),
+            create_app(kiln),
             host="127.0.0.1",
             port=app_port,
             log_level="warning",

@@ -181,7 +181,7 @@ def main() -> int:
             )
             return 0
         caches = Path(tempfile.mkdtemp(prefix="kiln-bench-cache-"))
-        parts = build_kiln(base.with_(bundle_cache_dir=caches / "setup"), clients=clients)
+        kiln = build_kiln(base.with_(bundle_cache_dir=caches / "setup"), clients=clients)
         from kiln.catalog.rules import check_draft
 
         draft = check_draft(
@@ -189,9 +189,9 @@ def main() -> int:
              "code": CODE, "requirements": REQUIREMENTS,
              "input_schema": {"type": "object", "properties": {"bytes": {"type": "integer"}}}}
         )  # fmt: skip
-        assert parts.bundles is not None
-        parts.bundles.scheduler = _Ignore()  # the bench builds it itself, timed
-        tool = parts.authoring.create_draft(draft, None)
+        assert kiln.bundles is not None
+        kiln.bundles.scheduler = _Ignore()  # the bench builds it itself, timed
+        tool = kiln.authoring.create_draft(draft, None)
         plain = {
             "name": "bench_plain",
             "description": "Bench tool without packages.",
@@ -199,11 +199,11 @@ def main() -> int:
             "code": PLAIN,
             "input_schema": {"type": "object", "properties": {"bytes": {"type": "integer"}}},
         }
-        parts.authoring.create(plain, None)
+        kiln.authoring.create(plain, None)
         bundle_id = tool.head.bundle_id
         assert bundle_id is not None
         started = time.perf_counter()
-        record = run_build(parts.bundles.store, bundle_id)
+        record = run_build(kiln.bundles.store, bundle_id)
         build_s = time.perf_counter() - started
         assert record.status == "ready", record.error
         print(

@@ -3,7 +3,7 @@
 Every entry point starts here: the Lambda handlers (`kiln.lambda_handlers`), `kiln dev` and
 `kiln stdio` (`kiln.local.dev`), and the CLI (`kiln.cli.main`). They read
 `Settings.from_env()` once, call `prepare_process()` (process-wide setup: log redaction, a
-non-dumpable process), and `build_kiln(settings)` for the parts: AWS clients, the catalog
+non-dumpable process), and `build_kiln(settings)` for the `Kiln` it wires: AWS clients, the catalog
 store and its snapshots, bundles, the runner, access control, the authoring service and the
 MCP endpoints. Nothing below this module reads the environment or builds its own
 collaborators.
@@ -50,7 +50,7 @@ if TYPE_CHECKING:
     from kiln.observability.telemetry import Telemetry
     from kiln.protocol import McpEndpoint
     from kiln.serving.warming import Warmer
-    from kiln.tasks.backend import TaskService
+    from kiln.tasks.service import TaskService
     from kiln.tasks.store import TaskStore
     from kiln.tasks.worker import TaskWorker
 
@@ -238,7 +238,7 @@ class Kiln:
     @cached_property
     def tasks(self) -> TaskService:
         """Tasks of the public endpoint: a worker function in AWS, a local pool elsewhere."""
-        from kiln.tasks.backend import LambdaStarter, LocalPool, Starter, TaskService
+        from kiln.tasks.service import LambdaStarter, LocalPool, Starter, TaskService
 
         config = self.settings.tasks
         starter: Starter
@@ -310,7 +310,7 @@ class Kiln:
 
 
 def build_kiln(settings: Settings, *, clients: AwsClients | None = None) -> Kiln:
-    """The parts of a running Kiln, wired; `clients` defaults to the settings' AWS."""
+    """A running Kiln, wired; `clients` defaults to the settings' AWS."""
     clients = clients or aws_clients(settings)
     bundles = make_bundles(settings.bundles, clients)
     store = CatalogStore(

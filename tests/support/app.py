@@ -52,7 +52,7 @@ def bound_socket() -> socket.socket:
 @dataclass
 class RunningKiln:
     url: str
-    parts: Kiln
+    kiln: Kiln
     http: httpx.Client
 
     def api(
@@ -73,8 +73,8 @@ class RunningKiln:
 def serve(settings: Settings, aws: AwsStack, *, public_only: bool = False) -> Iterator[RunningKiln]:
     """The full app (kiln dev's), or with `public_only` the public Lambda function's."""
     prepare_process()  # what every entry point does: redacted logs, a non-dumpable server
-    parts = build_kiln(settings, clients=aws.clients)
-    app = create_public_app(parts) if public_only else create_app(parts)
+    kiln = build_kiln(settings, clients=aws.clients)
+    app = create_public_app(kiln) if public_only else create_app(kiln)
     sock = bound_socket()
     port = int(sock.getsockname()[1])
     server = uvicorn.Server(
@@ -89,12 +89,12 @@ def serve(settings: Settings, aws: AwsStack, *, public_only: bool = False) -> It
         time.sleep(0.01)
     try:
         with httpx.Client(timeout=60) as http:
-            yield RunningKiln(f"http://127.0.0.1:{port}", parts, http)
+            yield RunningKiln(f"http://127.0.0.1:{port}", kiln, http)
     finally:
         server.should_exit = True
         thread.join(timeout=10)
         sock.close()
-        parts.close_runner()  # its warm-ups and standbys too
+        kiln.close_runner()  # its warm-ups and standbys too
 
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -111,7 +111,7 @@ class CallAccount:
 
 
 class CallBook:
-    """The bookkeeping one request's calls leave for their edge (`kiln.api.requests`): each
+    """The bookkeeping one request's calls leave for their edge (`kiln.api.mcp_serving`): each
     piece starts at once, in a thread, alongside shaping and sending the answer, and the edge
     waits for all of it (`close`) before the answer leaves, or after a streamed one. So an
     answered call is in the ledger even if the server is killed the moment after, and the

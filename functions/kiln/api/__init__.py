@@ -5,7 +5,9 @@ common      kiln_of(request), require(), json_body(), if_match(), time_left_s():
 errors      ERRORS: domain error -> HTTP status, REST code, JSON-RPC code (looked up along
             the MRO); ApiError for refusals of the HTTP request itself
 middleware  the DNS-rebinding guard (Origin, Host) and CORS
-mcp         /mcp and /admin/mcp -> kiln.protocol's endpoint
+mcp         the MCP routes: /mcp, /mcp/v/{view}, /admin/mcp
+mcp_serving an MCP route's work: authenticate, read the capped body, hand it to
+            kiln.protocol's endpoint; kiln_of(request), the Kiln the app was built over
 tools       /api/tools... -> kiln.authoring
 bundles     /api/bundles...
 studio      /api/whoami and /api/tools/validate (the studio's dry-run save); its pages are
@@ -15,3 +17,5 @@ secrets     /api/tools/{name}/secrets: declared names, set or not; set, remove (
 tasks       /api/tasks/{id}: authors' runs as MCP tasks (started by /api/tools/{ref}/run)
 health      /api/health and the OAuth protected-resource metadata
 """
+
+__all__ = ["apps", "mcp", "settings"]

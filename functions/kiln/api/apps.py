@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from kiln.stack import Kiln
 
 
-def lifespan(parts: Kiln) -> Callable[[Any], AbstractAsyncContextManager[None]]:
+def lifespan(kiln: Kiln) -> Callable[[Any], AbstractAsyncContextManager[None]]:
     """What an app does when its ASGI server stops it: the task runs this process holds stop
     first (their process trees killed, their tasks marked failed), then the runner lets its
     standbys go (their processes and run directories). In Lambda (Mangum, lifespan off) the
@@ -38,8 +38,8 @@ def lifespan(parts: Kiln) -> Callable[[Any], AbstractAsyncContextManager[None]]:
         try:
             yield
         finally:
-            await parts.stop_tasks()
-            parts.close_runner()
+            await kiln.stop_tasks()
+            kiln.close_runner()
 
     return span
 
@@ -50,24 +50,24 @@ async def _refused(request: Request, error: Exception) -> Response:
     return await answer(request, error)
 
 
-def create_public_app(parts: Kiln) -> Starlette:
+def create_public_app(kiln: Kiln) -> Starlette:
     """The public function's app: /mcp, /mcp/v/{view} and the metadata documents."""
     app = Starlette(
         routes=mcp.routes("public"),
         exception_handlers={HTTPException: _refused, Exception: _refused},
-        lifespan=lifespan(parts),
+        lifespan=lifespan(kiln),
     )
     app.router.redirect_slashes = False  # `/mcp/` is a JSON-RPC 404, not a redirect
-    app.state.kiln = parts
-    middleware.install(app, parts.api_settings)
-    _shortcut(app, parts)
+    app.state.kiln = kiln
+    middleware.install(app, kiln.api_settings)
+    _shortcut(app, kiln)
     _after_answer(app)
     return app
 
 
-def _shortcut(app: Starlette, parts: Kiln) -> None:
+def _shortcut(app: Starlette, kiln: Kiln) -> None:
     """Plain POSTs to /mcp skip the middleware that has nothing to do for them (last: first)."""
-    app.add_middleware(mcp.McpShortcut, loopback_bind=parts.api_settings.loopback_bind)
+    app.add_middleware(mcp.McpShortcut, loopback_bind=kiln.api_settings.loopback_bind)
 
 
 def _after_answer(app: Starlette) -> None:
@@ -77,29 +77,29 @@ def _after_answer(app: Starlette) -> None:
     app.add_middleware(AfterAnswer)
 
 
-def create_app(parts: Kiln, *, serves: Serves = "all") -> FastAPI:
+def create_app(kiln: Kiln, *, serves: Serves = "all") -> FastAPI:
     """The admin function's app ("admin") or kiln dev's ("all"): MCP plus the REST API."""
     from fastapi import FastAPI
 
-    import kiln
+    from kiln import __version__
     from kiln.api import bundles, calls, errors, health, keys, secrets, studio, tasks, tools, views
     from kiln.studio import assets as studio_assets
 
     app = FastAPI(
         title="Kiln",
-        version=kiln.__version__,
+        version=__version__,
         docs_url=None if serves == "public" else "/api/docs",
         redoc_url=None,
         openapi_url=None if serves == "public" else "/api/openapi.json",
         redirect_slashes=False,  # `/api/tools/` is a JSON 404, not an empty-bodied redirect
-        lifespan=lifespan(parts),
+        lifespan=lifespan(kiln),
     )
-    app.state.kiln = parts
-    middleware.install(app, parts.api_settings)
+    app.state.kiln = kiln
+    middleware.install(app, kiln.api_settings)
     errors.install(app)
     app.router.routes.extend(mcp.routes(serves))
     if serves == "all":
-        _shortcut(app, parts)
+        _shortcut(app, kiln)
     _after_answer(app)
     if serves in ("all", "admin"):
         # The studio's pages and routes go before /api/tools/{ref}, so that
@@ -113,6 +113,6 @@ def create_app(parts: Kiln, *, serves: Serves = "all") -> FastAPI:
     return app
 
 
-def build_app(parts: Kiln, serves: Serves) -> Starlette:
+def build_app(kiln: Kiln, serves: Serves) -> Starlette:
     """The app a Lambda function of this role serves."""
-    return create_public_app(parts) if serves == "public" else create_app(parts, serves=serves)
+    return create_public_app(kiln) if serves == "public" else create_app(kiln, serves=serves)

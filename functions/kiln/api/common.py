@@ -13,9 +13,9 @@ from fastapi.responses import JSONResponse
 
 from kiln.api import auth
 from kiln.api.errors import ApiError
-from kiln.api.requests import kiln_of as kiln_of
-from kiln.api.requests import read_capped as read_capped
-from kiln.api.requests import time_left_s as time_left_s
+from kiln.api.mcp_serving import kiln_of as kiln_of
+from kiln.api.mcp_serving import read_capped as read_capped
+from kiln.api.mcp_serving import time_left_s as time_left_s
 from kiln.authoring.serialise import etag
 from kiln.catalog.model import Tool
 from kiln.identity.policy import Permission, Principal

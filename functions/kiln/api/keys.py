@@ -54,12 +54,12 @@ async def create_key(request: Request) -> JSONResponse:
 async def list_keys(request: Request) -> dict[str, Any]:
     """Every key; a live key with a quota also says how much of it is used (`usage`)."""
     await require(request)
-    parts = kiln_of(request)
-    records = await blocking(parts.callers.keys.list)
+    kiln = kiln_of(request)
+    records = await blocking(kiln.callers.keys.list)
 
     def with_usage(record: KeyRecord) -> dict[str, Any]:
         body = key_json(record)
-        quotas = parts.gate.quotas
+        quotas = kiln.gate.quotas
         if quotas is not None and not record.revoked and not record.quota.empty:
             body["usage"] = quotas.usage(f"key:{record.key_id}")
         return body

@@ -2,7 +2,7 @@
 view), /admin/mcp (authors), and the OAuth protected-resource metadata documents.
 
 Each route authenticates, reads the capped body and hands (method, headers, body) to the
-transport-agnostic endpoint (`kiln.api.requests`); everything MCP happens in `kiln.protocol`.
+transport-agnostic endpoint (`kiln.api.mcp_serving`); everything MCP happens in `kiln.protocol`.
 Bare Starlette routes: the public function's app imports no FastAPI.
 """
 
@@ -16,8 +16,8 @@ from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import BaseRoute, Route
 
+from kiln.api.mcp_serving import serve_mcp, serve_view
 from kiln.api.middleware import GZIP_MINIMUM_BYTES, gzip_responder
-from kiln.api.requests import serve_mcp, serve_view
 from kiln.aws.clients import CALLER_ROLE
 from kiln.protocol.guard import host_allowed
 

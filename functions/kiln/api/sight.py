@@ -17,7 +17,7 @@ from typing import Any
 
 from fastapi import Request
 
-from kiln.api.requests import kiln_of
+from kiln.api.mcp_serving import kiln_of
 from kiln.catalog.errors import RevisionNotFoundError
 from kiln.catalog.model import Tool
 from kiln.catalog.store import tool_not_found

@@ -44,7 +44,7 @@ def _gone() -> ApiError:
 
 async def start(request: Request, tool: Tool, arguments: Any, principal: Any) -> JSONResponse:
     """Start `tool` as a task for this author; 202 with the task, or a refusal saying why."""
-    parts = kiln_of(request)
+    kiln = kiln_of(request)
     view = tool_view(tool)
     if view.task_support is None:
         raise ApiError(
@@ -53,12 +53,12 @@ async def start(request: Request, tool: Tool, arguments: Any, principal: Any) ->
             f'tool {tool.name!r} does not run as a task: set "task": "optional" in its '
             'manifest, or run it without "task"',
         )
-    checked = await ToolCaller(parts.backend).check_arguments(view, arguments)
+    checked = await ToolCaller(kiln.backend).check_arguments(view, arguments)
     if isinstance(checked, dict):
         raise ApiError(422, "invalid_arguments", checked["content"][0]["text"])
     ctx = CallContext(principal=principal, arrival=Arrival(author_run=True))  # not a tools/call
     try:
-        record = await parts.tasks.create_task(
+        record = await kiln.tasks.create_task(
             view, checked[1], ctx, version=LATEST_LEGACY, ttl_ms=None
         )
     except TaskRefusedError as refusal:

@@ -40,8 +40,8 @@ def _located(response: JSONResponse, name: str) -> JSONResponse:
 @router.get("")
 async def list_tools(request: Request, include_deleted: bool = False) -> dict[str, Any]:
     who = await require(request, "author" if include_deleted else "call")
-    parts = kiln_of(request)
-    tools = await blocking(parts.authoring.list_tools, include_deleted=include_deleted)
+    kiln = kiln_of(request)
+    tools = await blocking(kiln.authoring.list_tools, include_deleted=include_deleted)
     seen = await sight(request, who)  # bound to a view: its tools, as MCP serves them
     return {"tools": [tool_json(t) for t in seen.listed(tools)]}
 
@@ -57,14 +57,14 @@ async def create_tool(request: Request) -> JSONResponse:
 @router.get("/{ref}")
 async def get_tool(ref: str, request: Request) -> JSONResponse:
     who = await require(request)
-    parts = kiln_of(request)
+    kiln = kiln_of(request)
     seen = await sight(request, who)
-    found = await blocking(parts.authoring.read, ref)
+    found = await blocking(kiln.authoring.read, ref)
     tool = seen.served(found.tool, ref)
     if tool.head.number != found.tool.head.number:  # a pin: its revision's source
-        found = await blocking(parts.authoring.read_served, tool)
+        found = await blocking(kiln.authoring.read_served, tool)
     body = tool_json(tool, code=found.code, files=found.files)
-    body["bundle"] = await blocking(parts.bundles.summary, tool.head.bundle_id)
+    body["bundle"] = await blocking(kiln.bundles.summary, tool.head.bundle_id)
     return tagged(body, tool)
 
 
@@ -86,23 +86,23 @@ async def replace_tool(ref: str, request: Request) -> JSONResponse:
 @router.get("/{ref}/revisions")
 async def list_revisions(ref: str, request: Request) -> dict[str, Any]:
     who = await require(request)
-    parts = kiln_of(request)
+    kiln = kiln_of(request)
     seen = await sight(request, who)
     if seen.bound:  # the one revision its view serves
-        served = seen.served(await blocking(parts.authoring.get, ref), ref)
+        served = seen.served(await blocking(kiln.authoring.get, ref), ref)
         return {"revisions": [revision_json(served.head)]}
-    revisions = await blocking(parts.authoring.revisions, ref)
+    revisions = await blocking(kiln.authoring.revisions, ref)
     return {"revisions": [revision_json(r) for r in revisions]}
 
 
 @router.get("/{ref}/revisions/{number}")
 async def get_revision(ref: str, number: int, request: Request) -> dict[str, Any]:
     who = await require(request)
-    parts = kiln_of(request)
+    kiln = kiln_of(request)
     seen = await sight(request, who)
     if seen.bound:
-        seen.revision(await blocking(parts.authoring.get, ref), ref, number)
-    revision, code = await blocking(parts.authoring.revision, ref, number)
+        seen.revision(await blocking(kiln.authoring.get, ref), ref, number)
+    revision, code = await blocking(kiln.authoring.revision, ref, number)
     return revision_json(revision, code=code)
 
 
@@ -138,13 +138,13 @@ async def rename_tool(ref: str, request: Request) -> JSONResponse:
     new_name = payload.get("name") if isinstance(payload, dict) else None
     if not isinstance(new_name, str):
         raise ApiError(422, "invalid_tool", 'name: required; send {"name": "<new name>"}')
-    parts = kiln_of(request)
+    kiln = kiln_of(request)
 
     def rename() -> tuple[Tool, list[str]]:
         """The rename, then the views naming the tool carried along (`views` in the answer)."""
-        old = parts.store.get(ref).name
-        tool = parts.authoring.rename(ref, new_name, who)
-        return tool, list(parts.views.store.carry_rename(tool.id, old, tool.name))
+        old = kiln.store.get(ref).name
+        tool = kiln.authoring.rename(ref, new_name, who)
+        return tool, list(kiln.views.store.carry_rename(tool.id, old, tool.name))
 
     tool, carried = await blocking(rename)
     return _located(tagged({**tool_json(tool), "views": carried}, tool), tool.name)
@@ -178,8 +178,8 @@ async def run_tool(ref: str, request: Request) -> dict[str, Any] | Response:
     who = await require(request)
     payload = await json_body(request)
     arguments = payload.get("arguments", {}) if isinstance(payload, dict) else None
-    parts = kiln_of(request)
-    tool = (await sight(request, who)).served(await blocking(parts.authoring.get, ref), ref)
+    kiln = kiln_of(request)
+    tool = (await sight(request, who)).served(await blocking(kiln.authoring.get, ref), ref)
     if isinstance(payload, dict) and payload.get("task") is True:
         return await tasks.start(request, tool, arguments, who)
     answers = payload.get("answers") if isinstance(payload, dict) else None
@@ -190,16 +190,16 @@ async def run_tool(ref: str, request: Request) -> dict[str, Any] | Response:
             422, "invalid_answers", "answers: must be an object of question key -> answer object"
         )
     started = functools.partial(
-        parts.authoring.test_run, tool, arguments, time_left_s=time_left_s(request), answers=answers
+        kiln.authoring.test_run, tool, arguments, time_left_s=time_left_s(request), answers=answers
     )
     if _wants_stream(request.headers.get("accept", "")):
-        await blocking(parts.authoring.check_arguments, tool, arguments)  # refused as usual
+        await blocking(kiln.authoring.check_arguments, tool, arguments)  # refused as usual
         return StreamingResponse(
-            _streamed(started, functools.partial(_reply, parts, tool)),
+            _streamed(started, functools.partial(_reply, kiln, tool)),
             media_type="text/event-stream",
             headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
         )
-    return _reply(parts, tool, await started())
+    return _reply(kiln, tool, await started())
 
 
 def _wants_stream(accept: str) -> bool:
@@ -208,8 +208,8 @@ def _wants_stream(accept: str) -> bool:
     return "text/event-stream" in accept and "application/json" not in accept
 
 
-def _reply(parts: Any, tool: Tool, run: TestRun) -> dict[str, Any]:
-    shaped = ToolCaller(parts.backend).shape(tool_view(tool), run.outcome, LATEST_LEGACY)
+def _reply(kiln: Any, tool: Tool, run: TestRun) -> dict[str, Any]:
+    shaped = ToolCaller(kiln.backend).shape(tool_view(tool), run.outcome, LATEST_LEGACY)
     return {**run.to_json(), "mcp_result": shaped}  # the CallToolResult an MCP client gets
 
 

@@ -23,14 +23,14 @@ def _answer(view: View, status: int = 200, **extra: Any) -> JSONResponse:
 async def list_views(request: Request) -> dict[str, Any]:
     """Every view, each with `problems`: entries that serve nothing, and why."""
     seen = await sight(request, await require(request))
-    parts = kiln_of(request)
-    snapshot = await parts.snapshots.fresh()
+    kiln = kiln_of(request)
+    snapshot = await kiln.snapshots.fresh()
 
     def listing() -> list[dict[str, Any]]:
-        views = parts.views.views_at(snapshot.version)
+        views = kiln.views.views_at(snapshot.version)
         return [
             {**view.as_json(),
-             "problems": parts.views.problems_of(snapshot.version, name, snapshot.tools)}
+             "problems": kiln.views.problems_of(snapshot.version, name, snapshot.tools)}
             for name, view in sorted(views.items())
             if not seen.bound or name == seen.view  # a bound caller: its own view only
         ]  # fmt: skip
@@ -42,19 +42,19 @@ async def list_views(request: Request) -> dict[str, Any]:
 async def get_view(name: str, request: Request) -> JSONResponse:
     """The view, and what it shows right now: each tool with the revision it serves."""
     seen = await sight(request, await require(request))
-    parts = kiln_of(request)
+    kiln = kiln_of(request)
     if seen.bound and name != seen.view:
         raise ViewNotFoundError(f"no view is named {name!r}")
-    view = await blocking(parts.views.store.get, check_view_name(name))
-    snapshot = await parts.snapshots.fresh()
-    tools = await blocking(parts.views.tools_of, snapshot.version, name, snapshot.tools)
+    view = await blocking(kiln.views.store.get, check_view_name(name))
+    snapshot = await kiln.snapshots.fresh()
+    tools = await blocking(kiln.views.tools_of, snapshot.version, name, snapshot.tools)
     shows = [{"name": t.name, "revision": t.head.number} for t in (tools or {}).values()]
-    found = await blocking(parts.views.problems_of, snapshot.version, name, snapshot.tools)
+    found = await blocking(kiln.views.problems_of, snapshot.version, name, snapshot.tools)
     extra: dict[str, Any] = {
         "shows": sorted(shows, key=lambda t: str(t["name"])),
         "problems": found,
     }
-    quotas = parts.gate.quotas
+    quotas = kiln.gate.quotas
     if quotas is not None and not view.quota.empty:  # how much of its shared quota is used
         extra["usage"] = await blocking(quotas.usage, f"view:{view.name}")
     return _answer(view, **extra)

@@ -16,4 +16,13 @@ from kiln.authoring.service import (
     ToolSource,
 )
 
-__all__ = ["ArgumentsRejectedError", "AuthoringService", "FolderTarget", "TestRun", "ToolSource"]
+__all__ = [
+    "ArgumentsRejectedError",
+    "AuthoringService",
+    "FolderTarget",
+    "TestRun",
+    "ToolSource",
+    "admin",
+    "serialise",
+    "service",
+]

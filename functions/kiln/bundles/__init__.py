@@ -9,3 +9,5 @@ cache      BundleCache: download once, unpack atomically under /tmp, LRU within 
 service    Bundles: the catalog's save hook, the call path's `use`, REST/CLI views
 api, cli   /api/bundles routes; `kiln bundles ls | show | build | retry`
 """
+
+__all__ = ["build", "cache", "errors", "hooks", "identity", "scheduler", "settings", "store"]

@@ -1,0 +1,15 @@
+__all__ = [
+    "changelog",
+    "errors",
+    "files",
+    "model",
+    "names",
+    "requirements",
+    "rules",
+    "secret_names",
+    "snapshot",
+    "store",
+    "syntax",
+    "toolfiles",
+    "violations",
+]

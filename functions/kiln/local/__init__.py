@@ -10,3 +10,5 @@ state        the local state directory: where a running server is recorded, the 
 reload       tool folders loaded again at every start
 emulator/    moto in a child process: DynamoDB, S3 and SSM on loopback, durable
 """
+
+__all__ = ["dev", "state"]

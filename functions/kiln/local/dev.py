@@ -212,18 +212,18 @@ def run_dev(args: argparse.Namespace) -> int:
     )
     try:
         with sock, local_stack(args, settings) as (settings, clients):
-            parts = stack.build_kiln(settings, clients=clients)
+            kiln = stack.build_kiln(settings, clients=clients)
             embedded = not (args.aws or base.endpoint_url)
             # Builds a previous run left; on the embedded emulator no one else builds.
-            parts.bundles.resume(orphans=embedded)
-            pending = hold_ledger_locally(parts, clients, local.state_dir) if embedded else None
-            for line in load_tool_folders(parts.authoring, args, parts.views.store):
+            kiln.bundles.resume(orphans=embedded)
+            pending = hold_ledger_locally(kiln, clients, local.state_dir) if embedded else None
+            for line in load_tool_folders(kiln.authoring, args, kiln.views.store):
                 if line.startswith("skipped"):
                     print(f"kiln dev: {line}", file=sys.stderr, flush=True)
                 else:
                     log.info("%s", line)
-            app = create_app(parts)
-            warming = parts.warm_recent()  # no cold first call for the tools used last
+            app = create_app(kiln)
+            warming = kiln.warm_recent()  # no cold first call for the tools used last
             if warming:
                 log.info("preparing the next run of %s", ", ".join(warming))
             url = f"http://{_url_host(args.host)}:{sock.getsockname()[1]}"
@@ -246,20 +246,20 @@ def run_dev(args: argparse.Namespace) -> int:
 
 
 def hold_ledger_locally(
-    parts: stack.Kiln, clients: AwsClients, state_dir: Path
+    kiln: stack.Kiln, clients: AwsClients, state_dir: Path
 ) -> PendingLedger | None:
     """A call's ledger entry on disk before its answer, in the store right after
     (kiln.access.pending); entries a killed run left are written first."""
-    ledger = parts.gate.ledger
+    ledger = kiln.gate.ledger
     if ledger is None:
         return None
-    present = stored_in(clients.dynamodb, parts.settings.table)
+    present = stored_in(clients.dynamodb, kiln.settings.table)
     pending = PendingLedger(
         state_dir / "ledger-pending", ledger.write, present, later=afterwards.later
     )
     pending.replay()
     pending.start()
-    parts.gate.hold_locally(pending)
+    kiln.gate.hold_locally(pending)
     return pending
 
 
@@ -326,17 +326,17 @@ def run_stdio(args: argparse.Namespace) -> int:
     try:
         serving = _serving(args, local, settings, running_server(local.state_dir))
         with local_stack(args, settings, share=True) as (settings, clients):
-            parts = stack.build_kiln(settings, clients=clients)
-            for line in load_tool_folders(parts.authoring, args, parts.views.store):
+            kiln = stack.build_kiln(settings, clients=clients)
+            for line in load_tool_folders(kiln.authoring, args, kiln.views.store):
                 print(f"kiln stdio: {line}", file=sys.stderr)
             print(f"kiln stdio: {serving}", file=sys.stderr)
             # A client that stops its server with SIGTERM gets the same clean exit as one
             # that closes stdin: the runner's standbys are let go, their directories removed.
             signal.signal(signal.SIGTERM, _exit_on_sigterm)
             try:
-                asyncio.run(serve(parts.endpoint, settings.local_time_budget_s))
+                asyncio.run(serve(kiln.endpoint, settings.local_time_budget_s))
             finally:
-                parts.close_runner()
+                kiln.close_runner()
     except (FolderError, StateInUseError) as error:
         print(f"kiln stdio: {error}", file=sys.stderr)
         return 1

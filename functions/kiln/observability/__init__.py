@@ -1,2 +1,4 @@
 """What Kiln tells its operators: telemetry (one log line, metrics, traces per invocation)
 and the redaction that keeps credentials out of every log record."""
+
+__all__ = ["redact", "telemetry"]

@@ -97,7 +97,7 @@ class Conversation:
 
 class Book(Protocol):
     """Where the backend leaves a call's blocking bookkeeping (ledger writes, quota refunds)
-    for the edge that answers it (`kiln.access.account.CallBook`, made by `kiln.api.requests`)."""
+    for the edge that answers it (`kiln.access.account.CallBook`, made by `kiln.api.mcp_serving`)."""
 
     def keep(self, work: Callable[[], object]) -> None: ...
 
@@ -105,7 +105,7 @@ class Book(Protocol):
 @dataclass(frozen=True)
 class Arrival:
     """How a request reached Kiln, for the backend's bookkeeping; the protocol passes it on
-    unread. Set by the HTTP edge (`kiln.api.requests`, `kiln.api.tasks`)."""
+    unread. Set by the HTTP edge (`kiln.api.mcp_serving`, `kiln.api.tasks`)."""
 
     peer: tuple[int, int] | None = None  # (client port, server port) of a loopback request
     client_address: str | None = None  # anonymous callers' tasks are theirs by it

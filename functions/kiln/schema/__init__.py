@@ -4,3 +4,5 @@ safe       validation with RE2 patterns and a time budget
 wording    what a keyword asks, in words, from the schema's value alone
 arguments  a tool's arguments checked against its input schema (messages never echo input)
 """
+
+__all__ = ["arguments", "safe", "wording"]

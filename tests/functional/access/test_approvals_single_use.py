@@ -91,11 +91,11 @@ def call(kiln: RunningKiln, key: str, caps: dict[str, Any], **params: Any) -> di
 
 def ledger(kiln: RunningKiln, count: int) -> list[tuple[str, str]]:
     """(outcome, detail) of the key's calls, oldest first, once `count` are in the store."""
-    assert kiln.parts.gate.ledger is not None
+    assert kiln.kiln.gate.ledger is not None
     query = LedgerQuery(caller="key:careful", limit=50)
     deadline = time.monotonic() + 30  # a wait on a loaded machine, not a speed claim
     while True:
-        entries, _ = kiln.parts.gate.ledger.query(query)
+        entries, _ = kiln.kiln.gate.ledger.query(query)
         found = [(e.outcome, str(e.detail)) for e in reversed(entries)]
         if len(found) >= count or time.monotonic() > deadline:
             return found

@@ -31,7 +31,7 @@ def test_tools_list_of_100_tools_is_a_fifth_of_its_size_or_less_for_a_gzip_clien
                 "description": f"Adds UK VAT to a net amount (variant {index}) and returns "
                                "the net, the VAT and the gross amounts.",
                 "code": "print('x')\n"}  # fmt: skip
-        kiln_server.parts.store.create(check_draft(tool), actor="test")
+        kiln_server.kiln.store.create(check_draft(tool), actor="test")
     plain = tools_list(kiln_server, "identity")
     zipped = tools_list(kiln_server, "gzip")
     assert plain.status_code == zipped.status_code == 200, zipped.text

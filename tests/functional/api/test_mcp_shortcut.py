@@ -45,7 +45,7 @@ def test_a_plain_post_answers_as_through_every_middleware(
     for index in range(tools):
         draft = {"name": f"tool_{index:02d}", "language": "python", "code": "print(1)\n",
                  "description": f"Tool number {index}, listed to fill a page."}  # fmt: skip
-        server.parts.store.create(check_draft(draft), actor="test")
+        server.kiln.store.create(check_draft(draft), actor="test")
     body = {"jsonrpc": "2.0", "id": 7, "method": "tools/list", "params": {}}
     plain = post(server, body, **{"Accept-Encoding": coding})
     whole = post(server, body, **{"Accept-Encoding": coding, "Origin": ORIGIN})  # every one

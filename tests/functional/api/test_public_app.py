@@ -21,7 +21,7 @@ def public(kiln_settings: Settings, aws: AwsStack) -> Iterator[RunningKiln]:
 
 
 def test_the_public_app_lists_and_calls_tools_on_mcp(public: RunningKiln) -> None:
-    public.parts.store.create(check_draft(ECHO), actor="test")
+    public.kiln.store.create(check_draft(ECHO), actor="test")
     listed = public.mcp({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}, headers=MCP)
     assert listed.status_code == 200
     assert [t["name"] for t in listed.json()["result"]["tools"]] == ["echo"]

@@ -23,7 +23,7 @@ def test_the_endpoints_kiln_builds_leave_host_and_origin_to_the_edge(
     # The app's middleware refuses a foreign Host or Origin before any route runs; an endpoint
     # that checked them again would do the same work twice on every request.
     for name in ("endpoint", "admin_endpoint"):
-        settings = getattr(kiln_server.parts, name).settings
+        settings = getattr(kiln_server.kiln, name).settings
         assert settings.check_origin is False, f"Kiln.{name} checks Host and Origin a second time"
 
 

@@ -51,7 +51,7 @@ def start(
     make_server: Callable[..., RunningKiln], settings: Settings, gate: Gate | None = None
 ) -> tuple[RunningKiln, LocalBuildWorker]:
     server = make_server(settings)
-    bundles = server.parts.bundles
+    bundles = server.kiln.bundles
     assert bundles is not None
     worker = LocalBuildWorker(bundles.store, progress=gate).start()
     bundles.scheduler = worker  # count this worker's builds; the app's own one stays idle
@@ -218,7 +218,7 @@ def test_the_example_tools_with_packages_build_and_run(
     try:
         root = Path(__file__).resolve().parents[3] / "examples" / "tools"
         folders = [f for f in tool_folders(root) if f.name in ("humanize_bytes", "sort_unique")]
-        push(FolderTarget(server.parts.authoring), folders)
+        push(FolderTarget(server.kiln.authoring), folders)
         assert worker.wait_idle(180)
         sizes = mcp_call(server, "humanize_bytes", {"sizes": [3_000_000, 1024], "binary": True})
         assert sizes.get("isError") is not True, sizes
@@ -258,8 +258,8 @@ def test_a_fresh_server_downloads_once_then_answers_fifty_calls_from_its_cache(
     results = [mcp_call(fresh, "humanize_bytes", {"bytes": 2048}) for _ in range(51)]
     assert all('"2.0 kB"' in r["content"][0]["text"] for r in results)
     assert downloads == [f"bundles/{bundle_id}.zip"]
-    assert fresh.parts.bundles is not None
-    assert fresh.parts.bundles.cache.unpacks == 1
+    assert fresh.kiln.bundles is not None
+    assert fresh.kiln.bundles.cache.unpacks == 1
 
 
 def test_ten_concurrent_first_calls_on_a_fresh_server_unpack_once(
@@ -291,8 +291,8 @@ def test_ten_concurrent_first_calls_on_a_fresh_server_unpack_once(
     assert len(texts) == 10
     assert all('"5 Bytes"' in text for text in texts)
     assert len(downloads) == 1
-    assert fresh.parts.bundles is not None
-    assert fresh.parts.bundles.cache.unpacks == 1
+    assert fresh.kiln.bundles is not None
+    assert fresh.kiln.bundles.cache.unpacks == 1
 
 
 def test_a_refused_save_starts_no_build(

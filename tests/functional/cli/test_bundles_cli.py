@@ -97,7 +97,7 @@ def test_bad_input_gets_a_clear_message(aws: AwsStack) -> None:
 
 
 def test_ls_show_and_retry_ask_a_running_server(kiln_server: RunningKiln, aws: AwsStack) -> None:
-    bundles = kiln_server.parts.bundles
+    bundles = kiln_server.kiln.bundles
     assert bundles is not None
     record = bundles.store.ensure("python", "local-python3.11-x86_64", ["six"])
     assert record is not None

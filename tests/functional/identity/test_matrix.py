@@ -100,7 +100,7 @@ def issuer() -> Iterator[Issuer]:
 def matrix(moto_endpoint: str, issuer: Issuer, planted_secrets: Planted) -> Iterator[Stack]:
     aws = _stack(moto_endpoint)
     for server in serve(_settings(aws, issuer, anonymous=False), aws):
-        server.parts.store.create(check_draft(ECHO))
+        server.kiln.store.create(check_draft(ECHO))
         yield Stack(server, issuer, _credentials(aws, issuer, planted_secrets))
 
 
@@ -242,7 +242,7 @@ def test_writes_record_who_made_them(matrix: Stack, caplog: pytest.LogCaptureFix
         rest = rest_write(s, matrix.credentials["author key"])
     assert made.json()["result"]["isError"] is False
     assert rest.status_code == 201
-    created = [t for t in s.parts.store.list_tools() if t.name == rest.json()["name"]]
+    created = [t for t in s.kiln.store.list_tools() if t.name == rest.json()["name"]]
     assert created[0].head.created_by == "key:writer"
     audit = [r.getMessage() for r in caplog.records if r.name == "kiln.audit"]
     assert any(
@@ -295,7 +295,7 @@ def test_unauthorized_mcp_answer_is_a_json_rpc_error(matrix: Stack) -> None:
 def anonymous(moto_endpoint: str, issuer: Issuer) -> Iterator[RunningKiln]:
     aws = _stack(moto_endpoint)
     for server in serve(_settings(aws, issuer, anonymous=True), aws):
-        server.parts.store.create(check_draft(ECHO))
+        server.kiln.store.create(check_draft(ECHO))
         yield server
 
 

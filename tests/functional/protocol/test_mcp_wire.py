@@ -54,10 +54,10 @@ class InProcess(McpServer):
     """
 
     def endpoint(self) -> McpEndpoint:
-        parts = self.running.parts
-        made = parts.endpoint
+        kiln = self.running.kiln
+        made = kiln.endpoint
         settings = dataclasses.replace(made.settings, check_origin=True)
-        return McpEndpoint(parts.backend, settings, tasks=parts.tasks)
+        return McpEndpoint(kiln.backend, settings, tasks=kiln.tasks)
 
     def send(self, method: str, headers: dict[str, str] | None = None, body: bytes = b"") -> Any:
         hdrs = {"host": urlsplit(self.running.url).netloc}  # as the app is reached

@@ -87,9 +87,9 @@ def test_a_call_through_a_view_reads_the_catalog_version_once(
     kiln: RunningKiln, aws: AwsStack
 ) -> None:
     tool = {"name": "hello", "description": "d", "language": "python", "code": "print('hi')\n"}
-    kiln.parts.store.create(check_draft(tool), actor="test")
+    kiln.kiln.store.create(check_draft(tool), actor="test")
     view = {"name": "greet", "tools": ["hello"], "published": True, "anonymous": True}
-    kiln.parts.views.store.put(check_view(view), expected_revision=None)
+    kiln.kiln.views.store.put(check_view(view), expected_revision=None)
     reads = count_version_reads(aws.clients.dynamodb)
     call = {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
             "params": {"name": "hello", "arguments": {}}}  # fmt: skip

@@ -59,7 +59,7 @@ def kiln(limited: str, tmp_path: Path) -> Iterator[RunningKiln]:
     for running in serve(settings, stack, public_only=True):
         tool = {"name": "hello", "description": "d", "language": "python",
                 "code": "print('hi')\n"}  # fmt: skip
-        running.parts.store.create(check_draft(tool), actor="test")
+        running.kiln.store.create(check_draft(tool), actor="test")
         yield running
 
 
@@ -67,7 +67,7 @@ def spend(kiln: RunningKiln, pk: str) -> None:
     """Write items into partition `pk` until DynamoDB refuses even a 1-unit one: its budget
     is spent (big items first, then smaller ones for what is left)."""
     client = boto3.client(
-        "dynamodb", endpoint_url=kiln.parts.settings.endpoint_url, region_name="us-east-1",
+        "dynamodb", endpoint_url=kiln.kiln.settings.endpoint_url, region_name="us-east-1",
         config=Config(retries={"total_max_attempts": 1}),
     )  # fmt: skip
     written = 0
@@ -75,7 +75,7 @@ def spend(kiln: RunningKiln, pk: str) -> None:
         while written < 1000:
             item = {"pk": {"S": pk}, "sk": {"S": f"filler-{written}"}, "x": {"S": "x" * size}}
             try:
-                client.put_item(TableName=kiln.parts.settings.table, Item=item)
+                client.put_item(TableName=kiln.kiln.settings.table, Item=item)
             except ClientError as error:
                 if error.response["Error"]["Code"] != "ProvisionedThroughputExceededException":
                     raise
@@ -117,7 +117,7 @@ def test_a_call_whose_quota_cannot_be_counted_says_so_and_does_not_run(
 ) -> None:
     view = {"name": "metered", "tools": ["hello"], "published": True, "anonymous": True,
             "quota": {"calls_per_minute": 1000}}  # fmt: skip
-    kiln.parts.views.store.put(check_view(view), expected_revision=None)
+    kiln.kiln.views.store.put(check_view(view), expected_revision=None)
     spend(kiln, "QUOTA#view:metered")  # before the first call: it claims from the store
 
     refused = answer(kiln.mcp(CALL, path="/mcp/v/metered"))

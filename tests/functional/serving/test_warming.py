@@ -32,7 +32,7 @@ def settings(aws: AwsStack, tmp_path: Path) -> Settings:
 
 
 @pytest.fixture
-def parts(settings: Settings, aws: AwsStack) -> Iterator[Kiln]:
+def kiln(settings: Settings, aws: AwsStack) -> Iterator[Kiln]:
     prepare_process()
     kiln = build_kiln(settings, clients=aws.clients)
     if not kiln.runner.standby_capable:
@@ -42,67 +42,67 @@ def parts(settings: Settings, aws: AwsStack) -> Iterator[Kiln]:
     kiln.close_runner()
 
 
-def wait_for_standbys(parts: Kiln, count: int, within_s: float = 60.0) -> None:
+def wait_for_standbys(kiln: Kiln, count: int, within_s: float = 60.0) -> None:
     give_up = time.monotonic() + within_s
-    while parts.runner.standbys < count:
-        assert time.monotonic() < give_up, f"{parts.runner.standbys} standbys, wanted {count}"
+    while kiln.runner.standbys < count:
+        assert time.monotonic() < give_up, f"{kiln.runner.standbys} standbys, wanted {count}"
         time.sleep(0.05)
 
 
-def first_call(parts: Kiln, saved: Tool) -> tuple[str, bool]:
-    outcome, result = asyncio.run(parts.backend.execute(saved, {}, time_left_s=None))
+def first_call(kiln: Kiln, saved: Tool) -> tuple[str, bool]:
+    outcome, result = asyncio.run(kiln.backend.execute(saved, {}, time_left_s=None))
     assert result is not None, outcome.text
     return outcome.text, result.standby
 
 
-def test_a_saved_tool_s_first_call_starts_from_a_standby(parts: Kiln) -> None:
-    saved = parts.authoring.create(tool("greet", "print('hello')"), None)
-    wait_for_standbys(parts, 1)
-    assert first_call(parts, saved) == ("hello", True)
+def test_a_saved_tool_s_first_call_starts_from_a_standby(kiln: Kiln) -> None:
+    saved = kiln.authoring.create(tool("greet", "print('hello')"), None)
+    wait_for_standbys(kiln, 1)
+    assert first_call(kiln, saved) == ("hello", True)
 
 
-def test_an_updated_tool_is_warmed_at_its_new_code(parts: Kiln) -> None:
-    parts.authoring.create(tool("greet", "print('old')"), None)
-    wait_for_standbys(parts, 1)
-    updated = parts.authoring.update(
+def test_an_updated_tool_is_warmed_at_its_new_code(kiln: Kiln) -> None:
+    kiln.authoring.create(tool("greet", "print('old')"), None)
+    wait_for_standbys(kiln, 1)
+    updated = kiln.authoring.update(
         "greet", tool("greet", "print('new')"), None, expected_revision=1
     )
-    wait_for_standbys(parts, 2)
-    assert first_call(parts, updated) == ("new", True)
+    wait_for_standbys(kiln, 2)
+    assert first_call(kiln, updated) == ("new", True)
 
 
-def test_a_saved_tool_s_secrets_are_fetched_before_its_first_call(parts: Kiln) -> None:
+def test_a_saved_tool_s_secrets_are_fetched_before_its_first_call(kiln: Kiln) -> None:
     """Beside its standby (not before: the save does not wait for it). The first secrets
     request of a process makes its SSM client and, on the emulator, loads SSM's backend."""
     code = "import os; print(os.environ['SERVICE_TOKEN'][-4:])"
-    parts.authoring.create(tool("secretive", code, secrets=["SERVICE_TOKEN"]), None)
-    parts.authoring.set_secret("secretive", "SERVICE_TOKEN", "s3cr3t-9876", None)
-    saved = parts.authoring.update(
+    kiln.authoring.create(tool("secretive", code, secrets=["SERVICE_TOKEN"]), None)
+    kiln.authoring.set_secret("secretive", "SERVICE_TOKEN", "s3cr3t-9876", None)
+    saved = kiln.authoring.update(
         "secretive", tool("secretive", code + " # r2", secrets=["SERVICE_TOKEN"]), None,
         expected_revision=1,
     )  # fmt: skip
-    parts.warmer.settle()
+    kiln.warmer.settle()
     fetched = call_log().stat().st_size
-    assert first_call(parts, saved) == ("9876", True)
+    assert first_call(kiln, saved) == ("9876", True)
     asked, _ = read_new(call_log(), fetched)
     by_call = [r for r in asked if r["service"] == "ssm" and saved.id in str(r.get("body"))]
     assert by_call == [], f"the first call fetched its secrets itself: {by_call}"
 
 
-def test_a_disabled_tool_is_not_warmed(parts: Kiln) -> None:
-    saved = parts.authoring.create(tool("quiet", "print(1)", enabled=False), None)
+def test_a_disabled_tool_is_not_warmed(kiln: Kiln) -> None:
+    saved = kiln.authoring.create(tool("quiet", "print(1)", enabled=False), None)
     assert not saved.enabled
-    assert parts.warmer.warm_soon(saved) is None
-    parts.warmer.close()
-    assert parts.runner.standbys == 0
+    assert kiln.warmer.warm_soon(saved) is None
+    kiln.warmer.close()
+    assert kiln.runner.standbys == 0
 
 
 @pytest.mark.slow
-def test_a_tool_with_packages_is_warmed_once_its_bundle_is_built(parts: Kiln) -> None:
+def test_a_tool_with_packages_is_warmed_once_its_bundle_is_built(kiln: Kiln) -> None:
     code = "import six; print(six.__version__)"
-    saved = parts.authoring.create(tool("sixer", code, requirements=["six==1.17.0"]), None)
-    wait_for_standbys(parts, 1, within_s=300)
-    assert first_call(parts, saved) == ("1.17.0", True)
+    saved = kiln.authoring.create(tool("sixer", code, requirements=["six==1.17.0"]), None)
+    wait_for_standbys(kiln, 1, within_s=300)
+    assert first_call(kiln, saved) == ("1.17.0", True)
 
 
 def test_kiln_dev_warms_the_most_recently_called_tools_first_within_the_budget(
@@ -148,7 +148,7 @@ def test_of_many_saves_at_once_only_the_last_within_the_budget_are_warmed(
 
 
 def standby_capable(server: RunningKiln) -> None:
-    if not server.parts.runner.standby_capable:
+    if not server.kiln.runner.standby_capable:
         pytest.skip("runs are not fenced from each other here (no uid per run, no Landlock)")
 
 
@@ -201,22 +201,22 @@ def test_the_first_tools_call_as_soon_as_a_save_answers_starts_from_its_standby(
 ) -> None:
     standby_capable(kiln_server)
     save_new_revision(kiln_server, "greet", "print('second')")
-    before = kiln_server.parts.runner.runs_from_standby
+    before = kiln_server.kiln.runner.runs_from_standby
     params = {"name": "greet", "arguments": {}}
     answer = kiln_server.mcp({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params})
     assert answer.status_code == 200, answer.text
     result = answer.json()["result"]
     assert result["content"][0]["text"] == "second", result
-    assert kiln_server.parts.runner.runs_from_standby == before + 1, "the call started cold"
+    assert kiln_server.kiln.runner.runs_from_standby == before + 1, "the call started cold"
 
 
 @pytest.mark.slow
 def test_a_tool_whose_bundle_is_building_does_not_hold_up_the_next_save_s_standby(
-    parts: Kiln,
+    kiln: Kiln,
 ) -> None:
     """A warm-up waiting for a build waits on its own thread: the tool saved after it gets
     its standby before the save answers."""
     code = "import six; print(six.__version__)"
-    parts.authoring.create(tool("sixer", code, requirements=["six==1.17.0"]), None)
-    saved = parts.authoring.create(tool("plain", "print('plain')"), None)
-    assert first_call(parts, saved) == ("plain", True)
+    kiln.authoring.create(tool("sixer", code, requirements=["six==1.17.0"]), None)
+    saved = kiln.authoring.create(tool("plain", "print('plain')"), None)
+    assert first_call(kiln, saved) == ("plain", True)

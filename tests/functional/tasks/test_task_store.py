@@ -13,7 +13,7 @@ from conftest import AwsStack
 from kiln.access.gate import CallGate, CallTicket
 from kiln.access.ledger import CallLedger
 from kiln.protocol.backend import CallContext
-from kiln.tasks.backend import TaskService
+from kiln.tasks.service import TaskService
 from kiln.tasks.settings import TaskSettings
 from kiln.tasks.store import TaskItem, TaskLimitError, TaskStore, owner_key
 

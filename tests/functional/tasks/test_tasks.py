@@ -429,12 +429,12 @@ def call_task_or_none(server: McpServer) -> dict[str, Any] | None:
 def test_a_result_too_large_for_its_record_is_kept_in_s3_and_read_back(
     server: McpServer,
 ) -> None:
-    parts = server.running.parts
+    kiln = server.running.kiln
     printer = call_task(server, "printer", {"kib": 400})
     done = settled(server, printer["taskId"])
     assert done["status"] == "completed"
     assert len(done["result"]["content"][0]["text"]) == 400 * 1024
-    listed = parts.clients.s3.list_objects_v2(Bucket=parts.settings.bucket, Prefix="tasks/")
+    listed = kiln.clients.s3.list_objects_v2(Bucket=kiln.settings.bucket, Prefix="tasks/")
     assert any(o["Key"].endswith("/result.json") for o in listed.get("Contents", []))
 
 

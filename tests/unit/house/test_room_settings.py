@@ -18,7 +18,7 @@ from pathlib import Path
 PACKAGE = Path(__file__).resolve().parents[3] / "functions" / "kiln"
 COMPOSERS = {"settings.py", "stack.py", "lambda_handlers.py"}
 ENTRY_ROOMS = {"local", "cli"}
-RUNNING_KILN = ("kiln_of(request)", "parts", "request.app.state.kiln")
+RUNNING_KILN = ("kiln_of(request)", "kiln", "request.app.state.kiln")
 
 
 def in_a_room(path: Path, package: Path) -> bool:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 from kiln.protocol.backend import Arrival, CallContext
-from kiln.tasks.backend import principal_label
+from kiln.tasks.service import principal_label
 
 
 def context(principal: object = None, address: str | None = None) -> CallContext:

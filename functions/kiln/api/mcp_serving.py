@@ -29,8 +29,8 @@ if TYPE_CHECKING:
 
 def kiln_of(request: Request) -> Kiln:
     """The Kiln the app was composed over (`kiln.api.apps.create_app` puts it on app.state)."""
-    parts: Kiln = request.app.state.kiln
-    return parts
+    kiln: Kiln = request.app.state.kiln
+    return kiln
 
 
 def time_left_s(request: Request) -> float:
@@ -76,8 +76,8 @@ async def answer_mcp(
     done before the answer is sent (on `kiln dev` as in Lambda: nothing answered is lost)."""
     from kiln.protocol import HttpRequest
 
-    parts = kiln_of(request)
-    body = await read_capped(request, parts.api_settings.max_body_bytes)
+    kiln = kiln_of(request)
+    body = await read_capped(request, kiln.api_settings.max_body_bytes)
     headers = {name.lower(): value for name, value in request.headers.items()}
     book = CallBook()
     client, server = request.scope.get("client"), request.scope.get("server")
@@ -104,7 +104,7 @@ async def answer_mcp(
         can_hold=request.scope.get("aws.context") is None,
         arrival=arrival,
     )
-    endpoint = parts.admin_endpoint if admin else parts.endpoint
+    endpoint = kiln.admin_endpoint if admin else kiln.endpoint
     answer = await endpoint.handle(HttpRequest(request.method, headers, body), ctx)
     if answer.stream is not None:  # the call runs as the stream goes: its bookkeeping after
         background = BackgroundTask(book.close)
@@ -117,11 +117,11 @@ async def answer_mcp(
 
 async def serve_view(request: Request, view: str) -> Response:
     """A published view on its own path: its tools only; anonymous when the view says so."""
-    parts = kiln_of(request)
-    snapshot = await parts.snapshots.fresh()
-    views = parts.views.views_ready(snapshot.version)
+    kiln = kiln_of(request)
+    snapshot = await kiln.snapshots.fresh()
+    views = kiln.views.views_ready(snapshot.version)
     if views is None:
-        views = await asyncio.to_thread(parts.views.views_at, snapshot.version)
+        views = await asyncio.to_thread(kiln.views.views_at, snapshot.version)
     found = views.get(view)
     if found is None or not found.published:  # unpublished looks like absent: no leak
         return refusal(404, "Not found: no MCP endpoint at this path")
@@ -134,7 +134,7 @@ async def serve_view(request: Request, view: str) -> Response:
             return auth_refusal(error)
         principal = None if who.kind == "anonymous" else who
     elif not found.anonymous:  # the view's setting, whatever KILN_PUBLIC_ANONYMOUS says
-        challenge = parts.callers.authenticator.challenge(
+        challenge = kiln.callers.authenticator.challenge(
             need="call", resource_path=path, base_url=base_url(request)
         )
         message = "this view needs a bearer credential (an API key or OAuth token)"
@@ -144,7 +144,7 @@ async def serve_view(request: Request, view: str) -> Response:
         return refusal(
             403, f"Forbidden: this credential is bound to view {bound!r}; use /mcp/v/{bound}"
         )
-    with parts.snapshots.pinned(snapshot):  # the call reads no second catalog version
+    with kiln.snapshots.pinned(snapshot):  # the call reads no second catalog version
         return await answer_mcp(request, principal, view=found)  # read once, here
 
 
