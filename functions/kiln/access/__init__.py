@@ -1,6 +1,7 @@
 """Who may call what: views (curated, pinned tool sets), quotas, and the call ledger."""
 
 __all__ = [
+    "account",
     "approvals",
     "gate",
     "ledger",

@@ -97,7 +97,8 @@ class Conversation:
 
 class Book(Protocol):
     """Where the backend leaves a call's blocking bookkeeping (ledger writes, quota refunds)
-    for the edge that answers it (`kiln.access.account.CallBook`, made by `kiln.api.mcp_serving`)."""
+    for the edge that answers it (`kiln.access.account.CallBook`, made by
+    `kiln.api.mcp_serving`)."""
 
     def keep(self, work: Callable[[], object]) -> None: ...
 

@@ -19,7 +19,9 @@ PACKAGE = Path(__file__).resolve().parents[3] / "functions" / "kiln"
 
 # room -> its __all__, in order (a string split on whitespace)
 EXPORTS: dict[str, str] = {
-    "access": "approvals gate ledger pending pins quotas resolve secrets usage view_files views",
+    "access": (
+        "account approvals gate ledger pending pins quotas resolve secrets usage view_files views"
+    ),
     "api": "apps mcp settings",
     "authoring": (
         "ArgumentsRejectedError AuthoringService FolderTarget TestRun ToolSource admin serialise "
@@ -45,7 +47,7 @@ EXPORTS: dict[str, str] = {
         "limits model nodejs processes remote shield sweep talk"
     ),
     "schema": "arguments safe wording",
-    "serving": "backend conversation runner_function store_errors warming",
+    "serving": "backend conversation resolved runner_function store_errors warming",
     "studio": "assets",
     "tasks": "service settings store worker",
 }
