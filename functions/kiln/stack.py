@@ -287,7 +287,7 @@ class Kiln:
         return self._endpoint(AdminBackend(self.backend, self.authoring))
 
     def _endpoint(self, backend: Any, tasks: TaskService | None = None) -> McpEndpoint:
-        from kiln.protocol import McpEndpoint, ProtocolSettings
+        from kiln.protocol import CallLimits, McpEndpoint, ProtocolSettings
 
         return McpEndpoint(
             backend,
@@ -304,6 +304,9 @@ class Kiln:
                 # tasks/get; a server that keeps running waits up to 20 s for the end.
                 task_result_wait_s=0.0 if self.settings.in_lambda else 20.0,
                 state_secret=self.state_secret,
+                call_limits=CallLimits(
+                    self.settings.call_depth, self.settings.call_count, self.settings.call_seconds
+                ),
             ),
             tasks=tasks,
         )

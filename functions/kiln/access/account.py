@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import secrets
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -52,7 +53,8 @@ class CallAccount:
     tool: Tool
     started: float = field(default_factory=time.time)  # epoch seconds: when it was admitted
     claimed: Limits = ()  # the quota counts this call took (given back if it never runs)
-    parent: str | None = None  # the call whose run made this one (an inner call)
+    parent: str | None = None  # the ledger id of the call whose run made this one (inner)
+    id: str = field(default_factory=lambda: secrets.token_hex(6))  # its ledger entry's id
     entry: CallRecord | None = None  # set once, by `close`
     refusal: QuotaExceededError | None = None
 
@@ -98,7 +100,7 @@ class CallAccount:
             at="", caller=self.caller.label, tool=self.tool.name, outcome=outcome,
             revision=head.number, view=self.caller.view, bundle=head.bundle_id,
             duration_ms=run_seconds * 1000, output_bytes=output_bytes, args_digest=digest,
-            detail=detail,
+            detail=detail, id=self.id,
         )  # fmt: skip
         return self.entry
 

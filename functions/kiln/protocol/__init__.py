@@ -2,10 +2,12 @@
 
 from kiln.protocol.backend import CallContext, ToolBackend, ToolOutcome, ToolView
 from kiln.protocol.http import HttpRequest, HttpResponse, McpEndpoint
+from kiln.protocol.inner import CallLimits
 from kiln.protocol.settings import ProtocolSettings
 
 __all__ = [
     "CallContext",
+    "CallLimits",
     "HttpRequest",
     "HttpResponse",
     "McpEndpoint",
@@ -19,6 +21,7 @@ __all__ = [
     "errors",
     "guard",
     "http",
+    "inner",
     "jsontext",
     "spec",
     "talking",

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 if TYPE_CHECKING:
+    from kiln.protocol.inner import CallLink
     from kiln.protocol.streaming import Outbox
     from kiln.protocol.talking import Turn
 
@@ -33,6 +34,7 @@ class ToolView:
     # starts when its script says so ({"task": true}, see kiln/runner/TALKING.md).
     asks_first: bool = False
     tags: tuple[str, ...] = ()  # not on the wire: what search mode ranks beside the text
+    calls: tuple[str, ...] = ()  # not on the wire: the tools its script may call (inner.py)
 
 
 # How tools/list shows a request's tools: every tool ("list"), or the meta-tools that search,
@@ -93,6 +95,7 @@ class Conversation:
     hear: Callable[[str, Mapping[str, Any]], None] | None = None
     can_task: bool = False  # this run may hand the rest of its work to a task
     state_id: str | None = None
+    calls: tuple[str, ...] = ()  # the tools this run may call (KILN_CALLS; inner.py)
 
 
 class Book(Protocol):
@@ -158,6 +161,9 @@ class CallContext:
     turn: Turn | None = None  # this tools/call's conversation turn (talking.py)
     conversation: Conversation | None = None  # what the run is told (set per round)
     seen: Seen | None = None  # filled in on the way down, read by the edge (observability)
+    # This tools/call's place among calls that call tools: its ledger id, its parent's, the
+    # tools above it and the bounds they share (kiln.protocol.inner). None: a call of its own.
+    link: CallLink | None = None
 
 
 class ToolBackend(Protocol):

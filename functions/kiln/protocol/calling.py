@@ -32,6 +32,7 @@ from kiln.protocol.errors import (
     RequestId,
     clip,
 )
+from kiln.protocol.inner import calls_in
 from kiln.protocol.jsontext import load_json, lone_surrogate_path, may_hold_surrogates
 from kiln.protocol.wire import MODERN_VERSIONS, at_least, structured_allowed
 
@@ -235,6 +236,11 @@ class ToolCaller:
         """The CallToolResult for what the run produced, as `version` can receive it."""
         if outcome.is_error:
             return result([text_block(outcome.text)], is_error=True)
+        if calls_in(outcome.questions):  # only a tools/call makes calls (inner.py)
+            return tool_error(
+                f"Tool '{tool.name}' calls other tools, and this kind of run cannot make calls "
+                "(a task's run, an author's test run); call it with tools/call."
+            )
         if outcome.questions:  # asked where no conversation is carried (a task, a REST run)
             keys = ", ".join(q.key for q in outcome.questions)
             return tool_error(

@@ -62,6 +62,14 @@ class AdmittedTask(NamedTuple):
     required: Requirement | None = None
 
 
+def _account(caller: Caller, tool: Tool, ctx: CallContext) -> CallAccount:
+    """A new call's account; an inner call's names its parent (kiln.protocol.inner)."""
+    link = ctx.link
+    if link is None:
+        return CallAccount(caller, tool)
+    return CallAccount(caller, tool, id=link.id, parent=link.parent)
+
+
 def run_shares(tool: Tool, principal: Any, view: View | None) -> tuple[str, ...]:
     """Whose run a call is, for its fair share of run slots: the tool, a keyed caller, a view."""
     shares = [f"tool:{tool.id}"]
@@ -168,7 +176,7 @@ class CatalogBackend:
         call is ledgered and what it had claimed given back."""
         gate = self._gate
         assert gate is not None
-        account = CallAccount(caller, tool) if tool is not None else None
+        account = _account(caller, tool, ctx) if tool is not None else None
         try:
             if admitting is not None:
                 await admitting

@@ -51,6 +51,7 @@ def _view_fields(tool: Tool) -> dict[str, Any]:
         "asks_first": head.task == "ask_first",
         "revision": f"{tool.id}@{head.number}",
         "tags": head.tags,
+        "calls": head.calls,
     }
 
 

@@ -38,8 +38,9 @@ EXPORTS: dict[str, str] = {
     "local": "dev state",
     "observability": "redact telemetry",
     "protocol": (
-        "CallContext HttpRequest HttpResponse McpEndpoint ProtocolSettings ToolBackend ToolOutcome "
-        "ToolView backend calling dispatch errors guard http jsontext spec talking tasks wire"
+        "CallContext CallLimits HttpRequest HttpResponse McpEndpoint ProtocolSettings ToolBackend "
+        "ToolOutcome ToolView backend calling dispatch errors guard http inner jsontext spec "
+        "talking tasks wire"
     ),
     "runner": (
         "InvalidArgumentsError NodeUnavailableError RunLimits RunRequest RunResult Runner "
