@@ -32,6 +32,7 @@ export interface ToolFields {
   secrets: string[];
   task: TaskMode;
   tags: string[];
+  calls: string[]; // the tools its script may call (runner/TALKING.md, "Calling tools")
   code?: string;
   files?: Record<string, string>; // relative path -> base64 (only with source)
 }
@@ -424,5 +425,6 @@ export function draftOf(tool: Tool | Revision, name: string): Draft {
     files: { ...(tool.files ?? {}) },
     task: tool.task ?? null,
     tags: [...(tool.tags ?? [])],
+    calls: [...(tool.calls ?? [])],
   };
 }
