@@ -165,7 +165,8 @@ def test_a_tool_calls_only_what_it_declares(server: McpServer) -> None:
     (answer,) = printed(call(server, "rogue", {"calls": calls}))["got"]
     assert answer["isError"] is True
     text = answer["content"][0]["text"]
-    assert "Tool 'rogue' may not call 'fx_rate'" in text and "(it names: none)" in text
+    assert "Tool 'rogue' may not call 'fx_rate'" in text
+    assert "(it names: none)" in text
 
 
 def test_an_inner_call_outside_the_callers_view_is_refused(server: McpServer) -> None:
