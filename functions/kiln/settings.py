@@ -177,10 +177,11 @@ def _tenant_mode(value: str) -> str:
 
 
 def _catalog_mode(value: str) -> str:
-    if value not in ("list", "search"):
+    if value not in ("list", "search", "code"):
         raise ValueError(
-            'expected "list" (tools/list shows every tool) or "search" (search_tools, '
-            "describe_tools and call_tool stand in for them)"
+            'expected "list" (tools/list shows every tool), "search" (search_tools, '
+            'describe_tools and call_tool stand in for them) or "code" (search_tools, '
+            "describe_tools and execute, which runs code that calls them)"
         )
     return value
 

@@ -29,7 +29,7 @@ from kiln.access.pins import CatalogBinder
 from kiln.access.quotas import QuotaCounters
 from kiln.access.resolve import ViewCatalog
 from kiln.access.secrets import SecretStore
-from kiln.access.views import ViewStore
+from kiln.access.views import MODES, ViewStore
 from kiln.aws.clients import AwsClients, lazy, make_clients
 from kiln.bundles.hooks import Bundles, make_bundles
 from kiln.catalog.snapshot import CatalogSnapshots
@@ -336,7 +336,7 @@ def build_kiln(settings: Settings, *, clients: AwsClients | None = None) -> Kiln
         snapshots, runner, bundles=bundles, secrets=secrets, views=views, gate=gate,
         remote=remote_runner(settings, clients, bundles),
         approvals=SpentApprovals(clients.dynamodb, table=settings.table),
-        mode="search" if settings.catalog_mode == "search" else "list",
+        mode=next((m for m in MODES if m == settings.catalog_mode), "list"),
     )  # fmt: skip
     return Kiln(
         settings, clients, store, snapshots, runner, backend, callers, secrets, bundles, views,

@@ -37,10 +37,11 @@ class ToolView:
     calls: tuple[str, ...] = ()  # not on the wire: the tools its script may call (inner.py)
 
 
-# How tools/list shows a request's tools: every tool ("list"), or the meta-tools that search,
-# describe and call them ("search": protocol/discovery.py).
-Mode = Literal["list", "search"]
-MODES: tuple[Mode, ...] = ("list", "search")
+# How tools/list shows a request's tools: every tool ("list"), the meta-tools that search,
+# describe and call them ("search": protocol/discovery.py), or search, describe and `execute`,
+# which runs code that calls them ("code": protocol/discovery.py, serving/codemode.py).
+Mode = Literal["list", "search", "code"]
+MODES: tuple[Mode, ...] = ("list", "search", "code")
 
 
 @dataclass(frozen=True)
