@@ -205,7 +205,7 @@ def test_an_author_builds_a_view_and_binds_a_key_whose_use_the_keys_page_shows(
     both_widths(page, "24-keys-bound")
 
 
-def test_a_view_saved_in_the_studio_sets_search_mode_and_keeps_its_approvals(
+def test_a_view_saved_in_the_studio_sets_search_and_code_mode_and_keeps_its_approvals(
     page: Any, dev: Dev
 ) -> None:
     make_tool(dev, "wipe_cache")
@@ -216,14 +216,18 @@ def test_a_view_saved_in_the_studio_sets_search_mode_and_keeps_its_approvals(
     page.get_by_role("link", name="Views", exact=True).click()
     page.get_by_role("link", name="careful").click()
     expect(page.get_by_role("heading", name="careful")).to_be_visible()
-    page.get_by_label("Search mode").check()
+    page.get_by_label("How clients see its tools").select_option("search")
     page.get_by_role("button", name="Save view").click()
     expect(page.get_by_text("Saved view careful.")).to_be_visible(timeout=30_000)
     saved = dev.api("GET", "/api/views/careful").json()
     assert saved["mode"] == "search", saved
     assert saved["confirm"] == "destructive", saved  # the page does not edit it: kept
     page.reload()
-    expect(page.get_by_label("Search mode")).to_be_checked()
+    expect(page.get_by_label("How clients see its tools")).to_have_value("search")
+    page.get_by_label("How clients see its tools").select_option("code")
+    page.get_by_role("button", name="Save view").click()
+    expect(page.get_by_text("Saved view careful.")).to_be_visible(timeout=30_000)
+    assert dev.api("GET", "/api/views/careful").json()["mode"] == "code"
 
 
 def call(dev: Dev, tool: str, key: str, rid: int = 1) -> Any:

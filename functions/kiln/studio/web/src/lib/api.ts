@@ -162,7 +162,9 @@ export interface ViewDef {
   oauth_scopes?: string[];
   oauth_clients?: string[];
   confirm?: "destructive" | "writes";
-  mode?: "list" | "search"; // search: the meta-tools search_tools, describe_tools, call_tool
+  // search: the meta-tools search_tools, describe_tools, call_tool; code: search_tools,
+  // describe_tools and execute (Python that calls the view's tools)
+  mode?: "list" | "search" | "code";
 }
 
 export interface View extends ViewDef {
