@@ -106,8 +106,37 @@ META_TOOLS: tuple[ToolView, ...] = (
         read_only=False,
     ),
 )
-NAMES = frozenset(tool.name for tool in META_TOOLS)
-_BY_NAME = {tool.name: tool for tool in META_TOOLS}
+EXECUTE = "execute"
+MAX_CODE_CHARS = 100_000
+EXECUTE_TOOL = _meta_tool(
+    EXECUTE,
+    "Run code that calls tools",
+    "Run Python code that calls this server's tools as functions, in one step, and get back "
+    "what it prints. Every tool is a function of its name with keyword arguments (a name's "
+    "'-' becomes '_'; add a trailing underscore to a Python keyword: from_='GBP'), returning "
+    "the tool's structured result (else its text) and raising ToolCallError when the tool "
+    "fails. Find tools with search_tools and their arguments with describe_tools first. The "
+    "code runs again from the top after each round of tool calls, with every result so "
+    "far, so keep it deterministic (no randomness or clock before a call) and make tool "
+    "calls its only side effects; call independent tools before using their results. Only "
+    "the last run's output is the answer: print() what you need.",
+    {
+        "code": {
+            "type": "string",
+            "minLength": 1,
+            "maxLength": MAX_CODE_CHARS,
+            "description": "Python 3 source; print() the answer.",
+        },
+    },
+    read_only=False,
+)
+# What tools/list shows per mode (list mode: the tools themselves).
+SHOWN: dict[str, tuple[ToolView, ...]] = {
+    "search": META_TOOLS,
+    "code": (*META_TOOLS[:2], EXECUTE_TOOL),
+}
+NAMES = frozenset(tool.name for shown in SHOWN.values() for tool in shown)
+_BY_NAME = {tool.name: tool for shown in SHOWN.values() for tool in shown}
 
 # The dispatcher's own tools/call of a catalog tool (dispatch.py), for `call_tool`.
 Direct = Callable[[Envelope, CallContext], Awaitable[bytes]]
@@ -139,8 +168,14 @@ class Discovery:
 
     @staticmethod
     def claims(params: dict[str, Any]) -> bool:
-        """This tools/call names a meta-tool (it is one only in search mode)."""
+        """This tools/call names a meta-tool (it is one only in search and code mode)."""
         return params.get("name") in NAMES
+
+    @staticmethod
+    def answers(name: str, mode: str) -> bool:
+        """This mode shows the meta-tool `name`, and it is answered here (`execute` is not:
+        the backend makes it a tool of the request's own, kiln.serving.codemode)."""
+        return name != EXECUTE and any(tool.name == name for tool in SHOWN.get(mode, ()))
 
     async def answer(
         self,

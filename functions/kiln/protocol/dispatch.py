@@ -23,7 +23,7 @@ from kiln.protocol.classify import (
     request_id_of,
 )
 from kiln.protocol.cursor import CursorCodec
-from kiln.protocol.discovery import META_TOOLS, Discovery
+from kiln.protocol.discovery import SHOWN, Discovery
 from kiln.protocol.errors import (
     InternalError,
     InvalidRequestError,
@@ -371,7 +371,7 @@ class Dispatcher:
     async def _tools_list(self, envelope: Envelope, ctx: CallContext) -> bytes:
         served = await self._served(envelope, ctx)
         return self._lister.page(
-            META_TOOLS if served.mode == "search" else served.tools,
+            SHOWN.get(served.mode, served.tools),
             envelope.params,
             version=envelope.version,
             private=ctx.principal is not None,
@@ -380,9 +380,9 @@ class Dispatcher:
         )
 
     async def _tools_call(self, envelope: Envelope, ctx: CallContext) -> bytes:
-        if self._discovery.claims(envelope.params):  # a meta-tool's name: in search mode?
+        if self._discovery.claims(envelope.params):  # a meta-tool's name: in its mode?
             served = await self._served(envelope, ctx)
-            if served.mode == "search":
+            if self._discovery.answers(envelope.params["name"], served.mode):
                 return await self._discovery.answer(
                     envelope, ctx, served, self._call_tool, self._finish(envelope)
                 )

@@ -20,7 +20,7 @@ from kiln.access.resolve import ViewCatalog
 from kiln.access.views import View
 from kiln.aws.clients import StoreUnavailableError
 from kiln.bundles.cache import BundleError, BundleNotReadyError
-from kiln.catalog.model import Tool
+from kiln.catalog.model import Revision, Tool
 from kiln.catalog.snapshot import CatalogSnapshots, Snapshot
 from kiln.protocol.backend import (
     CallContext,
@@ -31,6 +31,7 @@ from kiln.protocol.backend import (
     ToolOutcome,
     ToolView,
 )
+from kiln.protocol.discovery import EXECUTE
 from kiln.protocol.errors import RateLimitedError
 from kiln.runner import (
     InvalidArgumentsError,
@@ -42,6 +43,7 @@ from kiln.runner import (
 from kiln.runner.errors import RunSlotRefusedError
 from kiln.runner.model import RunRequest, RunResult
 from kiln.runner.remote import RemoteRunner
+from kiln.serving.codemode import CodeMode
 from kiln.serving.conversation import approval_for, approved_by, run_fields, spent, tool_outcome
 from kiln.serving.packages import BundlePaths, cannot_run, wait_for_bundle
 from kiln.serving.resolved import ResolvedTool, disabled_for, resolved, resolved_tool, tool_view
@@ -110,6 +112,7 @@ class CatalogBackend:
         self._secrets = secrets
         self._view_catalog = views
         self._gate = gate
+        self._code = CodeMode()  # code mode's `execute`, made per request
         # Per view: the catalog version and its tools as served, a tuple (never changed, so
         # the protocol's lister recognises it by identity: kiln.protocol.listing).
         self._listed: dict[str | None, tuple[int, Served]] = {}
@@ -147,12 +150,13 @@ class CatalogBackend:
         if gate is not None and early:
             admitting = asyncio.ensure_future(asyncio.to_thread(admit, gate, early))
         try:
-            view, tools = await self._visible(await self._snapshots.fresh(), ctx)
+            snapshot = await self._snapshots.fresh()
+            view, tools = await self._visible(snapshot, ctx)
         except BaseException:
             if admitting is not None:
                 await self._settle(admitting, early)
             raise
-        tool = tools.get(name)
+        tool = self._named(name, view, tools, snapshot.version, ctx)
         enabled = tool if tool is not None and tool.enabled else None
         account = None
         if gate is not None:
@@ -162,6 +166,18 @@ class CatalogBackend:
                 disabled_for(name, ctx.principal)
             return None
         return resolved_tool(enabled, view, account)
+
+    def _named(
+        self, name: str, view: View | None, tools: dict[str, Tool], version: int, ctx: CallContext
+    ) -> Tool | None:
+        """The tool a call names: a catalog tool, or in code mode the request's own `execute`
+        (kiln.serving.codemode), which the code it runs cannot call again."""
+        mode = view.mode if view is not None else self._mode
+        inner = ctx.link is not None and ctx.link.parent is not None
+        if name != EXECUTE or mode != "code" or inner:
+            return tools.get(name)
+        caller = caller_of(ctx.principal, view).label
+        return self._code.tool(view.name if view else None, caller, tools, version)
 
     async def _admission(
         self,
@@ -443,12 +459,7 @@ class CatalogBackend:
         conversation: Conversation | None = None,
     ) -> tuple[ToolOutcome, RunResult | None]:
         head = tool.head
-        # A thread hop only for what may do I/O: on a busy machine each one waits for a
-        # worker thread to be scheduled, and a warm call usually needs none.
-        code = self._snapshots.cached_code(head)
-        if code is None:
-            code = await asyncio.to_thread(self._snapshots.code, head)
-        files = await asyncio.to_thread(self._snapshots.files, head) if head.files else {}
+        code, files = await self._source(head)
         try:
             extra_env = (
                 dict(await asyncio.to_thread(self._secrets.values_for, tool))
@@ -479,6 +490,19 @@ class CatalogBackend:
                 InvalidArgumentsError) as error:  # fmt: skip
             return ToolOutcome(str(error), True), None
         return tool_outcome(tool.name, result), result
+
+    async def _source(self, head: Revision) -> tuple[str, Mapping[str, bytes]]:
+        """A revision's code and files (code mode's `execute`: its program, made here)."""
+        program = self._code.source(head)
+        if program is not None:
+            return program.code, program.files
+        # A thread hop only for what may do I/O: on a busy machine each one waits for a
+        # worker thread to be scheduled, and a warm call usually needs none.
+        code = self._snapshots.cached_code(head)
+        if code is None:
+            code = await asyncio.to_thread(self._snapshots.code, head)
+        files = await asyncio.to_thread(self._snapshots.files, head) if head.files else {}
+        return code, files
 
     def warm(self, tool: Tool, *, bundle_wait_s: float = 0.0) -> bool | None:
         """Have a standby wait for `tool`'s head revision (blocking: from a thread), so that
