@@ -130,6 +130,10 @@ EXECUTE_TOOL = _meta_tool(
     },
     read_only=False,
 )
+# Not destructive itself: each call its code makes is approved (or not) as a direct call is.
+EXECUTE_TOOL = replace(
+    EXECUTE_TOOL, annotations={**(EXECUTE_TOOL.annotations or {}), "destructiveHint": False}
+)
 # What tools/list shows per mode (list mode: the tools themselves).
 SHOWN: dict[str, tuple[ToolView, ...]] = {
     "search": META_TOOLS,

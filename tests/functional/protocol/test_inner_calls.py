@@ -104,6 +104,9 @@ def server(moto_endpoint: str, tmp_path_factory: pytest.TempPathFactory) -> Iter
         }
         made = running.running.api("PUT", "/api/views/team", json=view)
         assert made.status_code in (200, 201), made.text
+        code = {**view, "tools": ["fx_rate", "wipe", "ping", "pong"], "mode": "code"}
+        made = running.running.api("PUT", "/api/views/coder", json=code)
+        assert made.status_code in (200, 201), made.text
         yield running
 
 
@@ -217,3 +220,46 @@ def test_a_destructive_inner_call_asks_for_approval_through_the_outer_call(
     )  # fmt: skip
     assert again.get("resultType") == "input_required", again
     assert "already used" in again["inputRequests"][key]["params"]["message"]
+
+
+def execute(server: McpServer, code: str, **more: Any) -> dict[str, Any]:
+    return call(server, "execute", {"code": code}, path="/mcp/v/coder", **more)
+
+
+def test_code_mode_lists_search_describe_and_execute(server: McpServer) -> None:
+    message = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {"_meta": meta()}}
+    headers = {"MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/list"}
+    listed = server.http.post(f"{server.running.url}/mcp/v/coder", json=message, headers=headers)
+    assert listed.status_code == 200, listed.text
+    names = [tool["name"] for tool in listed.json()["result"]["tools"]]
+    assert sorted(names) == ["describe_tools", "execute", "search_tools"]
+
+
+def test_execute_runs_code_whose_tool_calls_go_through_the_gate(server: McpServer) -> None:
+    code = (
+        "gbp = fx_rate(from_='GBP')['rate']\n"
+        "eur = fx_rate(from_='EUR')['rate']\n"
+        "print(f'{100 * gbp:.2f} USD, {100 * eur:.2f} USD')\n"
+    )
+    result = execute(server, code)
+    assert result.get("isError") is not True, result
+    assert result["content"][0]["text"].strip() == "125.00 USD, 110.00 USD"
+    outer = ledger(server, tool="execute")[0]
+    assert outer["view"] == "coder"
+    children = [e for e in ledger(server, tool="fx_rate") if e.get("parent") == outer["id"]]
+    assert len(children) == 2, children
+
+
+def test_execute_reaches_only_the_views_tools(server: McpServer) -> None:
+    code = (
+        "import json, os\n"
+        "talk = os.fdopen(int(os.environ['KILN_TALK_FD']), 'w')\n"
+        "answers = json.loads(os.environ['KILN_ANSWERS'])\n"
+        "if 'x' not in answers:\n"
+        "    talk.write(json.dumps({'ask': 'x', 'call': {'name': 'convert', 'arguments': {}}}))\n"
+        "    talk.close()\n"
+        "    raise SystemExit(0)\n"
+        "print(answers['x']['content'][0]['text'])\n"
+    )
+    result = execute(server, code)
+    assert "Tool 'execute' may not call 'convert'" in result["content"][0]["text"], result
