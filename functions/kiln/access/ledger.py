@@ -4,7 +4,8 @@
 | ------------------------------- | ------------------------ | ------------------------------- |
 | `LEDGER#<yyyy-mm-dd>#<shard>`   | `<time, ms>#<random id>` | when, caller, view, tool,       |
 |                                 |                          | revision, bundle, outcome,      |
-|                                 |                          | duration, output size, digest   |
+|                                 |                          | duration, output size, digest,  |
+|                                 |                          | parent (an inner call's)        |
 | `LEDGERSUM#<yyyy-mm-dd>#<shard>` | `<process>#<chunk>#<n>` | a process's day totals          |
 |                                 |                          | (kiln.access.ledger_totals)     |
 | `LEDGERSUM#<yyyy-mm-dd>`        | `SHARDS`                 | the shards the day was written  |
@@ -31,6 +32,12 @@ grows with the ledger. Entries carry `expires_at` (DynamoDB TTL) `retention_days
 call. Arguments are recorded as an HMAC-SHA256 of their canonical JSON under a server-side
 key: equal arguments give equal digests, but a digest cannot be checked against guesses
 without the key.
+
+An entry's id is the end of its sort key: 12 lowercase hex digits, drawn when it is written or
+given with the entry (`new_id`, drawn at admission, so that an outer call's id is known to its
+inner calls, whose entries are written first and name it as `parent`). `parent` is one more
+equality filter of a query (`LedgerQuery.parent`), read within the same budget as the others:
+an outer call's inner calls, found without knowing when they ran.
 """
 
 from __future__ import annotations
@@ -43,6 +50,7 @@ import hmac
 import json
 import logging
 import math
+import re
 import secrets
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -79,6 +87,21 @@ class LedgerQueryError(ValueError):
     """A filter or cursor the ledger cannot use; the message names the parameter."""
 
 
+ENTRY_ID = re.compile(r"[0-9a-f]{12}")
+
+
+def new_id() -> str:
+    """A fresh entry id (what `CallLedger.item` draws for an entry that carries none)."""
+    return secrets.token_hex(6)
+
+
+def check_id(value: str, *, name: str) -> str:
+    """`value` if it is an entry id; ValueError (a LedgerQueryError) naming `name` if not."""
+    if not ENTRY_ID.fullmatch(value):
+        raise LedgerQueryError(f"{name}: must be a call id, 12 lowercase hex digits")
+    return value
+
+
 @dataclass(frozen=True)
 class CallRecord:
     at: str  # ISO 8601 UTC, milliseconds
@@ -92,7 +115,8 @@ class CallRecord:
     output_bytes: int = 0
     args_digest: str = ""
     detail: str | None = None  # for `refused`: which quota; for a task: `task` and why it ended
-    id: str = ""
+    id: str = ""  # given (`new_id`) or drawn when written
+    parent: str | None = None  # an inner call's: the id of the call that made it
 
     def as_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -130,6 +154,7 @@ class LedgerQuery:
     limit: int = 100
     cursor: str | None = None  # `next_cursor` of the page before
     view: str | None = None
+    parent: str | None = None  # the inner calls of the call with this id
 
 
 class CallLedger:
@@ -208,7 +233,9 @@ class CallLedger:
         own), and the entry as it will read back."""
         moment = self._clock() if started is None else started
         at = _iso_ms(moment)
-        entry_id = secrets.token_hex(6)
+        entry_id = check_id(entry.id, name="id") if entry.id else new_id()
+        if entry.parent is not None:
+            check_id(entry.parent, name="parent")
         item: dict[str, Any] = {
             "pk": {"S": f"LEDGER#{at[:10]}#{secrets.randbelow(self.shards)}"},
             "sk": {"S": f"{at}#{entry_id}"},
@@ -223,7 +250,7 @@ class CallLedger:
         }
         if entry.revision is not None:
             item["revision"] = {"N": str(entry.revision)}
-        for field in ("view", "bundle", "detail"):
+        for field in ("view", "bundle", "detail", "parent"):
             value = getattr(entry, field)
             if value:
                 item[field] = {"S": value}
@@ -244,6 +271,8 @@ class CallLedger:
             raise LedgerQueryError(f"outcome: must be one of {', '.join(OUTCOMES)}")
         if not 1 <= where.limit <= MAX_PAGE:
             raise LedgerQueryError(f"limit: must be from 1 to {MAX_PAGE}")
+        if where.parent is not None:
+            check_id(where.parent, name="parent")
         now = datetime.fromtimestamp(self._clock(), UTC)
         end = parse_time(where.until, name="until") if where.until else now
         start = (
@@ -255,7 +284,7 @@ class CallLedger:
         if where.cursor is not None:
             high = min(high, _decode_cursor(where.cursor))
         filters = {"tool": where.tool, "caller": where.caller, "outcome": where.outcome,
-                   "view": where.view}  # fmt: skip
+                   "view": where.view, "parent": where.parent}  # fmt: skip
         found: list[CallRecord] = []
         budget = _Budget(READ_FACTOR * (where.limit + 1))  # and a small page per shard
         day, first = _day_of(high), start.date()
@@ -534,6 +563,7 @@ def _record(item: Mapping[str, Any]) -> CallRecord:
         args_digest=str(item["args_digest"]["S"]),
         detail=text("detail"),
         id=str(item["sk"]["S"]).rpartition("#")[2],
+        parent=text("parent"),
     )
 
 
