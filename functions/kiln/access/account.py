@@ -15,13 +15,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import secrets
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Literal
 
-from kiln.access.ledger import CallRecord, Outcome
+from kiln.access.ledger import CallRecord, Outcome, new_id
 from kiln.access.quotas import Quota, QuotaExceededError
 from kiln.catalog.model import Tool
 
@@ -54,7 +53,7 @@ class CallAccount:
     started: float = field(default_factory=time.time)  # epoch seconds: when it was admitted
     claimed: Limits = ()  # the quota counts this call took (given back if it never runs)
     parent: str | None = None  # the ledger id of the call whose run made this one (inner)
-    id: str = field(default_factory=lambda: secrets.token_hex(6))  # its ledger entry's id
+    id: str = field(default_factory=new_id)  # its ledger entry's id, known to inner calls
     entry: CallRecord | None = None  # set once, by `close`
     refusal: QuotaExceededError | None = None
 
@@ -100,7 +99,7 @@ class CallAccount:
             at="", caller=self.caller.label, tool=self.tool.name, outcome=outcome,
             revision=head.number, view=self.caller.view, bundle=head.bundle_id,
             duration_ms=run_seconds * 1000, output_bytes=output_bytes, args_digest=digest,
-            detail=detail, id=self.id,
+            detail=detail, id=self.id, parent=self.parent,
         )  # fmt: skip
         return self.entry
 

@@ -83,7 +83,7 @@ class CallLink:
     """A tools/call's place in a tree of calls: its ledger id, its parent's, the tools above it
     (outermost first) and the bounds the tree shares."""
 
-    id: str = field(default_factory=lambda: secrets.token_hex(6))
+    id: str = field(default_factory=lambda: secrets.token_hex(6))  # as the ledger's new_id
     parent: str | None = None
     chain: tuple[str, ...] = ()
     budget: CallBudget = field(default_factory=lambda: CallBudget(CallLimits()))
