@@ -44,6 +44,21 @@ class AccountClosedError(RuntimeError):
     """A call's account closed a second time (its ledger entry is written once)."""
 
 
+@dataclass(frozen=True)
+class Ran:
+    """What a call's last run leaves for its ledger entry, written once its answer is shaped
+    (`CatalogBackend.close_call`: the caller may get an error though the run succeeded)."""
+
+    failed: bool
+    timed_out: bool
+    not_ready: bool
+    digest: str
+    started: float  # epoch seconds: when the run was asked for
+    run_seconds: float
+    output_bytes: int
+    detail: str | None = None  # who approved it
+
+
 @dataclass(eq=False)
 class CallAccount:
     """The bookkeeping of one call, from its admission to its ledger entry."""
@@ -55,6 +70,7 @@ class CallAccount:
     parent: str | None = None  # the ledger id of the call whose run made this one (inner)
     id: str = field(default_factory=new_id)  # its ledger entry's id, known to inner calls
     entry: CallRecord | None = None  # set once, by `close`
+    ran: Ran | None = None  # the last run's facts (a call that asks runs more than once)
     refusal: QuotaExceededError | None = None
 
     @property

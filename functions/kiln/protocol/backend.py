@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
@@ -62,9 +62,6 @@ class ToolOutcome:
     is_error: bool
     stdout: str = ""  # the raw stdout, for structuredContent and the `kiln/content` shape
     # (protocol/content.py); `text` should start with it, so notes after it are kept
-    # Told, once the result is shaped, whether the caller got an error (an output that
-    # breaks the outputSchema is one though the run succeeded): the call's ledger entry.
-    settle: Callable[[bool], Awaitable[None]] | None = field(default=None, compare=False)
     questions: tuple[Question, ...] = ()  # what the run asked instead of answering
     escalate: bool = False  # the run asked to go on as a task (a tool that asks first)
     timed_out: bool = False  # the run was killed at its time limit (the runner says so)
@@ -181,7 +178,11 @@ class ToolBackend(Protocol):
     async def call_tool(
         self, tool: ToolView, arguments: Mapping[str, Any], ctx: CallContext
     ) -> ToolOutcome:
-        """Run a tool whose arguments already passed its input schema."""
+        """Run a tool whose arguments already passed its input schema. A backend that keeps
+        a ledger may also offer `close_call(tool, is_error, ctx)`: told once the result is
+        shaped whether the caller got an error (output that breaks the outputSchema is one
+        though the run succeeded), it closes the call's account; a refusal it raises
+        (ProtocolError: its ledger would not take the entry) becomes the call's answer."""
         ...
 
 

@@ -12,7 +12,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, NamedTuple, Protocol
 
-from kiln.access.account import CallAccount, Caller, Limits
+from kiln.access.account import CallAccount, Caller, Limits, Ran
 from kiln.access.approvals import Requirement, SpentApprovals, needs_approval, requirement
 from kiln.access.gate import CallGate, CallTicket, bound_view, caller_of, key_limits, outcome_of
 from kiln.access.quotas import QuotaExceededError
@@ -294,18 +294,26 @@ class CatalogBackend:
         charges = gate.charges(account.caller)
         if charges:  # spent before the answer: the caller's next call must see it
             await self._later(ctx, gate.charge_run, charges, run_seconds)
+        account.ran = Ran(
+            failed=outcome.is_error, timed_out=timed_out, not_ready=outcome.not_ready,
+            digest=gate.digest(arguments), started=started, run_seconds=run_seconds,
+            output_bytes=len(result.stdout.encode("utf-8", "replace")) if result else 0,
+            detail=approved_by(approval, ctx.principal),
+        )  # fmt: skip
+        return outcome
 
-        async def settle(answered_error: bool) -> None:
-            # As the caller saw it: output that breaks the outputSchema is an error too.
-            kind = outcome_of(outcome.is_error or answered_error, timed_out, outcome.not_ready)
-            await self._recorded(
-                ctx, gate.finish, account, kind, digest=gate.digest(arguments),
-                started=started, run_seconds=run_seconds,
-                output_bytes=len(result.stdout.encode("utf-8", "replace")) if result else 0,
-                detail=approved_by(approval, ctx.principal),
-            )  # fmt: skip
-
-        return replace(outcome, settle=settle)
+    async def close_call(self, tool: ToolView, is_error: bool, ctx: CallContext) -> None:
+        """The call's answer is shaped: its account is closed with the entry of what its last
+        run did, an error if the caller got one (output that breaks the outputSchema)."""
+        account = tool.account if isinstance(tool, ResolvedTool) else None
+        gate, ran = self._gate, account.ran if account is not None else None
+        if gate is None or account is None or ran is None or account.state == "closed":
+            return
+        kind = outcome_of(ran.failed or is_error, ran.timed_out, ran.not_ready)
+        await self._recorded(
+            ctx, gate.finish, account, kind, digest=ran.digest, started=ran.started,
+            run_seconds=ran.run_seconds, output_bytes=ran.output_bytes, detail=ran.detail,
+        )  # fmt: skip
 
     async def record_rejected(self, tool: ToolView, arguments: Any, ctx: CallContext) -> None:
         """Ledger a call answered with an isError result because its arguments broke the

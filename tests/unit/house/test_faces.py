@@ -39,7 +39,7 @@ EXPORTS: dict[str, str] = {
     "observability": "redact telemetry",
     "protocol": (
         "CallContext CallLimits HttpRequest HttpResponse McpEndpoint ProtocolSettings ToolBackend "
-        "ToolOutcome ToolView backend calling dispatch errors guard http inner jsontext spec "
+        "ToolOutcome ToolView backend calling discovery dispatch errors guard http inner jsontext spec "
         "talking tasks wire"
     ),
     "runner": (
