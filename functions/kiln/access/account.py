@@ -27,7 +27,7 @@ from kiln.catalog.model import Tool
 log = logging.getLogger("kiln.access.account")
 
 Limits = tuple[tuple[str, Quota], ...]  # (subject, quota) pairs, counted in this order
-Work = Callable[[], object]  # blocking bookkeeping: a ledger write, a quota refund
+Bookkeeping = Callable[[], object]  # blocking: a ledger write, a quota refund
 State = Literal["admitted", "charged", "closed"]
 
 
@@ -136,9 +136,9 @@ class CallBook:
     its bookkeeping at once."""
 
     def __init__(self) -> None:
-        self._started: list[tuple[Work, asyncio.Future[object]]] = []
+        self._started: list[tuple[Bookkeeping, asyncio.Future[object]]] = []
 
-    def keep(self, work: Work) -> None:
+    def keep(self, work: Bookkeeping) -> None:
         self._started.append((work, asyncio.ensure_future(asyncio.to_thread(work))))
 
     async def close(self) -> None:
