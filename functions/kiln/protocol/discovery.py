@@ -134,10 +134,19 @@ EXECUTE_TOOL = _meta_tool(
 EXECUTE_TOOL = replace(
     EXECUTE_TOOL, annotations={**(EXECUTE_TOOL.annotations or {}), "destructiveHint": False}
 )
+
+def _for_code(tool: ToolView) -> ToolView:
+    """A meta-tool's description as code mode shows it: tools are run by `execute`."""
+    text = tool.description.replace(
+        "call_tool to run it", "execute to run code that calls it"
+    ).replace("the arguments call_tool needs", "the arguments its function takes in execute")
+    return replace(tool, description=text)
+
+
 # What tools/list shows per mode (list mode: the tools themselves).
 SHOWN: dict[str, tuple[ToolView, ...]] = {
     "search": META_TOOLS,
-    "code": (*META_TOOLS[:2], EXECUTE_TOOL),
+    "code": (_for_code(META_TOOLS[0]), _for_code(META_TOOLS[1]), EXECUTE_TOOL),
 }
 NAMES = frozenset(tool.name for shown in SHOWN.values() for tool in shown)
 _BY_NAME = {tool.name: tool for shown in SHOWN.values() for tool in shown}

@@ -233,6 +233,8 @@ def test_code_mode_lists_search_describe_and_execute(server: McpServer) -> None:
     assert listed.status_code == 200, listed.text
     names = [tool["name"] for tool in listed.json()["result"]["tools"]]
     assert sorted(names) == ["describe_tools", "execute", "search_tools"]
+    for tool in listed.json()["result"]["tools"]:  # none points at a tool this mode lacks
+        assert "call_tool" not in tool["description"], tool
 
 
 def test_execute_runs_code_whose_tool_calls_go_through_the_gate(server: McpServer) -> None:
