@@ -25,6 +25,7 @@ if TYPE_CHECKING:
 
 Entry = dict[str, Any]
 HEADER = ("AT", "CALLER", "TOOL", "OUTCOME", "DURATION", "VIEW", "ID")
+NOT_WITH_TREE = ("tool", "caller", "outcome", "limit", "totals")
 ROOT_SEARCH = 1000  # entries read back from a tree's first inner call to find the call itself
 
 
@@ -36,16 +37,23 @@ def register(commands: Any, remote: Callable[[argparse.ArgumentParser], Any]) ->
     calls.add_argument("--outcome", choices=list(OUTCOMES))
     calls.add_argument("--since", help="ISO 8601 time or date")
     calls.add_argument("--until", help="ISO 8601 time or date")
-    calls.add_argument("--limit", type=int, default=50, help="entries to show (default 50)")
+    calls.add_argument("--limit", type=int, help="entries to show (default 50)")
     calls.add_argument("--json", action="store_true", help="one JSON object per line")
     calls.add_argument("--totals", metavar="DAY", help="per-key and per-tool totals of a day")
-    calls.add_argument("--tree", metavar="ID", help="a call and every call inside it")
+    calls.add_argument(
+        "--tree", metavar="ID", help="a call and every call inside it (with --since, --until)"
+    )
     calls.set_defaults(func=cmd_calls)
 
 
 def cmd_calls(args: argparse.Namespace) -> int:
     from kiln.cli.client import ApiCallError
 
+    mixed = [f"--{name}" for name in NOT_WITH_TREE if getattr(args, name) is not None]
+    if args.tree and mixed:
+        shown = ", ".join(mixed)
+        why = f"--tree shows a call and every call inside it: {shown} cannot be used with it"
+        return output.fail("calls", why, status=2)
     client = output.client(args)
     try:
         if args.totals:
@@ -118,7 +126,7 @@ def ledger_entries(
         if (value := getattr(args, key))
     }
     query.update(fixed)
-    wanted = max(1, args.limit)
+    wanted = max(1, 50 if args.limit is None else args.limit)
     found: list[dict[str, Any]] = []
     cursor = None
     while len(found) < wanted:

@@ -200,6 +200,9 @@ def test_kiln_calls_tree_shows_a_call_and_every_call_inside_it(kiln: RunningKiln
     unknown = kiln_cli(kiln, "calls", "--tree", "0" * 12)
     assert (unknown.returncode, unknown.stdout) == (1, ""), unknown.stdout
     assert "no call 000000000000 nor any call inside it found" in unknown.stderr
+    narrowed = kiln_cli(kiln, "calls", "--tree", ids["job"], "--tool", "job", "--limit", "2")
+    assert (narrowed.returncode, narrowed.stdout) == (2, ""), narrowed.stdout
+    assert "--tool, --limit cannot be used with it" in narrowed.stderr
     bad = kiln_cli(kiln, "calls", "--tree", "job")
     assert bad.returncode == 1
     assert "HTTP 400: parent: must be a call id, 12 lowercase hex digits" in bad.stderr
