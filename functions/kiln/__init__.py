@@ -40,7 +40,7 @@ Rooms (one noun each; a room's __init__.py is its face, `__all__` what other roo
     runner/         runs one script; the same code in kiln dev and in the runner function
     aws/            clients made once, the catalog's resources, the trimmed botocore data
     observability/  telemetry, log redaction
-    cli/            the `kiln` command: tools, bundles, keys, views, client, locate, output
+    cli/            the `kiln` command: tools, bundles, keys, views, calls, client, locate, output
     local/          laptops and CI only, left out of Lambda builds: dev, stdio, bridge,
                     preflight, reload, and the moto emulator (local/emulator/)
 """

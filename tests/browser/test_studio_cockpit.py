@@ -15,10 +15,8 @@ from typing import Any
 import pytest
 from playwright.sync_api import expect
 
-from kiln.access.ledger import CallLedger, CallRecord
-from kiln.aws.clients import make_clients
+from kiln.access.ledger import CallRecord
 from kiln.catalog.model import Draft, TaskMode
-from kiln.local.emulator import shared_endpoint
 from support.browser import Dev, both_widths, sign_in
 
 ECHO = "import json, sys\nprint(json.dumps(json.load(sys.stdin)))\n"
@@ -254,11 +252,7 @@ OLDER = [("ok", 50.0, None), ("ok", 50.0, None)]  # three days ago: only in the 
 
 def seed(dev: Dev, tool: str, view: str = "finance") -> float:
     """Write SEEDED (two minutes ago) and OLDER for `tool` straight into the ledger's table."""
-    endpoint = shared_endpoint(dev.log.parent / "s" / "aws")
-    assert endpoint is not None, f"no emulator described in {dev.log.parent / 's' / 'aws'}"
-    keys = (endpoint.credentials.access_key_id, endpoint.credentials.secret_access_key)
-    clients = make_clients(endpoint_url=endpoint.url, region=endpoint.region, credentials=keys)
-    ledger = CallLedger(clients.dynamodb, table="kiln", digest_key=b"seed")
+    ledger = dev.ledger()
     at = time.time() - 120
     for plan, when in ((SEEDED, at), (OLDER, at - 3 * 86_400)):
         for outcome, duration, where in plan:

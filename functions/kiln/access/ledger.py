@@ -95,10 +95,10 @@ def new_id() -> str:
     return secrets.token_hex(6)
 
 
-def check_id(value: str, *, name: str) -> str:
-    """`value` if it is an entry id; ValueError (a LedgerQueryError) naming `name` if not."""
+def check_id(value: str, *, name: str, error: type[ValueError] = ValueError) -> str:
+    """`value` if it is an entry id, else `error` naming `name` (a query's: LedgerQueryError)."""
     if not ENTRY_ID.fullmatch(value):
-        raise LedgerQueryError(f"{name}: must be a call id, 12 lowercase hex digits")
+        raise error(f"{name}: must be a call id, 12 lowercase hex digits")
     return value
 
 
@@ -272,7 +272,7 @@ class CallLedger:
         if not 1 <= where.limit <= MAX_PAGE:
             raise LedgerQueryError(f"limit: must be from 1 to {MAX_PAGE}")
         if where.parent is not None:
-            check_id(where.parent, name="parent")
+            check_id(where.parent, name="parent", error=LedgerQueryError)
         now = datetime.fromtimestamp(self._clock(), UTC)
         end = parse_time(where.until, name="until") if where.until else now
         start = (

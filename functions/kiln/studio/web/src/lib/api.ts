@@ -190,10 +190,13 @@ export interface CallEntry {
   duration_ms: number;
   output_bytes: number;
   detail: string | null;
+  /** An inner call's: the id of the call that made it (a script's call, a code-mode run). */
+  parent?: string | null;
 }
 
 export type CallFilters = {
   tool?: string;
+  parent?: string;
   caller?: string;
   view?: string;
   outcome?: string;
