@@ -287,12 +287,12 @@ class Settings:
     # KILN_STATE_SECRET: seals a tool call's requestState (2026-07-28 questions); unset: a
     # random secret per process, so a state opens only in the process that sealed it
     state_secret: str | None = None
-    ledger: bool = True  # KILN_LEDGER: record every tools/call (kiln.access.ledger)
+    ledger: bool = True  # KILN_LEDGER: record every tools/call (kiln.accounting.ledger)
     ledger_retention_days: int = 30  # KILN_LEDGER_RETENTION_DAYS
     ledger_digest_key: str | None = None  # KILN_LEDGER_DIGEST_KEY: HMAC key of argument digests
     # KILN_LEDGER_SHARDS: partitions of a day's entries; unset: 32, and 1 against kiln dev's
     # emulator, which has no per-partition limit (each day records its count: see
-    # kiln.access.ledger_shards)
+    # kiln.accounting.ledger_shards)
     ledger_shards: int | None = None
     ledger_totals_flush_s: float = 10.0  # KILN_LEDGER_TOTALS_FLUSH_S: a process's totals write
     quota_claim_horizon_s: float = 1.0  # KILN_QUOTA_CLAIM_HORIZON_S: a claim's share of own rate

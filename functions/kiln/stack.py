@@ -23,13 +23,13 @@ from urllib.parse import urlsplit
 
 import kiln
 from kiln.access.approvals import SpentApprovals
-from kiln.access.gate import CallGate
-from kiln.access.ledger import DEFAULT_SHARDS, CallLedger
 from kiln.access.pins import CatalogBinder
 from kiln.access.quotas import QuotaCounters
 from kiln.access.resolve import ViewCatalog
 from kiln.access.secrets import SecretStore
 from kiln.access.views import MODES, ViewStore
+from kiln.accounting.gate import CallGate
+from kiln.accounting.ledger import DEFAULT_SHARDS, CallLedger
 from kiln.aws.clients import AwsClients, lazy, make_clients
 from kiln.bundles.hooks import Bundles, make_bundles
 from kiln.catalog.snapshot import CatalogSnapshots
@@ -184,7 +184,7 @@ class Kiln:
         if limit <= 0 or self.gate.ledger is None or not self.runner.standby_capable:
             return []
         try:
-            from kiln.access.ledger import LedgerQuery
+            from kiln.accounting.ledger import LedgerQuery
 
             recent, _ = self.gate.ledger.query(LedgerQuery(limit=200))
         except Exception:  # the ledger is a convenience here: start without warming

@@ -9,7 +9,7 @@ from typing import Any
 
 from playwright.sync_api import expect
 
-from kiln.access.ledger import CallRecord, new_id
+from kiln.accounting.ledger import CallRecord, new_id
 from support.browser import Dev, both_widths, sign_in
 
 

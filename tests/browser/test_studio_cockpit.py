@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from playwright.sync_api import expect
 
-from kiln.access.ledger import CallRecord
+from kiln.accounting.ledger import CallRecord
 from kiln.catalog.model import Draft, TaskMode
 from support.browser import Dev, both_widths, sign_in
 
@@ -302,7 +302,7 @@ def test_the_charts_show_the_seeded_calls_and_the_list_their_recent_use(
 
     page.get_by_role("button", name="Last 30 days").click()
     # 31 days: a read of each day's shard count, and a query of each shard of the two days
-    # with calls (kiln.access.ledger_shards; kiln dev writes one shard a day). The timeout
+    # with calls (kiln.accounting.ledger_shards; kiln dev writes one shard a day). The timeout
     # is for a loaded machine.
     expect(page.get_by_test_id("total-calls")).to_have_text("14", timeout=30_000)
     expect(page.locator("svg rect.calls")).to_have_count(2)

@@ -14,7 +14,7 @@ from typing import Any
 
 import httpx
 
-from kiln.access.ledger import CallLedger
+from kiln.accounting.ledger import CallLedger
 from kiln.aws.clients import make_clients
 from kiln.local.emulator import shared_endpoint
 

@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterator
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from kiln.access.ledger import OUTCOMES
+from kiln.accounting.ledger import OUTCOMES
 from kiln.cli import output
 
 if TYPE_CHECKING:

@@ -98,7 +98,7 @@ class Conversation:
 
 class Book(Protocol):
     """Where the backend leaves a call's blocking bookkeeping (ledger writes, quota refunds)
-    for the edge that answers it (`kiln.access.account.CallBook`, made by
+    for the edge that answers it (`kiln.accounting.account.CallBook`, made by
     `kiln.api.mcp_serving`)."""
 
     def keep(self, work: Callable[[], object]) -> None: ...

@@ -135,6 +135,7 @@ EXECUTE_TOOL = replace(
     EXECUTE_TOOL, annotations={**(EXECUTE_TOOL.annotations or {}), "destructiveHint": False}
 )
 
+
 def _for_code(tool: ToolView) -> ToolView:
     """A meta-tool's description as code mode shows it: tools are run by `execute`."""
     text = tool.description.replace(

@@ -2,7 +2,7 @@
 
 After a call, the server that ran it has more to do than answer: the run's directory is
 removed and the tool's next standby prepared (kiln.runner.runner), and on `kiln dev` the
-call's ledger entry goes from its local file to the store (kiln.access.pending). Each is done
+call's ledger entry goes from its local file to the store (kiln.accounting.pending). Each is done
 by a thread. A thread that starts while the answer is still being written competes with it
 for the interpreter: the event loop gets the GIL back only when the thread lets go of it or
 after the 5 ms switch interval, once per hand-back. Measured on `kiln dev` (strace, a trivial

@@ -12,12 +12,12 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, NamedTuple, Protocol
 
-from kiln.access.account import CallAccount, Caller, Limits, Ran
 from kiln.access.approvals import Requirement, SpentApprovals, needs_approval, requirement
-from kiln.access.gate import CallGate, CallTicket, bound_view, caller_of, key_limits, outcome_of
 from kiln.access.quotas import QuotaExceededError
 from kiln.access.resolve import ViewCatalog
 from kiln.access.views import View
+from kiln.accounting.account import CallAccount, Caller, Limits, Ran
+from kiln.accounting.gate import CallGate, CallTicket, bound_view, caller_of, key_limits, outcome_of
 from kiln.aws.clients import StoreUnavailableError
 from kiln.bundles.cache import BundleError, BundleNotReadyError
 from kiln.catalog.model import Revision, Tool

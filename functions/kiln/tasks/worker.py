@@ -24,8 +24,8 @@ from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 from kiln.access.approvals import Requirement
-from kiln.access.gate import CallGate, CallTicket, outcome_of
-from kiln.access.ledger import Outcome
+from kiln.accounting.gate import CallGate, CallTicket, outcome_of
+from kiln.accounting.ledger import Outcome
 from kiln.catalog.model import Tool
 from kiln.protocol.backend import Conversation, ToolOutcome, ToolView
 from kiln.protocol.calling import RunFailedError, ToolCaller

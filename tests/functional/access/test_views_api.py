@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from conftest import AwsStack
-from kiln.access.ledger import CallRecord, new_id
+from kiln.accounting.ledger import CallRecord, new_id
 from kiln.settings import Settings
 from support.app import AUTHOR_KEY, RunningKiln, serve
 

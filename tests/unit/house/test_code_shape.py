@@ -22,7 +22,7 @@ PACKAGE = Path(__file__).resolve().parents[3] / "functions" / "kiln"
 MAX_MODULE_LINES = 600
 EXPLAINED_MODULE_LINES = 500  # past this, a module says why it is one idea (LONG_MODULES)
 LONG_MODULES = {
-    "access/ledger.py": "one table layout read and written: entries, their shards, their pages",
+    "accounting/ledger.py": "one table layout read and written: entries, their shards, their pages",
     "bundles/build.py": "one build, in order: install, compile, prune, zip; each step hands on",
     "bundles/cache.py": "one cache's life: fetch, unpack, seal, pin, evict share one lock",
     "catalog/store.py": "one item layout, every write in a transaction with its reads",

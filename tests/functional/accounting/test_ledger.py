@@ -7,7 +7,7 @@ import json
 import pytest
 
 from conftest import AwsStack
-from kiln.access.ledger import CallLedger, CallRecord, LedgerQuery, LedgerQueryError, new_id
+from kiln.accounting.ledger import CallLedger, CallRecord, LedgerQuery, LedgerQueryError, new_id
 
 
 class Clock:
@@ -79,7 +79,7 @@ def test_each_entry_is_one_put_into_one_of_the_days_shards(aws: AwsStack) -> Non
     for _ in range(40):
         calls.record(entry("a"))
     # once a day, before its first entry, the process records its shards (a read of the
-    # table's mark and one update: kiln.access.ledger_shards)
+    # table's mark and one update: kiln.accounting.ledger_shards)
     assert sent[:2] == ["GetItem", "UpdateItem"]
     assert sent[2:] == ["PutItem"] * 40  # no totals write: within its interval
     items = aws.clients.dynamodb.scan(TableName=aws.table)["Items"]

@@ -20,11 +20,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Literal
 
-from kiln.access.ledger import CallRecord, Outcome, new_id
 from kiln.access.quotas import Quota, QuotaExceededError
+from kiln.accounting.ledger import CallRecord, Outcome, new_id
 from kiln.catalog.model import Tool
 
-log = logging.getLogger("kiln.access.account")
+log = logging.getLogger("kiln.accounting.account")
 
 Limits = tuple[tuple[str, Quota], ...]  # (subject, quota) pairs, counted in this order
 Bookkeeping = Callable[[], object]  # blocking: a ledger write, a quota refund

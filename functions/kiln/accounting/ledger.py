@@ -7,18 +7,18 @@
 |                                 |                          | duration, output size, digest,  |
 |                                 |                          | parent (an inner call's)        |
 | `LEDGERSUM#<yyyy-mm-dd>#<shard>` | `<process>#<chunk>#<n>` | a process's day totals          |
-|                                 |                          | (kiln.access.ledger_totals)     |
+|                                 |                          | (accounting/ledger_totals.py)   |
 | `LEDGERSUM#<yyyy-mm-dd>`        | `SHARDS`                 | the shards the day was written  |
-|                                 |                          | over (kiln.access.ledger_shards) |
+|                                 |                          | over (accounting/ledger_shards) |
 
 No hot item, one write per call. An entry is one PutItem (about 400 bytes: one write unit)
 into one of `shards` partitions of its UTC day, picked at random; DynamoDB serves 1,000
 write units a second per partition, so the default 32 shards take 32,000 calls a second
 (10,000 a second is 31 % of each partition's limit). The day's totals are counted in each
-process and written at most once per `flush_s` (kiln.access.ledger_totals, which states what
+process and written at most once per `flush_s` (kiln.accounting.ledger_totals, which states what
 they may lag and lose; the entries lose nothing). Each day records the most shards any of its
 writers used, before its first entry from that writer, and readers read the day over exactly
-that many (kiln.access.ledger_shards): none for a day without calls. So the shard count may
+that many (kiln.accounting.ledger_shards): none for a day without calls. So the shard count may
 be raised or lowered at any time, and `kiln dev` writes one shard a day (its emulator has no
 per-partition limit) and reads a page, a day's totals or a month's chart with a query a day.
 
@@ -61,14 +61,14 @@ from typing import TYPE_CHECKING, Any, Literal, cast
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from kiln.access.ledger_shards import DaysBack, DayShards
-from kiln.access.ledger_totals import DEFAULT_FLUSH_S, DayTotals
+from kiln.accounting.ledger_shards import DaysBack, DayShards
+from kiln.accounting.ledger_totals import DEFAULT_FLUSH_S, DayTotals
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
     from mypy_boto3_dynamodb.type_defs import TransactWriteItemTypeDef
 
-log = logging.getLogger("kiln.access.ledger")
+log = logging.getLogger("kiln.accounting.ledger")
 
 Outcome = Literal["ok", "tool_error", "timeout", "refused", "cancelled", "not_ready"]
 # `cancelled`: a task-augmented call cancelled by its caller (tasks/cancel) before it ended.
@@ -177,7 +177,7 @@ class CallLedger:
         self.retention_days = retention_days
         self._clock = clock
         self.shards = shards
-        # how many shards each day was written over (kiln.access.ledger_shards)
+        # how many shards each day was written over (kiln.accounting.ledger_shards)
         self.day_shards = DayShards(
             dynamodb, table=table, shards=shards, retention_s=retention_days * 86_400,
             clock=clock,
@@ -213,7 +213,7 @@ class CallLedger:
 
     def before_write(self, item: Mapping[str, Any]) -> None:
         """Before an entry is written here: its day is recorded as written over this process's
-        shards, once per day (kiln.access.ledger_shards); a failure stops the write."""
+        shards, once per day (kiln.accounting.ledger_shards); a failure stops the write."""
         self.day_shards.record(str(item["at"]["S"])[:10])
 
     def counted(self, item: Mapping[str, Any]) -> None:
