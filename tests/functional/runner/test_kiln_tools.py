@@ -9,10 +9,8 @@ server's uid (runner/TALKING.md, "Calling tools").
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -20,9 +18,8 @@ import pytest
 
 from kiln.runner.kiln_tools import call_key
 from kiln.runner.model import RunRequest
-from kiln.runner.nodejs import find_node
 from kiln.runner.shipped import write_run_files
-from support.runner import Harness
+from support.runner import Harness, run_beside_helper
 from support.runner import harness_fixture as harness_fixture
 
 RATE_ARGS = {"from": "GBP", "to": "JPY"}
@@ -68,47 +65,6 @@ BOTH = {
 }
 
 
-@dataclass
-class Ran:
-    code: int
-    stdout: str
-    stderr: str
-    talk: list[dict[str, Any]]
-
-
-def run_script(
-    where: Path, language: str, code: str, answers: dict[str, Any], calls: list[str] | None
-) -> Ran:
-    """The script as the runner lays it out (its files, then kiln_tools), run directly."""
-    write_run_files(where, {})
-    script = where / ("main.py" if language == "python" else "main.cjs")
-    script.write_text(code)
-    command = [sys.executable] if language == "python" else [str(find_node())]
-    read, write = os.pipe()
-    env = {"PATH": os.environ["PATH"], "KILN_TALK_FD": str(write)}
-    env["KILN_ANSWERS"] = json.dumps(answers)
-    if calls is not None:
-        env["KILN_CALLS"] = json.dumps(calls)
-    with open(read, "rb") as talk:
-        try:
-            done = subprocess.run(
-                [*command, str(script)],
-                cwd=where,
-                env=env,
-                pass_fds=(write,),
-                input=b"{}",
-                capture_output=True,
-                timeout=30,
-                check=False,
-            )
-        finally:
-            os.close(write)
-        lines = talk.read().decode().splitlines()
-    return Ran(
-        done.returncode, done.stdout.decode(), done.stderr.decode(), list(map(json.loads, lines))
-    )
-
-
 @pytest.fixture(params=["python", "node"])
 def language(request: pytest.FixtureRequest) -> str:
     return str(request.param)
@@ -117,7 +73,7 @@ def language(request: pytest.FixtureRequest) -> str:
 def test_a_first_run_asks_for_its_first_call_once_and_ends_with_exit_0(
     tmp_path: Path, language: str
 ) -> None:
-    ran = run_script(tmp_path, language, SCRIPTS[language], {}, ["fx_rate", "fmt-money"])
+    ran = run_beside_helper(tmp_path, language, SCRIPTS[language], {}, ["fx_rate", "fmt-money"])
     assert (ran.code, ran.stdout) == (0, ""), ran.stderr
     assert ran.talk == [{"ask": RATE_KEY, "call": {"name": "fx_rate", "arguments": RATE_ARGS}}]
     assert call_key(1, "fx_rate", RATE_ARGS) == RATE_KEY
@@ -126,12 +82,12 @@ def test_a_first_run_asks_for_its_first_call_once_and_ends_with_exit_0(
 def test_a_run_with_the_first_answer_asks_the_second_and_with_both_prints_its_result(
     tmp_path: Path, language: str
 ) -> None:
-    second = run_script(tmp_path, language, SCRIPTS[language], RATE_ANSWER, None)
+    second = run_beside_helper(tmp_path, language, SCRIPTS[language], RATE_ANSWER, None)
     assert (second.code, second.stdout) == (0, ""), second.stderr
     assert second.talk == [
         {"ask": FORMAT_KEY, "call": {"name": "fmt-money", "arguments": FORMAT_ARGS}}
     ]
-    last = run_script(tmp_path, language, SCRIPTS[language], BOTH, None)
+    last = run_beside_helper(tmp_path, language, SCRIPTS[language], BOTH, None)
     assert last.code == 0, last.stderr
     assert last.talk == []
     assert json.loads(last.stdout) == {"rate": 187.5, "text": {"text": "¥187.50"}}
@@ -141,7 +97,7 @@ def test_an_error_result_raises_tool_call_error_which_the_script_may_catch(
     tmp_path: Path, language: str
 ) -> None:
     answers = {**RATE_ANSWER, FORMAT_KEY: text_result("unknown currency JPX", error=True)}
-    ran = run_script(tmp_path, language, SCRIPTS[language], answers, None)
+    ran = run_beside_helper(tmp_path, language, SCRIPTS[language], answers, None)
     assert ran.code == 0, ran.stderr
     assert ran.talk == []
     true = "True" if language == "python" else "true"
@@ -167,7 +123,7 @@ def test_an_error_result_raises_tool_call_error_which_the_script_may_catch(
 def test_no_try_of_the_script_swallows_the_end_of_a_run_that_asked(
     tmp_path: Path, language: str, code: str
 ) -> None:
-    ran = run_script(tmp_path, language, code, {}, None)
+    ran = run_beside_helper(tmp_path, language, code, {}, None)
     assert (ran.code, ran.stdout, ran.stderr) == (0, "", "")
     assert [line["ask"] for line in ran.talk] == [RATE_KEY]
 
@@ -175,7 +131,7 @@ def test_no_try_of_the_script_swallows_the_end_of_a_run_that_asked(
 def test_arguments_that_change_between_rounds_make_a_new_key(tmp_path: Path, language: str) -> None:
     """The answer to GBP->JPY is not the answer to GBP->USD: the call is made again."""
     code = SCRIPTS[language].replace("'JPY'}", "'USD'}").replace('to="JPY"', 'to="USD"')
-    ran = run_script(tmp_path, language, code, RATE_ANSWER, None)
+    ran = run_beside_helper(tmp_path, language, code, RATE_ANSWER, None)
     usd = {"from": "GBP", "to": "USD"}
     assert ran.talk == [
         {"ask": call_key(1, "fx_rate", usd), "call": {"name": "fx_rate", "arguments": usd}}
@@ -185,7 +141,7 @@ def test_arguments_that_change_between_rounds_make_a_new_key(tmp_path: Path, lan
 def test_a_tool_not_in_kiln_calls_is_refused_at_once_without_asking(
     tmp_path: Path, language: str
 ) -> None:
-    ran = run_script(tmp_path, language, SCRIPTS[language], RATE_ANSWER, ["fx_rate"])
+    ran = run_beside_helper(tmp_path, language, SCRIPTS[language], RATE_ANSWER, ["fx_rate"])
     assert ran.talk == []
     why = (
         "this tool may not call 'fmt-money': it calls only the tools its manifest declares "
@@ -193,7 +149,7 @@ def test_a_tool_not_in_kiln_calls_is_refused_at_once_without_asking(
     )
     true = "True" if language == "python" else "true"
     assert ran.stdout == f"fmt-money failed: {why} {true} fmt-money\n", ran.stderr
-    none = run_script(tmp_path, language, SCRIPTS[language], {}, [])
+    none = run_beside_helper(tmp_path, language, SCRIPTS[language], {}, [])
     assert none.talk == []
     assert "(here: none: its manifest declares no calls)" in none.stdout + none.stderr
 
