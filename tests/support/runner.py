@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import os
 import random
+import subprocess
 import sys
 import time
 import uuid
@@ -23,7 +25,9 @@ import pytest
 
 from kiln.runner import Runner, RunnerSettings, RunRequest, RunResult, contract_text
 from kiln.runner.model import Language
+from kiln.runner.nodejs import find_node
 from kiln.runner.processes import descendants, processes_of_uids
+from kiln.runner.shipped import write_run_files
 
 MARKER_VAR = "RUN_TEST_MARKER"
 
@@ -203,3 +207,51 @@ def harness_fixture(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[
     for runner in h.runners:
         runner.close()
     assert leftovers == [], f"processes survived the test: {leftovers}"
+
+
+@dataclass
+class Ran:
+    code: int
+    stdout: str
+    stderr: str
+    talk: list[dict[str, Any]]  # the JSON lines it wrote on its talk channel
+
+
+def run_beside_helper(
+    where: Path,
+    language: str,
+    code: str,
+    answers: dict[str, Any],
+    calls: list[str] | None,
+    *,
+    files: dict[str, bytes] | None = None,
+    arguments: dict[str, Any] | None = None,
+) -> Ran:
+    """A script laid out as the runner lays it out (its files, then kiln_tools), run as a
+    plain child process with a pipe at KILN_TALK_FD: what it says there, to the byte."""
+    write_run_files(where, files or {})
+    script = where / ("main.py" if language == "python" else "main.cjs")
+    script.write_text(code)
+    command = [sys.executable] if language == "python" else [str(find_node())]
+    read, write = os.pipe()
+    env = {"PATH": os.environ["PATH"], "KILN_TALK_FD": str(write)}
+    env["KILN_ANSWERS"] = json.dumps(answers)
+    if calls is not None:
+        env["KILN_CALLS"] = json.dumps(calls)
+    with open(read, "rb") as talk:
+        try:
+            done = subprocess.run(
+                [*command, str(script)],
+                cwd=where,
+                env=env,
+                pass_fds=(write,),
+                input=json.dumps(arguments or {}).encode(),
+                capture_output=True,
+                timeout=30,
+                check=False,
+            )
+        finally:
+            os.close(write)
+        lines = talk.read().decode().splitlines()
+    talked = [json.loads(line) for line in lines]
+    return Ran(done.returncode, done.stdout.decode(), done.stderr.decode(), talked)

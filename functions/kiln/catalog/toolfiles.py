@@ -21,6 +21,7 @@ MAX_FILES: Final = 100
 MAX_FILE_BYTES: Final = 256 * 1024
 MAX_FILES_BYTES: Final = 512 * 1024  # all of a tool's files together (before base64)
 RESERVED: Final = frozenset({"tool.json", "main.py", "main.js"})
+HELPER: Final = "kiln_tools"  # every run's helper for calling tools (kiln.runner.shipped)
 PATH_RULE: Final = (
     "a relative path of at most 200 characters from A-Z a-z 0-9 . _ - and /, "
     "with no empty, '.' or '..' part and no part starting with '.'"
@@ -37,6 +38,13 @@ def path_problem(path: str) -> str | None:
         return f"must be {PATH_RULE}"
     if path in RESERVED:
         return "is the manifest's or the script's own name; give the file another name"
+    first = path.split("/", 1)[0]
+    if first == HELPER or first.startswith(HELPER + "."):
+        return (
+            f"{HELPER} is Kiln's own: every run gets its helper for calling tools there "
+            "(`from kiln_tools import tools`, `require('./kiln_tools')`); give the file "
+            "another name"
+        )
     return None
 
 

@@ -28,7 +28,7 @@ import tempfile
 import time
 import weakref
 from collections import deque
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -43,6 +43,7 @@ from kiln.runner.model import LimitSource, RunRequest, RunResult
 from kiln.runner.nodejs import find_node
 from kiln.runner.pipes import NotStarted, Output, PipeFeeder, Reader, Status, returning
 from kiln.runner.results import json_arguments, log_run, run_result
+from kiln.runner.shipped import write_run_files
 from kiln.runner.slots import SlotGate
 from kiln.runner.standby import Prepared, Standbys, standby_key
 from kiln.runner.talk import TalkReader, talk_environment
@@ -341,7 +342,7 @@ class Runner:
                 record.uid = lease.uid
             elif self._sweeps:
                 record.before = contain.snapshot(record.shared_dirs)
-            _write_files(run_dir, request.files)
+            write_run_files(run_dir, request.files)  # and kiln_tools/, for calling tools
             script = run_dir / SCRIPT_NAMES[request.language]
             script.write_text(request.code, encoding="utf-8")
             env = script_environment(request.language, run_dir, interpreter, request.bundle_path)
@@ -551,14 +552,6 @@ async def _go(go: int, feeders: list[PipeFeeder], status: Status, deadline: Dead
         return await asyncio.wait_for(asyncio.shield(status.pid), START_TIMEOUT_S)
     except TimeoutError:
         raise NotStarted() from None  # the helper is stuck; a fresh one will be tried
-
-
-def _write_files(run_dir: Path, files: Mapping[str, bytes]) -> None:
-    """The tool's own files, where the script finds them (paths were checked on save)."""
-    for relative, data in files.items():
-        path = run_dir / relative
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_bytes(data)
 
 
 def _kill_tree_from(root: int) -> None:

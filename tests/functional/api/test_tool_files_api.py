@@ -72,6 +72,24 @@ def test_a_file_path_that_could_leave_the_run_directory_is_refused_by_name(
     assert kiln_server.api("GET", "/api/tools").json()["tools"] == []
 
 
+def test_files_named_kiln_tools_are_refused_since_every_run_gets_kiln_s_helper_there(
+    kiln_server: RunningKiln,
+) -> None:
+    names = ["kiln_tools.py", "kiln_tools.js", "kiln_tools/__init__.py", "kiln_tools"]
+    bad = {**TOOL, "files": dict.fromkeys(names, "eA==")}
+    refused = kiln_server.api("POST", "/api/tools", json=bad)
+    assert refused.status_code == 422
+    violations = {v["field"]: v["message"] for v in refused.json()["error"]["violations"]}
+    assert set(violations) == {f"files[{name!r}]" for name in names}
+    assert violations["files['kiln_tools.py']"] == (
+        "files['kiln_tools.py'] kiln_tools is Kiln's own: every run gets its helper for calling "
+        "tools there (`from kiln_tools import tools`, `require('./kiln_tools')`); give the file "
+        "another name (rule: path)."
+    )
+    elsewhere = {**TOOL, "files": {"lib/kiln_tools.py": "eA==", "my_kiln_tools.py": "eA=="}}
+    assert kiln_server.api("POST", "/api/tools", json=elsewhere).status_code == 201
+
+
 def test_code_that_does_not_parse_is_refused_on_save_with_line_and_column(
     kiln_server: RunningKiln,
 ) -> None:

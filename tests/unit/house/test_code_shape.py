@@ -34,7 +34,9 @@ MAX_FUNCTION_LINES = 60
 # Lists of settings or parser arguments: long, flat, and read line by line.
 LONG_LISTS = {"settings.py:from_env", "cli/main.py:build_parser"}
 ENVIRONMENT_READERS = {"settings.py"}
-CHILD_ENVIRONMENT = {"runner/supervisor.py"}  # sets the child's environ; reads nothing
+# The supervisor sets the child's environ (reads nothing); kiln_tools runs in the tool's own
+# process (the run's KILN_ANSWERS, KILN_CALLS, KILN_TALK_FD), never in the server.
+CHILD_ENVIRONMENT = {"runner/supervisor.py", "runner/kiln_tools/__init__.py"}
 ENVIRONMENT = re.compile(r"os\.environ|getenv")
 
 
