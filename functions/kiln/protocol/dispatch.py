@@ -23,7 +23,7 @@ from kiln.protocol.classify import (
     request_id_of,
 )
 from kiln.protocol.cursor import CursorCodec
-from kiln.protocol.discovery import SHOWN, Discovery
+from kiln.protocol.discovery import Discovery
 from kiln.protocol.errors import (
     InternalError,
     InvalidRequestError,
@@ -371,7 +371,7 @@ class Dispatcher:
     async def _tools_list(self, envelope: Envelope, ctx: CallContext) -> bytes:
         served = await self._served(envelope, ctx)
         return self._lister.page(
-            SHOWN.get(served.mode, served.tools),
+            self._discovery.shown(served),
             envelope.params,
             version=envelope.version,
             private=ctx.principal is not None,

@@ -26,7 +26,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from kiln.catalog.model import Revision, Tool
-from kiln.protocol.backend import ToolView
+from kiln.protocol.codestubs import execute_program
 from kiln.protocol.discovery import EXECUTE, EXECUTE_TOOL
 from kiln.serving.resolved import tool_view
 
@@ -97,42 +97,3 @@ class CodeMode:
                 _, dropped = self._by_view.popitem(last=False)
                 self._by_digest.pop(dropped.digest, None)
         return program
-
-
-# Until the stubs land (kiln.protocol.codestubs): every tool a plain function of its name.
-_WRAPPER = """\
-import json, os, sys, hashlib
-_args = json.load(sys.stdin)
-_answers = json.loads(os.environ.get("KILN_ANSWERS") or "{}")
-_n = [0]
-class ToolCallError(Exception):
-    pass
-def _call(name, arguments):
-    _n[0] += 1
-    text = json.dumps([name, arguments], sort_keys=True, separators=(",", ":"))
-    key = f"call:{_n[0]}:{hashlib.sha256(text.encode()).hexdigest()[:12]}"
-    if key not in _answers:
-        with os.fdopen(int(os.environ["KILN_TALK_FD"]), "w") as talk:
-            talk.write(json.dumps({"ask": key, "call": {"name": name, "arguments": arguments}}))
-        os._exit(0)
-    got = _answers[key]
-    text = "\\n".join(b.get("text", "") for b in got.get("content", []))
-    if got.get("isError"):
-        raise ToolCallError(text)
-    if "structuredContent" in got:
-        return got["structuredContent"]
-    try:
-        return json.loads(text)
-    except ValueError:
-        return text
-_scope = {"__name__": "__main__", "ToolCallError": ToolCallError}
-def _function(name):
-    return lambda **kw: _call(name, {k.rstrip("_"): v for k, v in kw.items()})
-for _name in json.loads(os.environ.get("KILN_CALLS") or "[]"):
-    _scope[_name.replace("-", "_")] = _function(_name)
-exec(compile(_args["code"], "<execute>", "exec"), _scope)
-"""
-
-
-def execute_program(tools: list[ToolView]) -> tuple[str, dict[str, bytes]]:
-    return _WRAPPER, {}

@@ -226,15 +226,20 @@ def execute(server: McpServer, code: str, **more: Any) -> dict[str, Any]:
     return call(server, "execute", {"code": code}, path="/mcp/v/coder", **more)
 
 
-def test_code_mode_lists_search_describe_and_execute(server: McpServer) -> None:
+def test_a_small_code_view_lists_execute_alone_with_every_function(server: McpServer) -> None:
     message = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {"_meta": meta()}}
     headers = {"MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/list"}
     listed = server.http.post(f"{server.running.url}/mcp/v/coder", json=message, headers=headers)
     assert listed.status_code == 200, listed.text
-    names = [tool["name"] for tool in listed.json()["result"]["tools"]]
-    assert sorted(names) == ["describe_tools", "execute", "search_tools"]
-    for tool in listed.json()["result"]["tools"]:  # none points at a tool this mode lacks
-        assert "call_tool" not in tool["description"], tool
+    (execute,) = listed.json()["result"]["tools"]
+    assert execute["name"] == "execute"
+    text = execute["description"]
+    assert "fx_rate(from_: Literal['GBP', 'EUR']) -> {'rate': float}  # An exchange rate" in text
+    assert "wipe(" in text
+    assert "call_tool" not in text  # nothing points at a tool this mode lacks
+    # search_tools and describe_tools still answer, unlisted.
+    described = call(server, "describe_tools", {"names": ["fx_rate"]}, path="/mcp/v/coder")
+    assert '"name":"fx_rate"' in described["content"][0]["text"], described
 
 
 def test_execute_runs_code_whose_tool_calls_go_through_the_gate(server: McpServer) -> None:
