@@ -25,7 +25,7 @@ from typing import Any, Protocol
 
 from kiln.protocol.backend import CallContext, Conversation, Question, ToolOutcome
 from kiln.protocol.errors import InvalidParamsError, MissingCapabilityError, RequestId
-from kiln.protocol.inner import CALL_METHOD, InnerCalls, time_left
+from kiln.protocol.inner import CALL_METHOD, InnerCalls, spent, time_left
 from kiln.protocol.sealing import Binding, StateRefusedError, StateSealer, StateTooLargeError
 from kiln.protocol.spec import CLIENT_CAPABILITIES_META_KEY
 from kiln.protocol.streaming import ClientAnswerError
@@ -109,8 +109,11 @@ class Turn:
             if isinstance(made, ToolOutcome):
                 return made
             answers, questions = made
-            if not questions:
-                continue  # each ask was a call, now answered: run again with the answers
+            if not questions:  # each ask was a call, now answered: run again with the answers
+                stop = spent(ctx, tool.name)
+                if stop is not None:
+                    return _error_outcome(stop)
+                continue
             held += 1
             if held > MAX_HELD_ROUNDS:
                 break

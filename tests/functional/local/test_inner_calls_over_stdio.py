@@ -258,3 +258,19 @@ def test_execute_answers_over_stdio_in_code_mode(coding: Stdio, wire: str) -> No
     result = call(coding, "execute", {"code": code}, wire)
     assert result.get("isError") is not True, f"{result}\nstderr:\n{coding.tail()}"
     assert text(result).strip() == "5.0"
+
+
+def test_a_call_whose_inner_calls_spent_the_time_bound_ends_saying_so(coding: Stdio) -> None:
+    """The first inner call sleeps far past KILN_CALL_SECONDS: it is stopped at the bound, and
+    the call ends with an error naming the bound and the chain (it said "no time was left in
+    the invocation", which was not so: the request had time; its calls' bound was spent)."""
+    code = "slow()\nprint('after the slow call')\n"
+    result = call(coding, "execute", {"code": code}, MODERN)
+    assert result["isError"] is True, result
+    said = text(result)
+    assert "after the slow call" not in said
+    assert said == (
+        "Tool 'execute' was not run again with its calls' answers: the inner calls of one call "
+        f"may take at most {SECONDS:g} s (or the time the request has left), and that is spent "
+        "(execute)"
+    ), said
