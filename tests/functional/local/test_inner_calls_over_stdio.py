@@ -21,10 +21,11 @@ from typing import Any
 
 import pytest
 
+from functional.local.test_inner_calls_on_dev import dev as dev
 from functional.local.test_inner_calls_on_dev import rate_calls, text, tool, write_inner_tools
 from functional.protocol.test_inner_calls import CALLER
 from support.app import MODERN
-from support.devserver import clean_env
+from support.devserver import DevServer, clean_env
 
 LEGACY = "2025-11-25"
 WIRES = [LEGACY, MODERN]
@@ -274,3 +275,36 @@ def test_a_call_whose_inner_calls_spent_the_time_bound_ends_saying_so(coding: St
         f"may take at most {SECONDS:g} s (or the time the request has left), and that is spent "
         "(execute)"
     ), said
+
+
+@pytest.fixture(scope="module")
+def bridged(dev: DevServer, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stdio]:
+    """`kiln stdio --url` to the team view of a `kiln dev` (its confirm: destructive)."""
+    where = tmp_path_factory.mktemp("bridge")
+    command = [sys.executable, "-m", "kiln.cli", "stdio", "--url", f"{dev.url}/mcp/v/team"]
+    server = Stdio(command, clean_env(), where / "bridge.stderr")
+    initialize(server)
+    try:
+        yield server
+    finally:
+        server.close()
+
+
+def test_a_destructive_inner_calls_approval_is_asked_on_the_held_2025_call_and_it_runs_once(
+    bridged: Stdio, dev: DevServer
+) -> None:
+    asked: list[dict[str, Any]] = []
+
+    def approve(request: dict[str, Any]) -> dict[str, Any]:
+        asked.append(request)
+        return {"action": "accept", "content": {"approve": True}}
+
+    calls = [{"name": "wipe", "arguments": {"target": "db"}}]
+    body = printed(bridged, call(bridged, "convert", {"calls": calls}, LEGACY, answer=approve))
+    (got,) = body["got"]
+    assert text(got).strip() == "wiped db", got
+    (question,) = asked
+    assert question["method"] == "elicitation/create"
+    assert question["params"]["message"].startswith("Tool 'convert' calls 'wipe'.\nAllow the tool")
+    runs = dev.api("GET", "/api/calls", params={"tool": "wipe", "limit": "50"}).json()["calls"]
+    assert [(e["outcome"], e["detail"][:11]) for e in runs] == [("ok", "approved by")], runs

@@ -1,0 +1,157 @@
+"""Tools that call tools under the Lambda profile (issue 38): the `mcp` function and its
+tenant-isolated runner function, both sandboxed as Lambda runs them.
+
+The outer run and each inner run are invocations of the runner function, each with the
+TenantId of its own tool (the Invoke API stand-in records the tenant of every invocation it
+serves, and the environment that served it: `TenantInvoke.served`); `execute` runs in a
+tenant of its own per caller and view (`code-<digest>`), never a tool's; an inner call outside
+the caller's view is refused in `mcp` and never reaches the runner function; a cycle ends at
+the depth bound.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+
+from e2e.lambda_profile import Environment, TenantInvoke, lambda_stack
+from e2e.test_lambda_runtime import event_for, rpc
+from functional.protocol.test_inner_calls import CALLER, PING, RATE
+from kiln.access.pins import CatalogBinder
+from kiln.access.views import ViewStore, check_view
+from kiln.catalog.rules import check_draft
+from kiln.catalog.store import CatalogStore
+from support.aws import fresh_stack
+
+pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="the profile's sandbox needs root")
+
+MODERN = "2026-07-28"
+OPEN = {"type": "object", "additionalProperties": True}
+SAFE = {"readOnlyHint": False, "destructiveHint": False}
+
+
+def draft(name: str, code: str, **more: Any) -> dict[str, Any]:
+    return {"name": name, "description": f"{name}, for inner calls on Lambda.",
+            "language": "python", "code": code, "timeout_seconds": 20, "input_schema": OPEN,
+            "annotations": SAFE, **more}  # fmt: skip
+
+
+@dataclass
+class Stack:
+    mcp: Environment
+    runners: TenantInvoke
+    ids: dict[str, str]  # tool name -> id (its runner tenant)
+
+
+@pytest.fixture(scope="module")
+def stack(moto_endpoint: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+    aws = fresh_stack(moto_endpoint, "kiln-inner")
+    store = CatalogStore(aws.clients.dynamodb, aws.clients.s3, table=aws.table, bucket=aws.bucket)
+    drafts = [
+        draft("fx_rate", RATE, output_schema={"type": "object"}),
+        draft("convert", CALLER, calls=["fx_rate", "hidden"]),
+        draft("hidden", "print('hidden ran')\n"),
+        draft("ping", PING, calls=["pong"]),
+        draft("pong", PING, calls=["ping"]),
+    ]
+    ids = {d["name"]: store.create(check_draft(d), actor="e2e").id for d in drafts}
+    views = ViewStore(aws.clients.dynamodb, table=aws.table, binder=CatalogBinder(store))
+    for name, tools, mode in (
+        ("team", ["fx_rate", "convert", "ping", "pong"], "list"),
+        ("coder", ["fx_rate"], "code"),
+        ("coder2", ["fx_rate"], "code"),
+    ):
+        body = {"tools": tools, "mode": mode, "published": True, "anonymous": True}
+        views.put(check_view(body, name=name), expected_revision=None)
+    tmp = tmp_path_factory.mktemp("inner")
+    tmp.chmod(0o755)
+    with lambda_stack(tmp, moto_endpoint, aws.table, aws.bucket) as (mcp, runners):
+        yield Stack(mcp, runners, ids)
+
+
+def call_event(view: str, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+    meta = {"io.modelcontextprotocol/protocolVersion": MODERN,
+            "io.modelcontextprotocol/clientCapabilities": {}}  # fmt: skip
+    event = event_for(
+        "http-api-tools-call.json",
+        rpc("tools/call", {"name": name, "arguments": arguments, "_meta": meta}),
+    )
+    path = f"/mcp/v/{view}"
+    event.update(rawPath=path, routeKey="ANY /mcp/v/{view}", pathParameters={"view": view})
+    event["requestContext"]["http"]["path"] = path
+    event["requestContext"]["routeKey"] = "ANY /mcp/v/{view}"
+    event["headers"].update({"mcp-protocol-version": MODERN, "mcp-method": "tools/call",
+                             "mcp-name": name})  # fmt: skip
+    return event
+
+
+def served(stack: Stack, event: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
+    """The call's result, and the tenant of each runner invocation it made, in order."""
+    before = len(stack.runners.served)
+    answer = stack.mcp.invoke(event, timeout_s=90)
+    assert answer.kind == "response", f"{answer.payload}\n--- mcp log:\n{stack.mcp.log()}"
+    response = answer.payload
+    assert response["statusCode"] == 200, f"{response}\n--- mcp log:\n{stack.mcp.log()}"
+    body = json.loads(response["body"])
+    assert "result" in body, f"{body}\n--- mcp log:\n{stack.mcp.log()}"
+    return body["result"], [tenant for tenant, _ in stack.runners.served[before:]]
+
+
+def text(result: dict[str, Any]) -> str:
+    return "\n".join(c.get("text", "") for c in result["content"])
+
+
+def test_the_outer_run_and_each_inner_run_are_invocations_in_their_own_tools_tenants(
+    stack: Stack,
+) -> None:
+    calls = [{"name": "fx_rate", "arguments": {"from": f}} for f in ("GBP", "EUR")]
+    result, tenants = served(stack, call_event("team", "convert", {"calls": calls}))
+    assert result.get("isError") is not True, f"{result}\n--- mcp log:\n{stack.mcp.log()}"
+    got = json.loads(text(result))["got"]
+    assert [a["structuredContent"] for a in got] == [{"rate": 1.25}, {"rate": 1.1}]
+    convert, fx = stack.ids["convert"], stack.ids["fx_rate"]
+    # One round per call (asked one at a time), then the last run with both answers.
+    assert tenants == [convert, fx, convert, fx, convert], tenants
+    # Tenants never share an environment: the two tools' runs had different sandboxes.
+    uids = {tenant: uid for tenant, uid in stack.runners.served}
+    assert uids[convert] != uids[fx]
+
+
+def test_execute_runs_in_a_code_tenant_per_caller_and_view_never_a_tools(stack: Stack) -> None:
+    code = "print(fx_rate(from_='GBP')['rate'] * 2)\n"
+    result, tenants = served(stack, call_event("coder", "execute", {"code": code}))
+    assert result.get("isError") is not True, f"{result}\n--- mcp log:\n{stack.mcp.log()}"
+    assert text(result).strip() == "2.5"
+    outer, inner, last = tenants
+    assert inner == stack.ids["fx_rate"]
+    assert outer == last
+    assert outer.startswith("code-"), tenants
+    assert outer not in stack.ids.values()
+    # The same caller in another code view: another tenant; in this view again: the same.
+    _, elsewhere = served(stack, call_event("coder2", "execute", {"code": "print(1)\n"}))
+    _, again = served(stack, call_event("coder", "execute", {"code": "print(1)\n"}))
+    assert elsewhere[0].startswith("code-"), elsewhere
+    assert elsewhere[0] != outer
+    assert again == [outer]
+
+
+def test_an_inner_call_outside_the_view_is_refused_before_the_runner(stack: Stack) -> None:
+    calls = [{"name": "hidden", "arguments": {}}]
+    result, tenants = served(stack, call_event("team", "convert", {"calls": calls}))
+    (answer,) = json.loads(text(result))["got"]
+    assert answer["isError"] is True
+    assert text(answer) == "The call of 'hidden' was refused: Unknown tool: hidden"
+    assert stack.ids["hidden"] not in tenants, tenants
+    assert set(tenants) == {stack.ids["convert"]}
+
+
+def test_a_cycle_ends_at_the_depth_bound_on_lambda(stack: Stack) -> None:
+    result, tenants = served(stack, call_event("team", "ping", {"to": "pong"}))
+    assert result["isError"] is True, result
+    assert "calls nest at most 4 deep (ping → pong → ping → pong → ping → pong)" in text(result)
+    assert set(tenants) == {stack.ids["ping"], stack.ids["pong"]}
