@@ -212,3 +212,20 @@ def test_inner_calls_count_against_the_views_quota(dev: DevServer) -> None:
                      wire="modern", path="/mcp/v/metered")  # fmt: skip
     assert direct.status_code == 429, direct.text
     assert direct.json()["error"]["code"] == -32029
+
+
+def test_a_loop_of_calls_in_execute_ends_at_the_count_bound(dev: DevServer) -> None:
+    """Code that calls a tool forever: the 33rd call is refused (KILN_CALL_COUNT, 32)."""
+    code = (
+        "n = 0\n"
+        "try:\n"
+        "    while True:\n"
+        "        fx_rate(from_='GBP')\n"
+        "        n += 1\n"
+        "except ToolCallError as error:\n"
+        "    print(n, error)\n"
+    )
+    said = text(call(dev, "execute", {"code": code}, wire="modern", view="coder"))
+    assert said.startswith(
+        "32 The call of 'fx_rate' was not made: one call may make at most 32 inner calls"
+    ), said
