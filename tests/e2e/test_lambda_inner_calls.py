@@ -6,13 +6,16 @@ TenantId of its own tool (the Invoke API stand-in records the tenant of every in
 serves, and the environment that served it: `TenantInvoke.served`); `execute` runs in a
 tenant of its own per caller and view (`code-<digest>`), never a tool's; an inner call outside
 the caller's view is refused in `mcp` and never reaches the runner function; a cycle ends at
-the depth bound.
+the depth bound; a destructive inner call's approval comes back through the outer call, one
+invocation per round, and runs the tool once; the hostile tools' snoop as `execute`'s code
+finds nothing of the functions' secret.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import secrets
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -21,12 +24,14 @@ import pytest
 
 from e2e.lambda_profile import Environment, TenantInvoke, lambda_stack
 from e2e.test_lambda_runtime import event_for, rpc
-from functional.protocol.test_inner_calls import CALLER, PING, RATE
+from functional.protocol.test_inner_calls import CALLER, PING, RATE, WIPE
+from functional.runner.test_hostile_execute import with_stdin
 from kiln.access.pins import CatalogBinder
 from kiln.access.views import ViewStore, check_view
 from kiln.catalog.rules import check_draft
 from kiln.catalog.store import CatalogStore
 from support.aws import fresh_stack
+from support.hostile_driver import SNOOP
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="the profile's sandbox needs root")
 
@@ -46,6 +51,7 @@ class Stack:
     mcp: Environment
     runners: TenantInvoke
     ids: dict[str, str]  # tool name -> id (its runner tenant)
+    runtime_secret: str  # in both functions' environment
 
 
 @pytest.fixture(scope="module")
@@ -54,7 +60,8 @@ def stack(moto_endpoint: str, tmp_path_factory: pytest.TempPathFactory) -> Itera
     store = CatalogStore(aws.clients.dynamodb, aws.clients.s3, table=aws.table, bucket=aws.bucket)
     drafts = [
         draft("fx_rate", RATE, output_schema={"type": "object"}),
-        draft("convert", CALLER, calls=["fx_rate", "hidden"]),
+        draft("convert", CALLER, calls=["fx_rate", "hidden", "wipe"]),
+        draft("wipe", WIPE, annotations={"destructiveHint": True, "readOnlyHint": False}),
         draft("hidden", "print('hidden ran')\n"),
         draft("ping", PING, calls=["pong"]),
         draft("pong", PING, calls=["ping"]),
@@ -65,22 +72,27 @@ def stack(moto_endpoint: str, tmp_path_factory: pytest.TempPathFactory) -> Itera
         ("team", ["fx_rate", "convert", "ping", "pong"], "list"),
         ("coder", ["fx_rate"], "code"),
         ("coder2", ["fx_rate"], "code"),
+        ("careful", ["convert", "wipe"], "list"),
     ):
         body = {"tools": tools, "mode": mode, "published": True, "anonymous": True}
+        if name == "careful":
+            body["confirm"] = "destructive"
         views.put(check_view(body, name=name), expected_revision=None)
     tmp = tmp_path_factory.mktemp("inner")
     tmp.chmod(0o755)
-    with lambda_stack(tmp, moto_endpoint, aws.table, aws.bucket) as (mcp, runners):
-        yield Stack(mcp, runners, ids)
+    secret = "runtime-" + secrets.token_hex(12)
+    with lambda_stack(tmp, moto_endpoint, aws.table, aws.bucket, runtime_secret=secret) as (
+        mcp,
+        runners,
+    ):
+        yield Stack(mcp, runners, ids, secret)
 
 
-def call_event(view: str, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+def call_event(view: str, name: str, arguments: dict[str, Any], **more: Any) -> dict[str, Any]:
     meta = {"io.modelcontextprotocol/protocolVersion": MODERN,
-            "io.modelcontextprotocol/clientCapabilities": {}}  # fmt: skip
-    event = event_for(
-        "http-api-tools-call.json",
-        rpc("tools/call", {"name": name, "arguments": arguments, "_meta": meta}),
-    )
+            "io.modelcontextprotocol/clientCapabilities": {"elicitation": {}}}  # fmt: skip
+    params = {"name": name, "arguments": arguments, **more, "_meta": meta}
+    event = event_for("http-api-tools-call.json", rpc("tools/call", params))
     path = f"/mcp/v/{view}"
     event.update(rawPath=path, routeKey="ANY /mcp/v/{view}", pathParameters={"view": view})
     event["requestContext"]["http"]["path"] = path
@@ -155,3 +167,44 @@ def test_a_cycle_ends_at_the_depth_bound_on_lambda(stack: Stack) -> None:
     assert result["isError"] is True, result
     assert "calls nest at most 4 deep (ping → pong → ping → pong → ping → pong)" in text(result)
     assert set(tenants) == {stack.ids["ping"], stack.ids["pong"]}
+
+
+def test_a_destructive_inner_calls_approval_is_asked_through_the_outer_call_on_lambda(
+    stack: Stack,
+) -> None:
+    """Each round a fresh invocation (nothing kept between them but the sealed state): the
+    approval comes back under the inner call's key, the tool runs once on accept, and the
+    same state sent again does not run it again (the approval was spent in the store)."""
+    arguments = {"calls": [{"name": "wipe", "arguments": {"target": "db"}}]}
+    first, tenants = served(stack, call_event("careful", "convert", arguments))
+    assert first["resultType"] == "input_required", first
+    assert list(first["inputRequests"]) == ["kiln/call/c0/kiln/approval"]
+    assert stack.ids["wipe"] not in tenants
+    accept = {"kiln/call/c0/kiln/approval": {"action": "accept", "content": {"approve": True}}}
+    sent = {"inputResponses": accept, "requestState": first["requestState"]}
+    done, tenants = served(stack, call_event("careful", "convert", arguments, **sent))
+    (got,) = json.loads(text(done))["got"]
+    assert text(got).strip() == "wiped db", got
+    assert tenants.count(stack.ids["wipe"]) == 1, tenants
+    again, tenants = served(stack, call_event("careful", "convert", arguments, **sent))
+    assert again.get("resultType") == "input_required", f"ran twice from one approval: {again}"
+    assert stack.ids["wipe"] not in tenants, tenants
+
+
+def test_execute_on_lambda_finds_nothing_of_the_runtime_or_of_mcp(stack: Stack) -> None:
+    """The hostile tools' snoop as execute's code, in its code tenant: every process's
+    environ, cmdline and memory and every file under /tmp; the functions' secret is in
+    neither environment it can see."""
+    own = "snoop-own-" + secrets.token_hex(12)
+    arguments = {"needles": [stack.runtime_secret, own], "wait_for_victim": False,
+                 "work_root": "/tmp"}  # fmt: skip
+    code = with_stdin(SNOOP, arguments, SHARED_DIR="/nonexistent", SNOOP_OWN=own)
+    result, tenants = served(stack, call_event("coder", "execute", {"code": code}))
+    try:
+        snoop = json.loads(text(result))
+    except ValueError:
+        raise AssertionError(f"the snoop printed no report: {result}") from None
+    assert snoop["found"] == [own], snoop
+    assert snoop["opened"].get("cmdline", 0) >= 1, snoop
+    (tenant,) = tenants
+    assert tenant.startswith("code-"), tenants
