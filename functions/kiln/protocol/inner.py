@@ -76,6 +76,13 @@ class CallBudget:
             deadline = time.monotonic() + self.limits.seconds
             self.deadline = deadline if self.ends is None else min(deadline, self.ends)
 
+    def pause(self, seconds: float) -> None:
+        """Time spent waiting for the client's answers (a held 2025 call): not the calls'
+        time, so it moves the deadline on (never past the request's end)."""
+        if self.deadline is not None:
+            moved = self.deadline + seconds
+            self.deadline = moved if self.ends is None else min(moved, self.ends)
+
     def left_s(self) -> float | None:
         end = self.deadline if self.deadline is not None else self.ends
         return None if end is None else end - time.monotonic()

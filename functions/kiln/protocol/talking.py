@@ -19,6 +19,7 @@ The script side is in `kiln/runner/talk.py`; here is the MCP side of one `tools/
 from __future__ import annotations
 
 import hashlib
+import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
@@ -117,7 +118,10 @@ class Turn:
             held += 1
             if held > MAX_HELD_ROUNDS:
                 break
+            began = time.monotonic()
             asked = await self._ask(tool, binding, answers, questions, round_, rid)
+            if ctx.link is not None:  # waiting for the client is not the calls' time
+                ctx.link.budget.pause(time.monotonic() - began)
             if not isinstance(asked, _Answers):
                 return asked
             answers = asked.answers

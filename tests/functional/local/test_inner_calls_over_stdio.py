@@ -15,6 +15,7 @@ import queue
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -168,10 +169,10 @@ def listing(tools: Path, shared: Path, tmp_path_factory: pytest.TempPathFactory)
 
 
 @pytest.fixture(scope="module")
-def coding(tools: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stdio]:
+def coding(tools: Path, shared: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stdio]:
     """The root catalog in code mode, its calls' tree bounded to a few seconds."""
-    server = start(tools, tmp_path_factory.mktemp("code") / "state",
-                   KILN_CATALOG_MODE="code", KILN_CALL_SECONDS=str(SECONDS))  # fmt: skip
+    server = start(tools, tmp_path_factory.mktemp("code") / "state", KILN_CATALOG_MODE="code",
+                   KILN_CALL_SECONDS=str(SECONDS), KILN_RUN_SHARED_DIRS=str(shared))  # fmt: skip
     try:
         yield server
     finally:
@@ -308,3 +309,22 @@ def test_a_destructive_inner_calls_approval_is_asked_on_the_held_2025_call_and_i
     assert question["params"]["message"].startswith("Tool 'convert' calls 'wipe'.\nAllow the tool")
     runs = dev.api("GET", "/api/calls", params={"tool": "wipe", "limit": "50"}).json()["calls"]
     assert [(e["outcome"], e["detail"][:11]) for e in runs] == [("ok", "approved by")], runs
+
+
+def test_time_waiting_for_the_client_is_not_the_inner_calls_time(
+    coding: Stdio, shared: Path
+) -> None:
+    """On the held 2025 call the person answers after the calls' bound has passed: the
+    waiting is not the calls' time (the request's own time still bounds it), so the inner
+    call runs with the answer."""
+    ran = shared / "asker-ran-late.txt"
+
+    def late(request: dict[str, Any]) -> dict[str, Any]:
+        time.sleep(SECONDS + 1)  # a person taking longer than the calls' bound
+        return {"action": "accept", "content": {"name": "Ada"}}
+
+    code = f"print(asker(ledger={str(ran)!r}))\n"
+    result = call(coding, "execute", {"code": code}, LEGACY, answer=late)
+    assert result.get("isError") is not True, f"{result}\nstderr:\n{coding.tail()}"
+    assert text(result).strip() == "hello Ada"
+    assert ran.read_text() == "ran\n"
