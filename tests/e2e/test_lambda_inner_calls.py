@@ -208,3 +208,23 @@ def test_execute_on_lambda_finds_nothing_of_the_runtime_or_of_mcp(stack: Stack) 
     assert snoop["opened"].get("cmdline", 0) >= 1, snoop
     (tenant,) = tenants
     assert tenant.startswith("code-"), tenants
+
+
+def test_on_2025_an_inner_call_needing_approval_is_refused_to_the_script(stack: Stack) -> None:
+    """Lambda cannot hold a 2025 request open for the answer: the inner call is not run, and
+    its answer (to the script, which goes on) says why and which revision works."""
+    arguments = {"calls": [{"name": "wipe", "arguments": {"target": "db"}}]}
+    event = call_event("careful", "convert", arguments)
+    message = json.loads(event["body"])
+    del message["params"]["_meta"]
+    event["body"] = json.dumps(message)
+    for header in ("mcp-method", "mcp-name"):
+        event["headers"].pop(header)
+    event["headers"]["mcp-protocol-version"] = "2025-11-25"
+    result, tenants = served(stack, event)
+    (answer,) = json.loads(text(result))["got"]
+    assert answer["isError"] is True, answer
+    said = text(answer)
+    assert said.startswith("Tool 'wipe' was not run: view 'careful' requires the user's approval")
+    assert "use 2026-07-28" in said, said
+    assert stack.ids["wipe"] not in tenants, tenants
