@@ -212,6 +212,9 @@ def test_inner_calls_count_against_the_views_quota(dev: DevServer) -> None:
                      wire="modern", path="/mcp/v/metered")  # fmt: skip
     assert direct.status_code == 429, direct.text
     assert direct.json()["error"]["code"] == -32029
+    seen = [(e["view"], e["outcome"]) for e in ledger(dev, "fx_rate") if e["view"] == "metered"]
+    assert sorted(seen) == [("metered", "ok"), ("metered", "ok"), ("metered", "refused"),
+                            ("metered", "refused")], seen  # fmt: skip
 
 
 def test_a_loop_of_calls_in_execute_ends_at_the_count_bound(dev: DevServer) -> None:
