@@ -43,6 +43,9 @@ if TYPE_CHECKING:
 CALL_METHOD = "tools/call"  # a run's call ask, as a Question's method
 PREFIX = "kiln/call/"  # the keys of an inner call's questions, asked through its outer call
 ANSWER_VERSION = "2026-07-28"  # inner results carry structuredContent whatever the wire
+# A run given no more than this does not start (the runner keeps it to answer in:
+# kiln.runner.limits.RunnerSettings.answer_margin_s): past it, the tree's time is spent.
+RUN_FLOOR_S = 1.0
 
 
 @dataclass(frozen=True)
@@ -72,6 +75,13 @@ class CallBudget:
         if self.deadline is None:
             deadline = time.monotonic() + self.limits.seconds
             self.deadline = deadline if self.ends is None else min(deadline, self.ends)
+
+    def pause(self, seconds: float) -> None:
+        """Time spent waiting for the client's answers (a held 2025 call): not the calls'
+        time, so it moves the deadline on (never past the request's end)."""
+        if self.deadline is not None:
+            moved = self.deadline + seconds
+            self.deadline = moved if self.ends is None else min(moved, self.ends)
 
     def left_s(self) -> float | None:
         end = self.deadline if self.deadline is not None else self.ends
@@ -193,12 +203,29 @@ def _refusal(tool: ToolView, name: str, link: CallLink) -> str | None:
             f"inner calls, and this one's have all been made ({chain})"
         )
     left = link.budget.left_s()
-    if left is not None and left <= 0:
-        return (
-            f"The call of {name!r} was not made: the inner calls of one call may take at most "
-            f"{limits.seconds:g} s (or the time the request has left), and that is spent ({chain})"
-        )
+    if left is not None and left <= RUN_FLOOR_S:
+        return f"The call of {name!r} was not made: " + _time_spent(limits, chain)
     return None
+
+
+def spent(ctx: CallContext, name: str) -> str | None:
+    """Why `name` may not run again with its calls' answers: its tree's time is spent (its
+    run would start with none and say only that), or None."""
+    link = ctx.link
+    left = link.budget.left_s() if link is not None else None
+    if link is None or left is None or left > RUN_FLOOR_S:
+        return None
+    chain = " → ".join((*link.chain, name))
+    return f"Tool {name!r} was not run again with its calls' answers: " + _time_spent(
+        link.budget.limits, chain
+    )
+
+
+def _time_spent(limits: CallLimits, chain: str) -> str:
+    return (
+        f"the inner calls of one call may take at most {limits.seconds:g} s (or the time the "
+        f"request has left), and that is spent ({chain})"
+    )
 
 
 def _state_of(state_id: str | None, key: str) -> str | None:

@@ -19,13 +19,14 @@ The script side is in `kiln/runner/talk.py`; here is the MCP side of one `tools/
 from __future__ import annotations
 
 import hashlib
+import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 from kiln.protocol.backend import CallContext, Conversation, Question, ToolOutcome
 from kiln.protocol.errors import InvalidParamsError, MissingCapabilityError, RequestId
-from kiln.protocol.inner import CALL_METHOD, InnerCalls, time_left
+from kiln.protocol.inner import CALL_METHOD, InnerCalls, spent, time_left
 from kiln.protocol.sealing import Binding, StateRefusedError, StateSealer, StateTooLargeError
 from kiln.protocol.spec import CLIENT_CAPABILITIES_META_KEY
 from kiln.protocol.streaming import ClientAnswerError
@@ -109,12 +110,18 @@ class Turn:
             if isinstance(made, ToolOutcome):
                 return made
             answers, questions = made
-            if not questions:
-                continue  # each ask was a call, now answered: run again with the answers
+            if not questions:  # each ask was a call, now answered: run again with the answers
+                stop = spent(ctx, tool.name)
+                if stop is not None:
+                    return _error_outcome(stop)
+                continue
             held += 1
             if held > MAX_HELD_ROUNDS:
                 break
+            began = time.monotonic()
             asked = await self._ask(tool, binding, answers, questions, round_, rid)
+            if ctx.link is not None:  # waiting for the client is not the calls' time
+                ctx.link.budget.pause(time.monotonic() - began)
             if not isinstance(asked, _Answers):
                 return asked
             answers = asked.answers
