@@ -16,11 +16,12 @@ server, alternating which goes first) with its ratio.
 What counts as seen by the model:
 - direct: `tools/list` of the view (every page; the tool definitions as the SDK returns them);
   each call the model writes (`{"name", "arguments"}`); each result's text content.
-- code: `tools/list` of the code view (search_tools, describe_tools, execute); the discovery
-  that tells the model the tools' names, arguments and output fields: one `search_tools` for
-  the job (and one per step it missed) and one `describe_tools` of the three, each call and
-  its result's text; the `execute` call with its code; its result's text (what the code
-  printed).
+- code: `tools/list` of the code view: for a view of at most 20 tools `execute` alone, whose
+  text names every function with its arguments and returned fields; for a larger one
+  search_tools, describe_tools and execute, and the discovery that tells the model the tools'
+  names, arguments and output fields: one `search_tools` for the job (and one per step it
+  missed) and one `describe_tools` of the three, each call and its result's text; then the
+  `execute` call with its code; its result's text (what the code printed).
 - "the job alone" leaves the definitions and the discovery out of both arms: a session reads
   them once, however many jobs it does.
 A result is counted by its text content, which is what a host puts in the model's context:

@@ -100,11 +100,17 @@ async def main(url: str, rounds: int) -> dict[str, Any]:
         out["seen"]["direct_list"] = await listed(billing)
         out["seen"]["code_list"] = await listed(coder)
         discovery = Arm(coder)
-        found = await discovery.search(QUERY)
-        for name in TOOLS:
-            if name not in found:
-                found += await discovery.search(STEPS[name])
-        await discovery.call("describe_tools", {"names": list(TOOLS)})
+        shown = {tool["name"] for tool in out["seen"]["code_list"]}
+        if shown == {"execute"}:  # a small view: execute's text names every function
+            found = [
+                name for name in TOOLS if f"{name}(" in out["seen"]["code_list"][0]["description"]
+            ]
+        else:  # a large one: search for the tools, then describe them
+            found = await discovery.search(QUERY)
+            for name in TOOLS:
+                if name not in found:
+                    found += await discovery.search(STEPS[name])
+            await discovery.call("describe_tools", {"names": list(TOOLS)})
         out["seen"]["discovery"] = discovery.seen
         out["found"] = {name: name in found for name in TOOLS}
         arms = {"direct": (direct, billing), "code": (code, coder), "bare": (bare, coder)}
