@@ -121,7 +121,8 @@ EXECUTE_TOOL = _meta_tool(
     f"fails. {_FIND} The "
     "code runs again from the top after each round of tool calls, with every result so "
     "far, so keep it deterministic (no randomness or clock before a call) and make tool "
-    "calls its only side effects; call independent tools before using their results. Only "
+    "calls its only side effects; tools.gather(('name', {args}), ...) makes independent "
+    "calls in one round. Only "
     "the last run's output is the answer: print() what you need.",
     {
         "code": {

@@ -216,3 +216,30 @@ def test_a_tool_saved_with_its_own_kiln_tools_file_keeps_it(harness: Harness) ->
     result = harness.run("from kiln_tools import tools\nprint(tools)", files=own)
     assert result.stdout == "the author's own\n", result.stderr
     harness.assert_clean()
+
+
+GATHER = {
+    "python": 'from kiln_tools import tools\nimport json\n'
+    'a, b = tools.gather(("fx_rate", {"from": "GBP"}), ("fx_rate", {"from": "EUR"}))\n'
+    "print(json.dumps([a, b]))\n",
+    "node": "const { tools } = require('./kiln_tools');\n"
+    "const [a, b] = tools.gather([['fx_rate', {from: 'GBP'}], ['fx_rate', {from: 'EUR'}]]);\n"
+    "console.log(JSON.stringify([a, b]));\n",
+}
+
+
+def test_gather_asks_every_unanswered_call_in_one_round_and_returns_them_in_order(
+    tmp_path: Path, language: str
+) -> None:
+    keys = [call_key(1, "fx_rate", {"from": "GBP"}), call_key(2, "fx_rate", {"from": "EUR"})]
+    first = run_beside_helper(tmp_path, language, GATHER[language], {}, ["fx_rate"])
+    assert (first.code, first.stdout) == (0, ""), first.stderr
+    assert [line["ask"] for line in first.talk] == keys  # both at once: one round, not two
+    half = run_beside_helper(
+        tmp_path, language, GATHER[language], {keys[0]: text_result("1.25")}, ["fx_rate"]
+    )
+    assert [line["ask"] for line in half.talk] == keys[1:], half.stderr  # only the missing one
+    answers = {keys[0]: text_result("1.25"), keys[1]: text_result("1.1")}
+    done = run_beside_helper(tmp_path, language, GATHER[language], answers, ["fx_rate"])
+    assert done.talk == [], done.stderr
+    assert json.loads(done.stdout) == [1.25, 1.1]
