@@ -26,7 +26,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from kiln.catalog.model import Revision, Tool
-from kiln.protocol.codestubs import execute_program
 from kiln.protocol.discovery import EXECUTE, EXECUTE_TOOL
 from kiln.serving.resolved import tool_view
 
@@ -87,6 +86,8 @@ class CodeMode:
             if kept is not None:
                 self._by_view.move_to_end((view, version))
                 return kept
+        from kiln.protocol.codestubs import execute_program  # code mode only: not at a cold start
+
         shown = [tool_view(tool) for _, tool in sorted(tools.items()) if tool.enabled]
         code, files = execute_program(shown)
         program = Program.of(code, files, tuple(t.name for t in shown))
