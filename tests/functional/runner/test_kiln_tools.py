@@ -219,7 +219,7 @@ def test_a_tool_saved_with_its_own_kiln_tools_file_keeps_it(harness: Harness) ->
 
 
 GATHER = {
-    "python": 'from kiln_tools import tools\nimport json\n'
+    "python": "from kiln_tools import tools\nimport json\n"
     'a, b = tools.gather(("fx_rate", {"from": "GBP"}), ("fx_rate", {"from": "EUR"}))\n'
     "print(json.dumps([a, b]))\n",
     "node": "const { tools } = require('./kiln_tools');\n"

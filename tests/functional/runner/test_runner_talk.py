@@ -107,8 +107,14 @@ def test_a_line_past_the_cap_is_dropped_and_reported(harness: Harness) -> None:
         ({"progress": 1, "log": "info"}, "more than one"),
         ({"progress": float("nan")}, "finite numbers"),
         ([1], "is not a JSON object"),
+        ({"ask": "r", "call": {"arguments": {}}}, 'a "call" names its tool'),
+        ({"ask": "r", "call": {"name": 7}}, 'a "call" names its tool'),
+        ({"ask": "r", "call": {"name": "fx", "arguments": [1]}}, '"arguments" must be an object'),
+        ({"ask": "r", "call": {"name": "fx", "args": {}}}, 'holds only "name" and "arguments"'),
+        ({"ask": "r", "call": "fx_rate"}, '"call" must be an object'),
     ],
 )
 def test_parse_line_names_the_rule_a_line_breaks(line: object, rule: str) -> None:
+    # (a call line's arguments default to {}: parse_line({"ask": "r", "call": {"name": "fx"}}))
     with pytest.raises(ValueError, match=rule.replace("(", r"\(").replace(")", r"\)")):
         parse_line(json.dumps(line).encode())
