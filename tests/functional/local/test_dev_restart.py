@@ -39,6 +39,11 @@ EXAMPLES = {
     "pick_account_node": ({"amount": 5}, "Pay 5 from?"),
     "sort_unique": ({"numbers": [3, 1, 3, 2]}, '\\"sorted\\":[1,2,3]'),
     "word_stats": ({"text": "a b a"}, '\\"words\\": 3'),
+    # calls add_vat for each line (kiln_tools.gather): a tool that calls tools
+    "vat_quote": (
+        {"items": [{"name": "a", "net": 10}, {"name": "b", "net": 5}]},
+        '\\"gross\\": \\"18.00\\"',
+    ),
 }
 WITH_PACKAGES = ("humanize_bytes", "sort_unique")  # Python's (humanize), Node's (lodash)
 ISOLATION = {"root": "mounts", "unprivileged": "landlock", "unfenced": "shared"}
