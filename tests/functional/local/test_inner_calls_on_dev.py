@@ -20,6 +20,7 @@ import httpx
 import pytest
 
 from functional.protocol.test_inner_calls import CALLER, PING, RATE, WIPE
+from support.app import MODERN
 from support.devserver import DevServer, kiln_dev
 
 WIRES = ["legacy", "modern"]
@@ -232,3 +233,33 @@ def test_a_loop_of_calls_in_execute_ends_at_the_count_bound(dev: DevServer) -> N
     assert said.startswith(
         "32 The call of 'fx_rate' was not made: one call may make at most 32 inner calls"
     ), said
+
+
+def modern_call(dev: DevServer, view: str, name: str, **params: Any) -> dict[str, Any]:
+    """A 2026-07-28 tools/call from a client that answers elicitations."""
+    meta = {"io.modelcontextprotocol/protocolVersion": MODERN,
+            "io.modelcontextprotocol/clientCapabilities": {"elicitation": {}},
+            "io.modelcontextprotocol/clientInfo": {"name": "inner-calls"}}  # fmt: skip
+    message = {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+               "params": {"name": name, **params, "_meta": meta}}  # fmt: skip
+    headers = {"Accept": "application/json", "MCP-Protocol-Version": MODERN,
+               "Mcp-Method": "tools/call", "Mcp-Name": name}  # fmt: skip
+    return result_of(dev, dev.http.post(f"{dev.url}/mcp/v/{view}", json=message, headers=headers))
+
+
+def test_execute_asks_for_a_destructive_calls_approval_and_runs_it_once(dev: DevServer) -> None:
+    before = len(ledger(dev, "wipe"))
+    arguments = {"code": "print(wipe(target='cache'))\n"}
+    first = modern_call(dev, "coder", "execute", arguments=arguments)
+    assert first.get("resultType") == "input_required", first
+    (key,) = first["inputRequests"]
+    assert key.startswith("kiln/call/"), key
+    assert key.endswith("/kiln/approval"), key
+    message = first["inputRequests"][key]["params"]["message"]
+    assert message.startswith("Tool 'execute' calls 'wipe'.\n"), message
+    accept = {key: {"action": "accept", "content": {"approve": True}}}
+    done = modern_call(dev, "coder", "execute", arguments=arguments, inputResponses=accept,
+                       requestState=first["requestState"])  # fmt: skip
+    assert text(done).strip() == "wiped cache", done
+    after = ledger(dev, "wipe")  # newest first
+    assert [e["outcome"] for e in after[: len(after) - before]] == ["ok"], after
