@@ -23,9 +23,10 @@ from typing import Any
 import pytest
 
 from e2e.lambda_profile import Environment, TenantInvoke, lambda_stack
+from e2e.test_lambda_profile import runtime_and_helper_only
 from e2e.test_lambda_runtime import event_for, rpc
 from functional.protocol.test_inner_calls import CALLER, PING, RATE, WIPE
-from functional.runner.test_hostile_execute import with_stdin
+from functional.runner.test_hostile_execute import DAEMON, FORK_BOMB, with_stdin
 from kiln.access.pins import CatalogBinder
 from kiln.access.views import ViewStore, check_view
 from kiln.catalog.rules import check_draft
@@ -191,12 +192,16 @@ def test_a_destructive_inner_calls_approval_is_asked_through_the_outer_call_on_l
     assert stack.ids["wipe"] not in tenants, tenants
 
 
-def test_execute_on_lambda_finds_nothing_of_the_runtime_or_of_mcp(stack: Stack) -> None:
+def test_execute_on_lambda_finds_nothing_of_the_runtime_or_an_earlier_run(stack: Stack) -> None:
     """The hostile tools' snoop as execute's code, in its code tenant: every process's
-    environ, cmdline and memory and every file under /tmp; the functions' secret is in
-    neither environment it can see."""
+    environ, cmdline and memory and every file under /tmp; neither the functions' secret
+    nor what an earlier execute run left in /tmp (the same environment) is found."""
+    other = "other-run-" + secrets.token_hex(12)
+    plant = f"open('/tmp/planted.txt', 'w').write({other!r})\nprint('planted')\n"
+    planted, _ = served(stack, call_event("coder", "execute", {"code": plant}))
+    assert text(planted).strip() == "planted", planted
     own = "snoop-own-" + secrets.token_hex(12)
-    arguments = {"needles": [stack.runtime_secret, own], "wait_for_victim": False,
+    arguments = {"needles": [stack.runtime_secret, other, own], "wait_for_victim": False,
                  "work_root": "/tmp"}  # fmt: skip
     code = with_stdin(SNOOP, arguments, SHARED_DIR="/nonexistent", SNOOP_OWN=own)
     result, tenants = served(stack, call_event("coder", "execute", {"code": code}))
@@ -228,3 +233,20 @@ def test_on_2025_an_inner_call_needing_approval_is_refused_to_the_script(stack: 
     assert said.startswith("Tool 'wipe' was not run: view 'careful' requires the user's approval")
     assert "use 2026-07-28" in said, said
     assert stack.ids["wipe"] not in tenants, tenants
+
+
+@pytest.mark.parametrize("script", ["daemon", "fork bomb"])
+def test_nothing_an_execute_started_outlives_it_on_lambda(stack: Stack, script: str) -> None:
+    """A double-forked daemon, a fork bomb (63 sleepers under RLIMIT_NPROC, one uid): after
+    the call, the code tenant's environment holds the runtime and the runner's helper only."""
+    marker = f"700.{secrets.randbelow(10**6):06d}"
+    code = (DAEMON if script == "daemon" else FORK_BOMB).replace("MARKER", marker)
+    result, tenants = served(stack, call_event("coder", "execute", {"code": code}))
+    said = text(result)
+    if script == "daemon":
+        assert said.strip() == "daemon started", f"{result}\n--- mcp log:\n{stack.mcp.log()}"
+    else:
+        assert said.startswith("fork refused after"), f"{result}\n--- mcp log:\n{stack.mcp.log()}"
+        assert "BlockingIOError" in said, said
+    (tenant,) = tenants
+    runtime_and_helper_only(stack.runners.environments[tenant])
