@@ -18,9 +18,11 @@ and on Lambda: nothing waits between rounds.
 A tool calls only the tools its revision declares (`calls`, pinned with the revision by a
 view); code mode's `execute` may call every tool of its view. One call's whole tree of inner
 calls shares bounds (`CallLimits`): how deep calls nest, how many there are, and how long they
-take from the first one (never past the time the request has left). A call past a bound is
-not made; its answer is an `isError` result that says which bound and the chain of calls, so
-a tool that calls itself, directly or through others, ends at the depth bound.
+take from the first one (never past the time the request has left; waiting for the client's
+answers on a held 2025 call is not their time). A call past a bound is not made; its answer
+is an `isError` result that says which bound and the chain of calls, so a tool that calls
+itself, directly or through others, ends at the depth bound; a run that would start again
+once the time is spent does not, and its call ends with that error.
 """
 
 from __future__ import annotations
