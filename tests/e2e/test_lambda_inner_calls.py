@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import secrets
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -37,6 +38,7 @@ from support.hostile_driver import SNOOP
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="the profile's sandbox needs root")
 
 MODERN = "2026-07-28"
+BIG = "import json, sys\nprint('x' * json.load(sys.stdin)['n'])\n"  # n bytes of output
 OPEN = {"type": "object", "additionalProperties": True}
 SAFE = {"readOnlyHint": False, "destructiveHint": False}
 
@@ -61,7 +63,8 @@ def stack(moto_endpoint: str, tmp_path_factory: pytest.TempPathFactory) -> Itera
     store = CatalogStore(aws.clients.dynamodb, aws.clients.s3, table=aws.table, bucket=aws.bucket)
     drafts = [
         draft("fx_rate", RATE, output_schema={"type": "object"}),
-        draft("convert", CALLER, calls=["fx_rate", "hidden", "wipe"]),
+        draft("convert", CALLER, calls=["fx_rate", "hidden", "wipe", "big"]),
+        draft("big", BIG),
         draft("wipe", WIPE, annotations={"destructiveHint": True, "readOnlyHint": False}),
         draft("hidden", "print('hidden ran')\n"),
         draft("ping", PING, calls=["pong"]),
@@ -70,7 +73,7 @@ def stack(moto_endpoint: str, tmp_path_factory: pytest.TempPathFactory) -> Itera
     ids = {d["name"]: store.create(check_draft(d), actor="e2e").id for d in drafts}
     views = ViewStore(aws.clients.dynamodb, table=aws.table, binder=CatalogBinder(store))
     for name, tools, mode in (
-        ("team", ["fx_rate", "convert", "ping", "pong"], "list"),
+        ("team", ["fx_rate", "convert", "ping", "pong", "big"], "list"),
         ("coder", ["fx_rate"], "code"),
         ("coder2", ["fx_rate"], "code"),
         ("careful", ["convert", "wipe"], "list"),
@@ -250,3 +253,23 @@ def test_nothing_an_execute_started_outlives_it_on_lambda(stack: Stack, script: 
         assert "BlockingIOError" in said, said
     (tenant,) = tenants
     runtime_and_helper_only(stack.runners.environments[tenant])
+
+
+def test_answers_past_one_invocations_payload_end_the_call_saying_so(stack: Stack) -> None:
+    """Every answer so far travels with each run of the outer tool: seven answers of nearly
+    1 MiB do not fit in Lambda's 6 MB invoke, and the call says that its answers did not fit
+    (it said "bytes of code, files and arguments": its arguments are 300 bytes)."""
+    calls = [{"name": "big", "arguments": {"n": 1_000_000}}] * 7
+    result, tenants = served(stack, call_event("team", "convert", {"calls": calls}))
+    assert result["isError"] is True, result
+    said = text(result)
+    found = re.search(
+        r"\[runner error\] the run does not fit in one invocation of the runner function "
+        r"\((\d+) bytes of code, files, arguments and answers so far, (\d+) of them the "
+        r"answers to its questions and calls; Lambda takes 6291456\)",
+        said,
+    )
+    assert found, said
+    assert int(found[2]) > 6_000_000, said
+    assert int(found[1]) - int(found[2]) < 10_000, said
+    assert tenants.count(stack.ids["big"]) == 7, tenants
