@@ -26,6 +26,7 @@ import pytest
 from e2e.lambda_profile import Environment, TenantInvoke, lambda_stack
 from e2e.test_lambda_profile import runtime_and_helper_only
 from e2e.test_lambda_runtime import event_for, rpc
+from functional.local.test_inner_calls_on_dev import BIG
 from functional.protocol.test_inner_calls import CALLER, PING, RATE, WIPE
 from functional.runner.test_hostile_execute import DAEMON, FORK_BOMB, with_stdin
 from kiln.access.pins import CatalogBinder
@@ -38,7 +39,6 @@ from support.hostile_driver import SNOOP
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="the profile's sandbox needs root")
 
 MODERN = "2026-07-28"
-BIG = "import json, sys\nprint('x' * json.load(sys.stdin)['n'])\n"  # n bytes of output
 OPEN = {"type": "object", "additionalProperties": True}
 SAFE = {"readOnlyHint": False, "destructiveHint": False}
 

@@ -79,6 +79,16 @@ def encode(
     }
 
 
+def too_large_for_lambda(request: RunRequest, *, tool_id: str) -> str | None:
+    """Why a run that carries answers would not fit in one invocation of the runner function
+    (None: it fits). Runs made here (kiln dev, kiln stdio) are held to it too, so that a tool
+    whose calls' results pile up fails where it is written, not first on AWS."""
+    if not request.answers:
+        return None
+    body = json.dumps(encode(request, tenant=tool_id, tool_id=tool_id, bundle=None)).encode()
+    return _too_large(len(body), request) if len(body) > MAX_PAYLOAD_BYTES else None
+
+
 def _too_large(size: int, request: RunRequest) -> str:
     """Why a run's payload was not sent: what it holds, and the answers so far, which a tool
     that asks or calls tools carries to every run (runner/TALKING.md)."""

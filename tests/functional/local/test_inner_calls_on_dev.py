@@ -34,6 +34,7 @@ RATE_SCHEMA = {
 RATE_OUT = {"type": "object", "properties": {"rate": {"type": "number"}}, "required": ["rate"]}
 # Sleeps far past any bound a test sets (the run is killed at the tree's time bound).
 SLOW = "import time\ntime.sleep(600)\nprint('slept')\n"
+BIG = "import json, sys\nprint('x' * json.load(sys.stdin)['n'])\n"  # n bytes of output
 QUOTA = 3  # the metered view's calls per minute
 
 
@@ -50,14 +51,15 @@ def write_inner_tools(root: Path) -> None:
     """The tools and views every path's tests share (the view files beside the folders)."""
     tool(root, "fx_rate", RATE, input_schema=RATE_SCHEMA, output_schema=RATE_OUT,
          description="An exchange rate to USD.")  # fmt: skip
-    tool(root, "convert", CALLER, calls=["fx_rate", "wipe", "hidden", "slow", "nosuch"])
+    tool(root, "convert", CALLER, calls=["fx_rate", "wipe", "hidden", "slow", "nosuch", "big"])
     tool(root, "ping", PING, calls=["pong"])
     tool(root, "pong", PING, calls=["ping"])
     tool(root, "hidden", "print('hidden ran')\n", description="Not in any view.")
     tool(root, "wipe", WIPE, annotations={"destructiveHint": True, "readOnlyHint": False})
     tool(root, "slow", SLOW)
+    tool(root, "big", BIG)
     views = {
-        "team": {"tools": ["fx_rate", "convert", "ping", "pong", "wipe", "slow"],
+        "team": {"tools": ["fx_rate", "convert", "ping", "pong", "wipe", "slow", "big"],
                  "confirm": "destructive"},
         "coder": {"tools": ["fx_rate", "wipe", "ping", "pong"], "mode": "code",
                   "confirm": "destructive"},
@@ -263,3 +265,17 @@ def test_execute_asks_for_a_destructive_calls_approval_and_runs_it_once(dev: Dev
     assert text(done).strip() == "wiped cache", done
     after = ledger(dev, "wipe")  # newest first
     assert [e["outcome"] for e in after[: len(after) - before]] == ["ok"], after
+
+
+def test_answers_past_one_lambda_invocation_end_the_call_on_kiln_dev_too(dev: DevServer) -> None:
+    """Every answer so far travels with each run of the outer tool; on AWS seven inner
+    results of 1 MB do not fit in the runner function's 6 MB invoke. kiln dev is not more
+    lenient: the call ends here with the same error (it ran, and failed only on AWS)."""
+    calls = [{"name": "big", "arguments": {"n": 1_000_000}}] * 7
+    result = call(dev, "convert", {"calls": calls}, wire="modern")
+    assert result["isError"] is True, str(result)[:2000]
+    said = text(result)
+    assert "[runner error] the run does not fit in one invocation of the runner function (" in (
+        said
+    ), said[:2000]
+    assert "bytes of code, files, arguments and answers so far" in said, said[:2000]
