@@ -26,7 +26,7 @@ import pytest
 from e2e.lambda_profile import Environment, TenantInvoke, lambda_stack
 from e2e.test_lambda_profile import runtime_and_helper_only
 from e2e.test_lambda_runtime import event_for, rpc
-from functional.local.test_inner_calls_on_dev import BIG
+from functional.local.test_inner_calls_on_dev import BIG, SLOW
 from functional.protocol.test_inner_calls import CALLER, PING, RATE, WIPE
 from functional.runner.test_hostile_execute import DAEMON, FORK_BOMB, with_stdin
 from kiln.access.pins import CatalogBinder
@@ -55,6 +55,7 @@ class Stack:
     runners: TenantInvoke
     ids: dict[str, str]  # tool name -> id (its runner tenant)
     runtime_secret: str  # in both functions' environment
+    table: str  # and bucket
 
 
 @pytest.fixture(scope="module")
@@ -63,8 +64,9 @@ def stack(moto_endpoint: str, tmp_path_factory: pytest.TempPathFactory) -> Itera
     store = CatalogStore(aws.clients.dynamodb, aws.clients.s3, table=aws.table, bucket=aws.bucket)
     drafts = [
         draft("fx_rate", RATE, output_schema={"type": "object"}),
-        draft("convert", CALLER, calls=["fx_rate", "hidden", "wipe", "big"]),
+        draft("convert", CALLER, calls=["fx_rate", "hidden", "wipe", "big", "slow"]),
         draft("big", BIG),
+        draft("slow", SLOW),
         draft("wipe", WIPE, annotations={"destructiveHint": True, "readOnlyHint": False}),
         draft("hidden", "print('hidden ran')\n"),
         draft("ping", PING, calls=["pong"]),
@@ -73,7 +75,7 @@ def stack(moto_endpoint: str, tmp_path_factory: pytest.TempPathFactory) -> Itera
     ids = {d["name"]: store.create(check_draft(d), actor="e2e").id for d in drafts}
     views = ViewStore(aws.clients.dynamodb, table=aws.table, binder=CatalogBinder(store))
     for name, tools, mode in (
-        ("team", ["fx_rate", "convert", "ping", "pong", "big"], "list"),
+        ("team", ["fx_rate", "convert", "ping", "pong", "big", "slow"], "list"),
         ("coder", ["fx_rate"], "code"),
         ("coder2", ["fx_rate"], "code"),
         ("careful", ["convert", "wipe"], "list"),
@@ -89,7 +91,7 @@ def stack(moto_endpoint: str, tmp_path_factory: pytest.TempPathFactory) -> Itera
         mcp,
         runners,
     ):
-        yield Stack(mcp, runners, ids, secret)
+        yield Stack(mcp, runners, ids, secret, aws.table)
 
 
 def call_event(view: str, name: str, arguments: dict[str, Any], **more: Any) -> dict[str, Any]:
@@ -273,3 +275,35 @@ def test_answers_past_one_invocations_payload_end_the_call_saying_so(stack: Stac
     assert int(found[2]) > 6_000_000, said
     assert int(found[1]) - int(found[2]) < 10_000, said
     assert tenants.count(stack.ids["big"]) == 7, tenants
+
+
+SECONDS = 6.0
+
+
+@pytest.fixture(scope="module")
+def bounded(stack: Stack, moto_endpoint: str, tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """Another `mcp` function on the same catalog, its calls' tree bounded to a few seconds."""
+    tmp = tmp_path_factory.mktemp("bounded")
+    tmp.chmod(0o755)
+    table = bucket = stack.table
+    with lambda_stack(
+        tmp, moto_endpoint, table, bucket, mcp_env={"KILN_CALL_SECONDS": str(SECONDS)}
+    ) as (mcp, runners):
+        yield Stack(mcp, runners, stack.ids, "", table)
+
+
+def test_a_call_whose_inner_calls_spent_the_time_bound_ends_saying_so_on_lambda(
+    bounded: Stack,
+) -> None:
+    """The inner call sleeps far past KILN_CALL_SECONDS: it is stopped at the bound (less the
+    invoke's and the runner's margins), and the call ends naming the bound, not with a run
+    that could not start ("no time was left in the invocation")."""
+    calls = [{"name": "slow", "arguments": {}}, {"name": "fx_rate", "arguments": {"from": "GBP"}}]
+    result, tenants = served(bounded, call_event("team", "convert", {"calls": calls}))
+    assert result["isError"] is True, result
+    assert text(result) == (
+        "Tool 'convert' was not run again with its calls' answers: the inner calls of one call "
+        f"may take at most {SECONDS:g} s (or the time the request has left), and that is spent "
+        "(convert)"
+    ), text(result)
+    assert tenants == [bounded.ids["convert"], bounded.ids["slow"]], tenants

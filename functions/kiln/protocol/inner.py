@@ -45,9 +45,10 @@ if TYPE_CHECKING:
 CALL_METHOD = "tools/call"  # a run's call ask, as a Question's method
 PREFIX = "kiln/call/"  # the keys of an inner call's questions, asked through its outer call
 ANSWER_VERSION = "2026-07-28"  # inner results carry structuredContent whatever the wire
-# A run given no more than this does not start (the runner keeps it to answer in:
-# kiln.runner.limits.RunnerSettings.answer_margin_s): past it, the tree's time is spent.
-RUN_FLOOR_S = 1.0
+# A run given no more than this would not start: the runner keeps 1 s to answer in
+# (kiln.runner.limits.RunnerSettings.answer_margin_s) and, on AWS, the invoke of the runner
+# function 1 s more (kiln.runner.remote.ROUND_TRIP_MARGIN_S). Past it, the tree's time is spent.
+RUN_FLOOR_S = 2.0
 
 
 @dataclass(frozen=True)
