@@ -6,9 +6,11 @@ TenantId of its own tool (the Invoke API stand-in records the tenant of every in
 serves, and the environment that served it: `TenantInvoke.served`); `execute` runs in a
 tenant of its own per caller and view (`code-<digest>`), never a tool's; an inner call outside
 the caller's view is refused in `mcp` and never reaches the runner function; a cycle ends at
-the depth bound; a destructive inner call's approval comes back through the outer call, one
-invocation per round, and runs the tool once; the hostile tools' snoop as `execute`'s code
-finds nothing of the functions' secret.
+the depth bound, and the count, time and quota bounds hold; a destructive inner call's
+approval comes back through the outer call, one invocation per round, and runs the tool once
+(on 2025 the inner call is refused); answers past the 6 MB invoke end the call saying so; a
+hostile `execute` (the hostile tools' snoop, a daemon, a fork bomb) finds nothing of the
+functions' secret or of an earlier run, and leaves nothing running.
 """
 
 from __future__ import annotations
@@ -79,8 +81,11 @@ def stack(moto_endpoint: str, tmp_path_factory: pytest.TempPathFactory) -> Itera
         ("coder", ["fx_rate"], "code"),
         ("coder2", ["fx_rate"], "code"),
         ("careful", ["convert", "wipe"], "list"),
+        ("metered", ["fx_rate", "convert"], "list"),
     ):
         body = {"tools": tools, "mode": mode, "published": True, "anonymous": True}
+        if name == "metered":
+            body["quota"] = {"calls_per_minute": 3}
         if name == "careful":
             body["confirm"] = "destructive"
         views.put(check_view(body, name=name), expected_revision=None)
@@ -282,13 +287,15 @@ SECONDS = 6.0
 
 @pytest.fixture(scope="module")
 def bounded(stack: Stack, moto_endpoint: str, tmp_path_factory: pytest.TempPathFactory) -> Any:
-    """Another `mcp` function on the same catalog, its calls' tree bounded to a few seconds."""
+    """Another `mcp` function on the same catalog, its calls' tree bounded to a few seconds
+    and 3 inner calls."""
     tmp = tmp_path_factory.mktemp("bounded")
     tmp.chmod(0o755)
     table = bucket = stack.table
     with lambda_stack(
-        tmp, moto_endpoint, table, bucket, mcp_env={"KILN_CALL_SECONDS": str(SECONDS)}
-    ) as (mcp, runners):
+        tmp, moto_endpoint, table, bucket,
+        mcp_env={"KILN_CALL_SECONDS": str(SECONDS), "KILN_CALL_COUNT": "3"},
+    ) as (mcp, runners):  # fmt: skip
         yield Stack(mcp, runners, stack.ids, "", table)
 
 
@@ -307,3 +314,35 @@ def test_a_call_whose_inner_calls_spent_the_time_bound_ends_saying_so_on_lambda(
         "(convert)"
     ), text(result)
     assert tenants == [bounded.ids["convert"], bounded.ids["slow"]], tenants
+
+
+def test_the_fourth_and_fifth_of_five_calls_are_refused_at_the_count_bound_on_lambda(
+    bounded: Stack,
+) -> None:
+    calls = [{"name": "fx_rate", "arguments": {"from": "GBP"}}] * 5
+    result, tenants = served(bounded, call_event("team", "convert", {"calls": calls}))
+    answers = json.loads(text(result))["got"]
+    assert [a["isError"] for a in answers] == [False, False, False, True, True], answers
+    for refused in answers[3:]:
+        assert text(refused) == (
+            "The call of 'fx_rate' was not made: one call may make at most 3 inner calls, "
+            "and this one's have all been made (convert → fx_rate)"
+        )
+    assert tenants.count(bounded.ids["fx_rate"]) == 3, tenants
+
+
+def test_inner_calls_count_against_the_views_quota_on_lambda(stack: Stack) -> None:
+    """3 calls a minute: one direct call, then a tool whose two inner calls are the 3rd and
+    4th: the 4th is refused and never invoked; then a direct call is refused."""
+    direct, _ = served(stack, call_event("metered", "fx_rate", {"from": "GBP"}))
+    assert direct.get("isError") is not True, direct
+    calls = [{"name": "fx_rate", "arguments": {"from": f}} for f in ("GBP", "EUR")]
+    result, tenants = served(stack, call_event("metered", "convert", {"calls": calls}))
+    first, second = json.loads(text(result))["got"]
+    assert first["isError"] is False, first
+    assert second["isError"] is True, second
+    assert text(second).startswith("The call of 'fx_rate' was refused: "), second
+    assert "3 calls per minute" in text(second), second
+    assert tenants.count(stack.ids["fx_rate"]) == 1, tenants
+    answer = stack.mcp.invoke(call_event("metered", "fx_rate", {"from": "EUR"}), timeout_s=60)
+    assert answer.payload["statusCode"] == 429, answer.payload

@@ -4,8 +4,11 @@ process, JSON-RPC lines on its pipes, held open for the module.
 On 2026-07-28 and on the 2025 wire: a tool that calls another, `execute` with the root catalog
 in code mode (KILN_CATALOG_MODE), a call the tool did not declare or of a tool that does not
 exist, an inner tool's own question asked through its outer call on the held 2025 call and
-answered there (the inner tool runs once); and the count and time bounds, set for the process
-(KILN_CALL_COUNT=3, KILN_CALL_SECONDS).
+answered there (the inner tool runs once, and the time the person took is not the calls'
+time); the count, time and depth bounds (KILN_CALL_COUNT=3, KILN_CALL_SECONDS set for the
+process). Through `kiln stdio --url` to a `kiln dev` view (the local root catalog has no
+approvals or quotas): a destructive inner call's approval held on the 2025 call, and inner
+calls counted against the view's quota.
 """
 
 from __future__ import annotations
@@ -328,3 +331,30 @@ def test_time_waiting_for_the_client_is_not_the_inner_calls_time(
     assert result.get("isError") is not True, f"{result}\nstderr:\n{coding.tail()}"
     assert text(result).strip() == "hello Ada"
     assert ran.read_text() == "ran\n"
+
+
+def test_execute_recursing_through_calls_ends_at_the_depth_bound_over_stdio(
+    coding: Stdio,
+) -> None:
+    code = "try:\n    ping(to='pong')\nexcept ToolCallError as error:\n    print(error)\n"
+    said = text(call(coding, "execute", {"code": code}, MODERN))
+    assert "calls nest at most 4 deep (execute → ping → pong → ping → pong → ping)" in said, said
+
+
+def test_inner_calls_count_against_a_views_quota_over_stdio(dev: DevServer, tmp_path: Path) -> None:
+    """`kiln stdio --url` to the metered view (3 calls a minute): a direct call, then a tool
+    whose second inner call is the 4th: refused; then a direct call is refused."""
+    command = [sys.executable, "-m", "kiln.cli", "stdio", "--url", f"{dev.url}/mcp/v/metered"]
+    server = Stdio(command, clean_env(), tmp_path / "bridge.stderr")
+    try:
+        initialize(server)
+        assert printed(server, call(server, "fx_rate", {"from": "GBP"}, LEGACY)) == {"rate": 1.25}
+        body = printed(server, call(server, "convert", {"calls": rate_calls("GBP", "EUR")}, LEGACY))
+        first, second = body["got"]
+        assert first["isError"] is False, first
+        assert text(second).startswith("The call of 'fx_rate' was refused: "), second
+        assert "3 calls per minute" in text(second), second
+        reply = server.exchange("tools/call", {"name": "fx_rate", "arguments": {"from": "EUR"}})
+        assert reply["error"]["code"] == -32029, reply
+    finally:
+        server.close()
