@@ -256,11 +256,13 @@ def lambda_stack(
     tenant: str = "tool",
     runtime_secret: str = "",
     runner_env: dict[str, str] | None = None,
+    mcp_env: dict[str, str] | None = None,
 ) -> Iterator[tuple[Environment, TenantInvoke]]:
     """The public `mcp` function and its tenant-isolated runner function, both sandboxed.
 
     `runtime_secret` is put in both functions' environment (as a ledger key): a secret of
-    the runtime's that a test can look for. `runner_env` adds to the runner function's.
+    the runtime's that a test can look for. `runner_env` adds to the runner function's,
+    `mcp_env` to the public function's.
     """
     store_env = {
         "KILN_LEDGER_DIGEST_KEY": runtime_secret,
@@ -284,6 +286,7 @@ def lambda_stack(
                 "KILN_RUNNER_FUNCTION": "kiln-runner",
                 "KILN_RUNNER_TENANT": tenant,
                 "KILN_RUNNER_ENDPOINT_URL": runners.url,
+                **(mcp_env or {}),
             },
             [moto_endpoint, runners.url],
         )

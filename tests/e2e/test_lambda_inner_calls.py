@@ -6,15 +6,18 @@ TenantId of its own tool (the Invoke API stand-in records the tenant of every in
 serves, and the environment that served it: `TenantInvoke.served`); `execute` runs in a
 tenant of its own per caller and view (`code-<digest>`), never a tool's; an inner call outside
 the caller's view is refused in `mcp` and never reaches the runner function; a cycle ends at
-the depth bound; a destructive inner call's approval comes back through the outer call, one
-invocation per round, and runs the tool once; the hostile tools' snoop as `execute`'s code
-finds nothing of the functions' secret.
+the depth bound, and the count, time and quota bounds hold; a destructive inner call's
+approval comes back through the outer call, one invocation per round, and runs the tool once
+(on 2025 the inner call is refused); answers past the 6 MB invoke end the call saying so; a
+hostile `execute` (the hostile tools' snoop, a daemon, a fork bomb) finds nothing of the
+functions' secret or of an earlier run, and leaves nothing running.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import secrets
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -23,9 +26,11 @@ from typing import Any
 import pytest
 
 from e2e.lambda_profile import Environment, TenantInvoke, lambda_stack
+from e2e.test_lambda_profile import runtime_and_helper_only
 from e2e.test_lambda_runtime import event_for, rpc
+from functional.local.test_inner_calls_on_dev import BIG, SLOW
 from functional.protocol.test_inner_calls import CALLER, PING, RATE, WIPE
-from functional.runner.test_hostile_execute import with_stdin
+from functional.runner.test_hostile_execute import DAEMON, FORK_BOMB, with_stdin
 from kiln.access.pins import CatalogBinder
 from kiln.access.views import ViewStore, check_view
 from kiln.catalog.rules import check_draft
@@ -52,6 +57,7 @@ class Stack:
     runners: TenantInvoke
     ids: dict[str, str]  # tool name -> id (its runner tenant)
     runtime_secret: str  # in both functions' environment
+    table: str  # and bucket
 
 
 @pytest.fixture(scope="module")
@@ -60,7 +66,9 @@ def stack(moto_endpoint: str, tmp_path_factory: pytest.TempPathFactory) -> Itera
     store = CatalogStore(aws.clients.dynamodb, aws.clients.s3, table=aws.table, bucket=aws.bucket)
     drafts = [
         draft("fx_rate", RATE, output_schema={"type": "object"}),
-        draft("convert", CALLER, calls=["fx_rate", "hidden", "wipe"]),
+        draft("convert", CALLER, calls=["fx_rate", "hidden", "wipe", "big", "slow"]),
+        draft("big", BIG),
+        draft("slow", SLOW),
         draft("wipe", WIPE, annotations={"destructiveHint": True, "readOnlyHint": False}),
         draft("hidden", "print('hidden ran')\n"),
         draft("ping", PING, calls=["pong"]),
@@ -69,12 +77,15 @@ def stack(moto_endpoint: str, tmp_path_factory: pytest.TempPathFactory) -> Itera
     ids = {d["name"]: store.create(check_draft(d), actor="e2e").id for d in drafts}
     views = ViewStore(aws.clients.dynamodb, table=aws.table, binder=CatalogBinder(store))
     for name, tools, mode in (
-        ("team", ["fx_rate", "convert", "ping", "pong"], "list"),
+        ("team", ["fx_rate", "convert", "ping", "pong", "big", "slow"], "list"),
         ("coder", ["fx_rate"], "code"),
         ("coder2", ["fx_rate"], "code"),
         ("careful", ["convert", "wipe"], "list"),
+        ("metered", ["fx_rate", "convert"], "list"),
     ):
         body = {"tools": tools, "mode": mode, "published": True, "anonymous": True}
+        if name == "metered":
+            body["quota"] = {"calls_per_minute": 3}
         if name == "careful":
             body["confirm"] = "destructive"
         views.put(check_view(body, name=name), expected_revision=None)
@@ -85,7 +96,7 @@ def stack(moto_endpoint: str, tmp_path_factory: pytest.TempPathFactory) -> Itera
         mcp,
         runners,
     ):
-        yield Stack(mcp, runners, ids, secret)
+        yield Stack(mcp, runners, ids, secret, aws.table)
 
 
 def call_event(view: str, name: str, arguments: dict[str, Any], **more: Any) -> dict[str, Any]:
@@ -191,12 +202,16 @@ def test_a_destructive_inner_calls_approval_is_asked_through_the_outer_call_on_l
     assert stack.ids["wipe"] not in tenants, tenants
 
 
-def test_execute_on_lambda_finds_nothing_of_the_runtime_or_of_mcp(stack: Stack) -> None:
+def test_execute_on_lambda_finds_nothing_of_the_runtime_or_an_earlier_run(stack: Stack) -> None:
     """The hostile tools' snoop as execute's code, in its code tenant: every process's
-    environ, cmdline and memory and every file under /tmp; the functions' secret is in
-    neither environment it can see."""
+    environ, cmdline and memory and every file under /tmp; neither the functions' secret
+    nor what an earlier execute run left in /tmp (the same environment) is found."""
+    other = "other-run-" + secrets.token_hex(12)
+    plant = f"open('/tmp/planted.txt', 'w').write({other!r})\nprint('planted')\n"
+    planted, _ = served(stack, call_event("coder", "execute", {"code": plant}))
+    assert text(planted).strip() == "planted", planted
     own = "snoop-own-" + secrets.token_hex(12)
-    arguments = {"needles": [stack.runtime_secret, own], "wait_for_victim": False,
+    arguments = {"needles": [stack.runtime_secret, other, own], "wait_for_victim": False,
                  "work_root": "/tmp"}  # fmt: skip
     code = with_stdin(SNOOP, arguments, SHARED_DIR="/nonexistent", SNOOP_OWN=own)
     result, tenants = served(stack, call_event("coder", "execute", {"code": code}))
@@ -228,3 +243,106 @@ def test_on_2025_an_inner_call_needing_approval_is_refused_to_the_script(stack: 
     assert said.startswith("Tool 'wipe' was not run: view 'careful' requires the user's approval")
     assert "use 2026-07-28" in said, said
     assert stack.ids["wipe"] not in tenants, tenants
+
+
+@pytest.mark.parametrize("script", ["daemon", "fork bomb"])
+def test_nothing_an_execute_started_outlives_it_on_lambda(stack: Stack, script: str) -> None:
+    """A double-forked daemon, a fork bomb (63 sleepers under RLIMIT_NPROC, one uid): after
+    the call, the code tenant's environment holds the runtime and the runner's helper only."""
+    marker = f"700.{secrets.randbelow(10**6):06d}"
+    code = (DAEMON if script == "daemon" else FORK_BOMB).replace("MARKER", marker)
+    result, tenants = served(stack, call_event("coder", "execute", {"code": code}))
+    said = text(result)
+    if script == "daemon":
+        assert said.strip() == "daemon started", f"{result}\n--- mcp log:\n{stack.mcp.log()}"
+    else:
+        assert said.startswith("fork refused after"), f"{result}\n--- mcp log:\n{stack.mcp.log()}"
+        assert "BlockingIOError" in said, said
+    (tenant,) = tenants
+    runtime_and_helper_only(stack.runners.environments[tenant])
+
+
+def test_answers_past_one_invocations_payload_end_the_call_saying_so(stack: Stack) -> None:
+    """Every answer so far travels with each run of the outer tool: seven answers of nearly
+    1 MiB do not fit in Lambda's 6 MB invoke, and the call says that its answers did not fit
+    (it said "bytes of code, files and arguments": its arguments are 300 bytes)."""
+    calls = [{"name": "big", "arguments": {"n": 1_000_000}}] * 7
+    result, tenants = served(stack, call_event("team", "convert", {"calls": calls}))
+    assert result["isError"] is True, result
+    said = text(result)
+    found = re.search(
+        r"\[runner error\] the run does not fit in one invocation of the runner function "
+        r"\((\d+) bytes of code, files, arguments and answers so far, (\d+) of them the "
+        r"answers to its questions and calls; Lambda takes 6291456\)",
+        said,
+    )
+    assert found, said
+    assert int(found[2]) > 6_000_000, said
+    assert int(found[1]) - int(found[2]) < 10_000, said
+    assert tenants.count(stack.ids["big"]) == 7, tenants
+
+
+SECONDS = 6.0
+
+
+@pytest.fixture(scope="module")
+def bounded(stack: Stack, moto_endpoint: str, tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """Another `mcp` function on the same catalog, its calls' tree bounded to a few seconds
+    and 3 inner calls."""
+    tmp = tmp_path_factory.mktemp("bounded")
+    tmp.chmod(0o755)
+    table = bucket = stack.table
+    with lambda_stack(
+        tmp, moto_endpoint, table, bucket,
+        mcp_env={"KILN_CALL_SECONDS": str(SECONDS), "KILN_CALL_COUNT": "3"},
+    ) as (mcp, runners):  # fmt: skip
+        yield Stack(mcp, runners, stack.ids, "", table)
+
+
+def test_a_call_whose_inner_calls_spent_the_time_bound_ends_saying_so_on_lambda(
+    bounded: Stack,
+) -> None:
+    """The inner call sleeps far past KILN_CALL_SECONDS: it is stopped at the bound (less the
+    invoke's and the runner's margins), and the call ends naming the bound, not with a run
+    that could not start ("no time was left in the invocation")."""
+    calls = [{"name": "slow", "arguments": {}}, {"name": "fx_rate", "arguments": {"from": "GBP"}}]
+    result, tenants = served(bounded, call_event("team", "convert", {"calls": calls}))
+    assert result["isError"] is True, result
+    assert text(result) == (
+        "Tool 'convert' was not run again with its calls' answers: the inner calls of one call "
+        f"may take at most {SECONDS:g} s (or the time the request has left), and that is spent "
+        "(convert)"
+    ), text(result)
+    assert tenants == [bounded.ids["convert"], bounded.ids["slow"]], tenants
+
+
+def test_the_fourth_and_fifth_of_five_calls_are_refused_at_the_count_bound_on_lambda(
+    bounded: Stack,
+) -> None:
+    calls = [{"name": "fx_rate", "arguments": {"from": "GBP"}}] * 5
+    result, tenants = served(bounded, call_event("team", "convert", {"calls": calls}))
+    answers = json.loads(text(result))["got"]
+    assert [a["isError"] for a in answers] == [False, False, False, True, True], answers
+    for refused in answers[3:]:
+        assert text(refused) == (
+            "The call of 'fx_rate' was not made: one call may make at most 3 inner calls, "
+            "and this one's have all been made (convert → fx_rate)"
+        )
+    assert tenants.count(bounded.ids["fx_rate"]) == 3, tenants
+
+
+def test_inner_calls_count_against_the_views_quota_on_lambda(stack: Stack) -> None:
+    """3 calls a minute: one direct call, then a tool whose two inner calls are the 3rd and
+    4th: the 4th is refused and never invoked; then a direct call is refused."""
+    direct, _ = served(stack, call_event("metered", "fx_rate", {"from": "GBP"}))
+    assert direct.get("isError") is not True, direct
+    calls = [{"name": "fx_rate", "arguments": {"from": f}} for f in ("GBP", "EUR")]
+    result, tenants = served(stack, call_event("metered", "convert", {"calls": calls}))
+    first, second = json.loads(text(result))["got"]
+    assert first["isError"] is False, first
+    assert second["isError"] is True, second
+    assert text(second).startswith("The call of 'fx_rate' was refused: "), second
+    assert "3 calls per minute" in text(second), second
+    assert tenants.count(stack.ids["fx_rate"]) == 1, tenants
+    answer = stack.mcp.invoke(call_event("metered", "fx_rate", {"from": "EUR"}), timeout_s=60)
+    assert answer.payload["statusCode"] == 429, answer.payload

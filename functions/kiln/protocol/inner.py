@@ -18,9 +18,11 @@ and on Lambda: nothing waits between rounds.
 A tool calls only the tools its revision declares (`calls`, pinned with the revision by a
 view); code mode's `execute` may call every tool of its view. One call's whole tree of inner
 calls shares bounds (`CallLimits`): how deep calls nest, how many there are, and how long they
-take from the first one (never past the time the request has left). A call past a bound is
-not made; its answer is an `isError` result that says which bound and the chain of calls, so
-a tool that calls itself, directly or through others, ends at the depth bound.
+take from the first one (never past the time the request has left; waiting for the client's
+answers on a held 2025 call is not their time). A call past a bound is not made; its answer
+is an `isError` result that says which bound and the chain of calls, so a tool that calls
+itself, directly or through others, ends at the depth bound; a run that would start again
+once the time is spent does not, and its call ends with that error.
 """
 
 from __future__ import annotations
@@ -43,9 +45,10 @@ if TYPE_CHECKING:
 CALL_METHOD = "tools/call"  # a run's call ask, as a Question's method
 PREFIX = "kiln/call/"  # the keys of an inner call's questions, asked through its outer call
 ANSWER_VERSION = "2026-07-28"  # inner results carry structuredContent whatever the wire
-# A run given no more than this does not start (the runner keeps it to answer in:
-# kiln.runner.limits.RunnerSettings.answer_margin_s): past it, the tree's time is spent.
-RUN_FLOOR_S = 1.0
+# A run given no more than this would not start: the runner keeps 1 s to answer in
+# (kiln.runner.limits.RunnerSettings.answer_margin_s) and, on AWS, the invoke of the runner
+# function 1 s more (kiln.runner.remote.ROUND_TRIP_MARGIN_S). Past it, the tree's time is spent.
+RUN_FLOOR_S = 2.0
 
 
 @dataclass(frozen=True)

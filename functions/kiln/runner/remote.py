@@ -79,6 +79,32 @@ def encode(
     }
 
 
+def too_large_for_lambda(request: RunRequest, *, tool_id: str) -> str | None:
+    """Why a run that carries answers would not fit in one invocation of the runner function
+    (None: it fits). Runs made here (kiln dev, kiln stdio) are held to it too, so that a tool
+    whose calls' results pile up fails where it is written, not first on AWS."""
+    if not request.answers:
+        return None
+    body = json.dumps(encode(request, tenant=tool_id, tool_id=tool_id, bundle=None)).encode()
+    return _too_large(len(body), request) if len(body) > MAX_PAYLOAD_BYTES else None
+
+
+def _too_large(size: int, request: RunRequest) -> str:
+    """Why a run's payload was not sent: what it holds, and the answers so far, which a tool
+    that asks or calls tools carries to every run (runner/TALKING.md)."""
+    what = "code, files and arguments"
+    if request.answers:
+        answered = len(json.dumps(dict(request.answers), separators=(",", ":")).encode())
+        what = (
+            f"code, files, arguments and answers so far, {answered} of them the answers to "
+            "its questions and calls"
+        )
+    return (
+        f"the run does not fit in one invocation of the runner function ({size} bytes of "
+        f"{what}; Lambda takes {MAX_PAYLOAD_BYTES})"
+    )
+
+
 def decode(payload: Mapping[str, Any]) -> tuple[RunRequest, Mapping[str, Any] | None]:
     """The run a payload asks for, and its bundle record; PayloadError when it is not one."""
     if payload.get("kiln_run") != PAYLOAD_VERSION:
@@ -208,11 +234,7 @@ class RemoteRunner:
         tenant = self.tenant(tool_id, author)
         body = json.dumps(encode(sent, tenant=tenant, tool_id=tool_id, bundle=bundle)).encode()
         if len(body) > MAX_PAYLOAD_BYTES:
-            return failed_run(
-                f"the run does not fit in one invocation of the runner function ({len(body)} "
-                f"bytes of code, files and arguments; Lambda takes {MAX_PAYLOAD_BYTES})",
-                request.timeout_s,
-            )
+            return failed_run(_too_large(len(body), request), request.timeout_s)
         invoke = asyncio.to_thread(self._invoke, tenant, body)
         try:
             answer = await (invoke if left is None else asyncio.wait_for(invoke, max(left, 0.1)))

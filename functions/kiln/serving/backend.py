@@ -42,7 +42,7 @@ from kiln.runner import (
 )
 from kiln.runner.errors import RunSlotRefusedError
 from kiln.runner.model import RunRequest, RunResult
-from kiln.runner.remote import RemoteRunner
+from kiln.runner.remote import RemoteRunner, failed_run, too_large_for_lambda
 from kiln.serving.codemode import CodeMode
 from kiln.serving.conversation import approval_for, approved_by, run_fields, spent, tool_outcome
 from kiln.serving.packages import BundlePaths, cannot_run, wait_for_bundle
@@ -492,6 +492,8 @@ class CatalogBackend:
                 result = await self._remote.run(
                     request, tool_id=tool.id, author=head.created_by, bundle_id=head.bundle_id
                 )
+            elif (too_large := too_large_for_lambda(request, tool_id=tool.id)) is not None:
+                result = failed_run(too_large, request.timeout_s)  # as on AWS
             else:
                 result = await self._runner.run(request)
         except (RunnerBusyError, RunSlotRefusedError, NodeUnavailableError,

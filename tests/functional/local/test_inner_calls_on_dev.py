@@ -20,6 +20,7 @@ import httpx
 import pytest
 
 from functional.protocol.test_inner_calls import CALLER, PING, RATE, WIPE
+from support.app import MODERN
 from support.devserver import DevServer, kiln_dev
 
 WIRES = ["legacy", "modern"]
@@ -33,6 +34,7 @@ RATE_SCHEMA = {
 RATE_OUT = {"type": "object", "properties": {"rate": {"type": "number"}}, "required": ["rate"]}
 # Sleeps far past any bound a test sets (the run is killed at the tree's time bound).
 SLOW = "import time\ntime.sleep(600)\nprint('slept')\n"
+BIG = "import json, sys\nprint('x' * json.load(sys.stdin)['n'])\n"  # n bytes of output
 QUOTA = 3  # the metered view's calls per minute
 
 
@@ -49,14 +51,15 @@ def write_inner_tools(root: Path) -> None:
     """The tools and views every path's tests share (the view files beside the folders)."""
     tool(root, "fx_rate", RATE, input_schema=RATE_SCHEMA, output_schema=RATE_OUT,
          description="An exchange rate to USD.")  # fmt: skip
-    tool(root, "convert", CALLER, calls=["fx_rate", "wipe", "hidden", "slow", "nosuch"])
+    tool(root, "convert", CALLER, calls=["fx_rate", "wipe", "hidden", "slow", "nosuch", "big"])
     tool(root, "ping", PING, calls=["pong"])
     tool(root, "pong", PING, calls=["ping"])
     tool(root, "hidden", "print('hidden ran')\n", description="Not in any view.")
     tool(root, "wipe", WIPE, annotations={"destructiveHint": True, "readOnlyHint": False})
     tool(root, "slow", SLOW)
+    tool(root, "big", BIG)
     views = {
-        "team": {"tools": ["fx_rate", "convert", "ping", "pong", "wipe", "slow"],
+        "team": {"tools": ["fx_rate", "convert", "ping", "pong", "wipe", "slow", "big"],
                  "confirm": "destructive"},
         "coder": {"tools": ["fx_rate", "wipe", "ping", "pong"], "mode": "code",
                   "confirm": "destructive"},
@@ -232,3 +235,47 @@ def test_a_loop_of_calls_in_execute_ends_at_the_count_bound(dev: DevServer) -> N
     assert said.startswith(
         "32 The call of 'fx_rate' was not made: one call may make at most 32 inner calls"
     ), said
+
+
+def modern_call(dev: DevServer, view: str, name: str, **params: Any) -> dict[str, Any]:
+    """A 2026-07-28 tools/call from a client that answers elicitations."""
+    meta = {"io.modelcontextprotocol/protocolVersion": MODERN,
+            "io.modelcontextprotocol/clientCapabilities": {"elicitation": {}},
+            "io.modelcontextprotocol/clientInfo": {"name": "inner-calls"}}  # fmt: skip
+    message = {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+               "params": {"name": name, **params, "_meta": meta}}  # fmt: skip
+    headers = {"Accept": "application/json", "MCP-Protocol-Version": MODERN,
+               "Mcp-Method": "tools/call", "Mcp-Name": name}  # fmt: skip
+    return result_of(dev, dev.http.post(f"{dev.url}/mcp/v/{view}", json=message, headers=headers))
+
+
+def test_execute_asks_for_a_destructive_calls_approval_and_runs_it_once(dev: DevServer) -> None:
+    before = len(ledger(dev, "wipe"))
+    arguments = {"code": "print(wipe(target='cache'))\n"}
+    first = modern_call(dev, "coder", "execute", arguments=arguments)
+    assert first.get("resultType") == "input_required", first
+    (key,) = first["inputRequests"]
+    assert key.startswith("kiln/call/"), key
+    assert key.endswith("/kiln/approval"), key
+    message = first["inputRequests"][key]["params"]["message"]
+    assert message.startswith("Tool 'execute' calls 'wipe'.\n"), message
+    accept = {key: {"action": "accept", "content": {"approve": True}}}
+    done = modern_call(dev, "coder", "execute", arguments=arguments, inputResponses=accept,
+                       requestState=first["requestState"])  # fmt: skip
+    assert text(done).strip() == "wiped cache", done
+    after = ledger(dev, "wipe")  # newest first
+    assert [e["outcome"] for e in after[: len(after) - before]] == ["ok"], after
+
+
+def test_answers_past_one_lambda_invocation_end_the_call_on_kiln_dev_too(dev: DevServer) -> None:
+    """Every answer so far travels with each run of the outer tool; on AWS seven inner
+    results of 1 MB do not fit in the runner function's 6 MB invoke. kiln dev is not more
+    lenient: the call ends here with the same error (it ran, and failed only on AWS)."""
+    calls = [{"name": "big", "arguments": {"n": 1_000_000}}] * 7
+    result = call(dev, "convert", {"calls": calls}, wire="modern")
+    assert result["isError"] is True, str(result)[:2000]
+    said = text(result)
+    assert "[runner error] the run does not fit in one invocation of the runner function (" in (
+        said
+    ), said[:2000]
+    assert "bytes of code, files, arguments and answers so far" in said, said[:2000]

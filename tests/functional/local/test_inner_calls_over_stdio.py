@@ -4,8 +4,11 @@ process, JSON-RPC lines on its pipes, held open for the module.
 On 2026-07-28 and on the 2025 wire: a tool that calls another, `execute` with the root catalog
 in code mode (KILN_CATALOG_MODE), a call the tool did not declare or of a tool that does not
 exist, an inner tool's own question asked through its outer call on the held 2025 call and
-answered there (the inner tool runs once); and the count and time bounds, set for the process
-(KILN_CALL_COUNT=3, KILN_CALL_SECONDS).
+answered there (the inner tool runs once, and the time the person took is not the calls'
+time); the count, time and depth bounds (KILN_CALL_COUNT=3, KILN_CALL_SECONDS set for the
+process). Through `kiln stdio --url` to a `kiln dev` view (the local root catalog has no
+approvals or quotas): a destructive inner call's approval held on the 2025 call, and inner
+calls counted against the view's quota.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -61,14 +64,16 @@ class Stdio:
         )
         self.lines: queue.Queue[dict[str, Any] | None] = queue.Queue()
         self._ids = iter(range(1, 1_000_000))
-        self._lock = threading.Lock()
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()
 
     def _read(self) -> None:
         assert self.process.stdout is not None
         for line in self.process.stdout:
-            self.lines.put(json.loads(line))
+            try:
+                self.lines.put(json.loads(line))
+            except ValueError:  # said as it is, for the failure to show
+                self.lines.put({"not JSON": line.decode(errors="replace")})
         self.lines.put(None)
 
     def send(self, message: dict[str, Any]) -> None:
@@ -84,23 +89,17 @@ class Stdio:
         assert line is not None, f"kiln stdio ended; stderr:\n{self.tail()}"
         return line
 
-    def request(self, method: str, params: dict[str, Any]) -> tuple[Any, list[dict[str, Any]]]:
-        """Send a request; return its id and its reply with what came before it (one call at
-        a time: a test answers the server's questions with `answer_until`)."""
-        with self._lock:
-            rid = next(self._ids)
+    def exchange(
+        self, method: str, params: dict[str, Any], answer: Callable[[Any], Any] | None = None
+    ) -> dict[str, Any]:
+        """Send a request and read until its reply (one request at a time); a request from
+        the server on the way is answered with `answer(request)` (without one: a failure)."""
+        rid = next(self._ids)
         self.send({"jsonrpc": "2.0", "id": rid, "method": method, "params": params})
-        return rid, []
-
-    def reply_to(self, rid: Any, answer: Any = None) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-        """Read until the reply to `rid`; a server request on the way is answered by
-        `answer(request)` (a test without one fails on it)."""
-        seen: list[dict[str, Any]] = []
         while True:
             line = self.next()
             if line.get("id") == rid and "method" not in line:
-                return line, seen
-            seen.append(line)
+                return line
             if "method" in line and "id" in line:
                 assert answer is not None, f"an unexpected request from the server: {line}"
                 self.send({"jsonrpc": "2.0", "id": line["id"], "result": answer(line)})
@@ -126,8 +125,7 @@ class Stdio:
 def initialize(server: Stdio) -> None:
     params = {"protocolVersion": LEGACY, "capabilities": {"elicitation": {}},
               "clientInfo": {"name": "inner-calls", "version": "1"}}  # fmt: skip
-    rid, _ = server.request("initialize", params)
-    reply, _ = server.reply_to(rid)
+    reply = server.exchange("initialize", params)
     assert reply["result"]["protocolVersion"] == LEGACY, reply
     server.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
 
@@ -179,7 +177,14 @@ def coding(tools: Path, shared: Path, tmp_path_factory: pytest.TempPathFactory) 
         server.close()
 
 
-def call(server: Stdio, name: str, arguments: dict[str, Any], wire: str, **more: Any) -> Any:
+def call(
+    server: Stdio,
+    name: str,
+    arguments: dict[str, Any],
+    wire: str,
+    answer: Callable[[Any], Any] | None = None,
+) -> Any:
+    """A tools/call on `wire`, its result; questions of the server answered by `answer`."""
     params: dict[str, Any] = {"name": name, "arguments": arguments}
     if wire == MODERN:
         params["_meta"] = {
@@ -187,8 +192,7 @@ def call(server: Stdio, name: str, arguments: dict[str, Any], wire: str, **more:
             "io.modelcontextprotocol/clientCapabilities": {"elicitation": {}},
             "io.modelcontextprotocol/clientInfo": {"name": "inner-calls"},
         }
-    rid, _ = server.request("tools/call", params)
-    reply, _ = server.reply_to(rid, more.get("answer"))
+    reply = server.exchange("tools/call", params, answer)
     assert "result" in reply, f"{reply}\nstderr:\n{server.tail()}"
     return reply["result"]
 
@@ -251,8 +255,7 @@ def test_an_inner_tools_question_is_asked_on_the_held_2025_call_and_it_runs_once
 
 @pytest.mark.parametrize("wire", WIRES)
 def test_execute_answers_over_stdio_in_code_mode(coding: Stdio, wire: str) -> None:
-    rid, _ = coding.request("tools/list", {})
-    listed, _ = coding.reply_to(rid)
+    listed = coding.exchange("tools/list", {})
     assert {t["name"] for t in listed["result"]["tools"]} == {
         "search_tools", "describe_tools", "execute",
     }  # fmt: skip
@@ -328,3 +331,30 @@ def test_time_waiting_for_the_client_is_not_the_inner_calls_time(
     assert result.get("isError") is not True, f"{result}\nstderr:\n{coding.tail()}"
     assert text(result).strip() == "hello Ada"
     assert ran.read_text() == "ran\n"
+
+
+def test_execute_recursing_through_calls_ends_at_the_depth_bound_over_stdio(
+    coding: Stdio,
+) -> None:
+    code = "try:\n    ping(to='pong')\nexcept ToolCallError as error:\n    print(error)\n"
+    said = text(call(coding, "execute", {"code": code}, MODERN))
+    assert "calls nest at most 4 deep (execute → ping → pong → ping → pong → ping)" in said, said
+
+
+def test_inner_calls_count_against_a_views_quota_over_stdio(dev: DevServer, tmp_path: Path) -> None:
+    """`kiln stdio --url` to the metered view (3 calls a minute): a direct call, then a tool
+    whose second inner call is the 4th: refused; then a direct call is refused."""
+    command = [sys.executable, "-m", "kiln.cli", "stdio", "--url", f"{dev.url}/mcp/v/metered"]
+    server = Stdio(command, clean_env(), tmp_path / "bridge.stderr")
+    try:
+        initialize(server)
+        assert printed(server, call(server, "fx_rate", {"from": "GBP"}, LEGACY)) == {"rate": 1.25}
+        body = printed(server, call(server, "convert", {"calls": rate_calls("GBP", "EUR")}, LEGACY))
+        first, second = body["got"]
+        assert first["isError"] is False, first
+        assert text(second).startswith("The call of 'fx_rate' was refused: "), second
+        assert "3 calls per minute" in text(second), second
+        reply = server.exchange("tools/call", {"name": "fx_rate", "arguments": {"from": "EUR"}})
+        assert reply["error"]["code"] == -32029, reply
+    finally:
+        server.close()

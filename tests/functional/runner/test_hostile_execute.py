@@ -133,7 +133,8 @@ def test_execute_cannot_read_the_servers_secrets_or_another_runs(hosted: Hosted)
         # of the server and of other runs among them. Never the server's environment.
         assert hosted.env_secret not in snoop["found"], snoop
         assert own in snoop["found"], snoop
-        # What the first run left in /tmp stays there too (nothing tells it apart): gone here.
+        # What the first run left in /tmp stays there too: KILN_SWEEP_SHARED_TEMP is off
+        # outside Lambda, where other programs of the uid write there (runner README).
         Path(f"/tmp/kiln-planted-{other[-8:]}").unlink(missing_ok=True)
         return
     assert snoop["found"] == [own], snoop  # its own; nothing of the server's or a run's
