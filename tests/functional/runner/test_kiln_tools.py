@@ -154,6 +154,17 @@ def test_a_tool_not_in_kiln_calls_is_refused_at_once_without_asking(
     assert "(here: none: its manifest declares no calls)" in none.stdout + none.stderr
 
 
+def test_what_javascript_asks_of_an_object_is_no_call_in_node(tmp_path: Path) -> None:
+    """`${tools}`, `await tools`, JSON and console.log do not call tools named `toString`,
+    `then` or `toJSON` (those are called with tools.call)."""
+    code = (
+        "const { tools } = require('./kiln_tools');\n"
+        "(async () => { await tools; console.log(`${tools}`, JSON.stringify(tools)); })();\n"
+    )
+    ran = run_beside_helper(tmp_path, "node", code, {}, ["fx_rate"])
+    assert (ran.code, ran.stdout, ran.talk) == (0, "[object Object] {}\n", []), ran.stderr
+
+
 def test_outside_a_kiln_run_a_call_says_why_it_cannot_ask(tmp_path: Path) -> None:
     code = "from kiln_tools import tools\ntools.fx_rate(from_='GBP')\n"
     write_run_files(tmp_path, {})

@@ -95,6 +95,7 @@ class Tools:
 
     def __init__(self) -> None:
         self._count = 0
+        self._answers: dict[str, Any] | None = None  # read once: a run's answers never change
 
     def __getattr__(self, name: str) -> _Tool:
         if name.startswith("_"):
@@ -124,7 +125,9 @@ class Tools:
             )
         self._count += 1
         key = call_key(self._count, name, arguments)
-        answers = _answers()
+        if self._answers is None:
+            self._answers = _answers()
+        answers = self._answers
         if key not in answers:
             _ask(key, name, dict(arguments))
         result = answers[key]

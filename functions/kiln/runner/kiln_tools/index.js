@@ -95,6 +95,7 @@ function ask(key, name, args) {
 }
 
 let count = 0;
+let answers = null; // read once: a run's answers never change
 
 function call(name, args) {
   if (typeof name !== 'string' || !NAME.test(name)) {
@@ -111,7 +112,7 @@ function call(name, args) {
   }
   count += 1;
   const key = callKey(count, name, args);
-  const answers = JSON.parse(process.env.KILN_ANSWERS || '{}') || {};
+  if (answers === null) answers = JSON.parse(process.env.KILN_ANSWERS || '{}') || {};
   if (!Object.prototype.hasOwnProperty.call(answers, key)) ask(key, name, JSON.parse(canonical(args)));
   const result = answers[key];
   if (result === null || typeof result !== 'object') throw refused(name, `the answer to ${key} is not a tool result`);
@@ -125,7 +126,9 @@ const tools = new Proxy(
   {
     get(target, prop) {
       if (prop === 'call') return call;
-      if (typeof prop !== 'string' || prop === 'then' || prop === 'toJSON' || prop === 'inspect') return undefined;
+      // Not tools: what JavaScript itself asks an object for (`${tools}`, await, JSON).
+      if (typeof prop !== 'string' || prop === 'then' || prop === 'toJSON') return undefined;
+      if (prop in Object.prototype) return Reflect.get(target, prop);
       return (args) => call(prop, args);
     },
   },
