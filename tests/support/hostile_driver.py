@@ -693,7 +693,6 @@ def attempt(name, path):
     except OSError as e:
         out[name] = type(e).__name__
 attempt("its own copy", os.path.join(here, "kiln_tools", "__init__.py"))
-attempt("its own node copy", os.path.join(here, "kiln_tools", "index.js"))
 attempt("the server's source", args["source"])
 attempt("the server's node source", args["node_source"])
 print(json.dumps(out))
