@@ -49,6 +49,7 @@ _SIMPLE = {"string": "str", "integer": "int", "number": "float", "boolean": "boo
 _MAX_DEPTH = 4  # nesting rendered as types; deeper is Any
 _SUMMARY_LITERALS = 8  # enum values a summary line shows
 _SUMMARY_CHARS = 120
+_MORE_CHARS = 64  # kept for the line that says how many more tools there are
 
 
 @dataclass(frozen=True)
@@ -277,18 +278,29 @@ def python_stubs(tools: Sequence[ToolView]) -> str:
     return "".join(parts)
 
 
-def python_stub_summary(tools: Sequence[ToolView]) -> str:
-    """One line per tool for the model: its function's signature, then its description's
-    first line (every argument is keyword-only)."""
+def python_stub_summary(tools: Sequence[ToolView], max_chars: int | None = None) -> str:
+    """One line per tool for the model: its function's signature (`-> Any` left out), then
+    its description's first line; every argument is keyword-only. Past `max_chars`, the lines
+    that fit and how many more tools search_tools finds."""
     names = function_names(tools)
-    lines = []
-    for tool in tools:
-        first = next((line.strip() for line in tool.description.splitlines() if line.strip()), "")
-        if len(first) > _SUMMARY_CHARS:
-            first = first[: _SUMMARY_CHARS - 1].rstrip() + "…"
-        signature = _signature(tool, names[tool.name], _READER, star="")
-        lines.append(f"{signature}  # {first}" if first else signature)
+    lines: list[str] = []
+    used = 0
+    for index, tool in enumerate(tools):
+        line = _summary_line(tool, names[tool.name])
+        if max_chars is not None and used + len(line) + 1 > max_chars - _MORE_CHARS:
+            lines.append(f"... and {len(tools) - index} more tools: find them with search_tools")
+            break
+        lines.append(line)
+        used += len(line) + 1
     return "\n".join(lines)
+
+
+def _summary_line(tool: ToolView, function: str) -> str:
+    first = next((line.strip() for line in tool.description.splitlines() if line.strip()), "")
+    if len(first) > _SUMMARY_CHARS:
+        first = first[: _SUMMARY_CHARS - 1].rstrip() + "…"
+    signature = _signature(tool, function, _READER, star="").removesuffix(" -> Any")
+    return f"{signature}  # {first}" if first else signature
 
 
 EXECUTE_WRAPPER = '''\

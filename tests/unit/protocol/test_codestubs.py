@@ -176,7 +176,7 @@ def test_the_summary_is_one_line_per_tool_its_signature_and_first_line() -> None
     assert python_stub_summary([FX, KEYWORD]) == (
         "fx_rate(from_: Literal['GBP', 'USD', 'EUR'], to: str, amount: float | None = None)"
         " -> dict[str, Any]  # Convert an amount between currencies.\n"
-        "import_() -> Any  # Import a file."
+        "import_()  # Import a file."
     )
     many = ToolView(
         "pick",
@@ -188,6 +188,16 @@ def test_the_summary_is_one_line_per_tool_its_signature_and_first_line() -> None
     assert "v8" not in line
     assert line.endswith("x…")
     assert len(line) < 250
+
+
+def test_a_summary_past_its_budget_says_how_many_more_tools_search_finds() -> None:
+    tools = [ToolView(f"tool_{i}", f"Does thing {i}.", {"type": "object"}) for i in range(50)]
+    summary = python_stub_summary(tools, max_chars=400)
+    assert len(summary) <= 400
+    *shown, last = summary.splitlines()
+    assert shown[:2] == ["tool_0()  # Does thing 0.", "tool_1()  # Does thing 1."]
+    assert last == f"... and {50 - len(shown)} more tools: find them with search_tools"
+    assert python_stub_summary(tools[:3], max_chars=400).count("\n") == 2  # all fit
 
 
 def test_a_hundred_tools_make_a_module_that_compiles(monkeypatch: pytest.MonkeyPatch) -> None:
