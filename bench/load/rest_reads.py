@@ -25,7 +25,7 @@ from typing import Any
 import boto3
 from botocore.config import Config
 
-from kiln.access.ledger import CallLedger, CallRecord
+from kiln.accounting.ledger import CallLedger, CallRecord
 from tests.support.devserver import start_dev, stop
 
 READS = (

@@ -116,7 +116,7 @@ def seed(url: str, count: int) -> None:
 
 def seed_ledger(state: Path, tools: int, per_tool: int) -> None:
     """`per_tool` ledger entries for each tool over the last hours, written to the emulator."""
-    from kiln.access.ledger import CallLedger, CallRecord, Outcome
+    from kiln.accounting.ledger import CallLedger, CallRecord, Outcome
     from kiln.aws.clients import make_clients
     from kiln.local.emulator import shared_endpoint
 

@@ -17,7 +17,7 @@ Where a request goes, and the module to open for each step:
                            the `Kiln` the app was built over
     protocol/http.py       MCP itself, pure: headers + body in, status + headers + body out;
                            protocol/dispatch.py parses and routes the JSON-RPC methods
-    access/gate.py         admission: which view applies, whose quotas count, the ledger entry
+    accounting/gate.py     admission: which view applies, whose quotas count, the ledger entry
     serving/backend.py     the call path (CatalogBackend): list, get, call, a tool resolved once
                            per request; serving/runner_function.py is the runner function
     runner/runner.py       runs one script: process tree, deadline, caps, environment
@@ -33,14 +33,15 @@ Rooms (one noun each; a room's __init__.py is its face, `__all__` what other roo
     serving/        the call path: backend, bundles waited for, runner function, warming
     authoring/      the one service for catalog writes and source reads; serialise; admin tools
     identity/       who is calling: keys, tokens, policy, metadata, audit
-    access/         what a caller may see, spend and read: views, quotas, ledger, gate, secrets
+    access/         what a caller may see and spend: views, pins, quotas, approvals, secrets
+    accounting/     what each call cost and did: its account, the gate, the ledger, usage
     catalog/        model, rules (names, schemas, requirements), store, snapshot, tool folders
     tasks/          long-running tools: service (TaskService), store, worker
     bundles/        dependency bundles: identity, build, store, cache, scheduler
     runner/         runs one script; the same code in kiln dev and in the runner function
     aws/            clients made once, the catalog's resources, the trimmed botocore data
     observability/  telemetry, log redaction
-    cli/            the `kiln` command: tools, bundles, keys, views, client, locate, output
+    cli/            the `kiln` command: tools, bundles, keys, views, calls, client, locate, output
     local/          laptops and CI only, left out of Lambda builds: dev, stdio, bridge,
                     preflight, reload, and the moto emulator (local/emulator/)
 """

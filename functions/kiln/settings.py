@@ -96,6 +96,9 @@ def _scale_settings(e: Mapping[str, str]) -> dict[str, Any]:
         "quota_claim_horizon_s": _parse(
             e, "KILN_QUOTA_CLAIM_HORIZON_S", Settings.quota_claim_horizon_s, _positive_float
         ),
+        "call_depth": _parse(e, "KILN_CALL_DEPTH", Settings.call_depth, _positive_int),
+        "call_count": _parse(e, "KILN_CALL_COUNT", Settings.call_count, _positive_int),
+        "call_seconds": _parse(e, "KILN_CALL_SECONDS", Settings.call_seconds, _positive_float),
         "metrics_flush_s": _parse(
             e, "KILN_METRICS_FLUSH_S", Settings.metrics_flush_s, _non_negative_float
         ),
@@ -174,10 +177,11 @@ def _tenant_mode(value: str) -> str:
 
 
 def _catalog_mode(value: str) -> str:
-    if value not in ("list", "search"):
+    if value not in ("list", "search", "code"):
         raise ValueError(
-            'expected "list" (tools/list shows every tool) or "search" (search_tools, '
-            "describe_tools and call_tool stand in for them)"
+            'expected "list" (tools/list shows every tool), "search" (search_tools, '
+            'describe_tools and call_tool stand in for them) or "code" (search_tools, '
+            "describe_tools and execute, which runs code that calls them)"
         )
     return value
 
@@ -283,15 +287,21 @@ class Settings:
     # KILN_STATE_SECRET: seals a tool call's requestState (2026-07-28 questions); unset: a
     # random secret per process, so a state opens only in the process that sealed it
     state_secret: str | None = None
-    ledger: bool = True  # KILN_LEDGER: record every tools/call (kiln.access.ledger)
+    ledger: bool = True  # KILN_LEDGER: record every tools/call (kiln.accounting.ledger)
     ledger_retention_days: int = 30  # KILN_LEDGER_RETENTION_DAYS
     ledger_digest_key: str | None = None  # KILN_LEDGER_DIGEST_KEY: HMAC key of argument digests
     # KILN_LEDGER_SHARDS: partitions of a day's entries; unset: 32, and 1 against kiln dev's
     # emulator, which has no per-partition limit (each day records its count: see
-    # kiln.access.ledger_shards)
+    # kiln.accounting.ledger_shards)
     ledger_shards: int | None = None
     ledger_totals_flush_s: float = 10.0  # KILN_LEDGER_TOTALS_FLUSH_S: a process's totals write
     quota_claim_horizon_s: float = 1.0  # KILN_QUOTA_CLAIM_HORIZON_S: a claim's share of own rate
+    # Tools that call tools (kiln.protocol.inner): how deep calls nest (KILN_CALL_DEPTH), how
+    # many inner calls one call makes in all (KILN_CALL_COUNT), and how long they may take from
+    # the first (KILN_CALL_SECONDS)
+    call_depth: int = 4
+    call_count: int = 32
+    call_seconds: float = 60.0
     in_lambda: bool = False  # AWS_LAMBDA_FUNCTION_NAME is set: running inside Lambda
     # AWS_LAMBDA_RUNTIME_API: where Lambda hands this environment its invocations (the runner
     # function answers there itself when it must end its environment after a run)

@@ -23,13 +23,13 @@ from urllib.parse import urlsplit
 
 import kiln
 from kiln.access.approvals import SpentApprovals
-from kiln.access.gate import CallGate
-from kiln.access.ledger import DEFAULT_SHARDS, CallLedger
 from kiln.access.pins import CatalogBinder
 from kiln.access.quotas import QuotaCounters
 from kiln.access.resolve import ViewCatalog
 from kiln.access.secrets import SecretStore
-from kiln.access.views import ViewStore
+from kiln.access.views import MODES, ViewStore
+from kiln.accounting.gate import CallGate
+from kiln.accounting.ledger import DEFAULT_SHARDS, CallLedger
 from kiln.aws.clients import AwsClients, lazy, make_clients
 from kiln.bundles.hooks import Bundles, make_bundles
 from kiln.catalog.snapshot import CatalogSnapshots
@@ -184,7 +184,7 @@ class Kiln:
         if limit <= 0 or self.gate.ledger is None or not self.runner.standby_capable:
             return []
         try:
-            from kiln.access.ledger import LedgerQuery
+            from kiln.accounting.ledger import LedgerQuery
 
             recent, _ = self.gate.ledger.query(LedgerQuery(limit=200))
         except Exception:  # the ledger is a convenience here: start without warming
@@ -287,7 +287,7 @@ class Kiln:
         return self._endpoint(AdminBackend(self.backend, self.authoring))
 
     def _endpoint(self, backend: Any, tasks: TaskService | None = None) -> McpEndpoint:
-        from kiln.protocol import McpEndpoint, ProtocolSettings
+        from kiln.protocol import CallLimits, McpEndpoint, ProtocolSettings
 
         return McpEndpoint(
             backend,
@@ -304,6 +304,9 @@ class Kiln:
                 # tasks/get; a server that keeps running waits up to 20 s for the end.
                 task_result_wait_s=0.0 if self.settings.in_lambda else 20.0,
                 state_secret=self.state_secret,
+                call_limits=CallLimits(
+                    self.settings.call_depth, self.settings.call_count, self.settings.call_seconds
+                ),
             ),
             tasks=tasks,
         )
@@ -333,7 +336,7 @@ def build_kiln(settings: Settings, *, clients: AwsClients | None = None) -> Kiln
         snapshots, runner, bundles=bundles, secrets=secrets, views=views, gate=gate,
         remote=remote_runner(settings, clients, bundles),
         approvals=SpentApprovals(clients.dynamodb, table=settings.table),
-        mode="search" if settings.catalog_mode == "search" else "list",
+        mode=next((m for m in MODES if m == settings.catalog_mode), "list"),
     )  # fmt: skip
     return Kiln(
         settings, clients, store, snapshots, runner, backend, callers, secrets, bundles, views,

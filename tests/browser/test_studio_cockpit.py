@@ -15,10 +15,8 @@ from typing import Any
 import pytest
 from playwright.sync_api import expect
 
-from kiln.access.ledger import CallLedger, CallRecord
-from kiln.aws.clients import make_clients
+from kiln.accounting.ledger import CallRecord
 from kiln.catalog.model import Draft, TaskMode
-from kiln.local.emulator import shared_endpoint
 from support.browser import Dev, both_widths, sign_in
 
 ECHO = "import json, sys\nprint(json.dumps(json.load(sys.stdin)))\n"
@@ -205,7 +203,7 @@ def test_an_author_builds_a_view_and_binds_a_key_whose_use_the_keys_page_shows(
     both_widths(page, "24-keys-bound")
 
 
-def test_a_view_saved_in_the_studio_sets_search_mode_and_keeps_its_approvals(
+def test_a_view_saved_in_the_studio_sets_search_and_code_mode_and_keeps_its_approvals(
     page: Any, dev: Dev
 ) -> None:
     make_tool(dev, "wipe_cache")
@@ -216,14 +214,18 @@ def test_a_view_saved_in_the_studio_sets_search_mode_and_keeps_its_approvals(
     page.get_by_role("link", name="Views", exact=True).click()
     page.get_by_role("link", name="careful").click()
     expect(page.get_by_role("heading", name="careful")).to_be_visible()
-    page.get_by_label("Search mode").check()
+    page.get_by_label("How clients see its tools").select_option("search")
     page.get_by_role("button", name="Save view").click()
     expect(page.get_by_text("Saved view careful.")).to_be_visible(timeout=30_000)
     saved = dev.api("GET", "/api/views/careful").json()
     assert saved["mode"] == "search", saved
     assert saved["confirm"] == "destructive", saved  # the page does not edit it: kept
     page.reload()
-    expect(page.get_by_label("Search mode")).to_be_checked()
+    expect(page.get_by_label("How clients see its tools")).to_have_value("search")
+    page.get_by_label("How clients see its tools").select_option("code")
+    page.get_by_role("button", name="Save view").click()
+    expect(page.get_by_text("Saved view careful.")).to_be_visible(timeout=30_000)
+    assert dev.api("GET", "/api/views/careful").json()["mode"] == "code"
 
 
 def call(dev: Dev, tool: str, key: str, rid: int = 1) -> Any:
@@ -250,11 +252,7 @@ OLDER = [("ok", 50.0, None), ("ok", 50.0, None)]  # three days ago: only in the 
 
 def seed(dev: Dev, tool: str, view: str = "finance") -> float:
     """Write SEEDED (two minutes ago) and OLDER for `tool` straight into the ledger's table."""
-    endpoint = shared_endpoint(dev.log.parent / "s" / "aws")
-    assert endpoint is not None, f"no emulator described in {dev.log.parent / 's' / 'aws'}"
-    keys = (endpoint.credentials.access_key_id, endpoint.credentials.secret_access_key)
-    clients = make_clients(endpoint_url=endpoint.url, region=endpoint.region, credentials=keys)
-    ledger = CallLedger(clients.dynamodb, table="kiln", digest_key=b"seed")
+    ledger = dev.ledger()
     at = time.time() - 120
     for plan, when in ((SEEDED, at), (OLDER, at - 3 * 86_400)):
         for outcome, duration, where in plan:
@@ -304,7 +302,7 @@ def test_the_charts_show_the_seeded_calls_and_the_list_their_recent_use(
 
     page.get_by_role("button", name="Last 30 days").click()
     # 31 days: a read of each day's shard count, and a query of each shard of the two days
-    # with calls (kiln.access.ledger_shards; kiln dev writes one shard a day). The timeout
+    # with calls (kiln.accounting.ledger_shards; kiln dev writes one shard a day). The timeout
     # is for a loaded machine.
     expect(page.get_by_test_id("total-calls")).to_have_text("14", timeout=30_000)
     expect(page.locator("svg rect.calls")).to_have_count(2)

@@ -14,6 +14,10 @@ from typing import Any
 
 import httpx
 
+from kiln.accounting.ledger import CallLedger
+from kiln.aws.clients import make_clients
+from kiln.local.emulator import shared_endpoint
+
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = [
     "--headless",
@@ -40,6 +44,14 @@ class Dev:
     def api(self, method: str, path: str, **kw: Any) -> httpx.Response:
         headers = {"Authorization": f"Bearer {KEY}", **kw.pop("headers", {})}
         return self.http.request(method, self.url + path, headers=headers, **kw)
+
+    def ledger(self) -> CallLedger:
+        """The ledger of this `kiln dev`'s table, for seeding entries straight into it."""
+        endpoint = shared_endpoint(self.log.parent / "s" / "aws")
+        assert endpoint is not None, f"no emulator described in {self.log.parent / 's' / 'aws'}"
+        keys = (endpoint.credentials.access_key_id, endpoint.credentials.secret_access_key)
+        clients = make_clients(endpoint_url=endpoint.url, region=endpoint.region, credentials=keys)
+        return CallLedger(clients.dynamodb, table="kiln", digest_key=b"seed")
 
 
 @dataclass

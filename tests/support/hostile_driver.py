@@ -730,12 +730,9 @@ async def helper(runner: Runner, params: dict[str, Any]) -> dict[str, Any]:
     tamper = await runner.run(request(HELPER_TAMPER, params, language="python", arguments=args))
     answer = {"content": [{"type": "text", "text": "1.5"}], "isError": False}
     answers = {call_key(1, "fx_rate", {"from": "GBP"}): answer}
-    calls: dict[str, Any] = (
-        {"calls": ("fx_rate",)} if "calls" in RunRequest.__dataclass_fields__ else {}
-    )
     later = {
         language: await runner.run(
-            request(code, params, language=language, answers=answers, **calls)
+            request(code, params, language=language, answers=answers, calls=("fx_rate",))
         )
         for language, code in (("python", HELPER_PY), ("node", HELPER_NODE))
     }

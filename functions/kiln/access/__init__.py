@@ -1,16 +1,11 @@
-"""Who may call what: views (curated, pinned tool sets), quotas, and the call ledger."""
+"""Who may call what: views (curated, pinned tool sets), quotas, approvals, tool secrets."""
 
 __all__ = [
-    "account",
     "approvals",
-    "gate",
-    "ledger",
-    "pending",
     "pins",
     "quotas",
     "resolve",
     "secrets",
-    "usage",
     "view_files",
     "views",
 ]

@@ -50,8 +50,8 @@ FIELDS = (
     "mode",
 )
 # How tools/list shows the view (kiln.protocol.backend.Mode; access does not import protocol)
-Mode = Literal["list", "search"]
-MODES: tuple[Mode, ...] = ("list", "search")
+Mode = Literal["list", "search", "code"]
+MODES: tuple[Mode, ...] = ("list", "search", "code")
 
 
 class ViewError(Exception):
@@ -109,7 +109,8 @@ class View:
     # "destructive" / "writes": the user approves such calls first (access/approvals.py)
     confirm: str | None = None
     # "search": tools/list shows the meta-tools that search, describe and call the view's
-    # tools instead of the tools themselves (kiln.protocol.discovery)
+    # tools instead of the tools themselves (kiln.protocol.discovery); "code": search,
+    # describe and `execute`, which runs Python that calls them (kiln.serving.codemode)
     mode: Mode = "list"
     revision: int = 0
     updated_at: str = ""
@@ -231,8 +232,10 @@ def check_view(payload: object, *, name: str | None = None) -> View:
         problems.append(
             (
                 "mode",
-                'must be "list" (tools/list shows every tool) or "search" (it shows '
-                "search_tools, describe_tools and call_tool, for views of many tools)",
+                'must be "list" (tools/list shows every tool), "search" (it shows '
+                "search_tools, describe_tools and call_tool, for views of many tools) or "
+                '"code" (search_tools, describe_tools and execute, which runs code that '
+                "calls the tools)",
             )
         )
         mode = "list"

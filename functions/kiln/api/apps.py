@@ -19,7 +19,7 @@ from starlette.responses import Response
 
 from kiln.api import mcp, middleware
 from kiln.api.mcp import Serves
-from kiln.runner.afterwards import AfterAnswer
+from kiln.api.middleware import AfterAnswer
 
 if TYPE_CHECKING:
     from fastapi import FastAPI

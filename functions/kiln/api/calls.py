@@ -8,8 +8,8 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Request
 
-from kiln.access import usage
-from kiln.access.ledger import CallLedger, LedgerQuery, LedgerQueryError
+from kiln.accounting import usage
+from kiln.accounting.ledger import CallLedger, LedgerQuery, LedgerQueryError
 from kiln.api.common import blocking, kiln_of, require
 from kiln.api.errors import ApiError
 from kiln.api.sight import sight

@@ -22,7 +22,6 @@ from fastapi import FastAPI, Request
 from fastapi.responses import Response
 from starlette.exceptions import HTTPException
 
-from kiln.access.ledger import LedgerQueryError
 from kiln.access.secrets import InvalidSecretError, SecretError, SecretNotFoundError
 from kiln.access.views import (
     StaleViewError,
@@ -31,6 +30,7 @@ from kiln.access.views import (
     ViewNotFoundError,
     ViewRuleError,
 )
+from kiln.accounting.ledger import LedgerQueryError
 from kiln.authoring.service import ArgumentsRejectedError, UndeclaredSecretError
 from kiln.aws.clients import StoreUnavailableError
 from kiln.bundles.store import AmbiguousBundleIdError, BundleIdError, BundleStateError

@@ -14,9 +14,9 @@ from starlette.background import BackgroundTask
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 
-from kiln.access.account import CallBook
-from kiln.access.gate import bound_view
 from kiln.access.views import View
+from kiln.accounting.account import CallBook
+from kiln.accounting.gate import bound_view
 from kiln.api.auth import base_url, require
 from kiln.identity.policy import AuthError, Permission, Principal
 from kiln.protocol.backend import Arrival, CallContext, Seen

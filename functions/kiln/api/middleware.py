@@ -14,6 +14,7 @@ from kiln.aws.clients import CALLER_ROLE
 from kiln.protocol.errors import jsonrpc_error
 from kiln.protocol.guard import refusal
 from kiln.protocol.spec import INVALID_REQUEST
+from kiln.runner.afterwards import answering
 
 GZIP_MINIMUM_BYTES = 1400  # smaller answers are not worth compressing
 GZIP_LEVEL = 6
@@ -104,3 +105,18 @@ def install(app: Starlette, settings: ApiSettings) -> None:
         allowed_origins=settings.allowed_origins,
         loopback_bind=settings.loopback_bind,
     )
+
+
+class AfterAnswer:
+    """ASGI middleware: work a request leaves with `later` (kiln.runner.afterwards) starts
+    after its response has been sent."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        with answering():
+            await self.app(scope, receive, send)

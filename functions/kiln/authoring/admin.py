@@ -100,6 +100,11 @@ _DEFINITION: dict[str, Any] = {
         "items": {"type": "string"},
         "description": "Short lower-case labels; views can select tools by tag.",
     },
+    "calls": {
+        "type": "array",
+        "items": {"type": "string"},
+        "description": "Tools this tool's script may call, by name (see TALKING.md).",
+    },
 }
 _NAME = {"type": "string", "description": "The tool's name."}
 

@@ -29,6 +29,7 @@ def revision_fields(revision: Revision) -> dict[str, Any]:
         "secrets": list(revision.secrets),  # names only; values are never returned
         "task": revision.task,
         "tags": list(revision.tags),
+        "calls": list(revision.calls),
     }
 
 
@@ -94,6 +95,7 @@ def draft_of(tool: Tool, code: str, files: Mapping[str, bytes] | None = None) ->
         secrets=head.secrets,
         task=head.task,
         tags=head.tags,
+        calls=head.calls,
         files=dict(files or {}),
     )
 

@@ -219,7 +219,7 @@ def _boto3_session(core: botocore.session.Session) -> boto3.session.Session:
 
 
 # A new table records each ledger day's shard count from its first day (must equal
-# kiln.access.ledger_shards.since_start(), which reads it; tests/unit/access checks).
+# kiln.accounting.ledger_shards.since_start(), which reads it; tests/unit/accounting checks).
 LEDGER_SHARDS_SINCE_START = {
     "pk": {"S": "LEDGERSUM#SHARDS"},
     "sk": {"S": "SINCE"},

@@ -142,10 +142,11 @@ def draft_manifest(draft: Draft) -> dict[str, Any]:
         data["secrets"] = list(draft.secrets)
     else:
         data.pop("secrets")
-    if draft.tags:
-        data["tags"] = list(draft.tags)
-    else:
-        data.pop("tags")
+    for listed in ("tags", "calls"):  # left out when empty, as authors write them
+        if getattr(draft, listed):
+            data[listed] = list(getattr(draft, listed))
+        else:
+            data.pop(listed)
     return {key: value for key, value in data.items() if value is not None}
 
 

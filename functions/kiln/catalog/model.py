@@ -37,6 +37,7 @@ class Draft:
     files: Mapping[str, bytes] = field(default_factory=dict)  # relative path -> bytes
     task: TaskMode | None = None
     tags: tuple[str, ...] = ()  # short labels that views select tools by
+    calls: tuple[str, ...] = ()  # the tools its script may call (runner/TALKING.md)
 
 
 @dataclass(frozen=True)
@@ -63,6 +64,7 @@ class Revision:
     files: Mapping[str, str] = field(default_factory=dict)  # relative path -> sha256 (files/…)
     task: TaskMode | None = None
     tags: tuple[str, ...] = ()
+    calls: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -91,6 +91,7 @@ CANONICAL_FIELDS: Final = (
     "files",
     "task",
     "tags",
+    "calls",
 )
 
 FIELD_ALIASES: Final[Mapping[str, str]] = {
@@ -388,6 +389,29 @@ def _check_tags(value: object, found: list[Violation]) -> tuple[str, ...]:
     return tuple(tag for tag in value if is_tag(tag))
 
 
+MAX_CALLS: Final = 32
+
+
+def _check_calls(value: object, found: list[Violation]) -> tuple[str, ...]:
+    """The tools a tool's script may call (kiln/runner/TALKING.md, "Calling tools"): tool
+    names, unique, in the author's order. A name need not exist yet: a call of a tool the
+    caller cannot see is refused when it is made, as a direct call would be."""
+    if value is MISSING or value is None:
+        return ()
+    if not isinstance(value, list | tuple) or len(value) > MAX_CALLS:
+        found.append(
+            violation("calls", "type", f"must be a list of at most {MAX_CALLS} tool names")
+        )
+        return ()
+    for index, name in enumerate(value):
+        if not isinstance(name, str) or not NAME_PATTERN.fullmatch(name):
+            rule = "must be a tool name: a letter, then up to 62 letters, digits, _ or -"
+            found.append(violation(f"calls[{index}]", "name", rule))
+    if len(set(map(str, value))) != len(value):
+        found.append(violation("calls", "unique", "must not name a tool twice"))
+    return tuple(str(name) for name in value)
+
+
 def _with_defaults(
     fields: dict[str, object], defaults: Mapping[str, Any] | None
 ) -> dict[str, object]:
@@ -431,6 +455,7 @@ def check_draft(payload: Mapping[str, Any], *, defaults: Mapping[str, Any] | Non
     task = _check_task(get("task"), found)
     _check_plain_timeout(timeout, task, found)
     tags = _check_tags(get("tags"), found)
+    calls = _check_calls(get("calls"), found)
 
     if found:
         raise RuleError(found)
@@ -456,4 +481,5 @@ def check_draft(payload: Mapping[str, Any], *, defaults: Mapping[str, Any] | Non
         files=files,
         task=task,
         tags=tags,
+        calls=calls,
     )

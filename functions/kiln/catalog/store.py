@@ -95,6 +95,7 @@ def revision_from_json(text: str) -> Revision:
     data["secrets"] = tuple(data.get("secrets", ()))
     data["files"] = dict(data.get("files") or {})
     data["tags"] = tuple(data.get("tags", ()))
+    data["calls"] = tuple(data.get("calls", ()))
     return Revision(**data)
 
 
@@ -425,6 +426,7 @@ class CatalogStore:
             files=files,
             task=draft.task,
             tags=draft.tags,
+            calls=draft.calls,
         )
 
     def _check_head(self, tool: Tool, expected: int) -> None:

@@ -117,6 +117,6 @@ def same_definition(tool: Tool, draft: Draft) -> bool:
         == (draft.description, draft.language, draft.requirements, draft.title)
         and (head.input_schema, head.output_schema, head.annotations)
         == (draft.input_schema, draft.output_schema, draft.annotations)
-        and (head.timeout_seconds, head.secrets, head.tags, head.task)
-        == (draft.timeout_seconds, draft.secrets, draft.tags, draft.task)
+        and (head.timeout_seconds, head.secrets, head.tags, head.task, head.calls)
+        == (draft.timeout_seconds, draft.secrets, draft.tags, draft.task, draft.calls)
     )

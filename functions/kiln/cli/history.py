@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 # What a revision defines, as a tool folder's tool.json holds it (bundle_id is computed).
 MANIFEST_FIELDS = (
     "title", "description", "language", "requirements", "input_schema", "output_schema",
-    "annotations", "timeout_seconds", "secrets", "task", "tags",
+    "annotations", "timeout_seconds", "secrets", "task", "tags", "calls",
 )  # fmt: skip
 _REV = re.compile(r"r?([1-9][0-9]{0,8})|head")
 

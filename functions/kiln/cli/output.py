@@ -41,3 +41,10 @@ def listing(
     for item in items:
         print(line(item).rstrip())
     return 0
+
+
+def print_rows(rows: Sequence[tuple[str, ...]]) -> None:
+    """Columns as wide as their widest cell, two spaces apart."""
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    for row in rows:
+        print("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())

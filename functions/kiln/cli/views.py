@@ -1,18 +1,17 @@
-"""`kiln views …` and `kiln calls …`: views and the call ledger of a running server (REST)."""
+"""`kiln views …`: the views of a running server (REST); `kiln calls` is kiln.cli.calls."""
 
 from __future__ import annotations
 
 import argparse
 import json
 import urllib.parse
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from kiln.access.ledger import OUTCOMES
 from kiln.access.view_files import ViewFileError, read_view_file, view_files, write_view_file
 from kiln.access.views import FIELDS, MODES, check_view
-from kiln.cli import output
+from kiln.cli import calls, output
 
 if TYPE_CHECKING:
     from kiln.cli.client import KilnClient
@@ -44,16 +43,7 @@ def register(commands: Any, remote: Remote) -> None:
     remove.add_argument("name")
     remove.set_defaults(func=cmd_views_rm)
 
-    calls = remote(commands.add_parser("calls", help="the call ledger: who called what"))
-    calls.add_argument("--tool")
-    calls.add_argument("--caller", help="key:<name>, jwt:<subject> or anonymous")
-    calls.add_argument("--outcome", choices=list(OUTCOMES))
-    calls.add_argument("--since", help="ISO 8601 time or date")
-    calls.add_argument("--until", help="ISO 8601 time or date")
-    calls.add_argument("--limit", type=int, default=50, help="entries to show (default 50)")
-    calls.add_argument("--json", action="store_true", help="one JSON object per line")
-    calls.add_argument("--totals", metavar="DAY", help="per-key and per-tool totals of a day")
-    calls.set_defaults(func=cmd_calls)
+    calls.register(commands, remote)
 
 
 def cmd_views_ls(args: argparse.Namespace) -> int:
@@ -73,17 +63,10 @@ def cmd_views_ls(args: argparse.Namespace) -> int:
         mode = view.get("mode", "list")
         rows.append((view["name"], f"r{view['revision']}", where, mode, " ".join(view["tools"])))
         problems += [f"{problem}   (view {view['name']})" for problem in view.get("problems", [])]
-    print_rows(rows)
+    output.print_rows(rows)
     for problem in problems:  # an entry that serves nothing, and why
         print(f"  ! {problem}")
     return 0
-
-
-def print_rows(rows: Sequence[tuple[str, ...]]) -> None:
-    """Columns as wide as their widest cell, two spaces apart."""
-    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-    for row in rows:
-        print("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())
 
 
 def cmd_views_show(args: argparse.Namespace) -> int:
@@ -176,70 +159,3 @@ def cmd_views_rm(args: argparse.Namespace) -> int:
         return output.fail("views rm", error)
     print(f"deleted   {args.name}")
     return 0
-
-
-def cmd_calls(args: argparse.Namespace) -> int:
-    from kiln.cli.client import ApiCallError
-
-    client = output.client(args)
-    try:
-        if args.totals:
-            day = urllib.parse.quote(args.totals)
-            body, _ = client.request("GET", f"/api/calls/totals?day={day}")
-            print_totals(body)
-            return 0
-        entries = ledger_entries(client, args)
-        if args.json:
-            for entry in entries:
-                print(json.dumps(entry, sort_keys=True))
-        elif entries:
-            print_rows([("AT", "CALLER", "TOOL", "OUTCOME", "DURATION", "VIEW")]
-                       + [_entry_row(entry) for entry in entries])  # fmt: skip
-    except ApiCallError as error:
-        return output.fail("calls", error)
-    return 0
-
-
-def _entry_row(entry: dict[str, Any]) -> tuple[str, ...]:
-    revision = entry.get("revision")
-    tool = entry["tool"] if revision is None else f"{entry['tool']}@{revision}"
-    duration = f"{entry['duration_ms']:.1f} ms"
-    return (
-        entry["at"],
-        entry["caller"],
-        tool,
-        entry["outcome"],
-        duration,
-        entry.get("view") or "-",
-    )
-
-
-def ledger_entries(client: KilnClient, args: argparse.Namespace) -> list[dict[str, Any]]:
-    query = {
-        key: value
-        for key in ("tool", "caller", "outcome", "since", "until")
-        if (value := getattr(args, key))
-    }
-    wanted = max(1, args.limit)
-    found: list[dict[str, Any]] = []
-    cursor = None
-    while len(found) < wanted:
-        page = {**query, "limit": str(min(1000, wanted - len(found)))}
-        if cursor:
-            page["cursor"] = cursor
-        body, _ = client.request("GET", "/api/calls?" + urllib.parse.urlencode(page))
-        found.extend(body["calls"])
-        cursor = body.get("next_cursor")
-        if not cursor:
-            break
-    return found
-
-
-def print_totals(body: dict[str, Any]) -> None:
-    columns = ("calls", "ok", "tool_error", "timeout", "refused", "not_ready", "run_seconds")
-    print(f"{body['day']}: {body['all']['calls']} calls")
-    for title, table in (("caller", body["by_caller"]), ("tool", body["by_tool"])):
-        width = max([28, *(len(name) for name in table)])
-        print(f"\n{title:{width}} " + " ".join(f"{c:>11}" for c in columns))
-        for name in sorted(table):
-            print(f"{name:{width}} " + " ".join(f"{table[name][c]:>11}" for c in columns))

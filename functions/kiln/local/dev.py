@@ -24,8 +24,8 @@ from pathlib import Path
 from typing import Any
 
 from kiln import stack
-from kiln.access.pending import PendingLedger, stored_in
 from kiln.access.views import ViewStore
+from kiln.accounting.pending import PendingLedger, stored_in
 from kiln.authoring import AuthoringService, FolderTarget
 from kiln.aws.clients import AwsClients, ensure_resources, make_clients
 from kiln.catalog.files import FolderError, tool_folders
@@ -249,7 +249,7 @@ def hold_ledger_locally(
     kiln: stack.Kiln, clients: AwsClients, state_dir: Path
 ) -> PendingLedger | None:
     """A call's ledger entry on disk before its answer, in the store right after
-    (kiln.access.pending); entries a killed run left are written first."""
+    (kiln.accounting.pending); entries a killed run left are written first."""
     ledger = kiln.gate.ledger
     if ledger is None:
         return None

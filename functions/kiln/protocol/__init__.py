@@ -2,10 +2,12 @@
 
 from kiln.protocol.backend import CallContext, ToolBackend, ToolOutcome, ToolView
 from kiln.protocol.http import HttpRequest, HttpResponse, McpEndpoint
+from kiln.protocol.inner import CallLimits
 from kiln.protocol.settings import ProtocolSettings
 
 __all__ = [
     "CallContext",
+    "CallLimits",
     "HttpRequest",
     "HttpResponse",
     "McpEndpoint",
@@ -15,10 +17,13 @@ __all__ = [
     "ToolView",
     "backend",
     "calling",
+    "codestubs",
+    "discovery",
     "dispatch",
     "errors",
     "guard",
     "http",
+    "inner",
     "jsontext",
     "spec",
     "talking",

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 if TYPE_CHECKING:
+    from kiln.protocol.inner import CallLink
     from kiln.protocol.streaming import Outbox
     from kiln.protocol.talking import Turn
 
@@ -33,12 +34,14 @@ class ToolView:
     # starts when its script says so ({"task": true}, see kiln/runner/TALKING.md).
     asks_first: bool = False
     tags: tuple[str, ...] = ()  # not on the wire: what search mode ranks beside the text
+    calls: tuple[str, ...] = ()  # not on the wire: the tools its script may call (inner.py)
 
 
-# How tools/list shows a request's tools: every tool ("list"), or the meta-tools that search,
-# describe and call them ("search": protocol/discovery.py).
-Mode = Literal["list", "search"]
-MODES: tuple[Mode, ...] = ("list", "search")
+# How tools/list shows a request's tools: every tool ("list"), the meta-tools that search,
+# describe and call them ("search": protocol/discovery.py), or search, describe and `execute`,
+# which runs code that calls them ("code": protocol/discovery.py, serving/codemode.py).
+Mode = Literal["list", "search", "code"]
+MODES: tuple[Mode, ...] = ("list", "search", "code")
 
 
 @dataclass(frozen=True)
@@ -59,9 +62,6 @@ class ToolOutcome:
     is_error: bool
     stdout: str = ""  # the raw stdout, for structuredContent and the `kiln/content` shape
     # (protocol/content.py); `text` should start with it, so notes after it are kept
-    # Told, once the result is shaped, whether the caller got an error (an output that
-    # breaks the outputSchema is one though the run succeeded): the call's ledger entry.
-    settle: Callable[[bool], Awaitable[None]] | None = field(default=None, compare=False)
     questions: tuple[Question, ...] = ()  # what the run asked instead of answering
     escalate: bool = False  # the run asked to go on as a task (a tool that asks first)
     timed_out: bool = False  # the run was killed at its time limit (the runner says so)
@@ -93,11 +93,12 @@ class Conversation:
     hear: Callable[[str, Mapping[str, Any]], None] | None = None
     can_task: bool = False  # this run may hand the rest of its work to a task
     state_id: str | None = None
+    calls: tuple[str, ...] = ()  # the tools this run may call (KILN_CALLS; inner.py)
 
 
 class Book(Protocol):
     """Where the backend leaves a call's blocking bookkeeping (ledger writes, quota refunds)
-    for the edge that answers it (`kiln.access.account.CallBook`, made by
+    for the edge that answers it (`kiln.accounting.account.CallBook`, made by
     `kiln.api.mcp_serving`)."""
 
     def keep(self, work: Callable[[], object]) -> None: ...
@@ -158,6 +159,9 @@ class CallContext:
     turn: Turn | None = None  # this tools/call's conversation turn (talking.py)
     conversation: Conversation | None = None  # what the run is told (set per round)
     seen: Seen | None = None  # filled in on the way down, read by the edge (observability)
+    # This tools/call's place among calls that call tools: its ledger id, its parent's, the
+    # tools above it and the bounds they share (kiln.protocol.inner). None: a call of its own.
+    link: CallLink | None = None
 
 
 class ToolBackend(Protocol):
@@ -174,7 +178,11 @@ class ToolBackend(Protocol):
     async def call_tool(
         self, tool: ToolView, arguments: Mapping[str, Any], ctx: CallContext
     ) -> ToolOutcome:
-        """Run a tool whose arguments already passed its input schema."""
+        """Run a tool whose arguments already passed its input schema. A backend that keeps
+        a ledger may also offer `close_call(tool, is_error, ctx)`: told once the result is
+        shaped whether the caller got an error (output that breaks the outputSchema is one
+        though the run succeeded), it closes the call's account; a refusal it raises
+        (ProtocolError: its ledger would not take the entry) becomes the call's answer."""
         ...
 
 

@@ -32,6 +32,7 @@ from kiln.protocol.errors import (
     RequestId,
     clip,
 )
+from kiln.protocol.inner import calls_in
 from kiln.protocol.jsontext import load_json, lone_surrogate_path, may_hold_surrogates
 from kiln.protocol.wire import MODERN_VERSIONS, at_least, structured_allowed
 
@@ -222,19 +223,40 @@ class ToolCaller:
                 shaped = await asyncio.to_thread(self.shape, tool, outcome, version)
         except RunFailedError as error:
             error.request_id = request_id
-            await _settle(outcome, True, request_id)
+            await self._close(tool, True, ctx, request_id)
             raise
         is_error = bool(shaped.get("isError"))
-        await _settle(outcome, is_error, request_id)
+        await self._close(tool, is_error, ctx, request_id)
         if ctx.seen is not None:  # the edge logs and counts it (observability)
             timed_out = is_error and outcome.timed_out
             ctx.seen.outcome = "timeout" if timed_out else "error" if is_error else "ok"
         return shaped
 
+    async def _close(
+        self, tool: ToolView, is_error: bool, ctx: CallContext, request_id: RequestId
+    ) -> None:
+        """Tell the backend how the call ended for its caller (its ledger entry). A refusal
+        it decides (an entry the store would not take) becomes the call's answer."""
+        close = getattr(self._backend, "close_call", None)
+        if close is None:
+            return
+        try:
+            await close(tool, is_error, ctx)
+        except ProtocolError as error:
+            error.request_id = request_id
+            raise
+        except Exception:
+            log.exception("could not close the account of a call of %s", tool.name)
+
     def shape(self, tool: ToolView, outcome: ToolOutcome, version: str) -> dict[str, Any]:
         """The CallToolResult for what the run produced, as `version` can receive it."""
         if outcome.is_error:
             return result([text_block(outcome.text)], is_error=True)
+        if calls_in(outcome.questions):  # only a tools/call makes calls (inner.py)
+            return tool_error(
+                f"Tool '{tool.name}' calls other tools, and this kind of run cannot make calls "
+                "(a task's run, an author's test run); call it with tools/call."
+            )
         if outcome.questions:  # asked where no conversation is carried (a task, a REST run)
             keys = ", ".join(q.key for q in outcome.questions)
             return tool_error(
@@ -322,19 +344,6 @@ class ToolCaller:
 
 
 _NOT_JSON: Any = object()
-
-
-async def _settle(outcome: ToolOutcome, is_error: bool, request_id: RequestId) -> None:
-    """Tell the backend how the call ended for its caller (for its ledger entry). A refusal
-    it decides (a ledger entry the store would not take) becomes the call's answer."""
-    if outcome.settle is not None:
-        try:
-            await outcome.settle(is_error)
-        except ProtocolError as error:
-            error.request_id = request_id
-            raise
-        except Exception:
-            log.exception("could not settle a call's bookkeeping")
 
 
 # A tool that must end its call in a JSON-RPC error instead of a result (for a task: `failed`

@@ -180,9 +180,22 @@ def _returns(tool: ToolView, spelled: _Typing) -> str:
     return spelled.any if tool.output_schema is None else python_type(tool.output_schema, spelled)
 
 
-def _signature(tool: ToolView, function: str, spelled: _Typing, star: str = "*, ") -> str:
+def _signature(
+    tool: ToolView, function: str, spelled: _Typing, star: str = "*, ", returns: str = ""
+) -> str:
     params = ", ".join(p.source() for p in _params(tool, spelled))
-    return f"{function}({star if params else ''}{params}) -> {_returns(tool, spelled)}"
+    return f"{function}({star if params else ''}{params}) -> {returns or _returns(tool, spelled)}"
+
+
+def _fields(tool: ToolView) -> str:
+    """What a summary line says a tool returns: an object's fields by name, where its
+    outputSchema names them (the model reads `r['rate']` off it), else its type."""
+    schema = tool.output_schema
+    properties = schema.get("properties") if isinstance(schema, Mapping) else None
+    if not isinstance(properties, Mapping) or not properties:
+        return _returns(tool, _READER)
+    shown = [f"{str(k)!r}: {python_type(v)}" for k, v in list(properties.items())[:8]]
+    return "{" + ", ".join(shown) + (", ..." if len(properties) > 8 else "") + "}"
 
 
 def docstring(tool: ToolView) -> str:
@@ -299,7 +312,8 @@ def _summary_line(tool: ToolView, function: str) -> str:
     first = next((line.strip() for line in tool.description.splitlines() if line.strip()), "")
     if len(first) > _SUMMARY_CHARS:
         first = first[: _SUMMARY_CHARS - 1].rstrip() + "…"
-    signature = _signature(tool, function, _READER, star="").removesuffix(" -> Any")
+    signature = _signature(tool, function, _READER, star="", returns=_fields(tool))
+    signature = signature.removesuffix(" -> Any")
     return f"{signature}  # {first}" if first else signature
 
 

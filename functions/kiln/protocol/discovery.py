@@ -17,7 +17,7 @@ there), so it cannot recurse. `search_tools` and `describe_tools` run nothing: l
 from __future__ import annotations
 
 import json
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -106,8 +106,55 @@ META_TOOLS: tuple[ToolView, ...] = (
         read_only=False,
     ),
 )
-NAMES = frozenset(tool.name for tool in META_TOOLS)
-_BY_NAME = {tool.name: tool for tool in META_TOOLS}
+EXECUTE = "execute"
+MAX_CODE_CHARS = 100_000
+SMALL_VIEW = 20  # a code view this small lists execute alone, every function in its description
+_FIND = "Find tools with search_tools and their arguments with describe_tools first."
+_LISTED = "Its functions are below (describe_tools gives their full schemas)."
+EXECUTE_TOOL = _meta_tool(
+    EXECUTE,
+    "Run code that calls tools",
+    "Run Python code that calls this server's tools as functions, in one step, and get back "
+    "what it prints. Every tool is a function of its name with keyword arguments (a name's "
+    "'-' becomes '_'; add a trailing underscore to a Python keyword: from_='GBP'), returning "
+    "the tool's structured result (else its text) and raising ToolCallError when the tool "
+    f"fails. {_FIND} The "
+    "code runs again from the top after each round of tool calls, with every result so "
+    "far, so keep it deterministic (no randomness or clock before a call) and make tool "
+    "calls its only side effects; tools.gather(('name', {args}), ...) makes independent "
+    "calls in one round. Only "
+    "the last run's output is the answer: print() what you need.",
+    {
+        "code": {
+            "type": "string",
+            "minLength": 1,
+            "maxLength": MAX_CODE_CHARS,
+            "description": "Python 3 source; print() the answer.",
+        },
+    },
+    read_only=False,
+)
+# Not destructive itself: each call its code makes is approved (or not) as a direct call is.
+EXECUTE_TOOL = replace(
+    EXECUTE_TOOL, annotations={**(EXECUTE_TOOL.annotations or {}), "destructiveHint": False}
+)
+
+
+def _for_code(tool: ToolView) -> ToolView:
+    """A meta-tool's description as code mode shows it: tools are run by `execute`."""
+    text = tool.description.replace(
+        "call_tool to run it", "execute to run code that calls it"
+    ).replace("the arguments call_tool needs", "the arguments its function takes in execute")
+    return replace(tool, description=text)
+
+
+# What tools/list shows per mode (list mode: the tools themselves).
+SHOWN: dict[str, tuple[ToolView, ...]] = {
+    "search": META_TOOLS,
+    "code": (_for_code(META_TOOLS[0]), _for_code(META_TOOLS[1]), EXECUTE_TOOL),
+}
+NAMES = frozenset(tool.name for shown in SHOWN.values() for tool in shown)
+_BY_NAME = {tool.name: tool for shown in SHOWN.values() for tool in shown}
 
 # The dispatcher's own tools/call of a catalog tool (dispatch.py), for `call_tool`.
 Direct = Callable[[Envelope, CallContext], Awaitable[bytes]]
@@ -132,15 +179,47 @@ def _summary(entry: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def execute_with(tools: Sequence[ToolView]) -> ToolView:
+    """`execute` as a small code view lists it: every function's signature in its text."""
+    from kiln.protocol.codestubs import python_stub_summary
+
+    text = EXECUTE_TOOL.description.replace(_FIND, _LISTED)
+    return replace(EXECUTE_TOOL, description=f"{text}\n\n{python_stub_summary(tools)}")
+
+
 class Discovery:
     def __init__(self, lister: ToolLister, caller: ToolCaller) -> None:
         self._lister = lister
         self._caller = caller
+        # A small code view's list, by its tools (the backend hands out the same tuple while
+        # nothing changed): made once, so that the lister's pages of it are cached too.
+        self._small: dict[int, tuple[Sequence[ToolView], tuple[ToolView, ...]]] = {}
+
+    def shown(self, served: Served) -> Sequence[ToolView]:
+        """What tools/list shows: the tools (list mode), the meta-tools of search or code
+        mode, or for a code view of at most SMALL_VIEW tools `execute` alone, which names
+        every function (search and describe still answer when called)."""
+        if served.mode != "code" or len(served.tools) > SMALL_VIEW:
+            return SHOWN.get(served.mode, served.tools)
+        kept = self._small.get(id(served.tools))
+        if kept is not None and kept[0] is served.tools:
+            return kept[1]
+        if len(self._small) >= 64:
+            self._small.clear()
+        listed = (execute_with(served.tools),)
+        self._small[id(served.tools)] = (served.tools, listed)
+        return listed
 
     @staticmethod
     def claims(params: dict[str, Any]) -> bool:
-        """This tools/call names a meta-tool (it is one only in search mode)."""
+        """This tools/call names a meta-tool (it is one only in search and code mode)."""
         return params.get("name") in NAMES
+
+    @staticmethod
+    def answers(name: str, mode: str) -> bool:
+        """This mode shows the meta-tool `name`, and it is answered here (`execute` is not:
+        the backend makes it a tool of the request's own, kiln.serving.codemode)."""
+        return name != EXECUTE and any(tool.name == name for tool in SHOWN.get(mode, ()))
 
     async def answer(
         self,

@@ -23,7 +23,7 @@ from kiln.protocol.classify import (
     request_id_of,
 )
 from kiln.protocol.cursor import CursorCodec
-from kiln.protocol.discovery import META_TOOLS, Discovery
+from kiln.protocol.discovery import Discovery
 from kiln.protocol.errors import (
     InternalError,
     InvalidRequestError,
@@ -39,6 +39,7 @@ from kiln.protocol.errors import (
     error_status,
     shown,
 )
+from kiln.protocol.inner import CallBudget, CallLink, InnerCalls
 from kiln.protocol.jsontext import dumps, load_json, lone_surrogate_path, may_hold_surrogates
 from kiln.protocol.legacy import LegacyEra, negotiate
 from kiln.protocol.listing import ToolLister
@@ -113,6 +114,8 @@ class Dispatcher:
             tasks=tasks is not None,
         )
         self._caller = ToolCaller(backend, budget_s=settings.schema_budget_s)
+        self._inner = InnerCalls(self._caller)
+        self._call_limits = settings.call_limits
         self._discovery = Discovery(self._lister, self._caller)
         self._sealer = StateSealer(settings.state_secret or None)
         self._pending = PendingAnswers()
@@ -368,7 +371,7 @@ class Dispatcher:
     async def _tools_list(self, envelope: Envelope, ctx: CallContext) -> bytes:
         served = await self._served(envelope, ctx)
         return self._lister.page(
-            META_TOOLS if served.mode == "search" else served.tools,
+            self._discovery.shown(served),
             envelope.params,
             version=envelope.version,
             private=ctx.principal is not None,
@@ -377,9 +380,9 @@ class Dispatcher:
         )
 
     async def _tools_call(self, envelope: Envelope, ctx: CallContext) -> bytes:
-        if self._discovery.claims(envelope.params):  # a meta-tool's name: in search mode?
+        if self._discovery.claims(envelope.params):  # a meta-tool's name: in its mode?
             served = await self._served(envelope, ctx)
-            if served.mode == "search":
+            if self._discovery.answers(envelope.params["name"], served.mode):
                 return await self._discovery.answer(
                     envelope, ctx, served, self._call_tool, self._finish(envelope)
                 )
@@ -401,7 +404,9 @@ class Dispatcher:
             holder=holder,
             declared=ctx.declared,
         )
-        ctx = replace(ctx, turn=turn)
+        turn.inner = self._inner
+        link = CallLink(budget=CallBudget.of(self._call_limits, ctx.time_left_s))
+        ctx = replace(ctx, turn=turn, link=link)
         if self._tasks is not None:
             result = await self._tasks.tools_call(envelope, ctx)
         else:

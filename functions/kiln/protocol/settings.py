@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import kiln
+from kiln.protocol.inner import CallLimits
 
 
 @dataclass(frozen=True)
@@ -28,3 +29,5 @@ class ProtocolSettings:
     task_result_wait_s: float = 20.0  # how long 2025-11-25 tasks/result waits for the end
     cursor_secret: bytes = b""  # empty: a random per-process secret (set it when scaled out)
     state_secret: bytes = b""  # seals requestState; empty: random per process (one process only)
+    # What tools that call tools may reach (inner.py).
+    call_limits: CallLimits = field(default_factory=CallLimits)

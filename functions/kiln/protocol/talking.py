@@ -19,12 +19,14 @@ The script side is in `kiln/runner/talk.py`; here is the MCP side of one `tools/
 from __future__ import annotations
 
 import hashlib
+import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 from kiln.protocol.backend import CallContext, Conversation, Question, ToolOutcome
 from kiln.protocol.errors import InvalidParamsError, MissingCapabilityError, RequestId
+from kiln.protocol.inner import CALL_METHOD, InnerCalls, spent, time_left
 from kiln.protocol.sealing import Binding, StateRefusedError, StateSealer, StateTooLargeError
 from kiln.protocol.spec import CLIENT_CAPABILITIES_META_KEY
 from kiln.protocol.streaming import ClientAnswerError
@@ -37,6 +39,7 @@ CAPABILITY = {
     "roots/list": "roots",
 }
 MAX_HELD_ROUNDS = 20
+MAX_CALL_ROUNDS = 64  # rounds whose asks were all calls (their count is bounded apart)
 REFUSED = (
     "Invalid params: requestState was not issued by this server for this call (this tool, "
     "revision, caller and arguments), or it has expired; call the tool again without it"
@@ -65,6 +68,11 @@ class Turn:
     emit: Emit | None = None
     holder: Holder | None = None
     can_task: bool = False  # a tool that asks first may say it goes on as a task
+    inner: InnerCalls | None = None  # makes the calls a run asks for (None: it cannot)
+    # An inner call's turn: the answers its outer call handed down (None: a call of its own),
+    # and the id its approvals are spent under.
+    given: Mapping[str, Any] | None = None
+    given_state: str | None = None
 
     def hear(self, kind: str, fields: Mapping[str, Any]) -> None:
         """A progress or log line of the running script, as a notification if wanted."""
@@ -87,39 +95,116 @@ class Turn:
     ) -> ToolOutcome | dict[str, Any] | GoingOn:
         """Run the tool until it answers, or until it asks what this request cannot answer
         here: then the `input_required` result (2026-07-28) or a tool error (2025); with
-        `can_task`, until it says it goes on as a task (GoingOn, with the answers so far)."""
+        `can_task`, until it says it goes on as a task (GoingOn, with the answers so far).
+        Calls of other tools it asks for are made here (inner.py), and it runs again."""
         binding = Binding(tool.name, tool.revision, caller_of(ctx), arguments)
         answers, round_ = self._opened(binding, rid)
-        state_id = state_id_of(self.state)
-        for _ in range(MAX_HELD_ROUNDS):
-            hear = self.hear if self.emit is not None else None
-            talk = Conversation(
-                answers, self.can_ask, hear, can_task=self.can_task, state_id=state_id
-            )
-            outcome = await call(replace(ctx, conversation=talk))
+        held = 0
+        for _ in range(MAX_HELD_ROUNDS + MAX_CALL_ROUNDS):
+            outcome = await call(self._round(ctx, tool, answers))
             if outcome.escalate and self.can_task:
                 return GoingOn(answers)
             if not outcome.questions:
                 return outcome
-            problem = _bad_question(tool.name, outcome.questions)
-            if problem:
-                return _error_outcome(problem)
-            try:
-                self._check_capabilities(tool.name, outcome.questions, rid)
-                if self.modern:
-                    return self._input_required(binding, answers, outcome.questions, round_ + 1)
-                assert self.holder is not None  # can_ask is empty without one
-                answers = {**answers, **(await self.holder.ask(outcome.questions))}
-            except _Legacy as refusal:
-                return _error_outcome(str(refusal))
-            except ClientAnswerError as error:
-                return _error_outcome(f"Tool '{tool.name}' could not go on: {error}")
+            made = await self._calls(tool, outcome.questions, answers, ctx, rid)
+            if isinstance(made, ToolOutcome):
+                return made
+            answers, questions = made
+            if not questions:  # each ask was a call, now answered: run again with the answers
+                stop = spent(ctx, tool.name)
+                if stop is not None:
+                    return _error_outcome(stop)
+                continue
+            held += 1
+            if held > MAX_HELD_ROUNDS:
+                break
+            began = time.monotonic()
+            asked = await self._ask(tool, binding, answers, questions, round_, rid)
+            if ctx.link is not None:  # waiting for the client is not the calls' time
+                ctx.link.budget.pause(time.monotonic() - began)
+            if not isinstance(asked, _Answers):
+                return asked
+            answers = asked.answers
         return _error_outcome(
-            f"Tool '{tool.name}' asked more than {MAX_HELD_ROUNDS} rounds of questions in one call"
+            f"Tool '{tool.name}' asked more than {MAX_HELD_ROUNDS} rounds of questions, or "
+            f"{MAX_CALL_ROUNDS} rounds of calls, in one call"
         )
 
+    def _round(self, ctx: CallContext, tool: Any, answers: dict[str, Any]) -> CallContext:
+        """The context of one run: what it is told of the conversation, and its time."""
+        hear = self.hear if self.emit is not None else None
+        talk = Conversation(
+            answers, self.can_ask, hear, can_task=self.can_task, state_id=self.state_id(),
+            calls=tool.calls,
+        )  # fmt: skip
+        return replace(ctx, conversation=talk, time_left_s=time_left(ctx))
+
+    async def _calls(
+        self,
+        tool: Any,
+        questions: tuple[Question, ...],
+        answers: dict[str, Any],
+        ctx: CallContext,
+        rid: RequestId,
+    ) -> tuple[dict[str, Any], tuple[Question, ...]] | ToolOutcome:
+        """A round's calls made (their results added to the answers) and what is left to
+        ask the client: the round's questions and the ones its inner calls ask."""
+        calls = [q for q in questions if q.method == CALL_METHOD]
+        if not calls:
+            return answers, questions
+        if self.inner is None:
+            return _error_outcome(
+                f"Tool '{tool.name}' calls other tools, and this kind of run cannot make calls "
+                "(a task's run, an author's test run over REST); call it with tools/call"
+            )
+        got, asked = await self.inner.answer(self, tool, calls, answers, ctx, rid)
+        left = tuple(q for q in questions if q.method != CALL_METHOD)
+        return {**answers, **got}, (*left, *asked)
+
+    async def _ask(
+        self,
+        tool: Any,
+        binding: Binding,
+        answers: dict[str, Any],
+        questions: tuple[Question, ...],
+        round_: int,
+        rid: RequestId,
+    ) -> ToolOutcome | dict[str, Any] | _Answers:
+        """Questions for the client: handed up (an inner call's), answered as input_required
+        (2026-07-28), or asked over the held request (2025) and answered."""
+        problem = _bad_question(tool.name, questions)
+        if problem:
+            return _error_outcome(problem)
+        if self.given is not None:  # an inner call: its outer call asks
+            requests = {q.key: {"method": q.method, "params": dict(q.params)} for q in questions}
+            return {"resultType": "input_required", "inputRequests": requests}
+        try:
+            self._check_capabilities(tool.name, questions, rid)
+            if self.modern:
+                return self._input_required(binding, answers, questions, round_ + 1)
+            assert self.holder is not None  # can_ask is empty without one
+            return _Answers({**answers, **(await self.holder.ask(questions))})
+        except _Legacy as refusal:
+            return _error_outcome(str(refusal))
+        except ClientAnswerError as error:
+            return _error_outcome(f"Tool '{tool.name}' could not go on: {error}")
+
+    def nested(self, given: dict[str, Any], state_id: str | None) -> Turn:
+        """The turn of an inner call: the answers handed down to it, its questions handed up
+        (never a progress token of its own: its logs reach the client, its progress not)."""
+        return replace(
+            self, given=given, given_state=state_id, responses={}, state=None,
+            progress_token=None, holder=None, can_task=False,
+        )  # fmt: skip
+
+    def state_id(self) -> str | None:
+        return self.given_state if self.given is not None else state_id_of(self.state)
+
     def _opened(self, binding: Binding, rid: RequestId) -> tuple[dict[str, Any], int]:
-        """The answers so far: the sealed state's, plus this round's responses to its questions."""
+        """The answers so far: the sealed state's, plus this round's responses to its questions
+        (an inner call's: those its outer call handed down)."""
+        if self.given is not None:
+            return dict(self.given), 0
         if self.state is None:
             # No earlier round: the client may still answer up front (SEP-2322 allows it).
             return {k: v for k, v in self.responses.items() if not k.startswith("kiln/")}, 0
@@ -171,6 +256,13 @@ class Turn:
             return _error_result(f"Tool '{binding.tool}' cannot ask again: {error}")
         requests = {q.key: {"method": q.method, "params": dict(q.params)} for q in questions}
         return {"resultType": "input_required", "inputRequests": requests, "requestState": state}
+
+
+@dataclass(frozen=True)
+class _Answers:
+    """The client answered a held round's questions: every answer so far."""
+
+    answers: dict[str, Any]
 
 
 @dataclass(frozen=True)

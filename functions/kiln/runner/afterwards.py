@@ -2,7 +2,7 @@
 
 After a call, the server that ran it has more to do than answer: the run's directory is
 removed and the tool's next standby prepared (kiln.runner.runner), and on `kiln dev` the
-call's ledger entry goes from its local file to the store (kiln.access.pending). Each is done
+call's ledger entry goes from its local file to the store (kiln.accounting.pending). Each is done
 by a thread. A thread that starts while the answer is still being written competes with it
 for the interpreter: the event loop gets the GIL back only when the thread lets go of it or
 after the 5 ms switch interval, once per hand-back. Measured on `kiln dev` (strace, a trivial
@@ -11,9 +11,10 @@ the standby's preparation and the store write ran. With that work after the answ
 entry held on the loop when its answer is `alone`), the first call 1 s after a save went from
 11.1 to 7.5 ms (`python -m bench.runner.trees`, bench/README).
 
-So an HTTP request runs in a scope (`AfterAnswer`, the apps' outermost middleware), and
-`later(work)` inside it keeps `work` until the response has been sent (or the request has
-failed), then calls it on the event loop, in order. Outside a scope (a task's run, a stdio
+So an answer is made inside `answering()` (for HTTP, `kiln.api.middleware.AfterAnswer`, the
+apps' outermost middleware: this room knows no HTTP), and `later(work)` inside it keeps `work`
+until the answer has been sent (or its request has failed), then calls it on the event loop,
+in order. Outside a scope (a task's run, a stdio
 session) or once the scope has ended, `work` is called soon: on the running event loop's
 next turn, or at once in a thread that has none. `work` must be quick (it hands the real work
 to a thread) and must not raise; what it raises is logged.
@@ -27,7 +28,6 @@ import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
-from typing import Any
 
 log = logging.getLogger("kiln.runner.afterwards")
 
@@ -107,17 +107,3 @@ def answering() -> Iterator[_Scope]:
         _SCOPE.reset(token)
         for work in kept.end():
             _call(work)
-
-
-class AfterAnswer:
-    """ASGI middleware: work a request leaves with `later` starts after its response."""
-
-    def __init__(self, app: Any) -> None:
-        self.app = app
-
-    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        with answering():
-            await self.app(scope, receive, send)

@@ -45,6 +45,7 @@ class RunRequest:
     answers: Mapping[str, Any] | None = None
     can_ask: tuple[str, ...] = ()
     can_task: bool = False  # it may say {"task": true} to go on as a task (KILN_TASK=later)
+    calls: tuple[str, ...] = ()  # the tools it may call (KILN_CALLS; see TALKING.md)
     heard: Callable[[Said], None] | None = field(default=None, compare=False)
 
 

@@ -75,6 +75,7 @@ def encode(
         "answers": None if request.answers is None else dict(request.answers),
         "can_ask": list(request.can_ask),
         "can_task": request.can_task,
+        "calls": list(request.calls),
     }
 
 
@@ -98,6 +99,7 @@ def decode(payload: Mapping[str, Any]) -> tuple[RunRequest, Mapping[str, Any] | 
             answers=None if payload.get("answers") is None else dict(payload["answers"]),
             can_ask=tuple(str(kind) for kind in payload.get("can_ask", ())),
             can_task=payload.get("can_task") is True,
+            calls=tuple(str(name) for name in payload.get("calls", ())),
         )
     except (KeyError, TypeError, ValueError, AttributeError) as error:
         raise PayloadError(f"a run payload without a usable {error}") from None

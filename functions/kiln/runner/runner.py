@@ -457,7 +457,7 @@ class Runner:
         talk = TalkReader(request.heard)
         record = prepared.record
         private = tool_settings(request.extra_env, prepared.env)
-        private.update(talk_environment(request.answers, request.can_ask, request.can_task))
+        private.update(talk_environment(request))
         stdin_w, private_w, go, *reads = prepared.take()
         # From here on every descriptor is owned by a file object, a feeder, or `go`.
         ours_out = [os.fdopen(fd, "rb", buffering=0) for fd in reads]

@@ -8,6 +8,7 @@ object per line to it (see docs/talk-back.md for the author's side). Three kinds
     {"ask": "account", "elicitation": {message, requestedSchema}}   a question for the user
     {"ask": "summary", "sampling": {messages, maxTokens, ...}}      a question for the model
     {"ask": "where", "roots": {}}                                   the client's roots
+    {"ask": "rate", "call": {"name": "fx_rate", "arguments": {...}}}  a call of another tool
     {"task": true}        go on as a task (only where KILN_TASK=later; then end the run)
 
 An ask ends the conversation for this run: once a run has asked, its stdout is not its
@@ -26,7 +27,7 @@ import json
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 MAX_LINE_BYTES = 1 << 20
 MAX_TALK_BYTES = 8 << 20
@@ -35,8 +36,8 @@ MAX_KEY_CHARS = 64
 MAX_PROBLEMS = 5
 MAX_TALK_LINES = 1000  # of progress and logs in the runner function's answer (remote.py)
 LOG_LEVELS = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
-ASK_KINDS = ("elicitation", "sampling", "roots")
-AskKind = Literal["elicitation", "sampling", "roots"]
+ASK_KINDS = ("elicitation", "sampling", "roots", "call")
+AskKind = Literal["elicitation", "sampling", "roots", "call"]
 
 
 @dataclass(frozen=True)
@@ -132,12 +133,28 @@ def _ask(said: dict[str, Any]) -> Ask:
         raise ValueError('"ask" keys starting with "kiln/" are Kiln\'s own (approvals)')
     kinds = [kind for kind in ASK_KINDS if kind in said]
     if len(kinds) != 1 or set(said) != {"ask", kinds[0]}:
-        raise ValueError('an ask holds "ask" and exactly one of "elicitation", "sampling", "roots"')
+        raise ValueError(
+            'an ask holds "ask" and exactly one of "elicitation", "sampling", "roots", "call"'
+        )
     kind: AskKind = kinds[0]  # type: ignore[assignment]
     params = said[kind]
     if not isinstance(params, dict):
         raise ValueError(f'"{kind}" must be an object (the request\'s params)')
+    if kind == "call":
+        params = _call(params)
     return Ask(key, kind, params)
+
+
+def _call(params: dict[str, Any]) -> dict[str, Any]:
+    """A call of another tool: its name, and its arguments (an object, {} when left out)."""
+    name, arguments = params.get("name"), params.get("arguments", {})
+    if not isinstance(name, str) or not name:
+        raise ValueError('a "call" names its tool: {"name": "<tool>", "arguments": {...}}')
+    if not isinstance(arguments, dict):
+        raise ValueError('a "call"\'s "arguments" must be an object')
+    if set(params) - {"name", "arguments"}:
+        raise ValueError('a "call" holds only "name" and "arguments"')
+    return {"name": name, "arguments": arguments}
 
 
 def _number(value: Any) -> bool:
@@ -214,14 +231,27 @@ class TalkReader(asyncio.Protocol):
             self.closed.set_result(None)
 
 
-def talk_environment(
-    answers: Mapping[str, Any] | None, can_ask: tuple[str, ...], can_task: bool = False
-) -> dict[str, str]:
-    """What a run is told of its conversation, through its private settings pipe."""
+class Told(Protocol):
+    """What a run is told of its conversation (a RunRequest's fields)."""
+
+    @property
+    def answers(self) -> Mapping[str, Any] | None: ...
+    @property
+    def can_ask(self) -> tuple[str, ...]: ...
+    @property
+    def can_task(self) -> bool: ...
+    @property
+    def calls(self) -> tuple[str, ...]: ...
+
+
+def talk_environment(run: Told) -> dict[str, str]:
+    """What a run is told of its conversation, through its private settings pipe: the
+    answers so far, what the caller can answer and (KILN_CALLS) the tools it may call."""
     told = {
-        "KILN_ANSWERS": json.dumps(dict(answers or {}), separators=(",", ":")),
-        "KILN_CAN_ASK": " ".join(can_ask),
+        "KILN_ANSWERS": json.dumps(dict(run.answers or {}), separators=(",", ":")),
+        "KILN_CAN_ASK": " ".join(run.can_ask),
+        "KILN_CALLS": json.dumps(list(run.calls), separators=(",", ":")),
     }
-    if can_task:
+    if run.can_task:
         told["KILN_TASK"] = "later"
     return told

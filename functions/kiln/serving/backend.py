@@ -12,15 +12,15 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, NamedTuple, Protocol
 
-from kiln.access.account import CallAccount, Caller, Limits
 from kiln.access.approvals import Requirement, SpentApprovals, needs_approval, requirement
-from kiln.access.gate import CallGate, CallTicket, bound_view, caller_of, key_limits, outcome_of
 from kiln.access.quotas import QuotaExceededError
 from kiln.access.resolve import ViewCatalog
 from kiln.access.views import View
+from kiln.accounting.account import CallAccount, Caller, Limits, Ran
+from kiln.accounting.gate import CallGate, CallTicket, bound_view, caller_of, key_limits, outcome_of
 from kiln.aws.clients import StoreUnavailableError
 from kiln.bundles.cache import BundleError, BundleNotReadyError
-from kiln.catalog.model import Tool
+from kiln.catalog.model import Revision, Tool
 from kiln.catalog.snapshot import CatalogSnapshots, Snapshot
 from kiln.protocol.backend import (
     CallContext,
@@ -31,6 +31,7 @@ from kiln.protocol.backend import (
     ToolOutcome,
     ToolView,
 )
+from kiln.protocol.discovery import EXECUTE
 from kiln.protocol.errors import RateLimitedError
 from kiln.runner import (
     InvalidArgumentsError,
@@ -42,6 +43,7 @@ from kiln.runner import (
 from kiln.runner.errors import RunSlotRefusedError
 from kiln.runner.model import RunRequest, RunResult
 from kiln.runner.remote import RemoteRunner
+from kiln.serving.codemode import CodeMode
 from kiln.serving.conversation import approval_for, approved_by, run_fields, spent, tool_outcome
 from kiln.serving.packages import BundlePaths, cannot_run, wait_for_bundle
 from kiln.serving.resolved import ResolvedTool, disabled_for, resolved, resolved_tool, tool_view
@@ -60,6 +62,14 @@ class AdmittedTask(NamedTuple):
     tool: Tool
     ticket: CallTicket | None
     required: Requirement | None = None
+
+
+def _account(caller: Caller, tool: Tool, ctx: CallContext) -> CallAccount:
+    """A new call's account; an inner call's names its parent (kiln.protocol.inner)."""
+    link = ctx.link
+    if link is None:
+        return CallAccount(caller, tool)
+    return CallAccount(caller, tool, id=link.id, parent=link.parent)
 
 
 def run_shares(tool: Tool, principal: Any, view: View | None) -> tuple[str, ...]:
@@ -102,6 +112,7 @@ class CatalogBackend:
         self._secrets = secrets
         self._view_catalog = views
         self._gate = gate
+        self._code = CodeMode()  # code mode's `execute`, made per request
         # Per view: the catalog version and its tools as served, a tuple (never changed, so
         # the protocol's lister recognises it by identity: kiln.protocol.listing).
         self._listed: dict[str | None, tuple[int, Served]] = {}
@@ -139,12 +150,13 @@ class CatalogBackend:
         if gate is not None and early:
             admitting = asyncio.ensure_future(asyncio.to_thread(admit, gate, early))
         try:
-            view, tools = await self._visible(await self._snapshots.fresh(), ctx)
+            snapshot = await self._snapshots.fresh()
+            view, tools = await self._visible(snapshot, ctx)
         except BaseException:
             if admitting is not None:
                 await self._settle(admitting, early)
             raise
-        tool = tools.get(name)
+        tool = self._named(name, view, tools, snapshot.version, ctx)
         enabled = tool if tool is not None and tool.enabled else None
         account = None
         if gate is not None:
@@ -154,6 +166,18 @@ class CatalogBackend:
                 disabled_for(name, ctx.principal)
             return None
         return resolved_tool(enabled, view, account)
+
+    def _named(
+        self, name: str, view: View | None, tools: dict[str, Tool], version: int, ctx: CallContext
+    ) -> Tool | None:
+        """The tool a call names: a catalog tool, or in code mode the request's own `execute`
+        (kiln.serving.codemode), which the code it runs cannot call again."""
+        mode = view.mode if view is not None else self._mode
+        inner = ctx.link is not None and ctx.link.parent is not None
+        if name != EXECUTE or mode != "code" or inner:
+            return tools.get(name)
+        caller = caller_of(ctx.principal, view).label
+        return self._code.tool(view.name if view else None, caller, tools, version)
 
     async def _admission(
         self,
@@ -168,7 +192,7 @@ class CatalogBackend:
         call is ledgered and what it had claimed given back."""
         gate = self._gate
         assert gate is not None
-        account = CallAccount(caller, tool) if tool is not None else None
+        account = _account(caller, tool, ctx) if tool is not None else None
         try:
             if admitting is not None:
                 await admitting
@@ -270,18 +294,26 @@ class CatalogBackend:
         charges = gate.charges(account.caller)
         if charges:  # spent before the answer: the caller's next call must see it
             await self._later(ctx, gate.charge_run, charges, run_seconds)
+        account.ran = Ran(
+            failed=outcome.is_error, timed_out=timed_out, not_ready=outcome.not_ready,
+            digest=gate.digest(arguments), started=started, run_seconds=run_seconds,
+            output_bytes=len(result.stdout.encode("utf-8", "replace")) if result else 0,
+            detail=approved_by(approval, ctx.principal),
+        )  # fmt: skip
+        return outcome
 
-        async def settle(answered_error: bool) -> None:
-            # As the caller saw it: output that breaks the outputSchema is an error too.
-            kind = outcome_of(outcome.is_error or answered_error, timed_out, outcome.not_ready)
-            await self._recorded(
-                ctx, gate.finish, account, kind, digest=gate.digest(arguments),
-                started=started, run_seconds=run_seconds,
-                output_bytes=len(result.stdout.encode("utf-8", "replace")) if result else 0,
-                detail=approved_by(approval, ctx.principal),
-            )  # fmt: skip
-
-        return replace(outcome, settle=settle)
+    async def close_call(self, tool: ToolView, is_error: bool, ctx: CallContext) -> None:
+        """The call's answer is shaped: its account is closed with the entry of what its last
+        run did, an error if the caller got one (output that breaks the outputSchema)."""
+        account = tool.account if isinstance(tool, ResolvedTool) else None
+        gate, ran = self._gate, account.ran if account is not None else None
+        if gate is None or account is None or ran is None or account.state == "closed":
+            return
+        kind = outcome_of(ran.failed or is_error, ran.timed_out, ran.not_ready)
+        await self._recorded(
+            ctx, gate.finish, account, kind, digest=ran.digest, started=ran.started,
+            run_seconds=ran.run_seconds, output_bytes=ran.output_bytes, detail=ran.detail,
+        )  # fmt: skip
 
     async def record_rejected(self, tool: ToolView, arguments: Any, ctx: CallContext) -> None:
         """Ledger a call answered with an isError result because its arguments broke the
@@ -435,12 +467,7 @@ class CatalogBackend:
         conversation: Conversation | None = None,
     ) -> tuple[ToolOutcome, RunResult | None]:
         head = tool.head
-        # A thread hop only for what may do I/O: on a busy machine each one waits for a
-        # worker thread to be scheduled, and a warm call usually needs none.
-        code = self._snapshots.cached_code(head)
-        if code is None:
-            code = await asyncio.to_thread(self._snapshots.code, head)
-        files = await asyncio.to_thread(self._snapshots.files, head) if head.files else {}
+        code, files = await self._source(head)
         try:
             extra_env = (
                 dict(await asyncio.to_thread(self._secrets.values_for, tool))
@@ -471,6 +498,19 @@ class CatalogBackend:
                 InvalidArgumentsError) as error:  # fmt: skip
             return ToolOutcome(str(error), True), None
         return tool_outcome(tool.name, result), result
+
+    async def _source(self, head: Revision) -> tuple[str, Mapping[str, bytes]]:
+        """A revision's code and files (code mode's `execute`: its program, made here)."""
+        program = self._code.source(head)
+        if program is not None:
+            return program.code, program.files
+        # A thread hop only for what may do I/O: on a busy machine each one waits for a
+        # worker thread to be scheduled, and a warm call usually needs none.
+        code = self._snapshots.cached_code(head)
+        if code is None:
+            code = await asyncio.to_thread(self._snapshots.code, head)
+        files = await asyncio.to_thread(self._snapshots.files, head) if head.files else {}
+        return code, files
 
     def warm(self, tool: Tool, *, bundle_wait_s: float = 0.0) -> bool | None:
         """Have a standby wait for `tool`'s head revision (blocking: from a thread), so that

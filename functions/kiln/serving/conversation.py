@@ -32,6 +32,7 @@ METHODS = {
     "elicitation": "elicitation/create",
     "sampling": "sampling/createMessage",
     "roots": "roots/list",
+    "call": "tools/call",  # answered by Kiln itself (kiln.protocol.inner), never the client
 }
 
 
@@ -45,6 +46,7 @@ def run_fields(conversation: Conversation | None, tool: str) -> dict[str, Any]:
         "can_ask": tuple(conversation.can_ask),
         "heard": _listener(conversation.hear, tool) if conversation.hear is not None else None,
         "can_task": conversation.can_task,
+        "calls": tuple(conversation.calls),
     }
 
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from kiln.access.account import CallAccount
 from kiln.access.views import View
+from kiln.accounting.account import CallAccount
 from kiln.catalog.model import Tool
 from kiln.protocol.backend import ToolView
 from kiln.protocol.errors import InvalidParamsError
@@ -22,7 +22,7 @@ class ResolvedTool(ToolView):
 
     tool: Tool = field(kw_only=True, compare=False, repr=False)
     view: View | None = field(kw_only=True, default=None, compare=False, repr=False)
-    # The call's account (kiln.access.account), where the gate admitted it; None: no gate.
+    # The call's account (kiln.accounting.account), where the gate admitted it; None: no gate.
     account: CallAccount | None = field(kw_only=True, default=None, compare=False, repr=False)
 
 
@@ -51,6 +51,7 @@ def _view_fields(tool: Tool) -> dict[str, Any]:
         "asks_first": head.task == "ask_first",
         "revision": f"{tool.id}@{head.number}",
         "tags": head.tags,
+        "calls": head.calls,
     }
 
 

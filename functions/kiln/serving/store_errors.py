@@ -11,8 +11,8 @@ import logging
 from collections.abc import Callable, Coroutine
 from typing import Any, ParamSpec, TypeVar
 
-from kiln.access.account import Limits
-from kiln.access.gate import CallGate
+from kiln.accounting.account import Limits
+from kiln.accounting.gate import CallGate
 from kiln.aws.clients import StoreUnavailableError
 from kiln.protocol.errors import UnavailableError
 

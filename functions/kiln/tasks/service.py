@@ -20,8 +20,8 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
 from kiln.access.approvals import Requirement
-from kiln.access.gate import CallGate, CallTicket
-from kiln.access.ledger import Outcome
+from kiln.accounting.gate import CallGate, CallTicket
+from kiln.accounting.ledger import Outcome
 from kiln.aws.clients import CALLER_ROLE
 from kiln.catalog.model import Tool
 from kiln.protocol.backend import (

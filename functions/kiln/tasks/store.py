@@ -3,7 +3,7 @@
 | pk               | sk          | what                                                    |
 | ---------------- | ----------- | ------------------------------------------------------- |
 | `TASK#<owner>`   | `T#<id>`    | one task: tool, arguments, status, lease, result/error, |
-|                  |             | `call`: its call's ledger ticket (kiln.access.gate)     |
+|                  |             | `call`: its call's ledger ticket (kiln.accounting.gate)     |
 | `TASK#<owner>`   | `RUNNING`   | `running`: how many of the owner's tasks are working    |
 
 `<owner>` is a hash of the caller (API key name or token subject; one shared value for
@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import ClientError
 
-from kiln.access.ledger import writes as ledger_writes
+from kiln.accounting.ledger import writes as ledger_writes
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient

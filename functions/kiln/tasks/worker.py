@@ -24,12 +24,13 @@ from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 from kiln.access.approvals import Requirement
-from kiln.access.gate import CallGate, CallTicket, outcome_of
-from kiln.access.ledger import Outcome
+from kiln.accounting.gate import CallGate, CallTicket, outcome_of
+from kiln.accounting.ledger import Outcome
 from kiln.catalog.model import Tool
 from kiln.protocol.backend import Conversation, ToolOutcome, ToolView
 from kiln.protocol.calling import RunFailedError, ToolCaller
 from kiln.protocol.errors import error_data, error_object
+from kiln.protocol.inner import calls_in
 from kiln.protocol.spec import INTERNAL_ERROR
 from kiln.serving.conversation import Approval, approval_for
 from kiln.tasks.settings import TaskSettings
@@ -187,8 +188,8 @@ class TaskWorker:
             ran_s = self._ran(began)
             return await self._fail(item, "Internal error: the run could not finish", ran_s=ran_s)
         ended = _Ended.of(outcome, result, self._ran(began)).approved(item, approval)
-        if outcome.questions and not outcome.is_error:
-            return await self._park(item, outcome, ended)
+        if outcome.questions and not outcome.is_error and not calls_in(outcome.questions):
+            return await self._park(item, outcome, ended)  # (a call is not the client's)
         return await self._finish(item, tool, outcome, ended)
 
     async def _finish(self, item: TaskItem, tool: Tool, outcome: ToolOutcome, ended: _Ended) -> str:

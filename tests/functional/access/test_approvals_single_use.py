@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from conftest import AwsStack
-from kiln.access.ledger import LedgerQuery
+from kiln.accounting.ledger import LedgerQuery
 from kiln.authoring import AuthoringService
 from kiln.catalog.store import CatalogStore
 from kiln.identity.keys import KeyStore

@@ -9,9 +9,9 @@ from pathlib import Path
 from cfnlint.decode import decode
 
 from conftest import AwsStack
-from kiln.access.ledger import CallLedger, CallRecord
 from kiln.access.quotas import Quota, QuotaCounters
 from kiln.access.views import ViewStore, check_view
+from kiln.accounting.ledger import CallLedger, CallRecord
 from kiln.catalog.rules import check_draft
 from kiln.catalog.store import CatalogStore
 from kiln.identity.keys import KeyStore

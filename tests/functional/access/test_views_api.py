@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from conftest import AwsStack
+from kiln.accounting.ledger import CallRecord, new_id
 from kiln.settings import Settings
 from support.app import AUTHOR_KEY, RunningKiln, serve
 
@@ -140,3 +141,79 @@ def test_a_call_refused_for_its_arguments_is_in_the_ledger_as_a_tool_error(
     assert (entry["tool"], entry["revision"], entry["outcome"]) == ("hello", 1, "tool_error")
     assert entry["args_digest"].startswith("hmac-sha256:")
     assert "planted-value-123" not in json.dumps(entry)
+
+
+def seed_call_tree(kiln: RunningKiln) -> dict[str, str]:
+    """An outer call `job` with two inner calls (the second with one of its own), a call
+    whose outer call is not in the ledger, and a plain call before them all."""
+    ledger = kiln.kiln.gate.ledger
+    assert ledger is not None
+    ids = {name: new_id() for name in ("job", "fx_rate", "convert", "lookup", "lost")}
+    t0 = ledger.now() - 60
+    plan = [("hello", -1.0, None, 5.0), ("job", 0.0, None, 900.0),
+            ("fx_rate", 0.1, "job", 50.0), ("convert", 0.2, "job", 300.0),
+            ("lookup", 0.25, "convert", 20.0), ("format", 1.0, "lost", 10.0)]  # fmt: skip
+    for tool, offset, parent, duration in plan:
+        entry = CallRecord(at="", caller="key:ci", tool=tool, outcome="ok", revision=1,
+                           duration_ms=duration, id=ids.get(tool, ""),
+                           parent=ids[parent] if parent else None)  # fmt: skip
+        ledger.record(entry, started=t0 + offset)
+    return ids
+
+
+def tool_column(listing: subprocess.CompletedProcess[str]) -> list[str]:
+    assert listing.returncode == 0, listing.stderr
+    header, *rows = listing.stdout.splitlines()
+    start, end = header.index("TOOL"), header.index("OUTCOME")
+    return [row[start:end].rstrip() for row in rows]
+
+
+def test_kiln_calls_draws_inner_calls_under_their_outer_call_and_marks_orphans(
+    kiln: RunningKiln,
+) -> None:
+    ids = seed_call_tree(kiln)
+    assert tool_column(kiln_cli(kiln, "calls")) == [
+        f"↳ {ids['lost']} format@1",
+        "job@1",
+        "├─ fx_rate@1",
+        "└─ convert@1",
+        "   └─ lookup@1",
+        "hello@1",
+    ]
+    assert tool_column(kiln_cli(kiln, "calls", "--limit", "2")) == [
+        f"↳ {ids['lost']} format@1",
+        f"↳ {ids['convert']} lookup@1",
+    ]
+    listed = kiln_cli(kiln, "calls", "--json")
+    parents = {e["tool"]: e["parent"] for e in map(json.loads, listed.stdout.splitlines())}
+    assert parents == {"format": ids["lost"], "lookup": ids["convert"], "convert": ids["job"],
+                       "fx_rate": ids["job"], "job": None, "hello": None}  # fmt: skip
+
+
+def test_kiln_calls_tree_shows_a_call_and_every_call_inside_it(kiln: RunningKiln) -> None:
+    ids = seed_call_tree(kiln)
+    tree = kiln_cli(kiln, "calls", "--tree", ids["job"])
+    assert tool_column(tree) == ["job@1", "├─ fx_rate@1", "└─ convert@1", "   └─ lookup@1"]
+    assert tree.stdout.splitlines()[1].endswith(ids["job"])
+    inner = kiln_cli(kiln, "calls", "--tree", ids["convert"])
+    assert tool_column(inner) == [f"↳ {ids['job']} convert@1", "└─ lookup@1"]
+    unknown = kiln_cli(kiln, "calls", "--tree", "0" * 12)
+    assert (unknown.returncode, unknown.stdout) == (1, ""), unknown.stdout
+    assert "no call 000000000000 nor any call inside it found" in unknown.stderr
+    narrowed = kiln_cli(kiln, "calls", "--tree", ids["job"], "--tool", "job", "--limit", "2")
+    assert (narrowed.returncode, narrowed.stdout) == (2, ""), narrowed.stdout
+    assert "--tool, --limit cannot be used with it" in narrowed.stderr
+    bad = kiln_cli(kiln, "calls", "--tree", "job")
+    assert bad.returncode == 1
+    assert "HTTP 400: parent: must be a call id, 12 lowercase hex digits" in bad.stderr
+
+
+def test_the_ledger_api_finds_inner_calls_by_parent(kiln: RunningKiln) -> None:
+    ids = seed_call_tree(kiln)
+    found = kiln.api("GET", "/api/calls", params={"parent": ids["job"]})
+    assert found.status_code == 200, found.text
+    assert [(e["tool"], e["parent"]) for e in found.json()["calls"]] == [
+        ("convert", ids["job"]), ("fx_rate", ids["job"])]  # fmt: skip
+    bad = kiln.api("GET", "/api/calls", params={"parent": "JOB"})
+    assert bad.status_code == 400
+    assert bad.json()["error"]["message"] == "parent: must be a call id, 12 lowercase hex digits"

@@ -71,28 +71,36 @@ def test_the_official_conformance_suite_passes_every_applicable_scenario_on_both
     assert lines[-1] == "conformance: 53 passed, 0 failed of 53", done.stdout[-3000:]
 
 
-@pytest.fixture(scope="module")
-def search_server(
-    moto_endpoint: str, tmp_path_factory: pytest.TempPathFactory
+SHOWN = {
+    "search": {"search_tools", "describe_tools", "call_tool"},
+    "code": {"search_tools", "describe_tools", "execute"},
+}
+
+
+@pytest.fixture(scope="module", params=sorted(SHOWN))
+def meta_server(
+    request: pytest.FixtureRequest, moto_endpoint: str, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[McpServer]:
+    mode = request.param
     yield from start_kiln(
-        moto_endpoint, tmp_path_factory.mktemp("yardsticks-search"), catalog_mode="search"
+        moto_endpoint, tmp_path_factory.mktemp(f"yardsticks-{mode}"), catalog_mode=mode
     )
 
 
-def test_the_meta_tools_of_search_mode_pass_the_suites_tool_checks_on_both_wires(
-    search_server: McpServer, tmp_path: Path
+def test_the_meta_tools_of_search_and_code_mode_pass_the_suites_tool_checks_on_both_wires(
+    meta_server: McpServer, tmp_path: Path
 ) -> None:
-    # In search mode tools/list shows search_tools, describe_tools and call_tool: the suite's
-    # scenarios for any tools-only server (tools-list checks each listed tool) run on them.
-    # Its fixture and tasks scenarios call the test_* tools by name, which search mode still
-    # answers (a direct call is a call): told to run them all, all pass but the one that
-    # reads a fixture's schema from tools/list (json-schema-2020-12), which search mode by
-    # design does not list (describe_tools gives it).
-    listed = search_server.legacy("tools/list").json()["result"]["tools"]
-    assert {t["name"] for t in listed} == {"search_tools", "describe_tools", "call_tool"}
+    # In search mode tools/list shows search_tools, describe_tools and call_tool, in code mode
+    # search_tools, describe_tools and execute: the suite's scenarios for any tools-only
+    # server (tools-list checks each listed tool) run on them. Its fixture and tasks scenarios
+    # call the test_* tools by name, which both modes still answer (a direct call is a call):
+    # told to run them all, all pass but the one that reads a fixture's schema from
+    # tools/list (json-schema-2020-12), which these modes by design do not list
+    # (describe_tools gives it).
+    listed = meta_server.legacy("tools/list").json()["result"]["tools"]
+    assert {t["name"] for t in listed} in SHOWN.values(), listed
     done = run(
-        "bash", YARDSTICKS / "conformance.sh", search_server.url, tmp_path / "out",
+        "bash", YARDSTICKS / "conformance.sh", meta_server.url, tmp_path / "out",
         env={"CONFORMANCE_FIXTURES": "all", "CONFORMANCE_TASKS": "all"},
     )  # fmt: skip
     lines = done.stdout.strip().splitlines()

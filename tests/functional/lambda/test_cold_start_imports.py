@@ -46,6 +46,8 @@ DEFERRED = (
     "bm25s",
     "numpy",
     "Stemmer",
+    # code mode's stubs: made by the first execute of a view, never by a list
+    "kiln.protocol.codestubs",
 )
 
 PROBE = """

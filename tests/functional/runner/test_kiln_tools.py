@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from kiln.runner.kiln_tools import call_key
-from kiln.runner.model import Language, RunRequest
+from kiln.runner.model import Language
 from kiln.runner.shipped import write_run_files
 from support.runner import Harness, run_beside_helper
 from support.runner import harness_fixture as harness_fixture
@@ -183,14 +183,6 @@ def test_outside_a_kiln_run_a_call_says_why_it_cannot_ask(tmp_path: Path) -> Non
 # Through the Runner: the helper is there in every run, without files, in both uid models.
 
 
-def calling(*names: str) -> dict[str, Any]:
-    """The RunRequest fields that let a run call `names`: `calls` where the runner has it
-    (issue 38's runner side), else the variable itself."""
-    if "calls" in RunRequest.__dataclass_fields__:
-        return {"calls": names}
-    return {"extra_env": {"KILN_CALLS": json.dumps(list(names))}}
-
-
 @pytest.fixture(params=["uid-per-run", "shared-uid"])
 def model(request: pytest.FixtureRequest, harness: Harness) -> Harness:
     if request.param == "shared-uid":
@@ -201,10 +193,10 @@ def model(request: pytest.FixtureRequest, harness: Harness) -> Harness:
 def test_every_run_finds_kiln_tools_beside_its_script_without_files_of_its_own(
     model: Harness, language: Language
 ) -> None:
-    result = model.run(SCRIPTS[language], language, answers=BOTH, **calling("fx_rate", "fmt-money"))
+    result = model.run(SCRIPTS[language], language, answers=BOTH, calls=("fx_rate", "fmt-money"))
     assert result.exit_code == 0, result.stderr
     assert json.loads(result.stdout) == {"rate": 187.5, "text": {"text": "¥187.50"}}
-    refused = model.run(SCRIPTS[language], language, answers=RATE_ANSWER, **calling("fx_rate"))
+    refused = model.run(SCRIPTS[language], language, answers=RATE_ANSWER, calls=("fx_rate",))
     assert "may not call 'fmt-money'" in refused.stdout, refused.stderr
     model.assert_clean()
 
@@ -219,7 +211,7 @@ def test_a_run_s_copy_of_kiln_tools_is_its_own(model: Harness) -> None:
     )
     first = model.run(tamper)
     assert first.stdout == "True 0o0\n", first.stderr  # the run's own file, no one else's to write
-    after = model.run(SCRIPTS["python"], answers=BOTH, **calling("fx_rate", "fmt-money"))
+    after = model.run(SCRIPTS["python"], answers=BOTH, calls=("fx_rate", "fmt-money"))
     assert json.loads(after.stdout) == {"rate": 187.5, "text": {"text": "¥187.50"}}, after.stderr
     model.assert_clean()
 
@@ -230,3 +222,30 @@ def test_a_tool_saved_with_its_own_kiln_tools_file_keeps_it(harness: Harness) ->
     result = harness.run("from kiln_tools import tools\nprint(tools)", files=own)
     assert result.stdout == "the author's own\n", result.stderr
     harness.assert_clean()
+
+
+GATHER = {
+    "python": "from kiln_tools import tools\nimport json\n"
+    'a, b = tools.gather(("fx_rate", {"from": "GBP"}), ("fx_rate", {"from": "EUR"}))\n'
+    "print(json.dumps([a, b]))\n",
+    "node": "const { tools } = require('./kiln_tools');\n"
+    "const [a, b] = tools.gather([['fx_rate', {from: 'GBP'}], ['fx_rate', {from: 'EUR'}]]);\n"
+    "console.log(JSON.stringify([a, b]));\n",
+}
+
+
+def test_gather_asks_every_unanswered_call_in_one_round_and_returns_them_in_order(
+    tmp_path: Path, language: str
+) -> None:
+    keys = [call_key(1, "fx_rate", {"from": "GBP"}), call_key(2, "fx_rate", {"from": "EUR"})]
+    first = run_beside_helper(tmp_path, language, GATHER[language], {}, ["fx_rate"])
+    assert (first.code, first.stdout) == (0, ""), first.stderr
+    assert [line["ask"] for line in first.talk] == keys  # both at once: one round, not two
+    half = run_beside_helper(
+        tmp_path, language, GATHER[language], {keys[0]: text_result("1.25")}, ["fx_rate"]
+    )
+    assert [line["ask"] for line in half.talk] == keys[1:], half.stderr  # only the missing one
+    answers = {keys[0]: text_result("1.25"), keys[1]: text_result("1.1")}
+    done = run_beside_helper(tmp_path, language, GATHER[language], answers, ["fx_rate"])
+    assert done.talk == [], done.stderr
+    assert json.loads(done.stdout) == [1.25, 1.1]

@@ -34,8 +34,9 @@ def test_script_sees_no_server_secrets_only_the_allow_list(
     env = json.loads(result.stdout)
     for value in planted_secrets:
         assert value not in result.stdout
-    # The talk contract's three variables are the only KILN_ names a script sees.
-    talk = {"KILN_TALK_FD", "KILN_ANSWERS", "KILN_CAN_ASK"}
+    # The talk contract's variables are the only KILN_ names a script sees (KILN_CALLS: the
+    # tools it may call, runner/TALKING.md "Calling tools").
+    talk = {"KILN_TALK_FD", "KILN_ANSWERS", "KILN_CAN_ASK", "KILN_CALLS"}
     assert not [n for n in env if n.startswith(("AWS_", "KILN_")) and n not in talk]
     assert talk <= set(env)
     allowed = {

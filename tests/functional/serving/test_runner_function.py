@@ -128,12 +128,14 @@ def test_a_run_in_the_runner_function_finds_kiln_tools_beside_its_script(
     answers = {
         call_key(1, "fx_rate", {"from": "GBP"}): {"content": [{"type": "text", "text": "1.5"}]}
     }
-    calls: dict[str, Any] = (
-        {"calls": ("fx_rate",)} if "calls" in RunRequest.__dataclass_fields__ else {}
-    )
     code = "from kiln_tools import tools\nprint(tools.fx_rate(from_='GBP') * 2)"
     run = RunRequest(
-        language="python", code=code, arguments={}, timeout_s=10, answers=answers, **calls
+        language="python",
+        code=code,
+        arguments={},
+        timeout_s=10,
+        answers=answers,
+        calls=("fx_rate",),
     )
     handler: WorldOfItsOwn = request.getfixturevalue(world)  # a uid per run, or one uid
     answer = handler.handle(encode(run, tenant="tool-a", tool_id="tool-a", bundle=None), "tool-a")

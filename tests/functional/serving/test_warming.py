@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from conftest import AwsStack
-from kiln.access.ledger import CallRecord
+from kiln.accounting.ledger import CallRecord
 from kiln.catalog.model import Tool
 from kiln.settings import Settings
 from kiln.stack import Kiln, build_kiln, prepare_process

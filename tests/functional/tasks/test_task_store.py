@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 from conftest import AwsStack
-from kiln.access.gate import CallGate, CallTicket
-from kiln.access.ledger import CallLedger
+from kiln.accounting.gate import CallGate, CallTicket
+from kiln.accounting.ledger import CallLedger
 from kiln.protocol.backend import CallContext
 from kiln.tasks.service import TaskService
 from kiln.tasks.settings import TaskSettings

@@ -11,7 +11,7 @@ import dataclasses
 import typing
 from collections.abc import Mapping, MutableMapping
 
-from kiln.protocol import backend, streaming, talking
+from kiln.protocol import backend, inner, streaming, talking
 from kiln.protocol.backend import Arrival, CallContext
 
 # Fields that may stay `Any`, each with its reason.
@@ -24,7 +24,13 @@ MAPPINGS = (dict, Mapping, MutableMapping)
 
 
 def _hints(cls: type) -> dict[str, typing.Any]:
-    names = {**globals(), **vars(backend), "Outbox": streaming.Outbox, "Turn": talking.Turn}
+    names = {
+        **globals(),
+        **vars(backend),
+        "Outbox": streaming.Outbox,
+        "Turn": talking.Turn,
+        "CallLink": inner.CallLink,
+    }
     return typing.get_type_hints(cls, globalns=names)
 
 

@@ -3,7 +3,7 @@
 As httpx pins its exported names, EXPORTS pins every room's face, so a refactor cannot
 silently widen or narrow it. A name in a face is an object the package holds or one of the
 room's modules. An import from another room goes through that face: `from kiln.access import
-usage`, or `from kiln.access.gate import CallGate` where `gate` is in the face; never a name
+usage`, or `from kiln.accounting.gate import CallGate` where `gate` is in the face; never a name
 or a module that starts with `_`. Every import is read, function-level and `TYPE_CHECKING`
 ones too. (`settings`, `stack` and `lambda_handlers` sit at the package top and are no room.)
 """
@@ -19,9 +19,8 @@ PACKAGE = Path(__file__).resolve().parents[3] / "functions" / "kiln"
 
 # room -> its __all__, in order (a string split on whitespace)
 EXPORTS: dict[str, str] = {
-    "access": (
-        "account approvals gate ledger pending pins quotas resolve secrets usage view_files views"
-    ),
+    "access": "approvals pins quotas resolve secrets view_files views",
+    "accounting": "account gate ledger ledger_shards ledger_totals pending usage",
     "api": "apps mcp settings",
     "authoring": (
         "ArgumentsRejectedError AuthoringService FolderTarget TestRun ToolSource admin serialise "
@@ -38,8 +37,9 @@ EXPORTS: dict[str, str] = {
     "local": "dev state",
     "observability": "redact telemetry",
     "protocol": (
-        "CallContext HttpRequest HttpResponse McpEndpoint ProtocolSettings ToolBackend ToolOutcome "
-        "ToolView backend calling dispatch errors guard http jsontext spec talking tasks wire"
+        "CallContext CallLimits HttpRequest HttpResponse McpEndpoint ProtocolSettings ToolBackend "
+        "ToolOutcome ToolView backend calling codestubs discovery dispatch errors guard http inner "
+        "jsontext spec talking tasks wire"
     ),
     "runner": (
         "InvalidArgumentsError NodeUnavailableError RunLimits RunRequest RunResult Runner "

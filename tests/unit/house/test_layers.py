@@ -30,9 +30,21 @@ MAY_IMPORT: dict[str, set[str]] = {
     # A key carries a view and quotas: who is calling may name what they may spend (never
     # the other way round).
     "identity": {"access", "aws"},
+    # Policy (who may call what) and accounting (what each call cost and did): the books
+    # read the rules, never the other way round.
     "access": {"catalog", "schema"},
-    "tasks": {"access", "aws", "catalog", "protocol", "runner", "schema", "serving"},
-    "serving": {"access", "aws", "bundles", "catalog", "protocol", "runner", "schema"},
+    "accounting": {"access", "catalog", "schema"},
+    "tasks": {"access", "accounting", "aws", "catalog", "protocol", "runner", "schema", "serving"},
+    "serving": {
+        "access",
+        "accounting",
+        "aws",
+        "bundles",
+        "catalog",
+        "protocol",
+        "runner",
+        "schema",
+    },
     "authoring": {
         "access",
         "aws",
@@ -48,6 +60,7 @@ MAY_IMPORT: dict[str, set[str]] = {
     "settings": {"api", "identity", "protocol", "runner", "tasks", "access", "bundles", "catalog"},
     "stack": {
         "access",
+        "accounting",
         "authoring",
         "aws",
         "bundles",
@@ -63,6 +76,7 @@ MAY_IMPORT: dict[str, set[str]] = {
     },
     "api": {
         "access",
+        "accounting",
         "authoring",
         "aws",
         "bundles",

@@ -175,7 +175,7 @@ def test_hostile_descriptions_enums_and_names_still_give_valid_python(
 def test_the_summary_is_one_line_per_tool_its_signature_and_first_line() -> None:
     assert python_stub_summary([FX, KEYWORD]) == (
         "fx_rate(from_: Literal['GBP', 'USD', 'EUR'], to: str, amount: float | None = None)"
-        " -> dict[str, Any]  # Convert an amount between currencies.\n"
+        " -> {'rate': float}  # Convert an amount between currencies.\n"
         "import_()  # Import a file."
     )
     many = ToolView(

@@ -9,7 +9,8 @@ from typing import Any
 
 import pytest
 
-from kiln.runner.afterwards import AfterAnswer, alone, later
+from kiln.api.middleware import AfterAnswer
+from kiln.runner.afterwards import alone, later
 
 
 def serve(handler: Any, events: list[str]) -> list[str]:

@@ -38,6 +38,7 @@ REQUEST = RunRequest(
     extra_env={"TOKEN": "tool-secret"},
     label="t@3",
     files={"data/x.bin": b"\x00\x01"},
+    calls=("fx_rate",),
     limits=RunLimits(memory_bytes=1 << 28),
     answers={"account": {"action": "accept", "content": {"account": "ops"}}},
     can_ask=("elicitation", "sampling"),
@@ -50,7 +51,7 @@ def test_the_payload_holds_the_run_and_nothing_else() -> None:
     payload = encode(REQUEST, tenant="tool-1", tool_id="tool-1", bundle=None)
     assert set(payload) == {"kiln_run", "tenant", "tool", "label", "language", "code", "files",
                             "arguments", "timeout_s", "time_left_s", "settings", "limits",
-                            "bundle", "answers", "can_ask", "can_task"}  # fmt: skip
+                            "bundle", "answers", "can_ask", "can_task", "calls"}  # fmt: skip
     request, bundle = decode(json.loads(json.dumps(payload)))
     assert request == REQUEST
     assert bundle is None

@@ -8,6 +8,7 @@ install). A call reads as a function call and returns the other tool's result:
     rate = tools.fx_rate(from_="GBP", to="JPY")     # a trailing "_" is dropped: from_ -> from
     text = tools["fx-rate"](to="JPY")               # a name that is not an identifier
     same = tools.call("fx_rate", {"from": "GBP"})   # name and arguments as data
+    a, b = tools.gather(("fx_rate", {"from": "GBP"}), ("fx_rate", {"from": "EUR"}))  # one round
 
 Underneath it is a question on the talk channel (kiln/runner/TALKING.md, "Calling tools"):
 the n-th call of a run has the key `call:<n>:<12 hex of sha256(name + canonical JSON of the
@@ -110,6 +111,25 @@ class Tools:
 
     def call(self, name: str, arguments: Mapping[str, Any] | None = None) -> Any:
         """Call the tool `name` with `arguments` (an object; None: {}) and return its result."""
+        return self.gather((name, arguments))[0]
+
+    def gather(self, *calls: tuple[str, Mapping[str, Any] | None]) -> list[Any]:
+        """Make independent calls together, in one round: `gather(("fx_rate", {"from":
+        "GBP"}), ("fx_rate", {"from": "EUR"}))` returns their results in order. Every call
+        not answered yet is asked at once (the run ends once, not once per call); a failed
+        one raises its ToolCallError once all are answered (the first, in order)."""
+        planned = [self._planned(name, arguments) for name, arguments in calls]
+        if self._answers is None:
+            self._answers = _answers()
+        answers = self._answers
+        missing = [(key, name, arguments) for key, name, arguments in planned if key not in answers]
+        if missing:
+            _ask(missing)
+        return [_result(key, name, answers[key]) for key, name, _ in planned]
+
+    def _planned(
+        self, name: str, arguments: Mapping[str, Any] | None
+    ) -> tuple[str, str, dict[str, Any]]:
         if not isinstance(name, str) or not NAME.fullmatch(name):
             raise ValueError(f"{name!r} is not a tool name ({NAME.pattern})")
         arguments = {} if arguments is None else arguments
@@ -124,18 +144,15 @@ class Tools:
                 f'declares in "calls" (here: {may})',
             )
         self._count += 1
-        key = call_key(self._count, name, arguments)
-        if self._answers is None:
-            self._answers = _answers()
-        answers = self._answers
-        if key not in answers:
-            _ask(key, name, dict(arguments))
-        result = answers[key]
-        if not isinstance(result, Mapping):
-            raise _refused(name, f"the answer to {key} is not a tool result")
-        if result.get("isError"):
-            raise ToolCallError(name, result)
-        return value_of(result)
+        return call_key(self._count, name, arguments), name, dict(arguments)
+
+
+def _result(key: str, name: str, result: Any) -> Any:
+    if not isinstance(result, Mapping):
+        raise _refused(name, f"the answer to {key} is not a tool result")
+    if result.get("isError"):
+        raise ToolCallError(name, result)
+    return value_of(result)
 
 
 class _Tool:
@@ -173,18 +190,20 @@ def _answers() -> dict[str, Any]:
     return answers if isinstance(answers, dict) else {}
 
 
-def _ask(key: str, name: str, arguments: dict[str, Any]) -> NoReturn:
-    """Ask Kiln for the call and end the run at once: no `except` can swallow it."""
+def _ask(calls: list[tuple[str, str, dict[str, Any]]]) -> NoReturn:
+    """Ask Kiln for the calls and end the run at once: no `except` can swallow it."""
     fd = os.environ.get("KILN_TALK_FD")
     if not fd:
         raise RuntimeError(
-            f"cannot call {name!r}: this is not a Kiln run (no KILN_TALK_FD); tools call "
-            "tools only when Kiln runs them"
+            f"cannot call {calls[0][1]!r}: this is not a Kiln run (no KILN_TALK_FD); tools "
+            "call tools only when Kiln runs them"
         )
-    line = json.dumps(
-        {"ask": key, "call": {"name": name, "arguments": arguments}}, separators=(",", ":")
-    )
-    data = (line + "\n").encode("utf-8", "surrogatepass")
+    lines = [
+        json.dumps({"ask": key, "call": {"name": name, "arguments": arguments}},
+                   separators=(",", ":"))
+        for key, name, arguments in calls
+    ]  # fmt: skip
+    data = "".join(line + "\n" for line in lines).encode("utf-8", "surrogatepass")
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(OSError, ValueError):
             stream.flush()

@@ -84,12 +84,13 @@ function refused(name, why) {
   return new ToolCallError(name, {content: [{type: 'text', text: why}], isError: true});
 }
 
-function ask(key, name, args) {
+function ask(calls) {
   const fd = process.env.KILN_TALK_FD;
   if (!fd) {
-    throw new Error(`cannot call '${name}': this is not a Kiln run (no KILN_TALK_FD); tools call tools only when Kiln runs them`);
+    throw new Error(`cannot call '${calls[0].name}': this is not a Kiln run (no KILN_TALK_FD); tools call tools only when Kiln runs them`);
   }
-  let data = Buffer.from(JSON.stringify({ask: key, call: {name, arguments: args}}) + '\n', 'utf8');
+  const lines = calls.map(({key, name, args}) => JSON.stringify({ask: key, call: {name, arguments: args}}) + '\n');
+  let data = Buffer.from(lines.join(''), 'utf8');
   while (data.length) data = data.subarray(fs.writeSync(Number(fd), data));
   process.exit(0);
 }
@@ -97,7 +98,20 @@ function ask(key, name, args) {
 let count = 0;
 let answers = null; // read once: a run's answers never change
 
+// Independent calls together, in one round: gather([[name, args], ...]) -> their results.
+function gather(calls) {
+  const planned = calls.map(([name, args]) => plan(name, args));
+  if (answers === null) answers = JSON.parse(process.env.KILN_ANSWERS || '{}') || {};
+  const missing = planned.filter(({key}) => !Object.prototype.hasOwnProperty.call(answers, key));
+  if (missing.length) ask(missing);
+  return planned.map(({key, name}) => resultOf(key, name, answers[key]));
+}
+
 function call(name, args) {
+  return gather([[name, args]])[0];
+}
+
+function plan(name, args) {
   if (typeof name !== 'string' || !NAME.test(name)) {
     throw new TypeError(`${JSON.stringify(name)} is not a tool name (${NAME.source})`);
   }
@@ -111,10 +125,10 @@ function call(name, args) {
     throw refused(name, `this tool may not call '${name}': it calls only the tools its manifest declares in "calls" (here: ${list})`);
   }
   count += 1;
-  const key = callKey(count, name, args);
-  if (answers === null) answers = JSON.parse(process.env.KILN_ANSWERS || '{}') || {};
-  if (!Object.prototype.hasOwnProperty.call(answers, key)) ask(key, name, JSON.parse(canonical(args)));
-  const result = answers[key];
+  return {key: callKey(count, name, args), name, args: JSON.parse(canonical(args))};
+}
+
+function resultOf(key, name, result) {
   if (result === null || typeof result !== 'object') throw refused(name, `the answer to ${key} is not a tool result`);
   if (result.isError) throw new ToolCallError(name, result);
   return valueOf(result);
@@ -122,10 +136,11 @@ function call(name, args) {
 
 // tools.<name>(args), tools['<name>'](args), tools.call(name, args).
 const tools = new Proxy(
-  {call},
+  {call, gather},
   {
     get(target, prop) {
       if (prop === 'call') return call;
+      if (prop === 'gather') return gather;
       // Not tools: what JavaScript itself asks an object for (`${tools}`, await, JSON).
       if (typeof prop !== 'string' || prop === 'then' || prop === 'toJSON') return undefined;
       if (prop in Object.prototype) return Reflect.get(target, prop);

@@ -24,6 +24,7 @@ const tool: Tool = {
   files: { "rates.json": "e30=" },
   task: "optional",
   tags: ["finance", "uk"],
+  calls: ["fx_rate"],
 };
 
 describe("the draft a save sends", () => {

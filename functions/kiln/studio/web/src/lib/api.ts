@@ -32,6 +32,7 @@ export interface ToolFields {
   secrets: string[];
   task: TaskMode;
   tags: string[];
+  calls: string[]; // the tools its script may call (runner/TALKING.md, "Calling tools")
   code?: string;
   files?: Record<string, string>; // relative path -> base64 (only with source)
 }
@@ -161,7 +162,9 @@ export interface ViewDef {
   oauth_scopes?: string[];
   oauth_clients?: string[];
   confirm?: "destructive" | "writes";
-  mode?: "list" | "search"; // search: the meta-tools search_tools, describe_tools, call_tool
+  // search: the meta-tools search_tools, describe_tools, call_tool; code: search_tools,
+  // describe_tools and execute (Python that calls the view's tools)
+  mode?: "list" | "search" | "code";
 }
 
 export interface View extends ViewDef {
@@ -187,10 +190,13 @@ export interface CallEntry {
   duration_ms: number;
   output_bytes: number;
   detail: string | null;
+  /** An inner call's: the id of the call that made it (a script's call, a code-mode run). */
+  parent?: string | null;
 }
 
 export type CallFilters = {
   tool?: string;
+  parent?: string;
   caller?: string;
   view?: string;
   outcome?: string;
@@ -424,5 +430,6 @@ export function draftOf(tool: Tool | Revision, name: string): Draft {
     files: { ...(tool.files ?? {}) },
     task: tool.task ?? null,
     tags: [...(tool.tags ?? [])],
+    calls: [...(tool.calls ?? [])],
   };
 }

@@ -17,6 +17,7 @@ export const MANIFEST_FIELDS = [
   "files",
   "task",
   "tags",
+  "calls",
 ] as const;
 
 export type ManifestField = (typeof MANIFEST_FIELDS)[number];

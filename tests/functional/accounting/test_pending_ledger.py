@@ -1,4 +1,4 @@
-"""`kiln dev`'s ledger entries held on disk before the answer (kiln.access.pending), against
+"""`kiln dev`'s ledger entries held on disk before the answer (kiln.accounting.pending), against
 the moto server: written to the store right after, and after a crash exactly once."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from conftest import AwsStack
-from kiln.access.ledger import CallLedger, CallRecord, LedgerQuery
-from kiln.access.pending import PendingLedger, stored_in
+from kiln.accounting.ledger import CallLedger, CallRecord, LedgerQuery
+from kiln.accounting.pending import PendingLedger, stored_in
 
 DAY = "2027-01-15"
 

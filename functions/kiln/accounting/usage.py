@@ -15,7 +15,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from kiln.access.ledger import OUTCOMES, CallRecord, LedgerQueryError
+from kiln.accounting.ledger import OUTCOMES, CallRecord, LedgerQueryError
 
 ERRORS = ("tool_error", "timeout")
 # range -> (bucket length, number of buckets): the last hour, day, 30 days.

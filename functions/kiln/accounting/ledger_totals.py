@@ -5,7 +5,7 @@
 | `LEDGERSUM#<yyyy-mm-dd>#<shard>` | `<container>#<chunk>#<n>` | that container's counts of the |
 |                                |                         | day so far (`<dim>|<name>|<n>`)  |
 
-The entries (kiln.access.ledger) are the source of truth; the totals are a convenience that
+The entries (kiln.accounting.ledger) are the source of truth; the totals are a convenience that
 must not cost a write per call nor be one item every call writes. So each process (a Lambda
 container, `kiln dev`) adds the entries it writes to counts in memory, and writes its counts
 of the day (cumulative, an overwrite: a lost or repeated write double-counts nothing) at most
@@ -19,7 +19,7 @@ hour's item only (then usually 4 items), and a reader sums any window of whole h
 totals of the days it spans, at the same cost as the days' totals. A process's items are
 in the shard its id hashes to, so the writes of a day's totals spread over `shards`
 partitions like its entries. Reading a day's totals is one query per shard the day was
-written over (kiln.access.ledger_shards; the day's items
+written over (kiln.accounting.ledger_shards; the day's items
 of every process that wrote that day), summed, plus this process's counts not yet written.
 
 Staleness and loss: another process sees a process's calls at most `flush_s` after they were
@@ -98,7 +98,7 @@ class DayTotals:
         self._db = dynamodb
         self._table = table
         self.shards = shards
-        # how many shards a day's items are in (kiln.access.ledger_shards); else all of them
+        # how many shards a day's items are in (kiln.accounting.ledger_shards); else all of them
         self._shards_of = shards_of or (lambda day: shards)
         self.container = container
         self._shard = zlib.crc32(container.encode()) % shards

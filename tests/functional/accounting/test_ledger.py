@@ -7,7 +7,7 @@ import json
 import pytest
 
 from conftest import AwsStack
-from kiln.access.ledger import CallLedger, CallRecord, LedgerQuery, LedgerQueryError
+from kiln.accounting.ledger import CallLedger, CallRecord, LedgerQuery, LedgerQueryError, new_id
 
 
 class Clock:
@@ -79,7 +79,7 @@ def test_each_entry_is_one_put_into_one_of_the_days_shards(aws: AwsStack) -> Non
     for _ in range(40):
         calls.record(entry("a"))
     # once a day, before its first entry, the process records its shards (a read of the
-    # table's mark and one update: kiln.access.ledger_shards)
+    # table's mark and one update: kiln.accounting.ledger_shards)
     assert sent[:2] == ["GetItem", "UpdateItem"]
     assert sent[2:] == ["PutItem"] * 40  # no totals write: within its interval
     items = aws.clients.dynamodb.scan(TableName=aws.table)["Items"]
@@ -246,3 +246,67 @@ def test_totals_are_each_processs_counts_written_once_per_interval_not_the_entri
     first.record(entry("a", "key:1"))  # within the interval: this process's own count shows
     assert first.totals("2027-01-15")["all"]["calls"] == 7
     assert reader.totals("2027-01-15")["all"]["calls"] == 6
+
+
+def test_an_inner_call_is_written_with_the_id_it_was_given_and_its_parents_id(
+    aws: AwsStack,
+) -> None:
+    clock = Clock()
+    calls = ledger(aws, clock, shards=4)
+    outer = new_id()
+    inner = calls.record(
+        CallRecord(at="", caller="key:ci", tool="fx_rate", outcome="ok", parent=outer)
+    )
+    clock.now += 1
+    written = calls.record(CallRecord(at="", caller="key:ci", tool="job", outcome="ok", id=outer))
+    assert (written.id, written.parent, inner.parent) == (outer, None, outer)
+    page, _ = calls.query(LedgerQuery())
+    assert [(r.tool, r.id, r.parent) for r in page] == [
+        ("job", outer, None),
+        ("fx_rate", inner.id, outer),
+    ]
+    assert inner.id != outer
+    assert [r.as_json()["parent"] for r in page] == [None, outer]
+
+
+def test_a_given_id_or_parent_that_is_not_twelve_lowercase_hex_digits_is_refused(
+    aws: AwsStack,
+) -> None:
+    calls = ledger(aws, Clock(), shards=1)
+    for field, value in [("id", "ABCDEF012345"), ("id", "abc"), ("parent", "0123456789abc"),
+                         ("parent", "0123456789a#")]:  # fmt: skip
+        bad = CallRecord(at="", caller="key:ci", tool="t", outcome="ok", **{field: value})
+        with pytest.raises(
+            ValueError, match=f"^{field}: must be a call id, 12 lowercase hex"
+        ) as err:
+            calls.record(bad)
+        assert not isinstance(err.value, LedgerQueryError)  # a bug of the writer's, not a 400
+    assert [i for i in aws.clients.dynamodb.scan(TableName=aws.table)["Items"]
+            if i["pk"]["S"].startswith("LEDGER#")] == []  # fmt: skip
+
+
+def test_entries_written_before_calls_had_parents_still_read(aws: AwsStack) -> None:
+    clock = Clock()
+    calls = ledger(aws, clock, shards=1)
+    item, _ = calls.item(entry("old"))
+    assert "parent" not in item
+    calls.write(item)
+    (old,) = calls.query(LedgerQuery())[0]
+    assert (old.tool, old.parent, len(old.id)) == ("old", None, 12)
+
+
+def test_the_inner_calls_of_a_call_are_found_by_parent_among_other_calls(
+    aws: AwsStack,
+) -> None:
+    clock = Clock()
+    calls = ledger(aws, clock, shards=4)
+    outer, other = new_id(), new_id()
+    for index in range(30):
+        parent = outer if index in (3, 17) else (other if index % 2 else None)
+        calls.record(CallRecord(at="", caller="key:ci", tool=f"t{index}", outcome="ok",
+                                parent=parent))  # fmt: skip
+        clock.now += 1
+    found, cursor = calls.query(LedgerQuery(parent=outer))
+    assert ([r.tool for r in found], cursor) == (["t17", "t3"], None)
+    with pytest.raises(LedgerQueryError, match=r"^parent: must be a call id"):
+        calls.query(LedgerQuery(parent="nope"))

@@ -9,14 +9,14 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from kiln.access.account import CallAccount, Caller, Limits
-from kiln.access.ledger import CallLedger, CallRecord, Outcome
-from kiln.access.pending import PendingLedger
 from kiln.access.quotas import QuotaCounters, QuotaExceededError
 from kiln.access.views import View
+from kiln.accounting.account import CallAccount, Caller, Limits
+from kiln.accounting.ledger import CallLedger, CallRecord, Outcome
+from kiln.accounting.pending import PendingLedger
 from kiln.catalog.model import Tool
 
-log = logging.getLogger("kiln.access.gate")
+log = logging.getLogger("kiln.accounting.gate")
 
 
 @dataclass(frozen=True)
@@ -121,7 +121,7 @@ class CallGate:
 
     def hold_locally(self, pending: PendingLedger) -> None:
         """Ledger entries go to `pending`'s file before the answer and to the store right
-        after (`kiln dev`: kiln.access.pending); a ledger query waits for them."""
+        after (`kiln dev`: kiln.accounting.pending); a ledger query waits for them."""
         self.pending = pending
         self.after.drain = pending.drain
 

@@ -20,14 +20,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Literal
 
-from kiln.access.ledger import CallRecord, Outcome
 from kiln.access.quotas import Quota, QuotaExceededError
+from kiln.accounting.ledger import CallRecord, Outcome, new_id
 from kiln.catalog.model import Tool
 
-log = logging.getLogger("kiln.access.account")
+log = logging.getLogger("kiln.accounting.account")
 
 Limits = tuple[tuple[str, Quota], ...]  # (subject, quota) pairs, counted in this order
-Work = Callable[[], object]  # blocking bookkeeping: a ledger write, a quota refund
+Bookkeeping = Callable[[], object]  # blocking: a ledger write, a quota refund
 State = Literal["admitted", "charged", "closed"]
 
 
@@ -44,6 +44,21 @@ class AccountClosedError(RuntimeError):
     """A call's account closed a second time (its ledger entry is written once)."""
 
 
+@dataclass(frozen=True)
+class Ran:
+    """What a call's last run leaves for its ledger entry, written once its answer is shaped
+    (`CatalogBackend.close_call`: the caller may get an error though the run succeeded)."""
+
+    failed: bool
+    timed_out: bool
+    not_ready: bool
+    digest: str
+    started: float  # epoch seconds: when the run was asked for
+    run_seconds: float
+    output_bytes: int
+    detail: str | None = None  # who approved it
+
+
 @dataclass(eq=False)
 class CallAccount:
     """The bookkeeping of one call, from its admission to its ledger entry."""
@@ -52,8 +67,10 @@ class CallAccount:
     tool: Tool
     started: float = field(default_factory=time.time)  # epoch seconds: when it was admitted
     claimed: Limits = ()  # the quota counts this call took (given back if it never runs)
-    parent: str | None = None  # the call whose run made this one (an inner call)
+    parent: str | None = None  # the ledger id of the call whose run made this one (inner)
+    id: str = field(default_factory=new_id)  # its ledger entry's id, known to inner calls
     entry: CallRecord | None = None  # set once, by `close`
+    ran: Ran | None = None  # the last run's facts (a call that asks runs more than once)
     refusal: QuotaExceededError | None = None
 
     @property
@@ -98,7 +115,7 @@ class CallAccount:
             at="", caller=self.caller.label, tool=self.tool.name, outcome=outcome,
             revision=head.number, view=self.caller.view, bundle=head.bundle_id,
             duration_ms=run_seconds * 1000, output_bytes=output_bytes, args_digest=digest,
-            detail=detail,
+            detail=detail, id=self.id, parent=self.parent,
         )  # fmt: skip
         return self.entry
 
@@ -119,9 +136,9 @@ class CallBook:
     its bookkeeping at once."""
 
     def __init__(self) -> None:
-        self._started: list[tuple[Work, asyncio.Future[object]]] = []
+        self._started: list[tuple[Bookkeeping, asyncio.Future[object]]] = []
 
-    def keep(self, work: Work) -> None:
+    def keep(self, work: Bookkeeping) -> None:
         self._started.append((work, asyncio.ensure_future(asyncio.to_thread(work))))
 
     async def close(self) -> None:

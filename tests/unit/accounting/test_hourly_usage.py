@@ -5,8 +5,8 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from kiln.access.ledger_totals import CHUNKS, counts_of
-from kiln.access.usage import by_tool_of_hours, hour_window
+from kiln.accounting.ledger_totals import CHUNKS, counts_of
+from kiln.accounting.usage import by_tool_of_hours, hour_window
 
 
 def test_the_last_24_hours_are_the_current_hour_so_far_and_the_23_before_it() -> None:

@@ -12,7 +12,7 @@ from datetime import datetime, timedelta
 import boto3
 import pytest
 
-from kiln.access.ledger import CallLedger, CallRecord
+from kiln.accounting.ledger import CallLedger, CallRecord
 from support.devserver import DevServer, kiln_dev
 
 ECHO = "import json, sys\nprint(json.load(sys.stdin)['text'])\n"
@@ -122,7 +122,7 @@ def test_a_bad_usage_query_is_named(dev: DevServer, query: str, says: str) -> No
 
 
 def test_percentiles_are_nearest_rank() -> None:
-    from kiln.access.usage import percentile
+    from kiln.accounting.usage import percentile
 
     assert percentile([], 0.5) is None
     assert percentile([400.0, 100.0, 300.0, 200.0], 0.5) == 200.0
@@ -133,14 +133,14 @@ def test_percentiles_are_nearest_rank() -> None:
 def test_charts_start_on_a_bucket_boundary() -> None:
     from datetime import UTC, datetime
 
-    from kiln.access.usage import window
+    from kiln.accounting.usage import window
 
     start, step, count = window("day", datetime(2026, 1, 2, 10, 42, tzinfo=UTC))
     assert (start, step.total_seconds(), count) == (datetime(2026, 1, 1, 11, tzinfo=UTC), 3600, 24)
 
 
 def test_usage_over_days_sums_each_days_totals() -> None:
-    from kiln.access.usage import by_tool_of_days
+    from kiln.accounting.usage import by_tool_of_days
 
     zero = dict.fromkeys(("calls", "ok", "tool_error", "timeout", "refused", "cancelled"), 0)
     zero["not_ready"] = 0
@@ -154,7 +154,7 @@ def test_usage_over_days_sums_each_days_totals() -> None:
 
 
 def test_calls_made_while_the_packages_built_are_left_out_of_the_error_rate() -> None:
-    from kiln.access.usage import by_tool_of_days
+    from kiln.accounting.usage import by_tool_of_days
 
     zero = dict.fromkeys(("ok", "tool_error", "timeout", "refused", "cancelled"), 0)
     polled = {**zero, "calls": 8, "not_ready": 6, "ok": 1, "tool_error": 1}

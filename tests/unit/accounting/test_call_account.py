@@ -1,4 +1,4 @@
-"""One call's account (kiln.access.account): admitted, charged, closed once with its entry."""
+"""One call's account (kiln.accounting.account): admitted, charged, closed once with its entry."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ import threading
 
 import pytest
 
-from kiln.access.account import AccountClosedError, CallAccount, CallBook, Caller
-from kiln.access.gate import CallGate
 from kiln.access.quotas import Quota, QuotaExceededError
+from kiln.accounting.account import AccountClosedError, CallAccount, CallBook, Caller
+from kiln.accounting.gate import CallGate
 from kiln.catalog.model import Revision, Tool
 
 KEY = ("key:ci", Quota(calls_per_minute=5))

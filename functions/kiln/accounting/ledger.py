@@ -4,20 +4,21 @@
 | ------------------------------- | ------------------------ | ------------------------------- |
 | `LEDGER#<yyyy-mm-dd>#<shard>`   | `<time, ms>#<random id>` | when, caller, view, tool,       |
 |                                 |                          | revision, bundle, outcome,      |
-|                                 |                          | duration, output size, digest   |
+|                                 |                          | duration, output size, digest,  |
+|                                 |                          | parent (an inner call's)        |
 | `LEDGERSUM#<yyyy-mm-dd>#<shard>` | `<process>#<chunk>#<n>` | a process's day totals          |
-|                                 |                          | (kiln.access.ledger_totals)     |
+|                                 |                          | (accounting/ledger_totals.py)   |
 | `LEDGERSUM#<yyyy-mm-dd>`        | `SHARDS`                 | the shards the day was written  |
-|                                 |                          | over (kiln.access.ledger_shards) |
+|                                 |                          | over (accounting/ledger_shards) |
 
 No hot item, one write per call. An entry is one PutItem (about 400 bytes: one write unit)
 into one of `shards` partitions of its UTC day, picked at random; DynamoDB serves 1,000
 write units a second per partition, so the default 32 shards take 32,000 calls a second
 (10,000 a second is 31 % of each partition's limit). The day's totals are counted in each
-process and written at most once per `flush_s` (kiln.access.ledger_totals, which states what
+process and written at most once per `flush_s` (kiln.accounting.ledger_totals, which states what
 they may lag and lose; the entries lose nothing). Each day records the most shards any of its
 writers used, before its first entry from that writer, and readers read the day over exactly
-that many (kiln.access.ledger_shards): none for a day without calls. So the shard count may
+that many (kiln.accounting.ledger_shards): none for a day without calls. So the shard count may
 be raised or lowered at any time, and `kiln dev` writes one shard a day (its emulator has no
 per-partition limit) and reads a page, a day's totals or a month's chart with a query a day.
 
@@ -31,6 +32,12 @@ grows with the ledger. Entries carry `expires_at` (DynamoDB TTL) `retention_days
 call. Arguments are recorded as an HMAC-SHA256 of their canonical JSON under a server-side
 key: equal arguments give equal digests, but a digest cannot be checked against guesses
 without the key.
+
+An entry's id is the end of its sort key: 12 lowercase hex digits, drawn when it is written or
+given with the entry (`new_id`, drawn at admission, so that an outer call's id is known to its
+inner calls, whose entries are written first and name it as `parent`). `parent` is one more
+equality filter of a query (`LedgerQuery.parent`), read within the same budget as the others:
+an outer call's inner calls, found without knowing when they ran.
 """
 
 from __future__ import annotations
@@ -43,6 +50,7 @@ import hmac
 import json
 import logging
 import math
+import re
 import secrets
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -53,14 +61,14 @@ from typing import TYPE_CHECKING, Any, Literal, cast
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from kiln.access.ledger_shards import DaysBack, DayShards
-from kiln.access.ledger_totals import DEFAULT_FLUSH_S, DayTotals
+from kiln.accounting.ledger_shards import DaysBack, DayShards
+from kiln.accounting.ledger_totals import DEFAULT_FLUSH_S, DayTotals
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
     from mypy_boto3_dynamodb.type_defs import TransactWriteItemTypeDef
 
-log = logging.getLogger("kiln.access.ledger")
+log = logging.getLogger("kiln.accounting.ledger")
 
 Outcome = Literal["ok", "tool_error", "timeout", "refused", "cancelled", "not_ready"]
 # `cancelled`: a task-augmented call cancelled by its caller (tasks/cancel) before it ended.
@@ -79,6 +87,21 @@ class LedgerQueryError(ValueError):
     """A filter or cursor the ledger cannot use; the message names the parameter."""
 
 
+ENTRY_ID = re.compile(r"[0-9a-f]{12}")
+
+
+def new_id() -> str:
+    """A fresh entry id (what `CallLedger.item` draws for an entry that carries none)."""
+    return secrets.token_hex(6)
+
+
+def check_id(value: str, *, name: str, error: type[ValueError] = ValueError) -> str:
+    """`value` if it is an entry id, else `error` naming `name` (a query's: LedgerQueryError)."""
+    if not ENTRY_ID.fullmatch(value):
+        raise error(f"{name}: must be a call id, 12 lowercase hex digits")
+    return value
+
+
 @dataclass(frozen=True)
 class CallRecord:
     at: str  # ISO 8601 UTC, milliseconds
@@ -92,7 +115,8 @@ class CallRecord:
     output_bytes: int = 0
     args_digest: str = ""
     detail: str | None = None  # for `refused`: which quota; for a task: `task` and why it ended
-    id: str = ""
+    id: str = ""  # given (`new_id`) or drawn when written
+    parent: str | None = None  # an inner call's: the id of the call that made it
 
     def as_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -130,6 +154,7 @@ class LedgerQuery:
     limit: int = 100
     cursor: str | None = None  # `next_cursor` of the page before
     view: str | None = None
+    parent: str | None = None  # the inner calls of the call with this id
 
 
 class CallLedger:
@@ -152,7 +177,7 @@ class CallLedger:
         self.retention_days = retention_days
         self._clock = clock
         self.shards = shards
-        # how many shards each day was written over (kiln.access.ledger_shards)
+        # how many shards each day was written over (kiln.accounting.ledger_shards)
         self.day_shards = DayShards(
             dynamodb, table=table, shards=shards, retention_s=retention_days * 86_400,
             clock=clock,
@@ -188,7 +213,7 @@ class CallLedger:
 
     def before_write(self, item: Mapping[str, Any]) -> None:
         """Before an entry is written here: its day is recorded as written over this process's
-        shards, once per day (kiln.access.ledger_shards); a failure stops the write."""
+        shards, once per day (kiln.accounting.ledger_shards); a failure stops the write."""
         self.day_shards.record(str(item["at"]["S"])[:10])
 
     def counted(self, item: Mapping[str, Any]) -> None:
@@ -208,7 +233,9 @@ class CallLedger:
         own), and the entry as it will read back."""
         moment = self._clock() if started is None else started
         at = _iso_ms(moment)
-        entry_id = secrets.token_hex(6)
+        entry_id = check_id(entry.id, name="id") if entry.id else new_id()
+        if entry.parent is not None:
+            check_id(entry.parent, name="parent")
         item: dict[str, Any] = {
             "pk": {"S": f"LEDGER#{at[:10]}#{secrets.randbelow(self.shards)}"},
             "sk": {"S": f"{at}#{entry_id}"},
@@ -223,7 +250,7 @@ class CallLedger:
         }
         if entry.revision is not None:
             item["revision"] = {"N": str(entry.revision)}
-        for field in ("view", "bundle", "detail"):
+        for field in ("view", "bundle", "detail", "parent"):
             value = getattr(entry, field)
             if value:
                 item[field] = {"S": value}
@@ -244,6 +271,8 @@ class CallLedger:
             raise LedgerQueryError(f"outcome: must be one of {', '.join(OUTCOMES)}")
         if not 1 <= where.limit <= MAX_PAGE:
             raise LedgerQueryError(f"limit: must be from 1 to {MAX_PAGE}")
+        if where.parent is not None:
+            check_id(where.parent, name="parent", error=LedgerQueryError)
         now = datetime.fromtimestamp(self._clock(), UTC)
         end = parse_time(where.until, name="until") if where.until else now
         start = (
@@ -255,7 +284,7 @@ class CallLedger:
         if where.cursor is not None:
             high = min(high, _decode_cursor(where.cursor))
         filters = {"tool": where.tool, "caller": where.caller, "outcome": where.outcome,
-                   "view": where.view}  # fmt: skip
+                   "view": where.view, "parent": where.parent}  # fmt: skip
         found: list[CallRecord] = []
         budget = _Budget(READ_FACTOR * (where.limit + 1))  # and a small page per shard
         day, first = _day_of(high), start.date()
@@ -534,6 +563,7 @@ def _record(item: Mapping[str, Any]) -> CallRecord:
         args_digest=str(item["args_digest"]["S"]),
         detail=text("detail"),
         id=str(item["sk"]["S"]).rpartition("#")[2],
+        parent=text("parent"),
     )
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from kiln.access.ledger_shards import since_start
+from kiln.accounting.ledger_shards import since_start
 from kiln.aws.clients import LEDGER_SHARDS_SINCE_START
 
 

@@ -1,5 +1,5 @@
 """Each ledger day records how many shards it was written over; readers read exactly those
-(kiln.access.ledger_shards), against the moto server over HTTP."""
+(kiln.accounting.ledger_shards), against the moto server over HTTP."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from conftest import AwsStack
-from kiln.access import usage
-from kiln.access.ledger import CallLedger, CallRecord, LedgerQuery, writes
-from kiln.access.ledger_shards import FORMER_SHARDS, SINCE_PK
+from kiln.accounting import usage
+from kiln.accounting.ledger import CallLedger, CallRecord, LedgerQuery, writes
+from kiln.accounting.ledger_shards import FORMER_SHARDS, SINCE_PK
 
 DAY = "2027-01-15"
 

@@ -11,7 +11,7 @@ after, in the order the calls ended. A ledger query in this process first waits 
 entries answered before it (`drain`). At start, `replay` writes what the file still holds,
 skipping an entry the store has already. A present entry was counted in the day's totals by
 the run that wrote it (which loses at most what it had not flushed, as
-`kiln.access.ledger_totals` states); a replayed one is counted now; none is counted twice.
+`kiln.accounting.ledger_totals` states); a replayed one is counted now; none is counted twice.
 
 A store slower than the calls does not make the file (or the queue) grow without end: past
 `limit` entries waiting, `hold` waits for the writer, so answers slow down as they did when
@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any, BinaryIO
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
 
-log = logging.getLogger("kiln.access.pending")
+log = logging.getLogger("kiln.accounting.pending")
 
 Item = Mapping[str, Any]
 WRITE_ATTEMPTS = 3  # then the entry stays in the file and is written at the next start

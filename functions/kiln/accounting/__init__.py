@@ -1,0 +1,11 @@
+"""What each call cost and did: its account, admission at the gate, the ledger and usage."""
+
+__all__ = [
+    "account",
+    "gate",
+    "ledger",
+    "ledger_shards",
+    "ledger_totals",
+    "pending",
+    "usage",
+]
