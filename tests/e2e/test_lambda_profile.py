@@ -36,7 +36,7 @@ from kiln.runner.processes import alive
 EVENTS = Path(__file__).resolve().parents[1] / "events"
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="the profile's sandbox needs root")
 
-TALK_VARS = {"KILN_ANSWERS", "KILN_CAN_ASK", "KILN_TALK_FD"}
+TALK_VARS = {"KILN_ANSWERS", "KILN_CAN_ASK", "KILN_TALK_FD", "KILN_CALLS"}
 
 
 def tool(name: str, code: str) -> dict[str, Any]:
@@ -366,7 +366,7 @@ def test_a_tool_gets_no_event_of_another_caller_and_never_a_key(stack: Any) -> N
     # ... and a made-up request id answers nothing.
     assert "HTTP Error 400" in found["post guessed"], found
     assert "HTTP Error 400" in found["post current"], found
-    # The talk contract's three variables are the run's own (runner/TALKING.md); nothing else
+    # The talk contract's variables are the run's own (runner/TALKING.md); nothing else
     # of AWS or Kiln reaches the script.
     leaked = [n for n in found["environ"] if ("AWS" in n or "KILN" in n) and n not in TALK_VARS]
     assert not leaked, found

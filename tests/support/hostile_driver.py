@@ -677,6 +677,68 @@ async def bundle_write(runner: Runner, params: dict[str, Any]) -> dict[str, Any]
             "mode": oct(os.stat(bundle / "kiln_probe.py").st_mode & 0o777)}  # fmt: skip
 
 
+# Finds kiln_tools beside it, then tries to change its own copy and the server's source.
+HELPER_TAMPER = r"""
+import json, os, sys
+import kiln_tools
+args = json.load(sys.stdin)
+here = os.path.dirname(os.path.abspath(__file__))
+found = os.path.dirname(os.path.abspath(kiln_tools.__file__))
+out = {"found": found == os.path.join(here, "kiln_tools")}
+def attempt(name, path):
+    try:
+        with open(path, "a") as f:
+            f.write("\nraise SystemExit('tampered')\n")
+        out[name] = "done"
+    except OSError as e:
+        out[name] = type(e).__name__
+attempt("its own copy", os.path.join(here, "kiln_tools", "__init__.py"))
+attempt("the server's source", args["source"])
+attempt("the server's node source", args["node_source"])
+print(json.dumps(out))
+"""
+# A later run, of another tool: calls through its own kiln_tools and says what it holds.
+HELPER_PY = r"""
+import hashlib, json, os
+from kiln_tools import tools
+here = os.path.join(os.path.dirname(os.path.abspath(__file__)), "kiln_tools")
+def digest(name):
+    with open(os.path.join(here, name), "rb") as f:
+        return hashlib.sha256(f.read()).hexdigest()
+held = {name: digest(name) for name in os.listdir(here)}
+print(json.dumps({"value": tools.fx_rate(from_="GBP"), "files": held}))
+"""
+HELPER_NODE = r"""
+const crypto = require('node:crypto'), fs = require('node:fs'), path = require('node:path');
+const { tools } = require('./kiln_tools');
+const here = path.join(__dirname, 'kiln_tools');
+const files = {};
+for (const n of fs.readdirSync(here)) {
+  files[n] = crypto.createHash('sha256').update(fs.readFileSync(path.join(here, n))).digest('hex');
+}
+console.log(JSON.stringify({value: tools.fx_rate({from: 'GBP'}), files}));
+"""
+
+
+async def helper(runner: Runner, params: dict[str, Any]) -> dict[str, Any]:
+    """kiln_tools in every run: one run tries to change it, later runs of others use theirs."""
+    from kiln.runner import kiln_tools
+    from kiln.runner.kiln_tools import call_key
+
+    where = Path(kiln_tools.__file__).parent  # the source every run's copy is made from
+    args = {"source": str(where / "__init__.py"), "node_source": str(where / "index.js")}
+    tamper = await runner.run(request(HELPER_TAMPER, params, language="python", arguments=args))
+    answer = {"content": [{"type": "text", "text": "1.5"}], "isError": False}
+    answers = {call_key(1, "fx_rate", {"from": "GBP"}): answer}
+    later = {
+        language: await runner.run(
+            request(code, params, language=language, answers=answers, calls=("fx_rate",))
+        )
+        for language, code in (("python", HELPER_PY), ("node", HELPER_NODE))
+    }
+    return {"tamper": summary(tamper), **{lang: summary(result) for lang, result in later.items()}}
+
+
 SCENARIOS: dict[str, Callable[[Runner, dict[str, Any]], Awaitable[dict[str, Any]]]] = {
     "neighbours": neighbours,
     "server_secrets": server_secrets,
@@ -689,6 +751,7 @@ SCENARIOS: dict[str, Callable[[Runner, dict[str, Any]], Awaitable[dict[str, Any]
     "abandoned": abandoned,
     "bundle_write": bundle_write,
     "thread_daemon": thread_daemon,
+    "helper": helper,
 }
 
 

@@ -219,7 +219,7 @@ class Ran:
 
 def run_beside_helper(
     where: Path,
-    language: str,
+    language: Language,
     code: str,
     answers: dict[str, Any],
     calls: list[str] | None,
@@ -229,7 +229,7 @@ def run_beside_helper(
 ) -> Ran:
     """A script laid out as the runner lays it out (its files, then kiln_tools), run as a
     plain child process with a pipe at KILN_TALK_FD: what it says there, to the byte."""
-    write_run_files(where, files or {})
+    write_run_files(where, files or {}, language)
     script = where / ("main.py" if language == "python" else "main.cjs")
     script.write_text(code)
     command = [sys.executable] if language == "python" else [str(find_node())]

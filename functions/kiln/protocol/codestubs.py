@@ -5,7 +5,11 @@ function per tool. Each takes keyword-only arguments typed from the tool's input
 (`str`, `int`, `float`, `bool`, `list[...]`, `dict[str, Any]`, `Literal[...]` for an enum or a
 const, unions for a list of types or `anyOf`/`oneOf`, `Any` for the rest), a required one
 without a default and an optional one as `X | None = None`, left out of the call while it is
-None. Its docstring is the tool's description and each argument's description, the same text
+None. A schema that takes more than it names (`additionalProperties` true or a schema, or no
+`properties` at all and no `additionalProperties: false`) adds `**kwargs`, sent as given (one
+trailing `_` dropped, as `tools.x(from_=...)` does); otherwise an argument the schema does not
+name is a TypeError before anything is asked (`tools.call` reaches anything). Its docstring is
+the tool's description and each argument's description, the same text
 `describe_tools` gives (`protocol/discovery.py`). It calls `kiln_tools.tools.call(name,
 arguments)` (runner/TALKING.md, "Calling tools"): back through the gate, as the same caller.
 
@@ -45,10 +49,12 @@ STUBS_FILE = "kiln_view.py"
 RESERVED_GLOBALS = frozenset({"tools", "ToolCallError"})
 _TAKEN = frozenset(dir(builtins)) | RESERVED_GLOBALS
 _NOT_IDENTIFIER = re.compile(r"[^A-Za-z0-9_]")
+_MORE = "kwargs"  # the name of the arguments a schema takes without naming them
 _SIMPLE = {"string": "str", "integer": "int", "number": "float", "boolean": "bool"}
 _MAX_DEPTH = 4  # nesting rendered as types; deeper is Any
 _SUMMARY_LITERALS = 8  # enum values a summary line shows
 _SUMMARY_CHARS = 120
+_MORE_CHARS = 64  # kept for the line that says how many more tools there are
 
 
 @dataclass(frozen=True)
@@ -58,10 +64,11 @@ class _Typing:
     any: str
     literal: str
     max_literals: int | None = None
+    terse: bool = False  # for the reader: `**kwargs` without its annotation
 
 
 _MODULE = _Typing("_Any", "_Literal")
-_READER = _Typing("Any", "Literal", _SUMMARY_LITERALS)
+_READER = _Typing("Any", "Literal", _SUMMARY_LITERALS, terse=True)
 
 
 @dataclass(frozen=True)
@@ -107,7 +114,15 @@ def _identifier(name: str, taken: frozenset[str]) -> str:
 
 
 def _argument_names(properties: Sequence[str]) -> dict[str, str]:
-    return _unique(properties, frozenset({"_call"}))
+    return _unique(properties, frozenset({"_call", _MORE}))
+
+
+def _takes_more(schema: Mapping[str, Any]) -> bool:
+    """Whether the tool takes arguments its schema does not name (see the module docstring)."""
+    extra = schema.get("additionalProperties")
+    if extra is None:
+        return not isinstance(schema.get("properties"), Mapping) or not schema["properties"]
+    return extra is not False
 
 
 def python_type(schema: object, spelled: _Typing = _READER, depth: int = 0) -> str:
@@ -182,8 +197,13 @@ def _returns(tool: ToolView, spelled: _Typing) -> str:
 def _signature(
     tool: ToolView, function: str, spelled: _Typing, star: str = "*, ", returns: str = ""
 ) -> str:
-    params = ", ".join(p.source() for p in _params(tool, spelled))
-    return f"{function}({star if params else ''}{params}) -> {returns or _returns(tool, spelled)}"
+    listed = [p.source() for p in _params(tool, spelled)]
+    params = ", ".join(listed)
+    opening = star if listed else ""
+    if _takes_more(tool.input_schema):
+        more = f"**{_MORE}" if spelled.terse else f"**{_MORE}: {spelled.any}"
+        params = ", ".join([*listed, more])  # `*, **kwargs` alone is no Python: no star then
+    return f"{function}({opening}{params}) -> {returns or _returns(tool, spelled)}"
 
 
 def _fields(tool: ToolView) -> str:
@@ -264,9 +284,12 @@ from kiln_tools import ToolCallError
 from kiln_tools import tools as _tools
 
 
-def _call(name, arguments, optional):
-    """Call the tool `name` with the arguments given (an optional one left at None is not)."""
+def _call(name, arguments, optional, more=None):
+    """Call the tool `name` with the arguments given (an optional one left at None is not),
+    and those its schema does not name (`from_` sends `from`)."""
     sent = {k: v for k, v in arguments.items() if v is not None or k not in optional}
+    for key, value in (more or {}).items():
+        sent[key[:-1] if key.endswith("_") and len(key) > 1 else key] = value
     return _tools.call(name, sent)
 '''
 
@@ -280,28 +303,41 @@ def python_stubs(tools: Sequence[ToolView]) -> str:
         arguments = ", ".join(f"{p.json_name!r}: {p.name}" for p in params)
         optional = "".join(f"{p.json_name!r}, " for p in params if not p.required)
         body = _docstring_literal(docstring(tool))
+        more = f", {_MORE}" if _takes_more(tool.input_schema) else ""
         parts.append(
             f"\n\ndef {_signature(tool, names[tool.name], _MODULE)}:\n"
             f"    {body}\n"
-            f"    return _call({tool.name!r}, {{{arguments}}}, ({optional}))\n"
+            f"    return _call({tool.name!r}, {{{arguments}}}, ({optional}){more})\n"
         )
     exported = ", ".join(repr(names[tool.name]) for tool in tools)
     parts.append(f"\n\n__all__ = [{exported}]\n")
     return "".join(parts)
 
 
-def python_stub_summary(tools: Sequence[ToolView]) -> str:
-    """One line per tool for the model: its function's signature, then its description's
-    first line (every argument is keyword-only)."""
+def python_stub_summary(tools: Sequence[ToolView], max_chars: int | None = None) -> str:
+    """One line per tool for the model: its function's signature (`-> Any` left out), then
+    its description's first line; every argument is keyword-only. Past `max_chars`, the lines
+    that fit and how many more tools search_tools finds."""
     names = function_names(tools)
-    lines = []
-    for tool in tools:
-        first = next((line.strip() for line in tool.description.splitlines() if line.strip()), "")
-        if len(first) > _SUMMARY_CHARS:
-            first = first[: _SUMMARY_CHARS - 1].rstrip() + "…"
-        signature = _signature(tool, names[tool.name], _READER, star="", returns=_fields(tool))
-        lines.append(f"{signature}  # {first}" if first else signature)
+    lines: list[str] = []
+    used = 0
+    for index, tool in enumerate(tools):
+        line = _summary_line(tool, names[tool.name])
+        if max_chars is not None and used + len(line) + 1 > max_chars - _MORE_CHARS:
+            lines.append(f"... and {len(tools) - index} more tools: find them with search_tools")
+            break
+        lines.append(line)
+        used += len(line) + 1
     return "\n".join(lines)
+
+
+def _summary_line(tool: ToolView, function: str) -> str:
+    first = next((line.strip() for line in tool.description.splitlines() if line.strip()), "")
+    if len(first) > _SUMMARY_CHARS:
+        first = first[: _SUMMARY_CHARS - 1].rstrip() + "…"
+    signature = _signature(tool, function, _READER, star="", returns=_fields(tool))
+    signature = signature.removesuffix(" -> Any")
+    return f"{signature}  # {first}" if first else signature
 
 
 EXECUTE_WRAPPER = '''\

@@ -342,7 +342,7 @@ class Runner:
                 record.uid = lease.uid
             elif self._sweeps:
                 record.before = contain.snapshot(record.shared_dirs)
-            write_run_files(run_dir, request.files)  # and kiln_tools/, for calling tools
+            write_run_files(run_dir, request.files, request.language)  # and kiln_tools/
             script = run_dir / SCRIPT_NAMES[request.language]
             script.write_text(request.code, encoding="utf-8")
             env = script_environment(request.language, run_dir, interpreter, request.bundle_path)

@@ -284,9 +284,9 @@ def _found(server: Server, dump: dict[str, Any], needles: list[str]) -> list[str
 def test_snooping_tool_finds_no_credential_no_key_and_no_other_secret(server: Server) -> None:
     dump = _snoop(server)
     assert _found(server, dump, list(server.needles)) == []
-    # The talk contract's three variables are the run's own (runner/TALKING.md): no setting,
-    # key or credential of the server's.
-    talk = {"KILN_ANSWERS", "KILN_CAN_ASK", "KILN_TALK_FD"}
+    # The talk contract's variables are the run's own (runner/TALKING.md): no setting, key or
+    # credential of the server's.
+    talk = {"KILN_ANSWERS", "KILN_CAN_ASK", "KILN_TALK_FD", "KILN_CALLS"}
     assert not [n for n in dump["own"] if n.startswith(("AWS_", "KILN_")) and n not in talk]
 
 

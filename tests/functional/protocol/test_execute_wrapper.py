@@ -3,7 +3,6 @@ code calls the view's tools as functions, each call an ask line as any tool's (T
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -12,7 +11,6 @@ import pytest
 from kiln.protocol.backend import ToolView
 from kiln.protocol.codestubs import execute_program
 from kiln.runner.kiln_tools import call_key
-from kiln.runner.model import RunRequest
 from support.runner import Harness, Ran, run_beside_helper
 from support.runner import harness_fixture as harness_fixture
 
@@ -138,11 +136,8 @@ def test_execute_runs_through_the_runner_with_its_stubs_beside_it(
     runner = harness.with_settings(run_uids=None) if model == "shared-uid" else harness
     program, files = execute_program(VIEW)
     names = tuple(tool.name for tool in VIEW)
-    if "calls" in RunRequest.__dataclass_fields__:  # issue 38's runner side
-        calling: dict[str, Any] = {"calls": names}
-    else:
-        calling = {"extra_env": {"KILN_CALLS": json.dumps(list(names))}}
     answers = {FIRST: text_result("12.5"), SECOND: text_result("2343.75")}
-    result = runner.run(program, files=files, arguments={"code": CODE}, answers=answers, **calling)
+    arguments = {"code": CODE}
+    result = runner.run(program, files=files, arguments=arguments, answers=answers, calls=names)
     assert (result.exit_code, result.stdout) == (0, "A-1 costs 2343.75 yen\n"), result.stderr
     harness.assert_clean()

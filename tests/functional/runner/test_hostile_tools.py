@@ -17,6 +17,7 @@ state directory) belong beside them, as more tests taking the `stage` fixture or
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
 import pwd
@@ -528,4 +529,25 @@ def test_without_a_fence_a_bundle_file_refuses_a_plain_write_but_not_a_changed_m
     # What the README's known limits say: the server's uid, unfenced, can change its files.
     assert outcome["chmod"] == "done", outcome
     assert outcome["create beside"] == "done", outcome
+    stage.assert_contained(report)
+
+
+def test_every_run_finds_its_own_kiln_tools_and_no_run_changes_another_runs(
+    stage: Stage,
+) -> None:
+    """The helper for calling tools is written into each run's own directory: readable
+    there in every uid model, changed by nobody but that run, for nobody but itself."""
+    report = stage.run("helper")
+    tamper = output_of(report, "tamper")
+    assert tamper["found"] is True, tamper
+    assert tamper["its own copy"] == "done"  # its own, gone with it
+    refused = (tamper["the server's source"], tamper["the server's node source"])
+    assert refused == ("PermissionError", "PermissionError"), tamper
+    source = FUNCTIONS / "kiln" / "runner" / "kiln_tools"
+    for language, names in (("python", ["__init__.py"]), ("node", ["index.js", "package.json"])):
+        pristine = {
+            name: hashlib.sha256((source / name).read_bytes()).hexdigest() for name in names
+        }
+        later = output_of(report, language)
+        assert later == {"value": 1.5, "files": pristine}, (language, later)
     stage.assert_contained(report)

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from kiln.runner.kiln_tools import call_key
-from kiln.runner.model import RunRequest
+from kiln.runner.model import Language
 from kiln.runner.shipped import write_run_files
 from support.runner import Harness, run_beside_helper
 from support.runner import harness_fixture as harness_fixture
@@ -66,12 +66,13 @@ BOTH = {
 
 
 @pytest.fixture(params=["python", "node"])
-def language(request: pytest.FixtureRequest) -> str:
-    return str(request.param)
+def language(request: pytest.FixtureRequest) -> Language:
+    chosen: Language = request.param
+    return chosen
 
 
 def test_a_first_run_asks_for_its_first_call_once_and_ends_with_exit_0(
-    tmp_path: Path, language: str
+    tmp_path: Path, language: Language
 ) -> None:
     ran = run_beside_helper(tmp_path, language, SCRIPTS[language], {}, ["fx_rate", "fmt-money"])
     assert (ran.code, ran.stdout) == (0, ""), ran.stderr
@@ -80,7 +81,7 @@ def test_a_first_run_asks_for_its_first_call_once_and_ends_with_exit_0(
 
 
 def test_a_run_with_the_first_answer_asks_the_second_and_with_both_prints_its_result(
-    tmp_path: Path, language: str
+    tmp_path: Path, language: Language
 ) -> None:
     second = run_beside_helper(tmp_path, language, SCRIPTS[language], RATE_ANSWER, None)
     assert (second.code, second.stdout) == (0, ""), second.stderr
@@ -94,7 +95,7 @@ def test_a_run_with_the_first_answer_asks_the_second_and_with_both_prints_its_re
 
 
 def test_an_error_result_raises_tool_call_error_which_the_script_may_catch(
-    tmp_path: Path, language: str
+    tmp_path: Path, language: Language
 ) -> None:
     answers = {**RATE_ANSWER, FORMAT_KEY: text_result("unknown currency JPX", error=True)}
     ran = run_beside_helper(tmp_path, language, SCRIPTS[language], answers, None)
@@ -121,14 +122,16 @@ def test_an_error_result_raises_tool_call_error_which_the_script_may_catch(
     ],
 )
 def test_no_try_of_the_script_swallows_the_end_of_a_run_that_asked(
-    tmp_path: Path, language: str, code: str
+    tmp_path: Path, language: Language, code: str
 ) -> None:
     ran = run_beside_helper(tmp_path, language, code, {}, None)
     assert (ran.code, ran.stdout, ran.stderr) == (0, "", "")
     assert [line["ask"] for line in ran.talk] == [RATE_KEY]
 
 
-def test_arguments_that_change_between_rounds_make_a_new_key(tmp_path: Path, language: str) -> None:
+def test_arguments_that_change_between_rounds_make_a_new_key(
+    tmp_path: Path, language: Language
+) -> None:
     """The answer to GBP->JPY is not the answer to GBP->USD: the call is made again."""
     code = SCRIPTS[language].replace("'JPY'}", "'USD'}").replace('to="JPY"', 'to="USD"')
     ran = run_beside_helper(tmp_path, language, code, RATE_ANSWER, None)
@@ -139,7 +142,7 @@ def test_arguments_that_change_between_rounds_make_a_new_key(tmp_path: Path, lan
 
 
 def test_a_tool_not_in_kiln_calls_is_refused_at_once_without_asking(
-    tmp_path: Path, language: str
+    tmp_path: Path, language: Language
 ) -> None:
     ran = run_beside_helper(tmp_path, language, SCRIPTS[language], RATE_ANSWER, ["fx_rate"])
     assert ran.talk == []
@@ -154,9 +157,20 @@ def test_a_tool_not_in_kiln_calls_is_refused_at_once_without_asking(
     assert "(here: none: its manifest declares no calls)" in none.stdout + none.stderr
 
 
+def test_what_javascript_asks_of_an_object_is_no_call_in_node(tmp_path: Path) -> None:
+    """`${tools}`, `await tools`, JSON and console.log do not call tools named `toString`,
+    `then` or `toJSON` (those are called with tools.call)."""
+    code = (
+        "const { tools } = require('./kiln_tools');\n"
+        "(async () => { await tools; console.log(`${tools}`, JSON.stringify(tools)); })();\n"
+    )
+    ran = run_beside_helper(tmp_path, "node", code, {}, ["fx_rate"])
+    assert (ran.code, ran.stdout, ran.talk) == (0, "[object Object] {}\n", []), ran.stderr
+
+
 def test_outside_a_kiln_run_a_call_says_why_it_cannot_ask(tmp_path: Path) -> None:
     code = "from kiln_tools import tools\ntools.fx_rate(from_='GBP')\n"
-    write_run_files(tmp_path, {})
+    write_run_files(tmp_path, {}, "python")
     (tmp_path / "main.py").write_text(code)
     done = subprocess.run(
         [sys.executable, "main.py"], cwd=tmp_path, env={}, capture_output=True, text=True,
@@ -169,14 +183,6 @@ def test_outside_a_kiln_run_a_call_says_why_it_cannot_ask(tmp_path: Path) -> Non
 # Through the Runner: the helper is there in every run, without files, in both uid models.
 
 
-def calling(*names: str) -> dict[str, Any]:
-    """The RunRequest fields that let a run call `names`: `calls` where the runner has it
-    (issue 38's runner side), else the variable itself."""
-    if "calls" in RunRequest.__dataclass_fields__:
-        return {"calls": names}
-    return {"extra_env": {"KILN_CALLS": json.dumps(list(names))}}
-
-
 @pytest.fixture(params=["uid-per-run", "shared-uid"])
 def model(request: pytest.FixtureRequest, harness: Harness) -> Harness:
     if request.param == "shared-uid":
@@ -185,12 +191,12 @@ def model(request: pytest.FixtureRequest, harness: Harness) -> Harness:
 
 
 def test_every_run_finds_kiln_tools_beside_its_script_without_files_of_its_own(
-    model: Harness, language: str
+    model: Harness, language: Language
 ) -> None:
-    result = model.run(SCRIPTS[language], language, answers=BOTH, **calling("fx_rate", "fmt-money"))  # type: ignore[arg-type]
+    result = model.run(SCRIPTS[language], language, answers=BOTH, calls=("fx_rate", "fmt-money"))
     assert result.exit_code == 0, result.stderr
     assert json.loads(result.stdout) == {"rate": 187.5, "text": {"text": "¥187.50"}}
-    refused = model.run(SCRIPTS[language], language, answers=RATE_ANSWER, **calling("fx_rate"))  # type: ignore[arg-type]
+    refused = model.run(SCRIPTS[language], language, answers=RATE_ANSWER, calls=("fx_rate",))
     assert "may not call 'fmt-money'" in refused.stdout, refused.stderr
     model.assert_clean()
 
@@ -205,7 +211,7 @@ def test_a_run_s_copy_of_kiln_tools_is_its_own(model: Harness) -> None:
     )
     first = model.run(tamper)
     assert first.stdout == "True 0o0\n", first.stderr  # the run's own file, no one else's to write
-    after = model.run(SCRIPTS["python"], answers=BOTH, **calling("fx_rate", "fmt-money"))  # type: ignore[arg-type]
+    after = model.run(SCRIPTS["python"], answers=BOTH, calls=("fx_rate", "fmt-money"))
     assert json.loads(after.stdout) == {"rate": 187.5, "text": {"text": "¥187.50"}}, after.stderr
     model.assert_clean()
 

@@ -34,8 +34,9 @@ def test_script_sees_no_server_secrets_only_the_allow_list(
     env = json.loads(result.stdout)
     for value in planted_secrets:
         assert value not in result.stdout
-    # The talk contract's three variables are the only KILN_ names a script sees.
-    talk = {"KILN_TALK_FD", "KILN_ANSWERS", "KILN_CAN_ASK"}
+    # The talk contract's variables are the only KILN_ names a script sees (KILN_CALLS: the
+    # tools it may call, runner/TALKING.md "Calling tools").
+    talk = {"KILN_TALK_FD", "KILN_ANSWERS", "KILN_CAN_ASK", "KILN_CALLS"}
     assert not [n for n in env if n.startswith(("AWS_", "KILN_")) and n not in talk]
     assert talk <= set(env)
     allowed = {
@@ -91,7 +92,8 @@ def test_each_run_gets_a_fresh_private_directory_that_is_removed(harness: Harnes
     assert Path(first["cwd"]).parent == harness.work_root
     assert first["mode"] == stat.S_IRWXU
     assert first["home"] == first["tmp"] == first["cwd"]
-    assert second["files"] == ["left-behind.txt", "main.py"]  # nothing from the first run
+    # nothing from the first run; Kiln's helper for calling tools beside every script
+    assert second["files"] == ["kiln_tools", "left-behind.txt", "main.py"]
     assert not Path(first["cwd"]).exists()
     harness.assert_clean()
 

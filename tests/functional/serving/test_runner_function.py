@@ -24,6 +24,7 @@ from typing import Any
 import pytest
 
 from kiln.runner import RunRequest
+from kiln.runner.kiln_tools import call_key
 from kiln.runner.remote import encode, result_from
 from support import private_world
 from support.runner import private_uid_range
@@ -117,6 +118,29 @@ def test_a_doctor_payload_answers_the_probe(function: WorldOfItsOwn) -> None:
     found = function.handle({"kiln_doctor": 1})["doctor"]
     assert found["kernel"] == os.uname().release
     assert found["runs"]["isolation"] in ("mounts", "uid", "landlock", "shared")
+
+
+@pytest.mark.parametrize("world", ["function", "shared"])
+def test_a_run_in_the_runner_function_finds_kiln_tools_beside_its_script(
+    world: str, request: pytest.FixtureRequest
+) -> None:
+    """Nothing to install: the runner function lays out kiln_tools as `kiln dev` does."""
+    answers = {
+        call_key(1, "fx_rate", {"from": "GBP"}): {"content": [{"type": "text", "text": "1.5"}]}
+    }
+    code = "from kiln_tools import tools\nprint(tools.fx_rate(from_='GBP') * 2)"
+    run = RunRequest(
+        language="python",
+        code=code,
+        arguments={},
+        timeout_s=10,
+        answers=answers,
+        calls=("fx_rate",),
+    )
+    handler: WorldOfItsOwn = request.getfixturevalue(world)  # a uid per run, or one uid
+    answer = handler.handle(encode(run, tenant="tool-a", tool_id="tool-a", bundle=None), "tool-a")
+    result = result_from(answer["result"])
+    assert (result.stdout, result.stderr) == ("3.0\n", ""), answer
 
 
 SWEEPER = """

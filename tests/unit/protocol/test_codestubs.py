@@ -92,7 +92,7 @@ def test_the_stubs_compile_and_each_signature_is_typed_from_the_schema(
         "limit: int | None = None, _2fa_code: int | None = None, "
         "matrix: list[list[float]] | None = None, extra: Any = None) -> Any"
     )
-    assert str(inspect.signature(view.import_)) == "() -> Any"
+    assert str(inspect.signature(view.import_)) == "(**kwargs: Any) -> Any"  # takes anything
 
 
 def test_docstrings_carry_the_description_and_each_argument_s_description(
@@ -123,6 +123,32 @@ def test_a_stub_sends_its_tool_s_name_and_only_the_arguments_given(
     assert view.fx_rate(from_="GBP", to="JPY") == {"rate": 187.5}
     with pytest.raises(TypeError, match="missing 1 required keyword-only argument: 'to'"):
         view.fx_rate(from_="GBP")
+
+
+def test_arguments_a_schema_does_not_name_go_through_kwargs_only_where_it_takes_them(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    obj = {"type": "object"}
+    named = {**obj, "properties": {"to": {"type": "string"}}}
+    tools = [
+        ToolView("anything", "", obj),
+        ToolView("closed", "", {**obj, "additionalProperties": False}),
+        ToolView("named", "", named),
+        ToolView("named_and_more", "", {**named, "additionalProperties": {"type": "integer"}}),
+    ]
+    key = call_key(1, "anything", {"from": "GBP", "to": "JPY"})
+    monkeypatch.setenv(
+        "KILN_ANSWERS", json.dumps({key: {"content": [{"type": "text", "text": "1"}]}})
+    )
+    view = load(python_stubs(tools), monkeypatch)
+    assert view.anything(from_="GBP", to="JPY") == 1  # from_ sends "from", as tools.x does
+    assert str(inspect.signature(view.closed)) == "() -> Any"
+    assert str(inspect.signature(view.named)) == "(*, to: str | None = None) -> Any"
+    assert str(inspect.signature(view.named_and_more)) == (
+        "(*, to: str | None = None, **kwargs: Any) -> Any"
+    )
+    with pytest.raises(TypeError, match="unexpected keyword argument 'amount'"):
+        view.named(to="JPY", amount=1)
 
 
 def test_names_are_made_safe_and_a_name_that_needs_no_change_keeps_it() -> None:
@@ -176,7 +202,7 @@ def test_the_summary_is_one_line_per_tool_its_signature_and_first_line() -> None
     assert python_stub_summary([FX, KEYWORD]) == (
         "fx_rate(from_: Literal['GBP', 'USD', 'EUR'], to: str, amount: float | None = None)"
         " -> {'rate': float}  # Convert an amount between currencies.\n"
-        "import_() -> Any  # Import a file."
+        "import_(**kwargs)  # Import a file."
     )
     many = ToolView(
         "pick",
@@ -188,6 +214,17 @@ def test_the_summary_is_one_line_per_tool_its_signature_and_first_line() -> None
     assert "v8" not in line
     assert line.endswith("x…")
     assert len(line) < 250
+
+
+def test_a_summary_past_its_budget_says_how_many_more_tools_search_finds() -> None:
+    closed = {"type": "object", "additionalProperties": False}
+    tools = [ToolView(f"tool_{i}", f"Does thing {i}.", closed) for i in range(50)]
+    summary = python_stub_summary(tools, max_chars=400)
+    assert len(summary) <= 400
+    *shown, last = summary.splitlines()
+    assert shown[:2] == ["tool_0()  # Does thing 0.", "tool_1()  # Does thing 1."]
+    assert last == f"... and {50 - len(shown)} more tools: find them with search_tools"
+    assert python_stub_summary(tools[:3], max_chars=400).count("\n") == 2  # all fit
 
 
 def test_a_hundred_tools_make_a_module_that_compiles(monkeypatch: pytest.MonkeyPatch) -> None:

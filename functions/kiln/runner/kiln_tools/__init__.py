@@ -96,6 +96,7 @@ class Tools:
 
     def __init__(self) -> None:
         self._count = 0
+        self._answers: dict[str, Any] | None = None  # read once: a run's answers never change
 
     def __getattr__(self, name: str) -> _Tool:
         if name.startswith("_"):
@@ -118,7 +119,9 @@ class Tools:
         not answered yet is asked at once (the run ends once, not once per call); a failed
         one raises its ToolCallError once all are answered (the first, in order)."""
         planned = [self._planned(name, arguments) for name, arguments in calls]
-        answers = _answers()
+        if self._answers is None:
+            self._answers = _answers()
+        answers = self._answers
         missing = [(key, name, arguments) for key, name, arguments in planned if key not in answers]
         if missing:
             _ask(missing)

@@ -96,11 +96,12 @@ function ask(calls) {
 }
 
 let count = 0;
+let answers = null; // read once: a run's answers never change
 
 // Independent calls together, in one round: gather([[name, args], ...]) -> their results.
 function gather(calls) {
   const planned = calls.map(([name, args]) => plan(name, args));
-  const answers = JSON.parse(process.env.KILN_ANSWERS || '{}') || {};
+  if (answers === null) answers = JSON.parse(process.env.KILN_ANSWERS || '{}') || {};
   const missing = planned.filter(({key}) => !Object.prototype.hasOwnProperty.call(answers, key));
   if (missing.length) ask(missing);
   return planned.map(({key, name}) => resultOf(key, name, answers[key]));
@@ -140,7 +141,9 @@ const tools = new Proxy(
     get(target, prop) {
       if (prop === 'call') return call;
       if (prop === 'gather') return gather;
-      if (typeof prop !== 'string' || prop === 'then' || prop === 'toJSON' || prop === 'inspect') return undefined;
+      // Not tools: what JavaScript itself asks an object for (`${tools}`, await, JSON).
+      if (typeof prop !== 'string' || prop === 'then' || prop === 'toJSON') return undefined;
+      if (prop in Object.prototype) return Reflect.get(target, prop);
       return (args) => call(prop, args);
     },
   },
