@@ -40,7 +40,7 @@ from kiln.catalog.errors import (
     StaleRevisionError,
     ToolNotFoundError,
 )
-from kiln.catalog.model import Draft, Revision, Tool
+from kiln.catalog.model import Draft, Revision, Tool, definition_of
 from kiln.catalog.names import NAME_PATTERN, taken_by
 from kiln.catalog.toolfiles import digest as content_digest
 from kiln.catalog.toolfiles import same_definition, same_revision
@@ -396,26 +396,15 @@ class CatalogStore:
             else None
         )
         return Revision(
+            **definition_of(draft),
             tool_id=tool_id,
             number=number,
-            description=draft.description,
-            language=draft.language,
             code_key=key,
             code_sha256=digest,
-            requirements=draft.requirements,
-            input_schema=draft.input_schema,
-            output_schema=draft.output_schema,
-            title=draft.title,
-            annotations=draft.annotations,
-            timeout_seconds=draft.timeout_seconds,
             bundle_id=bundle_id,
             created_at=now,
             created_by=actor,
-            secrets=draft.secrets,
             files=files,
-            task=draft.task,
-            tags=draft.tags,
-            calls=draft.calls,
         )
 
     def _check_head(self, tool: Tool, expected: int) -> None:
