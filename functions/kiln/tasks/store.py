@@ -398,35 +398,23 @@ class TaskStore:
     def note(self, item: TaskItem, message: str, *, now: str) -> bool:
         """A working task's status message (its run's progress), which is a change of the task:
         `updated_at` (its `lastUpdatedAt`) moves with it. False once it is not working."""
-        try:
-            self.ddb.update_item(
-                TableName=self.table,
-                Key=_key(item.owner, item.task_id),
-                UpdateExpression="SET status_message = :m, updated_at = :now",
-                ConditionExpression="#s = :w",
-                ExpressionAttributeNames={"#s": "status"},
-                ExpressionAttributeValues={
-                    ":m": {"S": message},
-                    ":now": {"S": now},
-                    ":w": {"S": "working"},
-                },
-            )
-        except ClientError as exc:
-            if _failed_condition(exc):
-                return False
-            raise
-        return True
+        values = {":m": {"S": message}, ":now": {"S": now}}
+        return self._while_working(item, "SET status_message = :m, updated_at = :now", values)
 
     def renew(self, item: TaskItem, *, lease_until: float) -> bool:
         """Extend a working task's lease; False when it is no longer working (cancelled)."""
+        return self._while_working(item, "SET lease_until = :lease", {":lease": _n(lease_until)})
+
+    def _while_working(self, item: TaskItem, update: str, values: dict[str, Any]) -> bool:
+        """Apply `update` to the task if it is still working; False once it is not."""
         try:
             self.ddb.update_item(
                 TableName=self.table,
                 Key=_key(item.owner, item.task_id),
-                UpdateExpression="SET lease_until = :lease",
+                UpdateExpression=update,
                 ConditionExpression="#s = :w",
                 ExpressionAttributeNames={"#s": "status"},
-                ExpressionAttributeValues={":lease": _n(lease_until), ":w": {"S": "working"}},
+                ExpressionAttributeValues={**values, ":w": {"S": "working"}},
             )
         except ClientError as exc:
             if _failed_condition(exc):
