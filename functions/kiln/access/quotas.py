@@ -372,22 +372,21 @@ class QuotaCounters:
         return found
 
     def _take_claim(self, subject: str, limit: int) -> bool:
-        with self._lock:
-            window = self._current(subject, limit)
-            if window is None or window.claimed == 0:
-                return False
-            window.claimed -= 1
-            window.admitted += 1
-            return True
+        return self._move_claim(subject, limit, admitted=1)
 
     def _return_claim(self, subject: str, limit: int) -> bool:
         """Keep a given-back call as a claim of this process (while it holds claims anyway)."""
+        return self._move_claim(subject, limit, admitted=-1)
+
+    def _move_claim(self, subject: str, limit: int, *, admitted: int) -> bool:
+        """Admit one of this process's claimed calls (1) or give one back to its claims (-1);
+        False, and nothing moves, unless it holds claims in the subject's open window."""
         with self._lock:
             window = self._current(subject, limit)
             if window is None or window.claimed == 0:
                 return False
-            window.claimed += 1
-            window.admitted -= 1
+            window.claimed -= admitted
+            window.admitted += admitted
             return True
 
     def _claim_size(self, subject: str, limit: int) -> int:
