@@ -308,17 +308,25 @@ class TaskService:
         except Exception:
             log.exception("task %s: could not start its worker", item.task_id)
             message = "Internal error: the task's worker could not be started"
-            await asyncio.to_thread(
-                self.store.settle,
-                item,
-                "failed",
-                now=iso(self.clock()),
-                message=message,
-                error=internal_error(message),
-                ledger=self._entry(item, "tool_error", "task: its worker could not be started"),
-            )
+            await self._fail(item, message, "task: its worker could not be started")
             return self._record(await self._get(item.owner, item.task_id) or item)
         return self._record(item)
+
+    async def _fail(
+        self, item: TaskItem, message: str, detail: str, *, lease_seen: float | None = None
+    ) -> None:
+        """End a task `failed` here, not by its worker: `message` said as an internal error,
+        ledgered as a tool error with `detail`."""
+        await asyncio.to_thread(
+            self.store.settle,
+            item,
+            "failed",
+            now=iso(self.clock()),
+            message=message,
+            error=internal_error(message),
+            lease_seen=lease_seen,
+            ledger=self._entry(item, "tool_error", detail),
+        )
 
     def _entry(self, item: TaskItem, outcome: Outcome, detail: str) -> dict[str, Any] | None:
         """The ledger item of a task's call ended here, not by its worker (no run-seconds
@@ -332,15 +340,8 @@ class TaskService:
     async def _get(self, owner: str, task_id: str) -> TaskItem | None:
         item = await asyncio.to_thread(self.store.get, owner, task_id)
         if item is not None and item.status == "working" and item.lease_until < self.clock():
-            await asyncio.to_thread(
-                self.store.settle,
-                item,
-                "failed",
-                now=iso(self.clock()),
-                message=LEASE_LOST,
-                error=internal_error(LEASE_LOST),
-                lease_seen=item.lease_until,
-                ledger=self._entry(item, "tool_error", "task: its worker was lost"),
+            await self._fail(
+                item, LEASE_LOST, "task: its worker was lost", lease_seen=item.lease_until
             )
             item = await asyncio.to_thread(self.store.get, owner, task_id)
         return item
