@@ -45,7 +45,7 @@ import math
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import KW_ONLY, dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -188,23 +188,17 @@ class _Window:
     since_ms: int = 0  # when this process first counted in it
 
 
+@dataclass(eq=False)
 class QuotaCounters:
-    def __init__(
-        self,
-        dynamodb: DynamoDBClient,
-        *,
-        table: str,
-        clock: Callable[[], float] = time.time,
-        claim_horizon_s: float = CLAIM_HORIZON_S,
-    ) -> None:
-        self._db = dynamodb
-        self._table = table
-        self._clock = clock
-        self._horizon_s = claim_horizon_s
-        self._lock = threading.Lock()
-        self._windows: dict[str, _Window] = {}
-        self._days: dict[str, _Day] = {}
-        self._claiming: dict[str, threading.Lock] = {}
+    db: DynamoDBClient
+    _: KW_ONLY
+    table: str
+    clock: Callable[[], float] = time.time
+    claim_horizon_s: float = CLAIM_HORIZON_S
+    _lock: threading.Lock = field(default_factory=threading.Lock, init=False)
+    _windows: dict[str, _Window] = field(default_factory=dict, init=False)
+    _days: dict[str, _Day] = field(default_factory=dict, init=False)
+    _claiming: dict[str, threading.Lock] = field(default_factory=dict, init=False)
 
     def admit(self, subject: str, quota: Quota) -> None:
         """Count one call against `quota`; QuotaExceededError when it is spent.
@@ -227,8 +221,8 @@ class QuotaCounters:
         if self._return_claim(subject, quota.calls_per_minute):
             return
         try:
-            self._db.update_item(
-                TableName=self._table,
+            self.db.update_item(
+                TableName=self.table,
                 Key=self._key(subject, "MINUTE"),
                 UpdateExpression="SET calls = calls - :one",
                 ConditionExpression="calls > :zero",
@@ -241,7 +235,7 @@ class QuotaCounters:
     def charge(self, subject: str, seconds: float) -> None:
         """Add a finished run's seconds to today's total (from this process's claimed block
         while it lasts)."""
-        now = self._clock()
+        now = self.clock()
         seconds = max(seconds, 0.0)
         with self._lock:
             held = self._days.get(subject)
@@ -252,8 +246,8 @@ class QuotaCounters:
                 seconds -= taken
         if seconds <= 0:
             return
-        self._db.update_item(
-            TableName=self._table,
+        self.db.update_item(
+            TableName=self.table,
             Key=self._key(subject, f"DAY#{_day(now)}"),
             UpdateExpression="ADD seconds :s SET expires_at = :ttl",
             ExpressionAttributeValues={
@@ -264,7 +258,7 @@ class QuotaCounters:
 
     def usage(self, subject: str) -> dict[str, Any]:
         """What `subject` has used: calls in the current minute window, calls/seconds today."""
-        now = self._clock()
+        now = self.clock()
         minute = self._get(subject, "MINUTE")
         day = self._get(subject, f"DAY#{_day(now)}")
         in_window = minute is not None and int(minute["window_start"]["N"]) > now * 1000 - WINDOW_MS
@@ -283,15 +277,15 @@ class QuotaCounters:
         return {"pk": {"S": pk}, "sk": {"S": sk}}
 
     def _get(self, subject: str, sk: str) -> dict[str, Any] | None:
-        item: dict[str, Any] | None = self._db.get_item(
-            TableName=self._table, Key=self._key(subject, sk), ConsistentRead=True
+        item: dict[str, Any] | None = self.db.get_item(
+            TableName=self.table, Key=self._key(subject, sk), ConsistentRead=True
         ).get("Item")
         return item
 
     def _check_day(self, subject: str, limit: float) -> None:
         """Admit one call against the day's run-seconds: from a claimed block, by claiming
         one, or exactly (one conditional update)."""
-        now = self._clock()
+        now = self.clock()
         today = _day(now)
         with self._lock:
             held = self._days.get(subject)
@@ -330,7 +324,8 @@ class QuotaCounters:
     def _block(self, held: _Day, now: float) -> float:
         """The run-seconds to claim now (0: count exactly): this process's recent use."""
         rate = held.used / max(0.1, now - held.mark)
-        block = min(CLAIM_MAX_S, rate * self._horizon_s, (held.limit - held.seen) / CLAIM_SHARE)
+        own = rate * self.claim_horizon_s
+        block = min(CLAIM_MAX_S, own, (held.limit - held.seen) / CLAIM_SHARE)
         return block if block >= CLAIM_MIN_S else 0.0
 
     def _claim_seconds(
@@ -371,28 +366,27 @@ class QuotaCounters:
     def _current(self, subject: str, limit: int) -> _Window | None:
         """This process's view of the subject's window, if that window is still open."""
         found = self._windows.get(subject)
-        now_ms = int(self._clock() * 1000)
+        now_ms = int(self.clock() * 1000)
         if found is None or found.limit != limit or found.start_ms <= now_ms - WINDOW_MS:
             return None
         return found
 
     def _take_claim(self, subject: str, limit: int) -> bool:
-        with self._lock:
-            window = self._current(subject, limit)
-            if window is None or window.claimed == 0:
-                return False
-            window.claimed -= 1
-            window.admitted += 1
-            return True
+        return self._move_claim(subject, limit, admitted=1)
 
     def _return_claim(self, subject: str, limit: int) -> bool:
         """Keep a given-back call as a claim of this process (while it holds claims anyway)."""
+        return self._move_claim(subject, limit, admitted=-1)
+
+    def _move_claim(self, subject: str, limit: int, *, admitted: int) -> bool:
+        """Admit one of this process's claimed calls (1) or give one back to its claims (-1);
+        False, and nothing moves, unless it holds claims in the subject's open window."""
         with self._lock:
             window = self._current(subject, limit)
             if window is None or window.claimed == 0:
                 return False
-            window.claimed += 1
-            window.admitted -= 1
+            window.claimed -= admitted
+            window.admitted += admitted
             return True
 
     def _claim_size(self, subject: str, limit: int) -> int:
@@ -400,9 +394,9 @@ class QuotaCounters:
             window = self._current(subject, limit)
         if window is None:
             return 1  # a window this process has not seen: count one call, and learn it
-        elapsed_s = max(1.0, (self._clock() * 1000 - window.since_ms) / 1000)
+        elapsed_s = max(1.0, (self.clock() * 1000 - window.since_ms) / 1000)
         rate = (window.admitted + 1) / elapsed_s  # grows from 1 by doubling, like slow start
-        own = int(rate * self._horizon_s)
+        own = int(rate * self.claim_horizon_s)
         return max(1, min(CLAIM_MAX, own, (limit - window.calls) // CLAIM_SHARE))
 
     def _claim_lock(self, subject: str) -> threading.Lock:
@@ -418,14 +412,14 @@ class QuotaCounters:
                 known.claimed += claimed
                 known.admitted += 1
             else:
-                now_ms = int(self._clock() * 1000)
+                now_ms = int(self.clock() * 1000)
                 self._windows[subject] = _Window(start, limit, calls, claimed, 1, now_ms)
 
     def _claim(self, subject: str, limit: int, size: int) -> None:
         """Count `size` calls in the subject's window: one admitted now, the rest claimed for
         this process. QuotaExceededError when the window has no call left."""
         for _ in range(_ATTEMPTS):
-            now_ms = int(self._clock() * 1000)
+            now_ms = int(self.clock() * 1000)
             cutoff = now_ms - WINDOW_MS
             seen = self._try(
                 subject,
@@ -467,7 +461,7 @@ class QuotaCounters:
             quota="calls_per_minute",
             limit=limit,
             retry_after_s=1,
-            resets_at=_iso(self._clock() + 1),
+            resets_at=_iso(self.clock() + 1),
         )
 
     def _try(
@@ -481,8 +475,8 @@ class QuotaCounters:
     ) -> dict[str, Any] | None:
         """An item after a conditional update; None when the condition failed."""
         try:
-            answer = self._db.update_item(
-                TableName=self._table,
+            answer = self.db.update_item(
+                TableName=self.table,
                 Key=key,
                 UpdateExpression=update,
                 ConditionExpression=condition,

@@ -29,6 +29,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Mapping
+from dataclasses import KW_ONLY, dataclass, field
 from datetime import UTC, date, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -52,26 +53,21 @@ def _conditional(error: ClientError) -> bool:
     return error.response.get("Error", {}).get("Code") == "ConditionalCheckFailedException"
 
 
+@dataclass(eq=False)
 class DayShards:
     """This process's shard count, recorded for the days it writes, and the days' counts."""
 
-    def __init__(
-        self,
-        dynamodb: DynamoDBClient,
-        *,
-        table: str,
-        shards: int,
-        retention_s: int,
-        clock: Callable[[], float] = time.time,
-    ) -> None:
-        self._db = dynamodb
-        self._table = table
-        self.shards = shards
-        self._retention_s = retention_s
-        self._clock = clock
-        self._recorded: set[str] = set()  # days this process has recorded its count for
-        self._since: str | None = None  # SINCE once seen (it never changes once written)
-        self._lock = threading.Lock()
+    db: DynamoDBClient
+    _: KW_ONLY
+    table: str
+    shards: int
+    retention_s: int
+    clock: Callable[[], float] = time.time
+    # the days this process has recorded its count for; SINCE once seen (it never changes once
+    # written)
+    _recorded: set[str] = field(default_factory=set, init=False)
+    _since: str | None = field(default=None, init=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, init=False)
 
     def record(self, day: str) -> None:
         """Before this process writes its first entry of `day` (yyyy-mm-dd): say that the day
@@ -80,10 +76,10 @@ class DayShards:
             return
         if self._since is None:
             self._write_since()
-        expires = int(self._clock()) + self._retention_s + 2 * 86_400
+        expires = int(self.clock()) + self.retention_s + 2 * 86_400
         try:
-            self._db.update_item(
-                TableName=self._table,
+            self.db.update_item(
+                TableName=self.table,
                 Key={"pk": {"S": f"LEDGERSUM#{day}"}, "sk": {"S": "SHARDS"}},
                 UpdateExpression="SET shards = :n, expires_at = :e",
                 ConditionExpression="attribute_not_exists(shards) OR shards < :n",
@@ -104,8 +100,8 @@ class DayShards:
         since = self._since or self._read_since()
         if since is None or day < since:
             return max(self.shards, FORMER_SHARDS)
-        found = self._db.get_item(
-            TableName=self._table,
+        found = self.db.get_item(
+            TableName=self.table,
             Key={"pk": {"S": f"LEDGERSUM#{day}"}, "sk": {"S": "SHARDS"}},
             ConsistentRead=True,
         ).get("Item")
@@ -121,17 +117,17 @@ class DayShards:
         counts.update({str(key["pk"]["S"]).partition("#")[2]: 0 for key in keys})
         while keys:
             asked, keys = keys[:100], keys[100:]
-            request: Mapping[str, Any] = {self._table: {"Keys": asked, "ConsistentRead": True}}
+            request: Mapping[str, Any] = {self.table: {"Keys": asked, "ConsistentRead": True}}
             while request:
-                answer = self._db.batch_get_item(RequestItems=request)
-                for found in answer.get("Responses", {}).get(self._table, []):
+                answer = self.db.batch_get_item(RequestItems=request)
+                for found in answer.get("Responses", {}).get(self.table, []):
                     counts[str(found["pk"]["S"]).partition("#")[2]] = int(found["shards"]["N"])
                 request = answer.get("UnprocessedKeys") or {}
         return counts
 
     def _read_since(self) -> str | None:
-        found = self._db.get_item(
-            TableName=self._table,
+        found = self.db.get_item(
+            TableName=self.table,
             Key={"pk": {"S": SINCE_PK}, "sk": {"S": "SINCE"}},
             ConsistentRead=True,
         ).get("Item")
@@ -142,11 +138,11 @@ class DayShards:
     def _write_since(self) -> None:
         if self._read_since() is not None:
             return
-        tomorrow = datetime.fromtimestamp(self._clock(), UTC).date() + timedelta(days=1)
+        tomorrow = datetime.fromtimestamp(self.clock(), UTC).date() + timedelta(days=1)
         item = {"pk": {"S": SINCE_PK}, "sk": {"S": "SINCE"}, "day": {"S": tomorrow.isoformat()}}
         try:
-            self._db.put_item(
-                TableName=self._table, Item=item, ConditionExpression="attribute_not_exists(pk)"
+            self.db.put_item(
+                TableName=self.table, Item=item, ConditionExpression="attribute_not_exists(pk)"
             )
         except ClientError as error:
             if not _conditional(error):

@@ -37,9 +37,7 @@ def key_json(record: KeyRecord) -> dict[str, Any]:
 async def create_key(request: Request) -> JSONResponse:
     who = await require(request)
     payload = await json_body(request)
-    if not isinstance(payload, dict):
-        raise ApiError(422, "invalid_key", 'body: must be {"name": "...", "scope": "call"}')
-    view, quota, confirm = _binding(payload)
+    view, quota, confirm = _binding(payload, '{"name": "...", "scope": "call"}')
     keys = kiln_of(request).callers.keys
     name: Any = payload.get("name")  # the key store says what is wrong with it
     scope: Any = payload.get("scope", "call")
@@ -78,19 +76,18 @@ async def revoke_key(name: str, request: Request) -> dict[str, Any]:
 @router.put("/{name}/binding")
 async def bind_key(name: str, request: Request) -> dict[str, Any]:
     who = await require(request)
-    payload = await json_body(request)
-    if not isinstance(payload, dict):
-        raise ApiError(422, "invalid_key", 'body: must be {"view": ..., "quota": {...}}')
-    view, quota, confirm = _binding(payload)
+    view, quota, confirm = _binding(await json_body(request), '{"view": ..., "quota": {...}}')
     keys = kiln_of(request).callers.keys
     record = await blocking(lambda: keys.bind(name, view=view, quota=quota, confirm=confirm))
     record_write(who, action="key.bind", tool_name="", key=record.name)
     return key_json(record)
 
 
-def _binding(payload: dict[str, Any]) -> tuple[str | None, Quota, str | None]:
+def _binding(payload: object, shape: str) -> tuple[str | None, Quota, str | None]:
     """The view, quota and confirm policy a create or bind body asks for (absent: unbound,
-    no limits, no approvals)."""
+    no limits, no approvals); 422 for a body that is not an object (`shape` says what it is)."""
+    if not isinstance(payload, dict):
+        raise ApiError(422, "invalid_key", f"body: must be {shape}")
     view = payload.get("view")
     if view is not None:
         view = check_view_name(view)

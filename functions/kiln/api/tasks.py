@@ -36,10 +36,13 @@ def task_json(record: TaskRecord) -> dict[str, Any]:
     return body
 
 
-def _gone() -> ApiError:
-    return ApiError(
-        404, "not_found", "no task with this id (unknown, expired, or started by another key)"
-    )
+def _found(record: TaskRecord | None) -> dict[str, Any]:
+    """The caller's task as `task_json` says it; 404 when the caller has none with that id."""
+    if record is None:
+        raise ApiError(
+            404, "not_found", "no task with this id (unknown, expired, or started by another key)"
+        )
+    return task_json(record)
 
 
 async def start(request: Request, tool: Tool, arguments: Any, principal: Any) -> JSONResponse:
@@ -70,16 +73,10 @@ async def start(request: Request, tool: Tool, arguments: Any, principal: Any) ->
 @router.get("/{task_id}")
 async def get_task(task_id: str, request: Request) -> dict[str, Any]:
     who = await require(request)
-    record = await kiln_of(request).tasks.get_task(task_id, CallContext(principal=who))
-    if record is None:
-        raise _gone()
-    return task_json(record)
+    return _found(await kiln_of(request).tasks.get_task(task_id, CallContext(principal=who)))
 
 
 @router.post("/{task_id}/cancel")
 async def cancel_task(task_id: str, request: Request) -> dict[str, Any]:
     who = await require(request)
-    record = await kiln_of(request).tasks.cancel_task(task_id, CallContext(principal=who))
-    if record is None:
-        raise _gone()
-    return task_json(record)
+    return _found(await kiln_of(request).tasks.cancel_task(task_id, CallContext(principal=who)))

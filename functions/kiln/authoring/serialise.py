@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from kiln.catalog.model import Draft, Revision, Tool
+from kiln.catalog.model import Draft, Revision, Tool, definition_of
 from kiln.catalog.toolfiles import encode_files
 
 
@@ -79,23 +79,11 @@ def definition(tool: Tool, code: str, files: Mapping[str, bytes] | None = None) 
 
 def draft_of(tool: Tool, code: str, files: Mapping[str, bytes] | None = None) -> Draft:
     """The draft that would save this tool's head again unchanged."""
-    head = tool.head
     return Draft(
+        **definition_of(tool.head),
         name=tool.name,
-        description=head.description,
-        language=head.language,
         code=code,
-        requirements=head.requirements,
-        input_schema=head.input_schema,
-        output_schema=head.output_schema,
-        title=head.title,
-        annotations=head.annotations,
-        timeout_seconds=head.timeout_seconds,
         enabled=tool.enabled,
-        secrets=head.secrets,
-        task=head.task,
-        tags=head.tags,
-        calls=head.calls,
         files=dict(files or {}),
     )
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any, Literal
 
 Language = Literal["python", "node"]
@@ -78,3 +78,14 @@ class Tool:
     created_at: str
     updated_at: str
     deleted: bool = False
+
+
+# What a draft says about its tool and the revision saved from it keeps as it was said: the
+# fields both hold but the files (bytes in a draft, digests in a revision, compared apart).
+_KEPT = {f.name for f in fields(Revision)} - {"files"}
+DEFINITION_FIELDS = tuple(f.name for f in fields(Draft) if f.name in _KEPT)
+
+
+def definition_of(spec: Draft | Revision) -> dict[str, Any]:
+    """The DEFINITION_FIELDS of a draft or a revision, by name."""
+    return {name: getattr(spec, name) for name in DEFINITION_FIELDS}

@@ -106,12 +106,24 @@ FIELD_ALIASES: Final[Mapping[str, str]] = {
 # name, text fields, language, code
 
 
-def _check_name(value: object, found: list[Violation]) -> str | None:
+def _string(
+    field: str, value: object, found: list[Violation], *, required: bool = True, hint: str = ""
+) -> str | None:
+    """`value` when it is a string; else None, and what was wrong is added to `found` (a missing
+    value only when it is `required`). `hint` ends both messages, e.g. the values allowed."""
     if value is MISSING or value is None:
-        found.append(violation("name", "required", "is required"))
+        if required:
+            found.append(violation(field, "required", f"is required{hint}"))
         return None
     if not isinstance(value, str):
-        found.append(violation("name", "type", "must be a string"))
+        found.append(violation(field, "type", f"must be a string{hint}"))
+        return None
+    return value
+
+
+def _check_name(value: object, found: list[Violation]) -> str | None:
+    value = _string("name", value, found)
+    if value is None:
         return None
     if NAME_PATTERN.fullmatch(value) is None:
         found.append(
@@ -144,12 +156,8 @@ def check_name(name: object) -> None:
 def _check_text(
     field: str, value: object, found: list[Violation], *, limit: int, required: bool
 ) -> str | None:
-    if value is MISSING or value is None:
-        if required:
-            found.append(violation(field, "required", "is required"))
-        return None
-    if not isinstance(value, str):
-        found.append(violation(field, "type", "must be a string"))
+    value = _string(field, value, found, required=required)
+    if value is None:
         return None
     if not value.strip():
         if required:
@@ -165,11 +173,8 @@ def _check_text(
 
 
 def _check_language(value: object, found: list[Violation]) -> Language | None:
-    if value is MISSING or value is None:
-        found.append(violation("language", "required", "is required (python or node)"))
-        return None
-    if not isinstance(value, str):
-        found.append(violation("language", "type", "must be a string (python or node)"))
+    value = _string("language", value, found, hint=" (python or node)")
+    if value is None:
         return None
     language = LANGUAGES.get(value.strip().lower())
     if language is None:
@@ -178,11 +183,8 @@ def _check_language(value: object, found: list[Violation]) -> Language | None:
 
 
 def _check_code(value: object, found: list[Violation]) -> str | None:
-    if value is MISSING or value is None:
-        found.append(violation("code", "required", "is required"))
-        return None
-    if not isinstance(value, str):
-        found.append(violation("code", "type", "must be a string"))
+    value = _string("code", value, found)
+    if value is None:
         return None
     if not value.strip():
         found.append(violation("code", "blank", "must not be blank"))

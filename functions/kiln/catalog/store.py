@@ -24,7 +24,7 @@ import logging
 import re
 import uuid
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import asdict, replace
+from dataclasses import KW_ONLY, asdict, dataclass, replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -40,7 +40,7 @@ from kiln.catalog.errors import (
     StaleRevisionError,
     ToolNotFoundError,
 )
-from kiln.catalog.model import Draft, Revision, Tool
+from kiln.catalog.model import Draft, Revision, Tool, definition_of
 from kiln.catalog.names import NAME_PATTERN, taken_by
 from kiln.catalog.toolfiles import digest as content_digest
 from kiln.catalog.toolfiles import same_definition, same_revision
@@ -111,36 +111,25 @@ def _tool_from_item(item: Mapping[str, Any]) -> Tool:
     )
 
 
+@dataclass(eq=False)
 class CatalogStore:
-    def __init__(
-        self,
-        dynamodb: DynamoDBClient,
-        s3: S3Client,
-        *,
-        table: str,
-        bucket: str,
-        bundles: BundleHook | None = None,
-        clock: Callable[[], str] = utc_now,
-    ) -> None:
-        self._ddb = dynamodb
-        self._s3 = s3
-        self.table = table
-        self.bucket = bucket
-        self._bundles = bundles
-        self._now = clock
-
-    def set_bundle_hook(self, bundles: BundleHook | None) -> None:
-        self._bundles = bundles
+    ddb: DynamoDBClient
+    s3: S3Client
+    _: KW_ONLY
+    table: str
+    bucket: str
+    bundles: BundleHook | None = None
+    clock: Callable[[], str] = utc_now
 
     # -- reads -------------------------------------------------------------------------
 
     def catalog_version(self) -> int:
         """The catalog's version number: one strongly consistent read."""
-        return read_version(self._ddb, self.table)
+        return read_version(self.ddb, self.table)
 
     def changed_since(self, have: int, now: int) -> set[str] | None:
         """The ids of the tools versions have+1..now changed; None: read them all."""
-        return changed_since(self._ddb, self.table, have, now)
+        return changed_since(self.ddb, self.table, have, now)
 
     def tool_by_id(self, tool_id: str) -> Tool | None:
         """A tool's item (deleted ones too), by id: one strongly consistent read."""
@@ -161,7 +150,7 @@ class CatalogStore:
         if NAME_PATTERN.fullmatch(ref) is None:
             raise tool_not_found(ref)
         key = {"pk": _s(f"NAME#{ref.lower()}"), "sk": _s("NAME")}
-        claim = self._ddb.get_item(TableName=self.table, Key=key, ConsistentRead=True).get("Item")
+        claim = self.ddb.get_item(TableName=self.table, Key=key, ConsistentRead=True).get("Item")
         tool = self._get_by_id(claim["tool_id"]["S"]) if claim else None
         if tool is None or tool.deleted or tool.name != ref:
             raise tool_not_found(ref)
@@ -175,7 +164,7 @@ class CatalogStore:
         tool = self.get(ref)
         if not 1 <= number <= MAX_REVISION:
             raise RevisionNotFoundError(f"tool {tool.name!r} has no revision {number}")
-        item = self._ddb.get_item(
+        item = self.ddb.get_item(
             TableName=self.table,
             Key={"pk": _s(f"TOOL#{tool.id}"), "sk": _s(f"REV#{number:08d}")},
             ConsistentRead=True,
@@ -185,12 +174,12 @@ class CatalogStore:
         return revision_from_json(item["rev"]["S"])
 
     def code(self, revision: Revision) -> str:
-        body = self._s3.get_object(Bucket=self.bucket, Key=revision.code_key)["Body"].read()
+        body = self.s3.get_object(Bucket=self.bucket, Key=revision.code_key)["Body"].read()
         return str(body.decode("utf-8"))
 
     def file(self, sha256: str) -> bytes:
         """One of a tool's files, by its content address."""
-        return bytes(self._s3.get_object(Bucket=self.bucket, Key=f"files/{sha256}")["Body"].read())
+        return bytes(self.s3.get_object(Bucket=self.bucket, Key=f"files/{sha256}")["Body"].read())
 
     def files(self, revision: Revision) -> dict[str, bytes]:
         """The files the revision ships beside its script: relative path -> bytes."""
@@ -207,7 +196,7 @@ class CatalogStore:
 
     def create(self, draft: Draft, *, actor: str = "") -> Tool:
         """Create a tool; refused with NameTakenError if the name is in use (no race)."""
-        now = self._now()
+        now = self.clock()
         tool_id = uuid.uuid4().hex
         revision = self._new_revision(tool_id, 1, draft, actor=actor, now=now)
         tool = Tool(tool_id, draft.name, draft.enabled, revision, now, now)
@@ -250,7 +239,7 @@ class CatalogStore:
         if same_definition(current, draft):
             return current  # saving what is already there makes no new revision
         revision = self._new_revision(
-            current.id, expected_revision + 1, draft, actor=actor, now=self._now()
+            current.id, expected_revision + 1, draft, actor=actor, now=self.clock()
         )
         return self._commit_revision(current, revision, enabled=draft.enabled)
 
@@ -265,13 +254,13 @@ class CatalogStore:
         self._check_head(current, expected_revision)
         if same_revision(old, current.head):
             return current  # restoring what is already the head makes no new revision
-        revision = replace(old, number=expected_revision + 1, created_at=self._now(),
+        revision = replace(old, number=expected_revision + 1, created_at=self.clock(),
                            created_by=actor, restored_from=number)  # fmt: skip
         return self._commit_revision(current, revision, enabled=current.enabled)
 
     def set_enabled(self, ref: str, enabled: bool, *, actor: str = "") -> Tool:
         tool = self.get(ref)
-        now = self._now()
+        now = self.clock()
         self._transact(
             [
                 {
@@ -299,7 +288,7 @@ class CatalogStore:
         tool = self.get(ref)
         if new_name == tool.name:
             return tool
-        now = self._now()
+        now = self.clock()
         ops: list[dict[str, Any]] = []
         if new_name.lower() != tool.name.lower():
             ops.append(self._put_name(new_name, tool.id))
@@ -335,7 +324,7 @@ class CatalogStore:
     def delete(self, ref: str, *, actor: str = "") -> Tool:
         """Delete a tool: its name is freed, its history stays readable by id."""
         tool = self.get(ref)
-        now = self._now()
+        now = self.clock()
         self._transact(
             [
                 self._delete_name(tool),
@@ -350,7 +339,7 @@ class CatalogStore:
         tool = self.get(ref)
         if not tool.deleted:
             raise NotDeletedError(f"tool {tool.name!r} is not deleted; there is nothing to restore")
-        now = self._now()
+        now = self.clock()
         back = [self._put_name(tool.name, tool.id), self._set_deleted(tool.id, False, now)]
         try:
             self._transact(back)
@@ -390,7 +379,7 @@ class CatalogStore:
         code = draft.code.encode("utf-8")
         digest = hashlib.sha256(code).hexdigest()
         key = f"code/{digest}.{CODE_EXTENSIONS[draft.language]}"
-        self._s3.put_object(
+        self.s3.put_object(
             Bucket=self.bucket,
             Key=key,
             Body=code,
@@ -400,33 +389,22 @@ class CatalogStore:
         files = {path: content_digest(data) for path, data in sorted(draft.files.items())}
         for path, data in draft.files.items():  # content-addressed, like the code
             at = f"files/{files[path]}"
-            self._s3.put_object(Bucket=self.bucket, Key=at, Body=data, ChecksumAlgorithm="SHA256")
+            self.s3.put_object(Bucket=self.bucket, Key=at, Body=data, ChecksumAlgorithm="SHA256")
         bundle_id = (
-            self._bundles.identify(draft.language, draft.requirements)
-            if self._bundles is not None and draft.requirements
+            self.bundles.identify(draft.language, draft.requirements)
+            if self.bundles is not None and draft.requirements
             else None
         )
         return Revision(
+            **definition_of(draft),
             tool_id=tool_id,
             number=number,
-            description=draft.description,
-            language=draft.language,
             code_key=key,
             code_sha256=digest,
-            requirements=draft.requirements,
-            input_schema=draft.input_schema,
-            output_schema=draft.output_schema,
-            title=draft.title,
-            annotations=draft.annotations,
-            timeout_seconds=draft.timeout_seconds,
             bundle_id=bundle_id,
             created_at=now,
             created_by=actor,
-            secrets=draft.secrets,
             files=files,
-            task=draft.task,
-            tags=draft.tags,
-            calls=draft.calls,
         )
 
     def _check_head(self, tool: Tool, expected: int) -> None:
@@ -503,7 +481,7 @@ class CatalogStore:
 
     def _name_taken(self, name: str) -> NameTakenError:
         key = {"pk": _s(f"NAME#{name.lower()}"), "sk": _s("NAME")}
-        claim = self._ddb.get_item(TableName=self.table, Key=key, ConsistentRead=True)
+        claim = self.ddb.get_item(TableName=self.table, Key=key, ConsistentRead=True)
         return NameTakenError(taken_by(name, claim.get("Item", {}).get("name", {}).get("S", name)))
 
     def _put_name(self, name: str, tool_id: str) -> dict[str, Any]:
@@ -539,7 +517,7 @@ class CatalogStore:
         """Commit `operations` (changelog.commit); `on_conflict` is raised instead of a
         refusal by their own conditions."""
         try:
-            commit(self._ddb, self.table, operations)
+            commit(self.ddb, self.table, operations)
         except ClientError as error:
             is_conflict = error.response["Error"]["Code"] == "TransactionCanceledException"
             if on_conflict is not None and is_conflict:
@@ -548,11 +526,11 @@ class CatalogStore:
 
     def _get_by_id(self, tool_id: str) -> Tool | None:
         key = {"pk": _s("TOOLS"), "sk": _s(tool_id)}
-        item = self._ddb.get_item(TableName=self.table, Key=key, ConsistentRead=True).get("Item")
+        item = self.ddb.get_item(TableName=self.table, Key=key, ConsistentRead=True).get("Item")
         return _tool_from_item(item) if item else None
 
     def _query(self, pk: str) -> Iterator[dict[str, Any]]:
-        paginator = self._ddb.get_paginator("query")
+        paginator = self.ddb.get_paginator("query")
         for page in paginator.paginate(
             TableName=self.table,
             KeyConditionExpression="pk = :pk",

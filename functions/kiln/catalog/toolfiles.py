@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Final
 
-from kiln.catalog.model import Draft, Revision, Tool
+from kiln.catalog.model import Draft, Revision, Tool, definition_of
 
 MAX_FILES: Final = 100
 MAX_FILE_BYTES: Final = 256 * 1024
@@ -113,10 +113,5 @@ def same_definition(tool: Tool, draft: Draft) -> bool:
         tool.enabled == draft.enabled
         and head.code_sha256 == digest(draft.code.encode("utf-8"))
         and dict(head.files) == {path: digest(data) for path, data in draft.files.items()}
-        and (head.description, head.language, head.requirements, head.title)
-        == (draft.description, draft.language, draft.requirements, draft.title)
-        and (head.input_schema, head.output_schema, head.annotations)
-        == (draft.input_schema, draft.output_schema, draft.annotations)
-        and (head.timeout_seconds, head.secrets, head.tags, head.task, head.calls)
-        == (draft.timeout_seconds, draft.secrets, draft.tags, draft.task, draft.calls)
+        and definition_of(head) == definition_of(draft)
     )

@@ -148,6 +148,24 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     return 0
 
 
+def local_catalog_options(command: argparse.ArgumentParser) -> None:
+    """The options of a command that serves the local catalog (`dev`, `stdio`)."""
+    command.add_argument(
+        "--tools",
+        action="append",
+        default=[],
+        metavar="DIR",
+        help="also load the tool folders in DIR (repeatable)",
+    )
+    command.add_argument("--no-examples", action="store_true", help="do not load examples/tools")
+    command.add_argument("--state-dir", default=None, help=STATE_HELP)
+    command.add_argument(
+        "--aws",
+        action="store_true",
+        help="use the AWS account of the environment instead of the emulator",
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="kiln", description="Small scripts as MCP tools.")
     commands = parser.add_subparsers(dest="command", required=True)
@@ -157,32 +175,16 @@ def build_parser() -> argparse.ArgumentParser:
     dev.add_argument(
         "--port", type=int, default=8000, help="default: 8000; 0: a free one (it says which)"
     )
-    dev.add_argument(
-        "--tools",
-        action="append",
-        default=[],
-        metavar="DIR",
-        help="also load the tool folders in DIR (repeatable)",
-    )
-    dev.add_argument("--no-examples", action="store_true", help="do not load examples/tools")
-    dev.add_argument("--state-dir", default=None, help=STATE_HELP)
+    local_catalog_options(dev)
     dev.add_argument(
         "--author-key", default=None, help="default: KILN_AUTHOR_KEY, else the saved one"
-    )
-    dev.add_argument(
-        "--aws",
-        action="store_true",
-        help="use the AWS account of the environment instead of the emulator",
     )
     dev.set_defaults(func=cmd_dev)
 
     stdio = commands.add_parser(
         "stdio", help="serve MCP over stdin/stdout (the local catalog, or a server with --url)"
     )
-    stdio.add_argument("--tools", action="append", default=[], metavar="DIR")
-    stdio.add_argument("--no-examples", action="store_true")
-    stdio.add_argument("--state-dir", default=None, help=STATE_HELP)
-    stdio.add_argument("--aws", action="store_true")
+    local_catalog_options(stdio)
     stdio.add_argument("--url", default=None, help="bridge to this Kiln server's /mcp instead")
     stdio.add_argument("--key", default=None, help="key to send with --url")
     stdio.add_argument(

@@ -11,7 +11,7 @@ import secrets
 import threading
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import KW_ONLY, dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -112,28 +112,23 @@ class _Cached:
     last_used_written: float  # monotonic time of this process's last last_used_at write
 
 
+@dataclass(eq=False)
 class KeyStore:
     """Keys in the catalog table: `KEY#<sha256>` items, and `KEYNAME#<name>` for unique names."""
 
-    def __init__(
-        self,
-        dynamodb: DynamoDBClient,
-        *,
-        table: str,
-        cache_ttl_s: float = CACHE_TTL_S,
-        clock: Callable[[], float] = time.monotonic,
-        now: Callable[[], datetime] = lambda: datetime.now(UTC),
-    ) -> None:
-        self._db = dynamodb
-        self._table = table
-        self._ttl = cache_ttl_s
-        self._clock = clock
-        self._now = now
-        self._cache: dict[str, _Cached] = {}
-        self._lock = threading.Lock()
-        self._warned = False
+    db: DynamoDBClient
+    _: KW_ONLY
+    table: str
+    cache_ttl_s: float = CACHE_TTL_S
+    clock: Callable[[], float] = time.monotonic
+    now: Callable[[], datetime] = lambda: datetime.now(UTC)
+    _cache: dict[str, _Cached] = field(default_factory=dict, init=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, init=False)
+    _warned: bool = field(default=False, init=False)
+
+    def __post_init__(self) -> None:
         self._directory = Directory(
-            dynamodb, table=table, kind="keys",
+            self.db, table=self.table, kind="keys",
             key_of=lambda digest: {"pk": {"S": f"KEY#{digest}"}, "sk": {"S": "KEY"}},
             legacy=lambda: (item["key_hash"]["S"] for item in self._scan_keys()),
         )  # fmt: skip
@@ -157,13 +152,13 @@ class KeyStore:
             raise InvalidScopeError("key scope must be 'call' or 'author'")
         secret = f"kiln_{scope}_{secrets.token_urlsafe(32)}"
         digest = hash_secret(secret)
-        created_at = _now_iso(self._now())
+        created_at = _now_iso(self.now())
         try:
-            self._db.transact_write_items(
+            self.db.transact_write_items(
                 TransactItems=[
                     {
                         "Put": {
-                            "TableName": self._table,
+                            "TableName": self.table,
                             "Item": {
                                 "pk": {"S": f"KEYNAME#{name}"},
                                 "sk": {"S": "KEYNAME"},
@@ -174,7 +169,7 @@ class KeyStore:
                     },
                     {
                         "Put": {
-                            "TableName": self._table,
+                            "TableName": self.table,
                             "Item": {
                                 "pk": {"S": f"KEY#{digest}"},
                                 "sk": {"S": "KEY"},
@@ -224,8 +219,8 @@ class KeyStore:
         if values:
             extra["ExpressionAttributeValues"] = {f":{k}": v for k, v in values.items()}
         try:
-            self._db.update_item(
-                TableName=self._table,
+            self.db.update_item(
+                TableName=self.table,
                 Key={"pk": {"S": f"KEY#{digest}"}, "sk": {"S": "KEY"}},
                 UpdateExpression=expression,
                 ConditionExpression="attribute_exists(pk) AND attribute_not_exists(revoked_at)",
@@ -245,13 +240,13 @@ class KeyStore:
     def revoke(self, name: str) -> KeyRecord:
         """Revoke the named key; the name becomes free for a new key."""
         digest = self._active_digest(name)
-        revoked_at = _now_iso(self._now())
+        revoked_at = _now_iso(self.now())
         try:
-            self._db.transact_write_items(
+            self.db.transact_write_items(
                 TransactItems=[
                     {
                         "Update": {
-                            "TableName": self._table,
+                            "TableName": self.table,
                             "Key": {"pk": {"S": f"KEY#{digest}"}, "sk": {"S": "KEY"}},
                             "UpdateExpression": "SET revoked_at = :at",
                             "ConditionExpression": "attribute_exists(pk)",
@@ -260,7 +255,7 @@ class KeyStore:
                     },
                     {
                         "Delete": {
-                            "TableName": self._table,
+                            "TableName": self.table,
                             "Key": {"pk": {"S": f"KEYNAME#{name}"}, "sk": {"S": "KEYNAME"}},
                             "ConditionExpression": "key_hash = :h",
                             "ExpressionAttributeValues": {":h": {"S": digest}},
@@ -276,8 +271,8 @@ class KeyStore:
 
     def _active_digest(self, name: str) -> str:
         """The hash of the active key called `name` (strongly consistent read)."""
-        item = self._db.get_item(
-            TableName=self._table,
+        item = self.db.get_item(
+            TableName=self.table,
             Key={"pk": {"S": f"KEYNAME#{name}"}, "sk": {"S": "KEYNAME"}},
             ConsistentRead=True,
         ).get("Item")
@@ -298,7 +293,7 @@ class KeyStore:
         if not isinstance(secret, str) or not looks_like_key(secret):
             return None
         digest = hash_secret(secret)
-        tick = self._clock()
+        tick = self.clock()
         with self._lock:
             cached = self._cache.get(digest)
         if (
@@ -319,7 +314,7 @@ class KeyStore:
         entry = _Cached(
             record,
             digest,
-            tick + self._ttl,
+            tick + self.cache_ttl_s,
             cached.last_used_written if cached else float("-inf"),
         )
         with self._lock:
@@ -331,11 +326,11 @@ class KeyStore:
         if tick - entry.last_used_written < LAST_USED_EVERY.total_seconds():
             return
         entry.last_used_written = tick
-        now = self._now()
+        now = self.now()
         try:
             # The condition keeps many containers from writing the same minute over and over.
-            self._db.update_item(
-                TableName=self._table,
+            self.db.update_item(
+                TableName=self.table,
                 Key={"pk": {"S": f"KEY#{entry.digest}"}, "sk": {"S": "KEY"}},
                 UpdateExpression="SET last_used_at = :now",
                 ConditionExpression=(
@@ -355,8 +350,8 @@ class KeyStore:
                 log.warning("could not record a key's last use (%s); keys still work", code)
 
     def _get(self, digest: str) -> dict[str, Any] | None:
-        item: dict[str, Any] | None = self._db.get_item(
-            TableName=self._table,
+        item: dict[str, Any] | None = self.db.get_item(
+            TableName=self.table,
             Key={"pk": {"S": f"KEY#{digest}"}, "sk": {"S": "KEY"}},
             ConsistentRead=True,
         ).get("Item")
@@ -369,9 +364,9 @@ class KeyStore:
     def _scan_keys(self) -> Iterator[dict[str, Any]]:
         """Every key item, by a Scan of the whole table: only for a table written before
         keys had a directory (kiln.aws.directory), once."""
-        paginator = self._db.get_paginator("scan")
+        paginator = self.db.get_paginator("scan")
         pages = paginator.paginate(
-            TableName=self._table,
+            TableName=self.table,
             FilterExpression="begins_with(pk, :p) AND sk = :sk",
             ExpressionAttributeValues={":p": {"S": "KEY#"}, ":sk": {"S": "KEY"}},
             ConsistentRead=True,

@@ -16,6 +16,7 @@ import re
 import secrets
 import time
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import KW_ONLY, dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -197,35 +198,27 @@ class LambdaStarter:
         return None  # the worker function's runs are not this process's
 
 
+@dataclass(eq=False)
 class TaskService:
-    def __init__(
-        self,
-        store: TaskStore,
-        starter: Starter,
-        settings: TaskSettings,
-        tools: TaskTools,
-        *,
-        gate: CallGate | None = None,
-        clock: Callable[[], float] = time.time,
-    ) -> None:
-        self._store = store
-        self._starter = starter
-        self._settings = settings
-        self._tools = tools
-        self._gate = gate
-        self._clock = clock
+    store: TaskStore
+    starter: Starter
+    settings: TaskSettings
+    tools: TaskTools
+    _: KW_ONLY
+    gate: CallGate | None = None
+    clock: Callable[[], float] = time.time
 
     async def close(self) -> None:
         """Stop this process's task runs; their tasks end `failed`, saying why."""
-        await self._starter.close()
+        await self.starter.close()
 
     def _ttl_ms(self, requested: int | None, run_s: float) -> int:
         """The ttl a task gets: the one asked for, within the maximum, but never less than
         its tool's run can take (its timeout, the worker's start grace) plus a minute to read
         the result. `ttlMs` in the answer says which it is."""
-        floor = int((run_s + self._settings.start_grace_s + 60) * 1000)
-        wanted = requested if requested is not None else self._settings.ttl_ms
-        return max(floor, min(wanted, self._settings.max_ttl_ms))
+        floor = int((run_s + self.settings.start_grace_s + 60) * 1000)
+        wanted = requested if requested is not None else self.settings.ttl_ms
+        return max(floor, min(wanted, self.settings.max_ttl_ms))
 
     @catalog_reads  # a store that does not answer: -32000 "unavailable", as for a plain call
     async def create_task(
@@ -238,7 +231,7 @@ class TaskService:
         ttl_ms: int | None,
         answers: Mapping[str, Any] | None = None,
     ) -> TaskRecord:
-        admitted = await self._tools.admit_task(tool, arguments, ctx)
+        admitted = await self.tools.admit_task(tool, arguments, ctx)
         if admitted is None:
             raise TaskRefusedError(f"Tool {tool.name!r} was disabled or removed; list tools again.")
         found, ticket, required = admitted
@@ -250,12 +243,12 @@ class TaskService:
         except TaskRefusedError as refusal:
             # Answered like a plain call whose tool could not start: ledgered as a tool error,
             # or refused when its approval cannot be asked.
-            if ticket is not None and self._gate is not None:
+            if ticket is not None and self.gate is not None:
                 kind: Outcome = (
                     "refused" if isinstance(refusal, ApprovalImpossibleError) else ("tool_error")
                 )
                 detail = getattr(refusal, "detail", None) or f"task not started: {refusal}"
-                await asyncio.to_thread(self._gate.record_ticket, ticket, kind, detail=detail)
+                await asyncio.to_thread(self.gate.record_ticket, ticket, kind, detail=detail)
             raise
 
     async def _create(
@@ -269,12 +262,12 @@ class TaskService:
         answers: Mapping[str, Any] | None = None,
         confirm: Mapping[str, Any] | None = None,
     ) -> TaskRecord:
-        if self._starter.busy():
+        if self.starter.busy():
             raise TaskRefusedError(
-                f"Kiln is running as many tasks as it may ({self._settings.max_running_per_process}"
+                f"Kiln is running as many tasks as it may ({self.settings.max_running_per_process}"
                 "); try again when one has ended"
             )
-        now = self._clock()
+        now = self.clock()
         ttl = self._ttl_ms(ttl_ms, float(found.head.timeout_seconds))
         item = TaskItem(
             owner=owner_key(principal_label(ctx)),
@@ -287,16 +280,16 @@ class TaskService:
             created_at=iso(now),
             updated_at=iso(now),
             ttl_ms=ttl,
-            poll_interval_ms=self._settings.poll_interval_ms,
+            poll_interval_ms=self.settings.poll_interval_ms,
             expires_at=now + ttl / 1000,
-            lease_until=now + self._settings.start_grace_s,
+            lease_until=now + self.settings.start_grace_s,
             call=ticket.as_json() if ticket is not None else None,
             answers=dict(answers) if answers else None,
             confirm=confirm,
         )
-        cap = self._settings.max_running_per_principal
+        cap = self.settings.max_running_per_principal
         try:
-            await asyncio.to_thread(self._store.create, item, max_running=cap)
+            await asyncio.to_thread(self.store.create, item, max_running=cap)
         except TaskTooLargeError as error:
             raise TaskRefusedError(
                 f"Tool {found.name!r} was not started as a task: {error}"
@@ -311,45 +304,46 @@ class TaskService:
     async def _start(self, item: TaskItem) -> TaskRecord:
         """Start a stored task's run; one whose worker cannot start ends `failed`, saying so."""
         try:
-            await self._starter.start(item.owner, item.task_id)
+            await self.starter.start(item.owner, item.task_id)
         except Exception:
             log.exception("task %s: could not start its worker", item.task_id)
             message = "Internal error: the task's worker could not be started"
-            await asyncio.to_thread(
-                self._store.settle,
-                item,
-                "failed",
-                now=iso(self._clock()),
-                message=message,
-                error=internal_error(message),
-                ledger=self._entry(item, "tool_error", "task: its worker could not be started"),
-            )
+            await self._fail(item, message, "task: its worker could not be started")
             return self._record(await self._get(item.owner, item.task_id) or item)
         return self._record(item)
+
+    async def _fail(
+        self, item: TaskItem, message: str, detail: str, *, lease_seen: float | None = None
+    ) -> None:
+        """End a task `failed` here, not by its worker: `message` said as an internal error,
+        ledgered as a tool error with `detail`."""
+        await asyncio.to_thread(
+            self.store.settle,
+            item,
+            "failed",
+            now=iso(self.clock()),
+            message=message,
+            error=internal_error(message),
+            lease_seen=lease_seen,
+            ledger=self._entry(item, "tool_error", detail),
+        )
 
     def _entry(self, item: TaskItem, outcome: Outcome, detail: str) -> dict[str, Any] | None:
         """The ledger item of a task's call ended here, not by its worker (no run-seconds
         known: its duration is the time since the call)."""
         ticket = CallTicket.from_json(item.call) if item.call is not None else None
-        if ticket is None or self._gate is None:
+        if ticket is None or self.gate is None:
             return None
-        elapsed_ms = (self._clock() - ticket.started) * 1000
-        return self._gate.entry_item(ticket, outcome, duration_ms=elapsed_ms, detail=detail)
+        elapsed_ms = (self.clock() - ticket.started) * 1000
+        return self.gate.entry_item(ticket, outcome, duration_ms=elapsed_ms, detail=detail)
 
     async def _get(self, owner: str, task_id: str) -> TaskItem | None:
-        item = await asyncio.to_thread(self._store.get, owner, task_id)
-        if item is not None and item.status == "working" and item.lease_until < self._clock():
-            await asyncio.to_thread(
-                self._store.settle,
-                item,
-                "failed",
-                now=iso(self._clock()),
-                message=LEASE_LOST,
-                error=internal_error(LEASE_LOST),
-                lease_seen=item.lease_until,
-                ledger=self._entry(item, "tool_error", "task: its worker was lost"),
+        item = await asyncio.to_thread(self.store.get, owner, task_id)
+        if item is not None and item.status == "working" and item.lease_until < self.clock():
+            await self._fail(
+                item, LEASE_LOST, "task: its worker was lost", lease_seen=item.lease_until
             )
-            item = await asyncio.to_thread(self._store.get, owner, task_id)
+            item = await asyncio.to_thread(self.store.get, owner, task_id)
         return item
 
     async def get_task(self, task_id: str, ctx: CallContext) -> TaskRecord | None:
@@ -363,14 +357,14 @@ class TaskService:
             return None
         if item.status in ("working", "input_required"):
             await asyncio.to_thread(
-                self._store.settle,
+                self.store.settle,
                 item,
                 "cancelled",
-                now=iso(self._clock()),
+                now=iso(self.clock()),
                 message="The task was cancelled by request.",
                 ledger=self._entry(item, "cancelled", "task cancelled"),
             )
-            self._starter.cancelled(task_id)
+            self.starter.cancelled(task_id)
             item = await self._get(owner, task_id) or item
         return self._record(item)
 
@@ -393,13 +387,13 @@ class TaskService:
             return self._record(item)
         still = {key: request for key, request in pending.items() if key not in answered}
         answers = {**(item.answers or {}), **answered}
-        lease = self._clock() + self._settings.start_grace_s
+        lease = self.clock() + self.settings.start_grace_s
         moved = await asyncio.to_thread(
-            self._store.answer, item, still, answers, now=iso(self._clock()), lease_until=lease
+            self.store.answer, item, still, answers, now=iso(self.clock()), lease_until=lease
         )
         if moved and not still:
             try:
-                await self._starter.start(owner, task_id)
+                await self.starter.start(owner, task_id)
             except Exception:
                 log.exception("task %s: could not restart its worker", task_id)
         return self._record(await self._get(owner, task_id) or item)
@@ -413,7 +407,7 @@ class TaskService:
         if label == ANONYMOUS:
             # Anonymous tasks are bound to no one: the id is their only key, never a listing.
             return [], None
-        items, after = await asyncio.to_thread(self._store.page, owner_key(label), cursor)
+        items, after = await asyncio.to_thread(self.store.page, owner_key(label), cursor)
         return [self._record(i) for i in items], after
 
     @staticmethod

@@ -25,7 +25,7 @@ import hashlib
 import json
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import KW_ONLY, dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import ClientError
@@ -109,23 +109,16 @@ def _failed_condition(error: ClientError) -> bool:
     return code in {"ConditionalCheckFailedException", "TransactionCanceledException"}
 
 
+@dataclass(eq=False)
 class TaskStore:
-    def __init__(
-        self,
-        dynamodb: DynamoDBClient,
-        s3: S3Client,
-        *,
-        table: str,
-        bucket: str,
-        inline_limit: int = INLINE_LIMIT,
-    ) -> None:
-        self._ddb = dynamodb
-        self._s3 = s3
-        self._table = table
-        self._bucket = bucket
-        self._inline_limit = inline_limit
-        # told of each ledger entry a settle wrote (the ledger's day totals count it)
-        self.ledgered: Callable[[Mapping[str, Any]], None] | None = None
+    ddb: DynamoDBClient
+    s3: S3Client
+    _: KW_ONLY
+    table: str
+    bucket: str
+    inline_limit: int = INLINE_LIMIT
+    # told of each ledger entry a settle wrote (the ledger's day totals count it)
+    ledgered: Callable[[Mapping[str, Any]], None] | None = field(default=None, init=False)
 
     # ------------------------------------------------------------------ payloads
 
@@ -135,16 +128,16 @@ class TaskStore:
         """`name` inline when small, else as an S3 object named in `<name>_key`."""
         text = json.dumps(value, separators=(",", ":"), ensure_ascii=False)
         size = len(text.encode())
-        if size <= self._inline_limit:
+        if size <= self.inline_limit:
             return {name: {"S": text}}
         if not spill:
             raise TaskTooLargeError(
                 f"the {name} are {size} bytes as JSON; a task keeps at most "
-                f"{self._inline_limit} bytes of them"
+                f"{self.inline_limit} bytes of them"
             )
         key = f"tasks/{item.owner}/{item.task_id}/{name}.json"
-        self._s3.put_object(
-            Bucket=self._bucket, Key=key, Body=text.encode(), ContentType="application/json"
+        self.s3.put_object(
+            Bucket=self.bucket, Key=key, Body=text.encode(), ContentType="application/json"
         )
         return {f"{name}_key": {"S": key}}
 
@@ -152,7 +145,7 @@ class TaskStore:
         if name in raw:
             return json.loads(raw[name]["S"])
         if f"{name}_key" in raw:
-            body = self._s3.get_object(Bucket=self._bucket, Key=raw[f"{name}_key"]["S"])["Body"]
+            body = self.s3.get_object(Bucket=self.bucket, Key=raw[f"{name}_key"]["S"])["Body"]
             return json.loads(body.read())
         return None
 
@@ -206,11 +199,11 @@ class TaskStore:
         if item.confirm is not None:
             record["confirm"] = {"S": json.dumps(item.confirm, separators=(",", ":"))}
         try:
-            self._ddb.transact_write_items(
+            self.ddb.transact_write_items(
                 TransactItems=[
                     {
                         "Update": {
-                            "TableName": self._table,
+                            "TableName": self.table,
                             "Key": _counter(item.owner),
                             "UpdateExpression": "SET running = if_not_exists(running, :z) + :one",
                             "ConditionExpression": (
@@ -225,7 +218,7 @@ class TaskStore:
                     },
                     {
                         "Put": {
-                            "TableName": self._table,
+                            "TableName": self.table,
                             "Item": record,
                             "ConditionExpression": "attribute_not_exists(pk)",
                         }
@@ -269,18 +262,18 @@ class TaskStore:
             lease_seen=lease_seen,
         )
         try:
-            self._ddb.transact_write_items(
+            self.ddb.transact_write_items(
                 TransactItems=[
                     {"Update": move},
                     {
                         "Update": {
-                            "TableName": self._table,
+                            "TableName": self.table,
                             "Key": _counter(item.owner),
                             "UpdateExpression": "ADD running :minus",
                             "ExpressionAttributeValues": {":minus": _n(-1)},
                         }
                     },
-                    *_ledger_put(self._table, ledger),
+                    *_ledger_put(self.table, ledger),
                 ]
             )
         except ClientError as exc:
@@ -324,7 +317,7 @@ class TaskStore:
             condition += " AND lease_until = :seen"
             values[":seen"] = _n(lease_seen)
         return {
-            "TableName": self._table,
+            "TableName": self.table,
             "Key": _key(item.owner, item.task_id),
             "UpdateExpression": "SET " + ", ".join(sets),
             "ConditionExpression": condition,
@@ -388,8 +381,8 @@ class TaskStore:
             condition += " AND updated_at = :seen"
             values[":seen"] = {"S": seen}
         try:
-            self._ddb.update_item(
-                TableName=self._table,
+            self.ddb.update_item(
+                TableName=self.table,
                 Key=_key(item.owner, item.task_id),
                 UpdateExpression="SET " + ", ".join(sets),
                 ConditionExpression=condition,
@@ -405,35 +398,23 @@ class TaskStore:
     def note(self, item: TaskItem, message: str, *, now: str) -> bool:
         """A working task's status message (its run's progress), which is a change of the task:
         `updated_at` (its `lastUpdatedAt`) moves with it. False once it is not working."""
-        try:
-            self._ddb.update_item(
-                TableName=self._table,
-                Key=_key(item.owner, item.task_id),
-                UpdateExpression="SET status_message = :m, updated_at = :now",
-                ConditionExpression="#s = :w",
-                ExpressionAttributeNames={"#s": "status"},
-                ExpressionAttributeValues={
-                    ":m": {"S": message},
-                    ":now": {"S": now},
-                    ":w": {"S": "working"},
-                },
-            )
-        except ClientError as exc:
-            if _failed_condition(exc):
-                return False
-            raise
-        return True
+        values = {":m": {"S": message}, ":now": {"S": now}}
+        return self._while_working(item, "SET status_message = :m, updated_at = :now", values)
 
     def renew(self, item: TaskItem, *, lease_until: float) -> bool:
         """Extend a working task's lease; False when it is no longer working (cancelled)."""
+        return self._while_working(item, "SET lease_until = :lease", {":lease": _n(lease_until)})
+
+    def _while_working(self, item: TaskItem, update: str, values: dict[str, Any]) -> bool:
+        """Apply `update` to the task if it is still working; False once it is not."""
         try:
-            self._ddb.update_item(
-                TableName=self._table,
+            self.ddb.update_item(
+                TableName=self.table,
                 Key=_key(item.owner, item.task_id),
-                UpdateExpression="SET lease_until = :lease",
+                UpdateExpression=update,
                 ConditionExpression="#s = :w",
                 ExpressionAttributeNames={"#s": "status"},
-                ExpressionAttributeValues={":lease": _n(lease_until), ":w": {"S": "working"}},
+                ExpressionAttributeValues={**values, ":w": {"S": "working"}},
             )
         except ClientError as exc:
             if _failed_condition(exc):
@@ -445,8 +426,8 @@ class TaskStore:
 
     def get(self, owner: str, task_id: str) -> TaskItem | None:
         """The owner's task, or None when it does not exist or has expired."""
-        raw = self._ddb.get_item(
-            TableName=self._table, Key=_key(owner, task_id), ConsistentRead=True
+        raw = self.ddb.get_item(
+            TableName=self.table, Key=_key(owner, task_id), ConsistentRead=True
         ).get("Item")
         if raw is None or float(raw["expires_at"]["N"]) <= time.time():
             return None
@@ -457,7 +438,7 @@ class TaskStore:
     ) -> tuple[list[TaskItem], str | None]:
         """One page of the owner's unexpired tasks and the id to continue after."""
         kwargs: dict[str, Any] = {
-            "TableName": self._table,
+            "TableName": self.table,
             "KeyConditionExpression": "pk = :pk AND begins_with(sk, :t)",
             "ExpressionAttributeValues": {":pk": {"S": TASK_PREFIX + owner}, ":t": {"S": "T#"}},
             "Limit": limit,
@@ -465,7 +446,7 @@ class TaskStore:
         }
         if start is not None:
             kwargs["ExclusiveStartKey"] = _key(owner, start)
-        answer = self._ddb.query(**kwargs)
+        answer = self.ddb.query(**kwargs)
         now = time.time()
         items = [self._item(raw) for raw in answer.get("Items", [])]
         last = answer.get("LastEvaluatedKey")
@@ -473,7 +454,7 @@ class TaskStore:
         return [i for i in items if i.expires_at > now], after
 
     def running(self, owner: str) -> int:
-        raw = self._ddb.get_item(
-            TableName=self._table, Key=_counter(owner), ConsistentRead=True
-        ).get("Item")
+        raw = self.ddb.get_item(TableName=self.table, Key=_counter(owner), ConsistentRead=True).get(
+            "Item"
+        )
         return int(raw["running"]["N"]) if raw and "running" in raw else 0

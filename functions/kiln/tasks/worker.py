@@ -20,7 +20,7 @@ import logging
 import math
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import KW_ONLY, dataclass, replace
 from typing import Any, Protocol
 
 from kiln.access.approvals import Requirement
@@ -118,25 +118,16 @@ def internal_error(message: str) -> dict[str, Any]:
     return error_data(INTERNAL_ERROR, message)
 
 
+@dataclass(eq=False)
 class TaskWorker:
-    def __init__(
-        self,
-        store: TaskStore,
-        tools: ToolRunner,
-        shaper: ToolCaller,
-        settings: TaskSettings,
-        *,
-        clock: Callable[[], float] = time.time,
-        now_iso: Callable[[], str],
-        gate: CallGate | None = None,
-    ) -> None:
-        self._store = store
-        self._tools = tools
-        self._shaper = shaper
-        self._settings = settings
-        self._clock = clock
-        self._now_iso = now_iso
-        self._gate = gate
+    store: TaskStore
+    tools: ToolRunner
+    shaper: ToolCaller
+    settings: TaskSettings
+    _: KW_ONLY
+    now_iso: Callable[[], str]
+    clock: Callable[[], float] = time.time
+    gate: CallGate | None = None
 
     async def run(
         self,
@@ -152,12 +143,12 @@ class TaskWorker:
         `slot` bounds how many task runs of this process use the runner at once; a task
         waiting for one keeps its lease and can be cancelled meanwhile.
         """
-        item = await asyncio.to_thread(self._store.get, owner, task_id)
+        item = await asyncio.to_thread(self.store.get, owner, task_id)
         if item is None or item.status != "working":
             return item.status if item else "missing"
         if not await self._renew(item):
             return "cancelled"
-        tool = await self._tools.find(item.tool, item.revision)
+        tool = await self.tools.find(item.tool, item.revision)
         if tool is None:
             return await self._fail(
                 item, f"Tool '{item.tool}' was removed or disabled before its task ran"
@@ -196,8 +187,8 @@ class TaskWorker:
         """The run's result shaped as a tools/call result would be, and the task settled."""
         try:
             # Output validation may be costly: off the event loop, as for calls.
-            view = self._tools.view(tool)
-            shaped = await asyncio.to_thread(self._shaper.shape, view, outcome, item.version)
+            view = self.tools.view(tool)
+            shaped = await asyncio.to_thread(self.shaper.shape, view, outcome, item.version)
         except RunFailedError as error:
             ended = ended.as_error()
             return await self._settle(item, "failed", ended, error=error_object(error)["error"])
@@ -215,11 +206,11 @@ class TaskWorker:
     ) -> tuple[ToolOutcome, Any]:
         # A task's questions reach its client through tasks/get and come back through
         # tasks/update; its progress becomes the task's status message.
-        notes = _StatusNotes(self._store, item, self._now_iso)
+        notes = _StatusNotes(self.store, item, self.now_iso)
         talk = Conversation(item.answers or {}, ASKABLE, notes.hear)
         async with slot if slot is not None else contextlib.nullcontext():
-            began[0] = self._clock()
-            ran = await self._tools.execute(
+            began[0] = self.clock()
+            ran = await self.tools.execute(
                 tool, item.arguments, time_left_s=time_left_s, conversation=talk
             )
         await notes.flush()  # before the task moves on: it ends with the last progress
@@ -234,7 +225,7 @@ class TaskWorker:
         if outcome.questions:
             return await self._park(item, outcome, _Ended("ok", 0.0))
         shaped = await asyncio.to_thread(
-            self._shaper.shape, self._tools.view(tool), outcome, item.version
+            self.shaper.shape, self.tools.view(tool), outcome, item.version
         )
         ended = _Ended("refused", 0.0, 0, approval.verdict or "approval declined")
         return await self._settle(item, "completed", ended, result=shaped)
@@ -246,15 +237,15 @@ class TaskWorker:
         if ended.run_s:
             await self._charge(item, ended.run_s)
         parked = await asyncio.to_thread(
-            self._store.park, item, inputs, dict(item.answers or {}), now=self._now_iso()
+            self.store.park, item, inputs, dict(item.answers or {}), now=self.now_iso()
         )
         if not parked:
-            found = await asyncio.to_thread(self._store.get, item.owner, item.task_id)
+            found = await asyncio.to_thread(self.store.get, item.owner, item.task_id)
             return found.status if found else "missing"
         return "input_required"
 
     def _ran(self, began: list[float]) -> float:
-        return max(0.0, self._clock() - began[0])
+        return max(0.0, self.clock() - began[0])
 
     async def _watch(
         self, item: TaskItem, run: asyncio.Task[Any], cancelled: asyncio.Event | None
@@ -267,7 +258,7 @@ class TaskWorker:
                 if waiter is not None:
                     pending.add(waiter)
                 await asyncio.wait(
-                    pending, timeout=self._settings.heartbeat_s, return_when="FIRST_COMPLETED"
+                    pending, timeout=self.settings.heartbeat_s, return_when="FIRST_COMPLETED"
                 )
                 if run.done():
                     break
@@ -283,8 +274,8 @@ class TaskWorker:
                 waiter.cancel()
 
     async def _renew(self, item: TaskItem) -> bool:
-        lease = self._clock() + self._settings.lease_s
-        return await asyncio.to_thread(self._store.renew, item, lease_until=lease)
+        lease = self.clock() + self.settings.lease_s
+        return await asyncio.to_thread(self.store.renew, item, lease_until=lease)
 
     async def _fail(self, item: TaskItem, message: str, *, ran_s: float = 0.0) -> str:
         ended = _Ended("tool_error", ran_s, 0, "task: " + message.partition(";")[0])
@@ -302,8 +293,8 @@ class TaskWorker:
         message = str(error["message"]) if error is not None else None
         ticket = self._ticket(item)
         ledger = None
-        if ticket is not None and self._gate is not None:
-            ledger = self._gate.entry_item(
+        if ticket is not None and self.gate is not None:
+            ledger = self.gate.entry_item(
                 ticket, ended.outcome, duration_ms=ended.run_s * 1000,
                 output_bytes=ended.output_bytes, detail=ended.detail,
             )  # fmt: skip
@@ -311,17 +302,17 @@ class TaskWorker:
         # end is admitted against the day's seconds with this run's in.
         await self._charge(item, ended.run_s)
         done = await asyncio.to_thread(
-            self._store.settle,
+            self.store.settle,
             item,
             status,
-            now=self._now_iso(),
+            now=self.now_iso(),
             message=message,
             result=result,
             error=error,
             ledger=ledger,
         )
         if not done:  # cancelled (or failed by a reader) while the result was on its way
-            found = await asyncio.to_thread(self._store.get, item.owner, item.task_id)
+            found = await asyncio.to_thread(self.store.get, item.owner, item.task_id)
             return found.status if found else "missing"
         return status
 
@@ -332,10 +323,10 @@ class TaskWorker:
         """Charge a run's seconds to its caller's daily quotas (a failed charge is logged: the
         task's outcome stands)."""
         ticket = self._ticket(item)
-        if ticket is None or self._gate is None or not ticket.charge:
+        if ticket is None or self.gate is None or not ticket.charge:
             return
         try:
-            await asyncio.to_thread(self._gate.charge, ticket, run_s)
+            await asyncio.to_thread(self.gate.charge, ticket, run_s)
         except Exception:
             log.exception("task %s: its run-seconds could not be charged", item.task_id)
 

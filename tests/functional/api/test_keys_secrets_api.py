@@ -108,3 +108,22 @@ def test_a_bad_view_or_quota_on_a_key_names_the_field(kiln_server: RunningKiln) 
     bad_view = kiln_server.api("POST", "/api/keys", json={"name": "v", "view": "no spaces"})
     assert bad_view.status_code == 422, bad_view.text
     assert kiln_server.api("GET", "/api/keys").json()["keys"] == []
+
+
+def test_a_key_body_that_is_not_an_object_is_refused_saying_what_it_must_be(
+    kiln_server: RunningKiln,
+) -> None:
+    create = kiln_server.api("POST", "/api/keys", json=["ci", "call"])
+    assert create.status_code == 422, create.text
+    assert create.json()["error"] == {
+        "code": "invalid_key",
+        "message": 'body: must be {"name": "...", "scope": "call"}',
+    }
+    assert kiln_server.api("POST", "/api/keys", json={"name": "ci"}).status_code == 201
+    bind = kiln_server.api("PUT", "/api/keys/ci/binding", json="finance")
+    assert bind.status_code == 422, bind.text
+    assert bind.json()["error"] == {
+        "code": "invalid_key",
+        "message": 'body: must be {"view": ..., "quota": {...}}',
+    }
+    assert kiln_server.api("GET", "/api/keys").json()["keys"][0]["view"] is None

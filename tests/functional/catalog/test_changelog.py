@@ -40,7 +40,7 @@ def _reads(store: CatalogStore) -> list[str]:
         pk = (key.get("pk") or key.get(":pk") or {}).get("S", "?")
         seen.append(f"{model.name} {pk}")
 
-    events = store._ddb.meta.events
+    events = store.ddb.meta.events
     for operation in ("GetItem", "Query"):
         events.register(f"provide-client-params.dynamodb.{operation}", count)
     return seen
@@ -86,7 +86,7 @@ def test_every_kind_of_write_moves_a_warm_process_to_what_a_full_read_sees(
     aws: AwsStack, warm: tuple[CatalogStore, CatalogSnapshots, list[str]]
 ) -> None:
     writer, snapshots, _ = warm
-    views = ViewStore(writer._ddb, table=aws.table)
+    views = ViewStore(writer.ddb, table=aws.table)
     deleted = writer.get("tool_2").id
     steps: list[Callable[[], object]] = [
         lambda: writer.create(replace(DRAFT, name="fresh")),
@@ -152,7 +152,7 @@ def test_a_process_far_behind_reads_everything_once(
     aws: AwsStack, warm: tuple[CatalogStore, CatalogSnapshots, list[str]]
 ) -> None:
     writer, snapshots, reads = warm
-    views = ViewStore(writer._ddb, table=aws.table)
+    views = ViewStore(writer.ddb, table=aws.table)
     view = check_view({"name": "v", "tools": []})
     revision = views.put(view, expected_revision=None).revision
     for _ in range(changelog.MAX_STEPS):

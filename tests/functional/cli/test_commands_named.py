@@ -93,3 +93,16 @@ def test_every_kiln_command_a_readme_names_exists() -> None:
                     wrong.append(f"{where}: `kiln {command}` has {', '.join(sorted(subs))}")
     assert seen > 20, f"only {seen} commands found in the READMEs: is the pattern right?"
     assert not wrong, "\n".join(wrong)
+
+
+def test_dev_and_stdio_take_the_local_catalog_options_alike_each_saying_what_it_does() -> None:
+    top = subcommands(build_parser())
+    local = ("--tools", "--no-examples", "--state-dir", "--aws")
+
+    def options(command: str) -> dict[str, str | None]:
+        found = {o: a.help for a in top[command]._actions for o in a.option_strings}
+        return {option: found.get(option, "(missing)") for option in local}
+
+    dev, stdio = options("dev"), options("stdio")
+    assert dev == stdio, f"kiln dev says {dev}, kiln stdio says {stdio}"
+    assert all(dev.values()), f"an option of kiln dev and stdio says nothing in --help: {dev}"
