@@ -256,9 +256,9 @@ def test_an_inner_tools_question_is_asked_on_the_held_2025_call_and_it_runs_once
 @pytest.mark.parametrize("wire", WIRES)
 def test_execute_answers_over_stdio_in_code_mode(coding: Stdio, wire: str) -> None:
     listed = coding.exchange("tools/list", {})
-    assert {t["name"] for t in listed["result"]["tools"]} == {
-        "search_tools", "describe_tools", "execute",
-    }  # fmt: skip
+    (execute,) = listed["result"]["tools"]  # a catalog this small: execute alone, which
+    assert execute["name"] == "execute"  # names every function in its description
+    assert "fx_rate(" in execute["description"], execute
     code = "print(fx_rate(from_='GBP')['rate'] * 4)\n"
     result = call(coding, "execute", {"code": code}, wire)
     assert result.get("isError") is not True, f"{result}\nstderr:\n{coding.tail()}"
