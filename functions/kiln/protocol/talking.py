@@ -73,6 +73,7 @@ class Turn:
     # and the id its approvals are spent under.
     given: Mapping[str, Any] | None = None
     given_state: str | None = None
+    calls_made: int = 0  # inner calls made in this call's earlier requests (its state's "c")
 
     def hear(self, kind: str, fields: Mapping[str, Any]) -> None:
         """A progress or log line of the running script, as a notification if wanted."""
@@ -118,10 +119,7 @@ class Turn:
             held += 1
             if held > MAX_HELD_ROUNDS:
                 break
-            began = time.monotonic()
-            asked = await self._ask(tool, binding, answers, questions, round_, rid)
-            if ctx.link is not None:  # waiting for the client is not the calls' time
-                ctx.link.budget.pause(time.monotonic() - began)
+            asked = await self._asked(ctx, tool, binding, answers, questions, round_, rid)
             if not isinstance(asked, _Answers):
                 return asked
             answers = asked.answers
@@ -130,8 +128,31 @@ class Turn:
             f"{MAX_CALL_ROUNDS} rounds of calls, in one call"
         )
 
+    async def _asked(
+        self,
+        ctx: CallContext,
+        tool: Any,
+        binding: Binding,
+        answers: dict[str, Any],
+        questions: tuple[Question, ...],
+        round_: int,
+        rid: RequestId,
+    ) -> ToolOutcome | dict[str, Any] | _Answers:
+        """`_ask`, with the call tree's bounds carried over the client's round: the calls
+        made so far go into a 2026-07-28 state (the next request's tree goes on counting
+        from them), and waiting for a held answer is not the calls' time."""
+        if ctx.link is None:
+            return await self._ask(tool, binding, answers, questions, round_, rid)
+        self.calls_made = ctx.link.budget.used
+        began = time.monotonic()
+        asked = await self._ask(tool, binding, answers, questions, round_, rid)
+        ctx.link.budget.pause(time.monotonic() - began)
+        return asked
+
     def _round(self, ctx: CallContext, tool: Any, answers: dict[str, Any]) -> CallContext:
         """The context of one run: what it is told of the conversation, and its time."""
+        if ctx.link is not None and self.calls_made > ctx.link.budget.used:
+            ctx.link.budget.used = self.calls_made  # made in the state's earlier requests
         hear = self.hear if self.emit is not None else None
         talk = Conversation(
             answers, self.can_ask, hear, can_task=self.can_task, state_id=self.state_id(),
@@ -194,7 +215,7 @@ class Turn:
         (never a progress token of its own: its logs reach the client, its progress not)."""
         return replace(
             self, given=given, given_state=state_id, responses={}, state=None,
-            progress_token=None, holder=None, can_task=False,
+            progress_token=None, holder=None, can_task=False, calls_made=0,
         )  # fmt: skip
 
     def state_id(self) -> str | None:
@@ -213,6 +234,7 @@ class Turn:
         except StateRefusedError:
             raise InvalidParamsError(REFUSED, request_id=rid) from None
         answers = dict(content.get("a") or {})
+        self.calls_made = int(content.get("c") or 0)
         asked: dict[str, str] = dict(content.get("q") or {})
         for key, method in asked.items():
             if key in self.responses:
@@ -250,6 +272,8 @@ class Turn:
         self, binding: Binding, answers: dict[str, Any], questions: tuple[Question, ...], n: int
     ) -> dict[str, Any]:
         content = {"a": answers, "q": {q.key: q.method for q in questions}, "n": n}
+        if self.calls_made:
+            content["c"] = self.calls_made
         try:
             state = self.sealer.seal(binding, content)
         except StateTooLargeError as error:

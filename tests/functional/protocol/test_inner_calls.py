@@ -270,3 +270,47 @@ def test_execute_reaches_only_the_views_tools(server: McpServer) -> None:
     )
     result = execute(server, code)
     assert "Tool 'execute' may not call 'convert'" in result["content"][0]["text"], result
+
+
+# Three calls, a question to the user, then three more: the count bound (4) holds across the
+# client's round (the state carries the calls made), so the fifth and sixth are refused.
+COUNTED = """\
+import json, os, sys
+from kiln_tools import ToolCallError, tools
+first = tools.gather(*[("fx_rate", {"from": "GBP"})] * 3)
+if "go" not in json.loads(os.environ["KILN_ANSWERS"]):
+    with os.fdopen(int(os.environ["KILN_TALK_FD"]), "w") as talk:
+        ask = {"message": "Go on?", "requestedSchema": {"type": "object", "properties": {}}}
+        talk.write(json.dumps({"ask": "go", "elicitation": ask}))
+    sys.exit(0)
+try:
+    tools.gather(*[("fx_rate", {"from": "EUR"})] * 3)
+except ToolCallError as error:
+    print("refused:", error)
+else:
+    print("all six made")
+"""
+
+
+@pytest.fixture(scope="module")
+def counted(moto_endpoint: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[McpServer]:
+    tmp: Path = tmp_path_factory.mktemp("counted")
+    rate = {"description": "A rate.", "input_schema": OPEN, "annotations": SAFE}
+    tools = [
+        write_tool(tmp / "tools", "fx_rate", rate, 'print("1.5")\n'),
+        write_tool(tmp / "tools", "counted", _manifest("Calls six times.", ["fx_rate"]), COUNTED),
+    ]
+    yield from start_kiln(moto_endpoint, tmp, extra=tools, call_count=4)
+
+
+def test_the_count_bound_holds_across_the_clients_round_on_2026_07_28(counted: McpServer) -> None:
+    first = call(counted, "counted", {}, path="/mcp")
+    assert first["resultType"] == "input_required", first
+    go = {"go": {"action": "accept", "content": {}}}
+    done = call(
+        counted, "counted", {}, path="/mcp", inputResponses=go, requestState=first["requestState"]
+    )
+    text = done["content"][0]["text"]
+    assert text.startswith(
+        "refused: The call of 'fx_rate' was not made: one call may make at most 4"
+    ), done
