@@ -20,7 +20,8 @@ from kiln.catalog.model import Draft, Revision, Tool, definition_of
 MAX_FILES: Final = 100
 MAX_FILE_BYTES: Final = 256 * 1024
 MAX_FILES_BYTES: Final = 512 * 1024  # all of a tool's files together (before base64)
-RESERVED: Final = frozenset({"tool.json", "main.py", "main.js"})
+# main.cjs: what a run names a Node script beside its files (kiln.runner.runner.SCRIPT_NAMES)
+RESERVED: Final = frozenset({"tool.json", "main.py", "main.js", "main.cjs"})
 HELPER: Final = "kiln_tools"  # every run's helper for calling tools (kiln.runner.shipped)
 PATH_RULE: Final = (
     "a relative path of at most 200 characters from A-Z a-z 0-9 . _ - and /, "

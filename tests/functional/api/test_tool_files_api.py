@@ -52,7 +52,8 @@ def test_saving_an_identical_tool_keeps_the_current_revision(kiln_server: Runnin
 def test_a_file_path_that_could_leave_the_run_directory_is_refused_by_name(
     kiln_server: RunningKiln,
 ) -> None:
-    bad = {**TOOL, "files": {"../escape.py": "eA==", "main.py": "eA==", "ok.txt": "not base64!"}}
+    bad = {**TOOL, "files": {"../escape.py": "eA==", "main.py": "eA==", "main.cjs": "eA==",
+                             "ok.txt": "not base64!"}}  # fmt: skip
     refused = kiln_server.api("POST", "/api/tools", json=bad)
     assert refused.status_code == 422
     violations = {v["field"]: v["message"] for v in refused.json()["error"]["violations"]}
@@ -64,6 +65,11 @@ def test_a_file_path_that_could_leave_the_run_directory_is_refused_by_name(
         ),
         "files['main.py']": (
             "files['main.py'] is the manifest's or the script's own name; give the file "
+            "another name (rule: path)."
+        ),
+        # A Node run's script is written as main.cjs: a file of that name would be lost.
+        "files['main.cjs']": (
+            "files['main.cjs'] is the manifest's or the script's own name; give the file "
             "another name (rule: path)."
         ),
         "files['ok.txt']": "files['ok.txt'] must be the file's bytes as a base64 string "
