@@ -25,6 +25,7 @@ __all__ = [
     "http",
     "inner",
     "jsontext",
+    "jsstubs",
     "spec",
     "talking",
     "tasks",

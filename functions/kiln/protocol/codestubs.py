@@ -91,6 +91,12 @@ def function_names(tools: Sequence[ToolView]) -> dict[str, str]:
     return _unique([tool.name for tool in tools], _TAKEN)
 
 
+def unique_names(names: Sequence[str], taken: frozenset[str]) -> dict[str, str]:
+    """Name -> a safe, unique identifier, as `function_names` makes them, with `taken` (and
+    Python's keywords) given a trailing `_` (jsstubs passes JavaScript's reserved words)."""
+    return _unique(names, taken)
+
+
 def _unique(names: Sequence[str], taken: frozenset[str]) -> dict[str, str]:
     chosen: dict[str, str] = {}
     used: set[str] = set()

@@ -131,6 +131,13 @@ EXECUTE_TOOL = _meta_tool(
             "maxLength": MAX_CODE_CHARS,
             "description": "Python 3 source; print() the answer.",
         },
+        "language": {
+            "type": "string",
+            "enum": ["python", "javascript"],
+            "default": "python",
+            "description": "javascript: the code runs in Node, each function taking one "
+            "object of arguments (fx_rate({from: 'GBP'})); console.log() the answer.",
+        },
     },
     read_only=False,
 )

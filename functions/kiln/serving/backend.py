@@ -269,7 +269,7 @@ class CatalogBackend:
         self, tool: ToolView, arguments: Mapping[str, Any], ctx: CallContext
     ) -> ToolOutcome:
         call = resolved(tool)  # by get_tool, for this request: no second lookup
-        found, view, account = call.tool, call.view, call.account
+        found, view, account = self._code.in_language(call.tool, arguments), call.view, call.account
         gate = self._gate if account is not None else None
         started = time.time()
         talk = ctx.conversation

@@ -23,7 +23,8 @@ import hashlib
 import threading
 from collections import OrderedDict
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from typing import Any
 
 from kiln.catalog.model import Revision, Tool
 from kiln.protocol.discovery import EXECUTE, EXECUTE_TOOL
@@ -58,6 +59,7 @@ class CodeMode:
         self._lock = threading.Lock()
         self._by_view: OrderedDict[tuple[str | None, int], Program] = OrderedDict()
         self._by_digest: dict[str, Program] = {}
+        self._js: dict[str, Program] = {}  # a Python program's digest -> its JavaScript one
 
     def tool(self, view: str | None, caller: str, tools: Mapping[str, Tool], version: int) -> Tool:
         """The `execute` tool of `caller` in `view` (None: the root catalog) at `version`."""
@@ -72,6 +74,23 @@ class CodeMode:
             calls=program.calls,
         )  # fmt: skip
         return Tool(f"code-{tenant}", EXECUTE, True, head, "", "")
+
+    def in_language(self, tool: Tool, arguments: Mapping[str, Any]) -> Tool:
+        """`execute` in the language its call asks for: Python (as made), or JavaScript
+        (kiln.protocol.jsstubs), the same view's functions, the same tenant."""
+        program = self.source(tool.head)
+        if program is None or arguments.get("language") != "javascript":
+            return tool
+        with self._lock:
+            js = self._js.get(program.digest)
+        if js is None:
+            from kiln.protocol.jsstubs import js_program
+
+            js = Program.of(*js_program(program.calls), program.calls)
+            with self._lock:
+                self._js[program.digest] = js
+                self._by_digest[js.digest] = js
+        return replace(tool, head=replace(tool.head, language="node", code_sha256=js.digest))
 
     def source(self, head: Revision) -> Program | None:
         """The program of an `execute` tool this object made (None: a catalog revision)."""
@@ -97,4 +116,7 @@ class CodeMode:
             while len(self._by_view) > KEPT_PROGRAMS:
                 _, dropped = self._by_view.popitem(last=False)
                 self._by_digest.pop(dropped.digest, None)
+                js = self._js.pop(dropped.digest, None)
+                if js is not None:
+                    self._by_digest.pop(js.digest, None)
         return program

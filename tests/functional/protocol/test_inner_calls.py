@@ -222,8 +222,9 @@ def test_a_destructive_inner_call_asks_for_approval_through_the_outer_call(
     assert "already used" in again["inputRequests"][key]["params"]["message"]
 
 
-def execute(server: McpServer, code: str, **more: Any) -> dict[str, Any]:
-    return call(server, "execute", {"code": code}, path="/mcp/v/coder", **more)
+def execute(server: McpServer, code: str, language: str | None = None) -> dict[str, Any]:
+    arguments = {"code": code} if language is None else {"code": code, "language": language}
+    return call(server, "execute", arguments, path="/mcp/v/coder")
 
 
 def test_a_small_code_view_lists_execute_alone_with_every_function(server: McpServer) -> None:
@@ -314,3 +315,22 @@ def test_the_count_bound_holds_across_the_clients_round_on_2026_07_28(counted: M
     assert text.startswith(
         "refused: The call of 'fx_rate' was not made: one call may make at most 4"
     ), done
+
+
+def test_execute_runs_javascript_with_the_same_functions_through_the_gate(
+    server: McpServer,
+) -> None:
+    code = (
+        "const gbp = fx_rate({from: 'GBP'}).rate;\n"
+        "const [eur] = tools.gather([['fx_rate', {from: 'EUR'}]]);\n"
+        "console.log(`${(100 * gbp).toFixed(2)} USD, ${(100 * eur.rate).toFixed(2)} USD`);\n"
+    )
+    result = execute(server, code, language="javascript")
+    assert result.get("isError") is not True, result
+    assert result["content"][0]["text"].strip() == "125.00 USD, 110.00 USD"
+    outer = ledger(server, tool="execute")[0]
+    children = [e for e in ledger(server, tool="fx_rate") if e.get("parent") == outer["id"]]
+    assert len(children) == 2, children
+    failing = execute(server, "fx_rate({from: 'XYZ'});\n", language="javascript")
+    assert failing["isError"] is True
+    assert "ToolCallError: Invalid arguments for tool 'fx_rate'" in failing["content"][0]["text"]

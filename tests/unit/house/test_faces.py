@@ -39,7 +39,7 @@ EXPORTS: dict[str, str] = {
     "protocol": (
         "CallContext CallLimits HttpRequest HttpResponse McpEndpoint ProtocolSettings ToolBackend "
         "ToolOutcome ToolView backend calling codestubs discovery dispatch errors guard http inner "
-        "jsontext spec talking tasks wire"
+        "jsontext jsstubs spec talking tasks wire"
     ),
     "runner": (
         "InvalidArgumentsError NodeUnavailableError RunLimits RunRequest RunResult Runner "
