@@ -161,13 +161,19 @@ class McpServer:
         return self.running.http
 
     def post(
-        self, message: Any, headers: dict[str, str] | None = None, *, raw: bytes | None = None
+        self,
+        message: Any,
+        headers: dict[str, str] | None = None,
+        *,
+        raw: bytes | None = None,
+        path: str = "/mcp",
     ) -> httpx.Response:
         base = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
         merged = {**base, **(headers or {})}
+        url = self.running.url + path
         if raw is not None:
-            return self.http.post(self.url, content=raw, headers=merged)
-        return self.http.post(self.url, json=message, headers=merged)
+            return self.http.post(url, content=raw, headers=merged)
+        return self.http.post(url, json=message, headers=merged)
 
     def legacy(
         self,
@@ -190,7 +196,9 @@ class McpServer:
         rid: Any = 1,
         headers: dict[str, str] | None = None,
         name: str | None = None,
+        path: str = "/mcp",
     ) -> httpx.Response:
+        """A 2026-07-28 request (to `path`: a view's is `/mcp/v/<name>`)."""
         params = dict(params or {})
         params.setdefault("_meta", meta())
         hdrs = {"MCP-Protocol-Version": MODERN, "Mcp-Method": method}
@@ -199,7 +207,8 @@ class McpServer:
         elif method == "tools/call" and isinstance(params.get("name"), str):
             hdrs["Mcp-Name"] = params["name"]
         hdrs.update(headers or {})
-        return self.post({"jsonrpc": "2.0", "id": rid, "method": method, "params": params}, hdrs)
+        message = {"jsonrpc": "2.0", "id": rid, "method": method, "params": params}
+        return self.post(message, hdrs, path=path)
 
 
 def settings_for(stack: AwsStack, tmp: Path, **overrides: Any) -> Settings:

@@ -113,17 +113,10 @@ def server(moto_endpoint: str, tmp_path_factory: pytest.TempPathFactory) -> Iter
 def call(
     server: McpServer, name: str, arguments: dict[str, Any], *, path: str = "/mcp/v/team", **more
 ) -> dict[str, Any]:
+    """A 2026-07-28 tools/call from a client that answers elicitations."""
     params = {"name": name, "arguments": arguments, **more}
     params["_meta"] = {**meta(), META_CAPS: {"elicitation": {}}}
-    headers = {
-        "Content-Type": "application/json",
-        "Accept": "application/json",
-        "MCP-Protocol-Version": "2026-07-28",
-        "Mcp-Method": "tools/call",
-        "Mcp-Name": name,
-    }
-    message = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params}
-    response = server.http.post(f"{server.running.url}{path}", json=message, headers=headers)
+    response = server.modern("tools/call", params, path=path)
     assert response.status_code == 200, response.text
     body = response.json()
     assert "result" in body, body
