@@ -1,14 +1,16 @@
-"""Protocol errors and the one table that maps them to JSON-RPC codes and HTTP statuses.
+"""Protocol errors: each carries its JSON-RPC code, its HTTP statuses and its data.
 
-Every problem the protocol layer detects is raised as one of the exceptions below and turned
-into a JSON-RPC error body by `error_reply`. Tool-level problems (bad arguments, a failed run)
-are not exceptions: they are `isError` results built in `calling.py`.
+Every problem the protocol layer detects is raised as one of the exceptions below (the SDK's
+`MCPError` is the model: an error is its code, message and data) and turned into a JSON-RPC
+error body once, by `error_object` / `error_reply` at the edge. A class says its `code` and
+the HTTP status it is answered with on each era (digest §2.4, §2.5, §5.4); a subclass answers
+as its parent until it says otherwise. Tool-level problems (bad arguments, a failed run) are
+not exceptions: they are `isError` results built in `calling.py`.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 from kiln.protocol.spec import (
     HEADER_MISMATCH,
@@ -22,6 +24,12 @@ from kiln.protocol.spec import (
 )
 
 RequestId = int | str | None
+
+# JSON-RPC leaves -32000..-32099 to the server (implementation-defined errors): Kiln's own.
+UNAVAILABLE = -32000  # the catalog store did not answer in time: retry later
+UNAUTHORIZED = -32001  # no credential, or one that may not do this
+REFUSED = -32002  # a request the application refused (a rule, a conflict, a missing thing)
+RATE_LIMITED = -32029  # a quota refused the call
 
 _SHOWN_CHARS = 64
 
@@ -38,6 +46,10 @@ def shown(value: str, limit: int = _SHOWN_CHARS) -> str:
 
 class ProtocolError(Exception):
     """Base: a request the protocol layer refuses. `request_id` is echoed when known."""
+
+    code: int = INTERNAL_ERROR  # the JSON-RPC code (an instance may carry its own: a replay)
+    legacy_status: ClassVar[int] = 200  # HTTP status on the 2025 era (or an unknown one)
+    modern_status: ClassVar[int] = 200  # HTTP status when the request claimed 2026-07-28
 
     def __init__(
         self,
@@ -57,13 +69,19 @@ class ProtocolError(Exception):
 class ParseError(ProtocolError):
     """The body is not JSON."""
 
+    code, legacy_status, modern_status = PARSE_ERROR, 400, 400
+
 
 class InvalidRequestError(ProtocolError):
     """The body is JSON but not an acceptable JSON-RPC message (shape, batch rules)."""
 
+    code, legacy_status, modern_status = INVALID_REQUEST, 400, 400
+
 
 class TransportError(ProtocolError):
     """An HTTP-level refusal (method, Origin, Host, media type, size). Carries its own status."""
+
+    code = INVALID_REQUEST
 
     def __init__(self, message: str, *, status: int, headers: dict[str, str] | None = None) -> None:
         super().__init__(message)
@@ -74,25 +92,37 @@ class TransportError(ProtocolError):
 class MissingMetaError(ProtocolError):
     """A modern request without the required `params._meta` keys."""
 
+    code, legacy_status, modern_status = INVALID_PARAMS, 400, 400
+
 
 class HeaderMismatchError(ProtocolError):
     """A modern request whose MCP headers are missing or disagree with the body."""
+
+    code, legacy_status, modern_status = HEADER_MISMATCH, 400, 400
 
 
 class UnsupportedVersionError(ProtocolError):
     """A protocol version this server does not speak (modern `_meta` or a legacy header)."""
 
+    code, legacy_status, modern_status = UNSUPPORTED_PROTOCOL_VERSION, 400, 400
+
 
 class MethodNotFoundError(ProtocolError):
     """A method this server does not serve in the request's era."""
+
+    code, legacy_status, modern_status = METHOD_NOT_FOUND, 200, 404
 
 
 class InvalidParamsError(ProtocolError):
     """Params the method cannot use: unknown tool, bad cursor, wrong types."""
 
+    code = INVALID_PARAMS
+
 
 class MissingCapabilityError(ProtocolError):
     """A request the server can serve only with a client capability the client did not send."""
+
+    code, legacy_status, modern_status = MISSING_REQUIRED_CLIENT_CAPABILITY, 400, 400
 
 
 class InternalError(ProtocolError):
@@ -104,15 +134,10 @@ class UnavailableError(ProtocolError):
 
     Raised by a backend; the protocol layer passes it on with the request's id."""
 
+    code = UNAVAILABLE
+
     def for_request(self, request_id: RequestId, *, modern: bool = False) -> UnavailableError:
         return UnavailableError(self.message, request_id=request_id, data=self.data, modern=modern)
-
-
-# JSON-RPC leaves -32000..-32099 to the server (implementation-defined errors): Kiln's own.
-UNAVAILABLE = -32000  # the catalog store did not answer in time: retry later
-UNAUTHORIZED = -32001  # no credential, or one that may not do this
-REFUSED = -32002  # a request the application refused (a rule, a conflict, a missing thing)
-RATE_LIMITED = -32029  # a quota refused the call
 
 
 def error_data(code: int, message: str, data: Any = None) -> dict[str, Any]:
@@ -135,54 +160,22 @@ class RateLimitedError(ProtocolError):
 
     `data` says which quota, its limit and when it resets."""
 
+    code, legacy_status, modern_status = RATE_LIMITED, 429, 429
+
     def __init__(self, message: str, *, retry_after_s: int, data: Any = None) -> None:
         super().__init__(message, data=data)
         self.retry_after_s = retry_after_s
 
 
-@dataclass(frozen=True)
-class ErrorRule:
-    code: int
-    legacy_status: int  # HTTP status when the request is legacy era (or the era is unknown)
-    modern_status: int  # HTTP status when the request claimed the 2026-07-28 envelope
-
-
-# The one place where errors become codes and statuses (digest §2.4, §2.5, §5.4).
-ERROR_TABLE: dict[type[ProtocolError], ErrorRule] = {
-    ParseError: ErrorRule(PARSE_ERROR, 400, 400),
-    InvalidRequestError: ErrorRule(INVALID_REQUEST, 400, 400),
-    TransportError: ErrorRule(INVALID_REQUEST, 400, 400),  # status comes from the error itself
-    MissingMetaError: ErrorRule(INVALID_PARAMS, 400, 400),
-    HeaderMismatchError: ErrorRule(HEADER_MISMATCH, 400, 400),
-    UnsupportedVersionError: ErrorRule(UNSUPPORTED_PROTOCOL_VERSION, 400, 400),
-    MethodNotFoundError: ErrorRule(METHOD_NOT_FOUND, 200, 404),
-    InvalidParamsError: ErrorRule(INVALID_PARAMS, 200, 200),
-    InternalError: ErrorRule(INTERNAL_ERROR, 200, 200),
-    UnavailableError: ErrorRule(UNAVAILABLE, 200, 200),
-    MissingCapabilityError: ErrorRule(MISSING_REQUIRED_CLIENT_CAPABILITY, 400, 400),
-    RateLimitedError: ErrorRule(RATE_LIMITED, 429, 429),
-}
-
-
-def rule_for(error: ProtocolError) -> ErrorRule:
-    for cls in type(error).__mro__:
-        rule = ERROR_TABLE.get(cls)
-        if rule is not None:
-            return rule
-    return ERROR_TABLE[InternalError]
-
-
 def error_status(error: ProtocolError) -> int:
     if isinstance(error, TransportError):
         return error.status
-    rule = rule_for(error)
-    return rule.modern_status if error.modern else rule.legacy_status
+    return error.modern_status if error.modern else error.legacy_status
 
 
 def error_code(error: ProtocolError) -> int:
-    """The JSON-RPC code: the table's, unless the error carries its own (a replayed one)."""
-    own = getattr(error, "code", None)
-    return own if isinstance(own, int) else rule_for(error).code
+    """The JSON-RPC code the error carries."""
+    return error.code
 
 
 def error_object(error: ProtocolError) -> dict[str, Any]:

@@ -67,8 +67,14 @@ class InProcess(McpServer):
         return httpx.Response(reply.status, headers=reply.headers, content=reply.body)
 
     def post(
-        self, message: Any, headers: dict[str, str] | None = None, *, raw: bytes | None = None
+        self,
+        message: Any,
+        headers: dict[str, str] | None = None,
+        *,
+        raw: bytes | None = None,
+        path: str = "/mcp",
     ) -> httpx.Response:
+        assert path == "/mcp", "the endpoint alone serves one path"
         base = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
         body = raw if raw is not None else json.dumps(message).encode()
         return self.send("POST", {**base, **(headers or {})}, body)  # type: ignore[no-any-return]
