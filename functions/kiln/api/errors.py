@@ -5,9 +5,9 @@ access control, bundles) as a domain exception; the REST app and the MCP routes 
 into an answer here, and only here. The lookup walks the class's MRO, so a new subclass
 answers like its parent until it is given a row of its own.
 
-(Errors of the MCP protocol itself have their own table in `kiln.protocol.errors`, which also
-writes every JSON-RPC error body, these included; this table is for what the application
-layer refuses.)
+(Errors of the MCP protocol itself carry their code and statuses on their classes in
+`kiln.protocol.errors`, which also writes every JSON-RPC error body, these included; this
+table is for what the application layer refuses.)
 """
 
 from __future__ import annotations
