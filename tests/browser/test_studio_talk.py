@@ -3,6 +3,7 @@ questions (a form from the requested schema, the model's answer), in real Chromi
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from playwright.sync_api import expect
@@ -99,3 +100,50 @@ def test_the_console_shows_progress_and_logs_while_the_run_goes_on(page: Any, de
     expect(page.get_by_test_id("stdout")).to_contain_text("both steps done", timeout=30_000)
     expect(page.get_by_test_id("progress")).to_have_text("2 of 2: second step")
     expect(page.get_by_test_id("running")).to_have_count(0)
+
+
+CALLER = """import json, sys
+from kiln_tools import ToolCallError, tools
+
+net = json.load(sys.stdin)["net"]
+try:
+    gross = tools.add_vat(net=net)["gross"]
+except ToolCallError as error:
+    print(f"add_vat failed: {error}")
+else:
+    print(f"{net} is {gross} with VAT")
+"""
+
+
+def test_the_console_makes_a_scripts_calls_or_takes_a_result_typed_by_hand(
+    page: Any, dev: Dev
+) -> None:
+    vat = 'import json, sys\nnet = json.load(sys.stdin)["net"]\nprint(json.dumps({"gross": f"{net * 1.2:.2f}"}))\n'
+    made = dev.api("POST", "/api/tools", json={
+        "name": "add_vat", "description": "Adds VAT.", "language": "python", "code": vat,
+        "input_schema": {"type": "object"},
+        "annotations": {"readOnlyHint": True, "destructiveHint": False},
+    })  # fmt: skip
+    assert made.status_code == 201, made.text
+    body = {"name": "priced", "description": "Calls add_vat.", "language": "python"}
+    schema = {"type": "object", "properties": {"net": {"type": "number", "title": "Net"}}}
+    body |= {"code": CALLER, "input_schema": schema, "calls": ["add_vat"]}
+    assert dev.api("POST", "/api/tools", json=body).status_code == 201, body
+    sign_in(page)
+    page.goto("/studio/#/tools/priced/test")
+    page.get_by_label("Net").fill("10")
+    page.get_by_role("button", name="Run", exact=True).click()
+    questions = page.get_by_test_id("questions")
+    expect(questions).to_contain_text('The script calls add_vat with {"net":10}')
+    shoot(page, "29-console-calls")
+    assert_accessible(page)
+    questions.get_by_role("button", name="Make the call").click()  # for real, through /mcp
+    expect(questions.get_by_role("textbox")).to_have_value(re.compile(r'gross\\": \\"12\.00'))
+    questions.get_by_role("button", name="Answer and run again").click()
+    expect(page.get_by_test_id("stdout")).to_contain_text("10 is 12.00 with VAT")
+    # Again, answering by hand with a failure: the script's own handling shows.
+    page.get_by_role("button", name="Run", exact=True).click()
+    refused = '{"content": [{"type": "text", "text": "rates down"}], "isError": true}'
+    page.get_by_test_id("questions").get_by_role("textbox").fill(refused)
+    page.get_by_test_id("questions").get_by_role("button", name="Answer and run again").click()
+    expect(page.get_by_test_id("stdout")).to_contain_text("add_vat failed: rates down")

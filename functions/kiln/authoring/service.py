@@ -347,7 +347,12 @@ class AuthoringService:
             if hear is not None:
                 hear(heard[-1])
 
-        talk = Conversation(dict(answers or {}), ("elicitation", "sampling", "roots"), said)
+        # The author plays the client, and answers the script's calls too (the studio makes
+        # each for real, or takes a result typed by hand): KILN_CALLS is the tool's own.
+        talk = Conversation(
+            dict(answers or {}), ("elicitation", "sampling", "roots"), said,
+            calls=tool.head.calls,
+        )  # fmt: skip
         outcome, result = await self._executor.execute(
             tool, checked, time_left_s=time_left_s, conversation=talk, author=True
         )

@@ -326,6 +326,17 @@ export class Api {
     this.request<RunReply>("POST", `/api/tools/${enc(name)}/run`, { arguments: args, answers }).then(
       (r) => r.data,
     );
+  /** A tools/call through Kiln's MCP endpoint as the signed-in author (a test run's call,
+   *  made for real): its CallToolResult, or a JSON-RPC error as an isError result. */
+  async callTool(name: string, args: unknown): Promise<Record<string, unknown>> {
+    const message = { jsonrpc: "2.0", id: 1, method: "tools/call", params: { name, arguments: args ?? {} } };
+    const { data } = await this.request<Record<string, unknown>>("POST", "/mcp", message, {
+      "MCP-Protocol-Version": "2025-11-25",
+    });
+    if (data && typeof data["result"] === "object") return data["result"] as Record<string, unknown>;
+    const error = (data?.["error"] ?? {}) as Record<string, unknown>;
+    return { content: [{ type: "text", text: `The call of '${name}' was refused: ${String(error["message"] ?? "no answer")}` }], isError: true };
+  }
   /** An author test run whose progress and log lines reach `onTalk` as the script writes them. */
   async runLive(
     name: string,
