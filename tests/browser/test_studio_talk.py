@@ -118,7 +118,10 @@ else:
 def test_the_console_makes_a_scripts_calls_or_takes_a_result_typed_by_hand(
     page: Any, dev: Dev
 ) -> None:
-    vat = 'import json, sys\nnet = json.load(sys.stdin)["net"]\nprint(json.dumps({"gross": f"{net * 1.2:.2f}"}))\n'
+    vat = (
+        'import json, sys\nnet = json.load(sys.stdin)["net"]\n'
+        'print(json.dumps({"gross": f"{net * 1.2:.2f}"}))\n'
+    )
     made = dev.api("POST", "/api/tools", json={
         "name": "add_vat", "description": "Adds VAT.", "language": "python", "code": vat,
         "input_schema": {"type": "object"},
