@@ -19,6 +19,7 @@ function draft(overrides: Partial<Draft> = {}): Draft {
     files: {},
     task: null,
     tags: [],
+    calls: [],
     ...overrides,
   };
 }
