@@ -35,6 +35,7 @@ from kiln.authoring.service import ArgumentsRejectedError, UndeclaredSecretError
 from kiln.aws.clients import StoreUnavailableError
 from kiln.bundles.store import AmbiguousBundleIdError, BundleIdError, BundleStateError
 from kiln.catalog.errors import (
+    BreakingChangeError,
     CatalogBusyError,
     CatalogError,
     NameMismatchError,
@@ -79,6 +80,11 @@ def _violations(error: BaseException) -> dict[str, Any]:
     }
 
 
+def _findings(error: BaseException) -> dict[str, Any]:
+    assert isinstance(error, BreakingChangeError)
+    return {"findings": error.findings}
+
+
 def _current_revision(error: BaseException) -> dict[str, Any]:
     assert isinstance(error, StaleRevisionError)
     return {"current_revision": error.current}
@@ -112,6 +118,7 @@ ERRORS: dict[type[BaseException], Refusal] = {
     RevisionNotFoundError: Refusal(404, "not_found"),
     StaleRevisionError: Refusal(412, "stale_revision", details=_current_revision),
     CatalogBusyError: Refusal(409, "catalog_busy"),
+    BreakingChangeError: Refusal(409, "breaking_change", details=_findings),
     RevisionRequiredError: Refusal(428, "revision_required"),
     BundleStateError: Refusal(409, "bundle_state"),
     BundleIdError: Refusal(404, "not_found"),

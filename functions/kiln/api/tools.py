@@ -107,10 +107,14 @@ async def get_revision(ref: str, number: int, request: Request) -> dict[str, Any
 
 
 @router.post("/{ref}/revisions/{number}/restore")
-async def restore_revision(ref: str, number: int, request: Request) -> JSONResponse:
+async def restore_revision(
+    ref: str, number: int, request: Request, breaking: bool = False
+) -> JSONResponse:
     who = await require(request)
     expected = if_match(request)
-    restore = functools.partial(kiln_of(request).authoring.restore, expected_revision=expected)
+    restore = functools.partial(
+        kiln_of(request).authoring.restore, expected_revision=expected, breaking=breaking
+    )
     tool = await blocking(restore, ref, number, who)
     return tagged(tool_json(tool), tool)
 

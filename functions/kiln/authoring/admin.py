@@ -65,7 +65,9 @@ console.log(JSON.stringify({ message: `Hello ${args.name || 'world'}` }));
   enabled. Names: a letter, then letters, digits, `_` or `-`; `kiln_` is reserved.
 - `kiln_get_tool`: the definition, its source and its current `revision`.
 - `kiln_update_tool`: `name`, the `revision` you read, and only the fields to change. If
-  someone saved in between, you are told the current revision: read again, reapply.
+  someone saved in between, you are told the current revision: read again, reapply. A change
+  that breaks the tool's clients (a new required input, a narrowed type, a weaker annotation,
+  a new secret...) is refused with the list of what it breaks; `breaking: true` saves it.
 - `kiln_list_revisions`: every revision with who made it and when.
 """
 
@@ -118,6 +120,10 @@ def _schema(properties: Mapping[str, Any], required: Sequence[str]) -> dict[str,
     }
 
 
+_BREAKING = {
+    "type": "boolean",
+    "description": "Save even though the change breaks the tool's clients (refused otherwise).",
+}
 _READ_ONLY = {"readOnlyHint": True, "destructiveHint": False, "idempotentHint": True}
 VIEWS: dict[str, ToolView] = {
     view.name: view
@@ -143,7 +149,12 @@ VIEWS: dict[str, ToolView] = {
             "Save a new revision of a tool: give its name, the revision you read (from "
             "kiln_get_tool) and only the fields to change.",
             _schema(
-                {"name": _NAME, "revision": {"type": "integer", "minimum": 1}, **_DEFINITION},
+                {
+                    "name": _NAME,
+                    "revision": {"type": "integer", "minimum": 1},
+                    **_DEFINITION,
+                    "breaking": _BREAKING,
+                },
                 ["name", "revision"],
             ),
             title="Kiln: update a tool",

@@ -49,6 +49,7 @@ def tool_json(
     }
     if tool.deleted:
         body["deleted"] = True
+    body.update(breaking_json(tool.head))
     if code is not None:
         body["code"] = code
         body["files"] = encode_files(files or {})
@@ -63,10 +64,18 @@ def revision_json(revision: Revision, *, code: str | None = None) -> dict[str, A
         "created_at": revision.created_at,
         "created_by": revision.created_by,
         "restored_from": revision.restored_from,
+        **breaking_json(revision),
     }
     if code is not None:
         body["code"] = code
     return body
+
+
+def breaking_json(revision: Revision) -> dict[str, Any]:
+    """A revision saved as breaking says so, with what it breaks (kiln.catalog.breaking)."""
+    if not revision.breaking:
+        return {}
+    return {"breaking": True, "findings": [dict(finding) for finding in revision.breaking]}
 
 
 def definition(tool: Tool, code: str, files: Mapping[str, bytes] | None = None) -> dict[str, Any]:

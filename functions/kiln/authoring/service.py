@@ -22,8 +22,9 @@ from typing import Any, Protocol
 from kiln.access.secrets import SecretError
 from kiln.authoring.serialise import definition, draft_of
 from kiln.aws.clients import StoreUnavailableError
+from kiln.catalog.breaking import checked, said_breaking
 from kiln.catalog.errors import ToolNotFoundError
-from kiln.catalog.model import Draft, Revision, Tool
+from kiln.catalog.model import Draft, Revision, Tool, definition_of
 from kiln.catalog.rules import check_draft, check_name
 from kiln.catalog.store import CatalogStore
 from kiln.catalog.syntax import available_node, check_parses
@@ -258,7 +259,9 @@ class AuthoringService:
         partial: bool = False,
     ) -> Tool:
         """A new revision from `payload`: the whole definition, or with `partial` only the
-        fields to change (the rest are the current head's)."""
+        fields to change (the rest are the current head's). `"breaking": true` in it saves a
+        change that breaks the head's clients (refused otherwise: kiln.catalog.breaking)."""
+        payload, breaking = said_breaking(payload)
         defaults = None
         if partial:
             current = self.read(ref)
@@ -266,7 +269,9 @@ class AuthoringService:
         draft = self._checked(payload, defaults=defaults)
         if not partial and "files" not in payload:  # a client unaware of files keeps them
             draft = replace(draft, files=self.read(ref).files)
-        return self.update_draft(ref, draft, who, expected_revision=expected_revision)
+        return self.update_draft(
+            ref, draft, who, expected_revision=expected_revision, breaking=breaking
+        )
 
     def update_draft(
         self,
@@ -276,19 +281,40 @@ class AuthoringService:
         *,
         expected_revision: int | None,
         prepared: bool = True,
+        breaking: bool = False,
     ) -> Tool:
+        found = self._breaks(ref, definition_of(draft), expected_revision, breaking)
         tool = self._store.update(
-            ref, draft, expected_revision=expected_revision, actor=created_by(who)
+            ref, draft, expected_revision=expected_revision, actor=created_by(who), breaking=found
         )
         return self._committed(who, "update", tool, prepared=prepared)
 
     def restore(
-        self, ref: str, number: int, who: Principal | None, *, expected_revision: int | None
+        self,
+        ref: str,
+        number: int,
+        who: Principal | None,
+        *,
+        expected_revision: int | None,
+        breaking: bool = False,
     ) -> Tool:
+        old = definition_of(self._store.revision(ref, number))
+        found = self._breaks(ref, old, expected_revision, breaking)
         tool = self._store.restore(
-            ref, number, expected_revision=expected_revision, actor=created_by(who)
-        )
+            ref, number, expected_revision=expected_revision, actor=created_by(who),
+            breaking=found,
+        )  # fmt: skip
         return self._committed(who, "restore", tool)
+
+    def _breaks(
+        self, ref: str, new: Mapping[str, Any], expected: int | None, breaking: bool
+    ) -> tuple[dict[str, Any], ...]:
+        """What saving `new` over the head `expected` breaks (see kiln.catalog.breaking);
+        nothing when the head is another (the store refuses the stale write)."""
+        head = self._store.get(ref).head
+        if expected is None or head.number != expected:
+            return ()
+        return checked(ref, definition_of(head), new, breaking=breaking)
 
     def rename(self, ref: str, new_name: str, who: Principal | None) -> Tool:
         check_name(new_name)
@@ -420,9 +446,12 @@ class FolderTarget:
         self._service.create_draft(draft, self._who, prepared=False)
 
     def update(self, draft: Draft, revision: int) -> None:
+        # The author's own folders, loaded by `kiln dev`: a breaking change is saved and
+        # recorded (views that follow the latest still hold it until their owner accepts).
         self._service.update_draft(
-            draft.name, draft, self._who, expected_revision=revision, prepared=False
-        )
+            draft.name, draft, self._who, expected_revision=revision, prepared=False,
+            breaking=True,
+        )  # fmt: skip
 
 
 __all__: Sequence[str] = (

@@ -32,6 +32,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, Literal, TypeGuard
 
+from kiln.catalog.errors import BreakingChangeError
+from kiln.catalog.violations import RuleError, violation
+
 Side = Literal["input", "output"]
 _TYPES = ("array", "boolean", "integer", "null", "number", "object", "string")
 _ANY_TYPE = frozenset(_TYPES)
@@ -87,6 +90,35 @@ def findings(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[Finding]:
         _added("connections", "new-connection", old.get("connections"), new.get("connections"))
     )
     return found
+
+
+def checked(
+    name: str, old: Mapping[str, Any], new: Mapping[str, Any], *, breaking: bool
+) -> tuple[dict[str, Any], ...]:
+    """What a save of `new` over `old` breaks, to record on the revision when the save says
+    it is breaking; BreakingChangeError (nothing written) when it breaks something and does
+    not say so."""
+    found = findings(old, new)
+    if found and not breaking:
+        lines = "\n".join(f"- {finding.message}" for finding in found)
+        raise BreakingChangeError(
+            f"{name}: this save breaks clients of the current revision, and was not marked "
+            f"breaking (nothing was saved):\n{lines}\nTo save it anyway, say so: "
+            '`kiln tools push --breaking`, "breaking": true in the body (REST, '
+            'kiln_update_tool), or the studio\'s "breaking change" box',
+            findings=[finding.to_json() for finding in found],
+        )
+    return tuple(finding.to_json() for finding in found)
+
+
+def said_breaking(payload: Mapping[str, Any]) -> tuple[Mapping[str, Any], bool]:
+    """The payload without its `breaking` flag, and the flag (RuleError unless a boolean)."""
+    if "breaking" not in payload:
+        return payload, False
+    said = payload["breaking"]
+    if not isinstance(said, bool):
+        raise RuleError([violation("breaking", "type", "must be true or false")])
+    return {k: v for k, v in payload.items() if k != "breaking"}, said
 
 
 def _output(old: Any, new: Any) -> list[Finding]:
@@ -471,4 +503,4 @@ def _list(value: Any) -> list[Any]:
     return list(value) if isinstance(value, list) else []
 
 
-__all__: Sequence[str] = ("Finding", "findings")
+__all__: Sequence[str] = ("Finding", "checked", "findings")

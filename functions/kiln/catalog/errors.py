@@ -37,6 +37,15 @@ class NameMismatchError(CatalogError):
     pass
 
 
+class BreakingChangeError(CatalogError):
+    """A save that would break the revision it replaces, not marked as breaking: nothing was
+    written; `findings` says what it breaks (kiln.catalog.breaking)."""
+
+    def __init__(self, message: str, *, findings: list[dict[str, object]]) -> None:
+        super().__init__(message)
+        self.findings = findings
+
+
 class CatalogBusyError(CatalogError):
     """Other writes took the catalog's version step every time this one tried: nothing was
     written; the same request may be sent again (after `retry_after_s`)."""

@@ -65,6 +65,8 @@ class Revision:
     task: TaskMode | None = None
     tags: tuple[str, ...] = ()
     calls: tuple[str, ...] = ()
+    # Saved although it breaks the revision before (kiln.catalog.breaking): what it breaks.
+    breaking: tuple[Mapping[str, Any], ...] = ()
 
 
 @dataclass(frozen=True)

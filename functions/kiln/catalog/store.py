@@ -96,6 +96,7 @@ def revision_from_json(text: str) -> Revision:
     data["files"] = dict(data.get("files") or {})
     data["tags"] = tuple(data.get("tags", ()))
     data["calls"] = tuple(data.get("calls", ()))
+    data["breaking"] = tuple(data.get("breaking", ()))
     return Revision(**data)
 
 
@@ -221,7 +222,13 @@ class CatalogStore:
         return tool
 
     def update(
-        self, ref: str, draft: Draft, *, expected_revision: int | None, actor: str = ""
+        self,
+        ref: str,
+        draft: Draft,
+        *,
+        expected_revision: int | None,
+        actor: str = "",
+        breaking: tuple[Mapping[str, Any], ...] = (),
     ) -> Tool:
         """Add a revision; `expected_revision` is the head the author read (If-Match)."""
         if expected_revision is None:
@@ -241,10 +248,17 @@ class CatalogStore:
         revision = self._new_revision(
             current.id, expected_revision + 1, draft, actor=actor, now=self.clock()
         )
+        revision = replace(revision, breaking=breaking)  # what it breaks, when said so
         return self._commit_revision(current, revision, enabled=draft.enabled)
 
     def restore(
-        self, ref: str, number: int, *, expected_revision: int | None, actor: str = ""
+        self,
+        ref: str,
+        number: int,
+        *,
+        expected_revision: int | None,
+        actor: str = "",
+        breaking: tuple[Mapping[str, Any], ...] = (),
     ) -> Tool:
         """Make a new head revision that copies revision `number`."""
         if expected_revision is None:
@@ -255,7 +269,7 @@ class CatalogStore:
         if same_revision(old, current.head):
             return current  # restoring what is already the head makes no new revision
         revision = replace(old, number=expected_revision + 1, created_at=self.clock(),
-                           created_by=actor, restored_from=number)  # fmt: skip
+                           created_by=actor, restored_from=number, breaking=breaking)  # fmt: skip
         return self._commit_revision(current, revision, enabled=current.enabled)
 
     def set_enabled(self, ref: str, enabled: bool, *, actor: str = "") -> Tool:
