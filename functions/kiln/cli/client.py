@@ -108,8 +108,9 @@ def client_for(args: Any) -> KilnClient:
 class HttpTarget:
     """Pushes tool folders through a server's REST API (`kiln tools push`)."""
 
-    def __init__(self, client: KilnClient) -> None:
+    def __init__(self, client: KilnClient, *, breaking: bool = False) -> None:
         self._client = client
+        self._breaking = breaking  # saves a change that breaks the tool's clients
 
     def current(self, name: str) -> tuple[Draft, int] | None:
         body = self._client.tool(name)
@@ -124,7 +125,7 @@ class HttpTarget:
         self._client.request(
             "PUT",
             f"/api/tools/{urllib.parse.quote(draft.name)}",
-            _payload(draft),
+            {**_payload(draft), **({"breaking": True} if self._breaking else {})},
             headers={"If-Match": f'"{revision}"'},
         )
 

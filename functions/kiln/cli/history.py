@@ -2,7 +2,8 @@
 
 `history NAME` lists them (`GET /api/tools/NAME/revisions`). `diff NAME@A NAME@B` (or
 `NAME A B`) prints a unified diff of two revisions as a tool folder holds them: `tool.json`
-(what the author writes, as `kiln tools pull` writes it) and the script; it exits 0 whether
+(what the author writes, as `kiln tools pull` writes it) and the script, below `#` lines naming
+what B breaks for A's clients (kiln.catalog.breaking); it exits 0 whether
 or not they differ, as `git diff` does, and prints nothing when they define the same tool
 (extra files of a tool are not compared: revisions are read without them). `restore NAME REV`
 makes a new head revision that copies REV, sending the head it read (or `--if-head N`) as
@@ -141,8 +142,24 @@ def cmd_diff(args: argparse.Namespace) -> int:
         old, new = _revision(client, name_a, rev_a), _revision(client, name_b, rev_b)
     except (ApiCallError, ServerNotFoundError) as error:
         return output.fail("tools diff", error)
-    print(unified(old, new, f"{name_a}@{old['revision']}", f"{name_b}@{new['revision']}"), end="")
+    labels = f"{name_a}@{old['revision']}", f"{name_b}@{new['revision']}"
+    print(breaking_lines(old, new, *labels) + unified(old, new, *labels), end="")
     return 0
+
+
+def breaking_lines(old: dict[str, Any], new: dict[str, Any], old_label: str, new_label: str) -> str:
+    """What going from `old` to `new` breaks for the tool's clients, as `#` lines above the
+    diff (patch tools skip them); empty when nothing breaks."""
+    from kiln.catalog.breaking import findings
+
+    found = findings(old, new)
+    if not found:
+        return ""
+    lines = [f"# breaking: {old_label} -> {new_label} breaks {len(found)} thing(s) for clients"]
+    lines += [f"#   {finding.kind:20} {finding.message}" for finding in found]
+    if new.get("breaking"):
+        lines.append(f"# {new_label} was saved as breaking (it said so)")
+    return "\n".join(lines) + "\n"
 
 
 def cmd_restore(args: argparse.Namespace) -> int:
@@ -162,6 +179,7 @@ def cmd_restore(args: argparse.Namespace) -> int:
             current, _ = client.request("GET", _tool_path(args.name))
             head = int(current["revision"])
         path = f"{_tool_path(args.name)}/revisions/{number}/restore"
+        path += "?breaking=true" if args.breaking else ""
         tool, _ = client.request("POST", path, headers={"If-Match": f'"{head}"'})
     except (ApiCallError, ServerNotFoundError) as error:
         return output.fail("tools restore", error)
@@ -200,5 +218,8 @@ def register(tools: Any, server_options: Any) -> None:
         type=int,
         metavar="N",
         help="restore only if the head is still rN (default: the head read just before)",
+    )
+    restore.add_argument(
+        "--breaking", action="store_true", help="restore even if it breaks the head's clients"
     )
     restore.set_defaults(func=cmd_restore)

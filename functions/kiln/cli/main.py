@@ -54,7 +54,8 @@ def cmd_tools_push(args: argparse.Namespace) -> int:
             )
         read_folders(folders)  # every folder's problems, before a server is even looked for
         client = output.client(args)
-        results = push(HttpTarget(client), folders) if folders else []
+        target = HttpTarget(client, breaking=args.breaking)
+        results = push(target, folders) if folders else []
         views = push_view_files(client, [Path(root) for root in args.dirs])
         for result in results:
             print(f"{result.action:9} {result.name}")
@@ -207,6 +208,12 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="SECONDS",
         help="wait this long for the pushed tools' packages to build; a failed build is "
         "shown with its log and exits 1, the tool stays saved (default 60; 0: do not wait)",
+    )
+    push.add_argument(
+        "--breaking",
+        action="store_true",
+        help="save changes that break a tool's clients (a new required input, a narrowed "
+        "type, a weaker annotation, a new secret...); refused otherwise, with what they break",
     )
     push.set_defaults(func=cmd_tools_push)
     pull = server_options(tools.add_parser("pull", help="write the catalog's tools as folders"))

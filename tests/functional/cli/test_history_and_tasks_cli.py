@@ -157,3 +157,32 @@ def test_an_unknown_task_id_is_a_clear_error(dev: DevServer, command: str, task_
     """An id may start with a dash (URL-safe base64): it is an id, not an unknown option."""
     message = refused(dev.kiln("tasks", command, task_id))
     assert message.startswith(f"kiln tasks {command}: HTTP 404: no task with this id"), message
+
+
+def test_a_breaking_push_is_refused_unless_said_and_diff_names_what_it_breaks(
+    dev: DevServer, tmp_path: Path
+) -> None:
+    loose = {"type": "object", "properties": {"city": {"type": "string"}}}
+    strict = {**loose, "required": ["city"], "additionalProperties": False}
+    tool(tmp_path, "forecast", "print('sun')\n", input_schema=loose)
+    ok(dev.kiln("tools", "push", str(tmp_path)))
+    tool(tmp_path, "forecast", "print('rain')\n", input_schema=strict)
+    said = refused(dev.kiln("tools", "push", str(tmp_path)))
+    assert "HTTP 409" in said, said
+    assert "input_schema/properties/city: now required" in said, said
+    assert "input_schema/additionalProperties: properties it does not name" in said, said
+    assert "--breaking" in said, said
+    assert ok(dev.kiln("tools", "history", "forecast")).splitlines()[0].startswith("r1 ")
+    assert "updated   forecast" in ok(dev.kiln("tools", "push", "--breaking", str(tmp_path)))
+    diff = ok(dev.kiln("tools", "diff", "forecast@1", "forecast@2"))
+    head, _, patch = diff.partition("--- forecast@1/tool.json\n")
+    assert head.splitlines() == [
+        "# breaking: forecast@1 -> forecast@2 breaks 2 thing(s) for clients",
+        "#   required-input       input_schema/properties/city: now required",
+        "#   closed-properties    input_schema/additionalProperties: properties it does not "
+        "name are refused now",
+        "# forecast@2 was saved as breaking (it said so)",
+    ], diff
+    assert "-print('sun')\n+print('rain')\n" in patch, diff
+    back = ok(dev.kiln("tools", "diff", "forecast@2", "forecast@1"))
+    assert back.startswith("--- forecast@2/tool.json"), "widening back breaks nothing: " + back
