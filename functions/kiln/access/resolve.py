@@ -7,6 +7,8 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
 
+from kiln.access.holds import Held
+from kiln.access.holds import following as accepted_head
 from kiln.access.pins import pinned_tool, problems
 from kiln.access.views import View, ViewStore
 from kiln.catalog.errors import CatalogError
@@ -18,15 +20,21 @@ RevisionReader = Callable[[str, int], Revision]  # (tool id, number); raises Cat
 
 
 def resolve(
-    view: View, tools: Mapping[str, Tool], revision: Callable[[Tool, int], Revision | None]
+    view: View,
+    tools: Mapping[str, Tool],
+    revision: Callable[[Tool, int], Revision | None],
+    held: list[Held] | None = None,
 ) -> dict[str, Tool]:
     """The view's enabled tools by name; a pinned one carries its pinned revision as `head`.
 
     A name entry wins over a tag match of the same tool (so a pin holds). An entry bound to a
     tool (`kiln.access.pins`) serves that tool under its name of today, or nothing: a pinned
-    revision that does not exist, or a tool that is gone, is never served by another.
+    revision that does not exist, or a tool that is gone, is never served by another. An
+    entry that follows a tool serves the newest revision its owner accepted (`holds`); what
+    is held back is added to `held`.
     """
     chosen: dict[str, Tool] = {}
+    pinned: set[str] = set()
     for entry in view.entries:
         if entry.tag is not None:
             for tool in tools.values():
@@ -40,6 +48,16 @@ def resolve(
         chosen.pop(str(entry.tool), None)  # the name is the entry's, whoever holds it now
         if served is not None:
             chosen[served.name] = served
+            if entry.pin is not None:
+                pinned.add(served.name)
+    for name in [name for name in chosen if name not in pinned]:
+        kept, holding = accepted_head(view, chosen[name], revision)
+        if holding is not None and held is not None:
+            held.append(holding)
+        if kept is None:
+            del chosen[name]
+        else:
+            chosen[name] = kept
     return chosen
 
 
@@ -101,6 +119,14 @@ class ViewCatalog:
         """Why entries of view `name` serve nothing at `version` (blocking)."""
         view = self.views_at(version).get(name)
         return [] if view is None else problems(view, tools, self._revision)
+
+    def held_of(self, version: int, name: str, tools: Mapping[str, Tool]) -> list[Held]:
+        """The breaking revisions view `name` holds back at `version` (blocking)."""
+        view = self.views_at(version).get(name)
+        held: list[Held] = []
+        if view is not None:
+            resolve(view, tools, self._revision, held)
+        return held
 
     def cached(self, version: int, name: str) -> dict[str, Tool] | None:
         """What `tools_of` would answer, if it needs no I/O; else None."""

@@ -18,7 +18,7 @@ import contextlib
 import json
 import re
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Literal
 
 from botocore.exceptions import ClientError
@@ -115,6 +115,10 @@ class View:
     revision: int = 0
     updated_at: str = ""
     updated_by: str = ""
+    # Breaking revisions its owner accepted (kiln.access.holds): those made before `since`
+    # (when the view was made), and each tool's up to a number (tool id -> revision).
+    since: str = ""
+    accepted: Mapping[str, int] = field(default_factory=dict)
 
     def definition(self) -> dict[str, Any]:
         """The view as an author writes it (REST body, view file)."""
@@ -301,11 +305,14 @@ def _from_item(item: Mapping[str, Any]) -> View:
             for e, b in zip(view.entries, bindings, strict=True)
         )
         view = replace(view, entries=entries)
+    updated_at = str(item.get("updated_at", {}).get("S", ""))
     return replace(
         view,
         revision=int(item["revision"]["N"]),
-        updated_at=str(item.get("updated_at", {}).get("S", "")),
+        updated_at=updated_at,
         updated_by=str(item.get("updated_by", {}).get("S", "")),
+        since=str(item.get("since", {}).get("S", updated_at)),  # made before holds: updated_at
+        accepted=json.loads(item.get("accepted", {}).get("S", "{}")),
     )
 
 
@@ -352,8 +359,16 @@ class ViewStore:
 
         Replacing needs the revision the author read; a stale one raises StaleViewError.
         """
-        saved = replace(self._bound(view, expected_revision), updated_at=self._now(),
-                        updated_by=actor)  # fmt: skip
+        existing = None
+        if expected_revision:
+            with contextlib.suppress(ViewNotFoundError):
+                existing = self.get(view.name)
+        saved = replace(self._bound(view, existing), updated_at=self._now(), updated_by=actor)
+        if existing is not None:  # what its owner accepted stays accepted
+            saved = replace(saved, since=existing.since,
+                            accepted={**existing.accepted, **view.accepted})  # fmt: skip
+        else:
+            saved = replace(saved, since=saved.updated_at)
         if not expected_revision:
             saved = replace(saved, revision=1)
             condition, values = "attribute_not_exists(pk)", {}
@@ -369,6 +384,8 @@ class ViewStore:
             "bindings": {"S": json.dumps([_binding(e) for e in saved.entries])},
             "updated_at": {"S": saved.updated_at},
             "updated_by": {"S": actor},
+            "since": {"S": saved.since},
+            "accepted": {"S": json.dumps(dict(saved.accepted), sort_keys=True)},
         }
         put: dict[str, Any] = {
             "TableName": self._table,
@@ -382,7 +399,14 @@ class ViewStore:
             self._refuse(view.name, expected_revision)
         return saved
 
-    def _bound(self, view: View, expected_revision: int | None) -> View:
+    def accept(self, name: str, tool_id: str, number: int, *, actor: str = "") -> View:
+        """The view serves `tool_id`'s breaking revisions up to `number` (kiln.access.holds)."""
+        view = self.get(name)
+        accepted = {**view.accepted, tool_id: max(number, view.accepted.get(tool_id, 0))}
+        return self.put(replace(view, accepted=accepted), expected_revision=view.revision,
+                        actor=actor)  # fmt: skip
+
+    def _bound(self, view: View, existing: View | None) -> View:
         """Entries kept as the stored view bound them; the others bound to today's tools.
 
         An entry the author did not change keeps its tool, even if another now has its name.
@@ -390,9 +414,8 @@ class ViewStore:
         if self._bind is None:
             return view
         kept: dict[str, ViewEntry] = {}
-        if expected_revision:
-            with contextlib.suppress(ViewNotFoundError):
-                kept = {str(e): e for e in self.get(view.name).entries if e.tool_id}
+        if existing is not None:
+            kept = {str(e): e for e in existing.entries if e.tool_id}
         entries = tuple(
             e if e.tool is None or e.tool_id else kept.get(str(e)) or self._bind(e)
             for e in view.entries

@@ -7,7 +7,13 @@ from typing import Any
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 
-from kiln.access.views import View, ViewNotFoundError, check_view, check_view_name
+from kiln.access.views import (
+    View,
+    ViewNotFoundError,
+    ViewRuleError,
+    check_view,
+    check_view_name,
+)
 from kiln.api.common import blocking, if_match, json_body, kiln_of, require
 from kiln.api.sight import sight
 
@@ -30,7 +36,8 @@ async def list_views(request: Request) -> dict[str, Any]:
         views = kiln.views.views_at(snapshot.version)
         return [
             {**view.as_json(),
-             "problems": kiln.views.problems_of(snapshot.version, name, snapshot.tools)}
+             "problems": kiln.views.problems_of(snapshot.version, name, snapshot.tools),
+             "pending": _pending(kiln, snapshot, name)}
             for name, view in sorted(views.items())
             if not seen.bound or name == seen.view  # a bound caller: its own view only
         ]  # fmt: skip
@@ -53,11 +60,34 @@ async def get_view(name: str, request: Request) -> JSONResponse:
     extra: dict[str, Any] = {
         "shows": sorted(shows, key=lambda t: str(t["name"])),
         "problems": found,
+        "pending": await blocking(_pending, kiln, snapshot, name),
     }
     quotas = kiln.gate.quotas
     if quotas is not None and not view.quota.empty:  # how much of its shared quota is used
         extra["usage"] = await blocking(quotas.usage, f"view:{view.name}")
     return _answer(view, **extra)
+
+
+def _pending(kiln: Any, snapshot: Any, name: str) -> list[dict[str, Any]]:
+    """Breaking revisions the view holds back until its owner accepts them (access.holds)."""
+    return [held.as_json(name) for held in kiln.views.held_of(snapshot.version, name,
+                                                              snapshot.tools)]  # fmt: skip
+
+
+@router.post("/api/views/{name}/accept")
+async def accept_breaking(name: str, request: Request) -> JSONResponse:
+    """`{"tool": NAME}`: the view takes the tool's breaking revisions up to its head now."""
+    who = await require(request)
+    body = await json_body(request)
+    tool_name = body.get("tool") if isinstance(body, dict) else None
+    if not isinstance(tool_name, str) or not tool_name:
+        raise ViewRuleError([("tool", "must name the tool whose breaking revisions to accept")])
+    kiln = kiln_of(request)
+    view_name = check_view_name(name)
+    tool = await blocking(kiln.authoring.get, tool_name)
+    saved = await blocking(kiln.views.store.accept, view_name, tool.id, tool.head.number,
+                           actor=who.label)  # fmt: skip
+    return _answer(saved, accepted={"tool": tool.name, "revision": tool.head.number})
 
 
 @router.post("/api/views", status_code=201)

@@ -39,6 +39,12 @@ def register(commands: Any, remote: Remote) -> None:
         help="list: tools/list shows every tool; search: search_tools, describe_tools, call_tool",
     )  # fmt: skip
     mode.set_defaults(func=cmd_views_mode)
+    accept = remote(
+        sub.add_parser("accept", help="let a view serve a tool's breaking revisions (to its head)")
+    )
+    accept.add_argument("name", metavar="VIEW")
+    accept.add_argument("tool", metavar="TOOL")
+    accept.set_defaults(func=cmd_views_accept)
     remove = remote(sub.add_parser("rm", help="delete a view"))
     remove.add_argument("name")
     remove.set_defaults(func=cmd_views_rm)
@@ -63,9 +69,34 @@ def cmd_views_ls(args: argparse.Namespace) -> int:
         mode = view.get("mode", "list")
         rows.append((view["name"], f"r{view['revision']}", where, mode, " ".join(view["tools"])))
         problems += [f"{problem}   (view {view['name']})" for problem in view.get("problems", [])]
+        problems += [_pending_line(view["name"], held) for held in view.get("pending", [])]
     output.print_rows(rows)
     for problem in problems:  # an entry that serves nothing, and why
         print(f"  ! {problem}")
+    return 0
+
+
+def _pending_line(view: str, held: dict[str, Any]) -> str:
+    serving = f"r{held['serving']}" if held.get("serving") else "nothing"
+    kinds = ", ".join(sorted({str(f.get("kind")) for f in held.get("findings", [])}))
+    return (
+        f"{held['tool']}@{held['held']} is breaking ({kinds}); view {view} serves {serving} "
+        f"until accepted: {held['accept']}"
+    )
+
+
+def cmd_views_accept(args: argparse.Namespace) -> int:
+    from kiln.cli.client import ApiCallError
+
+    path = f"/api/views/{urllib.parse.quote(args.name, safe='')}/accept"
+    try:
+        body, _ = output.client(args).request("POST", path, {"tool": args.tool})
+    except ApiCallError as error:
+        return output.fail("views accept", error)
+    accepted = body["accepted"]
+    print(
+        f"accepted  view {body['name']} now serves {accepted['tool']} up to r{accepted['revision']}"
+    )
     return 0
 
 
