@@ -1,7 +1,8 @@
 """REST routes the studio needs beside the tool API: who am I, and a dry-run save.
 
 `POST /api/tools/validate` applies exactly the rules a save applies (`check_draft`) and adds
-a syntax check of the script, so the browser never carries a copy of the rules.
+a syntax check of the script, so the browser never carries a copy of the rules; for a tool
+that exists, it says what saving the draft would break (`breaking`, kiln.catalog.breaking).
 """
 
 from __future__ import annotations
@@ -13,6 +14,9 @@ from fastapi import APIRouter, Request
 
 from kiln.api.common import blocking, json_body, kiln_of, require
 from kiln.api.errors import ApiError
+from kiln.catalog.breaking import findings
+from kiln.catalog.errors import CatalogError
+from kiln.catalog.model import definition_of
 from kiln.catalog.rules import LANGUAGES, RuleError, check_draft
 from kiln.catalog.syntax import (
     SyntaxCheckUnavailableError,
@@ -70,9 +74,22 @@ async def validate_tool(request: Request) -> dict[str, Any]:
     if problem is not None:  # a save refuses it too, as this violation
         v = syntax_violation(problem)
         violations.append({"field": v.field, "rule": v.rule, "message": v.message})
+    breaking = [] if violations else await blocking(_breaking, kiln_of(request), payload)
     return {
         "ok": not violations and problem is None,
         "violations": violations,
         "syntax": None if problem is None else problem.to_json(),
         "syntax_checked": checked,
+        # What saving it over the tool's head would break (kiln.catalog.breaking): a save
+        # must then say "breaking": true. Empty for a new tool.
+        "breaking": breaking,
     }
+
+
+def _breaking(kiln: Any, payload: dict[str, Any]) -> list[dict[str, Any]]:
+    try:
+        draft = check_draft(payload)
+        head = kiln.authoring.get(draft.name).head
+    except (RuleError, CatalogError):
+        return []
+    return [found.to_json() for found in findings(definition_of(head), definition_of(draft))]

@@ -47,7 +47,24 @@ def test_validate_lists_every_violation_with_field_and_rule_and_saves_nothing(
 
 def test_validate_of_a_good_tool_is_ok(kiln_server: RunningKiln) -> None:
     body = kiln_server.api("POST", "/api/tools/validate", json=GOOD).json()
-    assert body == {"ok": True, "violations": [], "syntax": None, "syntax_checked": True}
+    assert body == {
+        "ok": True,
+        "violations": [],
+        "syntax": None,
+        "syntax_checked": True,
+        "breaking": [],
+    }
+
+
+def test_validate_says_what_saving_over_the_head_would_break(kiln_server: RunningKiln) -> None:
+    assert kiln_server.api("POST", "/api/tools", json=GOOD).status_code == 201
+    stricter = {**GOOD, "input_schema": {**GOOD["input_schema"], "required": ["who"]}}  # type: ignore[dict-item]
+    body = kiln_server.api("POST", "/api/tools/validate", json=stricter).json()
+    assert body["ok"] is True, body  # valid; breaking is for the author to decide
+    assert [(f["kind"], f["path"]) for f in body["breaking"]] == [
+        ("required-input", "input_schema/properties/who")
+    ], body
+    assert kiln_server.api("GET", "/api/tools/greet").json()["revision"] == 1
 
 
 def test_validate_reports_a_python_syntax_error_with_line_and_column(
