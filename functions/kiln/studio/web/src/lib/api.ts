@@ -119,6 +119,16 @@ export interface ValidateReply {
   ok: boolean;
   violations: Violation[];
   syntax: SyntaxProblem | null;
+  breaking?: Finding[]; // what saving it over the tool's head would break
+}
+
+/** One thing a save breaks for the tool's clients (kiln.catalog.breaking). */
+export interface Finding {
+  kind: string;
+  path: string;
+  old: unknown;
+  new: unknown;
+  message: string;
 }
 
 export interface Whoami {
@@ -313,8 +323,10 @@ export class Api {
     this.get<{ tools: Tool[] }>(`/api/tools${deleted ? "?include_deleted=true" : ""}`);
   tool = (ref: string) => this.request<Tool>("GET", `/api/tools/${enc(ref)}`);
   create = (draft: Draft) => this.request<Tool>("POST", "/api/tools", draft);
-  save = (name: string, draft: Draft, revision: number) =>
-    this.request<Tool>("PUT", `/api/tools/${enc(name)}`, draft, { "If-Match": `"${revision}"` });
+  save = (name: string, draft: Draft, revision: number, breaking = false) =>
+    this.request<Tool>("PUT", `/api/tools/${enc(name)}`, breaking ? { ...draft, breaking } : draft, {
+      "If-Match": `"${revision}"`,
+    });
   validate = (draft: Partial<Draft>) =>
     this.request<ValidateReply>("POST", "/api/tools/validate", draft).then((r) => r.data);
   rename = (name: string, to: string) =>

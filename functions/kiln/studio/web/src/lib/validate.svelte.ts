@@ -1,10 +1,11 @@
 // Live validation: the draft goes to the server's dry run (the same rules as save) a moment
 // after the author stops typing; only the newest answer is kept.
-import type { Api, Draft, SyntaxProblem, Violation } from "./api";
+import type { Api, Draft, Finding, SyntaxProblem, Violation } from "./api";
 
 export class LiveCheck {
   violations = $state<Violation[]>([]);
   syntax = $state<SyntaxProblem | null>(null);
+  breaking = $state<Finding[]>([]); // what saving the draft would break for the tool's clients
   checking = $state(false);
   error = $state("");
   private timer: ReturnType<typeof setTimeout> | undefined;
@@ -26,6 +27,7 @@ export class LiveCheck {
       if (mine !== this.seq) return;
       this.violations = reply.violations;
       this.syntax = reply.syntax;
+      this.breaking = reply.breaking ?? [];
       this.error = "";
     } catch (e) {
       if (mine === this.seq) this.error = (e as Error).message;
