@@ -11,8 +11,8 @@ from typing import Any
 
 import httpx
 
-from conftest import AwsStack
 from support.app import AUTHOR_KEY, RunningKiln
+from support.aws import AwsStack
 
 ADMIN = {"mcp-protocol-version": "2025-11-25", "Authorization": f"Bearer {AUTHOR_KEY}"}
 TOOL = {
