@@ -1,9 +1,11 @@
 __all__ = [
+    "breaking",
     "changelog",
     "errors",
     "files",
     "model",
     "names",
+    "narrowing",
     "requirements",
     "rules",
     "secret_names",

@@ -22,7 +22,7 @@ Remote = Callable[[argparse.ArgumentParser], argparse.ArgumentParser]
 def register(commands: Any, remote: Remote) -> None:
     """Add the `views` and `calls` command groups; `remote` adds --url/--key to a command."""
     views = commands.add_parser(
-        "views", help="tool views (named, pinned sets of tools): ls, show, put, mode, rm"
+        "views", help="tool views (named, pinned sets of tools): ls, show, put, mode, accept, rm"
     )
     sub = views.add_subparsers(dest="views_command", required=True)
     remote(sub.add_parser("ls", help="list views")).set_defaults(func=cmd_views_ls)

@@ -29,8 +29,8 @@ EXPORTS: dict[str, str] = {
     "aws": "clients directory",
     "bundles": "build cache errors hooks identity scheduler settings store",
     "catalog": (
-        "changelog errors files model names requirements rules secret_names snapshot store syntax "
-        "toolfiles violations"
+        "breaking changelog errors files model names narrowing requirements rules secret_names "
+        "snapshot store syntax toolfiles violations"
     ),
     "cli": "main",
     "identity": "audit callers keys metadata policy settings tokens",
