@@ -223,6 +223,7 @@ class AuthoringService:
     # -- writes ------------------------------------------------------------------------
 
     def create(self, payload: Mapping[str, Any], who: Principal | None) -> Tool:
+        payload, _ = said_breaking(payload)  # a first revision breaks nothing: said or not
         return self.create_draft(self._checked(payload), who)
 
     def create_draft(self, draft: Draft, who: Principal | None, *, prepared: bool = True) -> Tool:

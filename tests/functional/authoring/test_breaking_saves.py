@@ -95,8 +95,10 @@ def test_a_compatible_save_needs_no_flag_and_records_none(kiln_server: RunningKi
     assert "breaking" not in saved, saved
 
 
-def test_breaking_must_be_a_boolean(kiln_server: RunningKiln) -> None:
-    created(kiln_server)
+def test_breaking_must_be_a_boolean_and_a_create_may_say_it(kiln_server: RunningKiln) -> None:
+    first = ok(kiln_server.api("POST", "/api/tools", json={**TOOL, "breaking": True}), 201)
+    assert first["revision"] == 1, first
+    assert "breaking" not in first, "a first revision breaks nothing"
     answer = put(kiln_server, {**BREAKING, "breaking": "yes"})
     assert answer.status_code == 422, answer.text
     assert answer.json()["error"]["violations"][0]["field"] == "breaking", answer.text
