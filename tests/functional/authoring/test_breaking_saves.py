@@ -11,6 +11,9 @@ from typing import Any
 
 import httpx
 
+from kiln.authoring import AuthoringService, FolderTarget
+from kiln.catalog.rules import check_draft
+from kiln.catalog.store import CatalogStore
 from support.app import AUTHOR_KEY, RunningKiln
 from support.aws import AwsStack
 
@@ -137,3 +140,13 @@ def test_kiln_update_tool_refuses_a_breaking_change_unless_told(kiln_server: Run
     saved = admin_call(kiln_server, {**change, "breaking": True})
     assert saved["isError"] is False, saved
     assert json.loads(saved["content"][0]["text"])["revision"] == 2, saved
+
+
+def test_kiln_dev_folder_loads_save_a_breaking_change_and_record_it(aws: AwsStack) -> None:
+    store = CatalogStore(aws.clients.dynamodb, aws.clients.s3, table=aws.table, bucket=aws.bucket)
+    target = FolderTarget(AuthoringService(store))
+    target.create(check_draft(TOOL))
+    target.update(check_draft(BREAKING), 1)  # the author's own folder, edited: not refused
+    head = store.get("weather").head
+    assert head.number == 2, head
+    assert {f["kind"] for f in head.breaking} == {"required-input", "weaker-annotation"}
