@@ -35,12 +35,15 @@ from kiln.protocol.backend import (
 )
 from kiln.serving.backend import AdmittedTask
 from kiln.serving.store_errors import catalog_reads
+from kiln.tasks.approving import waiting_message, waiting_meta
 from kiln.tasks.settings import TaskSettings
 from kiln.tasks.store import TaskItem, TaskLimitError, TaskStore, TaskTooLargeError, owner_key
 from kiln.tasks.worker import TaskWorker, internal_error
 
 if TYPE_CHECKING:
     from mypy_boto3_lambda import LambdaClient
+
+    from kiln.tasks.approving import ApprovalTasks
 
 log = logging.getLogger("kiln.tasks")
 ANONYMOUS = "anonymous"
@@ -207,9 +210,13 @@ class TaskService:
     _: KW_ONLY
     gate: CallGate | None = None
     clock: Callable[[], float] = time.time
+    # Calls that wait for a person's approval (kiln.tasks.approving); None: no such calls.
+    waiting: ApprovalTasks | None = None
 
     async def close(self) -> None:
         """Stop this process's task runs; their tasks end `failed`, saying why."""
+        if self.waiting is not None:
+            await self.waiting.close()
         await self.starter.close()
 
     def _ttl_ms(self, requested: int | None, run_s: float) -> int:
@@ -230,7 +237,15 @@ class TaskService:
         version: str,
         ttl_ms: int | None,
         answers: Mapping[str, Any] | None = None,
+        again: bool = False,
     ) -> TaskRecord:
+        if tool.waits_for:
+            if self.waiting is None:
+                raise TaskRefusedError(f"Tool {tool.name!r} needs a person's approval, and this "
+                                       "server keeps no approvals; ask its operator.")  # fmt: skip
+            return await self.waiting.create(
+                tool, arguments, ctx, version=version, ttl_ms=ttl_ms, again=again
+            )
         admitted = await self.tools.admit_task(tool, arguments, ctx)
         if admitted is None:
             raise TaskRefusedError(f"Tool {tool.name!r} was disabled or removed; list tools again.")
@@ -261,14 +276,18 @@ class TaskService:
         ttl_ms: int | None,
         answers: Mapping[str, Any] | None = None,
         confirm: Mapping[str, Any] | None = None,
+        *,
+        wait_s: float = 0.0,
     ) -> TaskRecord:
-        if self.starter.busy():
+        """Store the task; start it unless it waits `wait_s` for a person's approval first
+        (its lease runs until then: kiln.tasks.approving)."""
+        if self.starter.busy() and not wait_s:
             raise TaskRefusedError(
                 f"Kiln is running as many tasks as it may ({self.settings.max_running_per_process}"
                 "); try again when one has ended"
             )
         now = self.clock()
-        ttl = self._ttl_ms(ttl_ms, float(found.head.timeout_seconds))
+        ttl = self._ttl_ms(ttl_ms, float(found.head.timeout_seconds) + wait_s)
         item = TaskItem(
             owner=owner_key(principal_label(ctx)),
             task_id=secrets.token_urlsafe(32),  # 256 random bits: the id is a capability
@@ -282,7 +301,7 @@ class TaskService:
             ttl_ms=ttl,
             poll_interval_ms=self.settings.poll_interval_ms,
             expires_at=now + ttl / 1000,
-            lease_until=now + self.settings.start_grace_s,
+            lease_until=now + (wait_s or self.settings.start_grace_s),
             call=ticket.as_json() if ticket is not None else None,
             answers=dict(answers) if answers else None,
             confirm=confirm,
@@ -299,6 +318,38 @@ class TaskService:
                 f"Too many running tasks: this caller already has {cap} working, the limit; "
                 "wait for one to end or cancel one (tasks/cancel)"
             ) from error
+        if wait_s:
+            return self._record(item)
+        return await self._start(item)
+
+    async def create_waiting(
+        self,
+        found: Tool,
+        ticket: CallTicket | None,
+        arguments: Mapping[str, Any],
+        ctx: CallContext,
+        version: str,
+        ttl_ms: int | None,
+        confirm: Mapping[str, Any],
+    ) -> TaskRecord:
+        """A task that waits for a person's approval: stored, not started (a refusal is
+        ledgered as for any task that could not start)."""
+        wait_s = max(1.0, float(confirm["deadline"]) - self.clock())
+        try:
+            return await self._create(
+                found, ticket, arguments, ctx, version, ttl_ms, None, confirm, wait_s=wait_s
+            )
+        except TaskRefusedError as refusal:
+            if ticket is not None and self.gate is not None:
+                record, detail = self.gate.record_ticket, f"task not started: {refusal}"
+                await asyncio.to_thread(record, ticket, "tool_error", detail=detail)
+            raise
+
+    async def record_of(self, owner: str, task_id: str) -> TaskRecord | None:
+        item = await self._get(owner, task_id)
+        return self._record(item) if item is not None else None
+
+    async def start_stored(self, item: TaskItem) -> TaskRecord:
         return await self._start(item)
 
     async def _start(self, item: TaskItem) -> TaskRecord:
@@ -328,6 +379,9 @@ class TaskService:
             ledger=self._entry(item, "tool_error", detail),
         )
 
+    def ledger_item(self, item: TaskItem, outcome: Outcome, detail: str) -> dict[str, Any] | None:
+        return self._entry(item, outcome, detail)
+
     def _entry(self, item: TaskItem, outcome: Outcome, detail: str) -> dict[str, Any] | None:
         """The ledger item of a task's call ended here, not by its worker (no run-seconds
         known: its duration is the time since the call)."""
@@ -340,6 +394,8 @@ class TaskService:
     async def _get(self, owner: str, task_id: str) -> TaskItem | None:
         item = await asyncio.to_thread(self.store.get, owner, task_id)
         if item is not None and item.status == "working" and item.lease_until < self.clock():
+            if self.waiting is not None and await self.waiting.expire_task(item):
+                return await asyncio.to_thread(self.store.get, owner, task_id)
             await self._fail(
                 item, LEASE_LOST, "task: its worker was lost", lease_seen=item.lease_until
             )
@@ -412,6 +468,10 @@ class TaskService:
 
     @staticmethod
     def _record(item: TaskItem) -> TaskRecord:
+        meta = waiting_meta(item.confirm)
+        message = item.status_message
+        if meta is not None and message is None and item.status == "working":
+            message = waiting_message(item.confirm or {})
         return TaskRecord(
             task_id=item.task_id,
             status=item.status,  # type: ignore[arg-type]
@@ -419,8 +479,9 @@ class TaskService:
             last_updated_at=item.updated_at,
             ttl_ms=item.ttl_ms,
             poll_interval_ms=item.poll_interval_ms,
-            status_message=item.status_message,
+            status_message=message,
             result=item.result,
             error=item.error,
             input_requests=item.inputs if item.status == "input_required" else None,
+            meta=meta,
         )
