@@ -238,6 +238,7 @@ class Kiln:
     def approval_tasks(self, service: TaskService) -> ApprovalTasks:
         """Calls that wait for a person's approval, as tasks of `service`."""
         from kiln.access.webhook import Webhook
+        from kiln.identity.audit import record_write
         from kiln.tasks.approving import ApprovalTasks
 
         config = self.settings.tasks
@@ -257,7 +258,7 @@ class Kiln:
 
         return ApprovalTasks(
             service, self.approval_store, keys=self.callers.keys, head_of=self._head_of,
-            webhook=hook, links=links,
+            webhook=hook, links=links, audit=record_write,
         )  # fmt: skip
 
     async def _head_of(self, name: str) -> int | None:

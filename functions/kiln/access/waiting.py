@@ -19,8 +19,10 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from kiln.access.approval_store import iso
 from kiln.access.approvals import CONFIRM_VALUES, needs_approval
 
+META_KEY = "kiln/approval"  # a waiting call's task `_meta` key
 MAX_APPROVERS = 20
 OAUTH_PREFIX = "oauth:"
 _KEY_NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,62}")
@@ -94,3 +96,25 @@ def refusal(approvers: tuple[str, ...], caller: str, principal: Any) -> str | No
     if getattr(principal, "kind", None) == "key" and not principal.can("author"):
         return f"key {name!r} is listed as an approver but is not an author key"
     return None
+
+
+def waiting_message(confirm: Mapping[str, Any]) -> str:
+    approvers = " or ".join(str(a) for a in confirm.get("approvers", ()))
+    until = iso(float(confirm.get("deadline", 0)))
+    return (
+        f"Waiting for a person's approval: {approvers} must approve this call (approval "
+        f"{confirm.get('approval')}, until {until})."
+    )
+
+
+def waiting_meta(confirm: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """A waiting call's task `_meta`: who must approve it, and until when (None: no such)."""
+    if not confirm or "approval" not in confirm:
+        return None
+    return {
+        META_KEY: {
+            "id": confirm["approval"],
+            "approvers": list(confirm.get("approvers", ())),
+            "expiresAt": iso(float(confirm.get("deadline", 0))),
+        }
+    }

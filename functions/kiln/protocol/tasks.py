@@ -204,7 +204,7 @@ class TaskMethods:
                 version=envelope.version,
                 ttl_ms=self._requested_ttl(envelope),
                 answers=answers,
-                again=not as_task,
+                **({"again": not as_task} if waits else {}),  # said only of a waiting call
             )
         except TaskRefusedError as refusal:
             return tool_error(str(refusal))

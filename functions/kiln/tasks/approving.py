@@ -31,7 +31,6 @@ from typing import TYPE_CHECKING, Any
 from kiln.access.approval_store import ApprovalStore, Waiting, iso
 from kiln.access.waiting import approver_name, refusal
 from kiln.access.webhook import Webhook
-from kiln.identity.audit import record_write
 from kiln.protocol.backend import CallContext, TaskRecord, ToolView
 from kiln.protocol.calling import tool_error
 
@@ -41,7 +40,6 @@ if TYPE_CHECKING:
     from kiln.tasks.store import TaskItem
 
 log = logging.getLogger("kiln.approvals")
-META_KEY = "kiln/approval"
 CALL_PREFIX = "APPROVAL#CALL#"  # a caller's waiting call, by tool and arguments
 
 
@@ -61,28 +59,6 @@ class ApprovalDecidedError(ApprovalDecisionError):
     """It was decided already, or expired (a replayed decision is one of these)."""
 
 
-def waiting_message(confirm: Mapping[str, Any]) -> str:
-    approvers = " or ".join(str(a) for a in confirm.get("approvers", ()))
-    until = iso(float(confirm.get("deadline", 0)))
-    return (
-        f"Waiting for a person's approval: {approvers} must approve this call (approval "
-        f"{confirm.get('approval')}, until {until})."
-    )
-
-
-def waiting_meta(confirm: Mapping[str, Any] | None) -> dict[str, Any] | None:
-    """A waiting call's task `_meta`: who must approve it, and until when (None: no such)."""
-    if not confirm or "approval" not in confirm:
-        return None
-    return {
-        META_KEY: {
-            "id": confirm["approval"],
-            "approvers": list(confirm.get("approvers", ())),
-            "expiresAt": iso(float(confirm.get("deadline", 0))),
-        }
-    }
-
-
 def _digest(tool: str, arguments: Mapping[str, Any]) -> str:
     text = json.dumps(arguments, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(f"{tool}\0{text}".encode()).hexdigest()[:40]
@@ -98,6 +74,8 @@ class ApprovalTasks:
     webhook: Webhook | None = None
     notify: Callable[[Waiting], Awaitable[None]] | None = None  # where a webhook is sent from
     links: Callable[[str], Mapping[str, str]] | None = None
+    # one audit line per decision (kiln.identity.audit.record_write, handed in by the stack)
+    audit: Callable[..., Any] | None = None
     _sending: set[asyncio.Task[Any]] = field(default_factory=set, init=False)
 
     # ------------------------------------------------------------------ a call waits
@@ -399,7 +377,9 @@ class ApprovalTasks:
         )  # fmt: skip
 
     def _audit(self, principal: Any, action: str, waiting: Waiting, **details: Any) -> None:
-        record_write(
+        if self.audit is None:
+            return
+        self.audit(
             principal, action=action, tool_name=waiting.tool, revision=waiting.revision,
             approval=waiting.id, caller=waiting.caller,
             **{k: v for k, v in details.items() if v is not None},

@@ -21,6 +21,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
 from kiln.access.approvals import Requirement
+from kiln.access.waiting import waiting_message, waiting_meta
 from kiln.accounting.gate import CallGate, CallTicket
 from kiln.accounting.ledger import Outcome
 from kiln.aws.clients import CALLER_ROLE
@@ -35,7 +36,6 @@ from kiln.protocol.backend import (
 )
 from kiln.serving.backend import AdmittedTask
 from kiln.serving.store_errors import catalog_reads
-from kiln.tasks.approving import waiting_message, waiting_meta
 from kiln.tasks.settings import TaskSettings
 from kiln.tasks.store import TaskItem, TaskLimitError, TaskStore, TaskTooLargeError, owner_key
 from kiln.tasks.worker import TaskWorker, internal_error

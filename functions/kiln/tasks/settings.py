@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import base64
+import binascii
 from dataclasses import dataclass
 
 
@@ -36,5 +38,21 @@ class TaskSettings:
             raise ValueError("TaskSettings.approval_expiry_s and webhook attempts must be positive")
         if self.approval_webhook_url and not self.approval_webhook_secret:
             raise ValueError("an approval webhook needs its secret (KILN_APPROVAL_WEBHOOK_SECRET)")
+        if self.approval_webhook_secret is not None:
+            _check_webhook_secret(self.approval_webhook_secret)
         if self.max_running_per_principal < 1 or self.max_running_per_process < 1:
             raise ValueError("TaskSettings caps on running tasks must be at least 1")
+
+
+def _check_webhook_secret(secret: str) -> None:
+    """A Standard Webhooks secret: `whsec_` and the base64 of 24 to 64 random bytes."""
+    try:
+        size = len(base64.b64decode(secret.removeprefix("whsec_"), validate=True))
+    except (binascii.Error, ValueError):
+        size = 0
+    if not secret.startswith("whsec_") or not 24 <= size <= 64:
+        raise ValueError(
+            "the approval webhook secret must be whsec_ followed by the base64 of 24 to 64 "
+            "random bytes; make one with: python3 -c \"import base64, os; "
+            "print('whsec_' + base64.b64encode(os.urandom(32)).decode())\""
+        )
