@@ -218,7 +218,6 @@ def _task_settings(e: Mapping[str, str]) -> TaskSettings:
         raise SettingsError(f"KILN_TASK_LEASE_S / KILN_TASK_HEARTBEAT_S: {error}") from None
 
 
-
 @dataclass(frozen=True)
 class Settings:
     """The whole configuration of one Kiln process (variable names in the comments)."""

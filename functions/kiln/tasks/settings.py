@@ -53,6 +53,6 @@ def _check_webhook_secret(secret: str) -> None:
     if not secret.startswith("whsec_") or not 24 <= size <= 64:
         raise ValueError(
             "the approval webhook secret must be whsec_ followed by the base64 of 24 to 64 "
-            "random bytes; make one with: python3 -c \"import base64, os; "
+            'random bytes; make one with: python3 -c "import base64, os; '
             "print('whsec_' + base64.b64encode(os.urandom(32)).decode())\""
         )
