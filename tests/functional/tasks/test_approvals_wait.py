@@ -18,6 +18,7 @@ import json
 import logging
 import os
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -415,3 +416,38 @@ def test_the_webhook_is_signed_and_a_forged_or_replayed_message_is_refused(
     delivered = [t for t in hook.tries if t["webhook-id"] == f"msg_{approval_id}"][-1]
     assert post(f"msg_{approval_id}-b", now, tampered, delivered["webhook-signature"]) == 401
     assert team.api("bob", "POST", f"/api/approvals/{approval_id}/deny").status_code == 200
+
+
+# ------------------------------------------------------------------ the command line
+
+
+def kiln(team: Team, who: str, *args: str) -> subprocess.CompletedProcess[str]:
+    command = [sys.executable, "-m", "kiln.cli", *args]
+    command += ["--url", team.server.running.url, "--key", team.keys[who]]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("KILN_")}
+    return subprocess.run(command, capture_output=True, text=True, timeout=120, env=env)
+
+
+def test_kiln_approvals_lists_approves_and_denies_with_the_servers_reasons(
+    team: Team, runs: Runs
+) -> None:
+    one = approval_of(rpc(team, "dave", "tools/call", name="wipe", arguments={"target": "c1"}))
+    two = approval_of(rpc(team, "dave", "tools/call", name="wipe", arguments={"target": "c2"}))
+    listed = kiln(team, "alice", "approvals", "ls")
+    assert listed.returncode == 0, listed.stderr
+    assert one in listed.stdout
+    assert "wipe@1" in listed.stdout
+    assert '{"target": "c1"}  by key:dave' in listed.stdout
+    approved = kiln(team, "alice", "approvals", "approve", one)
+    assert approved.returncode == 0, approved.stderr
+    assert approved.stdout.startswith(f"{one} approved by alice")
+    replayed = kiln(team, "bob", "approvals", "approve", one)
+    assert replayed.returncode == 1
+    assert f"approval {one} was already approved by alice" in replayed.stderr
+    denied = kiln(team, "bob", "approvals", "deny", two, "--reason", "wrong db")
+    assert denied.returncode == 0, denied.stderr
+    not_yours = kiln(team, "carol", "approvals", "approve", two)
+    assert not_yours.returncode == 1
+    assert "HTTP 403" in not_yours.stderr or "403" in not_yours.stderr, not_yours.stderr
+    assert kiln(team, "alice", "approvals", "ls").stdout.strip() == "no approvals wait for you"
+    assert "denied" in kiln(team, "alice", "approvals", "ls", "--all").stdout
