@@ -112,6 +112,7 @@ def _tools(tmp: Path) -> list[Path]:
     return [
         write_tool(tools, "wipe", {**plain, "annotations": {"destructiveHint": True}}, WIPE),
         write_tool(tools, "look", {**plain, "annotations": {"readOnlyHint": True}}, WIPE),
+        write_tool(tools, "purge", {**plain, "annotations": {"destructiveHint": True}}, WIPE),
     ]
 
 
@@ -120,17 +121,18 @@ class Team:
 
     def __init__(self, server: McpServer) -> None:
         self.server = server
-        view = {"name": "ops", "tools": ["wipe", "look"], "confirm": "destructive",
+        view = {"name": "ops", "tools": ["wipe", "look", "purge"], "confirm": "destructive",
                 "approvers": ["alice", "bob", "dave", "erin"]}  # fmt: skip
         made = server.running.api("POST", "/api/views", json=view)
         assert made.status_code == 201, made.text
         self.keys = {name: self._key(name, scope) for name, scope in (
             ("alice", "author"), ("bob", "author"), ("carol", "author"), ("dave", "author"),
-            ("erin", "call"))}  # fmt: skip
-        bound = server.running.api(
-            "PUT", "/api/keys/dave/binding", json={"view": "ops", "quota": {}}
-        )
-        assert bound.status_code == 200, bound.text
+            ("erin", "call"), ("frank", "call"))}  # fmt: skip
+        for caller in ("dave", "frank"):
+            bound = server.running.api(
+                "PUT", f"/api/keys/{caller}/binding", json={"view": "ops", "quota": {}}
+            )
+            assert bound.status_code == 200, bound.text
 
     def _key(self, name: str, scope: str) -> str:
         made = self.server.running.api("POST", "/api/keys", json={"name": name, "scope": scope})
@@ -198,6 +200,7 @@ def audit() -> Iterator[list[dict[str, Any]]]:
 
 
 def rpc(team: Team, who: str, method: str, *, tasks: bool = True, **params: Any) -> Any:
+    """A 2026-07-28 request as `who` (with the tasks extension unless `tasks` is False)."""
     caps = {"extensions": {TASKS: {}}} if tasks else {}
     params["_meta"] = {**meta(), META_CAPS: caps}
     name = params.get("name") or params.get("taskId")
@@ -383,6 +386,39 @@ def test_a_read_only_tool_and_an_author_outside_the_view_never_wait(team: Team) 
     assert plain.json() == {"approvals": []}
 
 
+def test_an_approval_checks_the_policy_again_and_refuses_a_changed_tool_or_a_revoked_key(
+    team: Team, runs: Runs
+) -> None:
+    task = rpc(team, "dave", "tools/call", name="purge", arguments={"target": "p1"})
+    approval_id = approval_of(task)
+    changed = {"name": "purge", "description": "Purges a target, now more thoroughly.",
+               "language": "python", "code": WIPE, "input_schema": SCHEMA,
+               "annotations": {"destructiveHint": True}}  # fmt: skip
+    saved = team.server.running.api(
+        "PUT", "/api/tools/purge", headers={"If-Match": '"1"'}, json=changed
+    )
+    assert saved.status_code == 200, saved.text  # purge is at revision 2 now
+    refused = team.api("alice", "POST", f"/api/approvals/{approval_id}/approve")
+    assert refused.status_code == 409, refused.text
+    said = refused.json()["error"]["message"]
+    assert said == (
+        f"approval {approval_id} was not given: tool 'purge' changed since the call "
+        "(revision 1, now 2): the caller must call it again"
+    )
+    done = until(team, task["taskId"], "completed", "failed")
+    assert done["result"]["isError"] is True
+    assert "its approval was refused: tool 'purge' changed" in done["result"]["content"][0]["text"]
+
+    frank = rpc(team, "frank", "tools/call", name="wipe", arguments={"target": "f1"})
+    revoked = team.server.running.api("DELETE", "/api/keys/frank")
+    assert revoked.status_code == 200, revoked.text
+    late = team.api("alice", "POST", f"/api/approvals/{approval_of(frank)}/approve")
+    assert late.status_code == 409, late.text
+    assert "the caller's key 'frank' was revoked since the call" in late.json()["error"]["message"]
+    assert runs.of.get("purge", 0) == 0
+    assert runs.of.get("wipe", 0) == 0
+
+
 # ------------------------------------------------------------------ the webhook's rule
 
 
@@ -449,5 +485,8 @@ def test_kiln_approvals_lists_approves_and_denies_with_the_servers_reasons(
     not_yours = kiln(team, "carol", "approvals", "approve", two)
     assert not_yours.returncode == 1
     assert "HTTP 403" in not_yours.stderr or "403" in not_yours.stderr, not_yours.stderr
-    assert kiln(team, "alice", "approvals", "ls").stdout.strip() == "no approvals wait for you"
-    assert "denied" in kiln(team, "alice", "approvals", "ls", "--all").stdout
+    pending = kiln(team, "alice", "approvals", "ls").stdout
+    assert one not in pending
+    assert two not in pending
+    decided = kiln(team, "alice", "approvals", "ls", "--all").stdout
+    assert f"{two}  denied" in decided
