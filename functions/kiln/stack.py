@@ -240,6 +240,7 @@ class Kiln:
         from kiln.access.webhook import Webhook
         from kiln.identity.audit import record_write
         from kiln.tasks.approving import ApprovalTasks
+        from kiln.tasks.service import LambdaStarter
 
         config = self.settings.tasks
         hook = None
@@ -256,10 +257,18 @@ class Kiln:
             return {"inbox": f"{base}/studio/#/approvals", "approve": f"{api}/approve",
                     "deny": f"{api}/deny"}  # fmt: skip
 
+        notify = None
+        if hook is not None and isinstance(service.starter, LambdaStarter):
+            notify = service.starter.announce  # the worker function delivers it (retried)
         return ApprovalTasks(
             service, self.approval_store, keys=self.callers.keys, head_of=self._head_of,
-            webhook=hook, links=links, audit=record_write,
+            webhook=hook, notify=notify, links=links, audit=record_write,
         )  # fmt: skip
+
+    async def deliver_approval_webhook(self, approval_id: str) -> bool:
+        """The worker function's part of an approval's webhook (retried there)."""
+        waiting = self.tasks.waiting
+        return waiting is not None and await waiting.deliver(approval_id)
 
     async def _head_of(self, name: str) -> int | None:
         """The head revision of the enabled tool `name` now (None: none such)."""

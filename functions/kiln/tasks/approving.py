@@ -72,7 +72,7 @@ class ApprovalTasks:
     keys: KeyStore | None = None
     head_of: Callable[[str], Awaitable[int | None]] | None = None  # a tool's head revision
     webhook: Webhook | None = None
-    notify: Callable[[Waiting], Awaitable[None]] | None = None  # where a webhook is sent from
+    notify: Callable[[Waiting], Awaitable[None]] | None = None  # hands the webhook to a worker
     links: Callable[[str], Mapping[str, str]] | None = None
     # one audit line per decision (kiln.identity.audit.record_write, handed in by the stack)
     audit: Callable[..., Any] | None = None
@@ -130,7 +130,7 @@ class ApprovalTasks:
         await asyncio.to_thread(self.store.create, waiting)
         if again:
             await asyncio.to_thread(self._remember, *pointer, record.task_id, deadline)
-        self._announce(waiting)
+        await self._announce(waiting)
         return record
 
     async def _again(self, owner: str, digest: str) -> TaskRecord | None:
@@ -166,16 +166,26 @@ class ApprovalTasks:
             },
         )
 
-    def _announce(self, waiting: Waiting) -> None:
-        """Tell the webhook, in the background (its retries never hold the call's answer)."""
-        if self.notify is not None:
-            sending = asyncio.ensure_future(self.notify(waiting))
-        elif self.webhook is not None:
-            sending = asyncio.ensure_future(self.send(waiting))
-        else:
+    async def _announce(self, waiting: Waiting) -> None:
+        """Tell the webhook without holding the call's answer for its retries: in AWS by an
+        asynchronous invoke of the worker function (`notify`: a frozen container finishes no
+        background work), elsewhere in the background of this process."""
+        if self.webhook is None:
             return
+        if self.notify is not None:
+            try:
+                await self.notify(waiting)
+            except Exception:  # the call waits all the same: approvers still see it listed
+                log.exception("approval %s: the webhook could not be handed over", waiting.id)
+            return
+        sending = asyncio.ensure_future(self.send(waiting))
         self._sending.add(sending)
         sending.add_done_callback(self._sending.discard)
+
+    async def deliver(self, approval_id: str) -> bool:
+        """The worker function's part: deliver the webhook of this approval (retried)."""
+        waiting = await asyncio.to_thread(self.store.get, approval_id)
+        return waiting is not None and await self.send(waiting)
 
     async def send(self, waiting: Waiting) -> bool:
         """Deliver the webhook of a new approval (here, or in the worker function)."""

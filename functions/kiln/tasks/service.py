@@ -194,6 +194,16 @@ class LambdaStarter:
             Payload=payload,
         )
 
+    async def announce(self, waiting: Any) -> None:
+        """Have the worker function deliver the webhook of a new waiting approval."""
+        payload = json.dumps({"kiln_approval": {"webhook": waiting.id}}).encode()
+        await asyncio.to_thread(
+            self._client.invoke,
+            FunctionName=self._function,
+            InvocationType="Event",
+            Payload=payload,
+        )
+
     def cancelled(self, task_id: str) -> None:
         return None
 

@@ -19,7 +19,7 @@ import contextlib
 import logging
 import math
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import KW_ONLY, dataclass, replace
 from typing import Any, Protocol
 
@@ -392,8 +392,18 @@ def _approval(item: TaskItem, tool: Tool) -> Approval | None:
     return approval_for(Requirement.from_json(item.confirm), tool, item.arguments, talk)
 
 
-def handle_event(event: Any, context: Any, worker: TaskWorker) -> dict[str, str]:
-    """The worker function's invocation: `{"kiln_task": {"owner": ..., "id": ...}}`."""
+def handle_event(
+    event: Any,
+    context: Any,
+    worker: TaskWorker,
+    webhook: Callable[[str], Awaitable[bool]] | None = None,
+) -> dict[str, Any]:
+    """The worker function's invocation: `{"kiln_task": {"owner": ..., "id": ...}}`, or
+    `{"kiln_approval": {"webhook": <approval id>}}` (deliver that approval's webhook)."""
+    notice = event.get("kiln_approval") if isinstance(event, dict) else None
+    if isinstance(notice, dict) and isinstance(notice.get("webhook"), str) and webhook:
+        delivered = asyncio.run(webhook(notice["webhook"]))
+        return {"approval": notice["webhook"], "delivered": delivered}
     body = event.get("kiln_task") if isinstance(event, dict) else None
     owner = body.get("owner") if isinstance(body, dict) else None
     task_id = body.get("id") if isinstance(body, dict) else None
