@@ -250,19 +250,13 @@ class Kiln:
                 attempts=config.approval_webhook_attempts,
                 backoff_s=config.approval_webhook_backoff_s,
             )  # fmt: skip
-        base = self.settings.public_base_url or ""
-
-        def links(approval_id: str) -> dict[str, str]:
-            api = f"{base}/api/approvals/{approval_id}"
-            return {"inbox": f"{base}/studio/#/approvals", "approve": f"{api}/approve",
-                    "deny": f"{api}/deny"}  # fmt: skip
-
         notify = None
         if hook is not None and isinstance(service.starter, LambdaStarter):
             notify = service.starter.announce  # the worker function delivers it (retried)
         return ApprovalTasks(
             service, self.approval_store, keys=self.callers.keys, head_of=self._head_of,
-            webhook=hook, notify=notify, links=links, audit=record_write,
+            webhook=hook, notify=notify, base_url=self.settings.public_base_url or "",
+            audit=record_write,
         )  # fmt: skip
 
     async def deliver_approval_webhook(self, approval_id: str) -> bool:

@@ -73,7 +73,7 @@ class ApprovalTasks:
     head_of: Callable[[str], Awaitable[int | None]] | None = None  # a tool's head revision
     webhook: Webhook | None = None
     notify: Callable[[Waiting], Awaitable[None]] | None = None  # hands the webhook to a worker
-    links: Callable[[str], Mapping[str, str]] | None = None
+    base_url: str = ""  # how approvers reach this server (KILN_PUBLIC_BASE_URL), for links
     # one audit line per decision (kiln.identity.audit.record_write, handed in by the stack)
     audit: Callable[..., Any] | None = None
     _sending: set[asyncio.Task[Any]] = field(default_factory=set, init=False)
@@ -191,7 +191,10 @@ class ApprovalTasks:
         """Deliver the webhook of a new approval (here, or in the worker function)."""
         if self.webhook is None:
             return False
-        data = {**waiting.public(), "links": dict(self.links(waiting.id)) if self.links else {}}
+        api = f"{self.base_url}/api/approvals/{waiting.id}"
+        links = {"inbox": f"{self.base_url}/studio/#/approvals", "approve": f"{api}/approve",
+                 "deny": f"{api}/deny"}  # fmt: skip
+        data = {**waiting.public(), "links": links}
         return await self.webhook.deliver(f"msg_{waiting.id}", data)
 
     async def close(self) -> None:
