@@ -167,7 +167,7 @@ class CatalogBackend:
                 disabled_for(name, ctx.principal)
             return None
         found = resolved_tool(enabled, view, account)
-        waits = ()  # code mode's `execute` waits for no one: each call its code makes may
+        waits: tuple[str, ...] = ()  # code mode's `execute` waits for no one (its calls may)
         if enabled is tools.get(name):
             waits = waiting_for(view, ctx.principal, enabled.head.annotations)
         return replace(found, waits_for=waits) if waits else found

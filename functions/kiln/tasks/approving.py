@@ -28,7 +28,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import KW_ONLY, dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from kiln.access.approval_store import ApprovalStore, Waiting, iso
+from kiln.access.approval_store import ApprovalStore, State, Waiting, iso
 from kiln.access.waiting import approver_name, refusal
 from kiln.access.webhook import Webhook
 from kiln.protocol.backend import CallContext, TaskRecord, ToolView
@@ -327,7 +327,7 @@ class ApprovalTasks:
         return True
 
     async def _end(
-        self, waiting: Waiting, state: str, by: str, reason: str | None
+        self, waiting: Waiting, state: State, by: str, reason: str | None
     ) -> Waiting | None:
         """pending -> denied | expired, and the task ended unrun with an isError result."""
         moved = await asyncio.to_thread(
@@ -335,7 +335,7 @@ class ApprovalTasks:
             waiting.id,
             state,
             by=by,
-            reason=reason,  # type: ignore[arg-type]
+            reason=reason,
         )
         if not moved.done or moved.approval is None:
             return None

@@ -19,7 +19,7 @@ import contextlib
 import logging
 import math
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import KW_ONLY, dataclass, replace
 from typing import Any, Protocol
 
@@ -396,7 +396,7 @@ def handle_event(
     event: Any,
     context: Any,
     worker: TaskWorker,
-    webhook: Callable[[str], Awaitable[bool]] | None = None,
+    webhook: Callable[[str], Coroutine[Any, Any, bool]] | None = None,
 ) -> dict[str, Any]:
     """The worker function's invocation: `{"kiln_task": {"owner": ..., "id": ...}}`, or
     `{"kiln_approval": {"webhook": <approval id>}}` (deliver that approval's webhook)."""

@@ -419,6 +419,30 @@ def test_an_approval_checks_the_policy_again_and_refuses_a_changed_tool_or_a_rev
     assert runs.of.get("wipe", 0) == 0
 
 
+def test_a_keys_own_approvers_make_its_calls_wait_whatever_view_it_reaches(team: Team) -> None:
+    api = team.server.running.api
+    refused = api("POST", "/api/keys", json={"name": "gina-x", "approvers": ["bob"]})
+    assert refused.status_code == 422, refused.text
+    assert 'approvers: needs "confirm" beside it' in refused.json()["error"]["message"]
+    body = {"name": "gina", "scope": "call", "confirm": "writes", "approvers": ["bob"]}
+    made = api("POST", "/api/keys", json=body)
+    assert made.status_code == 201, made.text
+    assert made.json()["approvers"] == ["bob"]
+    team.keys["gina"] = made.json()["key"]
+    task = rpc(team, "gina", "tools/call", name="wipe", arguments={"target": "g1"})
+    assert task["_meta"]["kiln/approval"]["approvers"] == ["bob"]
+    path = f"/api/approvals/{approval_of(task)}/approve"
+    assert team.api("alice", "POST", path).status_code == 403  # the key names bob, not her
+    assert team.api("bob", "POST", path).status_code == 200
+    deadline = time.monotonic() + 90
+    while task["status"] == "working" and time.monotonic() < deadline:
+        time.sleep(0.1)
+        task = rpc(team, "gina", "tasks/get", taskId=task["taskId"])
+    assert task["result"]["content"][0]["text"].startswith("wiped g1"), task
+    cleared = api("PUT", "/api/keys/gina/binding", json={"confirm": "writes"})
+    assert cleared.json()["approvers"] == []  # left out: cleared, as view and quota are
+
+
 # ------------------------------------------------------------------ the webhook's rule
 
 
