@@ -231,7 +231,7 @@ class ApprovalTasks:
 
     async def approve(self, approval_id: str, principal: Any) -> dict[str, Any]:
         waiting = await self._decidable(approval_id, principal, "approve")
-        problem = await self._recheck(waiting)
+        problem = await self._gone(waiting) or await self._recheck(waiting)
         who = approver_name(principal) or "?"
         if problem is not None:
             await self._end(waiting, "denied", "kiln", problem)
@@ -277,6 +277,13 @@ class ApprovalTasks:
         at = iso(waiting.decided_at) if waiting.decided_at else "?"
         verb = "denied" if waiting.state == "denied" else "approved"
         return f"approval {approval_id} was already {verb} by {waiting.decided_by} at {at}"
+
+    async def _gone(self, waiting: Waiting) -> str | None:
+        """Why the call no longer waits though its approval does (its caller cancelled it)."""
+        item = await asyncio.to_thread(self.service.store.get, waiting.owner, waiting.task_id)
+        if item is None or item.status != "working":
+            return "its caller cancelled the call, or it has ended"
+        return None
 
     async def _recheck(self, waiting: Waiting) -> str | None:
         """Why the call may no longer run (None: it may): the policy as it is now."""

@@ -443,6 +443,16 @@ def test_a_keys_own_approvers_make_its_calls_wait_whatever_view_it_reaches(team:
     assert cleared.json()["approvers"] == []  # left out: cleared, as view and quota are
 
 
+def test_a_call_its_caller_cancelled_is_not_approved_after_all(team: Team, runs: Runs) -> None:
+    task = rpc(team, "dave", "tools/call", name="wipe", arguments={"target": "gone"})
+    rpc(team, "dave", "tasks/cancel", taskId=task["taskId"])  # an ack
+    assert until(team, task["taskId"], "cancelled")["status"] == "cancelled"
+    refused = team.api("alice", "POST", f"/api/approvals/{approval_of(task)}/approve")
+    assert refused.status_code == 409, refused.text
+    assert "its caller cancelled the call" in refused.json()["error"]["message"]
+    assert runs.of.get("wipe", 0) == 0
+
+
 # ------------------------------------------------------------------ the webhook's rule
 
 
