@@ -31,6 +31,8 @@ from typing import TYPE_CHECKING, Any
 from kiln.access.approval_store import ApprovalStore, State, Waiting, iso
 from kiln.access.waiting import approver_name, refusal
 from kiln.access.webhook import Webhook
+from kiln.accounting.gate import CallTicket
+from kiln.catalog.model import Tool
 from kiln.protocol.backend import CallContext, TaskRecord, ToolView
 from kiln.protocol.calling import tool_error
 
@@ -80,58 +82,56 @@ class ApprovalTasks:
 
     # ------------------------------------------------------------------ a call waits
 
-    async def create(
-        self,
-        tool: ToolView,
-        arguments: Mapping[str, Any],
-        ctx: CallContext,
-        *,
-        version: str,
-        ttl_ms: int | None,
-        again: bool,
-    ) -> TaskRecord:
-        from kiln.protocol.backend import TaskRefusedError
-        from kiln.tasks.service import principal_label
-        from kiln.tasks.store import owner_key
+    async def again(
+        self, tool: ToolView, arguments: Mapping[str, Any], ctx: CallContext
+    ) -> TaskRecord | None:
+        """The caller's same call still kept (a client without tasks calling again), or None."""
+        return await self._again(*self._pointer(tool.name, arguments, ctx))
 
-        service = self.service
-        label = principal_label(ctx)
-        owner = owner_key(label)
-        pointer = (owner, _digest(tool.name, arguments))
-        if again:
-            found = await self._again(*pointer)
-            if found is not None:
-                return found
-        admitted = await service.tools.admit_task(tool, arguments, ctx)
-        if admitted is None:
-            raise TaskRefusedError(f"Tool {tool.name!r} was disabled or removed; list tools again.")
-        found_tool, ticket, _ = admitted  # the caller's own approval is not asked: a person's is
-        now = service.clock()
-        deadline = now + service.settings.approval_expiry_s
-        approval_id = self.store.new_id()
-        confirm = {
-            "approval": approval_id,
+    def prepare(self, tool: ToolView, ctx: CallContext) -> dict[str, Any]:
+        """What the task record keeps of the approval its call waits for (its `confirm`)."""
+        return {
+            "approval": self.store.new_id(),
             "approvers": list(tool.waits_for),
             "caller": getattr(ctx.principal, "label", None) or "anonymous",
-            "deadline": deadline,
+            "deadline": self.service.clock() + self.service.settings.approval_expiry_s,
         }
-        record = await service.create_waiting(
-            found_tool, ticket, arguments, ctx, version, ttl_ms, confirm
-        )
-        head = await self.head_of(found_tool.name) if self.head_of else None
+
+    async def created(
+        self,
+        found: Tool,
+        ticket: CallTicket | None,
+        arguments: Mapping[str, Any],
+        ctx: CallContext,
+        record: TaskRecord,
+        confirm: Mapping[str, Any],
+        *,
+        again: bool,
+    ) -> None:
+        """The task is stored: its approval is stored, remembered for the same call again (a
+        client without tasks), and announced (the webhook)."""
+        owner, digest = self._pointer(found.name, arguments, ctx)
+        head = await self.head_of(found.name) if self.head_of else None
         waiting = Waiting(
-            id=approval_id, state="pending", tool=found_tool.name,
-            revision=found_tool.head.number, head=head or found_tool.head.number,
+            id=confirm["approval"], state="pending", tool=found.name,
+            revision=found.head.number, head=head or found.head.number,
             arguments=dict(arguments), caller=str(confirm["caller"]),
-            view=ticket.view if ticket is not None else None, approvers=tool.waits_for,
-            owner=owner, task_id=record.task_id, created_at=now, deadline=deadline,
+            view=ticket.view if ticket is not None else None,
+            approvers=tuple(confirm["approvers"]), owner=owner, task_id=record.task_id,
+            created_at=self.service.clock(), deadline=float(confirm["deadline"]),
             key_id=getattr(ctx.principal, "key_id", None),
         )  # fmt: skip
         await asyncio.to_thread(self.store.create, waiting)
         if again:
-            await asyncio.to_thread(self._remember, *pointer, record.task_id, deadline)
+            await asyncio.to_thread(self._remember, owner, digest, record.task_id, waiting.deadline)
         await self._announce(waiting)
-        return record
+
+    @staticmethod
+    def _pointer(name: str, arguments: Mapping[str, Any], ctx: CallContext) -> tuple[str, str]:
+        from kiln.tasks.service import principal_label
+        from kiln.tasks.store import owner_key
+
+        return owner_key(principal_label(ctx)), _digest(name, arguments)
 
     async def _again(self, owner: str, digest: str) -> TaskRecord | None:
         """The caller's same call, still kept (a client without tasks calling again)."""

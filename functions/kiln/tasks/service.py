@@ -249,18 +249,26 @@ class TaskService:
         answers: Mapping[str, Any] | None = None,
         again: bool = False,
     ) -> TaskRecord:
-        if tool.waits_for:
-            if self.waiting is None:
-                raise TaskRefusedError(f"Tool {tool.name!r} needs a person's approval, and this "
-                                       "server keeps no approvals; ask its operator.")  # fmt: skip
-            return await self.waiting.create(
-                tool, arguments, ctx, version=version, ttl_ms=ttl_ms, again=again
-            )
+        waiting = self.waiting if tool.waits_for else None  # a person approves it first
+        if tool.waits_for and waiting is None:
+            raise TaskRefusedError(f"Tool {tool.name!r} needs a person's approval, and this "
+                                   "server keeps no approvals; ask its operator.")  # fmt: skip
+        if waiting is not None and again:
+            found_again = await waiting.again(tool, arguments, ctx)
+            if found_again is not None:
+                return found_again
         admitted = await self.tools.admit_task(tool, arguments, ctx)
         if admitted is None:
             raise TaskRefusedError(f"Tool {tool.name!r} was disabled or removed; list tools again.")
         found, ticket, required = admitted
         try:
+            if waiting is not None:  # kiln.tasks.approving: stored, started once approved
+                waits = waiting.prepare(tool, ctx)
+                wait_s = max(1.0, float(waits["deadline"]) - self.clock())
+                record = await self._create(found, ticket, arguments, ctx, version, ttl_ms,
+                                            None, waits, wait_s=wait_s)  # fmt: skip
+                await waiting.created(found, ticket, arguments, ctx, record, waits, again=again)
+                return record
             confirm = approval_asked(found, required, ctx)
             return await self._create(
                 found, ticket, arguments, ctx, version, ttl_ms, answers, confirm
@@ -331,29 +339,6 @@ class TaskService:
         if wait_s:
             return self._record(item)
         return await self._start(item)
-
-    async def create_waiting(
-        self,
-        found: Tool,
-        ticket: CallTicket | None,
-        arguments: Mapping[str, Any],
-        ctx: CallContext,
-        version: str,
-        ttl_ms: int | None,
-        confirm: Mapping[str, Any],
-    ) -> TaskRecord:
-        """A task that waits for a person's approval: stored, not started (a refusal is
-        ledgered as for any task that could not start)."""
-        wait_s = max(1.0, float(confirm["deadline"]) - self.clock())
-        try:
-            return await self._create(
-                found, ticket, arguments, ctx, version, ttl_ms, None, confirm, wait_s=wait_s
-            )
-        except TaskRefusedError as refusal:
-            if ticket is not None and self.gate is not None:
-                record, detail = self.gate.record_ticket, f"task not started: {refusal}"
-                await asyncio.to_thread(record, ticket, "tool_error", detail=detail)
-            raise
 
     async def record_of(self, owner: str, task_id: str) -> TaskRecord | None:
         item = await self._get(owner, task_id)

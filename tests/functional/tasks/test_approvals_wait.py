@@ -32,6 +32,7 @@ from standardwebhooks import Webhook, WebhookVerificationError
 
 from kiln.tasks.settings import TaskSettings
 from support.app import META_CAPS, McpServer, meta, start_kiln, write_tool
+from support.runs import Runs, counting_runs
 
 CACHE = Path(os.environ.get("MCP_YARDSTICK_CACHE", Path.home() / ".cache" / "mcp-yardsticks"))
 SDK = CACHE / "py-mcp-1.30.0" / "bin" / "python"  # made by tests/functional/clients
@@ -160,29 +161,10 @@ def team(server: McpServer) -> Team:
     return Team(server)
 
 
-class Runs(logging.Handler):
-    """Runs of each tool, from the runner's own log records (tool label `name@revision`)."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.of: dict[str, int] = {}
-
-    def emit(self, record: logging.LogRecord) -> None:
-        name = str(getattr(record, "tool", "")).partition("@")[0]
-        if name:
-            self.of[name] = self.of.get(name, 0) + 1
-
-
 @pytest.fixture
 def runs() -> Iterator[Runs]:
-    counter = Runs()
-    runner_log = logging.getLogger("kiln.runner")
-    level = runner_log.level
-    runner_log.setLevel(logging.DEBUG)  # a clean run's line is written at DEBUG
-    runner_log.addHandler(counter)
-    yield counter
-    runner_log.removeHandler(counter)
-    runner_log.setLevel(level)
+    with counting_runs() as counter:
+        yield counter
 
 
 @pytest.fixture
