@@ -361,6 +361,21 @@ def test_a_client_without_tasks_is_told_the_approval_is_pending_and_gets_the_res
     assert fresh["_meta"]["kiln/approval"]["id"] != approval_id  # answered: a new call waits anew
 
 
+def test_a_2025_client_without_tasks_is_told_the_same_and_nothing_runs(
+    team: Team, runs: Runs
+) -> None:
+    message = {"jsonrpc": "2.0", "id": 7, "method": "tools/call",
+               "params": {"name": "wipe", "arguments": {"target": "old"}}}  # fmt: skip
+    headers = {"MCP-Protocol-Version": "2025-06-18", "Authorization": f"Bearer {team.keys['dave']}"}
+    answer = team.server.post(message, headers)
+    assert answer.status_code == 200, answer.text
+    result = answer.json()["result"]
+    assert result["isError"] is True
+    assert result["content"][0]["text"].startswith("Waiting for a person's approval: alice or bob")
+    assert result["_meta"]["kiln/approval"]["approvers"] == ["alice", "bob", "dave", "erin"]
+    assert runs.of.get("wipe", 0) == 0
+
+
 def test_a_read_only_tool_and_an_author_outside_the_view_never_wait(team: Team) -> None:
     looked = rpc(team, "dave", "tools/call", tasks=False, name="look", arguments={"target": "y"})
     assert looked["content"][0]["text"].startswith("wiped y")  # read-only: not covered
