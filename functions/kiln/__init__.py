@@ -38,7 +38,8 @@ Rooms (one noun each; a room's __init__.py is its face, `__all__` what other roo
     accounting/     what each call cost and did: its account, the gate, the ledger, usage
     catalog/        model, rules (names, schemas, requirements), breaking (what a save breaks;
                     narrowing), store, snapshot, tool folders
-    tasks/          long-running tools: service (TaskService), store, worker
+    tasks/          long-running tools: service (TaskService), store, worker; approving
+                    (calls that wait for a person's approval)
     bundles/        dependency bundles: identity, build, store, cache, scheduler
     runner/         runs one script; the same code in kiln dev and in the runner function
     aws/            clients made once, the catalog's resources, the trimmed botocore data

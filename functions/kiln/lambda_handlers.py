@@ -65,10 +65,11 @@ def _worker() -> observability.Handler:
     from kiln.tasks.worker import handle_event
 
     stack.prepare_process()  # tools cannot read this process's environ (AWS credentials)
-    worker = stack.build_kiln(settings, clients=clients).task_worker
+    kiln = stack.build_kiln(settings, clients=clients)
+    worker = kiln.task_worker
 
     def run(event: dict[str, Any], context: Any) -> Any:
-        return handle_event(event, context, worker)
+        return handle_event(event, context, worker, webhook=kiln.deliver_approval_webhook)
 
     return observability.instrument(run, name="worker", telemetry=telemetry)
 

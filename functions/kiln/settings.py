@@ -204,10 +204,17 @@ def _task_settings(e: Mapping[str, str]) -> TaskSettings:
                 e, "KILN_MAX_RUNNING_TASKS", d.max_running_per_process, _positive_int
             ),
             worker_function=_parse(e, "KILN_WORKER_FUNCTION", None, _text),
+            approval_expiry_s=_parse(
+                e, "KILN_APPROVAL_EXPIRY_S", d.approval_expiry_s, _positive_float
+            ),
+            approval_webhook_url=_parse(e, "KILN_APPROVAL_WEBHOOK_URL", None, _url),
+            approval_webhook_secret=_parse(e, "KILN_APPROVAL_WEBHOOK_SECRET", None, _text),
         )
     except ValueError as error:  # a rule across variables (lease longer than heartbeat)
         if isinstance(error, SettingsError):
             raise
+        if "webhook" in str(error):
+            raise SettingsError(f"KILN_APPROVAL_WEBHOOK_*: {error}") from None
         raise SettingsError(f"KILN_TASK_LEASE_S / KILN_TASK_HEARTBEAT_S: {error}") from None
 
 

@@ -43,6 +43,7 @@ from kiln.settings import Settings
 log = logging.getLogger("kiln.stack")
 
 if TYPE_CHECKING:
+    from kiln.access.approval_store import ApprovalStore
     from kiln.api.settings import ApiSettings
     from kiln.authoring.service import AuthoringService
     from kiln.catalog.model import Tool
@@ -50,6 +51,7 @@ if TYPE_CHECKING:
     from kiln.observability.telemetry import Telemetry
     from kiln.protocol import McpEndpoint
     from kiln.serving.warming import Warmer
+    from kiln.tasks.approving import ApprovalTasks
     from kiln.tasks.service import TaskService
     from kiln.tasks.store import TaskStore
     from kiln.tasks.worker import TaskWorker
@@ -223,7 +225,49 @@ class Kiln:
             self.settings.tasks,
             now_iso=utc_now,
             gate=self.gate,
+            approvals=self.approval_store,
         )
+
+    @cached_property
+    def approval_store(self) -> ApprovalStore:
+        """Approvals that wait for a person (kiln.access.approval_store)."""
+        from kiln.access.approval_store import ApprovalStore
+
+        return ApprovalStore(self.clients.dynamodb, table=self.settings.table)
+
+    def approval_tasks(self, service: TaskService) -> ApprovalTasks:
+        """Calls that wait for a person's approval, as tasks of `service`."""
+        from kiln.access.webhook import Webhook
+        from kiln.identity.audit import record_write
+        from kiln.tasks.approving import ApprovalTasks
+        from kiln.tasks.service import LambdaStarter
+
+        config = self.settings.tasks
+        hook = None
+        if config.approval_webhook_url and config.approval_webhook_secret:
+            hook = Webhook(
+                config.approval_webhook_url, config.approval_webhook_secret,
+                attempts=config.approval_webhook_attempts,
+                backoff_s=config.approval_webhook_backoff_s,
+            )  # fmt: skip
+        notify = None
+        if hook is not None and isinstance(service.starter, LambdaStarter):
+            notify = service.starter.announce  # the worker function delivers it (retried)
+        return ApprovalTasks(
+            service, self.approval_store, keys=self.callers.keys, head_of=self._head_of,
+            webhook=hook, notify=notify, base_url=self.settings.public_base_url or "",
+            audit=record_write,
+        )  # fmt: skip
+
+    async def deliver_approval_webhook(self, approval_id: str) -> bool:
+        """The worker function's part of an approval's webhook (retried there)."""
+        waiting = self.tasks.waiting
+        return waiting is not None and await waiting.deliver(approval_id)
+
+    async def _head_of(self, name: str) -> int | None:
+        """The head revision of the enabled tool `name` now (None: none such)."""
+        tool = (await self.snapshots.fresh()).tools.get(name)
+        return tool.head.number if tool is not None and tool.enabled else None
 
     @cached_property
     def task_store(self) -> TaskStore:
@@ -254,7 +298,9 @@ class Kiln:
                 max_running=config.max_running_per_process,
                 runner_slots=self.settings.max_concurrent_runs,
             )
-        return TaskService(self.task_store, starter, config, self.backend, gate=self.gate)
+        service = TaskService(self.task_store, starter, config, self.backend, gate=self.gate)
+        service.waiting = self.approval_tasks(service)
+        return service
 
     async def stop_tasks(self) -> None:
         """Stop the task runs this process holds (kiln dev's shutdown)."""

@@ -1,6 +1,8 @@
-"""Who may call what: views (curated, pinned tool sets), quotas, approvals, tool secrets."""
+"""Who may call what: views (curated, pinned tool sets), quotas, approvals (asked of
+the caller, or waiting for a person), tool secrets."""
 
 __all__ = [
+    "approval_store",
     "approvals",
     "pins",
     "quotas",
@@ -8,4 +10,6 @@ __all__ = [
     "secrets",
     "view_files",
     "views",
+    "waiting",
+    "webhook",
 ]

@@ -25,6 +25,7 @@ from botocore.exceptions import ClientError
 
 from kiln.access.approvals import CONFIRM_VALUES
 from kiln.access.quotas import NO_QUOTA, Quota, QuotaRuleError, check_quota
+from kiln.access.waiting import ApproversRuleError, check_approvers
 from kiln.catalog.changelog import cancel_codes, commit
 from kiln.catalog.names import TAG_RULE, is_tag
 from kiln.catalog.store import utc_now
@@ -47,6 +48,7 @@ FIELDS = (
     "oauth_scopes",
     "oauth_clients",
     "confirm",
+    "approvers",
     "mode",
 )
 # How tools/list shows the view (kiln.protocol.backend.Mode; access does not import protocol)
@@ -108,6 +110,8 @@ class View:
     oauth_clients: tuple[str, ...] = ()  # ... as is a token issued to one of these clients
     # "destructive" / "writes": the user approves such calls first (access/approvals.py)
     confirm: str | None = None
+    # people one of whom approves those calls instead of the caller (access/waiting.py)
+    approvers: tuple[str, ...] = ()
     # "search": tools/list shows the meta-tools that search, describe and call the view's
     # tools instead of the tools themselves (kiln.protocol.discovery); "code": search,
     # describe and `execute`, which runs Python that calls them (kiln.serving.codemode)
@@ -137,6 +141,8 @@ class View:
             body["oauth_clients"] = list(self.oauth_clients)
         if self.confirm is not None:
             body["confirm"] = self.confirm
+        if self.approvers:
+            body["approvers"] = list(self.approvers)
         if self.mode != "list":
             body["mode"] = self.mode
         return body
@@ -231,6 +237,12 @@ def check_view(payload: object, *, name: str | None = None) -> View:
     scopes = _strings(payload.get("oauth_scopes"), "oauth_scopes", problems)
     clients = _strings(payload.get("oauth_clients"), "oauth_clients", problems)
     confirm = _confirm(payload.get("confirm"), problems)
+    try:
+        approvers = check_approvers(payload.get("approvers"), payload.get("confirm"))
+    except ApproversRuleError as error:
+        field_name, _, message = str(error).partition(": ")
+        problems.append((field_name, message))
+        approvers = ()
     mode = payload.get("mode", "list")
     if mode not in MODES:
         problems.append(
@@ -255,6 +267,7 @@ def check_view(payload: object, *, name: str | None = None) -> View:
         oauth_scopes=scopes,
         oauth_clients=clients,
         confirm=confirm,
+        approvers=approvers,
         mode=mode,
     )
 

@@ -82,6 +82,7 @@ def create_app(kiln: Kiln, *, serves: Serves = "all") -> FastAPI:
     from fastapi import FastAPI
 
     from kiln import __version__
+    from kiln.api import approvals as approval_routes
     from kiln.api import bundles, calls, errors, health, keys, secrets, studio, tasks, tools, views
     from kiln.studio import assets as studio_assets
 
@@ -110,6 +111,7 @@ def create_app(kiln: Kiln, *, serves: Serves = "all") -> FastAPI:
             app.include_router(router)
         app.include_router(keys.router)
         app.include_router(secrets.router)
+        app.include_router(approval_routes.router)
     return app
 
 

@@ -58,6 +58,7 @@ from kiln.identity.policy import AuthError
 from kiln.protocol.errors import REFUSED, UNAUTHORIZED, UNAVAILABLE, jsonrpc_error
 from kiln.protocol.jsontext import dumps
 from kiln.protocol.spec import INTERNAL_ERROR, INVALID_REQUEST, METHOD_NOT_FOUND
+from kiln.tasks.approving import ApprovalDecidedError, ApprovalNotFoundError, NotAnApproverError
 
 log = logging.getLogger(__name__)
 
@@ -138,6 +139,9 @@ ERRORS: dict[type[BaseException], Refusal] = {
     InvalidScopeError: Refusal(422, "invalid_key"),
     KeyNameTakenError: Refusal(409, "name_taken"),
     KeyNotFoundError: Refusal(404, "not_found"),
+    ApprovalNotFoundError: Refusal(404, "not_found"),
+    NotAnApproverError: Refusal(403, "not_an_approver"),
+    ApprovalDecidedError: Refusal(409, "already_decided"),
     SecretError: Refusal(400, "bad_request"),
     InvalidSecretError: Refusal(422, "invalid_secret"),  # messages never carry the value
     SecretNotFoundError: Refusal(404, "not_found"),

@@ -1,12 +1,13 @@
 """REST: /api/keys. API keys through the server's admin API (author keys only).
 
-POST /api/keys {"name", "scope", "view"?, "quota"?, "confirm"?} -> 201 with the key, shown
-this once; GET /api/keys lists them (never a secret); PUT /api/keys/{name}/binding {"view",
-"quota", "confirm"} sets a key's view, limits and approvals policy (`confirm`: "destructive" or
-"writes", see kiln.access.approvals; what is left out is cleared); DELETE /api/keys/{name} revokes
-one, refused by this server from its next request (the key store forgets its cached lookup at
-once). Refusals (bad name, scope, view or quota, a taken name, no such key) are domain errors,
-answered by `kiln.api.errors`.
+POST /api/keys {"name", "scope", "view"?, "quota"?, "confirm"?, "approvers"?} -> 201 with the
+key, shown this once; GET /api/keys lists them (never a secret); PUT /api/keys/{name}/binding
+{"view", "quota", "confirm", "approvers"} sets a key's view, limits and approvals policy
+(`confirm`: "destructive" or "writes", see kiln.access.approvals; `approvers`: who approves
+instead of the caller, kiln.access.waiting; what is left out is cleared); DELETE
+/api/keys/{name} revokes one, refused by this server from its next request (the key store
+forgets its cached lookup at once). Refusals (bad name, scope, view, quota or approvers, a taken
+name, no such key) are domain errors, answered by `kiln.api.errors`.
 """
 
 from __future__ import annotations
@@ -22,7 +23,12 @@ from kiln.access.views import check_view_name
 from kiln.api.common import blocking, json_body, kiln_of, require
 from kiln.api.errors import ApiError
 from kiln.identity.audit import record_write
-from kiln.identity.keys import InvalidConfirmError, KeyRecord, check_confirm
+from kiln.identity.keys import (
+    InvalidConfirmError,
+    KeyRecord,
+    check_confirm,
+    check_key_approvers,
+)
 
 router = APIRouter(prefix="/api/keys", tags=["keys"])
 
@@ -37,12 +43,14 @@ def key_json(record: KeyRecord) -> dict[str, Any]:
 async def create_key(request: Request) -> JSONResponse:
     who = await require(request)
     payload = await json_body(request)
-    view, quota, confirm = _binding(payload, '{"name": "...", "scope": "call"}')
+    view, quota, confirm, approvers = _binding(payload, '{"name": "...", "scope": "call"}')
     keys = kiln_of(request).callers.keys
     name: Any = payload.get("name")  # the key store says what is wrong with it
     scope: Any = payload.get("scope", "call")
     record, secret = await blocking(
-        lambda: keys.create(name, scope, view=view, quota=quota, confirm=confirm)
+        lambda: keys.create(
+            name, scope, view=view, quota=quota, confirm=confirm, approvers=approvers
+        )
     )
     record_write(who, action="key.create", tool_name="", key=record.name)
     return JSONResponse({**key_json(record), "key": secret}, status_code=201)
@@ -76,22 +84,28 @@ async def revoke_key(name: str, request: Request) -> dict[str, Any]:
 @router.put("/{name}/binding")
 async def bind_key(name: str, request: Request) -> dict[str, Any]:
     who = await require(request)
-    view, quota, confirm = _binding(await json_body(request), '{"view": ..., "quota": {...}}')
+    body = await json_body(request)
+    view, quota, confirm, approvers = _binding(body, '{"view": ..., "quota": {...}}')
     keys = kiln_of(request).callers.keys
-    record = await blocking(lambda: keys.bind(name, view=view, quota=quota, confirm=confirm))
+    record = await blocking(
+        lambda: keys.bind(name, view=view, quota=quota, confirm=confirm, approvers=approvers)
+    )
     record_write(who, action="key.bind", tool_name="", key=record.name)
     return key_json(record)
 
 
-def _binding(payload: object, shape: str) -> tuple[str | None, Quota, str | None]:
-    """The view, quota and confirm policy a create or bind body asks for (absent: unbound,
-    no limits, no approvals); 422 for a body that is not an object (`shape` says what it is)."""
+def _binding(payload: object, shape: str) -> tuple[str | None, Quota, str | None, tuple[str, ...]]:
+    """The view, quota, confirm policy and approvers a create or bind body asks for (absent:
+    unbound, no limits, no approvals); 422 for a body that is not an object (`shape` says
+    what it is)."""
     if not isinstance(payload, dict):
         raise ApiError(422, "invalid_key", f"body: must be {shape}")
     view = payload.get("view")
     if view is not None:
         view = check_view_name(view)
     try:
-        return view, check_quota(payload.get("quota")), check_confirm(payload.get("confirm"))
+        confirm = check_confirm(payload.get("confirm"))
+        approvers = check_key_approvers(payload.get("approvers"), confirm)
+        return view, check_quota(payload.get("quota")), confirm, approvers
     except (QuotaRuleError, InvalidConfirmError) as error:
         raise ApiError(422, "invalid_key", str(error)) from None

@@ -130,6 +130,14 @@ def _binding_arguments(parser: argparse.ArgumentParser) -> None:
         help="the user approves this key's calls of destructive tools (destructive) or of "
         "every tool not marked read-only (writes) before they run",
     )
+    parser.add_argument(
+        "--approver",
+        action="append",
+        default=None,
+        metavar="NAME",
+        help="with --confirm: this author key (or oauth:<sub>) approves those calls instead of "
+        "the caller, who waits (repeat for several; kiln approvals)",
+    )
 
 
 def _binding(args: argparse.Namespace) -> tuple[str | None, Quota]:
@@ -216,12 +224,14 @@ def _keys_create(args: argparse.Namespace, io: Io) -> None:
     view, quota = _binding(args)
     if args.aws:
         record, secret = _key_store(args, io).create(
-            args.name, args.scope, view=view, quota=quota, confirm=args.confirm
-        )
+            args.name, args.scope, view=view, quota=quota, confirm=args.confirm,
+            approvers=tuple(args.approver or ()),
+        )  # fmt: skip
         name, scope, key_id = record.name, record.scope, record.key_id
     else:
         payload = {"name": args.name, "scope": args.scope, "view": view,
-                   "quota": quota.as_dict(), "confirm": args.confirm}  # fmt: skip
+                   "quota": quota.as_dict(), "confirm": args.confirm,
+                   "approvers": args.approver or []}  # fmt: skip
         body, _ = _api(args).request("POST", "/api/keys", payload)
         name, scope, key_id, secret = body["name"], body["scope"], body["key_id"], body["key"]
     print(secret, file=io.stdout)
@@ -234,12 +244,16 @@ def _keys_create(args: argparse.Namespace, io: Io) -> None:
 def _keys_bind(args: argparse.Namespace, io: Io) -> None:
     view, quota = _binding(args)
     if args.aws:
-        record = _key_store(args, io).bind(args.name, view=view, quota=quota, confirm=args.confirm)
+        record = _key_store(args, io).bind(
+            args.name, view=view, quota=quota, confirm=args.confirm,
+            approvers=tuple(args.approver or ()),
+        )  # fmt: skip
         view, quota, confirm = record.view, record.quota, record.confirm
     else:
         body, _ = _api(args).request(
             "PUT", f"/api/keys/{quote(args.name, safe='')}/binding",
-            {"view": view, "quota": quota.as_dict(), "confirm": args.confirm},
+            {"view": view, "quota": quota.as_dict(), "confirm": args.confirm,
+             "approvers": args.approver or []},
         )  # fmt: skip
         view, quota = body.get("view"), check_quota(body.get("quota"))
         confirm = body.get("confirm")

@@ -10,6 +10,7 @@ from pathlib import Path
 from urllib.parse import quote
 
 from kiln.cli import output
+from kiln.cli.approvals import register as register_approvals
 from kiln.cli.aws import settings_of
 from kiln.cli.bundles import register as register_bundles
 from kiln.cli.history import register as register_history
@@ -239,6 +240,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     register_bundles(commands)
     register_tasks(commands, server_options)
+    register_approvals(commands, server_options)
     register_auth(commands)
     register_access(commands, server_options)
     return parser

@@ -13,7 +13,8 @@ logger = logging.getLogger("kiln.audit")
 
 ACTIONS = frozenset(
     {"create", "update", "rename", "enable", "disable", "delete", "undelete", "restore",
-     "secret.set", "secret.delete", "key.create", "key.bind", "key.revoke"}
+     "secret.set", "secret.delete", "key.create", "key.bind", "key.revoke",
+     "approval.approve", "approval.deny", "approval.expire", "approval.refuse"}
 )  # fmt: skip
 
 

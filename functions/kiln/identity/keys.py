@@ -11,7 +11,7 @@ import secrets
 import threading
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import KW_ONLY, dataclass, field
+from dataclasses import KW_ONLY, dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -19,6 +19,7 @@ from botocore.exceptions import ClientError
 
 from kiln.access.approvals import CONFIRM_VALUES
 from kiln.access.quotas import NO_QUOTA, Quota, check_quota
+from kiln.access.waiting import ApproversRuleError, check_approvers
 from kiln.aws.directory import Directory
 
 if TYPE_CHECKING:
@@ -65,6 +66,19 @@ class InvalidConfirmError(KeyStoreError):
     pass
 
 
+class InvalidApproversError(InvalidConfirmError):
+    pass
+
+
+def check_key_approvers(approvers: object, confirm: object) -> tuple[str, ...]:
+    """A key's `approvers` (kiln.access.waiting): people one of whom approves its calls."""
+    try:
+        listed = list(approvers) if isinstance(approvers, tuple) else approvers
+        return check_approvers(listed, confirm)
+    except ApproversRuleError as error:
+        raise InvalidApproversError(str(error)) from None
+
+
 def check_confirm(confirm: object) -> str | None:
     """A key's `confirm` policy: None, "destructive" or "writes"."""
     if confirm is None or confirm in CONFIRM_VALUES:
@@ -86,6 +100,7 @@ class KeyRecord:
     quota: Quota = NO_QUOTA
     # "destructive" / "writes": the user approves such calls made with it (access/approvals.py)
     confirm: str | None = None
+    approvers: tuple[str, ...] = ()  # ... or one of these people does (access/waiting.py)
 
     @property
     def revoked(self) -> bool:
@@ -141,11 +156,12 @@ class KeyStore:
         view: str | None = None,
         quota: Quota = NO_QUOTA,
         confirm: str | None = None,
+        approvers: tuple[str, ...] = (),
     ) -> tuple[KeyRecord, str]:
         """A new key; the secret is returned here and nowhere else, ever. `view` binds it
         to a view; `quota` limits its calls; `confirm` has the user approve its destructive
         (or all not read-only) calls first (all three can change with `bind`)."""
-        confirm = check_confirm(confirm)
+        confirm, approvers = check_confirm(confirm), check_key_approvers(approvers, confirm)
         if not isinstance(name, str) or not _NAME.fullmatch(name):
             raise InvalidKeyNameError(f"key name must be {NAME_RULE}")
         if scope not in SCOPES:
@@ -177,7 +193,7 @@ class KeyStore:
                                 "scope": {"S": scope},
                                 "key_hash": {"S": digest},
                                 "created_at": {"S": created_at},
-                                **_binding_attributes(view, quota, confirm),
+                                **_binding_attributes(view, quota, confirm, approvers),
                             },
                             "ConditionExpression": "attribute_not_exists(pk)",
                         }
@@ -189,12 +205,17 @@ class KeyStore:
             if exc.response["Error"]["Code"] == "TransactionCanceledException":
                 raise KeyNameTakenError(f"a key named {name!r} already exists") from None
             raise
-        return KeyRecord(
-            name, scope, digest[:12], created_at, view=view, quota=quota, confirm=confirm
-        ), secret
+        record = KeyRecord(name, scope, digest[:12], created_at, view=view, quota=quota)
+        return replace(record, confirm=confirm, approvers=approvers), secret
 
     def bind(
-        self, name: str, *, view: str | None, quota: Quota, confirm: str | None = None
+        self,
+        name: str,
+        *,
+        view: str | None,
+        quota: Quota,
+        confirm: str | None = None,
+        approvers: tuple[str, ...] = (),
     ) -> KeyRecord:
         """Set the view, quota and confirm policy of the active key `name` (None / no
         limits: unbound, no approvals).
@@ -202,10 +223,12 @@ class KeyStore:
         This process sees the change at once; others within CACHE_TTL_S, like a revocation.
         """
         confirm = check_confirm(confirm)
+        approvers = check_key_approvers(approvers, confirm)
         digest = self._active_digest(name)
-        values = _binding_attributes(view, quota, confirm)
+        values = _binding_attributes(view, quota, confirm, approvers)
         sets = [f"#{field} = :{field}" for field in values]
-        removes = [f"#{field}" for field in ("view", "quota", "confirm") if field not in values]
+        fields = ("view", "quota", "confirm", "approvers")
+        removes = [f"#{field}" for field in fields if field not in values]
         expression = " ".join(
             part
             for part in (
@@ -214,7 +237,7 @@ class KeyStore:
             )
             if part
         )
-        names = {"#view": "view", "#quota": "quota", "#confirm": "confirm"}
+        names = {f"#{field}": field for field in fields}
         extra: dict[str, Any] = {"ExpressionAttributeNames": names}
         if values:
             extra["ExpressionAttributeValues"] = {f":{k}": v for k, v in values.items()}
@@ -376,13 +399,15 @@ class KeyStore:
 
 
 def _binding_attributes(
-    view: str | None, quota: Quota, confirm: str | None = None
+    view: str | None, quota: Quota, confirm: str | None = None, approvers: tuple[str, ...] = ()
 ) -> dict[str, Any]:
     found: dict[str, Any] = {}
     if view is not None:
         found["view"] = {"S": view}
     if confirm is not None:
         found["confirm"] = {"S": confirm}
+    if approvers:
+        found["approvers"] = {"L": [{"S": a} for a in approvers]}
     if not quota.empty:
         limits = {k: v for k, v in quota.as_dict().items() if v is not None}
         found["quota"] = {"S": json.dumps(limits, sort_keys=True)}
@@ -416,6 +441,7 @@ def _record(item: dict[str, Any]) -> KeyRecord:
         quota=_stored_quota(item),
         # An unreadable stored policy never lifts approvals silently: the strictest one.
         confirm=None if opt("confirm") is None else _stored_confirm(opt("confirm")),
+        approvers=tuple(a["S"] for a in item.get("approvers", {}).get("L", [])),
     )
 
 

@@ -31,6 +31,7 @@ class Principal:
     view: str | None = None  # the view a key is bound to: it sees only that view's tools
     quota: Quota = NO_QUOTA  # a key's own limits
     confirm: str | None = None  # a key's own approvals policy (kiln.access.approvals)
+    approvers: tuple[str, ...] = ()  # ... answered by one of these people (access/waiting.py)
     grants: frozenset[str] = field(default_factory=frozenset)  # a token's scope strings
     client: str | None = None  # a token's client_id / azp
 
@@ -163,6 +164,7 @@ class Authenticator:
                 view=record.view,
                 quota=record.quota,
                 confirm=record.confirm,
+                approvers=record.approvers,
             )
         if self._verifier is None:
             return "the bearer credential is not a Kiln API key"

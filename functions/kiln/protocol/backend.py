@@ -35,6 +35,9 @@ class ToolView:
     asks_first: bool = False
     tags: tuple[str, ...] = ()  # not on the wire: what search mode ranks beside the text
     calls: tuple[str, ...] = ()  # not on the wire: the tools its script may call (inner.py)
+    # Not on the wire: people one of whom must approve this call first (kiln.access.waiting);
+    # the call becomes a task that waits for them.
+    waits_for: tuple[str, ...] = ()
 
 
 # How tools/list shows a request's tools: every tool ("list"), the meta-tools that search,
@@ -206,6 +209,7 @@ class TaskRecord:
     error: Mapping[str, Any] | None = None
     # `input_required`: the questions still open, key -> {"method": ..., "params": ...}
     input_requests: Mapping[str, Any] | None = None
+    meta: Mapping[str, Any] | None = None  # the task's `_meta` (a waiting approval's)
 
     @property
     def terminal(self) -> bool:
@@ -240,9 +244,12 @@ class TaskBackend(Protocol):
         version: str,
         ttl_ms: int | None,
         answers: Mapping[str, Any] | None = None,
+        again: bool = False,
     ) -> TaskRecord:
         """Store a `working` task durably and start its run; raises TaskRefusedError.
-        `answers`: what a tool that asks first was told before it went on as a task."""
+        `answers`: what a tool that asks first was told before it went on as a task.
+        `again`: a call that waits for a person's approval from a client without tasks: the
+        same caller's same call still kept is answered with its task, not a new one."""
         ...
 
     async def get_task(self, task_id: str, ctx: CallContext) -> TaskRecord | None: ...

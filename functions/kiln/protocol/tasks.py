@@ -78,6 +78,13 @@ def extension_negotiated(params: dict[str, Any]) -> bool:
     return isinstance(extensions, dict) and TASKS_EXTENSION in extensions
 
 
+def task_client(envelope: Envelope) -> bool:
+    """Whether this tools/call's client takes a task as its answer."""
+    if envelope.modern:
+        return extension_negotiated(envelope.params)
+    return envelope.version == TASKS_VERSION and isinstance(envelope.params.get("task"), dict)
+
+
 def _not_found(request_id: RequestId) -> InvalidParamsError:
     return InvalidParamsError(
         "Invalid params: no task with this taskId (it is unknown, has expired, or belongs to "
@@ -139,6 +146,8 @@ def modern_task(record: TaskRecord) -> dict[str, Any]:
         task["pollIntervalMs"] = record.poll_interval_ms
     if record.status_message is not None:
         task["statusMessage"] = record.status_message
+    if record.meta:
+        task["_meta"] = dict(record.meta)
     return task
 
 
@@ -170,18 +179,19 @@ class TaskMethods:
 
         rid = envelope.request_id
         tool = await self._caller.find(envelope.params, ctx=ctx, request_id=rid)
-        as_task = self._wants_task(tool, envelope)
+        waits = bool(tool.waits_for)  # a person must approve it first: always a task
+        as_task = task_client(envelope) if waits else self._wants_task(tool, envelope)
         arguments = envelope.params.get("arguments", {})
         checked = await self._caller.check_arguments(tool, arguments, ctx=ctx)
         if isinstance(checked, dict):
             return checked
         _, arguments = checked
-        if not as_task:
+        if not as_task and not waits:
             return await self._caller.run(
                 tool, arguments, version=envelope.version, ctx=ctx, request_id=rid
             )
         answers = None
-        if tool.asks_first and envelope.modern:
+        if tool.asks_first and envelope.modern and not waits:
             first = await self._ask_first(tool, arguments, envelope, ctx)
             if not isinstance(first, GoingOn):
                 return first
@@ -194,15 +204,39 @@ class TaskMethods:
                 version=envelope.version,
                 ttl_ms=self._requested_ttl(envelope),
                 answers=answers,
+                **({"again": not as_task} if waits else {}),  # said only of a waiting call
             )
         except TaskRefusedError as refusal:
             return tool_error(str(refusal))
         except ProtocolError as error:  # a refusal the backend decided (a spent quota)
             error.request_id = rid
             raise
+        if not as_task:
+            return self._waited(tool, record, rid)
+        meta = {"_meta": dict(record.meta)} if record.meta else {}
         if envelope.modern:
             return {**modern_task(record), "resultType": "task"}
-        return _dump(CreateTaskResult(task=_legacy_task(record)))
+        return {**_dump(CreateTaskResult(task=_legacy_task(record))), **meta}
+
+    @staticmethod
+    def _waited(tool: ToolView, record: TaskRecord, rid: RequestId) -> dict[str, Any]:
+        """A call that waits for a person's approval, made by a client without tasks: its
+        result once the task has ended, else an `isError` result saying it is pending (the
+        same call again, with the same arguments, finds the same approval)."""
+        if record.status == "completed" and record.result is not None:
+            return dict(record.result)
+        if record.status == "failed":
+            raise ReplayedError(
+                dict(record.error or error_data(INTERNAL_ERROR, "Internal error")), request_id=rid
+            )
+        if record.status == "cancelled":
+            return tool_error(f"Tool {tool.name!r} was not run: its call was cancelled.")
+        said = tool_error(
+            f"{record.status_message} Call {tool.name} again with the same arguments to get "
+            f"its result once it is approved (or, with the same key, GET /api/tasks/"
+            f"{record.task_id})."
+        )
+        return {**said, "_meta": dict(record.meta)} if record.meta else said
 
     async def _ask_first(
         self, tool: ToolView, arguments: dict[str, Any], envelope: Envelope, ctx: CallContext
@@ -312,7 +346,8 @@ class TaskMethods:
         record = await self._find(envelope, ctx)
         if envelope.modern:
             return detailed_task(record)
-        return _dump(GetTaskResult.model_validate(_dump(_legacy_task(record))))
+        meta = {"_meta": dict(record.meta)} if record.meta else {}
+        return {**_dump(GetTaskResult.model_validate(_dump(_legacy_task(record)))), **meta}
 
     async def update(self, envelope: Envelope, ctx: CallContext) -> dict[str, Any]:
         """Answers for a task's open questions; responses for keys that are not open are

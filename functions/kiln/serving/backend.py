@@ -16,6 +16,7 @@ from kiln.access.approvals import Requirement, SpentApprovals, needs_approval, r
 from kiln.access.quotas import QuotaExceededError
 from kiln.access.resolve import ViewCatalog
 from kiln.access.views import View
+from kiln.access.waiting import waiting_for
 from kiln.accounting.account import CallAccount, Caller, Limits, Ran
 from kiln.accounting.gate import CallGate, CallTicket, bound_view, caller_of, key_limits, outcome_of
 from kiln.aws.clients import StoreUnavailableError
@@ -165,7 +166,11 @@ class CatalogBackend:
             if tool is not None:  # disabled: its author is told why, others see it unknown
                 disabled_for(name, ctx.principal)
             return None
-        return resolved_tool(enabled, view, account)
+        found = resolved_tool(enabled, view, account)
+        waits: tuple[str, ...] = ()  # code mode's `execute` waits for no one (its calls may)
+        if enabled is tools.get(name):
+            waits = waiting_for(view, ctx.principal, enabled.head.annotations)
+        return replace(found, waits_for=waits) if waits else found
 
     def _named(
         self, name: str, view: View | None, tools: dict[str, Tool], version: int, ctx: CallContext

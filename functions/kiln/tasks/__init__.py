@@ -1,3 +1,4 @@
-"""Long-running tools: task records in DynamoDB, runs in a worker (local pool or Lambda)."""
+"""Long-running tools: task records in DynamoDB, runs in a worker (local pool or Lambda);
+calls that wait for a person's approval (approving)."""
 
-__all__ = ["service", "settings", "store", "worker"]
+__all__ = ["approving", "service", "settings", "store", "worker"]

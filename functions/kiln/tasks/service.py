@@ -21,6 +21,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
 from kiln.access.approvals import Requirement
+from kiln.access.waiting import waiting_message, waiting_meta
 from kiln.accounting.gate import CallGate, CallTicket
 from kiln.accounting.ledger import Outcome
 from kiln.aws.clients import CALLER_ROLE
@@ -41,6 +42,8 @@ from kiln.tasks.worker import TaskWorker, internal_error
 
 if TYPE_CHECKING:
     from mypy_boto3_lambda import LambdaClient
+
+    from kiln.tasks.approving import ApprovalTasks
 
 log = logging.getLogger("kiln.tasks")
 ANONYMOUS = "anonymous"
@@ -191,6 +194,16 @@ class LambdaStarter:
             Payload=payload,
         )
 
+    async def announce(self, waiting: Any) -> None:
+        """Have the worker function deliver the webhook of a new waiting approval."""
+        payload = json.dumps({"kiln_approval": {"webhook": waiting.id}}).encode()
+        await asyncio.to_thread(
+            self._client.invoke,
+            FunctionName=self._function,
+            InvocationType="Event",
+            Payload=payload,
+        )
+
     def cancelled(self, task_id: str) -> None:
         return None
 
@@ -207,9 +220,13 @@ class TaskService:
     _: KW_ONLY
     gate: CallGate | None = None
     clock: Callable[[], float] = time.time
+    # Calls that wait for a person's approval (kiln.tasks.approving); None: no such calls.
+    waiting: ApprovalTasks | None = None
 
     async def close(self) -> None:
         """Stop this process's task runs; their tasks end `failed`, saying why."""
+        if self.waiting is not None:
+            await self.waiting.close()
         await self.starter.close()
 
     def _ttl_ms(self, requested: int | None, run_s: float) -> int:
@@ -230,12 +247,28 @@ class TaskService:
         version: str,
         ttl_ms: int | None,
         answers: Mapping[str, Any] | None = None,
+        again: bool = False,
     ) -> TaskRecord:
+        waiting = self.waiting if tool.waits_for else None  # a person approves it first
+        if tool.waits_for and waiting is None:
+            raise TaskRefusedError(f"Tool {tool.name!r} needs a person's approval, and this "
+                                   "server keeps no approvals; ask its operator.")  # fmt: skip
+        if waiting is not None and again:
+            found_again = await waiting.again(tool, arguments, ctx)
+            if found_again is not None:
+                return found_again
         admitted = await self.tools.admit_task(tool, arguments, ctx)
         if admitted is None:
             raise TaskRefusedError(f"Tool {tool.name!r} was disabled or removed; list tools again.")
         found, ticket, required = admitted
         try:
+            if waiting is not None:  # kiln.tasks.approving: stored, started once approved
+                waits = waiting.prepare(tool, ctx)
+                wait_s = max(1.0, float(waits["deadline"]) - self.clock())
+                record = await self._create(found, ticket, arguments, ctx, version, ttl_ms,
+                                            None, waits, wait_s=wait_s)  # fmt: skip
+                await waiting.created(found, ticket, arguments, ctx, record, waits, again=again)
+                return record
             confirm = approval_asked(found, required, ctx)
             return await self._create(
                 found, ticket, arguments, ctx, version, ttl_ms, answers, confirm
@@ -261,14 +294,18 @@ class TaskService:
         ttl_ms: int | None,
         answers: Mapping[str, Any] | None = None,
         confirm: Mapping[str, Any] | None = None,
+        *,
+        wait_s: float = 0.0,
     ) -> TaskRecord:
-        if self.starter.busy():
+        """Store the task; start it unless it waits `wait_s` for a person's approval first
+        (its lease runs until then: kiln.tasks.approving)."""
+        if self.starter.busy() and not wait_s:
             raise TaskRefusedError(
                 f"Kiln is running as many tasks as it may ({self.settings.max_running_per_process}"
                 "); try again when one has ended"
             )
         now = self.clock()
-        ttl = self._ttl_ms(ttl_ms, float(found.head.timeout_seconds))
+        ttl = self._ttl_ms(ttl_ms, float(found.head.timeout_seconds) + wait_s)
         item = TaskItem(
             owner=owner_key(principal_label(ctx)),
             task_id=secrets.token_urlsafe(32),  # 256 random bits: the id is a capability
@@ -282,7 +319,7 @@ class TaskService:
             ttl_ms=ttl,
             poll_interval_ms=self.settings.poll_interval_ms,
             expires_at=now + ttl / 1000,
-            lease_until=now + self.settings.start_grace_s,
+            lease_until=now + (wait_s or self.settings.start_grace_s),
             call=ticket.as_json() if ticket is not None else None,
             answers=dict(answers) if answers else None,
             confirm=confirm,
@@ -299,6 +336,15 @@ class TaskService:
                 f"Too many running tasks: this caller already has {cap} working, the limit; "
                 "wait for one to end or cancel one (tasks/cancel)"
             ) from error
+        if wait_s:
+            return self._record(item)
+        return await self._start(item)
+
+    async def record_of(self, owner: str, task_id: str) -> TaskRecord | None:
+        item = await self._get(owner, task_id)
+        return self._record(item) if item is not None else None
+
+    async def start_stored(self, item: TaskItem) -> TaskRecord:
         return await self._start(item)
 
     async def _start(self, item: TaskItem) -> TaskRecord:
@@ -328,6 +374,9 @@ class TaskService:
             ledger=self._entry(item, "tool_error", detail),
         )
 
+    def ledger_item(self, item: TaskItem, outcome: Outcome, detail: str) -> dict[str, Any] | None:
+        return self._entry(item, outcome, detail)
+
     def _entry(self, item: TaskItem, outcome: Outcome, detail: str) -> dict[str, Any] | None:
         """The ledger item of a task's call ended here, not by its worker (no run-seconds
         known: its duration is the time since the call)."""
@@ -340,6 +389,8 @@ class TaskService:
     async def _get(self, owner: str, task_id: str) -> TaskItem | None:
         item = await asyncio.to_thread(self.store.get, owner, task_id)
         if item is not None and item.status == "working" and item.lease_until < self.clock():
+            if self.waiting is not None and await self.waiting.expire_task(item):
+                return await asyncio.to_thread(self.store.get, owner, task_id)
             await self._fail(
                 item, LEASE_LOST, "task: its worker was lost", lease_seen=item.lease_until
             )
@@ -412,6 +463,10 @@ class TaskService:
 
     @staticmethod
     def _record(item: TaskItem) -> TaskRecord:
+        meta = waiting_meta(item.confirm)
+        message = item.status_message
+        if meta is not None and message is None and item.status == "working":
+            message = waiting_message(item.confirm or {})
         return TaskRecord(
             task_id=item.task_id,
             status=item.status,  # type: ignore[arg-type]
@@ -419,8 +474,9 @@ class TaskService:
             last_updated_at=item.updated_at,
             ttl_ms=item.ttl_ms,
             poll_interval_ms=item.poll_interval_ms,
-            status_message=item.status_message,
+            status_message=message,
             result=item.result,
             error=item.error,
             input_requests=item.inputs if item.status == "input_required" else None,
+            meta=meta,
         )

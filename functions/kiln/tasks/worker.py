@@ -19,10 +19,11 @@ import contextlib
 import logging
 import math
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import KW_ONLY, dataclass, replace
 from typing import Any, Protocol
 
+from kiln.access.approval_store import ApprovalStore, iso
 from kiln.access.approvals import Requirement
 from kiln.accounting.gate import CallGate, CallTicket, outcome_of
 from kiln.accounting.ledger import Outcome
@@ -128,6 +129,7 @@ class TaskWorker:
     now_iso: Callable[[], str]
     clock: Callable[[], float] = time.time
     gate: CallGate | None = None
+    approvals: ApprovalStore | None = None  # calls that waited for a person's approval
 
     async def run(
         self,
@@ -148,6 +150,9 @@ class TaskWorker:
             return item.status if item else "missing"
         if not await self._renew(item):
             return "cancelled"
+        person = await self._claim(item)
+        if person is False:  # not approved yet, or already run: nothing runs
+            return item.status
         tool = await self.tools.find(item.tool, item.revision)
         if tool is None:
             return await self._fail(
@@ -179,9 +184,28 @@ class TaskWorker:
             ran_s = self._ran(began)
             return await self._fail(item, "Internal error: the run could not finish", ran_s=ran_s)
         ended = _Ended.of(outcome, result, self._ran(began)).approved(item, approval)
+        if isinstance(person, str):
+            ended = replace(ended, detail=person)
         if outcome.questions and not outcome.is_error and not calls_in(outcome.questions):
             return await self._park(item, outcome, ended)  # (a call is not the client's)
         return await self._finish(item, tool, outcome, ended)
+
+    async def _claim(self, item: TaskItem) -> str | bool:
+        """A call that waited for a person's approval runs only after this worker moved the
+        approval approved -> running (kiln.access.approval_store): False when another did,
+        or nobody approved it; else its ledger detail. True: no person's approval."""
+        approval_id = (item.confirm or {}).get("approval")
+        if not approval_id:
+            return True
+        if self.approvals is None:
+            log.error("task %s waits for an approval, and this worker keeps none", item.task_id)
+            return False
+        claimed = await asyncio.to_thread(self.approvals.claim_run, str(approval_id))
+        approval = claimed.approval
+        if not claimed.done or approval is None:
+            return False
+        at = iso(approval.decided_at) if approval.decided_at else "?"
+        return f"task; approved by {approval.decided_by} at {at}"
 
     async def _finish(self, item: TaskItem, tool: Tool, outcome: ToolOutcome, ended: _Ended) -> str:
         """The run's result shaped as a tools/call result would be, and the task settled."""
@@ -368,8 +392,18 @@ def _approval(item: TaskItem, tool: Tool) -> Approval | None:
     return approval_for(Requirement.from_json(item.confirm), tool, item.arguments, talk)
 
 
-def handle_event(event: Any, context: Any, worker: TaskWorker) -> dict[str, str]:
-    """The worker function's invocation: `{"kiln_task": {"owner": ..., "id": ...}}`."""
+def handle_event(
+    event: Any,
+    context: Any,
+    worker: TaskWorker,
+    webhook: Callable[[str], Coroutine[Any, Any, bool]] | None = None,
+) -> dict[str, Any]:
+    """The worker function's invocation: `{"kiln_task": {"owner": ..., "id": ...}}`, or
+    `{"kiln_approval": {"webhook": <approval id>}}` (deliver that approval's webhook)."""
+    notice = event.get("kiln_approval") if isinstance(event, dict) else None
+    if isinstance(notice, dict) and isinstance(notice.get("webhook"), str) and webhook:
+        delivered = asyncio.run(webhook(notice["webhook"]))
+        return {"approval": notice["webhook"], "delivered": delivered}
     body = event.get("kiln_task") if isinstance(event, dict) else None
     owner = body.get("owner") if isinstance(body, dict) else None
     task_id = body.get("id") if isinstance(body, dict) else None

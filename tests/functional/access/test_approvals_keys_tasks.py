@@ -12,7 +12,6 @@ are counted from the runner's own log records.
 
 from __future__ import annotations
 
-import logging
 import time
 import uuid
 from collections.abc import Iterator
@@ -23,6 +22,7 @@ import pytest
 
 from support.app import META_CAPS, McpServer, meta, start_kiln, write_tool
 from support.devserver import kiln_dev
+from support.runs import Runs, counting_runs
 
 TASKS = "io.modelcontextprotocol/tasks"
 WIPE = "import json, sys\nargs = json.load(sys.stdin)\nprint(f\"wiped {args['target']}\")\n"
@@ -48,29 +48,10 @@ def server(moto_endpoint: str, tmp_path_factory: pytest.TempPathFactory) -> Iter
     yield from start_kiln(moto_endpoint, tmp, extra=[wipe, job, looks])
 
 
-class Runs(logging.Handler):
-    """Runs of each tool, from the runner's own log records (tool label `name@revision`)."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.of: dict[str, int] = {}
-
-    def emit(self, record: logging.LogRecord) -> None:
-        name = str(getattr(record, "tool", "")).partition("@")[0]
-        if name:
-            self.of[name] = self.of.get(name, 0) + 1
-
-
 @pytest.fixture
 def runs() -> Iterator[Runs]:
-    counter = Runs()
-    runner_log = logging.getLogger("kiln.runner")
-    level = runner_log.level
-    runner_log.setLevel(logging.DEBUG)  # a clean run's line is written at DEBUG
-    runner_log.addHandler(counter)
-    yield counter
-    runner_log.removeHandler(counter)
-    runner_log.setLevel(level)
+    with counting_runs() as counter:
+        yield counter
 
 
 def new_key(server: McpServer, **binding: Any) -> tuple[str, str]:

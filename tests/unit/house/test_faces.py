@@ -19,7 +19,9 @@ PACKAGE = Path(__file__).resolve().parents[3] / "functions" / "kiln"
 
 # room -> its __all__, in order (a string split on whitespace)
 EXPORTS: dict[str, str] = {
-    "access": "approvals pins quotas resolve secrets view_files views",
+    "access": (
+        "approval_store approvals pins quotas resolve secrets view_files views waiting webhook"
+    ),
     "accounting": "account gate ledger ledger_shards ledger_totals pending usage",
     "api": "apps mcp settings",
     "authoring": (
@@ -49,7 +51,7 @@ EXPORTS: dict[str, str] = {
     "schema": "arguments safe wording",
     "serving": "backend conversation resolved runner_function store_errors warming",
     "studio": "assets",
-    "tasks": "service settings store worker",
+    "tasks": "approving service settings store worker",
 }
 
 

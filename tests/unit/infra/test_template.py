@@ -159,11 +159,13 @@ def test_public_function_writes_only_ledger_quota_task_and_spent_approval_items(
     assert patterns == LEDGER_AND_QUOTA_KEYS | TASK_KEYS | APPROVAL_KEYS
 
 
-def test_the_worker_writes_only_task_ledger_and_quota_items_and_task_result_objects(
+def test_the_worker_writes_only_task_ledger_quota_and_approval_items_and_task_result_objects(
     template: dict[str, Any],
 ) -> None:
-    # Ledger and quota items: a task call's entry and its run-seconds charge.
-    assert write_patterns(template, "WorkerFunction") == TASK_KEYS | LEDGER_AND_QUOTA_KEYS
+    # Ledger and quota items: a task call's entry and its run-seconds charge; approval items:
+    # an approved call's approval moved to `running` before it runs (kiln.tasks.approving).
+    expected = TASK_KEYS | LEDGER_AND_QUOTA_KEYS | APPROVAL_KEYS
+    assert write_patterns(template, "WorkerFunction") == expected
     bucket = the_one(template, "AWS::S3::Bucket")
     for statement in statements(template, "WorkerFunction"):
         writes = [a for a in as_list(statement["Action"]) if not a.startswith("s3:Get")]

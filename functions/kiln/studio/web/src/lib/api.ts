@@ -253,6 +253,26 @@ export interface BundleDetail extends BundleSummary {
   size?: number | null;
 }
 
+/** A call waiting for a person's approval (GET /api/approvals). */
+export interface Approval {
+  id: string;
+  state: "pending" | "approved" | "running" | "denied" | "expired";
+  tool: string;
+  revision: number;
+  head: number;
+  arguments: unknown;
+  caller: string;
+  view: string | null;
+  approvers: string[];
+  created_at: string;
+  expires_at: string;
+  decided_by: string | null;
+  decided_at?: string;
+  reason: string | null;
+  can_decide?: boolean;
+  why_not?: string | null;
+}
+
 export class ApiError extends Error {
   constructor(
     readonly status: number,
@@ -415,6 +435,13 @@ export class Api {
   chart = (tool: string, range: string) =>
     this.get<Chart>(`/api/calls/chart${query({ tool, range })}`);
   revokeKey = (name: string) => this.request<unknown>("DELETE", `/api/keys/${enc(name)}`);
+  approvals = () => this.get<{ approvals: Approval[] }>("/api/approvals");
+  approve = (id: string) =>
+    this.request<Approval>("POST", `/api/approvals/${enc(id)}/approve`).then((r) => r.data);
+  deny = (id: string, reason: string | null) =>
+    this.request<Approval>("POST", `/api/approvals/${enc(id)}/deny`, reason ? { reason } : {}).then(
+      (r) => r.data,
+    );
   secrets = (tool: string) => this.get<{ secrets: SecretState[] }>(`/api/tools/${enc(tool)}/secrets`);
   setSecret = (tool: string, secret: string, value: string) =>
     this.request<unknown>("PUT", `/api/tools/${enc(tool)}/secrets/${enc(secret)}`, { value });

@@ -4,14 +4,16 @@ import { Api, type Whoami, type RunReply, type Tool, type ToolUsage } from "./ap
 import { forgetKey, loadKey, storeKey } from "./session";
 
 export interface Route {
-  screen: "tools" | "tool" | "new" | "keys" | "connect" | "deleted" | "views" | "view" | "calls" | "notfound";
+  screen:
+    | "tools" | "tool" | "new" | "keys" | "connect" | "deleted" | "views" | "view" | "calls"
+    | "approvals" | "notfound";
   tool?: string;
   tab?: string;
   view?: string;
 }
 
 export const TOOL_TABS = ["code", "schema", "test", "history", "package", "secrets", "settings", "usage"];
-const SCREENS = ["new", "keys", "connect", "deleted", "views", "calls"] as const;
+const SCREENS = ["new", "keys", "connect", "deleted", "views", "calls", "approvals"] as const;
 
 export interface KeptRun {
   id: number;
