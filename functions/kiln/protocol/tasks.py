@@ -180,10 +180,15 @@ class TaskMethods:
             return await self._caller.run(
                 tool, arguments, version=envelope.version, ctx=ctx, request_id=rid
             )
+        once = ctx.once  # a keyed call: its key names this task (idempotency.py)
+        if once is not None:
+            await once.claim(tool)
         answers = None
         if tool.asks_first and envelope.modern:
             first = await self._ask_first(tool, arguments, envelope, ctx)
             if not isinstance(first, GoingOn):
+                if once is not None:  # it ran (a question is not kept: idempotency.py)
+                    once.ran = True
                 return first
             answers = first.answers
         try:
@@ -200,6 +205,8 @@ class TaskMethods:
         except ProtocolError as error:  # a refusal the backend decided (a spent quota)
             error.request_id = rid
             raise
+        if once is not None:
+            once.ran = True
         if envelope.modern:
             return {**modern_task(record), "resultType": "task"}
         return _dump(CreateTaskResult(task=_legacy_task(record)))

@@ -20,7 +20,7 @@ PACKAGE = Path(__file__).resolve().parents[3] / "functions" / "kiln"
 # room -> its __all__, in order (a string split on whitespace)
 EXPORTS: dict[str, str] = {
     "access": "approvals pins quotas resolve secrets view_files views",
-    "accounting": "account gate ledger ledger_shards ledger_totals pending usage",
+    "accounting": "account gate idempotency ledger ledger_shards ledger_totals pending usage",
     "api": "apps mcp settings",
     "authoring": (
         "ArgumentsRejectedError AuthoringService FolderTarget TestRun ToolSource admin serialise "
