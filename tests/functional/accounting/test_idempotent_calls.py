@@ -8,6 +8,8 @@ shows both in the tally and in its answer.
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import threading
 import time
 import uuid
@@ -19,7 +21,7 @@ from typing import Any
 import httpx
 import pytest
 
-from support.devserver import DevServer, kiln_dev
+from support.devserver import DevServer, clean_env, kiln_dev
 from support.faultproxy import fault_proxy
 from support.tally import TOOL, Tally, tally
 
@@ -260,3 +262,89 @@ def test_a_key_whose_window_passed_runs_the_call_again(tmp_path: Path, counter: 
             seen.append(run_number(call(server.url, alice, arguments, idem)))
         assert seen[-1] == 2, seen
         assert counter.runs(arguments["label"]) == 2, seen
+
+
+def rpc(url: str, key: str, method: str, params: dict[str, Any]) -> dict[str, Any]:
+    headers = {**HEADERS, "Authorization": f"Bearer {key}"}
+    body = {"jsonrpc": "2.0", "id": 1, "method": method, "params": params}
+    answer = httpx.post(url + "/mcp", json=body, headers=headers, timeout=60)
+    assert answer.status_code == 200, answer.text
+    found: dict[str, Any] = answer.json()
+    assert "result" in found, found
+    return found
+
+
+def test_a_task_created_again_with_its_key_is_the_same_task_and_runs_once(
+    dev: DevServer, keys: tuple[str, str], counter: Tally
+) -> None:
+    alice, _ = keys
+    made = dev.api("POST", "/api/tools", json={**TOOL, "name": "append_task", "task": "optional"})
+    assert made.status_code == 201, made.text
+    arguments, idem = {"url": counter.url, "label": label()}, str(uuid.uuid4())
+    params = {"name": "append_task", "arguments": arguments, "task": {"ttl": 60_000},
+              "_meta": {META_KEY: idem}}  # fmt: skip
+    created = [rpc(dev.url, alice, "tools/call", params)["result"]["task"] for _ in range(3)]
+    assert len({task["taskId"] for task in created}) == 1, created
+    task_id = created[0]["taskId"]
+    done = rpc(dev.url, alice, "tasks/result", {"taskId": task_id})["result"]
+    assert json.loads(done["content"][0]["text"])["run"] == 1, done
+    again = rpc(dev.url, alice, "tools/call", params)["result"]["task"]
+    assert again["taskId"] == task_id, again
+    assert counter.runs(arguments["label"]) == 1
+
+
+def test_a_modern_call_sent_again_with_its_key_is_answered_with_its_first_result(
+    dev: DevServer, keys: tuple[str, str], counter: Tally
+) -> None:
+    alice, _ = keys
+    arguments, idem = {"url": counter.url, "label": label()}, str(uuid.uuid4())
+    meta = {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientCapabilities": {},
+            "io.modelcontextprotocol/clientInfo": {"name": "t"}, META_KEY: idem}  # fmt: skip
+    body = {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+            "params": {"name": "append_run", "arguments": arguments, "_meta": meta}}  # fmt: skip
+    headers = {"Accept": "application/json, text/event-stream", "Authorization": f"Bearer {alice}",
+               "MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call",
+               "Mcp-Name": "append_run"}  # fmt: skip
+    answers = []
+    for _ in range(3):
+        sent = httpx.post(dev.url + "/mcp", json=body, headers=headers, timeout=60)
+        assert sent.status_code == 200, sent.text
+        answers.append(sent.json())
+    assert [run_number(a) for a in answers] == [1, 1, 1], answers
+    assert counter.runs(arguments["label"]) == 1
+
+
+def stdio_call(state: Path, tools: Path, arguments: dict[str, Any], idem: str) -> dict[str, Any]:
+    """One `kiln stdio` session (a process of its own) making one keyed call."""
+    init = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
+            "params": {"protocolVersion": "2025-11-25", "capabilities": {},
+                       "clientInfo": {"name": "t", "version": "1"}}}  # fmt: skip
+    params = {"name": "append_run", "arguments": arguments, "_meta": {META_KEY: idem}}
+    lines = [init, {"jsonrpc": "2.0", "method": "notifications/initialized"},
+             {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": params}]  # fmt: skip
+    env = clean_env(KILN_RUN_TCP_PORTS="all")
+    done = subprocess.run(
+        [sys.executable, "-m", "kiln.cli", "stdio", "--no-examples", "--tools", str(tools),
+         "--state-dir", str(state)],
+        input="".join(json.dumps(line) + "\n" for line in lines).encode(),
+        capture_output=True, env=env, timeout=120, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr.decode(errors="replace")[-3000:]
+    replies = [json.loads(line) for line in done.stdout.splitlines()]
+    return next(r for r in replies if r.get("id") == 2)
+
+
+def test_kiln_stdio_answers_a_key_again_in_its_next_session(tmp_path: Path, counter: Tally) -> None:
+    tools = tmp_path / "tools" / "append_run"
+    tools.mkdir(parents=True)
+    (tools / "main.py").write_text(TOOL["code"])
+    manifest = {k: TOOL[k] for k in ("description", "input_schema", "annotations")}
+    (tools / "tool.json").write_text(json.dumps(manifest))
+    arguments, idem = {"url": counter.url, "label": label()}, str(uuid.uuid4())
+    state = tmp_path / ".kiln"
+    first = stdio_call(state, tools.parent, arguments, idem)
+    again = stdio_call(state, tools.parent, arguments, idem)
+    assert run_number(first) == 1, first
+    assert result_of(again) == result_of(first)
+    assert counter.runs(arguments["label"]) == 1
