@@ -124,6 +124,13 @@ def _bad_key(request_id: RequestId, where: str) -> InvalidParamsError:
     return InvalidParamsError(f"Invalid params: {where} must be {KEY_RULE}", request_id=request_id)
 
 
+def header_key(value: str) -> str | None:
+    """The key an `Idempotency-Key` header names (an sf-string or bare); None if malformed."""
+    if len(value) >= 2 and value[0] == value[-1] == '"':
+        value = value[1:-1]
+    return value if _KEY.fullmatch(value) else None
+
+
 def with_header_key(envelope: Envelope, headers: Mapping[str, str]) -> Envelope:
     """A tools/call's key, checked, in its `_meta` (where an `Idempotency-Key` header put it)."""
     meta = envelope.params.get("_meta")
@@ -134,18 +141,17 @@ def with_header_key(envelope: Envelope, headers: Mapping[str, str]) -> Envelope:
     value = header(headers, HEADER)
     if value is None:
         return envelope
-    if len(value) >= 2 and value[0] == value[-1] == '"':  # an sf-string, as the draft sends it
-        value = value[1:-1]
-    if not _KEY.fullmatch(value):
+    key = header_key(value)
+    if key is None:
         raise _bad_key(envelope.request_id, "the Idempotency-Key header")
-    if sent is not None and sent != value:
+    if sent is not None and sent != key:
         raise InvalidParamsError(
             f"Invalid params: the Idempotency-Key header and {where} name different keys; "
             "send one of them",
             request_id=envelope.request_id,
         )
     params = {**envelope.params, "_meta": {**(meta if isinstance(meta, dict) else {}),
-                                           META_KEY: value}}  # fmt: skip
+                                           META_KEY: key}}  # fmt: skip
     return replace(envelope, params=params)
 
 
@@ -213,6 +219,16 @@ class Once:
                 return
             held = await asyncio.to_thread(store.look, self.scope) or held
         raise AnsweredBefore(self.answer(held))
+
+    async def first_answer(self) -> dict[str, Any] | None:
+        """What the key answered before (or raises why it cannot); None: run the call (its
+        key is free, or its claim was abandoned: `claim` takes it over or says why not)."""
+        held = await asyncio.to_thread(self.store.look, self.scope)
+        if held is None:
+            return None
+        held = await self.settled(held)
+        live = held.state == "done" or held.lease_until > time.time()
+        return self.answer(held) if live or held.digest != self.digest else None
 
     async def settled(self, held: Held) -> Held:
         """`held`, or what it became while its call ran: polled for up to the store's wait."""
@@ -297,13 +313,10 @@ class IdempotentCalls:
             lease_s=(DEFAULT_LEASE_S if left is None else left) + LEASE_MARGIN_S,
             request_id=envelope.request_id,
         )  # fmt: skip
-        held = await asyncio.to_thread(store.look, once.scope)
-        if held is not None:
-            held = await once.settled(held)
-            live = held.state == "done" or held.lease_until > time.time()
-            if live or held.digest != once.digest:
-                return once.answer(held)  # the first answer, or why there is none
-        try:  # (an abandoned claim: `Once.claim` takes it over, or says why it cannot)
+        first = await once.first_answer()
+        if first is not None:
+            return first
+        try:
             result = await call(replace(ctx, once=once))
         except AnsweredBefore as before:
             return before.result

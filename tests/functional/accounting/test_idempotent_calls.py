@@ -21,7 +21,7 @@ from typing import Any
 import httpx
 import pytest
 
-from support.devserver import DevServer, clean_env, kiln_dev
+from support.devserver import DEV_KEY, DevServer, clean_env, kiln_dev
 from support.faultproxy import fault_proxy
 from support.tally import TOOL, Tally, tally
 
@@ -348,3 +348,43 @@ def test_kiln_stdio_answers_a_key_again_in_its_next_session(tmp_path: Path, coun
     assert run_number(first) == 1, first
     assert result_of(again) == result_of(first)
     assert counter.runs(arguments["label"]) == 1
+
+
+def kiln_cli(url: str, *args: str) -> subprocess.CompletedProcess[str]:
+    env = clean_env(KILN_URL=url, KILN_AUTHOR_KEY=DEV_KEY)
+    return subprocess.run(
+        [sys.executable, "-m", "kiln.cli", *args],
+        env=env, capture_output=True, text=True, timeout=180, check=False,
+    )  # fmt: skip
+
+
+def test_kiln_tools_call_sends_its_run_again_with_the_same_key_when_the_answer_is_cut(
+    dev: DevServer, counter: Tally
+) -> None:
+    arguments = json.dumps({"url": counter.url, "label": (name := label())})
+    with fault_proxy(dev.url) as proxy:
+        proxy.lose_replies(1, b"/run", cut=True)  # the run happens; its answer breaks
+        done = kiln_cli(proxy.url, "tools", "call", "append_run", "--args", arguments)
+    assert done.returncode == 0, done.stderr
+    assert "sending it again with the same idempotency key (2 of 3)" in done.stderr, done.stderr
+    assert json.loads(done.stdout)["run"] == 1, done.stdout
+    assert counter.runs(name) == 1, dev.log and dev.log.read_text()[-3000:]
+
+
+def test_kiln_tools_call_with_a_key_is_answered_again_and_without_one_runs_each_time(
+    dev: DevServer, counter: Tally
+) -> None:
+    arguments = json.dumps({"url": counter.url, "label": (name := label())})
+    idem = str(uuid.uuid4())
+    command = ("tools", "call", "append_run", "--args", arguments, "--idempotency-key", idem)
+    keyed = [kiln_cli(dev.url, *command) for _ in range(2)]
+    assert [k.returncode for k in keyed] == [0, 0], [k.stderr for k in keyed]
+    assert keyed[0].stdout == keyed[1].stdout
+    assert counter.runs(name) == 1
+    fresh = kiln_cli(dev.url, "tools", "call", "append_run", "--args", arguments)
+    assert json.loads(fresh.stdout)["run"] == 2, fresh.stderr
+    other = kiln_cli(dev.url, "tools", "call", "append_run", "--args", "{}",
+                     "--idempotency-key", idem)  # fmt: skip
+    assert other.returncode == 1, other.stdout
+    assert "HTTP 422" in other.stderr, other.stderr
+    assert counter.runs(name) == 2
