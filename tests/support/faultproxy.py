@@ -4,7 +4,7 @@ Modes: "pass" (forward), "cut" (every connection, open or new, is reset), "black
 (connections are accepted and nothing comes back, in either direction). `lose_replies(n,
 marker)` lets the next n requests that contain `marker` through to the store but throws
 their replies away: the write happens, the writer never hears of it (with `cut=True` the
-connection is reset the moment the reply comes instead: the writer hears of a failure at once).
+connection is closed the moment the reply comes instead: the writer hears of a failure at once).
 """
 
 from __future__ import annotations
@@ -97,8 +97,9 @@ class FaultProxy:
                             self._lost -= 1
                             muted.set()
                 if not request and muted.is_set():
-                    if self._cut:  # the reply came: the client's connection breaks instead
-                        _reset(dst)
+                    if self._cut:  # the reply came: the client's connection ends instead
+                        with suppress(OSError):
+                            dst.shutdown(socket.SHUT_RDWR)
                         break
                     continue
                 dst.sendall(data)
