@@ -34,9 +34,9 @@ def rest(served: Served, method: str, path: str, **kw: Any) -> httpx.Response:
     return httpx.request(method, served.url + path, headers=headers, timeout=60, **kw)
 
 
-def prepare(served: Served) -> str:
+def prepare(served: Served, tool: dict[str, Any] = TOOL) -> str:
     """The writing tool in the catalog, and a caller's key."""
-    assert rest(served, "POST", "/api/tools", json=TOOL).status_code == 201
+    assert rest(served, "POST", "/api/tools", json=tool).status_code == 201
     made = rest(served, "POST", "/api/keys", json={"name": "alice"})
     assert made.status_code == 201, made.text
     key: str = made.json()["key"]
@@ -77,8 +77,15 @@ def test_a_kill_9_after_the_answer_then_a_restart_still_answers_the_key_with_its
     assert [c["outcome"] for c in calls.json()["calls"]] == ["ok"], calls.json()  # one run
 
 
-def test_a_kill_9_during_the_run_never_runs_the_tool_again_with_that_key(
-    tmp_path: Path, counter: Tally
+@pytest.mark.parametrize(
+    ("annotations", "after_the_lease"),
+    [
+        ({}, "outcome_unknown"),  # a writing tool: it may have run, so never again
+        ({"readOnlyHint": True}, "runs again"),  # harmless to repeat: the claim is taken over
+    ],
+)
+def test_a_kill_9_during_the_run_runs_the_tool_again_only_if_it_says_that_is_harmless(
+    tmp_path: Path, counter: Tally, annotations: dict[str, Any], after_the_lease: str
 ) -> None:
     state = tmp_path / "state"
     arguments, idem = {"url": counter.url, "label": "cut"}, str(uuid.uuid4())
@@ -87,7 +94,7 @@ def test_a_kill_9_during_the_run_never_runs_the_tool_again_with_that_key(
     counter.hold()
     counter.hits.clear()
     with dev(state, **env) as served:
-        alice = prepare(served)
+        alice = prepare(served, {**TOOL, "annotations": annotations})
         answers: list[dict[str, Any] | None] = []
         sender = threading.Thread(
             target=lambda: answers.append(call(served.url, alice, arguments, idem))
@@ -99,18 +106,21 @@ def test_a_kill_9_during_the_run_never_runs_the_tool_again_with_that_key(
         sender.join(60)
     assert answers == [None], answers
     with dev(state, **env) as served:
-        seen = []
+        seen: list[str] = []
         deadline = time.monotonic() + 60
         while not seen or seen[-1] == "in_progress":
             assert time.monotonic() < deadline, seen
             answer = call(served.url, alice, arguments, idem)
             assert answer is not None
-            assert "error" in answer, answer
-            seen.append(answer["error"]["data"]["reason"])
+            seen.append(answer["error"]["data"]["reason"] if "error" in answer else "runs again")
             time.sleep(0.3)
         again = call(served.url, alice, arguments, idem)
-    assert seen[-1] == "outcome_unknown", seen
+    assert seen[-1] == after_the_lease, seen
     assert again is not None
-    assert again["error"]["data"]["reason"] == "outcome_unknown", again
-    assert "it may have run, so it is not run again" in again["error"]["message"], again
-    assert counter.runs("cut") == 1, log_tail(state)
+    if after_the_lease == "outcome_unknown":
+        assert again["error"]["data"]["reason"] == "outcome_unknown", again
+        assert "it may have run, so it is not run again" in again["error"]["message"], again
+        assert counter.runs("cut") == 1, log_tail(state)
+    else:  # run once more, and that run's answer is the key's from now on
+        assert run_number(again) == 2, again
+        assert counter.runs("cut") == 2, log_tail(state)
