@@ -38,7 +38,8 @@ EXPORTS: dict[str, str] = {
     "observability": "redact telemetry",
     "protocol": (
         "CallContext CallLimits HttpRequest HttpResponse McpEndpoint ProtocolSettings ToolBackend "
-        "ToolOutcome ToolView backend calling codestubs discovery dispatch errors guard http inner "
+        "ToolOutcome ToolView backend calling codestubs discovery dispatch errors guard http "
+        "idempotency inner "
         "jsontext jsstubs spec talking tasks wire"
     ),
     "runner": (
