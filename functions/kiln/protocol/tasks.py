@@ -154,6 +154,18 @@ def detailed_task(record: TaskRecord) -> dict[str, Any]:
     return task
 
 
+async def _claim(ctx: CallContext, tool: ToolView) -> None:
+    """Claim a keyed call's key before its task is made (kiln.protocol.idempotency)."""
+    if ctx.once is not None:
+        await ctx.once.claim(tool)
+
+
+def _ran(ctx: CallContext) -> None:
+    """The keyed call's task was made (or its run answered): its answer is kept."""
+    if ctx.once is not None:
+        ctx.once.ran = True
+
+
 class TaskMethods:
     """tools/call routing plus the tasks/* methods of both eras."""
 
@@ -180,15 +192,12 @@ class TaskMethods:
             return await self._caller.run(
                 tool, arguments, version=envelope.version, ctx=ctx, request_id=rid
             )
-        once = ctx.once  # a keyed call: its key names this task (idempotency.py)
-        if once is not None:
-            await once.claim(tool)
+        await _claim(ctx, tool)  # a keyed call: its key names this task (idempotency.py)
         answers = None
         if tool.asks_first and envelope.modern:
             first = await self._ask_first(tool, arguments, envelope, ctx)
             if not isinstance(first, GoingOn):
-                if once is not None:  # it ran (a question is not kept: idempotency.py)
-                    once.ran = True
+                _ran(ctx)  # (a question is not kept: idempotency.py)
                 return first
             answers = first.answers
         try:
@@ -205,8 +214,7 @@ class TaskMethods:
         except ProtocolError as error:  # a refusal the backend decided (a spent quota)
             error.request_id = rid
             raise
-        if once is not None:
-            once.ran = True
+        _ran(ctx)
         if envelope.modern:
             return {**modern_task(record), "resultType": "task"}
         return _dump(CreateTaskResult(task=_legacy_task(record)))
