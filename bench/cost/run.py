@@ -82,6 +82,10 @@ _LIST = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}
 KINDS: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
     CALL: (_CALL, {}),
     "tools/call through a view": (_CALL, {"path": "/mcp/v/public"}),
+    # An idempotency key (kiln.protocol.idempotency): a fresh one per call (a claim, then its
+    # answer kept), and one key sent again and again (each call answered from the store).
+    "tools/call with a fresh idempotency key": (_CALL, {"idempotency": "fresh"}),
+    "tools/call replayed by its idempotency key": (_CALL, {"idempotency": "bench-replayed"}),
     "tools/list, 100 tools": (_LIST, {}),
     "tools/list, 100 tools, gzip": (_LIST, {"gzip": True}),
 }
@@ -113,7 +117,9 @@ def seed(endpoint: str, name: str) -> None:
     ViewStore(clients.dynamodb, table=name).put(check_view(view), expected_revision=None)
 
 
-def event(message: dict[str, Any], path: str = "/mcp", gzip: bool = False) -> dict[str, Any]:
+def event(
+    message: dict[str, Any], path: str = "/mcp", gzip: bool = False, idempotency: str = ""
+) -> dict[str, Any]:
     built: dict[str, Any] = copy.deepcopy(EVENT)
     built["body"] = json.dumps(message)
     built["rawPath"] = built["requestContext"]["http"]["path"] = path
@@ -121,6 +127,9 @@ def event(message: dict[str, Any], path: str = "/mcp", gzip: bool = False) -> di
     built["requestContext"]["requestId"] = uuid.uuid4().hex
     if gzip:
         built["headers"]["accept-encoding"] = "gzip"
+    if idempotency:
+        key = uuid.uuid4().hex if idempotency == "fresh" else idempotency
+        built["headers"]["idempotency-key"] = key
     return built
 
 
@@ -352,6 +361,7 @@ def sweep(rows: dict[str, dict[str, Any]], platform_log: int) -> None:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--requests", type=int, default=40)
+    parser.add_argument("--only", default="", help="measure the kinds whose name holds this")
     parser.add_argument("--mcp-mb", type=int, default=MEMORY["mcp"])
     parser.add_argument("--runner-mb", type=int, default=MEMORY["runner"])
     parser.add_argument("--text-logs", action="store_true",
@@ -392,6 +402,8 @@ def main() -> int:
             with lambdas.functions(tmp, endpoint.url, name, SETTINGS) as functions:
                 rows = {}
                 for kind, (message, kw) in KINDS.items():
+                    if args.only not in kind:
+                        continue
                     spy = args.py_spy if kind == CALL else None
                     rows[kind] = measure(functions, log, message, args.requests, spy, **kw)
                 idle = idle_cpu(functions)

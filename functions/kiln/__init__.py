@@ -17,6 +17,8 @@ Where a request goes, and the module to open for each step:
                            the `Kiln` the app was built over
     protocol/http.py       MCP itself, pure: headers + body in, status + headers + body out;
                            protocol/dispatch.py parses and routes the JSON-RPC methods
+    protocol/idempotency.py  a call sent with an idempotency key: its first answer again, or
+                           claimed before it runs (the store: accounting/idempotency.py)
     accounting/gate.py     admission: which view applies, whose quotas count, the ledger entry
     serving/backend.py     the call path (CatalogBackend): list, get, call, a tool resolved once
                            per request; serving/runner_function.py is the runner function

@@ -105,6 +105,30 @@ def _scale_settings(e: Mapping[str, str]) -> dict[str, Any]:
     }
 
 
+def _answer_cap(value: str) -> int:
+    number = _positive_int(value)
+    if number > 350_000:  # a DynamoDB item holds 400 KB, the key's other fields included
+        raise ValueError("must be at most 350000 (a DynamoDB item holds 400 KB)")
+    return number
+
+
+def _idempotency_settings(e: Mapping[str, str]) -> dict[str, Any]:
+    """How long a call's idempotency key answers for it, how much of the answer is kept, and
+    how long a call waits for the same key's running call (kiln.accounting.idempotency)."""
+    cap = Settings.idempotency_max_answer_bytes
+    return {
+        "idempotency_window_s": _parse(
+            e, "KILN_IDEMPOTENCY_WINDOW_S", Settings.idempotency_window_s, _positive_float
+        ),
+        "idempotency_max_answer_bytes": _parse(
+            e, "KILN_IDEMPOTENCY_MAX_ANSWER_BYTES", cap, _answer_cap
+        ),
+        "idempotency_wait_s": _parse(
+            e, "KILN_IDEMPOTENCY_WAIT_S", Settings.idempotency_wait_s, _non_negative_float
+        ),
+    }
+
+
 def _uid_range(value: str) -> tuple[int, int] | None:
     """ "FIRST-LAST" (inclusive) as (FIRST, LAST + 1), or "off"."""
     if value.lower() == "off":
@@ -309,6 +333,13 @@ class Settings:
     call_depth: int = 4
     call_count: int = 32
     call_seconds: float = 60.0
+    # Idempotent calls (kiln.accounting.idempotency): a key answers for its call this long
+    # (KILN_IDEMPOTENCY_WINDOW_S, 24 h), answers up to this size are kept (bigger ones are
+    # not: KILN_IDEMPOTENCY_MAX_ANSWER_BYTES), and a call waits this long for the same key's
+    # running call before it is answered `in_progress` (KILN_IDEMPOTENCY_WAIT_S)
+    idempotency_window_s: float = 86_400.0
+    idempotency_max_answer_bytes: int = 65_536
+    idempotency_wait_s: float = 5.0
     in_lambda: bool = False  # AWS_LAMBDA_FUNCTION_NAME is set: running inside Lambda
     # AWS_LAMBDA_RUNTIME_API: where Lambda hands this environment its invocations (the runner
     # function answers there itself when it must end its environment after a run)
@@ -355,6 +386,7 @@ class Settings:
                 e, "KILN_LOCAL_TIME_BUDGET_S", cls.local_time_budget_s, _positive_float
             ),
             **_scale_settings(e),
+            **_idempotency_settings(e),
             max_concurrent_runs=_parse(
                 e, "KILN_MAX_CONCURRENT_RUNS", cls.max_concurrent_runs, _positive_int
             ),

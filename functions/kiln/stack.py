@@ -29,6 +29,7 @@ from kiln.access.resolve import ViewCatalog
 from kiln.access.secrets import SecretStore
 from kiln.access.views import MODES, ViewStore
 from kiln.accounting.gate import CallGate
+from kiln.accounting.idempotency import CallKeys
 from kiln.accounting.ledger import DEFAULT_SHARDS, CallLedger
 from kiln.aws.clients import AwsClients, lazy, make_clients
 from kiln.bundles.hooks import Bundles, make_bundles
@@ -382,11 +383,21 @@ def build_kiln(settings: Settings, *, clients: AwsClients | None = None) -> Kiln
         snapshots, runner, bundles=bundles, secrets=secrets, views=views, gate=gate,
         remote=remote_runner(settings, clients, bundles),
         approvals=SpentApprovals(clients.dynamodb, table=settings.table),
+        idempotency=call_keys(settings, clients),
         mode=next((m for m in MODES if m == settings.catalog_mode), "list"),
     )  # fmt: skip
     return Kiln(
         settings, clients, store, snapshots, runner, backend, callers, secrets, bundles, views,
         gate,
+    )  # fmt: skip
+
+
+def call_keys(settings: Settings, clients: AwsClients) -> CallKeys:
+    """Idempotency keys and the answers they stand for (kiln.accounting.idempotency)."""
+    return CallKeys(
+        clients.dynamodb, table=settings.table, window_s=settings.idempotency_window_s,
+        max_answer_bytes=settings.idempotency_max_answer_bytes,
+        wait_s=settings.idempotency_wait_s,
     )  # fmt: skip
 
 

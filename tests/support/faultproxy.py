@@ -3,7 +3,8 @@
 Modes: "pass" (forward), "cut" (every connection, open or new, is reset), "black hole"
 (connections are accepted and nothing comes back, in either direction). `lose_replies(n,
 marker)` lets the next n requests that contain `marker` through to the store but throws
-their replies away: the write happens, the writer never hears of it.
+their replies away: the write happens, the writer never hears of it (with `cut=True` the
+connection is closed the moment the reply comes instead: the writer hears of a failure at once).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ class FaultProxy:
         self.mode = PASS
         self._lost = 0
         self._marker = b""
+        self._cut = False
         self._lock = threading.Lock()
         self._open: set[socket.socket] = set()
         self._listener = socket.create_server(("127.0.0.1", 0))
@@ -41,9 +43,9 @@ class FaultProxy:
                 for sock in list(self._open):
                     _reset(sock)
 
-    def lose_replies(self, count: int, marker: bytes) -> None:
+    def lose_replies(self, count: int, marker: bytes, *, cut: bool = False) -> None:
         with self._lock:
-            self._lost, self._marker = count, marker
+            self._lost, self._marker, self._cut = count, marker, cut
 
     @property
     def replies_left_to_lose(self) -> int:
@@ -95,6 +97,10 @@ class FaultProxy:
                             self._lost -= 1
                             muted.set()
                 if not request and muted.is_set():
+                    if self._cut:  # the reply came: the client's connection ends instead
+                        with suppress(OSError):
+                            dst.shutdown(socket.SHUT_RDWR)
+                        break
                     continue
                 dst.sendall(data)
         except OSError:

@@ -3,6 +3,7 @@
 __all__ = [
     "account",
     "gate",
+    "idempotency",
     "ledger",
     "ledger_shards",
     "ledger_totals",

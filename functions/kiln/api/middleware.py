@@ -26,6 +26,7 @@ CORS_HEADERS = [
     "MCP-Protocol-Version",
     "Mcp-Method",
     "Mcp-Name",
+    "Idempotency-Key",  # a keyed call or run (kiln.protocol.idempotency)
 ]
 
 

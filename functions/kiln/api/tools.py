@@ -16,7 +16,7 @@ from typing import Any
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 
-from kiln.api import tasks
+from kiln.api import keyed_runs, tasks
 from kiln.api.common import blocking, if_match, json_body, kiln_of, require, tagged, time_left_s
 from kiln.api.errors import ApiError
 from kiln.api.sight import sight
@@ -193,9 +193,16 @@ async def run_tool(ref: str, request: Request) -> dict[str, Any] | Response:
         raise ApiError(
             422, "invalid_answers", "answers: must be an object of question key -> answer object"
         )
-    started = functools.partial(
+    started: Callable[..., Awaitable[TestRun]] = functools.partial(
         kiln.authoring.test_run, tool, arguments, time_left_s=time_left_s(request), answers=answers
     )
+    once = keyed_runs.once_for(request, who, tool, arguments)  # an Idempotency-Key header
+    if once is not None:
+        await blocking(kiln.authoring.check_arguments, tool, arguments)  # refused, not kept
+        first = await keyed_runs.first_answer(once, tool)
+        if first is not None:
+            return first
+        started = keyed_runs.kept(once, started, functools.partial(_reply, kiln, tool))
     if _wants_stream(request.headers.get("accept", "")):
         await blocking(kiln.authoring.check_arguments, tool, arguments)  # refused as usual
         return StreamingResponse(

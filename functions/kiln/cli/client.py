@@ -4,20 +4,28 @@ from __future__ import annotations
 
 import http.client
 import json
+import sys
+import time
 import urllib.error
 import urllib.parse
 import urllib.request
+import uuid
 from typing import Any
 
 from kiln.catalog.files import draft_from_tool_json, draft_payload
 from kiln.catalog.model import Draft
 from kiln.settings import LOCAL_URL, Settings
 
+RETRYABLE = frozenset({502, 503, 504})
+
 
 class ApiCallError(Exception):
-    def __init__(self, status: int, message: str) -> None:
+    def __init__(self, status: int, message: str, *, retryable: bool = False) -> None:
         super().__init__(f"HTTP {status}: {message}" if status else message)
         self.status = status
+        # The request may have reached the server and may work sent again (a timeout, a cut
+        # connection, 502-504): safe to repeat only with an idempotency key.
+        self.retryable = retryable
 
 
 def connect(
@@ -74,11 +82,13 @@ class KilnClient:
                 message = raw.decode("utf-8", "replace")[:500]
             if error.code in (401, 403) and self.key_source:
                 message = f"{message} (sent {self.key_source})"
-            raise ApiCallError(error.code, message) from None
+            raise ApiCallError(error.code, message, retryable=error.code in RETRYABLE) from None
         except (urllib.error.URLError, OSError) as error:
             reason = getattr(error, "reason", error)
             raise ApiCallError(
-                0, f"cannot reach {self.base_url} ({reason}); is the server running? (--url)"
+                0,
+                f"cannot reach {self.base_url} ({reason}); is the server running? (--url)",
+                retryable=not isinstance(reason, ConnectionRefusedError),  # sent, maybe
             ) from None
         except (ValueError, http.client.HTTPException) as error:  # bad port, spaces, ...
             raise ApiCallError(0, f"--url: {error}") from None
@@ -88,6 +98,24 @@ class KilnClient:
             raise ApiCallError(
                 0, f"{self.base_url}{path} did not answer JSON; is --url a Kiln server?"
             ) from None
+
+    def send_once(self, path: str, body: Any, key: str | None = None, *, attempts: int = 3) -> Any:
+        """POST a run named by an idempotency key (a fresh one unless given); one that may
+        have reached the server and failed on the way is sent again with the same key, so
+        it runs at most once (kiln.protocol.idempotency)."""
+        headers = {"Idempotency-Key": key or str(uuid.uuid4())}
+        for attempt in range(1, attempts + 1):
+            try:
+                answer, _ = self.request("POST", path, body, headers)
+            except ApiCallError as error:
+                if not error.retryable or attempt == attempts:
+                    raise
+                print(f"kiln: {error}; sending it again with the same idempotency key "
+                      f"({attempt + 1} of {attempts})", file=sys.stderr)  # fmt: skip
+                time.sleep(0.5 * attempt)
+                continue
+            return answer
+        raise AssertionError("unreachable")
 
     def tool(self, name: str) -> dict[str, Any] | None:
         try:

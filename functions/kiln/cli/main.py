@@ -116,8 +116,8 @@ def cmd_tools_call(args: argparse.Namespace) -> int:
         return 2
     payload = {"arguments": arguments, **({"task": True} if args.task else {})}
     try:
-        body, _ = output.client(args).request(
-            "POST", f"/api/tools/{quote(args.name, safe='')}/run", payload
+        body = output.client(args).send_once(
+            f"/api/tools/{quote(args.name, safe='')}/run", payload, args.idempotency_key
         )
     except (ApiCallError, ServerNotFoundError) as error:
         return output.fail("tools call", error)
@@ -228,6 +228,12 @@ def build_parser() -> argparse.ArgumentParser:
     call.add_argument(
         "--task", action="store_true", help="start it as a task; print its id (kiln tasks)"
     )
+    call.add_argument(
+        "--idempotency-key", default=None, metavar="KEY",
+        help="name this call: sent again with the same KEY (and arguments) within 24 h, it is "
+        "answered with the first run's reply, not run again (default: a fresh key, reused by "
+        "this command's own retries)",
+    )  # fmt: skip
     call.set_defaults(func=cmd_tools_call)
     register_history(tools, server_options)
 

@@ -23,6 +23,7 @@ __all__ = [
     "errors",
     "guard",
     "http",
+    "idempotency",
     "inner",
     "jsontext",
     "jsstubs",

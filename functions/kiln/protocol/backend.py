@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 if TYPE_CHECKING:
+    from kiln.protocol.idempotency import Once
     from kiln.protocol.inner import CallLink
     from kiln.protocol.streaming import Outbox
     from kiln.protocol.talking import Turn
@@ -165,6 +166,7 @@ class CallContext:
     # This tools/call's place among calls that call tools: its ledger id, its parent's, the
     # tools above it and the bounds they share (kiln.protocol.inner). None: a call of its own.
     link: CallLink | None = None
+    once: Once | None = None  # a call sent with an idempotency key (kiln.protocol.idempotency)
 
 
 class ToolBackend(Protocol):

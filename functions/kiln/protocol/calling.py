@@ -197,6 +197,9 @@ class ToolCaller:
         request_id: RequestId,
     ) -> dict[str, Any]:
         turn = ctx.turn
+        once = ctx.once if ctx.link is None or ctx.link.parent is None else None  # not inner
+        if once is not None:  # a keyed call: claimed just before it runs (idempotency.py)
+            await once.claim(tool)
         try:
             if turn is None:
                 outcome = await self._backend.call_tool(tool, arguments, ctx)
@@ -209,6 +212,8 @@ class ToolCaller:
                     return said
                 assert isinstance(said, ToolOutcome)  # only tasks may go on (can_task)
                 outcome = said
+            if once is not None:
+                once.ran = not outcome.not_ready  # a tool not ready to start did not run
         except ProtocolError as error:  # a refusal the backend decided (a spent quota)
             error.request_id = request_id
             raise

@@ -39,6 +39,8 @@ from kiln.protocol.errors import (
     error_status,
     shown,
 )
+from kiln.protocol.idempotency import HEADER as IDEMPOTENCY_HEADER
+from kiln.protocol.idempotency import IdempotentCalls, with_header_key
 from kiln.protocol.inner import CallBudget, CallLink, InnerCalls
 from kiln.protocol.jsontext import dumps, load_json, lone_surrogate_path, may_hold_surrogates
 from kiln.protocol.legacy import LegacyEra, negotiate
@@ -115,6 +117,7 @@ class Dispatcher:
         )
         self._caller = ToolCaller(backend, budget_s=settings.schema_budget_s)
         self._inner = InnerCalls(self._caller)
+        self._once = IdempotentCalls(getattr(backend, "idempotency", None))
         self._call_limits = settings.call_limits
         self._discovery = Discovery(self._lister, self._caller)
         self._sealer = StateSealer(settings.state_secret or None)
@@ -195,6 +198,13 @@ class Dispatcher:
             return error_reply(ParseError("Parse error: the body is not valid JSON"))
         checked = _SurrogateCheck(may_hold_surrogates(body))
         if isinstance(message, list):  # many methods: the edge is told none (ctx.seen)
+            if header(headers, IDEMPOTENCY_HEADER) is not None:  # one key names one call
+                return error_reply(
+                    InvalidRequestError(
+                        "Invalid Request: an Idempotency-Key header names one call, not a "
+                        "batch; put each call's key in its params._meta"
+                    )
+                )
             return await self._batch(
                 message,
                 headers,
@@ -227,6 +237,8 @@ class Dispatcher:
             if envelope is None or envelope.is_notification:
                 return Reply(202, None)
             _saw(ctx, envelope)
+            if envelope.method == "tools/call":
+                envelope = with_header_key(envelope, headers)
             table = self._modern_methods if envelope.modern else self._legacy_methods
             handler = table.get(envelope.method)
             if handler is None:
@@ -407,13 +419,15 @@ class Dispatcher:
         turn.inner = self._inner
         link = CallLink(budget=CallBudget.of(self._call_limits, ctx.time_left_s))
         ctx = replace(ctx, turn=turn, link=link)
-        if self._tasks is not None:
-            result = await self._tasks.tools_call(envelope, ctx)
-        else:
-            result = await self._caller.call(
-                envelope.params, version=envelope.version, ctx=ctx, request_id=envelope.request_id
-            )
+        result = await self._once.call(envelope, ctx, lambda c: self._run_call(envelope, c))
         return dumps(self._finish(envelope)(result))
+
+    async def _run_call(self, envelope: Envelope, ctx: CallContext) -> dict[str, Any]:
+        if self._tasks is not None:
+            return await self._tasks.tools_call(envelope, ctx)
+        return await self._caller.call(
+            envelope.params, version=envelope.version, ctx=ctx, request_id=envelope.request_id
+        )
 
 
 def _bare(message: bytes) -> bytes:

@@ -163,6 +163,18 @@ def detailed_task(record: TaskRecord) -> dict[str, Any]:
     return task
 
 
+async def _claim(ctx: CallContext, tool: ToolView) -> None:
+    """Claim a keyed call's key before its task is made (kiln.protocol.idempotency)."""
+    if ctx.once is not None:
+        await ctx.once.claim(tool)
+
+
+def _ran(ctx: CallContext) -> None:
+    """The keyed call's task was made (or its run answered): its answer is kept."""
+    if ctx.once is not None:
+        ctx.once.ran = True
+
+
 class TaskMethods:
     """tools/call routing plus the tasks/* methods of both eras."""
 
@@ -190,10 +202,12 @@ class TaskMethods:
             return await self._caller.run(
                 tool, arguments, version=envelope.version, ctx=ctx, request_id=rid
             )
+        await _claim(ctx, tool)  # a keyed call: its key names this task (idempotency.py)
         answers = None
         if tool.asks_first and envelope.modern and not waits:
             first = await self._ask_first(tool, arguments, envelope, ctx)
             if not isinstance(first, GoingOn):
+                _ran(ctx)  # (a question is not kept: idempotency.py)
                 return first
             answers = first.answers
         try:
@@ -211,8 +225,9 @@ class TaskMethods:
         except ProtocolError as error:  # a refusal the backend decided (a spent quota)
             error.request_id = rid
             raise
-        if not as_task:
+        if not as_task:  # a key is not kept for a pending call: the same call again asks
             return self._waited(tool, record, rid)
+        _ran(ctx)
         meta = {"_meta": dict(record.meta)} if record.meta else {}
         if envelope.modern:
             return {**modern_task(record), "resultType": "task"}

@@ -19,6 +19,7 @@ from kiln.access.views import View
 from kiln.access.waiting import waiting_for
 from kiln.accounting.account import CallAccount, Caller, Limits, Ran
 from kiln.accounting.gate import CallGate, CallTicket, bound_view, caller_of, key_limits, outcome_of
+from kiln.accounting.idempotency import CallKeys
 from kiln.aws.clients import StoreUnavailableError
 from kiln.bundles.cache import BundleError, BundleNotReadyError
 from kiln.catalog.model import Revision, Tool
@@ -102,9 +103,11 @@ class CatalogBackend:
         gate: CallGate | None = None,
         remote: RemoteRunner | None = None,
         approvals: SpentApprovals | None = None,
+        idempotency: CallKeys | None = None,
         mode: Mode = "list",
     ) -> None:
         self._snapshots = snapshots
+        self.idempotency = idempotency  # keyed calls' answers (kiln.protocol.idempotency)
         self._approvals = approvals  # each approval runs its tool once (kiln.access.approvals)
         self._mode = mode  # the root catalog's (KILN_CATALOG_MODE); a view says its own
         self._runner = runner

@@ -11,7 +11,7 @@ import dataclasses
 import typing
 from collections.abc import Mapping, MutableMapping
 
-from kiln.protocol import backend, inner, streaming, talking
+from kiln.protocol import backend, idempotency, inner, streaming, talking
 from kiln.protocol.backend import Arrival, CallContext
 
 # Fields that may stay `Any`, each with its reason.
@@ -30,6 +30,7 @@ def _hints(cls: type) -> dict[str, typing.Any]:
         "Outbox": streaming.Outbox,
         "Turn": talking.Turn,
         "CallLink": inner.CallLink,
+        "Once": idempotency.Once,
     }
     return typing.get_type_hints(cls, globalns=names)
 

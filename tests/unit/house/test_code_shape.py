@@ -29,6 +29,7 @@ LONG_MODULES = {
     "runner/runner.py": "the server side of one run, its descriptors owned end to end",
     "runner/supervisor.py": "one forked process and its helper: nothing else may run there",
     "serving/backend.py": "the ToolBackend the protocol calls: visibility, admission, the run",
+    "settings.py": "the one reader of the environment: every setting, typed and checked",
 }
 MAX_FUNCTION_LINES = 60
 # Lists of settings or parser arguments: long, flat, and read line by line.

@@ -22,7 +22,7 @@ EXPORTS: dict[str, str] = {
     "access": (
         "approval_store approvals pins quotas resolve secrets view_files views waiting webhook"
     ),
-    "accounting": "account gate ledger ledger_shards ledger_totals pending usage",
+    "accounting": "account gate idempotency ledger ledger_shards ledger_totals pending usage",
     "api": "apps mcp settings",
     "authoring": (
         "ArgumentsRejectedError AuthoringService FolderTarget TestRun ToolSource admin serialise "
@@ -40,7 +40,8 @@ EXPORTS: dict[str, str] = {
     "observability": "redact telemetry",
     "protocol": (
         "CallContext CallLimits HttpRequest HttpResponse McpEndpoint ProtocolSettings ToolBackend "
-        "ToolOutcome ToolView backend calling codestubs discovery dispatch errors guard http inner "
+        "ToolOutcome ToolView backend calling codestubs discovery dispatch errors guard http "
+        "idempotency inner "
         "jsontext jsstubs spec talking tasks wire"
     ),
     "runner": (

@@ -94,6 +94,7 @@ def actions_on(template: Mapping[str, Any], function: str, logical_id: str) -> s
 LEDGER_AND_QUOTA_KEYS = {"LEDGER#*", "LEDGERSUM#*", "QUOTA#*"}
 TASK_KEYS = {"TASK#*"}
 APPROVAL_KEYS = {"APPROVAL#*"}
+IDEMPOTENCY_KEYS = {"IDEM#*"}  # keyed calls' claims and answers (kiln.accounting.idempotency)
 CATALOG_PARTITIONS = ["CATALOG", "TOOLS", "TOOL#0a1b", "NAME#add_vat", "VIEWS", "KEY#ab12",
                       "KEYNAME#ci", "BUNDLE#x"]  # fmt: skip
 
@@ -152,11 +153,11 @@ def assert_only_key_use_is_recorded(statement: Mapping[str, Any]) -> None:
     assert set(condition) == {"ForAllValues:StringLike", "ForAllValues:StringEquals"}
 
 
-def test_public_function_writes_only_ledger_quota_task_and_spent_approval_items(
+def test_public_function_writes_only_ledger_quota_task_approval_and_idempotency_items(
     template: dict[str, Any],
 ) -> None:
     patterns = write_patterns(template, "McpFunction")
-    assert patterns == LEDGER_AND_QUOTA_KEYS | TASK_KEYS | APPROVAL_KEYS
+    assert patterns == LEDGER_AND_QUOTA_KEYS | TASK_KEYS | APPROVAL_KEYS | IDEMPOTENCY_KEYS
 
 
 def test_the_worker_writes_only_task_ledger_quota_and_approval_items_and_task_result_objects(

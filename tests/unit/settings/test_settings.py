@@ -73,6 +73,9 @@ VARIABLES: dict[str, tuple[str, str, Any]] = {
     "KILN_CALL_DEPTH": ("call_depth", "2", 2),
     "KILN_CALL_COUNT": ("call_count", "5", 5),
     "KILN_CALL_SECONDS": ("call_seconds", "7.5", 7.5),
+    "KILN_IDEMPOTENCY_WINDOW_S": ("idempotency_window_s", "3600", 3600.0),
+    "KILN_IDEMPOTENCY_MAX_ANSWER_BYTES": ("idempotency_max_answer_bytes", "1000", 1000),
+    "KILN_IDEMPOTENCY_WAIT_S": ("idempotency_wait_s", "0", 0.0),
     "KILN_METRICS_FLUSH_S": ("metrics_flush_s", "0", 0.0),
     "AWS_LAMBDA_FUNCTION_NAME": ("in_lambda", "kiln-mcp", True),
     "AWS_LAMBDA_RUNTIME_API": ("runtime_api", "127.0.0.1:9001", "127.0.0.1:9001"),
@@ -143,6 +146,9 @@ DEFAULTS: dict[str, Any] = {
     "call_depth": 4,
     "call_count": 32,
     "call_seconds": 60.0,
+    "idempotency_window_s": 86_400.0,
+    "idempotency_max_answer_bytes": 65_536,
+    "idempotency_wait_s": 5.0,
     "metrics_flush_s": 10.0,
     "in_lambda": False,
     "runtime_api": None,
@@ -183,6 +189,9 @@ BAD_VALUES = {
     "KILN_OAUTH_ISSUER": ("login.example", "must be an http(s) URL"),
     "KILN_SECRETS_PREFIX": ("kiln/", "must start with '/'"),
     "KILN_RUNNER_TENANT": ("caller", 'expected "tool"'),
+    "KILN_IDEMPOTENCY_WINDOW_S": ("0", "must be a positive number"),
+    "KILN_IDEMPOTENCY_MAX_ANSWER_BYTES": ("400000", "must be at most 350000"),
+    "KILN_IDEMPOTENCY_WAIT_S": ("-1", "must be a positive number"),
 }
 
 

@@ -355,15 +355,16 @@ export class Api {
     this.request<Tool>("POST", `/api/tools/${enc(name)}/${on ? "enable" : "disable"}`);
   remove = (name: string) => this.request<Tool>("DELETE", `/api/tools/${enc(name)}`);
   run = (name: string, args: unknown, answers?: Record<string, unknown>) =>
-    this.request<RunReply>("POST", `/api/tools/${enc(name)}/run`, { arguments: args, answers }).then(
-      (r) => r.data,
-    );
+    this.request<RunReply>("POST", `/api/tools/${enc(name)}/run`, { arguments: args, answers }, {
+      "Idempotency-Key": idempotencyKey(),
+    }).then((r) => r.data);
   /** A tools/call through Kiln's MCP endpoint as the signed-in author (a test run's call,
    *  made for real): its CallToolResult, or a JSON-RPC error as an isError result. */
   async callTool(name: string, args: unknown): Promise<Record<string, unknown>> {
     const message = { jsonrpc: "2.0", id: 1, method: "tools/call", params: { name, arguments: args ?? {} } };
     const { data } = await this.request<Record<string, unknown>>("POST", "/mcp", message, {
       "MCP-Protocol-Version": "2025-11-25",
+      "Idempotency-Key": idempotencyKey(), // one per call made: never run twice by a resend
     });
     if (data && typeof data["result"] === "object") return data["result"] as Record<string, unknown>;
     const error = (data?.["error"] ?? {}) as Record<string, unknown>;
@@ -382,6 +383,7 @@ export class Api {
         Authorization: `Bearer ${this.key}`,
         Accept: "text/event-stream",
         "Content-Type": "application/json",
+        "Idempotency-Key": idempotencyKey(),
       },
       credentials: "omit",
       cache: "no-store",
@@ -457,6 +459,14 @@ export function clone<T>(value: T): T {
 function query(params: Record<string, string | number | undefined>): string {
   const pairs = Object.entries(params).filter(([, v]) => v !== undefined && v !== "");
   return pairs.length ? `?${new URLSearchParams(pairs.map(([k, v]) => [k, String(v)]))}` : "";
+}
+
+/** A fresh idempotency key for one run or call (kiln.protocol.idempotency): a request sent
+ *  again with it is answered with its first reply instead of running again. */
+export function idempotencyKey(): string {
+  if (typeof crypto.randomUUID === "function") return crypto.randomUUID();
+  const bytes = crypto.getRandomValues(new Uint8Array(16));
+  return Array.from(bytes, (b) => b.toString(16).padStart(2, "0")).join("");
 }
 
 function enc(part: string): string {
