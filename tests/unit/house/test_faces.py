@@ -38,7 +38,7 @@ EXPORTS: dict[str, str] = {
     "observability": "redact telemetry",
     "protocol": (
         "CallContext CallLimits HttpRequest HttpResponse McpEndpoint ProtocolSettings ToolBackend "
-        "ToolOutcome ToolView backend calling codestubs discovery dispatch errors guard http inner "
+        "ToolOutcome ToolView backend calling cards codestubs discovery dispatch errors guard http inner "
         "jsontext jsstubs spec talking tasks wire"
     ),
     "runner": (
