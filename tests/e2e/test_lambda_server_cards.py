@@ -14,15 +14,15 @@ import pytest
 
 from e2e.gateway import gateway
 from e2e.lambda_profile import Environment
+from functional.api.test_server_cards import CARD_TYPE, checked_card
 from kiln.access.pins import CatalogBinder
 from kiln.access.views import ViewStore, check_view
 from kiln.catalog.rules import check_draft
 from kiln.catalog.store import CatalogStore
-from kiln.protocol.cards import CardError, registry_entry, validate
+from kiln.protocol.cards import registry_entry, validate
 from support.aws import fresh_stack
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="the profile's sandbox needs root")
-CARD_TYPE = "application/mcp-server-card+json"
 
 
 @pytest.fixture(scope="module")
@@ -58,15 +58,7 @@ def http(moto_endpoint: str, tmp_path_factory: pytest.TempPathFactory) -> Iterat
 
 
 def card_at(http: httpx.Client, url: str) -> dict[str, Any]:
-    response = http.get(url, headers={"Accept": CARD_TYPE})
-    assert response.status_code == 200, f"{url}: {response.status_code} {response.text}"
-    assert response.headers["content-type"] == CARD_TYPE
-    document: dict[str, Any] = response.json()
-    try:
-        validate(document, "server-card.schema.json")
-    except CardError as error:
-        pytest.fail(f"{url} is not a valid server card: {error}\n{document}")
-    return document
+    return checked_card(http.get(url, headers={"Accept": CARD_TYPE}))
 
 
 def test_the_catalog_from_the_handler_lists_valid_cards_of_mcp_and_the_published_views(

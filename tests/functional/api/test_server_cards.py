@@ -55,13 +55,19 @@ def fetched(dev: DevServer, path: str, **headers: str) -> httpx.Response:
 
 
 def valid_card(dev: DevServer, path: str) -> dict[str, Any]:
-    response = fetched(dev, path)
+    return checked_card(fetched(dev, path))
+
+
+def checked_card(response: httpx.Response) -> dict[str, Any]:
+    """The card a response holds, after checking it against the extension's schema."""
+    where = response.request.url
+    assert response.status_code == 200, f"{where}: {response.status_code} {response.text}"
     assert response.headers["content-type"] == CARD_TYPE
     document: dict[str, Any] = response.json()
     try:
         validate(document, "server-card.schema.json")
     except CardError as error:
-        pytest.fail(f"{path} is not a valid server card: {error}\n{document}")
+        pytest.fail(f"{where} is not a valid server card: {error}\n{document}")
     return document
 
 
