@@ -11,6 +11,7 @@ Bare Starlette, as the rest of the public function's routes.
 from __future__ import annotations
 
 import asyncio
+import gzip
 import hashlib
 from typing import TYPE_CHECKING, Any
 
@@ -20,6 +21,7 @@ from starlette.routing import BaseRoute, Route
 
 from kiln.api.auth import base_url
 from kiln.api.mcp_serving import kiln_of
+from kiln.api.middleware import GZIP_LEVEL, GZIP_MINIMUM_BYTES
 from kiln.protocol.cards import (
     CARD_MEDIA_TYPE,
     CARD_SUFFIX,
@@ -138,8 +140,17 @@ def not_modified(if_none_match: str | None, etag: str) -> bool:
 def _document(request: Request, document: dict[str, Any], media_type: str) -> Response:
     body = dumps(document)
     etag = entity_tag(body)
-    headers = {"etag": etag, "cache-control": CACHE_CONTROL, **CORS}
+    headers = {"cache-control": CACHE_CONTROL, **CORS}
+    if len(body) >= GZIP_MINIMUM_BYTES and "gzip" in request.headers.get("accept-encoding", ""):
+        # Compressed here, not by the GZip middleware, so that the gzip bytes get a tag of
+        # their own (a strong tag names one representation): the same bytes every time. The
+        # middleware names Accept-Encoding in Vary on the identity answer of the same size.
+        body = gzip.compress(body, compresslevel=GZIP_LEVEL, mtime=0)
+        etag = etag[:-1] + '-gzip"'
+        headers.update({"content-encoding": "gzip", "vary": "Accept-Encoding"})
+    headers["etag"] = etag
     if not_modified(request.headers.get("if-none-match"), etag):
+        headers.pop("content-encoding", None)  # no body to decode
         return Response(status_code=304, headers=headers)
     return Response(body, headers=headers, media_type=media_type)
 

@@ -132,6 +132,38 @@ def test_an_unchanged_card_is_revalidated_with_a_304_and_no_body(dev: DevServer)
     assert revalidated.status_code == 304
 
 
+@pytest.fixture(scope="module")
+def crowded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevServer]:
+    """A server whose catalog is long enough to be worth compressing."""
+    root = tmp_path_factory.mktemp("crowded")
+    tools = root / "tools"
+    tool(tools, "echo")
+    for n in range(20):
+        view(tools, f"view-{n:02}", published=True)
+    with kiln_dev(root / "state", "--no-examples", "--tools", str(tools)) as server:
+        yield server
+
+
+def test_a_compressed_answer_has_a_tag_of_its_own_and_each_revalidates(crowded: DevServer) -> None:
+    url = crowded.url + "/.well-known/ai-catalog.json"
+    plain = crowded.http.get(url, headers={"Accept-Encoding": "identity"})
+    packed = crowded.http.get(url, headers={"Accept-Encoding": "gzip"})
+    assert plain.status_code == packed.status_code == 200, packed.text
+    assert "content-encoding" not in plain.headers
+    assert packed.headers["content-encoding"] == "gzip"
+    assert packed.json() == plain.json()  # httpx decoded it
+    assert len(packed.json()["entries"]) == 21
+    assert packed.headers["etag"] != plain.headers["etag"]
+    assert packed.headers["vary"] == plain.headers["vary"] == "Accept-Encoding"
+    for coding, answer in (("identity", plain), ("gzip", packed)):
+        headers = {"Accept-Encoding": coding, "If-None-Match": answer.headers["etag"]}
+        again = crowded.http.get(url, headers=headers)
+        assert again.status_code == 304, (coding, again.headers)
+        assert again.headers["etag"] == answer.headers["etag"]
+    again = crowded.http.get(url, headers={"Accept-Encoding": "gzip"})
+    assert again.headers["etag"] == packed.headers["etag"]  # the same bytes each time
+
+
 def test_a_changed_view_changes_its_card_and_its_etag(dev: DevServer) -> None:
     before = fetched(dev, "/mcp/v/keyed/server-card")
     body = {"tools": ["echo"], "published": True, "description": "Now described."}
