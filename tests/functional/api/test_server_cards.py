@@ -200,7 +200,10 @@ def test_any_origin_may_read_a_card_and_its_preflight_is_answered(dev: DevServer
     assert preflight.status_code == 204, preflight.text
     assert preflight.headers["access-control-allow-origin"] == "*"
     assert "If-None-Match" in preflight.headers["access-control-allow-headers"]
-    # ... while the MCP endpoint itself still refuses that origin
+    # ... a rebinding page (a foreign Host on this loopback bind) still gets nothing
+    rebound = dev.http.get(dev.url + "/mcp/server-card", headers={"Host": "evil.example"})
+    assert rebound.status_code == 421, rebound.text
+    # ... and the MCP endpoint itself still refuses that origin
     assert dev.mcp("tools/list").status_code == 200
     refused = dev.http.post(dev.url + "/mcp", headers=origin, json={})
     assert refused.status_code == 403
