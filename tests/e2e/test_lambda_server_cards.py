@@ -96,7 +96,7 @@ def test_a_registry_entry_made_from_a_handlers_card_is_valid_against_the_registr
 ) -> None:
     document = card_at(http, "/mcp/v/keyed/server-card")
     entry = registry_entry(document, name="io.github.acme/keyed", version="1.0.0")
-    validate(entry, "server.schema.json")
+    validate(entry, "registry")
     assert entry["remotes"][0]["headers"][0]["name"] == "Authorization"
 
 

@@ -2,7 +2,8 @@
 
 The entry is made from the view's server card (`GET /mcp/v/VIEW/server-card`, so it says what
 the card says: its URL, its transport and the header its auth needs), validated against the
-registry's JSON Schema (2025-12-11, kept in `kiln/protocol/schemas/`) before it is written, and
+registry's rules (2025-12-11, Kiln's schema in `kiln/protocol/card_schemas.py`; also the official
+file when KILN_REGISTRY_SCHEMA_FILE names one) before it is written, and
 with `--registry URL --token TOKEN` sent to that registry's publish API (`POST /v0.1/publish`).
 """
 
@@ -21,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from kiln.cli import output
 from kiln.protocol.cards import CARD_MEDIA_TYPE, CardError, check_name, registry_entry
+from kiln.settings import LocalSettings
 
 if TYPE_CHECKING:
     from kiln.cli.client import KilnClient
@@ -101,7 +103,8 @@ def make_entry(
         "GET", f"/mcp/v/{quoted}/server-card", headers={"Accept": CARD_MEDIA_TYPE}
     )
     version = version or f"{card['version']}+view.{definition.get('revision', 0)}"
-    return registry_entry(card, name=name or card["name"], version=version)
+    official = LocalSettings.from_env().registry_schema_file
+    return registry_entry(card, name=name or card["name"], version=version, official=official)
 
 
 def write_json(path: Path, document: dict[str, Any]) -> None:

@@ -4,8 +4,9 @@ Pure: what a deployment is (`Deployment`) and which endpoints it serves (`Endpoi
 documents out. The HTTP half (ETag, 304, CORS) is `kiln.api.cards`; `kiln publish` turns a card
 into a registry `server.json` with `registry_entry`.
 
-The two JSON Schemas these documents follow are kept beside this module, in `schemas/`
-(their sources, commits and versions: `schemas/README.md`).
+The JSON Schemas these documents are checked against are Kiln's own statement of the published
+rules (`kiln.protocol.card_schemas`; sources and versions in `schemas/README.md`); an official
+schema file on disk can be checked as well (`validate(..., official=path)`).
 """
 
 from __future__ import annotations
@@ -13,15 +14,20 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
-from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 from urllib.parse import urlsplit
 
+from kiln.protocol.card_schemas import (
+    CARD_SCHEMA_URL,
+    NAME_REGEX,
+    REGISTRY_SCHEMA_URL,
+    card_schema,
+    registry_schema,
+)
 from kiln.protocol.spec import KNOWN_PROTOCOL_VERSIONS
 
-CARD_SCHEMA_URL = "https://static.modelcontextprotocol.io/schemas/v1/server-card.schema.json"
-REGISTRY_SCHEMA_URL = "https://static.modelcontextprotocol.io/schemas/2025-12-11/server.schema.json"
+Kind = Literal["card", "registry"]  # which document `validate` checks
 CARD_MEDIA_TYPE = "application/mcp-server-card+json"
 CATALOG_MEDIA_TYPE = "application/ai-catalog+json"
 CARD_SUFFIX = "/server-card"  # appended to an endpoint's streamable-HTTP URL (the extension's)
@@ -30,10 +36,9 @@ PUBLIC_CARD_PATH = "/mcp" + CARD_SUFFIX
 EXTENSION = "https://github.com/modelcontextprotocol/experimental-ext-server-card"
 # The card's own mark that it follows a draft: `_meta` is the card's extension point.
 META_KEY = "kiln/card"
-NAME_PATTERN = re.compile(r"^[a-zA-Z0-9.-]+/[a-zA-Z0-9._-]+$")  # both schemas' `name`
+NAME_PATTERN = re.compile(NAME_REGEX)  # both schemas' `name`
 NAME_RULE = "reverse-DNS 'namespace/server' (e.g. io.github.acme/weather), 3-200 characters"
 MAX_TEXT = 100  # `description` and `title`, in both schemas
-SCHEMAS = Path(__file__).with_name("schemas")
 
 
 class CardError(ValueError):
@@ -182,9 +187,12 @@ def check_name(name: str) -> str:
     return name
 
 
-def registry_entry(card_document: dict[str, Any], *, name: str, version: str) -> dict[str, Any]:
+def registry_entry(
+    card_document: dict[str, Any], *, name: str, version: str, official: Path | None = None
+) -> dict[str, Any]:
     """A registry `server.json` (schema 2025-12-11) for the endpoint a card describes: its
-    URL under `remotes`, with the header its auth needs; validated before it is returned."""
+    URL under `remotes`, with the header its auth needs; validated before it is returned,
+    against Kiln's schema and, when given, an official schema file too."""
     remotes = []
     for remote in card_document.get("remotes", []):
         # the registry's RemoteTransport has no supportedProtocolVersions
@@ -199,23 +207,33 @@ def registry_entry(card_document: dict[str, Any], *, name: str, version: str) ->
         if field in card_document:
             entry[field] = card_document[field]
     entry["remotes"] = remotes
-    validate(entry, "server.schema.json")
+    validate(entry, "registry", official=official)
     return entry
 
 
-@cache
-def schema(file: str) -> dict[str, Any]:
-    document: dict[str, Any] = json.loads((SCHEMAS / file).read_text("utf-8"))
-    return document
+def official_schema(path: Path) -> dict[str, Any]:
+    """A published schema file read from disk (never kept in the repository): the card
+    schema's file is a bundle of `$defs`, of which the card is `ServerCard`."""
+    try:
+        root: dict[str, Any] = json.loads(path.read_text("utf-8"))
+    except (OSError, ValueError) as error:
+        raise CardError(f"official schema {path}: cannot be read as JSON ({error})") from None
+    if "properties" not in root and "ServerCard" in root.get("$defs", {}):
+        root = {**root, "$ref": "#/$defs/ServerCard"}
+    return root
 
 
-def validate(document: dict[str, Any], file: str) -> None:
-    """CardError naming every place `document` breaks the schema in `schemas/<file>`."""
+def validate(document: dict[str, Any], kind: Kind, *, official: Path | None = None) -> None:
+    """CardError naming every place `document` breaks Kiln's schema for `kind` (and, when
+    `official` names a published schema file, that file's)."""
+    _check(document, card_schema() if kind == "card" else registry_schema(), f"Kiln's {kind}")
+    if official is not None:
+        _check(document, official_schema(official), f"official {official}")
+
+
+def _check(document: dict[str, Any], root: dict[str, Any], label: str) -> None:
     import jsonschema  # only `kiln publish` and the tests validate
 
-    root = schema(file)
-    if file == "server-card.schema.json":  # a bundle of $defs: the card is one of them
-        root = {**root, "$ref": "#/$defs/ServerCard"}
     validator_class = jsonschema.validators.validator_for(root)
     validator = validator_class(root, format_checker=validator_class.FORMAT_CHECKER)
     problems = sorted(validator.iter_errors(document), key=lambda error: list(error.path))
@@ -225,5 +243,5 @@ def validate(document: dict[str, Any], file: str) -> None:
                 f"{'.'.join(str(p) for p in error.path) or '(document)'}: {error.message}"
                 for error in problems
             )
-            + f" (schema {file})"
+            + f" (schema: {label})"
         )

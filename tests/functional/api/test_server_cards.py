@@ -65,7 +65,7 @@ def checked_card(response: httpx.Response) -> dict[str, Any]:
     assert response.headers["content-type"] == CARD_TYPE
     document: dict[str, Any] = response.json()
     try:
-        validate(document, "server-card.schema.json")
+        validate(document, "card")
     except CardError as error:
         pytest.fail(f"{where} is not a valid server card: {error}\n{document}")
     return document
@@ -269,7 +269,7 @@ def test_publish_writes_a_server_json_valid_against_the_registrys_schema(
     done = dev.kiln("publish", "open", "--name", "io.github.acme/echo", "--out", str(out))
     assert done.returncode == 0, done.stderr
     entry = json.loads(out.read_text())
-    validate(entry, "server.schema.json")
+    validate(entry, "registry")
     assert entry["name"] == "io.github.acme/echo"
     assert entry["remotes"] == [{"type": "streamable-http", "url": f"{dev.url}/mcp/v/open"}]
     revision = dev.api("GET", "/api/views/open").json()["revision"]
@@ -284,12 +284,27 @@ def test_publish_of_a_keyed_view_carries_its_authorization_header(
     done = dev.kiln("publish", "keyed", "--out", str(out), "--version", "2.0.0")
     assert done.returncode == 0, done.stderr
     entry = json.loads(out.read_text())
-    validate(entry, "server.schema.json")
+    validate(entry, "registry")
     assert entry["version"] == "2.0.0"
     assert entry["name"].endswith("/kiln.keyed")  # the card's name when --name is left out
     (header,) = entry["remotes"][0]["headers"]
     assert header["name"] == "Authorization"
     assert header["isSecret"] is True
+
+
+def test_publish_also_checks_the_official_schema_file_the_environment_names(
+    dev: DevServer, tmp_path: Path
+) -> None:
+    # a stand-in for a downloaded official file, stricter than Kiln's own schema
+    official = tmp_path / "server.schema.json"
+    official.write_text(json.dumps({"type": "object", "required": ["packages"]}))
+    out = tmp_path / "server.json"
+    done = dev.kiln("publish", "open", "--name", "io.github.acme/echo", "--out", str(out),
+                    env={"KILN_REGISTRY_SCHEMA_FILE": str(official)})  # fmt: skip
+    assert done.returncode != 0, done.stdout
+    assert "'packages' is a required property" in done.stderr, done.stderr
+    assert f"official {official}" in done.stderr, done.stderr
+    assert not out.exists()
 
 
 @pytest.mark.parametrize(
@@ -329,7 +344,7 @@ def test_publish_submits_the_entry_to_the_registrys_publish_api(
     assert headers["authorization"] == "Bearer registry-token-1"
     assert headers["content-type"] == "application/json"
     assert body == json.loads(out.read_text())
-    validate(body, "server.schema.json")
+    validate(body, "registry")
     assert f"published io.github.acme/echo {body['version']} to {registry.url}" in done.stdout
 
 
