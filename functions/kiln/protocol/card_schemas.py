@@ -122,7 +122,9 @@ def card_schema() -> dict[str, Any]:
     versions = {"type": "array", "items": {"type": "string", "minLength": 1}}
     schema = _common(
         {"type": "string", "const": CARD_SCHEMA_URL},
-        _remote(["streamable-http", "sse"], CARD_URL_REGEX, {"supportedProtocolVersions": versions}),
+        _remote(
+            ["streamable-http", "sse"], CARD_URL_REGEX, {"supportedProtocolVersions": versions}
+        ),
     )
     schema["$id"] = "urn:kiln:schema:server-card:v1"
     schema["required"] = ["$schema", *schema["required"]]

@@ -15,9 +15,8 @@ from typing import Any
 
 import pytest
 
+from kiln.protocol.card_schemas import CARD_SCHEMA_URL, REGISTRY_SCHEMA_URL
 from kiln.protocol.cards import (
-    CARD_SCHEMA_URL,
-    REGISTRY_SCHEMA_URL,
     CardError,
     Deployment,
     Endpoint,
@@ -41,6 +40,7 @@ DEPLOYMENT = Deployment(
 )
 PUBLIC = Endpoint(path="/mcp", view=None, anonymous=True)
 KEYED = Endpoint(path="/mcp/v/finance", view="finance", anonymous=False, description="Money.")
+
 
 @pytest.mark.parametrize("endpoint", [PUBLIC, KEYED], ids=["public", "view"])
 @pytest.mark.parametrize("oauth", [False, True], ids=["keys", "oauth"])
@@ -226,13 +226,15 @@ def test_an_official_schema_file_is_checked_as_well(tmp_path: Path) -> None:
     stricter = tmp_path / "server.schema.json"
     stricter.write_text(json.dumps({"type": "object", "required": ["packages"]}))
     with pytest.raises(CardError, match=f"'packages' is a required property .*official {stricter}"):
-        registry_entry(KEYED_CARD, name="io.github.acme/finance", version="1.0.0", official=stricter)
+        registry_entry(
+            KEYED_CARD, name="io.github.acme/finance", version="1.0.0", official=stricter
+        )
     bundle = tmp_path / "server-card.schema.json"  # a $defs bundle: the card is ServerCard
     bundle.write_text(json.dumps({"$defs": {"ServerCard": {"required": ["icons"]}}}))
     with pytest.raises(CardError, match="'icons' is a required property"):
         validate(KEYED_CARD, "card", official=bundle)
     (tmp_path / "broken.json").write_text("{not json")
-    with pytest.raises(CardError, match="broken.json: cannot be read as JSON"):
+    with pytest.raises(CardError, match=r"broken\.json: cannot be read as JSON"):
         validate(KEYED_CARD, "card", official=tmp_path / "broken.json")
 
 
@@ -243,7 +245,9 @@ OFFICIAL = [
 ]
 
 
-@pytest.mark.parametrize(("variable", "file", "kind", "document"), OFFICIAL, ids=["card", "registry"])
+@pytest.mark.parametrize(
+    ("variable", "file", "kind", "document"), OFFICIAL, ids=["card", "registry"]
+)
 def test_documents_pass_the_official_schema_files_when_given(
     variable: str, file: Path | None, kind: Any, document: dict[str, Any]
 ) -> None:
