@@ -453,11 +453,6 @@ def set_local_aws_defaults() -> None:
     os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
 
 
-def _optional_path(env: Mapping[str, str], name: str) -> Path | None:
-    value = (env.get(name) or "").strip()
-    return Path(value).expanduser() if value else None
-
-
 @dataclass(frozen=True)
 class LocalSettings:
     """What the `kiln` commands read from the environment to find local state and a server.
@@ -470,10 +465,9 @@ class LocalSettings:
     state_dir_source: str  # how it was chosen, for messages that say where Kiln looked
     url: str | None = None  # KILN_URL: a server to use instead of the local one
     author_key: str | None = None  # KILN_AUTHOR_KEY
-    # KILN_REGISTRY_SCHEMA_FILE, KILN_CARD_SCHEMA_FILE: official published schema files on disk
-    # to check against as well as Kiln's own (`kiln publish`; the tests); never kept in the repo
-    registry_schema_file: Path | None = None
-    card_schema_file: Path | None = None
+    # official schema files to check against too (`kiln publish`, the tests); never in the repo
+    registry_schema_file: Path | None = None  # KILN_REGISTRY_SCHEMA_FILE
+    card_schema_file: Path | None = None  # KILN_CARD_SCHEMA_FILE
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> LocalSettings:
@@ -491,8 +485,8 @@ class LocalSettings:
             state_dir_source=source,
             url=(e.get("KILN_URL") or "").strip() or None,
             author_key=(e.get("KILN_AUTHOR_KEY") or "").strip() or None,
-            registry_schema_file=_optional_path(e, "KILN_REGISTRY_SCHEMA_FILE"),
-            card_schema_file=_optional_path(e, "KILN_CARD_SCHEMA_FILE"),
+            registry_schema_file=_parse(e, "KILN_REGISTRY_SCHEMA_FILE", None, Path),
+            card_schema_file=_parse(e, "KILN_CARD_SCHEMA_FILE", None, Path),
         )
 
     def with_state_dir(self, given: str | None) -> LocalSettings:
