@@ -188,14 +188,6 @@ WRONG_CARDS = [
 ]  # fmt: skip
 
 
-@pytest.mark.parametrize(("broken", "said"), WRONG_CARDS, ids=[s for _, s in WRONG_CARDS])
-def test_kilns_card_schema_refuses_what_the_extension_refuses(
-    broken: dict[str, Any], said: str
-) -> None:
-    with pytest.raises(CardError, match=said + r".*\(schema: Kiln's card\)"):
-        validate(broken, "card")
-
-
 ENTRY = registry_entry(KEYED_CARD, name="io.github.acme/finance", version="1.2.0")
 WRONG_ENTRIES = [
     (_without(ENTRY, "description"), r"\(document\): 'description' is a required property"),
@@ -209,12 +201,18 @@ WRONG_ENTRIES = [
 ]  # fmt: skip
 
 
-@pytest.mark.parametrize(("broken", "said"), WRONG_ENTRIES, ids=[s for _, s in WRONG_ENTRIES])
-def test_kilns_registry_schema_refuses_what_the_registry_refuses(
-    broken: dict[str, Any], said: str
+WRONG = [("card", *wrong) for wrong in WRONG_CARDS] + [
+    ("registry", *wrong) for wrong in WRONG_ENTRIES
+]
+
+
+@pytest.mark.parametrize(("kind", "broken", "said"), WRONG, ids=[f"{k}: {s}" for k, _, s in WRONG])
+def test_kilns_schemas_refuse_what_the_specifications_refuse(
+    kind: Any, broken: dict[str, Any], said: str
 ) -> None:
-    with pytest.raises(CardError, match=said + r".*\(schema: Kiln's registry\)"):
-        validate(broken, "registry")
+    """A card missing its name, a bad name, a remote without a url, a wrong $schema, ..."""
+    with pytest.raises(CardError, match=said + rf".*\(schema: Kiln's {kind}\)"):
+        validate(broken, kind)
 
 
 def test_a_card_url_may_start_with_a_variable_but_a_registry_url_may_not() -> None:
