@@ -1,10 +1,11 @@
 """Server cards, the AI Catalog and `kiln publish` on `kiln dev`, read by a real HTTP client.
 
 The card of /mcp and of each published view (`<mcp-url>/server-card`) and the catalog listing
-them (`/.well-known/ai-catalog.json`) are fetched with httpx and checked against the kept
-JSON Schemas; `kiln publish` writes a registry server.json, checked against the registry's
-schema, and submits it to a small registry stand-in that checks the request. The same
-documents from the Lambda handler: `tests/e2e/test_lambda_server_cards.py`.
+them (`/.well-known/ai-catalog.json`) are fetched with httpx and checked against Kiln's
+JSON Schemas (`kiln.protocol.card_schemas`); `kiln publish` writes a registry server.json,
+checked against Kiln's registry schema (and an official file named by
+KILN_REGISTRY_SCHEMA_FILE), and submits it to a small registry stand-in that checks the
+request. The same documents from the Lambda handler: `tests/e2e/test_lambda_server_cards.py`.
 """
 
 from __future__ import annotations
