@@ -504,6 +504,9 @@ class LocalSettings:
     state_dir_source: str  # how it was chosen, for messages that say where Kiln looked
     url: str | None = None  # KILN_URL: a server to use instead of the local one
     author_key: str | None = None  # KILN_AUTHOR_KEY
+    # official schema files to check against too (`kiln publish`, the tests); never in the repo
+    registry_schema_file: Path | None = None  # KILN_REGISTRY_SCHEMA_FILE
+    card_schema_file: Path | None = None  # KILN_CARD_SCHEMA_FILE
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> LocalSettings:
@@ -521,6 +524,8 @@ class LocalSettings:
             state_dir_source=source,
             url=(e.get("KILN_URL") or "").strip() or None,
             author_key=(e.get("KILN_AUTHOR_KEY") or "").strip() or None,
+            registry_schema_file=_parse(e, "KILN_REGISTRY_SCHEMA_FILE", None, Path),
+            card_schema_file=_parse(e, "KILN_CARD_SCHEMA_FILE", None, Path),
         )
 
     def with_state_dir(self, given: str | None) -> LocalSettings:

@@ -262,12 +262,14 @@ class DevServer:
                 "AWS_ACCESS_KEY_ID": endpoint.credentials.access_key_id,
                 "AWS_SECRET_ACCESS_KEY": endpoint.credentials.secret_access_key}  # fmt: skip
 
-    def kiln(self, *args: str) -> subprocess.CompletedProcess[str]:
+    def kiln(
+        self, *args: str, env: Mapping[str, str] | None = None
+    ) -> subprocess.CompletedProcess[str]:
         """Run the `kiln` command against this server, through its REST API (URL and key)."""
-        env = {**clean_env(), "KILN_URL": self.url, "KILN_AUTHOR_KEY": DEV_KEY}
+        base = {**clean_env(), "KILN_URL": self.url, "KILN_AUTHOR_KEY": DEV_KEY}
         return subprocess.run(
             [sys.executable, "-m", "kiln.cli", *args],
-            env=env, capture_output=True, text=True, timeout=120, check=False,
+            env={**base, **(env or {})}, capture_output=True, text=True, timeout=120, check=False,
         )  # fmt: skip
 
     def create_key(self, name: str, *flags: str) -> str:

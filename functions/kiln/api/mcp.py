@@ -60,6 +60,9 @@ def routes(serves: Serves) -> list[BaseRoute]:
         Route("/.well-known/oauth-protected-resource/{resource:path}", protected_resource),
     ]
     if serves in ("all", "public"):
+        from kiln.api import cards
+
+        found += cards.routes()  # before /mcp/{rest:path}: the server cards and their catalog
         found += [
             Route("/mcp", public_mcp, methods=METHODS),
             Route("/mcp/v/{view}", view_mcp, methods=METHODS),

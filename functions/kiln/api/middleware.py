@@ -11,6 +11,7 @@ from starlette.responses import JSONResponse
 
 from kiln.api.settings import ApiSettings
 from kiln.aws.clients import CALLER_ROLE
+from kiln.protocol.cards import is_public_document
 from kiln.protocol.errors import jsonrpc_error
 from kiln.protocol.guard import refusal
 from kiln.protocol.spec import INVALID_REQUEST
@@ -42,9 +43,11 @@ class RebindingGuard:
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         if scope["type"] == "http":
             headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]}
+            # Server cards are public metadata any origin may read; Host is still checked
+            public = is_public_document(scope["path"])
             refused = refusal(
                 headers.get("host"),
-                headers.get("origin"),
+                None if public else headers.get("origin"),
                 allowed=self.allowed_origins,
                 loopback_bind=self.loopback_bind,
             )
@@ -70,6 +73,17 @@ def is_mcp_path(path: str) -> bool:
     return path in ("/mcp", "/admin/mcp") or path.startswith(("/mcp/", "/admin/mcp/"))
 
 
+class Cors(CORSMiddleware):
+    """CORS for the allowed origins; server cards answer their own (any origin may read them,
+    `kiln.api.cards`)."""
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "http" and is_public_document(scope["path"]):
+            await self.app(scope, receive, send)
+            return
+        await super().__call__(scope, receive, send)
+
+
 class CallerRole:
     """Says which function of a deployed stack serves this path (`kiln.aws.clients.CALLER_ROLE`):
     the public one for /mcp and its metadata, the admin one for everything else."""
@@ -91,7 +105,7 @@ def install(app: Starlette, settings: ApiSettings) -> None:
     # Browsers on an allowed origin may call the API (preflights answered); the guard, added
     # last and so run first, has already refused every other origin.
     app.add_middleware(
-        CORSMiddleware,
+        Cors,
         allow_origins=list(settings.allowed_origins),
         allow_methods=["GET", "POST", "PUT", "DELETE"],
         allow_headers=CORS_HEADERS,

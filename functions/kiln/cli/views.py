@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from kiln.access.view_files import ViewFileError, read_view_file, view_files, write_view_file
 from kiln.access.views import FIELDS, MODES, check_view
-from kiln.cli import calls, output
+from kiln.cli import calls, output, publish
 
 if TYPE_CHECKING:
     from kiln.cli.client import KilnClient
@@ -50,6 +50,7 @@ def register(commands: Any, remote: Remote) -> None:
     remove.set_defaults(func=cmd_views_rm)
 
     calls.register(commands, remote)
+    publish.register(commands, remote)
 
 
 def cmd_views_ls(args: argparse.Namespace) -> int:

@@ -17,6 +17,7 @@ __all__ = [
     "ToolView",
     "backend",
     "calling",
+    "cards",
     "codestubs",
     "discovery",
     "dispatch",
