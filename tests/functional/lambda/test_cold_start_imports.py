@@ -48,6 +48,9 @@ DEFERRED = (
     "Stemmer",
     # code mode's stubs: made by the first execute of a view, never by a list
     "kiln.protocol.codestubs",
+    # requestState's AES-GCM: loaded by the first multi round-trip call (~70 ms of CPU)
+    "cryptography",
+    "_cffi_backend",
 )
 
 PROBE = """
