@@ -65,6 +65,7 @@ class Environment:
     stores: list[str] = field(default_factory=list)  # URLs it may reach (forwarded)
     tenant: str | None = None
     uid: int = field(default_factory=lambda: next(_uids))
+    module: str = "kiln.lambda_handlers"  # `operator` with handler `is_`: a bare runtime
 
     def __post_init__(self) -> None:
         self.tmp.mkdir(parents=True, exist_ok=True)
@@ -87,7 +88,7 @@ class Environment:
             "AWS_LAMBDA_FUNCTION_MEMORY_SIZE": "1024",
             "AWS_LAMBDA_LOG_GROUP_NAME": f"/aws/lambda/kiln-profile-{self.handler}",
             "AWS_LAMBDA_LOG_STREAM_NAME": "profile",
-            "_HANDLER": f"kiln.lambda_handlers.{self.handler}",
+            "_HANDLER": f"{self.module}.{self.handler}",
             "AWS_REGION": "us-east-1",
             "POWERTOOLS_SERVICE_NAME": "kiln",
             "POWERTOOLS_METRICS_NAMESPACE": "Kiln",
@@ -101,7 +102,7 @@ class Environment:
             "tap": str(self.tap),
             "reachable": [PYTHON, python_home()],
             "read_only": [str(ROOT), python_home(), "/usr", "/etc"],
-            "argv": [PYTHON, "-m", "awslambdaric", f"kiln.lambda_handlers.{self.handler}"],
+            "argv": [PYTHON, "-m", "awslambdaric", f"{self.module}.{self.handler}"],
             "env": env,
         }
         (self.tmp / "config.json").write_text(json.dumps(config))

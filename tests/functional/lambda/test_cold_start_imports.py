@@ -128,3 +128,52 @@ def test_the_public_handler_answers_its_first_tools_list_without_the_deferred_mo
     assert loaded["tools"] == listed
     assert loaded["at import"] == []
     assert loaded["after the answer"] == []
+
+
+# The runner function runs one tool per invocation: none of the catalog, access, accounting,
+# protocol or HTTP machinery is its own (a new tenant's first call pays for every import).
+NOT_THE_RUNNERS = (
+    "kiln.stack",
+    "kiln.access",
+    "kiln.accounting",
+    "kiln.catalog.store",
+    "kiln.protocol",
+    "kiln.serving.backend",
+    "kiln.api.apps",
+    "kiln.tasks.worker",
+    "kiln.bundles.build",
+    "starlette",
+    "mangum",
+    "cryptography",
+)
+
+RUNNER_PROBE = """
+import json, sys
+from kiln.lambda_handlers import runner
+
+print(json.dumps(sorted(m for m in json.loads(sys.argv[1]) if m in sys.modules)))
+"""
+
+
+def test_the_runner_function_imports_none_of_the_public_functions_machinery(
+    aws: AwsStack,
+) -> None:
+    clean = {k: v for k, v in os.environ.items() if not k.startswith(("KILN_", "POWERTOOLS_"))}
+    done = subprocess.run(
+        [sys.executable, "-c", RUNNER_PROBE, json.dumps(NOT_THE_RUNNERS)],
+        env={
+            **clean,
+            "PYTHONPATH": str(ROOT / "functions"),
+            "AWS_REGION": "us-east-1",
+            "AWS_ENDPOINT_URL": aws.endpoint_url,
+            "AWS_LAMBDA_FUNCTION_NAME": "kiln-probe-runner",
+            "KILN_TABLE": aws.table,
+            "KILN_BUCKET": aws.bucket,
+        },
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert json.loads(done.stdout.strip().splitlines()[-1]) == [], done.stdout[-3000:]
