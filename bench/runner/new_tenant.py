@@ -27,8 +27,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import hashlib
-import io
 import logging
 import os
 import statistics
@@ -36,41 +34,33 @@ import sys
 import tempfile
 import time
 import uuid
-import zipfile
 from pathlib import Path
 from typing import Any
 
-from tests.e2e.lambda_profile import Environment, venv_site
+from tests.e2e.lambda_profile import REQUIREMENTS, TARGET, Environment, venv_site
+from tests.e2e.lambda_profile import ready_bundle as made
 
 ROOT = Path(__file__).resolve().parents[2]
 
-TARGET = "lambda-python3.13-x86_64"
-REQUIREMENTS = ["benchmod==1.0"]
 PLAIN = "import json, sys\nprint(json.load(sys.stdin)['text'])\n"
-BUNDLED = "import json, sys, bench_mod\nprint(bench_mod.VALUE + json.load(sys.stdin)['text'])\n"
+BUNDLED = "import json, sys, shared_mod\nprint(shared_mod.VALUE, json.load(sys.stdin)['text'])\n"
 
 
 def ready_bundle(endpoint: str, name: str) -> dict[str, Any]:
-    """A ready bundle in the emulator's store (one module); its record, as mcp sends it."""
+    """The e2e tests' ready bundle (one module) in the emulator's store; its record, as mcp
+    sends it."""
     from kiln.aws.clients import ensure_resources, make_clients
     from kiln.bundles.store import BundleStore
 
     clients = make_clients(endpoint_url=endpoint, region="us-east-1")
     ensure_resources(clients, table=name, bucket=name)
-    store = BundleStore(clients.dynamodb, clients.s3, table=name, bucket=name)
-    record = store.ensure("python", TARGET, REQUIREMENTS)
+    made(clients, name, name)
+    record = BundleStore(clients.dynamodb, clients.s3, table=name, bucket=name).ensure(
+        "python", TARGET, REQUIREMENTS
+    )
     assert record is not None
-    data = io.BytesIO()
-    with zipfile.ZipFile(data, "w") as archive:
-        archive.writestr("bench_mod.py", "VALUE = 'bundled '\n")
-    body = data.getvalue()
-    clients.s3.put_object(Bucket=name, Key=record.zip_key, Body=body)
-    store.mark_building(record.id)
-    store.mark_ready(record.id, {"zip_size": len(body), "unpacked_size": 20, "file_count": 1,
-                                 "zip_sha256": hashlib.sha256(body).hexdigest()})  # fmt: skip
-    ready = store.get(record.id)
-    assert ready is not None
-    return dataclasses.asdict(ready)
+    assert record.status == "ready", record
+    return dataclasses.asdict(record)
 
 
 def payload(tenant: str, code: str, bundle: dict[str, Any] | None) -> dict[str, Any]:
@@ -108,7 +98,7 @@ def one_round(tmp: Path, n: int, env: dict[str, str], endpoint: str,
         bare.close()
     kinds: list[tuple[str, str, dict[str, Any] | None, str, dict[str, str]]] = [
         ("plain", PLAIN, None, "hi\n", env),
-        ("bundle", BUNDLED, bundle, "bundled hi\n", env),
+        ("bundle", BUNDLED, bundle, "original hi\n", env),
     ]
     if base is not None:
         path = ":".join([str(base / "functions"), *venv_site()])

@@ -22,6 +22,8 @@ environment between invocations, Lambda's own network, cold-start timing. See th
 from __future__ import annotations
 
 import contextlib
+import hashlib
+import io
 import itertools
 import json
 import os
@@ -30,6 +32,7 @@ import secrets
 import subprocess
 import sys
 import threading
+import zipfile
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -296,3 +299,25 @@ def lambda_stack(
         if mcp is not None:
             mcp.close()
         runners.close()
+
+
+# The bundle the profile's bundle tools use (and bench/runner/new_tenant.py): one module.
+TARGET = "lambda-python3.13-x86_64"
+REQUIREMENTS = ["sharedmod==1.0"]
+
+
+def ready_bundle(clients: Any, table: str, bucket: str) -> None:
+    """The bundle both bundle tools use, ready in the store: one module, VALUE = original."""
+    from kiln.bundles.store import BundleStore
+
+    store = BundleStore(clients.dynamodb, clients.s3, table=table, bucket=bucket)
+    record = store.ensure("python", TARGET, REQUIREMENTS)
+    assert record is not None
+    data = io.BytesIO()
+    with zipfile.ZipFile(data, "w") as archive:
+        archive.writestr("shared_mod.py", "VALUE = 'original'\n")
+    body = data.getvalue()
+    clients.s3.put_object(Bucket=bucket, Key=record.zip_key, Body=body)
+    store.mark_building(record.id)
+    store.mark_ready(record.id, {"zip_size": len(body), "unpacked_size": 20, "file_count": 1,
+                                 "zip_sha256": hashlib.sha256(body).hexdigest()})  # fmt: skip

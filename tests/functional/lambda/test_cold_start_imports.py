@@ -14,6 +14,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -78,13 +79,12 @@ print(json.dumps({
 """
 
 
-def _first_list(aws: AwsStack, **extra: str) -> dict[str, object]:
+def _probe(aws: AwsStack, code: str, names: tuple[str, ...], stdin: str, **extra: str) -> Any:
+    """What `code` prints last (JSON), in a fresh process with a Lambda function's settings."""
     clean = {k: v for k, v in os.environ.items() if not k.startswith(("KILN_", "POWERTOOLS_"))}
-    event = json.loads(EVENT.read_text())
-    event["headers"]["host"] = "127.0.0.1:8000"
     done = subprocess.run(
-        [sys.executable, "-c", PROBE, json.dumps(DEFERRED)],
-        input=json.dumps(event),
+        [sys.executable, "-c", code, json.dumps(names)],
+        input=stdin,
         env={
             **clean,
             "PYTHONPATH": str(ROOT / "functions"),
@@ -102,7 +102,13 @@ def _first_list(aws: AwsStack, **extra: str) -> dict[str, object]:
         check=False,
     )
     assert done.returncode == 0, done.stderr[-3000:]
-    result: dict[str, object] = json.loads(done.stdout.strip().splitlines()[-1])
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def _first_list(aws: AwsStack, **extra: str) -> dict[str, object]:
+    event = json.loads(EVENT.read_text())
+    event["headers"]["host"] = "127.0.0.1:8000"
+    result: dict[str, object] = _probe(aws, PROBE, DEFERRED, json.dumps(event), **extra)
     return result
 
 
@@ -158,22 +164,4 @@ print(json.dumps(sorted(m for m in json.loads(sys.argv[1]) if m in sys.modules))
 def test_the_runner_function_imports_none_of_the_public_functions_machinery(
     aws: AwsStack,
 ) -> None:
-    clean = {k: v for k, v in os.environ.items() if not k.startswith(("KILN_", "POWERTOOLS_"))}
-    done = subprocess.run(
-        [sys.executable, "-c", RUNNER_PROBE, json.dumps(NOT_THE_RUNNERS)],
-        env={
-            **clean,
-            "PYTHONPATH": str(ROOT / "functions"),
-            "AWS_REGION": "us-east-1",
-            "AWS_ENDPOINT_URL": aws.endpoint_url,
-            "AWS_LAMBDA_FUNCTION_NAME": "kiln-probe-runner",
-            "KILN_TABLE": aws.table,
-            "KILN_BUCKET": aws.bucket,
-        },
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    assert json.loads(done.stdout.strip().splitlines()[-1]) == [], done.stdout[-3000:]
+    assert _probe(aws, RUNNER_PROBE, NOT_THE_RUNNERS, "") == []
