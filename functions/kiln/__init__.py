@@ -9,7 +9,9 @@ Where a request goes, and the module to open for each step:
     local/dev.py           and `kiln stdio`; the CLI, cli/main.py: all start in stack.py
     settings.py            every environment variable, read once, typed (the only reader)
     stack.py               the composition root: settings -> clients, stores, bundles, runner,
-                           access control, authoring service, MCP endpoints: one `Kiln`
+                           access control, authoring service, MCP endpoints: one `Kiln`;
+    process.py             its light part: process setup, clients, telemetry, runner settings
+                           (all the runner function imports of it)
     api/apps.py            both HTTP apps over one MCP route list (api/mcp.py) and one lifespan;
                            api/middleware.py guards Origin/Host and adds CORS
     api/mcp_serving.py     an MCP route's work: authenticate (api/auth.py), read the capped body,

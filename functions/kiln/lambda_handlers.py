@@ -6,7 +6,10 @@ Each function's handler is made during the init phase (which SnapStart snapshots
 the one that function uses: `kiln.lambda_handlers.mcp` never imports the admin app or the
 builder. Mangum runs with the ASGI lifespan off, because it would start and stop the app on
 every invocation; the app's resources live in these module-level objects instead, so warm
-invocations reuse them. Everything is built by `kiln.stack` from the function's settings.
+invocations reuse them. Everything is built by `kiln.stack` from the function's settings;
+the runner function needs none of it but its process setup, clients and runner settings
+(`kiln.process`), and imports `kiln.stack` never (a new tenant's first call pays for every
+import: bench/runner/new_tenant.py).
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from kiln import stack
+from kiln import process
 from kiln.observability import telemetry as observability
 from kiln.settings import Settings
 
@@ -27,16 +30,17 @@ if TYPE_CHECKING:
 BUILD_DIR = Path("/tmp")  # noqa: S108
 
 settings = Settings.from_env()
-clients = stack.aws_clients(settings)
-telemetry = stack.telemetry(settings)
+clients = process.aws_clients(settings)
+telemetry = process.telemetry(settings)
 
 
 def _http(serves: Serves, name: str) -> observability.Handler:
     from mangum import Mangum
 
+    from kiln import stack
     from kiln.api.apps import build_app
 
-    stack.prepare_process()
+    process.prepare_process()
     # Mangum logs "POST /mcp 200" at INFO for every request, which Lambda's JSON log format
     # (template.yaml) lets through: the request's own line says it already.
     logging.getLogger("mangum.http").setLevel(logging.WARNING)
@@ -49,7 +53,7 @@ def _builder() -> observability.Handler:
     from kiln.bundles.scheduler import handle_build_event
     from kiln.bundles.store import BundleStore
 
-    stack.prepare_process()
+    process.prepare_process()
     store = BundleStore(clients.dynamodb, clients.s3, table=settings.table, bucket=settings.bucket)
     toolchain = Toolchain.from_settings(settings.bundles)
 
@@ -62,9 +66,10 @@ def _builder() -> observability.Handler:
 
 
 def _worker() -> observability.Handler:
+    from kiln import stack
     from kiln.tasks.worker import handle_event
 
-    stack.prepare_process()  # tools cannot read this process's environ (AWS credentials)
+    process.prepare_process()  # tools cannot read this process's environ (AWS credentials)
     kiln = stack.build_kiln(settings, clients=clients)
     worker = kiln.task_worker
 
@@ -77,11 +82,11 @@ def _worker() -> observability.Handler:
 def _runner() -> observability.Handler:
     from kiln.serving.runner_function import RunnerFunction
 
-    stack.prepare_process()  # tools cannot read this process's environ (AWS credentials)
+    process.prepare_process()  # tools cannot read this process's environ (AWS credentials)
     # The runner publishes no metric but its cold start: no warning line for every run.
     warnings.filterwarnings("ignore", message="No application metrics to publish")
     function = RunnerFunction(
-        stack.runner_settings(settings),
+        process.runner_settings(settings),
         clients.s3,
         settings.bucket,
         runtime_api=settings.runtime_api,

@@ -286,7 +286,7 @@ class Settings:
     run_shared_dirs: tuple[str, ...] = ()  # KILN_RUN_SHARED_DIRS: every run may use these
     run_unix_sockets: bool = False  # KILN_RUN_UNIX_SOCKETS: runs may make unix sockets
     # KILN_RUN_TCP_PORTS: where runs may connect ("all"; "auto": common ports when the
-    # store is a local emulator, else all; or "80,443,8000-8099"), see stack.run_tcp_ports.
+    # store is a local emulator, else all; or "80,443,8000-8099"), see process.run_tcp_ports.
     run_tcp_ports: tuple[int, ...] | str = "auto"
     # KILN_SERIALIZE_SHARED_UID_RUNS: runs sharing one uid (no root) go one at a time unless
     # this is turned off (trusted tools only).

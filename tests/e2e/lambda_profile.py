@@ -22,6 +22,8 @@ environment between invocations, Lambda's own network, cold-start timing. See th
 from __future__ import annotations
 
 import contextlib
+import hashlib
+import io
 import itertools
 import json
 import os
@@ -30,6 +32,7 @@ import secrets
 import subprocess
 import sys
 import threading
+import zipfile
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -65,6 +68,7 @@ class Environment:
     stores: list[str] = field(default_factory=list)  # URLs it may reach (forwarded)
     tenant: str | None = None
     uid: int = field(default_factory=lambda: next(_uids))
+    module: str = "kiln.lambda_handlers"  # `operator` with handler `is_`: a bare runtime
 
     def __post_init__(self) -> None:
         self.tmp.mkdir(parents=True, exist_ok=True)
@@ -87,7 +91,7 @@ class Environment:
             "AWS_LAMBDA_FUNCTION_MEMORY_SIZE": "1024",
             "AWS_LAMBDA_LOG_GROUP_NAME": f"/aws/lambda/kiln-profile-{self.handler}",
             "AWS_LAMBDA_LOG_STREAM_NAME": "profile",
-            "_HANDLER": f"kiln.lambda_handlers.{self.handler}",
+            "_HANDLER": f"{self.module}.{self.handler}",
             "AWS_REGION": "us-east-1",
             "POWERTOOLS_SERVICE_NAME": "kiln",
             "POWERTOOLS_METRICS_NAMESPACE": "Kiln",
@@ -101,7 +105,7 @@ class Environment:
             "tap": str(self.tap),
             "reachable": [PYTHON, python_home()],
             "read_only": [str(ROOT), python_home(), "/usr", "/etc"],
-            "argv": [PYTHON, "-m", "awslambdaric", f"kiln.lambda_handlers.{self.handler}"],
+            "argv": [PYTHON, "-m", "awslambdaric", f"{self.module}.{self.handler}"],
             "env": env,
         }
         (self.tmp / "config.json").write_text(json.dumps(config))
@@ -295,3 +299,25 @@ def lambda_stack(
         if mcp is not None:
             mcp.close()
         runners.close()
+
+
+# The bundle the profile's bundle tools use (and bench/runner/new_tenant.py): one module.
+TARGET = "lambda-python3.13-x86_64"
+REQUIREMENTS = ["sharedmod==1.0"]
+
+
+def ready_bundle(clients: Any, table: str, bucket: str) -> None:
+    """The bundle both bundle tools use, ready in the store: one module, VALUE = original."""
+    from kiln.bundles.store import BundleStore
+
+    store = BundleStore(clients.dynamodb, clients.s3, table=table, bucket=bucket)
+    record = store.ensure("python", TARGET, REQUIREMENTS)
+    assert record is not None
+    data = io.BytesIO()
+    with zipfile.ZipFile(data, "w") as archive:
+        archive.writestr("shared_mod.py", "VALUE = 'original'\n")
+    body = data.getvalue()
+    clients.s3.put_object(Bucket=bucket, Key=record.zip_key, Body=body)
+    store.mark_building(record.id)
+    store.mark_ready(record.id, {"zip_size": len(body), "unpacked_size": 20, "file_count": 1,
+                                 "zip_sha256": hashlib.sha256(body).hexdigest()})  # fmt: skip

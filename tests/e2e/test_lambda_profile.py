@@ -9,25 +9,28 @@ tool (tenant) gets environments of its own. See `lambda_profile.py`.
 from __future__ import annotations
 
 import base64
-import hashlib
-import io
 import json
 import os
 import secrets
 import time
 import uuid
-import zipfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from e2e.lambda_profile import Environment, admin_function, lambda_stack
+from e2e.lambda_profile import (
+    REQUIREMENTS,
+    TARGET,
+    Environment,
+    admin_function,
+    lambda_stack,
+    ready_bundle,
+)
 from e2e.test_lambda_runtime import answer_body, call_text, event_for, rpc
 from kiln.aws.clients import ensure_resources, make_clients
 from kiln.bundles.identity import bundle_id
-from kiln.bundles.store import BundleStore
 from kiln.catalog.rules import check_draft
 from kiln.catalog.store import CatalogStore
 from kiln.identity.keys import KeyStore
@@ -218,8 +221,6 @@ CREDENTIAL = "runner-credential-" + secrets.token_hex(12)
 # Two tools with the same requirements share one bundle (content-addressed). A rewrites the
 # module in its unpacked copy and plants files in the bundle, beside it and in the places a
 # runner keeps in /tmp; B must still import the original, and so must A's own next run.
-TARGET = "lambda-python3.13-x86_64"
-REQUIREMENTS = ["sharedmod==1.0"]
 BUNDLE_A = r"""
 import glob, json, os, sys
 import shared_mod
@@ -254,21 +255,6 @@ class FixedTarget:
 
     def identify(self, language: str, requirements: tuple[str, ...]) -> str | None:
         return bundle_id(language, TARGET, requirements)
-
-
-def ready_bundle(clients: Any, table: str, bucket: str) -> None:
-    """The bundle both bundle tools use, ready in the store: one module, VALUE = original."""
-    store = BundleStore(clients.dynamodb, clients.s3, table=table, bucket=bucket)
-    record = store.ensure("python", TARGET, REQUIREMENTS)
-    assert record is not None
-    data = io.BytesIO()
-    with zipfile.ZipFile(data, "w") as archive:
-        archive.writestr("shared_mod.py", "VALUE = 'original'\n")
-    body = data.getvalue()
-    clients.s3.put_object(Bucket=bucket, Key=record.zip_key, Body=body)
-    store.mark_building(record.id)
-    store.mark_ready(record.id, {"zip_size": len(body), "unpacked_size": 20, "file_count": 1,
-                                 "zip_sha256": hashlib.sha256(body).hexdigest()})  # fmt: skip
 
 
 @pytest.fixture(scope="module")

@@ -68,16 +68,25 @@ class StateSealer:
         ttl_s: float = DEFAULT_TTL_S,
         clock: Callable[[], float] = time.time,
     ) -> None:
-        from cryptography.hazmat.primitives import hashes
-        from cryptography.hazmat.primitives.ciphers.aead import AESGCM
-        from cryptography.hazmat.primitives.kdf.hkdf import HKDF
-
-        key = HKDF(
-            algorithm=hashes.SHA256(), length=32, salt=None, info=b"kiln request state v1"
-        ).derive(secret or os.urandom(32))
-        self._aead = AESGCM(key)
+        # The key is derived on the first seal or open: cryptography's bindings cost a cold
+        # start ~70 ms of CPU, and most processes never see a multi round-trip call.
+        self._secret = secret or os.urandom(32)
+        self._key: Any = None
         self._ttl_s = ttl_s
         self._clock = clock
+
+    @property
+    def _aead(self) -> Any:
+        if self._key is None:
+            from cryptography.hazmat.primitives import hashes
+            from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+            from cryptography.hazmat.primitives.kdf.hkdf import HKDF
+
+            key = HKDF(
+                algorithm=hashes.SHA256(), length=32, salt=None, info=b"kiln request state v1"
+            ).derive(self._secret)
+            self._key = AESGCM(key)
+        return self._key
 
     def seal(self, binding: Binding, content: Mapping[str, Any]) -> str:
         """A token carrying `content` for this call, valid for the sealer's ttl."""

@@ -33,7 +33,7 @@ DEFAULT_RUN_UIDS = (60000, 61000)
 
 # Where tools usually connect: every well-known port (web, mail, DNS over TCP, ...) and the
 # common service ports above it (databases, queues, search, web servers on 8000/8080,
-# local model servers). Used where runs must not reach every port (see stack.run_tcp_ports).
+# local model servers). Used where runs must not reach every port (see process.run_tcp_ports).
 COMMON_TCP_PORTS = (
     *range(1, 1024),
     *(1433, 1521, 2181, 3000, 3306, 4000, 4222, 5000, 5432, 5672, 5984, 6379, 6443, 7474),
@@ -110,7 +110,7 @@ class RunnerSettings:
     # open is then theirs to reach. Off: `socket(AF_UNIX)` is refused (contain.run_filter).
     unix_sockets: bool = False
     # The TCP ports runs may connect to, where Landlock can say (ABI 4); None: any port.
-    # `kiln dev` leaves its local emulator's port out (see `kiln.stack.run_tcp_ports`).
+    # `kiln dev` leaves its local emulator's port out (see `kiln.process.run_tcp_ports`).
     tcp_ports: tuple[int, ...] | None = None
     # Fence runs with Landlock where the kernel has it (README: "What isolates one tool from
     # another"); False only to see what holds without it (Lambda's kernels, older ones).

@@ -3,7 +3,7 @@
 As root each run has its own uid, and the kernel's socket table (/proc/net/tcp, tcp6) says
 which uid owns the client end of a connection: a uid from the run range is a run. Runs
 sharing the server's uid cannot be told apart this way (under Landlock they cannot reach
-the server's port at all: `kiln.stack.run_tcp_ports` leaves it out).
+the server's port at all: `kiln.process.run_tcp_ports` leaves it out).
 """
 
 from __future__ import annotations

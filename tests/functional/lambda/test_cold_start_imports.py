@@ -14,6 +14,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -48,6 +49,9 @@ DEFERRED = (
     "Stemmer",
     # code mode's stubs: made by the first execute of a view, never by a list
     "kiln.protocol.codestubs",
+    # requestState's AES-GCM: loaded by the first multi round-trip call (~70 ms of CPU)
+    "cryptography",
+    "_cffi_backend",
 )
 
 PROBE = """
@@ -75,13 +79,12 @@ print(json.dumps({
 """
 
 
-def _first_list(aws: AwsStack, **extra: str) -> dict[str, object]:
+def _probe(aws: AwsStack, code: str, names: tuple[str, ...], stdin: str, **extra: str) -> Any:
+    """What `code` prints last (JSON), in a fresh process with a Lambda function's settings."""
     clean = {k: v for k, v in os.environ.items() if not k.startswith(("KILN_", "POWERTOOLS_"))}
-    event = json.loads(EVENT.read_text())
-    event["headers"]["host"] = "127.0.0.1:8000"
     done = subprocess.run(
-        [sys.executable, "-c", PROBE, json.dumps(DEFERRED)],
-        input=json.dumps(event),
+        [sys.executable, "-c", code, json.dumps(names)],
+        input=stdin,
         env={
             **clean,
             "PYTHONPATH": str(ROOT / "functions"),
@@ -99,7 +102,13 @@ def _first_list(aws: AwsStack, **extra: str) -> dict[str, object]:
         check=False,
     )
     assert done.returncode == 0, done.stderr[-3000:]
-    result: dict[str, object] = json.loads(done.stdout.strip().splitlines()[-1])
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def _first_list(aws: AwsStack, **extra: str) -> dict[str, object]:
+    event = json.loads(EVENT.read_text())
+    event["headers"]["host"] = "127.0.0.1:8000"
+    result: dict[str, object] = _probe(aws, PROBE, DEFERRED, json.dumps(event), **extra)
     return result
 
 
@@ -125,3 +134,34 @@ def test_the_public_handler_answers_its_first_tools_list_without_the_deferred_mo
     assert loaded["tools"] == listed
     assert loaded["at import"] == []
     assert loaded["after the answer"] == []
+
+
+# The runner function runs one tool per invocation: none of the catalog, access, accounting,
+# protocol or HTTP machinery is its own (a new tenant's first call pays for every import).
+NOT_THE_RUNNERS = (
+    "kiln.stack",
+    "kiln.access",
+    "kiln.accounting",
+    "kiln.catalog.store",
+    "kiln.protocol",
+    "kiln.serving.backend",
+    "kiln.api.apps",
+    "kiln.tasks.worker",
+    "kiln.bundles.build",
+    "starlette",
+    "mangum",
+    "cryptography",
+)
+
+RUNNER_PROBE = """
+import json, sys
+from kiln.lambda_handlers import runner
+
+print(json.dumps(sorted(m for m in json.loads(sys.argv[1]) if m in sys.modules)))
+"""
+
+
+def test_the_runner_function_imports_none_of_the_public_functions_machinery(
+    aws: AwsStack,
+) -> None:
+    assert _probe(aws, RUNNER_PROBE, NOT_THE_RUNNERS, "") == []

@@ -57,8 +57,11 @@ MAY_IMPORT: dict[str, set[str]] = {
         "serving",
     },
     "studio": set(),
+    # What an entry point sets up in its process (the runner function imports no more).
+    "process": {"aws", "observability", "runner", "settings"},
     "settings": {"api", "identity", "protocol", "runner", "tasks", "access", "bundles", "catalog"},
     "stack": {
+        "process",
         "access",
         "accounting",
         "authoring",

@@ -1,7 +1,7 @@
 """No room sees the whole `Settings`: each gets its own small frozen settings, built by
 `kiln.settings` and passed in by `kiln.stack`.
 
-Only the composers and entry points (`settings`, `stack`, `lambda_handlers`, `local/`,
+Only the composers and entry points (`settings`, `stack`, `process`, `lambda_handlers`, `local/`,
 `cli/`) may name `kiln.settings.Settings`, under `if TYPE_CHECKING:` too: a room that took a
 `Settings` could read any of its fifty fields, and nobody could tell from its signature what
 it depends on. A room's HTTP handlers do not reach round it either: they read
@@ -16,7 +16,7 @@ import importlib
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[3] / "functions" / "kiln"
-COMPOSERS = {"settings.py", "stack.py", "lambda_handlers.py"}
+COMPOSERS = {"settings.py", "stack.py", "process.py", "lambda_handlers.py"}
 ENTRY_ROOMS = {"local", "cli"}
 RUNNING_KILN = ("kiln_of(request)", "kiln", "request.app.state.kiln")
 

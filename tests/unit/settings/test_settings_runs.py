@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from kiln.process import run_tcp_ports, runner_settings
 from kiln.settings import Settings, SettingsError
-from kiln.stack import run_tcp_ports, runner_settings
 
 
 def test_run_uids_are_an_inclusive_range_and_off_turns_them_off() -> None:
