@@ -2,6 +2,7 @@ __all__ = [
     "changelog",
     "errors",
     "files",
+    "fingerprint",
     "model",
     "names",
     "requirements",

@@ -65,6 +65,9 @@ class Revision:
     task: TaskMode | None = None
     tags: tuple[str, ...] = ()
     calls: tuple[str, ...] = ()
+    # sha256:<hex> over what it is and what runs, under the name it was saved with
+    # (catalog/fingerprint.py); "" for a revision saved before fingerprints
+    fingerprint: str = ""
 
 
 @dataclass(frozen=True)

@@ -26,6 +26,7 @@ __all__ = [
     "inner",
     "jsontext",
     "jsstubs",
+    "pinning",
     "spec",
     "talking",
     "tasks",

@@ -29,7 +29,8 @@ EXPORTS: dict[str, str] = {
     "aws": "clients directory",
     "bundles": "build cache errors hooks identity scheduler settings store",
     "catalog": (
-        "changelog errors files model names requirements rules secret_names snapshot store syntax "
+        "changelog errors files fingerprint model names requirements rules secret_names snapshot "
+        "store syntax "
         "toolfiles violations"
     ),
     "cli": "main",
@@ -39,7 +40,7 @@ EXPORTS: dict[str, str] = {
     "protocol": (
         "CallContext CallLimits HttpRequest HttpResponse McpEndpoint ProtocolSettings ToolBackend "
         "ToolOutcome ToolView backend calling codestubs discovery dispatch errors guard http inner "
-        "jsontext jsstubs spec talking tasks wire"
+        "jsontext jsstubs pinning spec talking tasks wire"
     ),
     "runner": (
         "InvalidArgumentsError NodeUnavailableError RunLimits RunRequest RunResult Runner "

@@ -1,0 +1,120 @@
+"""A revision's fingerprint: SHA-256 over the RFC 8785 (JCS) form of what it is and what runs.
+
+`sha256:<64 hex>`, the same in every process, on every machine and Python, whatever order a
+dict was built in (JCS sorts keys by UTF-16 code units and writes numbers as ECMAScript does:
+`30.0` and `30` are one number). What is in, and why (catalog/README.md says the same):
+
+| in the form        | because                                                            |
+| ------------------ | ------------------------------------------------------------------ |
+| name, title, description, input and output schemas, annotations, task | what a client is shown |
+| language, code (its sha256), files (path -> sha256), timeout_seconds | what runs, and how long |
+| requirements, bundle (its id) | the packages: a bundle id names one set of resolved versions |
+| secrets (their names), calls | what the run is given: which secrets, which tools it may call |
+
+Out: the tool's id, the revision's number, who saved it and when, what it was restored from,
+its tags (never sent to a client; views select by them) and the tool's enabled flag (state,
+not definition; a disabled tool is not served at all). A secret's value is out too: it is
+not part of a revision and changes without one.
+
+The packages are in through the bundle id. A bundle id is the hash of (language, runtime
+target, normalised requirements, recipe version), known at save, and a bundle is built
+`ready` at most once (`ready` is final: kiln/bundles/store.py), so one id names one lock of
+resolved versions forever, which `kiln bundles show ID` prints. So the fingerprint is final
+at save, the same before and after the build, and any other set of resolved versions (a
+requirement, a target, a recipe) is another bundle id, so another fingerprint.
+
+The name is the tool's, not the revision's (a rename makes no revision): each revision keeps
+the fingerprint it had under the name it was saved with (`Revision.fingerprint`), and what
+Kiln serves is `of(tool.name, revision)`, the same unless the tool was renamed since.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Mapping
+from typing import Any
+
+import rfc8785
+
+from kiln.catalog.model import Revision
+
+PREFIX = "sha256:"
+PATTERN = re.compile(r"sha256:[0-9a-f]{64}")
+RULE = "a fingerprint is sha256: followed by 64 lower-case hex digits"
+FORM = 1  # bumped if what is in the form ever changes, so an old fingerprint cannot match
+# The fields of a Revision in the form, by the name they have there; the rest are out.
+IN = (
+    "title",
+    "description",
+    "language",
+    "input_schema",
+    "output_schema",
+    "annotations",
+    "task",
+    "timeout_seconds",
+    "requirements",
+    "secrets",
+    "calls",
+)
+# In under another name: code_sha256 as "code", files, bundle_id as "bundle".
+RENAMED = ("code_sha256", "files", "bundle_id")
+# code_key is where the code is kept (its sha256 and language, both in already).
+OUT = ("tool_id", "number", "created_at", "created_by", "restored_from", "tags", "code_key",
+       "fingerprint")  # fmt: skip
+_SAFE = 2**53 - 1  # I-JSON's integers; JCS refuses larger ones
+
+
+def canonical_form(name: str, revision: Revision) -> dict[str, Any]:
+    """What the fingerprint is taken over, as plain JSON values."""
+    form: dict[str, Any] = {"form": FORM, "name": name}
+    form.update({field: _plain(getattr(revision, field)) for field in IN})
+    form["code"] = PREFIX + revision.code_sha256
+    form["files"] = {path: PREFIX + sha for path, sha in revision.files.items()}
+    form["bundle"] = revision.bundle_id
+    return form
+
+
+def canonical_bytes(name: str, revision: Revision) -> bytes:
+    return rfc8785.dumps(canonical_form(name, revision))
+
+
+def of(name: str, revision: Revision) -> str:
+    """The fingerprint of `revision` under `name` (~0.1 ms for a tool with ten arguments)."""
+    return PREFIX + hashlib.sha256(canonical_bytes(name, revision)).hexdigest()
+
+
+_served: dict[tuple[str, str], str] = {}
+
+
+def served(name: str, revision: Revision) -> str:
+    """`of(name, revision)`, computed once per process for a saved revision and a name.
+
+    The fingerprint stored at save names the revision's content (under the name it was saved
+    with), so with the name served it is a key for the result; it is never served unchecked.
+    """
+    if not revision.fingerprint:
+        return of(name, revision)  # saved before fingerprints: computed every time
+    key = (name, revision.fingerprint)
+    found = _served.get(key)
+    if found is None:
+        if len(_served) >= 16384:
+            _served.clear()
+        found = _served[key] = of(name, revision)
+    return found
+
+
+def is_fingerprint(text: object) -> bool:
+    return isinstance(text, str) and PATTERN.fullmatch(text) is not None
+
+
+def _plain(value: Any) -> Any:
+    """JSON values JCS takes: tuples as lists, and integers past 2**53 as the doubles every
+    JSON reader that follows I-JSON reads them as."""
+    if isinstance(value, Mapping):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) > _SAFE:
+        return float(value)
+    return value
