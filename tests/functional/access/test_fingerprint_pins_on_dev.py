@@ -161,6 +161,32 @@ def test_a_view_pin_by_fingerprint_must_name_a_revision_that_has_it(dev: DevServ
     assert "no tool is named 'ghost'" in answer.text, answer.text
 
 
+def test_the_modern_wire_carries_the_pin_beside_its_required_meta(dev: DevServer) -> None:
+    ok(dev.api("POST", "/api/tools", json=tool("vm", "modern")), 201)
+    now = listed(dev)["vm"]
+    meta = {
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {},
+        "io.modelcontextprotocol/clientInfo": {"name": "pins-test"},
+    }
+    headers = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream",
+               "MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call",
+               "Mcp-Name": "vm"}  # fmt: skip
+
+    def call_modern(pinned: str) -> dict[str, Any]:
+        params = {"name": "vm", "arguments": {}, "_meta": {**meta, KEY: pinned}}
+        body = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params}
+        answer = dev.http.post(dev.url + "/mcp", json=body, headers=headers)
+        assert answer.status_code in (200, 400), answer.text
+        reply: dict[str, Any] = answer.json()
+        return reply
+
+    assert call_modern(now)["result"]["content"][0]["text"].strip() == "modern"
+    stale = call_modern("sha256:" + "1" * 64)["error"]
+    assert stale["code"] == -32602, stale
+    assert stale["data"]["fingerprint"] == now, stale
+
+
 def test_a_fingerprint_that_is_not_one_is_refused_and_nothing_runs(dev: DevServer) -> None:
     ok(dev.api("POST", "/api/tools", json=tool("vq", "ran")), 201)
     body = ok(dev.mcp("tools/call", {"name": "vq", "arguments": {}, "_meta": {KEY: "sha256:x"}}))
