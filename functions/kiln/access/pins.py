@@ -25,7 +25,8 @@ from kiln.catalog.model import Revision, Tool
 
 # What a revision is, apart from where and when it was made: two revisions with one digest
 # run the same code with the same files, packages, schemas and limits.
-_NOT_CONTENT = ("tool_id", "number", "created_at", "created_by", "restored_from", "fingerprint")
+_NOT_CONTENT = ("tool_id", "number", "created_at", "created_by", "restored_from", "fingerprint",
+                "saved_as")  # fmt: skip
 
 
 def content_digest(revision: Revision) -> str:

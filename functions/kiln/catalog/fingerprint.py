@@ -24,8 +24,8 @@ at save, the same before and after the build, and any other set of resolved vers
 requirement, a target, a recipe) is another bundle id, so another fingerprint.
 
 The name is the tool's, not the revision's (a rename makes no revision): each revision keeps
-the fingerprint it had under the name it was saved with (`Revision.fingerprint`), and what
-Kiln serves is `of(tool.name, revision)`, the same unless the tool was renamed since.
+the fingerprint it had under the name it was saved with (`Revision.fingerprint`, `saved_as`),
+and what Kiln serves is `of(tool.name, revision)`: that one unless the tool was renamed since.
 """
 
 from __future__ import annotations
@@ -33,6 +33,7 @@ from __future__ import annotations
 import hashlib
 import re
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 import rfc8785
@@ -61,7 +62,7 @@ IN = (
 RENAMED = ("code_sha256", "files", "bundle_id")
 # code_key is where the code is kept (its sha256 and language, both in already).
 OUT = ("tool_id", "number", "created_at", "created_by", "restored_from", "tags", "code_key",
-       "fingerprint")  # fmt: skip
+       "fingerprint", "saved_as")  # fmt: skip
 _SAFE = 2**53 - 1  # I-JSON's integers; JCS refuses larger ones
 
 
@@ -84,17 +85,25 @@ def of(name: str, revision: Revision) -> str:
     return PREFIX + hashlib.sha256(canonical_bytes(name, revision)).hexdigest()
 
 
+def sealed(name: str, revision: Revision) -> Revision:
+    """The revision as it is saved under `name`: with its fingerprint, and that name."""
+    return replace(revision, fingerprint=of(name, revision), saved_as=name)
+
+
 _served: dict[tuple[str, str], str] = {}
 
 
 def served(name: str, revision: Revision) -> str:
-    """`of(name, revision)`, computed once per process for a saved revision and a name.
+    """`of(name, revision)`: the stored one while the tool has the name it was saved with,
+    else computed once per process for a saved revision and a name.
 
     The fingerprint stored at save names the revision's content (under the name it was saved
-    with), so with the name served it is a key for the result; it is never served unchecked.
+    with), so with the name served it is a key for the result.
     """
     if not revision.fingerprint:
         return of(name, revision)  # saved before fingerprints: computed every time
+    if name == revision.saved_as:
+        return revision.fingerprint
     key = (name, revision.fingerprint)
     found = _served.get(key)
     if found is None:

@@ -65,9 +65,10 @@ class Revision:
     task: TaskMode | None = None
     tags: tuple[str, ...] = ()
     calls: tuple[str, ...] = ()
-    # sha256:<hex> over what it is and what runs, under the name it was saved with
-    # (catalog/fingerprint.py); "" for a revision saved before fingerprints
+    # sha256:<hex> over what it is and what runs, under the name it was saved with, saved_as
+    # (catalog/fingerprint.py); both "" for a revision saved before fingerprints
     fingerprint: str = ""
+    saved_as: str = ""
 
 
 @dataclass(frozen=True)

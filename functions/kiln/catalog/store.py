@@ -257,7 +257,7 @@ class CatalogStore:
             return current  # restoring what is already the head makes no new revision
         revision = replace(old, number=expected_revision + 1, created_at=self.clock(),
                            created_by=actor, restored_from=number)  # fmt: skip
-        revision = replace(revision, fingerprint=fingerprint.of(current.name, revision))
+        revision = fingerprint.sealed(current.name, revision)
         return self._commit_revision(current, revision, enabled=current.enabled)
 
     def set_enabled(self, ref: str, enabled: bool, *, actor: str = "") -> Tool:
@@ -408,7 +408,7 @@ class CatalogStore:
             created_by=actor,
             files=files,
         )
-        return replace(revision, fingerprint=fingerprint.of(draft.name, revision))
+        return fingerprint.sealed(draft.name, revision)
 
     def _check_head(self, tool: Tool, expected: int) -> None:
         if tool.head.number != expected:

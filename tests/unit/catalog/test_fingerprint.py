@@ -67,6 +67,7 @@ CHANGES_OUT: dict[str, Any] = {
     "tags": ("finance", "uk"),
     "code_key": "code/elsewhere.py",
     "fingerprint": "sha256:" + "0" * 64,
+    "saved_as": "old_name",
 }
 
 
@@ -102,8 +103,12 @@ def test_a_change_of_nothing_a_client_sees_or_runs_leaves_the_fingerprint(field:
 
 def test_the_name_it_is_served_under_is_in_the_fingerprint() -> None:
     assert fingerprint.of("add_tax", REVISION) != BASE
-    assert fingerprint.served("add_tax", replace(REVISION, fingerprint=BASE)) != BASE
-    assert fingerprint.served("add_vat", replace(REVISION, fingerprint=BASE)) == BASE
+    saved = fingerprint.sealed("add_vat", REVISION)
+    assert (saved.fingerprint, saved.saved_as) == (BASE, "add_vat")
+    assert fingerprint.served("add_vat", saved) == BASE
+    assert fingerprint.served("add_tax", saved) == fingerprint.of("add_tax", REVISION)
+    # saved before fingerprints: computed from what it holds
+    assert fingerprint.served("add_vat", replace(REVISION, fingerprint="", saved_as="")) == BASE
 
 
 def test_a_change_inside_a_schema_or_a_file_list_changes_it() -> None:
