@@ -35,7 +35,8 @@ Rooms (one noun each; a room's __init__.py is its face, `__all__` what other roo
     identity/       who is calling: keys, tokens, policy, metadata, audit
     access/         what a caller may see and spend: views, pins, quotas, approvals, secrets
     accounting/     what each call cost and did: its account, the gate, the ledger, usage
-    catalog/        model, rules (names, schemas, requirements), store, snapshot, tool folders
+    catalog/        model, rules (names, schemas, requirements), store, snapshot, tool folders,
+                    fingerprints (catalog/README.md)
     tasks/          long-running tools: service (TaskService), store, worker
     bundles/        dependency bundles: identity, build, store, cache, scheduler
     runner/         runs one script; the same code in kiln dev and in the runner function
