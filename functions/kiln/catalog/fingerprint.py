@@ -66,23 +66,31 @@ OUT = ("tool_id", "number", "created_at", "created_by", "restored_from", "tags",
 _SAFE = 2**53 - 1  # I-JSON's integers; JCS refuses larger ones
 
 
-def canonical_form(name: str, revision: Revision) -> dict[str, Any]:
-    """What the fingerprint is taken over, as plain JSON values."""
+def canonical_form(name: str, revision: Revision, packages: str | None = None) -> dict[str, Any]:
+    """What the fingerprint is taken over, as plain JSON values.
+
+    `packages`: the digest of what the revision's bundle resolved to (its record's
+    `resolved_sha256`, kiln/bundles/resolved.py), which then stands in for the bundle id.
+    """
     form: dict[str, Any] = {"form": FORM, "name": name}
     form.update({field: _plain(getattr(revision, field)) for field in IN})
     form["code"] = PREFIX + revision.code_sha256
     form["files"] = {path: PREFIX + sha for path, sha in revision.files.items()}
-    form["bundle"] = revision.bundle_id
+    if packages is None:
+        form["bundle"] = revision.bundle_id
+    else:
+        form["packages"] = packages
     return form
 
 
-def canonical_bytes(name: str, revision: Revision) -> bytes:
-    return rfc8785.dumps(canonical_form(name, revision))
+def canonical_bytes(name: str, revision: Revision, packages: str | None = None) -> bytes:
+    return rfc8785.dumps(canonical_form(name, revision, packages))
 
 
-def of(name: str, revision: Revision) -> str:
-    """The fingerprint of `revision` under `name` (~0.1 ms for a tool with ten arguments)."""
-    return PREFIX + hashlib.sha256(canonical_bytes(name, revision)).hexdigest()
+def of(name: str, revision: Revision, packages: str | None = None) -> str:
+    """The fingerprint of `revision` under `name` (~0.1 ms for a tool with ten arguments);
+    with `packages`, the one that names the exact versions its bundle resolved to."""
+    return PREFIX + hashlib.sha256(canonical_bytes(name, revision, packages)).hexdigest()
 
 
 def sealed(name: str, revision: Revision) -> Revision:

@@ -156,3 +156,26 @@ def test_integers_past_i_json_are_taken_as_the_doubles_clients_read() -> None:
 )
 def test_only_the_sha256_form_is_a_fingerprint(text: object) -> None:
     assert not fingerprint.is_fingerprint(text)
+
+
+NO_PACKAGES = replace(REVISION, requirements=(), bundle_id=None)
+# A tool without packages keeps the fingerprint it had before resolved versions were folded
+# in (computed by the form of commit b2bb975).
+NO_PACKAGES_PRINT = "sha256:cf939cce24b9386e1b3d0046fea47cd3959e07928036861c6c6af4f40d7dadcd"
+
+
+def test_a_tool_without_packages_keeps_its_fingerprint() -> None:
+    assert fingerprint.of("add_vat", NO_PACKAGES) == NO_PACKAGES_PRINT
+
+
+def test_what_the_bundle_resolved_to_stands_in_for_the_bundle_id() -> None:
+    one, other = "sha256:" + "1" * 64, "sha256:" + "2" * 64
+    form = fingerprint.canonical_form("add_vat", REVISION, one)
+    assert form["packages"] == one
+    assert "bundle" not in form
+    assert fingerprint.of("add_vat", REVISION, one) != fingerprint.of("add_vat", REVISION, other)
+    assert fingerprint.of("add_vat", REVISION, one) != BASE
+    # one resolution is one fingerprint, whatever bundle id (target, recipe) built it
+    moved = replace(REVISION, bundle_id="d" * 32)
+    assert fingerprint.of("add_vat", moved, one) == fingerprint.of("add_vat", REVISION, one)
+    assert fingerprint.of("add_vat", moved) != BASE
