@@ -36,7 +36,6 @@ from kiln.bundles.errors import BuildError
 from kiln.bundles.identity import Target, parse_target, split_node_requirement
 from kiln.bundles.layers import LayerError, build_layers
 from kiln.bundles.owned_dirs import UnsafeDirectoryError, temp_place
-from kiln.bundles.resolved import digest, entries
 from kiln.bundles.settings import BundleSettings
 from kiln.bundles.store import BundleRecord
 from kiln.bundles.uv import Uv, find_uv
@@ -196,15 +195,12 @@ def _manifest(
     duration: float,
 ) -> dict[str, Any]:
     """The bundle's manifest: what was asked for, what was installed and what was built."""
-    resolved = entries(record.language, lock)
     return {
         "bundle_id": record.id,
         "language": record.language,
         "target": record.target,
         "requirements": list(record.requirements),
         "lock": lock,
-        "resolved": list(resolved),
-        "resolved_sha256": digest(resolved),
         "file_count": contents.count,
         "unpacked_size": contents.unpacked,
         "zip_size": zip_path.stat().st_size,

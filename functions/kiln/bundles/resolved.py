@@ -43,3 +43,9 @@ def entries(language: str, lock: Iterable[Mapping[str, Any]]) -> tuple[str, ...]
 def digest(lines: Iterable[str]) -> str:
     """`sha256:<hex>` over the lines, each ended by a newline."""
     return PREFIX + hashlib.sha256("".join(f"{line}\n" for line in lines).encode()).hexdigest()
+
+
+def described(language: str, lock: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
+    """A bundle record's `resolved` and `resolved_sha256` for the lock a build made."""
+    lines = entries(language, lock)
+    return {"resolved": list(lines), "resolved_sha256": digest(lines)}

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from kiln.aws.directory import Directory
 from kiln.bundles.identity import bundle_id, normalise_requirements, parse_target
+from kiln.bundles.resolved import described
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -356,10 +357,11 @@ class BundleStore:
         )
 
     def mark_ready(self, bundle_id: str, manifest: Mapping[str, Any]) -> BundleRecord:
-        """building -> ready, with the built zip's size and hash and what it resolved to
-        (`resolved`, `resolved_sha256`: bundles/resolved.py) from its manifest."""
+        """building -> ready, with the built zip's size and hash, and what its lock resolved
+        to (`resolved`, `resolved_sha256`: bundles/resolved.py), from its manifest."""
         now = now_iso()
-        resolved = [str(line) for line in manifest.get("resolved", [])]
+        lock = manifest.get("lock")
+        resolved = described(manifest["language"], lock) if lock is not None else {}
         return self._transition(
             bundle_id,
             allowed=lambda r: r.status == "building",
@@ -374,8 +376,8 @@ class BundleStore:
                 "file_count": int(manifest["file_count"]),
                 "duration_s": _decimal(manifest.get("duration_s", 0.0)),
                 "log_key": log_key(bundle_id),
-                "resolved": resolved,
-                "resolved_sha256": manifest.get("resolved_sha256"),
+                "resolved": resolved.get("resolved", []),
+                "resolved_sha256": resolved.get("resolved_sha256"),
             },
             removes=["error"],
             adds={"build_count": 1},

@@ -16,12 +16,13 @@ its tags (never sent to a client; views select by them) and the tool's enabled f
 not definition; a disabled tool is not served at all). A secret's value is out too: it is
 not part of a revision and changes without one.
 
-The packages are in through the bundle id. A bundle id is the hash of (language, runtime
-target, normalised requirements, recipe version), known at save, and a bundle is built
-`ready` at most once (`ready` is final: kiln/bundles/store.py), so one id names one lock of
-resolved versions forever, which `kiln bundles show ID` prints. So the fingerprint is final
-at save, the same before and after the build, and any other set of resolved versions (a
-requirement, a target, a recipe) is another bundle id, so another fingerprint.
+The packages are in through the bundle id, known at save: the hash of (language, runtime
+target, normalised requirements, recipe version). That does not name one set of versions:
+another deployment, or a rebuild after the zip was lost, may resolve a range to others. So
+`of(..., packages=)` takes the digest of what the bundle resolved to (its record's
+`resolved_sha256`, kiln/bundles/resolved.py, set when it turns ready) in place of the bundle
+id; a revision without packages is unchanged by it. What is served still takes the bundle
+id until the snapshot carries each bundle's digest (catalog/README.md says what remains).
 
 The name is the tool's, not the revision's (a rename makes no revision): each revision keeps
 the fingerprint it had under the name it was saved with (`Revision.fingerprint`, `saved_as`),
