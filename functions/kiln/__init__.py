@@ -41,7 +41,7 @@ Rooms (one noun each; a room's __init__.py is its face, `__all__` what other roo
                     awaiting a view owner's accept), quotas, approvals, secrets
     accounting/     what each call cost and did: its account, the gate, the ledger, usage
     catalog/        model, rules (names, schemas, requirements), breaking (what a save breaks;
-                    narrowing), store, snapshot, tool folders
+                    narrowing), store, snapshot, tool folders, fingerprints (catalog/README.md)
     tasks/          long-running tools: service (TaskService), store, worker; approving
                     (calls that wait for a person's approval)
     bundles/        dependency bundles: identity, build, store, cache, scheduler

@@ -157,6 +157,7 @@ def test_an_author_builds_a_view_and_binds_a_key_whose_use_the_keys_page_shows(
 ) -> None:
     make_tool(dev, "vat_rate", tags=["finance"])
     make_tool(dev, "fx_rate")
+    make_tool(dev, "gbp_rate")
     sign_in(page)
     page.get_by_role("link", name="Views", exact=True).click()
     page.get_by_label("Name", exact=True).fill("finance")
@@ -168,6 +169,9 @@ def test_an_author_builds_a_view_and_binds_a_key_whose_use_the_keys_page_shows(
     tools.select_option("fx_rate")
     page.get_by_label("Revision").select_option("1")
     page.get_by_role("button", name="Add tool").click()
+    tools.select_option("gbp_rate")
+    page.get_by_label("Revision").select_option(label="pin its fingerprint (r1 as it is now)")
+    page.get_by_role("button", name="Add tool").click()
     page.get_by_label("Published on its own URL").check()
     page.get_by_label("Calls per minute").fill("500")
     page.get_by_role("button", name="Save view").click()
@@ -177,7 +181,8 @@ def test_an_author_builds_a_view_and_binds_a_key_whose_use_the_keys_page_shows(
     expect(shows).to_contain_text("vat_rate")
     expect(shows).to_contain_text("fx_rate")
     saved = dev.api("GET", "/api/views/finance").json()
-    assert saved["tools"] == ["tag:finance", "fx_rate@1"], saved
+    gbp = dev.api("GET", "/api/tools/gbp_rate").json()["fingerprint"]
+    assert saved["tools"] == ["tag:finance", "fx_rate@1", f"gbp_rate@{gbp}"], saved
     assert saved["published"] is True
     assert saved["quota"] == {"calls_per_minute": 500}
     both_widths(page, "22-view")

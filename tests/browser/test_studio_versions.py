@@ -64,6 +64,11 @@ def test_author_diffs_two_revisions_and_restores_one(page: Any, dev: Dev) -> Non
         assert reply.status_code == 200, reply.text
     sign_in(page)
     page.goto("/studio/#/tools/versioned/history")
+    # Each revision's fingerprint (short; the whole one in its title), the head's at the top.
+    revisions = dev.api("GET", "/api/tools/versioned/revisions").json()["revisions"]
+    prints = [r["fingerprint"] for r in sorted(revisions, key=lambda r: -r["revision"])]
+    expect(page.get_by_test_id("revision-fingerprint")).to_have_text([f[:19] + "…" for f in prints])
+    expect(page.get_by_test_id("fingerprint")).to_have_attribute("title", re.compile(prints[0]))
     page.get_by_label("Compare from revision 1").check()
     page.get_by_label("Compare to revision 2").check()
     expect(page.get_by_role("heading", name="r1 → r2")).to_be_visible()

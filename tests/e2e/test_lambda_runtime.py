@@ -253,6 +253,29 @@ def test_tools_call_runs_the_script_in_a_child_process(function: LambdaProcess) 
     assert printed["pid"] != function.process.pid
 
 
+def test_a_call_pinned_to_a_fingerprint_the_tool_no_longer_has_is_refused_unrun(
+    function: LambdaProcess, catalog: tuple[str, str], moto_endpoint: str
+) -> None:
+    table, bucket = catalog
+    clients = make_clients(endpoint_url=moto_endpoint, region="us-east-1")
+    store = CatalogStore(clients.dynamodb, clients.s3, table=table, bucket=bucket)
+    saved = store.get("e2e_hello").head.fingerprint  # what the save stored
+    key = "dev.kiln/fingerprint"
+    listed = answer_body(
+        function.invoke(event_for("http-api-tools-list.json", rpc("tools/list", {})))
+    )
+    assert {t["name"]: t["_meta"][key] for t in listed["result"]["tools"]}["e2e_hello"] == saved
+    stale = "sha256:" + "0" * 64
+    message = rpc("tools/call", {"name": "e2e_hello", "arguments": {"name": "x"},
+                                 "_meta": {key: stale}})  # fmt: skip
+    body = answer_body(function.invoke(event_for("http-api-tools-call.json", message)))
+    assert body["error"]["code"] == -32602, body
+    assert body["error"]["data"] == {"name": "e2e_hello", "fingerprint": saved, "sent": stale}
+    message["params"]["_meta"] = {key: saved}
+    body = answer_body(function.invoke(event_for("http-api-tools-call.json", message)))
+    assert json.loads(call_text(body))["hello"] == "x"
+
+
 def test_node_tools_run_on_the_node_binary_the_function_is_given(function: LambdaProcess) -> None:
     message = rpc("tools/call", {"name": "e2e_node_hello", "arguments": {"name": "node"}})
     body = answer_body(function.invoke(event_for("http-api-tools-call.json", message)))

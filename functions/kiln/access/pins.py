@@ -18,13 +18,15 @@ from collections.abc import Callable, Mapping
 from dataclasses import asdict, replace
 from typing import Any
 
-from kiln.access.views import View, ViewEntry
+from kiln.access.views import View, ViewEntry, ViewRuleError
+from kiln.catalog import fingerprint
 from kiln.catalog.errors import CatalogError
 from kiln.catalog.model import Revision, Tool
 
 # What a revision is, apart from where and when it was made: two revisions with one digest
 # run the same code with the same files, packages, schemas and limits.
-_NOT_CONTENT = ("tool_id", "number", "created_at", "created_by", "restored_from", "breaking")
+_NOT_CONTENT = ("tool_id", "number", "created_at", "created_by", "restored_from", "breaking",
+                "fingerprint", "saved_as")  # fmt: skip
 
 
 def content_digest(revision: Revision) -> str:
@@ -43,13 +45,37 @@ class CatalogBinder:
         try:
             tool = self._catalog.get(str(entry.tool))
         except CatalogError:
+            if entry.fingerprint is not None:  # a fingerprint can only name what was saved
+                raise ViewRuleError(
+                    [(str(entry), f"no tool is named {entry.tool!r}, so none has that fingerprint")]
+                ) from None
             return entry  # no such tool yet: bound when a later save finds it
+        if entry.fingerprint is not None:
+            entry = replace(entry, pin=self._revision_with(tool, entry.fingerprint).number)
         digest = None
         # Pinned ahead of the catalog (no such revision yet): the id holds, the content waits.
         with contextlib.suppress(CatalogError):
             if entry.pin is not None:
                 digest = content_digest(self._catalog.revision(f"id:{tool.id}", entry.pin))
         return replace(entry, tool_id=tool.id, digest=digest)
+
+    def _revision_with(self, tool: Tool, wanted: str) -> Revision:
+        """The newest revision of `tool` whose fingerprint (under its name now) is `wanted`."""
+        revisions: list[Revision] = self._catalog.revisions(f"id:{tool.id}")
+        for revision in reversed(revisions):
+            if fingerprint.served(tool.name, revision) == wanted:
+                return revision
+        raise ViewRuleError(
+            [
+                (
+                    f"{tool.name}@{wanted}",
+                    f"no revision of {tool.name!r} has that fingerprint (under that name); "
+                    f"its head, revision {tool.head.number}, has "
+                    f"{fingerprint.served(tool.name, tool.head)}: `kiln tools history "
+                    f"{tool.name}` lists each revision's",
+                )
+            ]
+        )
 
 
 def pinned_tool(
@@ -69,13 +95,19 @@ def pinned_tool(
             return None, f"no tool is named {entry.tool!r}"
     if not tool.enabled:
         return None, f"{tool.name!r} is disabled"
-    if entry.pin is None:
+    if entry.pin is None and entry.fingerprint is None:
         return tool, ""
-    pinned = tool.head if entry.pin == tool.head.number else revision(tool, entry.pin)
+    number = entry.pin if entry.pin is not None else tool.head.number
+    pinned = tool.head if number == tool.head.number else revision(tool, number)
     if pinned is None:
-        return None, f"{tool.name!r} has no revision {entry.pin}"
+        return None, f"{tool.name!r} has no revision {number}"
     if entry.digest is not None and content_digest(pinned) != entry.digest:
-        return None, f"revision {entry.pin} of {tool.name!r} is not the content that was pinned"
+        return None, f"revision {number} of {tool.name!r} is not the content that was pinned"
+    if entry.fingerprint is not None and fingerprint.served(tool.name, pinned) != entry.fingerprint:
+        return None, (
+            f"{tool.name!r} (revision {number}) is no longer {entry.fingerprint}: it was renamed "
+            "or is not that definition; nothing is served in its place"
+        )
     return replace(tool, head=pinned), ""
 
 

@@ -27,6 +27,8 @@ from kiln.access.approvals import CONFIRM_VALUES
 from kiln.access.quotas import NO_QUOTA, Quota, QuotaRuleError, check_quota
 from kiln.access.waiting import ApproversRuleError, check_approvers
 from kiln.catalog.changelog import cancel_codes, commit
+from kiln.catalog.fingerprint import RULE as FINGERPRINT_RULE
+from kiln.catalog.fingerprint import is_fingerprint
 from kiln.catalog.names import TAG_RULE, is_tag
 from kiln.catalog.store import utc_now
 
@@ -84,17 +86,21 @@ class StaleViewError(ViewError):
 
 @dataclass(frozen=True)
 class ViewEntry:
-    """One line of a view: a tool name (maybe pinned `name@3`) or a tag selector `tag:x`."""
+    """One line of a view: a tool name (maybe pinned: `name@3`, or `name@sha256:<hex>`, its
+    fingerprint) or a tag selector `tag:x`."""
 
     tool: str | None = None
     tag: str | None = None
-    pin: int | None = None
+    pin: int | None = None  # a fingerprint's: the revision that had it when the view was saved
     tool_id: str | None = None  # the tool the name was bound to when the view was saved
     digest: str | None = None  # the pinned revision's content digest (kiln.access.pins)
+    fingerprint: str | None = None  # pinned by fingerprint (kiln.catalog.fingerprint)
 
     def __str__(self) -> str:
         if self.tag is not None:
             return f"tag:{self.tag}"
+        if self.fingerprint is not None:
+            return f"{self.tool}@{self.fingerprint}"
         return f"{self.tool}@{self.pin}" if self.pin is not None else str(self.tool)
 
 
@@ -176,9 +182,15 @@ def parse_entry(text: object, where: str) -> ViewEntry:
     name, at, pin = text.partition("@")
     if not _TOOL.fullmatch(name):
         raise ViewRuleError([(where, "must be a tool name, name@revision or tag:<tag>")])
+    if pin.startswith("sha256:"):
+        if not is_fingerprint(pin):
+            raise ViewRuleError([(where, f"after @: {FINGERPRINT_RULE}")])
+        return ViewEntry(tool=name, fingerprint=pin)
     if at:
         if not re.fullmatch(r"[1-9][0-9]{0,7}", pin):
-            raise ViewRuleError([(where, "the revision after @ must be a whole number from 1")])
+            raise ViewRuleError(
+                [(where, "after @: a revision (a whole number from 1) or a fingerprint (sha256:…)")]
+            )
         return ViewEntry(tool=name, pin=int(pin))
     return ViewEntry(tool=name)
 
@@ -304,8 +316,13 @@ def _confirm(confirm: object, problems: list[tuple[str, str]]) -> str | None:
     return None
 
 
-def _binding(entry: ViewEntry) -> dict[str, str | None] | None:
-    return {"id": entry.tool_id, "digest": entry.digest} if entry.tool_id else None
+def _binding(entry: ViewEntry) -> dict[str, Any] | None:
+    if not entry.tool_id:
+        return None
+    bound: dict[str, Any] = {"id": entry.tool_id, "digest": entry.digest}
+    if entry.fingerprint is not None:
+        bound["pin"] = entry.pin  # the revision found with that fingerprint
+    return bound
 
 
 def _from_item(item: Mapping[str, Any]) -> View:
@@ -314,7 +331,9 @@ def _from_item(item: Mapping[str, Any]) -> View:
     bindings = json.loads(item.get("bindings", {}).get("S", "[]"))
     if len(bindings) == len(view.entries):
         entries = tuple(
-            replace(e, tool_id=b.get("id"), digest=b.get("digest")) if b else e
+            replace(e, tool_id=b.get("id"), digest=b.get("digest"), pin=b.get("pin", e.pin))
+            if b
+            else e
             for e, b in zip(view.entries, bindings, strict=True)
         )
         view = replace(view, entries=entries)

@@ -90,9 +90,10 @@ async def list_revisions(ref: str, request: Request) -> dict[str, Any]:
     seen = await sight(request, who)
     if seen.bound:  # the one revision its view serves
         served = seen.served(await blocking(kiln.authoring.get, ref), ref)
-        return {"revisions": [revision_json(served.head)]}
-    revisions = await blocking(kiln.authoring.revisions, ref)
-    return {"revisions": [revision_json(r) for r in revisions]}
+        return {"revisions": [revision_json(served.head, name=served.name)]}
+    tool = await blocking(kiln.authoring.get, ref)
+    revisions = await blocking(kiln.authoring.revisions, f"id:{tool.id}")
+    return {"revisions": [revision_json(r, name=tool.name) for r in revisions]}
 
 
 @router.get("/{ref}/revisions/{number}")
@@ -102,8 +103,9 @@ async def get_revision(ref: str, number: int, request: Request) -> dict[str, Any
     seen = await sight(request, who)
     if seen.bound:
         seen.revision(await blocking(kiln.authoring.get, ref), ref, number)
-    revision, code = await blocking(kiln.authoring.revision, ref, number)
-    return revision_json(revision, code=code)
+    tool = await blocking(kiln.authoring.get, ref)
+    revision, code = await blocking(kiln.authoring.revision, f"id:{tool.id}", number)
+    return revision_json(revision, code=code, name=tool.name)
 
 
 @router.post("/{ref}/revisions/{number}/restore")

@@ -16,6 +16,7 @@ from kiln.access.views import (
 )
 from kiln.api.common import blocking, if_match, json_body, kiln_of, require
 from kiln.api.sight import sight
+from kiln.catalog import fingerprint
 
 router = APIRouter()
 
@@ -47,7 +48,8 @@ async def list_views(request: Request) -> dict[str, Any]:
 
 @router.get("/api/views/{name}")
 async def get_view(name: str, request: Request) -> JSONResponse:
-    """The view, and what it shows right now: each tool with the revision it serves."""
+    """The view, and what it shows right now: each tool with the revision it serves and that
+    revision's fingerprint under the tool's name."""
     seen = await sight(request, await require(request))
     kiln = kiln_of(request)
     if seen.bound and name != seen.view:
@@ -55,7 +57,14 @@ async def get_view(name: str, request: Request) -> JSONResponse:
     view = await blocking(kiln.views.store.get, check_view_name(name))
     snapshot = await kiln.snapshots.fresh()
     tools = await blocking(kiln.views.tools_of, snapshot.version, name, snapshot.tools)
-    shows = [{"name": t.name, "revision": t.head.number} for t in (tools or {}).values()]
+    shows = [
+        {
+            "name": t.name,
+            "revision": t.head.number,
+            "fingerprint": fingerprint.served(t.name, t.head),
+        }
+        for t in (tools or {}).values()
+    ]
     found = await blocking(kiln.views.problems_of, snapshot.version, name, snapshot.tools)
     extra: dict[str, Any] = {
         "shows": sorted(shows, key=lambda t: str(t["name"])),

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from kiln.catalog import fingerprint
 from kiln.catalog.model import Draft, Revision, Tool, definition_of
 from kiln.catalog.toolfiles import encode_files
 
@@ -43,6 +44,7 @@ def tool_json(
         "name": tool.name,
         "enabled": tool.enabled,
         "revision": tool.head.number,
+        "fingerprint": fingerprint.served(tool.name, tool.head),
         **revision_fields(tool.head),
         "created_at": tool.created_at,
         "updated_at": tool.updated_at,
@@ -56,9 +58,16 @@ def tool_json(
     return body
 
 
-def revision_json(revision: Revision, *, code: str | None = None) -> dict[str, Any]:
+def revision_json(
+    revision: Revision, *, code: str | None = None, name: str | None = None
+) -> dict[str, Any]:
+    """One revision; its fingerprint as the tool named `name` would serve it (without a
+    name, the one it was saved with)."""
     body = {
         "revision": revision.number,
+        "fingerprint": (
+            fingerprint.served(name, revision) if name else revision.fingerprint or None
+        ),
         **revision_fields(revision),
         "code_sha256": revision.code_sha256,
         "created_at": revision.created_at,

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from kiln.aws.directory import Directory
 from kiln.bundles.identity import bundle_id, normalise_requirements, parse_target
+from kiln.bundles.resolved import described
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -104,6 +105,10 @@ class BundleRecord:
     duration_s: float | None = None
     build_count: int = 0  # builds that finished ready
     attempts: int = 0  # builds started
+    # What the last build that finished ready installed (bundles/resolved.py): sorted
+    # `name==version --hash=…` lines, and their digest; () and None until then.
+    resolved: tuple[str, ...] = ()
+    resolved_sha256: str | None = None
 
     @property
     def zip_key(self) -> str:
@@ -134,6 +139,8 @@ class BundleRecord:
             "duration_s": self.duration_s,
             "build_count": self.build_count,
             "attempts": self.attempts,
+            "resolved": list(self.resolved),
+            "resolved_sha256": self.resolved_sha256,
         }
 
     @classmethod
@@ -165,6 +172,8 @@ class BundleRecord:
             duration_s=None if duration is None else float(duration),
             build_count=int(data.get("build_count", 0)),
             attempts=int(data.get("attempts", 0)),
+            resolved=tuple(data.get("resolved", [])),
+            resolved_sha256=data.get("resolved_sha256"),
         )
 
 
@@ -348,8 +357,11 @@ class BundleStore:
         )
 
     def mark_ready(self, bundle_id: str, manifest: Mapping[str, Any]) -> BundleRecord:
-        """building -> ready, with the built zip's size and hash from its manifest."""
+        """building -> ready, with the built zip's size and hash, and what its lock resolved
+        to (`resolved`, `resolved_sha256`: bundles/resolved.py), from its manifest."""
         now = now_iso()
+        lock = manifest.get("lock")
+        resolved = described(manifest["language"], lock) if lock is not None else {}
         return self._transition(
             bundle_id,
             allowed=lambda r: r.status == "building",
@@ -364,6 +376,8 @@ class BundleStore:
                 "file_count": int(manifest["file_count"]),
                 "duration_s": _decimal(manifest.get("duration_s", 0.0)),
                 "log_key": log_key(bundle_id),
+                "resolved": resolved.get("resolved", []),
+                "resolved_sha256": resolved.get("resolved_sha256"),
             },
             removes=["error"],
             adds={"build_count": 1},

@@ -3,6 +3,7 @@ __all__ = [
     "changelog",
     "errors",
     "files",
+    "fingerprint",
     "model",
     "names",
     "narrowing",

@@ -67,6 +67,10 @@ class Revision:
     calls: tuple[str, ...] = ()
     # Saved although it breaks the revision before (kiln.catalog.breaking): what it breaks.
     breaking: tuple[Mapping[str, Any], ...] = ()
+    # sha256:<hex> over what it is and what runs, under the name it was saved with, saved_as
+    # (catalog/fingerprint.py); both "" for a revision saved before fingerprints
+    fingerprint: str = ""
+    saved_as: str = ""
 
 
 @dataclass(frozen=True)

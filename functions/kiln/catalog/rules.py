@@ -69,6 +69,7 @@ READ_ONLY_FIELDS: Final = frozenset(
         "updated_at",
         "bundle_id",
         "bundle",
+        "fingerprint",  # computed at save (catalog/fingerprint.py)
         "etag",
         "requirements_json",
         "deleted",

@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from botocore.exceptions import ClientError
 
+from kiln.catalog import fingerprint
 from kiln.catalog.changelog import cancel_codes, changed_since, commit, read_version
 from kiln.catalog.errors import (
     NameMismatchError,
@@ -270,6 +271,7 @@ class CatalogStore:
             return current  # restoring what is already the head makes no new revision
         revision = replace(old, number=expected_revision + 1, created_at=self.clock(),
                            created_by=actor, restored_from=number, breaking=breaking)  # fmt: skip
+        revision = fingerprint.sealed(current.name, revision)
         return self._commit_revision(current, revision, enabled=current.enabled)
 
     def set_enabled(self, ref: str, enabled: bool, *, actor: str = "") -> Tool:
@@ -409,7 +411,7 @@ class CatalogStore:
             if self.bundles is not None and draft.requirements
             else None
         )
-        return Revision(
+        revision = Revision(
             **definition_of(draft),
             tool_id=tool_id,
             number=number,
@@ -420,6 +422,7 @@ class CatalogStore:
             created_by=actor,
             files=files,
         )
+        return fingerprint.sealed(draft.name, revision)
 
     def _check_head(self, tool: Tool, expected: int) -> None:
         if tool.head.number != expected:

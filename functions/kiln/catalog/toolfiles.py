@@ -103,7 +103,8 @@ def _decode(encoded: object) -> bytes | None:
 def same_revision(revision: Revision, head: Revision) -> bool:
     """Whether `revision` defines the tool exactly as `head` does (who made each and when
     aside): restoring it would change nothing."""
-    made = ("number", "created_at", "created_by", "restored_from", "breaking")
+    made = ("number", "created_at", "created_by", "restored_from", "breaking", "fingerprint",
+            "saved_as")  # fmt: skip
     return replace(revision, **{field: getattr(head, field) for field in made}) == head
 
 

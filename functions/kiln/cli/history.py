@@ -1,6 +1,9 @@
-"""`kiln tools history | diff | restore`: a tool's revisions, through the REST API.
+"""`kiln tools show | history | diff | restore`: a tool and its revisions, through the REST API.
 
-`history NAME` lists them (`GET /api/tools/NAME/revisions`). `diff NAME@A NAME@B` (or
+`show NAME` prints the tool's head: its revision, fingerprint (what a view pins with
+`NAME@sha256:…` and a client may send in a call's `_meta`), description and packages.
+`history NAME` lists its revisions, each with its fingerprint under the tool's name now
+(`GET /api/tools/NAME/revisions`). `diff NAME@A NAME@B` (or
 `NAME A B`) prints a unified diff of two revisions as a tool folder holds them: `tool.json`
 (what the author writes, as `kiln tools pull` writes it) and the script, below `#` lines naming
 what B breaks for A's clients (kiln.catalog.breaking); it exits 0 whether
@@ -117,8 +120,38 @@ def _revision_line(revision: dict[str, Any]) -> str:
     note = f"restored from r{restored}" if restored else ""
     return (
         f"r{revision['revision']:<4} {revision.get('created_at') or '-':24} "
-        f"{revision.get('created_by') or '-':20} {revision['code_sha256'][:12]} {note}"
+        f"{revision.get('created_by') or '-':20} {revision['code_sha256'][:12]} "
+        f"{revision.get('fingerprint') or '-'} {note}"
     )
+
+
+def cmd_show(args: argparse.Namespace) -> int:
+    from kiln.cli.client import ApiCallError
+    from kiln.cli.locate import ServerNotFoundError
+
+    try:
+        tool, _ = output.client(args).request("GET", _tool_path(args.name))
+    except (ApiCallError, ServerNotFoundError) as error:
+        return output.fail("tools show", error)
+    if args.json:
+        print(json.dumps(tool, indent=2))
+        return 0
+    state = "enabled" if tool["enabled"] else "disabled"
+    rows = [
+        ("name", tool["name"]),
+        ("revision", f"r{tool['revision']} ({state})"),
+        ("fingerprint", tool.get("fingerprint") or "-"),
+        ("title", tool.get("title") or "-"),
+        ("description", tool.get("description") or ""),
+        ("language", tool.get("language") or ""),
+        ("requirements", " ".join(tool.get("requirements") or []) or "-"),
+        ("bundle", tool.get("bundle_id") or "-"),
+        ("tags", " ".join(f"#{tag}" for tag in tool.get("tags") or []) or "-"),
+        ("updated", tool.get("updated_at") or ""),
+    ]
+    for label, value in rows:
+        print(f"{label + ':':14}{value}")
+    return 0
 
 
 def cmd_diff(args: argparse.Namespace) -> int:
@@ -191,7 +224,11 @@ def cmd_restore(args: argparse.Namespace) -> int:
 
 
 def register(tools: Any, server_options: Any) -> None:
-    """Add `history`, `diff` and `restore` to `kiln tools`."""
+    """Add `show`, `history`, `diff` and `restore` to `kiln tools`."""
+    show = server_options(tools.add_parser("show", help="a tool's head, with its fingerprint"))
+    show.add_argument("name")
+    show.add_argument("--json", action="store_true", help="print the REST body as JSON")
+    show.set_defaults(func=cmd_show)
     history = server_options(tools.add_parser("history", help="a tool's revisions, newest first"))
     history.add_argument("name")
     history.add_argument("--json", action="store_true", help="print JSON")

@@ -100,8 +100,10 @@ def cmd_tools_list(args: argparse.Namespace) -> int:
     for tool in listing["tools"]:
         state = "enabled " if tool["enabled"] else "disabled"
         tags = " ".join(f"#{tag}" for tag in tool.get("tags", []))
+        short = str(tool.get("fingerprint") or "-")[:19]  # sha256: and 12 digits, as git does
         print(
-            f"{tool['name']:32} {state} r{tool['revision']:<4} {tool['language']:6} {tags}".rstrip()
+            f"{tool['name']:32} {state} r{tool['revision']:<4} {tool['language']:6} {short:19} "
+            f"{tags}".rstrip()
         )
     return 0
 
@@ -197,7 +199,7 @@ def build_parser() -> argparse.ArgumentParser:
     stdio.set_defaults(func=cmd_stdio)
 
     tools = commands.add_parser(
-        "tools", help="tools on a Kiln server: push, pull, list, call, history, diff, restore"
+        "tools", help="tools on a Kiln server: push, pull, list, show, call, history, diff, restore"
     ).add_subparsers(dest="tools_command", required=True)
 
     push = server_options(tools.add_parser("push", help="create or update tools from folders"))

@@ -28,6 +28,7 @@ __all__ = [
     "inner",
     "jsontext",
     "jsstubs",
+    "pinning",
     "spec",
     "talking",
     "tasks",

@@ -34,6 +34,7 @@ from kiln.protocol.errors import (
 )
 from kiln.protocol.inner import calls_in
 from kiln.protocol.jsontext import load_json, lone_surrogate_path, may_hold_surrogates
+from kiln.protocol.pinning import check_pinned
 from kiln.protocol.wire import MODERN_VERSIONS, at_least, structured_allowed
 
 if TYPE_CHECKING:
@@ -130,6 +131,11 @@ class ToolCaller:
             raise InternalError("Internal error", request_id=request_id) from exc
         if tool is None:
             raise unknown_tool(name, request_id)
+        try:
+            check_pinned(params, tool, request_id)
+        except InvalidParamsError:
+            await self._refused(tool, params.get("arguments", {}), ctx)
+            raise
         return tool
 
     async def prepare(
@@ -139,18 +145,24 @@ class ToolCaller:
         tool = await self.find(params, ctx=ctx, request_id=request_id)
         return await self.check_arguments(tool, params.get("arguments", {}), ctx=ctx)
 
+    async def _refused(self, tool: ToolView, arguments: Any, ctx: CallContext) -> None:
+        """A backend that keeps a call ledger is told of a call refused before it ran."""
+        record = getattr(self._backend, "record_rejected", None)
+        if record is None:
+            return
+        try:
+            await record(tool, arguments, ctx)
+        except Exception:
+            log.exception("could not record a rejected call of %s", tool.name)
+
     async def check_arguments(
         self, tool: ToolView, arguments: Any, *, ctx: CallContext | None = None
     ) -> tuple[ToolView, dict[str, Any]] | dict[str, Any]:
         """The checked arguments, or the isError result saying what is wrong with them; with
         `ctx`, a backend that keeps a call ledger is told of the refused call."""
         checked = await self._check(tool, arguments)
-        record = getattr(self._backend, "record_rejected", None)
-        if isinstance(checked, dict) and ctx is not None and record is not None:
-            try:
-                await record(tool, arguments, ctx)
-            except Exception:
-                log.exception("could not record a rejected call of %s", tool.name)
+        if isinstance(checked, dict) and ctx is not None:
+            await self._refused(tool, arguments, ctx)
         return checked
 
     async def _check(

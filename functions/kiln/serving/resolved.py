@@ -9,9 +9,11 @@ from typing import Any
 
 from kiln.access.views import View
 from kiln.accounting.account import CallAccount
+from kiln.catalog import fingerprint
 from kiln.catalog.model import Tool
 from kiln.protocol.backend import ToolView
 from kiln.protocol.errors import InvalidParamsError
+from kiln.protocol.pinning import fingerprint_meta
 
 
 @dataclass(frozen=True)
@@ -52,6 +54,7 @@ def _view_fields(tool: Tool) -> dict[str, Any]:
         "revision": f"{tool.id}@{head.number}",
         "tags": head.tags,
         "calls": head.calls,
+        "meta": fingerprint_meta(fingerprint.served(tool.name, head)),
     }
 
 

@@ -267,3 +267,31 @@ def test_content_blocks_come_back_as_the_fixture_printed_them(mcp: Exchange) -> 
     assert answers[1]["result"]["content"][0]["type"] == "image"
     kinds = [block["type"] for block in answers[2]["result"]["content"]]
     assert kinds == ["text", "image", "resource"]
+
+
+FINGERPRINT = "dev.kiln/fingerprint"
+LISTED_FINGERPRINTS: dict[str, str] = {}  # the first transport's, for the others to match
+
+
+def test_a_call_pinned_to_a_fingerprint_runs_only_while_the_tool_has_it(mcp: Exchange) -> None:
+    tools = {t["name"]: t for t in mcp([request(1, "tools/list")])[1]["result"]["tools"]}
+    mine, other = tools["add_vat"]["_meta"][FINGERPRINT], tools["greet"]["_meta"][FINGERPRINT]
+    # The same catalog pushed into another table, served by another process: the same prints.
+    assert LISTED_FINGERPRINTS.setdefault("add_vat", mine) == mine
+    assert LISTED_FINGERPRINTS.setdefault("greet", other) == other
+
+    def pinned(rid: int, fingerprint: object) -> Message:
+        message = call(rid, "add_vat", {"net": 10})
+        message["params"]["_meta"] = {FINGERPRINT: fingerprint}
+        return message
+
+    answers = mcp([pinned(1, mine), pinned(2, other), pinned(3, "sha256:nope")])
+    assert answers[1]["result"]["isError"] is False
+    assert json.loads(answers[1]["result"]["content"][0]["text"])["gross"] == "12.00"
+    refused = answers[2]["error"]
+    assert refused["code"] == -32602, answers[2]
+    assert refused["message"].startswith("Tool 'add_vat' was not run: it is no longer"), refused
+    assert mine in refused["message"], refused
+    assert refused["data"] == {"name": "add_vat", "fingerprint": mine, "sent": other}
+    assert answers[3]["error"]["code"] == -32602, answers[3]
+    assert "must be a tool's fingerprint" in answers[3]["error"]["message"], answers[3]

@@ -31,8 +31,8 @@ EXPORTS: dict[str, str] = {
     "aws": "clients directory",
     "bundles": "build cache errors hooks identity scheduler settings store",
     "catalog": (
-        "breaking changelog errors files model names narrowing requirements rules secret_names "
-        "snapshot store syntax toolfiles violations"
+        "breaking changelog errors files fingerprint model names narrowing requirements rules "
+        "secret_names snapshot store syntax toolfiles violations"
     ),
     "cli": "main",
     "identity": "audit callers keys metadata policy settings tokens",
@@ -41,7 +41,7 @@ EXPORTS: dict[str, str] = {
     "protocol": (
         "CallContext CallLimits HttpRequest HttpResponse McpEndpoint ProtocolSettings ToolBackend "
         "ToolOutcome ToolView backend calling cards codestubs discovery dispatch errors guard http "
-        "idempotency inner jsontext jsstubs spec talking tasks wire"
+        "idempotency inner jsontext jsstubs pinning spec talking tasks wire"
     ),
     "runner": (
         "InvalidArgumentsError NodeUnavailableError RunLimits RunRequest RunResult Runner "

@@ -43,6 +43,7 @@ export interface Tool extends ToolFields {
   name: string;
   enabled: boolean;
   revision: number;
+  fingerprint?: string | null; // sha256:<hex> over what it is and what runs (catalog/README.md)
   bundle_id: string | null;
   created_at: string;
   updated_at: string;
@@ -56,6 +57,7 @@ export interface Revision extends ToolFields {
   created_by: string | null;
   restored_from: number | null;
   bundle_id: string | null;
+  fingerprint?: string | null; // under the tool's name now
 }
 
 /** Exactly the manifest fields (lib/manifest.ts), each one carried through a save. */
