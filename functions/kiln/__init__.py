@@ -34,6 +34,7 @@ Rooms (one noun each; a room's __init__.py is its face, `__all__` what other roo
     authoring/      the one service for catalog writes and source reads; serialise; admin tools
     identity/       who is calling: keys, tokens, policy, metadata, audit
     access/         what a caller may see and spend: views, pins, quotas, approvals, secrets
+    connections/    each caller's own OAuth connections: providers, the sealed vault, connecting
     accounting/     what each call cost and did: its account, the gate, the ledger, usage
     catalog/        model, rules (names, schemas, requirements), store, snapshot, tool folders
     tasks/          long-running tools: service (TaskService), store, worker

@@ -22,6 +22,7 @@ EXPORTS: dict[str, str] = {
     "access": "approvals pins quotas resolve secrets view_files views",
     "accounting": "account gate ledger ledger_shards ledger_totals pending usage",
     "api": "apps mcp settings",
+    "connections": "ConnectError Connections envelope identity_of oauth providers service vault",
     "authoring": (
         "ArgumentsRejectedError AuthoringService FolderTarget TestRun ToolSource admin serialise "
         "service"
