@@ -82,7 +82,19 @@ def create_app(kiln: Kiln, *, serves: Serves = "all") -> FastAPI:
     from fastapi import FastAPI
 
     from kiln import __version__
-    from kiln.api import bundles, calls, errors, health, keys, secrets, studio, tasks, tools, views
+    from kiln.api import (
+        bundles,
+        calls,
+        connections,
+        errors,
+        health,
+        keys,
+        secrets,
+        studio,
+        tasks,
+        tools,
+        views,
+    )
     from kiln.studio import assets as studio_assets
 
     app = FastAPI(
@@ -110,6 +122,7 @@ def create_app(kiln: Kiln, *, serves: Serves = "all") -> FastAPI:
             app.include_router(router)
         app.include_router(keys.router)
         app.include_router(secrets.router)
+        app.include_router(connections.router)
     return app
 
 

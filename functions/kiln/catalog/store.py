@@ -96,6 +96,7 @@ def revision_from_json(text: str) -> Revision:
     data["files"] = dict(data.get("files") or {})
     data["tags"] = tuple(data.get("tags", ()))
     data["calls"] = tuple(data.get("calls", ()))
+    data["connections"] = tuple(data.get("connections", ()))
     return Revision(**data)
 
 

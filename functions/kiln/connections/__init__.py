@@ -5,6 +5,7 @@ from kiln.connections.service import ConnectError, Connections, identity_of
 __all__ = [
     "ConnectError",
     "Connections",
+    "calls",
     "envelope",
     "identity_of",
     "oauth",

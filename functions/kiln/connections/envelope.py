@@ -18,8 +18,6 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from botocore.exceptions import ClientError
-from cryptography.exceptions import InvalidTag
-from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 NONCE_BYTES = 12
 
@@ -36,27 +34,38 @@ class KeyKeeper(Protocol):
     def unwrap(self, wrapped: bytes, context: Mapping[str, str]) -> bytes: ...
 
 
+def _aead() -> tuple[Any, type[Exception]]:
+    """AESGCM and its InvalidTag, imported on first use (the public function's cold start
+    reads no vault)."""
+    from cryptography.exceptions import InvalidTag
+    from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
+    return AESGCM, InvalidTag
+
+
 def _aad(context: Mapping[str, str]) -> bytes:
     return "\n".join(f"{k}={context[k]}" for k in sorted(context)).encode()
 
 
 def seal(keeper: KeyKeeper, plaintext: bytes, context: Mapping[str, str]) -> dict[str, str]:
     """The ciphertext record (base64 strings) of `plaintext`, bound to `context`."""
+    aesgcm, _ = _aead()
     key, wrapped = keeper.new_data_key(context)
     nonce = os.urandom(NONCE_BYTES)
-    sealed = AESGCM(key).encrypt(nonce, plaintext, _aad(context))
+    sealed = aesgcm(key).encrypt(nonce, plaintext, _aad(context))
     b64 = base64.b64encode
     return {"key": b64(wrapped).decode(), "nonce": b64(nonce).decode(), "ct": b64(sealed).decode()}
 
 
 def open_sealed(keeper: KeyKeeper, record: Mapping[str, Any], context: Mapping[str, str]) -> bytes:
+    aesgcm, invalid_tag = _aead()
     try:
         wrapped = base64.b64decode(record["key"])
         nonce = base64.b64decode(record["nonce"])
         sealed = base64.b64decode(record["ct"])
         key = keeper.unwrap(wrapped, context)
-        return AESGCM(key).decrypt(nonce, sealed, _aad(context))
-    except (KeyError, TypeError, ValueError, InvalidTag, SealError) as error:
+        return bytes(aesgcm(key).decrypt(nonce, sealed, _aad(context)))
+    except (KeyError, TypeError, ValueError, invalid_tag, SealError) as error:
         raise SealError("the record does not open under its identity and provider") from error
 
 
@@ -75,15 +84,17 @@ class FileKeys:
             return self._kek
 
     def new_data_key(self, context: Mapping[str, str]) -> tuple[bytes, bytes]:
-        key = AESGCM.generate_key(bit_length=256)
+        aesgcm, _ = _aead()
+        key = os.urandom(32)
         nonce = os.urandom(NONCE_BYTES)
-        return key, nonce + AESGCM(self._key()).encrypt(nonce, key, _aad(context))
+        return key, nonce + aesgcm(self._key()).encrypt(nonce, key, _aad(context))
 
     def unwrap(self, wrapped: bytes, context: Mapping[str, str]) -> bytes:
+        aesgcm, invalid_tag = _aead()
         try:
             nonce, sealed = wrapped[:NONCE_BYTES], wrapped[NONCE_BYTES:]
-            return AESGCM(self._key()).decrypt(nonce, sealed, _aad(context))
-        except InvalidTag as error:
+            return bytes(aesgcm(self._key()).decrypt(nonce, sealed, _aad(context)))
+        except invalid_tag as error:
             raise SealError("the data key does not unwrap") from error
 
 
@@ -92,7 +103,7 @@ def _read_or_make(path: Path) -> bytes:
         found = path.read_bytes()
     except FileNotFoundError:
         path.parent.mkdir(parents=True, exist_ok=True)
-        key = AESGCM.generate_key(bit_length=256)
+        key = os.urandom(32)
         try:
             fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         except FileExistsError:  # another process made it first: use theirs

@@ -22,7 +22,9 @@ EXPORTS: dict[str, str] = {
     "access": "approvals pins quotas resolve secrets view_files views",
     "accounting": "account gate ledger ledger_shards ledger_totals pending usage",
     "api": "apps mcp settings",
-    "connections": "ConnectError Connections envelope identity_of oauth providers service vault",
+    "connections": (
+        "ConnectError Connections calls envelope identity_of oauth providers service vault"
+    ),
     "authoring": (
         "ArgumentsRejectedError AuthoringService FolderTarget TestRun ToolSource admin serialise "
         "service"

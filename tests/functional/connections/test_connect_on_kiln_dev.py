@@ -1,0 +1,156 @@
+"""A tool acting for its caller on a real `kiln dev`, against a real OAuth provider: each
+caller is sent to connect, consents as themselves, and then each run sees its own token (the
+tool asks the provider whose it is), never the other caller's; anonymous callers are refused
+saying why; a revoked connection is asked for again; the /connect pages refuse a forged
+callback and a cross-site post."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator
+from typing import Any
+from urllib.parse import urlsplit
+
+import httpx
+import pytest
+
+from support.devserver import DevServer, kiln_dev
+from support.oidc_provider import OidcProvider, oidc_provider
+
+NAME = "whose_account"
+CODE = """import json, os, sys, urllib.request
+json.load(sys.stdin)
+names = sorted(k for k in os.environ if k.startswith("KILN_CONNECTION"))
+request = urllib.request.Request(os.environ["WHOAMI"],
+    headers={"Authorization": "Bearer " + os.environ["KILN_CONNECTION_ACME"]})
+with urllib.request.urlopen(request, timeout=10) as answer:
+    print(json.dumps({"who": json.load(answer)["sub"], "names": names}))
+"""
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[DevServer, OidcProvider]]:
+    tmp = tmp_path_factory.mktemp("connect")
+    with oidc_provider() as provider:
+        port = urlsplit(provider.issuer).port
+        env = {"KILN_RUN_TCP_PORTS": str(port)}  # runs may reach the provider's "API"
+        with kiln_dev(tmp / "state", "--no-examples", env=env) as dev:
+            client_id, secret = provider.register(f"{dev.url}/connect/callback")
+            body = {"issuer": provider.issuer, "client_id": client_id, "client_secret": secret,
+                    "scopes": ["openid"]}  # fmt: skip
+            added = dev.api("PUT", "/api/connections/providers/acme", json=body)
+            assert added.status_code == 200, added.text
+            assert secret not in added.text
+            tool = {"name": NAME, "description": "Says whose account its token is.",
+                    "language": "python", "code": CODE.replace(
+                        'os.environ["WHOAMI"]', repr(f"{provider.issuer}/test/whoami")),
+                    "input_schema": {"type": "object"}, "timeout_seconds": 20,
+                    "connections": [{"provider": "acme", "scopes": ["repo"]}]}  # fmt: skip
+            made = dev.api("POST", "/api/tools", json=tool)
+            assert made.status_code == 201, made.text
+            yield dev, provider
+
+
+def call(dev: DevServer, key: str | None) -> dict[str, Any]:
+    answer = dev.mcp("tools/call", {"name": NAME, "arguments": {}}, key=key)
+    assert answer.status_code == 200, answer.text
+    text = answer.text
+    if text.startswith("event:") or "data: " in text:
+        text = next(line[6:] for line in text.splitlines() if line.startswith("data: "))
+    return json.loads(text)["result"]
+
+
+def link_in(result: dict[str, Any]) -> str:
+    assert result.get("isError") is True, result
+    said = result["content"][0]["text"]
+    found = re.search(r"open (http\S+/connect/\S+) to connect", said)
+    assert found, said
+    return found.group(1)
+
+
+def tail(dev: DevServer) -> str:
+    assert dev.log is not None
+    return dev.log.read_text("utf-8", "replace")[-3000:]
+
+
+def consent(dev: DevServer, provider: OidcProvider, link: str, user: str) -> httpx.Response:
+    with httpx.Client(timeout=30) as browser:
+        page = browser.get(link)
+        assert page.status_code == 200, page.text
+        token = re.search(r'name=token value="([^"]+)"', page.text)
+        assert token, page.text
+        go = browser.post(link, data={"token": token.group(1)})
+        assert go.status_code == 303, f"{go.text}\n{tail(dev)}"
+        back = provider.consent(browser, go.headers["location"], user=user)
+        return browser.get(str(back))
+
+
+def test_each_caller_connects_and_each_run_sees_only_its_own_account(
+    world: tuple[DevServer, OidcProvider],
+) -> None:
+    dev, provider = world
+    keys = {"alice": dev.create_key("alice"), "bob": dev.create_key("bob")}
+    for user, key in keys.items():
+        done = consent(dev, provider, link_in(call(dev, key)), user)
+        assert done.status_code == 200, f"{done.text}\n{tail(dev)}"
+        assert "acme is connected" in done.text
+    for _ in range(2):
+        for user, key in keys.items():
+            result = call(dev, key)
+            assert result.get("isError") is not True, f"{result}\n{tail(dev)}"
+            said = json.loads(result["content"][0]["text"])
+            assert said == {"who": user, "names": ["KILN_CONNECTION_ACME"]}, said
+    mine = dev.http.get(
+        f"{dev.url}/api/connections", headers={"Authorization": f"Bearer {keys['alice']}"}
+    ).json()
+    assert [c["provider"] for c in mine["connections"]] == ["acme"]
+    everyone = dev.api("GET", "/api/connections?all=true").json()["connections"]
+    assert len(everyone) == 2
+    assert "access_token" not in json.dumps(everyone)
+
+    gone = dev.http.delete(
+        f"{dev.url}/api/connections/acme", headers={"Authorization": f"Bearer {keys['alice']}"}
+    )
+    assert gone.status_code == 200, gone.text
+    link_in(call(dev, keys["alice"]))  # asked to connect again
+    assert json.loads(call(dev, keys["bob"])["content"][0]["text"])["who"] == "bob"
+    vault = (dev.state_dir / "vault.key").stat()
+    assert oct(vault.st_mode & 0o777) == "0o600"
+
+
+def test_an_anonymous_caller_is_told_why_it_cannot_use_the_tool(
+    world: tuple[DevServer, OidcProvider],
+) -> None:
+    dev, _ = world
+    result = call(dev, None)
+    assert result.get("isError") is True, result
+    assert "an anonymous caller cannot use it" in result["content"][0]["text"]
+
+
+def test_connect_refuses_a_cross_site_post_and_a_forged_callback(
+    world: tuple[DevServer, OidcProvider],
+) -> None:
+    dev, _ = world
+    key = dev.create_key("carol")
+    link = link_in(call(dev, key))
+    with httpx.Client(timeout=30) as attacker:  # never loaded the page: no cookie
+        refused = attacker.post(link, data={"token": "guess"})
+        assert refused.status_code == 403, refused.text
+    with httpx.Client(timeout=30) as browser:
+        page = browser.get(link)
+        token = re.search(r'name=token value="([^"]+)"', page.text)
+        assert token, page.text
+        cross = browser.post(
+            link, data={"token": token.group(1)}, headers={"Origin": "https://evil.example"}
+        )
+        assert cross.status_code == 403, cross.text
+    state = link.rsplit("/", 1)[1]
+    with httpx.Client(timeout=30) as forger:  # a callback from another browser
+        forged = forger.get(f"{dev.url}/connect/callback", params={"state": state, "code": "x"})
+        assert forged.status_code == 400, forged.text
+        assert "did not start this connection" in forged.text
+        again = forger.get(f"{dev.url}/connect/callback", params={"state": state, "code": "x"})
+        assert "already used" in again.text
+    result = call(dev, key)
+    assert "open http" in result["content"][0]["text"]  # still not connected
