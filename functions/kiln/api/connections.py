@@ -100,9 +100,12 @@ async def list_connections(request: Request, all: bool = False) -> dict[str, Any
 async def connect(provider: str, request: Request) -> dict[str, Any]:
     who = await require(request, "call")
     base = base_url(request)
+    sent = request.headers.get("content-length", "0") != "0"
+    body = await json_body(request) if sent else {}
+    scopes = body.get("scopes", []) if isinstance(body, dict) else None
     pending = await _call(
         lambda: _connections(request).begin(
-            _identity(who), provider, (), redirect_uri=f"{base}/connect/callback"
+            _identity(who), provider, scopes, redirect_uri=f"{base}/connect/callback"
         )
     )
     return {"url": f"{base}/connect/{pending.state}", "expires_in": 600}

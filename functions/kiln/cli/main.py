@@ -12,6 +12,7 @@ from urllib.parse import quote
 from kiln.cli import output
 from kiln.cli.aws import settings_of
 from kiln.cli.bundles import register as register_bundles
+from kiln.cli.connections import register as register_connections
 from kiln.cli.history import register as register_history
 from kiln.cli.keys import register as register_auth
 from kiln.cli.locate import STATE_HELP, ServerNotFoundError, server_options
@@ -233,6 +234,7 @@ def build_parser() -> argparse.ArgumentParser:
     register_bundles(commands)
     register_tasks(commands, server_options)
     register_auth(commands)
+    register_connections(commands)
     register_access(commands, server_options)
     return parser
 

@@ -52,12 +52,12 @@ class Connections:
         self._clock = clock
 
     def begin(
-        self, identity: str, provider_name: str, scopes: tuple[str, ...], *, redirect_uri: str
+        self, identity: str, provider_name: str, scopes: Any, *, redirect_uri: str
     ) -> Pending:
         """A connect flow for this caller and provider: its state id, and the browser binding
         the page sets as a cookie."""
         provider = self.providers.get(provider_name)
-        wanted = tuple(dict.fromkeys(provider.scopes + check_scopes(list(scopes))))
+        wanted = tuple(dict.fromkeys(provider.scopes + check_scopes(scopes)))
         verifier, _ = pkce_pair()
         pending = Pending(
             state=secrets.token_urlsafe(24),

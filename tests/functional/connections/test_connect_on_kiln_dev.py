@@ -154,3 +154,31 @@ def test_connect_refuses_a_cross_site_post_and_a_forged_callback(
         assert "already used" in again.text
     result = call(dev, key)
     assert "open http" in result["content"][0]["text"]  # still not connected
+
+
+def test_the_cli_connects_in_advance_lists_and_revokes(
+    world: tuple[DevServer, OidcProvider],
+) -> None:
+    dev, provider = world
+    key = dev.create_key("dave")
+    shown = dev.kiln("connections", "providers", "ls")
+    assert shown.returncode == 0, shown.stderr
+    assert "acme" in shown.stdout
+    assert not any(secret in shown.stdout for secret in provider.clients.values())
+    started = dev.kiln("connections", "connect", "acme", "--scopes", "repo", "--key", key)
+    assert started.returncode == 0, started.stderr
+    done = consent(dev, provider, started.stdout.strip(), "dave")
+    assert "acme is connected" in done.text, done.text
+    result = call(dev, key)  # connected in advance: the first call runs
+    assert json.loads(result["content"][0]["text"])["who"] == "dave", result
+    listed = dev.kiln("connections", "ls", "--key", key)
+    assert listed.returncode == 0, listed.stderr
+    assert "acme" in listed.stdout
+    gone = dev.kiln("connections", "revoke", "acme", "--key", key)
+    assert gone.returncode == 0, gone.stderr
+    again = dev.kiln("connections", "revoke", "acme", "--key", key)
+    assert again.returncode == 1
+    assert "no connection to 'acme'" in again.stderr
+    bad = dev.kiln("connections", "providers", "add", "Bad Name", "--client-id", "c")
+    assert bad.returncode == 1
+    assert "provider name must be 1-32 characters" in bad.stderr
