@@ -3,10 +3,8 @@ client secret in SSM as a SecureString, bad input refused saying which rule."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
-import boto3
 import pytest
 
 from kiln.connections.oauth import OAuthError
@@ -17,18 +15,7 @@ from kiln.connections.providers import (
     provider_from,
 )
 from support.aws import AwsStack
-from support.oidc_provider import OidcProvider, oidc_provider
-
-
-@pytest.fixture(scope="module")
-def provider() -> Iterator[OidcProvider]:
-    with oidc_provider() as running:
-        yield running
-
-
-@pytest.fixture
-def ssm(moto_endpoint: str) -> Any:
-    return boto3.session.Session(region_name="us-east-1").client("ssm", endpoint_url=moto_endpoint)
+from support.oidc_provider import OidcProvider
 
 
 def test_a_provider_from_its_issuer_metadata_and_its_secret_in_ssm(

@@ -5,11 +5,9 @@ the sealed vault read directly, and a record planted under another identity."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import boto3
 import httpx
 import pytest
 
@@ -20,7 +18,7 @@ from kiln.connections.providers import ProviderStore, provider_from
 from kiln.connections.vault import Vault
 from support.aws import AwsStack
 from support.leakguard import Planted
-from support.oidc_provider import OidcProvider, oidc_provider, query
+from support.oidc_provider import OidcProvider, query
 
 REDIRECT = "http://127.0.0.1:9/connect/callback"  # never followed: consent() stops there
 
@@ -30,17 +28,6 @@ class Clock:
 
     def __call__(self) -> float:
         return self.now
-
-
-@pytest.fixture(scope="module")
-def provider() -> Iterator[OidcProvider]:
-    with oidc_provider() as running:
-        yield running
-
-
-@pytest.fixture
-def ssm(moto_endpoint: str) -> Any:
-    return boto3.session.Session(region_name="us-east-1").client("ssm", endpoint_url=moto_endpoint)
 
 
 @pytest.fixture
