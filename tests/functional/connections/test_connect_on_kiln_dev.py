@@ -15,6 +15,9 @@ from urllib.parse import urlsplit
 import httpx
 import pytest
 
+from kiln.aws.clients import make_clients
+from kiln.connections.envelope import FileKeys
+from kiln.connections.vault import Vault
 from support.devserver import DevServer, kiln_dev
 from support.oidc_provider import OidcProvider, oidc_provider
 
@@ -86,6 +89,29 @@ def consent(dev: DevServer, provider: OidcProvider, link: str, user: str) -> htt
         return browser.get(str(back))
 
 
+def never_in_the_clear(dev: DevServer, identities: list[str]) -> None:
+    """The tokens, opened from the vault with its key file, are in no file of the state
+    directory (the emulator's journal and snapshot, the log), nor in the ledger's answers."""
+    env = dev.env
+    clients = make_clients(
+        endpoint_url=env["AWS_ENDPOINT_URL"], region=env["AWS_REGION"],
+        credentials=(env["AWS_ACCESS_KEY_ID"], env["AWS_SECRET_ACCESS_KEY"]),
+    )  # fmt: skip
+    vault = Vault(clients.dynamodb, FileKeys(dev.state_dir / "vault.key"), table="kiln")
+    secrets: list[bytes] = []
+    for identity in identities:
+        tokens = vault.tokens(identity, "acme")
+        assert tokens is not None, identity
+        secrets += [t.encode() for t in (tokens.access_token, tokens.refresh_token) if t]
+    assert len(secrets) == 2 * len(identities)
+    for path in dev.state_dir.rglob("*"):
+        if path.is_file() and path.name != "vault.key":
+            data = path.read_bytes()
+            assert not any(secret in data for secret in secrets), f"a token in clear in {path}"
+    ledger = dev.api("GET", "/api/calls").content
+    assert not any(secret in ledger for secret in secrets), "a token in the ledger"
+
+
 def test_each_caller_connects_and_each_run_sees_only_its_own_account(
     world: tuple[DevServer, OidcProvider],
 ) -> None:
@@ -108,6 +134,7 @@ def test_each_caller_connects_and_each_run_sees_only_its_own_account(
     everyone = dev.api("GET", "/api/connections?all=true").json()["connections"]
     assert len(everyone) == 2
     assert "access_token" not in json.dumps(everyone)
+    never_in_the_clear(dev, [c["identity"] for c in everyone])
 
     gone = dev.http.delete(
         f"{dev.url}/api/connections/acme", headers={"Authorization": f"Bearer {keys['alice']}"}
