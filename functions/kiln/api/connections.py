@@ -126,7 +126,7 @@ def _page(status: int, title: str, body: str) -> HTMLResponse:
         f"<!doctype html><html lang=en><head><meta charset=utf-8><title>{html.escape(title)}"
         f"</title></head><body><main><h1>{html.escape(title)}</h1>{body}</main></body></html>"
     )
-    headers = {"Cache-Control": "no-store", "Referrer-Policy": "no-referrer",
+    headers = {"Cache-Control": "no-store", "Referrer-Policy": "same-origin",
                "Content-Security-Policy": "default-src 'none'; form-action 'self' https: http:",
                "X-Frame-Options": "DENY"}  # fmt: skip
     return HTMLResponse(text, status, headers=headers)
