@@ -25,7 +25,9 @@ from kiln.cli.output import print_rows
 
 
 def register(subparsers: Any) -> None:
-    group = subparsers.add_parser("connections", help="callers' own OAuth connections")
+    group = subparsers.add_parser(
+        "connections", help="callers' own OAuth connections: providers, connect, ls, revoke"
+    )
     commands = group.add_subparsers(dest="connections_command", metavar="COMMAND", required=True)
     providers = commands.add_parser("providers", help="OAuth providers: add, ls, rm")
     provider_commands = providers.add_subparsers(dest="providers_command", required=True)
