@@ -1,13 +1,15 @@
-"""A tool acting for its caller on a real `kiln dev`, against a real OAuth provider: each
-caller is sent to connect, consents as themselves, and then each run sees its own token (the
-tool asks the provider whose it is), never the other caller's; anonymous callers are refused
-saying why; a revoked connection is asked for again; the /connect pages refuse a forged
-callback and a cross-site post."""
+"""A tool acting for its caller on a real `kiln dev` (over HTTP and `kiln stdio --url`),
+against a real OAuth provider: each caller is sent to connect, consents as themselves, and
+then each run sees its own token (the tool asks the provider whose it is), never the other
+caller's; anonymous callers are refused saying why; a revoked connection is asked for again;
+the /connect pages refuse a forged callback and a cross-site post; the CLI connects ahead."""
 
 from __future__ import annotations
 
 import json
 import re
+import subprocess
+import sys
 from collections.abc import Iterator
 from typing import Any
 from urllib.parse import urlsplit
@@ -18,7 +20,7 @@ import pytest
 from kiln.aws.clients import make_clients
 from kiln.connections.envelope import FileKeys
 from kiln.connections.vault import Vault
-from support.devserver import DevServer, kiln_dev
+from support.devserver import DevServer, clean_env, kiln_dev
 from support.oidc_provider import OidcProvider, oidc_provider
 
 NAME = "whose_account"
@@ -209,3 +211,30 @@ def test_the_cli_connects_in_advance_lists_and_revokes(
     bad = dev.kiln("connections", "providers", "add", "Bad Name", "--client-id", "c")
     assert bad.returncode == 1
     assert "provider name must be 1-32 characters" in bad.stderr
+
+
+def test_over_kiln_stdio_each_key_gets_its_own_account(
+    world: tuple[DevServer, OidcProvider],
+) -> None:
+    dev, provider = world
+    keys = {"frank": dev.create_key("frank"), "grace": dev.create_key("grace")}
+    for user, key in keys.items():
+        done = consent(dev, provider, link_in(call(dev, key)), user)
+        assert "acme is connected" in done.text, done.text
+    lines = [
+        {"jsonrpc": "2.0", "id": "init", "method": "initialize", "params": {
+            "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "c"}}},
+        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+        {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+         "params": {"name": NAME, "arguments": {}}},
+    ]  # fmt: skip
+    for user, key in keys.items():
+        ran = subprocess.run(
+            [sys.executable, "-m", "kiln.cli", "stdio", "--url", dev.url, "--key", key],
+            input="".join(json.dumps(line) + "\n" for line in lines).encode(),
+            capture_output=True, env=clean_env(), timeout=120, check=False,
+        )  # fmt: skip
+        assert ran.returncode == 0, ran.stderr.decode()
+        (answer,) = [m for m in map(json.loads, ran.stdout.splitlines()) if m.get("id") == 1]
+        said = json.loads(answer["result"]["content"][0]["text"])
+        assert said["who"] == user, f"{answer}\n{tail(dev)}"
