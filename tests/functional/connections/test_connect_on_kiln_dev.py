@@ -91,6 +91,16 @@ def consent(dev: DevServer, provider: OidcProvider, link: str, user: str) -> htt
         return browser.get(str(back))
 
 
+def connected(dev: DevServer, provider: OidcProvider, *users: str) -> dict[str, str]:
+    """A call key per user, each sent to connect by a first call and consenting as itself."""
+    keys = {user: dev.create_key(user) for user in users}
+    for user, key in keys.items():
+        done = consent(dev, provider, link_in(call(dev, key)), user)
+        assert done.status_code == 200, f"{done.text}\n{tail(dev)}"
+        assert "acme is connected" in done.text
+    return keys
+
+
 def never_in_the_clear(dev: DevServer, identities: list[str]) -> None:
     """The tokens, opened from the vault with its key file, are in no file of the state
     directory (the emulator's journal and snapshot, the log), nor in the ledger's answers."""
@@ -118,11 +128,7 @@ def test_each_caller_connects_and_each_run_sees_only_its_own_account(
     world: tuple[DevServer, OidcProvider],
 ) -> None:
     dev, provider = world
-    keys = {"alice": dev.create_key("alice"), "bob": dev.create_key("bob")}
-    for user, key in keys.items():
-        done = consent(dev, provider, link_in(call(dev, key)), user)
-        assert done.status_code == 200, f"{done.text}\n{tail(dev)}"
-        assert "acme is connected" in done.text
+    keys = connected(dev, provider, "alice", "bob")
     for _ in range(2):
         for user, key in keys.items():
             result = call(dev, key)
@@ -217,10 +223,7 @@ def test_over_kiln_stdio_each_key_gets_its_own_account(
     world: tuple[DevServer, OidcProvider],
 ) -> None:
     dev, provider = world
-    keys = {"frank": dev.create_key("frank"), "grace": dev.create_key("grace")}
-    for user, key in keys.items():
-        done = consent(dev, provider, link_in(call(dev, key)), user)
-        assert "acme is connected" in done.text, done.text
+    keys = connected(dev, provider, "frank", "grace")
     lines = [
         {"jsonrpc": "2.0", "id": "init", "method": "initialize", "params": {
             "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "c"}}},
