@@ -39,6 +39,7 @@ Rooms (one noun each; a room's __init__.py is its face, `__all__` what other roo
     identity/       who is calling: keys, tokens, policy, metadata, audit
     access/         what a caller may see and spend: views, pins, holds (breaking revisions
                     awaiting a view owner's accept), quotas, approvals, secrets
+    connections/    each caller's own OAuth connections: providers, the sealed vault, connecting
     accounting/     what each call cost and did: its account, the gate, the ledger, usage
     catalog/        model, rules (names, schemas, requirements), breaking (what a save breaks;
                     narrowing), store, snapshot, tool folders, fingerprints (catalog/README.md)

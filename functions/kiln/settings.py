@@ -314,6 +314,11 @@ class Settings:
     build_cache_dir: Path | None = None
     build_cache_mb: float | None = None  # KILN_BUILD_CACHE_MB: its disk budget (2,048)
     public_base_url: str | None = None  # KILN_PUBLIC_BASE_URL: how clients reach this server
+    # The connections vault's key (kiln.connections.envelope): KILN_VAULT_KMS_KEY (AWS, a KMS
+    # key id or ARN), else KILN_VAULT_KEY_FILE (kiln dev: <state dir>/vault.key); neither:
+    # tools declaring connections cannot run here
+    vault_kms_key: str | None = None
+    vault_key_file: Path | None = None
     cursor_secret: str | None = None  # KILN_CURSOR_SECRET: signs tools/list cursors
     # KILN_STATE_SECRET: seals a tool call's requestState (2026-07-28 questions); unset: a
     # random secret per process, so a state opens only in the process that sealed it
@@ -424,6 +429,8 @@ class Settings:
             bundle_max_unpacked_mb=_parse(e, "KILN_BUNDLE_MAX_UNPACKED_MB", None, _positive_float),
             **_builder_settings(e),
             public_base_url=public_base_url,
+            vault_kms_key=_parse(e, "KILN_VAULT_KMS_KEY", None, _text),
+            vault_key_file=_parse(e, "KILN_VAULT_KEY_FILE", None, Path),
             cursor_secret=_parse(e, "KILN_CURSOR_SECRET", None, _text),
             state_secret=_parse(e, "KILN_STATE_SECRET", None, _text),
             ledger=_parse(e, "KILN_LEDGER", cls.ledger, _boolean),

@@ -33,6 +33,11 @@ from kiln.aws.clients import AwsClients, lazy
 from kiln.bundles.hooks import Bundles, make_bundles
 from kiln.catalog.snapshot import CatalogSnapshots
 from kiln.catalog.store import CatalogStore
+from kiln.connections import Connections
+from kiln.connections.calls import RunTokens
+from kiln.connections.envelope import FileKeys, KeyKeeper, KmsKeys
+from kiln.connections.providers import ProviderStore
+from kiln.connections.vault import Vault
 from kiln.process import aws_clients as aws_clients  # the entry points call these here too
 from kiln.process import prepare_process as prepare_process
 from kiln.process import runner_settings
@@ -73,6 +78,7 @@ class Kiln:
     bundles: Bundles
     views: ViewCatalog
     gate: CallGate
+    connections: Connections | None = None  # None: no vault key configured
 
     @cached_property
     def api_settings(self) -> ApiSettings:
@@ -295,6 +301,7 @@ def build_kiln(settings: Settings, *, clients: AwsClients | None = None) -> Kiln
     runner = Runner(runner_settings(settings))
     callers = make_callers(settings, clients)
     secrets = make_secrets(settings, clients)
+    connections = make_connections(settings, clients)
     views = ViewCatalog(
         ViewStore(clients.dynamodb, table=settings.table, binder=CatalogBinder(store)),
         lambda tool_id, number: store.revision(f"id:{tool_id}", number),
@@ -306,10 +313,11 @@ def build_kiln(settings: Settings, *, clients: AwsClients | None = None) -> Kiln
         approvals=SpentApprovals(clients.dynamodb, table=settings.table),
         idempotency=call_keys(settings, clients),
         mode=next((m for m in MODES if m == settings.catalog_mode), "list"),
+        connections=RunTokens(connections) if connections is not None else None,
     )  # fmt: skip
     return Kiln(
         settings, clients, store, snapshots, runner, backend, callers, secrets, bundles, views,
-        gate,
+        gate, connections,
     )  # fmt: skip
 
 
@@ -421,6 +429,27 @@ def make_callers(settings: Settings, clients: AwsClients) -> Callers:
         static_keys=static,
     )
     return Callers(keys, authenticator, auth, public_base_url=settings.public_base_url)
+
+
+def make_connections(settings: Settings, clients: AwsClients) -> Connections | None:
+    """Each caller's OAuth connections (kiln.connections), when a vault key is configured:
+    KMS in AWS, a key file beside kiln dev's state."""
+    keeper: KeyKeeper
+    session = clients.session
+    if settings.vault_kms_key:
+        kms = lazy(
+            lambda: session.client("kms", endpoint_url=settings.endpoint_url), threading.RLock()
+        )
+        keeper = KmsKeys(kms, settings.vault_kms_key)
+    elif settings.vault_key_file is not None:
+        keeper = FileKeys(settings.vault_key_file)
+    else:
+        return None
+    ssm = lazy(lambda: session.client("ssm", endpoint_url=settings.endpoint_url), threading.RLock())
+    providers = ProviderStore(
+        clients.dynamodb, ssm, table=settings.table, secrets_prefix=settings.auth.secrets_prefix
+    )
+    return Connections(providers, Vault(clients.dynamodb, keeper, table=settings.table))
 
 
 def make_secrets(settings: Settings, clients: AwsClients) -> SecretStore:

@@ -14,6 +14,7 @@ studio      /api/whoami and /api/tools/validate (the studio's dry-run save); its
             kiln.studio.assets
 keys        /api/keys: create (shown once), list, revoke
 secrets     /api/tools/{name}/secrets: declared names, set or not; set, remove (write-only)
+connections /api/connections...: providers, callers' connections; the /connect pages
 tasks       /api/tasks/{id}: authors' runs as MCP tasks (started by /api/tools/{ref}/run)
 health      /api/health and the OAuth protected-resource metadata
 """

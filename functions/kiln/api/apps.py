@@ -82,8 +82,20 @@ def create_app(kiln: Kiln, *, serves: Serves = "all") -> FastAPI:
     from fastapi import FastAPI
 
     from kiln import __version__
-    from kiln.api import approvals as approval_routes
-    from kiln.api import bundles, calls, errors, health, keys, secrets, studio, tasks, tools, views
+    from kiln.api import (
+        approvals,
+        bundles,
+        calls,
+        connections,
+        errors,
+        health,
+        keys,
+        secrets,
+        studio,
+        tasks,
+        tools,
+        views,
+    )
     from kiln.studio import assets as studio_assets
 
     app = FastAPI(
@@ -111,7 +123,8 @@ def create_app(kiln: Kiln, *, serves: Serves = "all") -> FastAPI:
             app.include_router(router)
         app.include_router(keys.router)
         app.include_router(secrets.router)
-        app.include_router(approval_routes.router)
+        app.include_router(approvals.router)
+        app.include_router(connections.router)
     return app
 
 

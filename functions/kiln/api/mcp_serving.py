@@ -90,6 +90,7 @@ async def answer_mcp(
         peer=peer,
         client_address=request.client.host if request.client else None,  # Lambda: sourceIp
         book=book,
+        base_url=base_url(request),
     )
     seen = Seen()  # what the protocol finds the request to be, for Lambda's log line
     hear = getattr(request.scope.get("aws.context"), "hear", None)  # kiln.observability

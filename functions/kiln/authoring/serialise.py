@@ -31,6 +31,7 @@ def revision_fields(revision: Revision) -> dict[str, Any]:
         "task": revision.task,
         "tags": list(revision.tags),
         "calls": list(revision.calls),
+        "connections": [dict(need) for need in revision.connections],
     }
 
 

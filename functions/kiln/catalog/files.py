@@ -142,7 +142,7 @@ def draft_manifest(draft: Draft) -> dict[str, Any]:
         data["secrets"] = list(draft.secrets)
     else:
         data.pop("secrets")
-    for listed in ("tags", "calls"):  # left out when empty, as authors write them
+    for listed in ("tags", "calls", "connections"):  # left out when empty, as authors write them
         if getattr(draft, listed):
             data[listed] = list(getattr(draft, listed))
         else:

@@ -58,6 +58,7 @@ IN = (
     "requirements",
     "secrets",
     "calls",
+    "connections",
 )
 # In under another name: code_sha256 as "code", files, bundle_id as "bundle".
 RENAMED = ("code_sha256", "files", "bundle_id")

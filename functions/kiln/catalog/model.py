@@ -38,6 +38,8 @@ class Draft:
     task: TaskMode | None = None
     tags: tuple[str, ...] = ()  # short labels that views select tools by
     calls: tuple[str, ...] = ()  # the tools its script may call (runner/TALKING.md)
+    # per-caller OAuth tokens it needs: {"provider", "scopes"} each (catalog/connection_needs)
+    connections: tuple[Mapping[str, Any], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -65,6 +67,7 @@ class Revision:
     task: TaskMode | None = None
     tags: tuple[str, ...] = ()
     calls: tuple[str, ...] = ()
+    connections: tuple[Mapping[str, Any], ...] = ()
     # Saved although it breaks the revision before (kiln.catalog.breaking): what it breaks.
     breaking: tuple[Mapping[str, Any], ...] = ()
     # sha256:<hex> over what it is and what runs, under the name it was saved with, saved_as

@@ -11,6 +11,7 @@ import math
 from collections.abc import Mapping
 from typing import Any, Final
 
+from kiln.catalog.connection_needs import check_connections
 from kiln.catalog.model import ANNOTATION_HINTS, Draft, Language, TaskMode
 from kiln.catalog.names import NAME_PATTERN, TAG_RULE, is_tag
 from kiln.catalog.requirements import check_requirement_list, is_semver_range
@@ -93,6 +94,7 @@ CANONICAL_FIELDS: Final = (
     "task",
     "tags",
     "calls",
+    "connections",
 )
 
 FIELD_ALIASES: Final[Mapping[str, str]] = {
@@ -453,12 +455,11 @@ def check_draft(payload: Mapping[str, Any], *, defaults: Mapping[str, Any] | Non
     annotations = _check_annotations(get("annotations"), found)
     timeout = _check_timeout(get("timeout_seconds"), found)
     enabled = _check_enabled(get("enabled"), found)
-    secrets = _check_secrets(get("secrets"), found)
-    files = _check_files(get("files"), found)
+    secrets, files = _check_secrets(get("secrets"), found), _check_files(get("files"), found)
     task = _check_task(get("task"), found)
     _check_plain_timeout(timeout, task, found)
-    tags = _check_tags(get("tags"), found)
-    calls = _check_calls(get("calls"), found)
+    tags, calls = _check_tags(get("tags"), found), _check_calls(get("calls"), found)
+    connections = check_connections(get("connections"), found)
 
     if found:
         raise RuleError(found)
@@ -485,4 +486,5 @@ def check_draft(payload: Mapping[str, Any], *, defaults: Mapping[str, Any] | Non
         task=task,
         tags=tags,
         calls=calls,
+        connections=connections,
     )

@@ -98,6 +98,7 @@ def revision_from_json(text: str) -> Revision:
     data["tags"] = tuple(data.get("tags", ()))
     data["calls"] = tuple(data.get("calls", ()))
     data["breaking"] = tuple(data.get("breaking", ()))
+    data["connections"] = tuple(data.get("connections", ()))
     return Revision(**data)
 
 

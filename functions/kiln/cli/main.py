@@ -13,6 +13,7 @@ from kiln.cli import output
 from kiln.cli.approvals import register as register_approvals
 from kiln.cli.aws import settings_of
 from kiln.cli.bundles import register as register_bundles
+from kiln.cli.connections import register as register_connections
 from kiln.cli.history import register as register_history
 from kiln.cli.keys import register as register_auth
 from kiln.cli.locate import STATE_HELP, ServerNotFoundError, server_options
@@ -250,6 +251,7 @@ def build_parser() -> argparse.ArgumentParser:
     register_tasks(commands, server_options)
     register_approvals(commands, server_options)
     register_auth(commands)
+    register_connections(commands)
     register_access(commands, server_options)
     return parser
 

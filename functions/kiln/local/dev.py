@@ -209,6 +209,7 @@ def run_dev(args: argparse.Namespace) -> int:
         bind_host=args.host,
         bind_port=sock.getsockname()[1],
         build_cache_dir=base.build_cache_dir or local.state_dir / "build-cache",
+        vault_key_file=base.vault_key_file or local.state_dir / "vault.key",
     )
     try:
         with sock, local_stack(args, settings) as (settings, clients):

@@ -119,6 +119,7 @@ class Arrival:
     # the edge waits for before the answer leaves; None (stdio): the backend does them at once.
     book: Book | None = None
     author_run: bool = False  # an author's run over REST, not a `tools/call` (not ledgered)
+    base_url: str | None = None  # how the client reached this server (connect links)
 
 
 Outcome = Literal["ok", "error", "timeout", "rejected"]

@@ -58,6 +58,13 @@ class SecretValues(Protocol):
     def values_for(self, tool: Tool) -> Mapping[str, str]: ...
 
 
+class ConnectionTokens(Protocol):
+    """The caller's own OAuth tokens a tool declares (kiln.connections.calls.RunTokens);
+    LookupError, its message safe to show, when the caller must connect first."""
+
+    def env_for(self, tool: Tool, principal: Any, base_url: str | None) -> Mapping[str, str]: ...
+
+
 class AdmittedTask(NamedTuple):
     """What `admit_task` found: the tool, its call's ledger ticket, the approval it needs."""
 
@@ -105,9 +112,11 @@ class CatalogBackend:
         approvals: SpentApprovals | None = None,
         idempotency: CallKeys | None = None,
         mode: Mode = "list",
+        connections: ConnectionTokens | None = None,
     ) -> None:
         self._snapshots = snapshots
         self.idempotency = idempotency  # keyed calls' answers (kiln.protocol.idempotency)
+        self._connections = connections
         self._approvals = approvals  # each approval runs its tool once (kiln.access.approvals)
         self._mode = mode  # the root catalog's (KILN_CATALOG_MODE); a view says its own
         self._runner = runner
@@ -294,6 +303,7 @@ class CatalogBackend:
         outcome, result = await self.execute(
             found, arguments, time_left_s=ctx.time_left_s, conversation=talk,
             shares=run_shares(found, ctx.principal, view), from_run=self._from_run(ctx),
+            caller=(ctx.principal, ctx.arrival.base_url),
         )  # fmt: skip
         if gate is None or account is None:
             return outcome
@@ -438,6 +448,7 @@ class CatalogBackend:
         shares: tuple[str, ...] = (),
         from_run: Callable[[], bool] | None = None,
         author: bool = False,
+        caller: tuple[Any, str | None] = (None, None),
     ) -> tuple[ToolOutcome, RunResult | None]:
         """Run a catalog tool's head revision; the outcome is shaped as the contract says.
 
@@ -446,7 +457,7 @@ class CatalogBackend:
         the tool's author runs it (a test run), who is told why its packages failed.
         """
         head = tool.head
-        whose = {"shares": shares or (f"tool:{tool.id}",), "from_run": from_run}
+        whose = {"shares": shares or (f"tool:{tool.id}",), "from_run": from_run, "caller": caller}
         if self._remote is not None:  # the runner function fetches the bundle itself
             try:
                 return await self._run(tool, arguments, None, time_left_s, whose, conversation)
@@ -476,13 +487,17 @@ class CatalogBackend:
     ) -> tuple[ToolOutcome, RunResult | None]:
         head = tool.head
         code, files = await self._source(head)
+        whose = dict(whose)
+        caller = whose.pop("caller", (None, None))
         try:
             extra_env = (
                 dict(await asyncio.to_thread(self._secrets.values_for, tool))
                 if self._secrets is not None and head.secrets
                 else {}
             )
-        except LookupError as error:  # a declared secret is not set
+            if head.connections:  # the caller's own tokens (kiln.connections), after secrets
+                extra_env.update(await asyncio.to_thread(self._connection_env, tool, *caller))
+        except LookupError as error:  # a declared secret is not set, or no connection yet
             return ToolOutcome(f"Tool {tool.name!r} cannot run: {error}", True), None
         request = run_request(
             tool,
@@ -544,6 +559,11 @@ class CatalogBackend:
                 if bundle_path is None:
                     return False
             return self._runner.prepare(run_request(tool, code, files, bundle_path, {}))
+
+    def _connection_env(self, tool: Tool, *caller: Any) -> Mapping[str, str]:
+        if self._connections is None:  # a tool acting for its caller (kiln.connections)
+            raise LookupError("it acts for its caller, and this server has no vault key")
+        return self._connections.env_for(tool, *caller)
 
     def warm_secrets(self, tool: Tool) -> None:
         """Fetch `tool`'s secrets as its call would (cached as the call's are, for the same

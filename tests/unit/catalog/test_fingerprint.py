@@ -53,6 +53,7 @@ CHANGES_IN: dict[str, Any] = {
     "requirements": ("humanize==4.10.0",),
     "secrets": ("API_TOKEN", "OTHER"),
     "calls": (),
+    "connections": ({"provider": "github", "scopes": ["repo"]},),
     "code_sha256": "d" * 64,
     "files": {"rates.json": "e" * 64},
     "bundle_id": "f" * 32,
@@ -68,6 +69,7 @@ CHANGES_OUT: dict[str, Any] = {
     "code_key": "code/elsewhere.py",
     "fingerprint": "sha256:" + "0" * 64,
     "saved_as": "old_name",
+    "breaking": ({"kind": "input_required", "path": "note", "message": "note is now required"},),
 }
 
 

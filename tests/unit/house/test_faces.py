@@ -24,6 +24,9 @@ EXPORTS: dict[str, str] = {
     ),
     "accounting": "account gate idempotency ledger ledger_shards ledger_totals pending usage",
     "api": "apps mcp settings",
+    "connections": (
+        "ConnectError Connections calls envelope identity_of oauth providers service vault"
+    ),
     "authoring": (
         "ArgumentsRejectedError AuthoringService FolderTarget TestRun ToolSource admin serialise "
         "service"

@@ -33,6 +33,9 @@ MAY_IMPORT: dict[str, set[str]] = {
     # Policy (who may call what) and accounting (what each call cost and did): the books
     # read the rules, never the other way round.
     "access": {"catalog", "schema"},
+    # Each caller's OAuth connections: the vault and the flows; the edge and the call path
+    # use them, they use nothing of the call path.
+    "connections": {"aws"},
     "accounting": {"access", "catalog", "schema"},
     "tasks": {"access", "accounting", "aws", "catalog", "protocol", "runner", "schema", "serving"},
     "serving": {
@@ -64,6 +67,7 @@ MAY_IMPORT: dict[str, set[str]] = {
         "process",
         "access",
         "accounting",
+        "connections",
         "authoring",
         "aws",
         "bundles",
@@ -80,6 +84,7 @@ MAY_IMPORT: dict[str, set[str]] = {
     "api": {
         "access",
         "accounting",
+        "connections",
         "authoring",
         "aws",
         "bundles",

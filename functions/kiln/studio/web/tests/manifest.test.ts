@@ -25,6 +25,7 @@ const tool: Tool = {
   task: "optional",
   tags: ["finance", "uk"],
   calls: ["fx_rate"],
+  connections: [{ provider: "github", scopes: ["repo"] }],
 };
 
 describe("the draft a save sends", () => {

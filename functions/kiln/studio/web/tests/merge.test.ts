@@ -20,6 +20,7 @@ function draft(overrides: Partial<Draft> = {}): Draft {
     task: null,
     tags: [],
     calls: [],
+    connections: [],
     ...overrides,
   };
 }

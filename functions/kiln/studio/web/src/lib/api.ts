@@ -33,6 +33,8 @@ export interface ToolFields {
   task: TaskMode;
   tags: string[];
   calls: string[]; // the tools its script may call (runner/TALKING.md, "Calling tools")
+  // the caller's own OAuth tokens it needs (kiln/connections/README.md); kept as saved
+  connections: { provider: string; scopes: string[] }[];
   code?: string;
   files?: Record<string, string>; // relative path -> base64 (only with source)
 }
@@ -493,5 +495,6 @@ export function draftOf(tool: Tool | Revision, name: string): Draft {
     task: tool.task ?? null,
     tags: [...(tool.tags ?? [])],
     calls: [...(tool.calls ?? [])],
+    connections: clone(tool.connections ?? []),
   };
 }

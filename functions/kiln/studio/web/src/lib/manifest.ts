@@ -18,6 +18,7 @@ export const MANIFEST_FIELDS = [
   "task",
   "tags",
   "calls",
+  "connections",
 ] as const;
 
 export type ManifestField = (typeof MANIFEST_FIELDS)[number];

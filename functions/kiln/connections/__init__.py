@@ -1,0 +1,15 @@
+"""Each caller's own OAuth connections: providers, the sealed vault, the connect flow."""
+
+from kiln.connections.service import ConnectError, Connections, identity_of
+
+__all__ = [
+    "ConnectError",
+    "Connections",
+    "calls",
+    "envelope",
+    "identity_of",
+    "oauth",
+    "providers",
+    "service",
+    "vault",
+]

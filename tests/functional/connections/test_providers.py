@@ -1,0 +1,93 @@
+"""Providers an operator registers: endpoints given or read from the issuer's metadata, the
+client secret in SSM as a SecureString, bad input refused saying which rule."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from kiln.connections.oauth import OAuthError
+from kiln.connections.providers import (
+    ProviderError,
+    ProviderNotFoundError,
+    ProviderStore,
+    provider_from,
+)
+from support.aws import AwsStack
+from support.oidc_provider import OidcProvider
+
+
+def test_a_provider_from_its_issuer_metadata_and_its_secret_in_ssm(
+    provider: OidcProvider, aws: AwsStack, ssm: Any
+) -> None:
+    store = ProviderStore(
+        aws.clients.dynamodb, ssm, table=aws.table, secrets_prefix=f"/{aws.table}"
+    )
+    found = provider_from(
+        "acme", {"issuer": provider.issuer, "client_id": "c1", "scopes": ["repo"]}
+    )
+    assert found.authorize_url == f"{provider.issuer}/auth"
+    assert found.token_url == f"{provider.issuer}/token"
+    assert found.revoke_url == f"{provider.issuer}/token/revocation"
+    store.put(found, "the-client-secret")
+    assert store.get("acme") == found
+    assert [p.name for p in store.list()] == ["acme"]
+    assert "the-client-secret" not in repr(store.get("acme").public())
+    parameter = ssm.get_parameter(Name=f"/{aws.table}/_connections/acme/client_secret")["Parameter"]
+    assert parameter["Type"] == "SecureString"
+    assert store.client_secret("acme") == "the-client-secret"
+    store.delete("acme")
+    assert store.client_secret("acme") is None
+    with pytest.raises(ProviderNotFoundError, match="no connection provider named 'acme'"):
+        store.get("acme")
+
+
+@pytest.mark.parametrize(
+    ("name", "body", "said"),
+    [
+        ("GitHub", {}, "provider name must be 1-32 characters"),
+        ("gh", {"token_url": "https://x/t", "client_id": "c"}, "authorize_url is required"),
+        (
+            "gh",
+            {"authorize_url": "http://example.com/a", "token_url": "https://x/t", "client_id": "c"},
+            "authorize_url must be an https URL",
+        ),
+        (
+            "gh",
+            {"authorize_url": "https://x/a", "token_url": "https://x/t"},
+            "client_id is required",
+        ),
+        (
+            "gh",
+            {
+                "authorize_url": "https://x/a",
+                "token_url": "https://x/t",
+                "client_id": "c",
+                "scopes": ["a b"],
+            },
+            "'a b' is not an OAuth scope token",
+        ),
+        (
+            "gh",
+            {
+                "authorize_url": "https://x/a",
+                "token_url": "https://x/t",
+                "client_id": "c",
+                "scope": "repo",
+            },
+            "unknown field(s): scope",
+        ),
+    ],
+)
+def test_bad_provider_input_is_refused_saying_why(
+    name: str, body: dict[str, Any], said: str
+) -> None:
+    with pytest.raises(ProviderError) as refused:
+        provider_from(name, body)
+    assert said in str(refused.value)
+
+
+def test_an_issuer_without_metadata_is_refused(provider: OidcProvider) -> None:
+    with pytest.raises(OAuthError, match="no OAuth or OpenID metadata"):
+        provider_from("gh", {"issuer": provider.issuer + "/nothing-here", "client_id": "c"})
