@@ -85,12 +85,11 @@ class AheadOfRouter:
 
     def __init__(self, app: Any, *, serves: Serves) -> None:
         self.app = app
-        self.handlers = {
-            path: handler
-            for path, handler, role in (("/mcp", public_mcp, "public"),
-                                        ("/admin/mcp", admin_mcp, "admin"))
-            if serves in (role, "all")
-        }  # fmt: skip
+        self.handlers = {  # the routes' own handlers, as `routes` maps them
+            route.path: route.endpoint
+            for route in routes(serves)
+            if isinstance(route, Route) and route.path in ("/mcp", "/admin/mcp")
+        }
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         handler = self.handlers.get(scope["path"]) if scope["type"] == "http" else None
