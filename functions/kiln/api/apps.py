@@ -59,21 +59,17 @@ def create_public_app(kiln: Kiln) -> Starlette:
     )
     app.router.redirect_slashes = False  # `/mcp/` is a JSON-RPC 404, not a redirect
     app.state.kiln = kiln
-    middleware.install(app, kiln.api_settings)
-    _shortcut(app, kiln)
-    _after_answer(app)
+    _middleware(app, kiln, "public")
     return app
 
 
-def _shortcut(app: Starlette, kiln: Kiln) -> None:
-    """Plain POSTs to /mcp skip the middleware that has nothing to do for them (last: first)."""
-    app.add_middleware(mcp.McpShortcut, loopback_bind=kiln.api_settings.loopback_bind)
-
-
-def _after_answer(app: Starlette) -> None:
-    """Work a request leaves for later (a run's clean-up, the tool's next standby, a held
-    ledger entry's store write) starts once its response is sent (kiln.runner.afterwards).
-    Added last: it wraps every middleware of the app's own."""
+def _middleware(app: Starlette, kiln: Kiln, serves: Serves) -> None:
+    """Each app's middleware, the last added running first: the MCP endpoints ahead of the
+    router (innermost), the edge's own (`middleware.install`), then the work a request leaves
+    for later (a run's clean-up, the tool's next standby, a held ledger entry's store write),
+    started once its response is sent (kiln.runner.afterwards): it wraps every other one."""
+    app.add_middleware(mcp.AheadOfRouter, serves=serves)
+    middleware.install(app, kiln.api_settings)
     app.add_middleware(AfterAnswer)
 
 
@@ -108,12 +104,9 @@ def create_app(kiln: Kiln, *, serves: Serves = "all") -> FastAPI:
         lifespan=lifespan(kiln),
     )
     app.state.kiln = kiln
-    middleware.install(app, kiln.api_settings)
+    _middleware(app, kiln, serves)
     errors.install(app)
     app.router.routes.extend(mcp.routes(serves))
-    if serves == "all":
-        _shortcut(app, kiln)
-    _after_answer(app)
     if serves in ("all", "admin"):
         # The studio's pages and routes go before /api/tools/{ref}, so that
         # /api/tools/validate is not read as a tool name.

@@ -226,7 +226,12 @@ _ROUTING = {  # status -> (REST code, REST message, JSON-RPC code, JSON-RPC mess
 }
 
 
-async def _handle(_: Request, error: Exception) -> Response:
+async def _handle(request: Request, error: Exception) -> Response:
+    """A refusal in the table, in the shape of the path's edge: a JSON-RPC error under an MCP
+    endpoint (an error raised before the protocol layer saw the request: a key the store
+    could not look up), the REST body elsewhere."""
+    if under_mcp(request.url.path) and not isinstance(error, ApiError):
+        return jsonrpc_response(error)
     return rest_response(error)
 
 

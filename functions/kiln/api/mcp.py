@@ -13,19 +13,17 @@ from typing import Any, Literal
 
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
-from starlette.responses import Response, StreamingResponse
+from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
 from kiln.api.mcp_serving import serve_mcp, serve_view
-from kiln.api.middleware import GZIP_MINIMUM_BYTES, gzip_responder
-from kiln.aws.clients import CALLER_ROLE
-from kiln.protocol.guard import host_allowed
 
 log = logging.getLogger("kiln.api.mcp")
 
 # Every method reaches the protocol layer, which answers all but POST with a JSON-RPC 405;
 # methods outside this list get the same answer from the app's routing error handler.
 METHODS = ["GET", "POST", "DELETE", "PUT", "PATCH", "OPTIONS", "TRACE"]
+_SERVED = frozenset(METHODS)
 
 Serves = Literal["public", "admin", "all"]
 
@@ -76,78 +74,39 @@ def routes(serves: Serves) -> list[BaseRoute]:
     return found
 
 
-class McpShortcut:
-    """A plain `POST /mcp` goes straight to its handler, past the middleware and router that
-    have nothing to do for it (profiled: on `kiln dev` they cost about as much as the MCP
-    endpoint itself, for a tools/list page already rendered).
+class AheadOfRouter:
+    """The MCP endpoints' own paths (`/mcp`, `/admin/mcp`), served ahead of the router and its
+    exception middleware: the app's innermost middleware, so every other one (the rebinding
+    guard, gzip, the caller role, CORS: `kiln.api.middleware`) wraps these requests exactly as
+    it wraps the rest, and this does nothing they do.
 
-    Plain means that none of them would act: no Origin (CORS, and the rebinding guard's
-    Origin check) and a Host the guard accepts (a refused one goes on to the guard). A client
-    that accepts gzip (most do: httpx and Node's fetch ask for it by default) is plain too:
-    its answer goes through Starlette's own gzip responder, with the app's settings, which
-    leaves one under the minimum size, or an event stream, as it is. The handler is the
-    route's own: the caller role is set as `CallerRole` sets it, errors are answered by the
-    same table (`kiln.api.errors`), and the app's outermost middleware (server errors) still
-    wraps it. Installed last, so it runs first of the app's own middleware
-    (`kiln.api.apps`)."""
+    The handler is the route's own (`routes` keeps the route, for the methods outside METHODS
+    the router refuses), and an error it raises is answered by the app's one table
+    (`kiln.api.errors.answer`, as the app's exception handlers answer it). Profiled under wrk,
+    the router and the exception middleware cost about as much as the MCP endpoint itself
+    for a tools/list page already rendered."""
 
-    def __init__(self, app: Any, *, loopback_bind: bool) -> None:
+    def __init__(self, app: Any, *, serves: Serves) -> None:
         self.app = app
-        self.loopback_bind = loopback_bind
+        self.handlers = {  # the routes' own handlers, as `routes` maps them
+            route.path: route.endpoint
+            for route in routes(serves)
+            if isinstance(route, Route) and route.path in ("/mcp", "/admin/mcp")
+        }
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
-        plain = (scope["type"] == "http" and scope["path"] == "/mcp" and scope["method"] == "POST"
-                 and self._plain(scope["headers"]))  # fmt: skip
-        if not plain:
+        handler = self.handlers.get(scope["path"]) if scope["type"] == "http" else None
+        if handler is None or scope["method"] not in _SERVED:
             await self.app(scope, receive, send)
             return
         request = Request(scope, receive)
-        token = CALLER_ROLE.set("mcp")
         try:
-            try:
-                response = await public_mcp(request)
-            except Exception as error:
-                from kiln.api.errors import answer
+            response = await handler(request)
+        except Exception as error:
+            from kiln.api.errors import answer
 
-                response = await answer(request, error)
-                if response.status_code >= 500:  # its traceback to the log, as the stack does
-                    log.error("unhandled error answering POST /mcp", exc_info=error)
-            if plain == "gzip":
-                _vary(response, compressible=False)  # the responder names Accept-Encoding
-                await gzip_responder(response)(scope, receive, send)
-            else:
-                _vary(response, compressible=_compressible(response))
-                await response(scope, receive, send)
-        finally:
-            CALLER_ROLE.reset(token)
-
-    def _plain(self, headers: list[tuple[bytes, bytes]]) -> Literal["gzip", "identity", ""]:
-        """How a request nothing but the route would act on is answered; "" for the rest."""
-        host: str | None = None
-        coding: Literal["gzip", "identity"] | None = None
-        for name, value in headers:
-            if name == b"origin":
-                return ""
-            if name == b"accept-encoding" and coding is None:  # the first, as GZip reads it
-                coding = "gzip" if b"gzip" in value else "identity"
-            elif name == b"host":  # the last, as the guard reads it
-                host = value.decode("latin-1")
-        if not host_allowed(host, loopback_bind=self.loopback_bind):
-            return ""
-        return coding or "identity"
-
-
-def _compressible(response: Response) -> bool:
-    return not isinstance(response, StreamingResponse) and len(response.body) >= GZIP_MINIMUM_BYTES
-
-
-def _vary(response: Response, *, compressible: bool) -> None:
-    """The Vary header the skipped middleware would have set: CORS names Origin; GZip names
-    Accept-Encoding on an answer it could have compressed."""
-    if any(name == b"vary" for name, _ in response.raw_headers):
-        names = [*response.headers.getlist("vary"), "Origin"]
-        response.headers["vary"] = ", ".join([*names, *(["Accept-Encoding"] * compressible)])
-        return
-    response.raw_headers.append(
-        (b"vary", b"Origin, Accept-Encoding" if compressible else b"Origin")
-    )  # the usual case, without MutableHeaders' parsing
+            response = await answer(request, error)
+            if response.status_code >= 500:  # its traceback to the log, as the stack does
+                log.error("unhandled error answering %s %s", scope["method"], scope["path"],
+                          exc_info=error)  # fmt: skip
+        await response(scope, receive, send)

@@ -6,7 +6,7 @@ from typing import Any
 
 from starlette.applications import Starlette
 from starlette.middleware.cors import CORSMiddleware
-from starlette.middleware.gzip import GZipMiddleware, GZipResponder
+from starlette.middleware.gzip import GZipMiddleware
 from starlette.responses import JSONResponse
 
 from kiln.api.settings import ApiSettings
@@ -33,7 +33,9 @@ CORS_HEADERS = [
 
 class RebindingGuard:
     """Refuses a foreign Origin (403) or, on a loopback bind, a foreign Host (421) on every route,
-    before any credential is looked at. MCP paths get a JSON-RPC error body, others the API's."""
+    before any credential is looked at. MCP paths get a JSON-RPC error body, others the API's.
+    The one place the Host is checked on a running app; a request it accepts is handed on at
+    once."""
 
     def __init__(self, app: Any, *, allowed_origins: tuple[str, ...], loopback_bind: bool) -> None:
         self.app = app
@@ -41,47 +43,110 @@ class RebindingGuard:
         self.loopback_bind = loopback_bind
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
-        if scope["type"] == "http":
-            headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]}
-            # Server cards are public metadata any origin may read; Host is still checked
-            public = is_public_document(scope["path"])
-            refused = refusal(
-                headers.get("host"),
-                None if public else headers.get("origin"),
-                allowed=self.allowed_origins,
-                loopback_bind=self.loopback_bind,
-            )
-            if refused is not None:
-                status, message = refused
-                if is_mcp_path(scope["path"]):
-                    body: dict[str, Any] = jsonrpc_error(INVALID_REQUEST, message)
-                else:
-                    code = "forbidden_origin" if status == 403 else "misdirected_request"
-                    body = {"error": {"code": code, "message": message}}
-                await JSONResponse(body, status_code=status)(scope, receive, send)
-                return
-        await self.app(scope, receive, send)
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        host = origin = None
+        for name, value in scope["headers"]:  # the last of each, as a dict of them would hold
+            if name == b"host":
+                host = value.decode("latin-1")
+            elif name == b"origin":
+                origin = value.decode("latin-1")
+        if is_public_document(scope["path"]):  # server cards: any origin may read them
+            origin = None  # (Host is still checked)
+        refused = refusal(
+            host, origin, allowed=self.allowed_origins, loopback_bind=self.loopback_bind
+        )
+        if refused is None:
+            await self.app(scope, receive, send)
+            return
+        status, message = refused
+        if is_mcp_path(scope["path"]):
+            body: dict[str, Any] = jsonrpc_error(INVALID_REQUEST, message)
+        else:
+            code = "forbidden_origin" if status == 403 else "misdirected_request"
+            body = {"error": {"code": code, "message": message}}
+        await JSONResponse(body, status_code=status)(scope, receive, send)
 
 
-def gzip_responder(app: Any) -> GZipResponder:
-    """What the GZip middleware does for a client that accepts gzip, around `app` alone."""
-    return GZipResponder(app, GZIP_MINIMUM_BYTES, compresslevel=GZIP_LEVEL)
+class Cors(CORSMiddleware):
+    """Starlette's CORS, handing a request without Origin (not a browser's) on at once: it only
+    names Origin in the answer's Vary, as Starlette's own does then. Server cards answer their
+    own CORS (any origin may read them, `kiln.api.cards`)."""
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http" or is_public_document(scope["path"]):
+            await self.app(scope, receive, send)
+            return
+        if any(name == b"origin" for name, _ in scope["headers"]):
+            await super().__call__(scope, receive, send)
+            return
+
+        async def vary_origin(message: Any) -> None:
+            if message["type"] == "http.response.start":
+                add_vary(message, b"Origin")
+            await send(message)
+
+        await self.app(scope, receive, vary_origin)
+
+
+class Gzip(GZipMiddleware):
+    """Starlette's GZip for a client that accepts gzip. Any other client's answer is handed on
+    at once, as it is, naming Accept-Encoding in its Vary when Starlette's would compress it
+    for a client that asked (not an event stream, an image, a partial or an encoded answer).
+    Starlette's identity responder holds the answer back to name it only on a body of 1,400
+    bytes or more; naming it on a small one too tells a cache nothing false."""
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http" or _accepts_gzip(scope["headers"]):
+            await super().__call__(scope, receive, send)
+            return
+
+        async def vary_encoding(message: Any) -> None:
+            if message["type"] == "http.response.start" and self._compressible(message):
+                add_vary(message, b"Accept-Encoding")
+            await send(message)
+
+        await self.app(scope, receive, vary_encoding)
+
+    def _compressible(self, message: Any) -> bool:
+        if message.get("status") == 206:
+            return False
+        for name, value in message.get("headers", ()):
+            lower = name.lower()
+            if lower == b"content-encoding":
+                return False
+            if lower == b"content-type":
+                media = value.decode("latin-1").partition(";")[0].strip().lower()
+                kind = media.partition("/")[0] + "/*"
+                if media in self.exclude_content_types or kind in self.exclude_content_types:
+                    return False
+        return True
+
+
+def _accepts_gzip(headers: list[tuple[bytes, bytes]]) -> bool:
+    for name, value in headers:  # the first, as Starlette's Headers.get reads it
+        if name == b"accept-encoding":
+            return b"gzip" in value
+    return False
+
+
+def add_vary(message: Any, name: bytes) -> None:
+    """Name `name` in a response start message's Vary (several Vary headers read as one
+    joined by commas, so the first one takes it)."""
+    headers = message.get("headers")
+    if not isinstance(headers, list):
+        message["headers"] = headers = list(headers or ())
+    for index, (key, value) in enumerate(headers):
+        if key.lower() == b"vary":
+            headers[index] = (key, value + b", " + name)
+            return
+    headers.append((b"vary", name))
 
 
 def is_mcp_path(path: str) -> bool:
     """/mcp, /admin/mcp, a view's /mcp/v/<name> and the paths below them: JSON-RPC answers."""
     return path in ("/mcp", "/admin/mcp") or path.startswith(("/mcp/", "/admin/mcp/"))
-
-
-class Cors(CORSMiddleware):
-    """CORS for the allowed origins; server cards answer their own (any origin may read them,
-    `kiln.api.cards`)."""
-
-    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
-        if scope["type"] == "http" and is_public_document(scope["path"]):
-            await self.app(scope, receive, send)
-            return
-        await super().__call__(scope, receive, send)
 
 
 class CallerRole:
@@ -114,7 +179,7 @@ def install(app: Starlette, settings: ApiSettings) -> None:
     app.add_middleware(CallerRole)
     # For clients that accept it: a tools/list of 100 tools is ~70 KB of JSON, paid as egress
     # per response. Event streams are left as they are (starlette excludes them).
-    app.add_middleware(GZipMiddleware, minimum_size=GZIP_MINIMUM_BYTES, compresslevel=GZIP_LEVEL)
+    app.add_middleware(Gzip, minimum_size=GZIP_MINIMUM_BYTES, compresslevel=GZIP_LEVEL)
     app.add_middleware(
         RebindingGuard,
         allowed_origins=settings.allowed_origins,

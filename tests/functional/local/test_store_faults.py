@@ -151,3 +151,14 @@ def test_a_create_the_store_applied_but_never_answered_is_answered_as_made(
     assert created.status_code == 201, created.text
     assert created.json()["revision"] == 1
     assert kiln.api("GET", "/api/tools/faulty").status_code == 200
+
+
+def test_a_key_the_store_cannot_look_up_gets_the_edge_s_json_rpc_503(faulty: Faulty) -> None:
+    """An error raised out of the /mcp handler itself (the key's lookup, before the protocol
+    layer) is answered by the app's one table, on the path served ahead of the router."""
+    faulty.proxy.set_mode(CUT)
+    answer = faulty.kiln.mcp(LIST, headers={"Authorization": "Bearer kiln_call_" + "k" * 43})
+    assert answer.status_code == 503, answer.text
+    assert answer.headers["Retry-After"] == "1", answer.headers
+    assert answer.json()["error"]["code"] == -32000, answer.text
+    assert answer.json()["jsonrpc"] == "2.0", answer.text
