@@ -103,7 +103,8 @@ def filler(index: int) -> dict[str, Any]:
 
 
 def seed(endpoint: str, name: str) -> None:
-    from kiln.access.views import ViewStore, check_view
+    from kiln.access.view_store import ViewStore
+    from kiln.access.views import check_view
     from kiln.aws.clients import ensure_resources, make_clients
     from kiln.catalog.rules import check_draft
     from kiln.catalog.store import CatalogStore

@@ -64,7 +64,8 @@ KINDS = {  # request type -> (path, message, with the quota key)
 def seed(endpoint: str, name: str) -> str:
     """The catalog (echo and 19 more), a public view, and a key with both quotas."""
     from kiln.access.quotas import Quota
-    from kiln.access.views import ViewStore, check_view
+    from kiln.access.view_store import ViewStore
+    from kiln.access.views import check_view
     from kiln.aws.clients import ensure_resources, make_clients
     from kiln.catalog.rules import check_draft
     from kiln.catalog.store import CatalogStore

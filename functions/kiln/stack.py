@@ -25,7 +25,8 @@ from kiln.access.pins import CatalogBinder
 from kiln.access.quotas import QuotaCounters
 from kiln.access.resolve import ViewCatalog
 from kiln.access.secrets import SecretStore
-from kiln.access.views import MODES, ViewStore
+from kiln.access.view_store import ViewStore
+from kiln.access.views import MODES
 from kiln.accounting.gate import CallGate
 from kiln.accounting.idempotency import CallKeys
 from kiln.accounting.ledger import DEFAULT_SHARDS, CallLedger

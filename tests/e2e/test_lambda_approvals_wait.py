@@ -26,7 +26,8 @@ from standardwebhooks import Webhook
 from e2e.test_lambda_runtime import EVENTS, LambdaProcess, event_for, rpc, start_lambda
 from e2e.test_lambda_talk import body_of, modern_event
 from e2e.test_lambda_tasks import LambdaApi
-from kiln.access.views import ViewStore, check_view
+from kiln.access.view_store import ViewStore
+from kiln.access.views import check_view
 from kiln.authoring import AuthoringService
 from kiln.catalog.store import CatalogStore
 from kiln.identity.keys import KeyStore

@@ -32,7 +32,8 @@ from functional.local.test_inner_calls_on_dev import BIG, SLOW
 from functional.protocol.test_inner_calls import CALLER, PING, RATE, WIPE
 from functional.runner.test_hostile_execute import DAEMON, FORK_BOMB, with_stdin
 from kiln.access.pins import CatalogBinder
-from kiln.access.views import ViewStore, check_view
+from kiln.access.view_store import ViewStore
+from kiln.access.views import check_view
 from kiln.catalog.rules import check_draft
 from kiln.catalog.store import CatalogStore
 from support.aws import fresh_stack

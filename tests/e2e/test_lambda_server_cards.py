@@ -16,7 +16,8 @@ from e2e.gateway import gateway
 from e2e.lambda_profile import Environment
 from functional.api.test_server_cards import CARD_TYPE, checked_card
 from kiln.access.pins import CatalogBinder
-from kiln.access.views import ViewStore, check_view
+from kiln.access.view_store import ViewStore
+from kiln.access.views import check_view
 from kiln.catalog.rules import check_draft
 from kiln.catalog.store import CatalogStore
 from kiln.protocol.cards import registry_entry, validate

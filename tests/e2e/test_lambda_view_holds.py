@@ -15,7 +15,8 @@ import pytest
 from e2e.test_lambda_runtime import LambdaProcess, event_for, rpc, start_lambda
 from e2e.test_lambda_talk import body_of
 from kiln.access.pins import CatalogBinder
-from kiln.access.views import ViewStore, check_view
+from kiln.access.view_store import ViewStore
+from kiln.access.views import check_view
 from kiln.authoring import AuthoringService
 from kiln.catalog.store import CatalogStore
 from support.aws import fresh_stack

@@ -9,6 +9,7 @@ __all__ = [
     "resolve",
     "secrets",
     "view_files",
+    "view_store",
     "views",
     "waiting",
     "webhook",

@@ -10,7 +10,8 @@ from collections.abc import Callable, Mapping
 from kiln.access.holds import Held
 from kiln.access.holds import following as accepted_head
 from kiln.access.pins import pinned_tool, problems
-from kiln.access.views import View, ViewStore
+from kiln.access.view_store import ViewStore
+from kiln.access.views import View
 from kiln.catalog.errors import CatalogError
 from kiln.catalog.model import Revision, Tool
 
@@ -33,13 +34,8 @@ def resolve(
     entry that follows a tool serves the newest revision its owner accepted (`holds`); what
     is held back is added to `held`.
     """
-    chosen: dict[str, Tool] = {}
+    chosen = _tagged(view, tools)
     pinned: set[str] = set()
-    for entry in view.entries:
-        if entry.tag is not None:
-            for tool in tools.values():
-                if tool.enabled and entry.tag in tool.head.tags:
-                    chosen.setdefault(tool.name, tool)
     by_id = {tool.id: tool for tool in tools.values()}
     for entry in view.entries:
         if entry.tool is None:
@@ -58,6 +54,18 @@ def resolve(
             del chosen[name]
         else:
             chosen[name] = kept
+    return chosen
+
+
+def _tagged(view: View, tools: Mapping[str, Tool]) -> dict[str, Tool]:
+    """The enabled tools the view's tag entries match, by name."""
+    chosen: dict[str, Tool] = {}
+    for entry in view.entries:
+        if entry.tag is None:
+            continue
+        for tool in tools.values():
+            if tool.enabled and entry.tag in tool.head.tags:
+                chosen.setdefault(tool.name, tool)
     return chosen
 
 

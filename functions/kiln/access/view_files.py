@@ -16,7 +16,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Literal, Protocol
 
-from kiln.access.views import View, ViewNotFoundError, ViewRuleError, ViewStore, check_view
+from kiln.access.view_store import ViewStore
+from kiln.access.views import View, ViewNotFoundError, ViewRuleError, check_view
 from kiln.catalog.files import FolderError
 
 SUFFIX = ".view.json"

@@ -60,6 +60,9 @@ IN = (
     "calls",
     "connections",
 )
+# Fields added after fingerprints were first taken: in the form only when set, so a revision
+# that does not use them keeps the fingerprint it had.
+LATER = ("connections",)
 # In under another name: code_sha256 as "code", files, bundle_id as "bundle".
 RENAMED = ("code_sha256", "files", "bundle_id")
 # code_key is where the code is kept (its sha256 and language, both in already).
@@ -76,7 +79,13 @@ def canonical_form(name: str, revision: Revision, packages: str | None = None) -
     `resolved_sha256`, kiln/bundles/resolved.py), which then stands in for the bundle id.
     """
     form: dict[str, Any] = {"form": FORM, "name": name}
-    form.update({field: _plain(getattr(revision, field)) for field in IN})
+    form.update(
+        {
+            field: _plain(getattr(revision, field))
+            for field in IN
+            if field not in LATER or getattr(revision, field)
+        }
+    )
     form["code"] = PREFIX + revision.code_sha256
     form["files"] = {path: PREFIX + sha for path, sha in revision.files.items()}
     if packages is None:

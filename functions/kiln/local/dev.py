@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from kiln import stack
-from kiln.access.views import ViewStore
+from kiln.access.view_store import ViewStore
 from kiln.accounting.pending import PendingLedger, stored_in
 from kiln.authoring import AuthoringService, FolderTarget
 from kiln.aws.clients import AwsClients, ensure_resources, make_clients

@@ -43,12 +43,13 @@ from kiln.runner import (
     afterwards,
 )
 from kiln.runner.errors import RunSlotRefusedError
-from kiln.runner.model import RunRequest, RunResult
+from kiln.runner.model import RunResult
 from kiln.runner.remote import RemoteRunner, failed_run, too_large_for_lambda
 from kiln.serving.codemode import CodeMode
 from kiln.serving.conversation import approval_for, approved_by, run_fields, spent, tool_outcome
 from kiln.serving.packages import BundlePaths, cannot_run, wait_for_bundle
 from kiln.serving.resolved import ResolvedTool, disabled_for, resolved, resolved_tool, tool_view
+from kiln.serving.runs import run_request, run_shares
 from kiln.serving.store_errors import NOT_RECORDED, admit, catalog_reads, unavailable
 
 log = logging.getLogger("kiln.serving.backend")
@@ -79,16 +80,6 @@ def _account(caller: Caller, tool: Tool, ctx: CallContext) -> CallAccount:
     if link is None:
         return CallAccount(caller, tool)
     return CallAccount(caller, tool, id=link.id, parent=link.parent)
-
-
-def run_shares(tool: Tool, principal: Any, view: View | None) -> tuple[str, ...]:
-    """Whose run a call is, for its fair share of run slots: the tool, a keyed caller, a view."""
-    shares = [f"tool:{tool.id}"]
-    if principal is not None:
-        shares.append(f"caller:{principal.label}")
-    if view is not None:
-        shares.append(f"view:{view.name}")
-    return tuple(shares)
 
 
 class CatalogBackend:
@@ -575,31 +566,3 @@ class CatalogBackend:
         if bundle_id is None or self._bundles is None:
             return None
         return await asyncio.to_thread(pinned.enter_context, self._bundles.use(bundle_id))
-
-
-def run_request(
-    tool: Tool,
-    code: str,
-    files: Mapping[str, bytes],
-    bundle_path: Path | None,
-    arguments: Mapping[str, Any],
-    *,
-    time_left_s: float | None = None,
-    env: Mapping[str, str] | None = None,
-    **whose: Any,
-) -> RunRequest:
-    """The run of a call of `tool`'s head (a standby for it is made from the same request);
-    `whose` names whose run it is (kiln.runner.slots)."""
-    head = tool.head
-    return RunRequest(
-        language=head.language,
-        code=code,
-        arguments=arguments,
-        timeout_s=head.timeout_seconds,
-        time_left_s=time_left_s,
-        bundle_path=bundle_path,
-        extra_env=env or {},
-        files=files,
-        label=f"{tool.name}@{head.number}",
-        **whose,
-    )

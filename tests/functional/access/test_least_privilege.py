@@ -10,7 +10,8 @@ from cfnlint.decode import decode
 
 from conftest import AwsStack
 from kiln.access.quotas import Quota, QuotaCounters
-from kiln.access.views import ViewStore, check_view
+from kiln.access.view_store import ViewStore
+from kiln.access.views import check_view
 from kiln.accounting.ledger import CallLedger, CallRecord
 from kiln.catalog.rules import check_draft
 from kiln.catalog.store import CatalogStore

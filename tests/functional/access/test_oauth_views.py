@@ -9,7 +9,8 @@ from typing import Any
 import pytest
 
 from conftest import AwsStack
-from kiln.access.views import ViewStore, check_view
+from kiln.access.view_store import ViewStore
+from kiln.access.views import check_view
 from kiln.catalog.rules import check_draft
 from kiln.catalog.store import CatalogStore
 from kiln.identity.settings import AuthSettings

@@ -16,7 +16,7 @@ from kiln.access.view_files import (
     view_files,
     write_view_file,
 )
-from kiln.access.views import ViewStore
+from kiln.access.view_store import ViewStore
 
 
 def write(root: Path, name: str, body: object) -> Path:

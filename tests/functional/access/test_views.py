@@ -8,12 +8,12 @@ import pytest
 
 from conftest import AwsStack
 from kiln.access.resolve import ViewCatalog
+from kiln.access.view_store import ViewStore
 from kiln.access.views import (
     StaleViewError,
     ViewExistsError,
     ViewNotFoundError,
     ViewRuleError,
-    ViewStore,
     check_view,
 )
 from kiln.catalog.rules import check_draft

@@ -16,7 +16,8 @@ from typing import Any
 import pytest
 
 from conftest import AwsStack
-from kiln.access.views import ViewStore, check_view
+from kiln.access.view_store import ViewStore
+from kiln.access.views import check_view
 from kiln.aws.clients import make_clients
 from kiln.catalog import changelog
 from kiln.catalog.model import Draft

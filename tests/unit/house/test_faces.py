@@ -20,7 +20,8 @@ PACKAGE = Path(__file__).resolve().parents[3] / "functions" / "kiln"
 # room -> its __all__, in order (a string split on whitespace)
 EXPORTS: dict[str, str] = {
     "access": (
-        "approval_store approvals pins quotas resolve secrets view_files views waiting webhook"
+        "approval_store approvals pins quotas resolve secrets view_files view_store views waiting "
+        "webhook"
     ),
     "accounting": "account gate idempotency ledger ledger_shards ledger_totals pending usage",
     "api": "apps mcp settings",
