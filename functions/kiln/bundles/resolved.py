@@ -19,13 +19,13 @@ import hashlib
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from packaging.utils import canonicalize_name
-
 PREFIX = "sha256:"
 
 
 def entries(language: str, lock: Iterable[Mapping[str, Any]]) -> tuple[str, ...]:
     """The lock as sorted `name==version --hash=…` lines."""
+    from packaging.utils import canonicalize_name  # a build's end, never a cold start's path
+
     lines = []
     for package in lock:
         name = str(package.get("name") or "")
