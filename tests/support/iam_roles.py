@@ -42,6 +42,7 @@ TABLE = f"kiln-{STAGE}-catalog"
 BUCKET = f"kiln-{STAGE}-{ACCOUNT}-{REGION}"
 TABLE_ARN = f"arn:aws:dynamodb:{REGION}:{ACCOUNT}:table/{TABLE}"
 BUCKET_ARN = f"arn:aws:s3:::{BUCKET}"
+VAULT_KEY_ARN = f"arn:aws:kms:{REGION}:{ACCOUNT}:key/vault"  # the template's one KMS key
 
 
 class IamCheckError(AssertionError):
@@ -107,6 +108,8 @@ class _Names:
             return TABLE_ARN
         if name == "CatalogBucket":
             return BUCKET_ARN
+        if name == "VaultKey":
+            return VAULT_KEY_ARN
         return f"arn:aws:lambda:{REGION}:{ACCOUNT}:function:{self.ref(name)}"
 
     def resolve(self, value: Any) -> Any:
@@ -154,6 +157,27 @@ def bucket_policy(template: dict[str, Any] | None = None) -> dict[str, Any] | No
         if resource.get("Type") == "AWS::S3::BucketPolicy":
             return _Names(template["Resources"]).resolve(resource["Properties"]["PolicyDocument"])
     return None
+
+
+def vault_key_policy(template: dict[str, Any] | None = None) -> dict[str, Any] | None:
+    """The connections vault key's policy: KMS decides a key's use by it too."""
+    template = template or load_template()
+    key = template["Resources"].get("VaultKey")
+    return _Names(template["Resources"]).resolve(key["Properties"]["KeyPolicy"]) if key else None
+
+
+def role_arns(template: dict[str, Any] | None = None) -> dict[str, str]:
+    """Each function's role ARN, with the path its RolePath gives it (the key policy's test)."""
+    template = template or load_template()
+    names = _Names(template["Resources"])
+    arns: dict[str, str] = {}
+    for resource in template["Resources"].values():
+        if resource.get("Type") == "AWS::Serverless::Function":
+            props = resource["Properties"]
+            short = names.resolve(props["FunctionName"]).removeprefix(f"kiln-{STAGE}-")
+            path = names.resolve(props.get("RolePath", "/"))
+            arns[short] = f"arn:aws:iam::{ACCOUNT}:role{path}kiln-{STAGE}-{short}"
+    return arns
 
 
 # ------------------------------------------------------------------ calls -> IAM requests
@@ -312,6 +336,8 @@ def iam_requests(record: dict[str, Any]) -> list[IamRequest]:
         return _ssm(operation, body, why)
     if service == "s3":
         return _s3(record, why)
+    if service == "kms":  # the stack has one key: the connections vault's
+        return [IamRequest(f"kms:{operation}", VAULT_KEY_ARN, {}, why)]
     return [IamRequest(f"{service}:{operation}", "*", {}, why)]
 
 
@@ -345,6 +371,7 @@ class Simulator:
         request: IamRequest,
         policies: list[dict[str, Any]],
         resource_policy: dict[str, Any] | None,
+        principal: str = f"arn:aws:iam::{ACCOUNT}:role/kiln-{STAGE}-function",
     ) -> dict[str, Any]:
         assert self._process.stdin is not None
         assert self._process.stdout is not None
@@ -353,12 +380,16 @@ class Simulator:
             "identityPolicies": [
                 {"name": f"policy{i}", "policy": policy} for i, policy in enumerate(policies)
             ],
-            "resourcePolicy": resource_policy if s3 else None,
+            "resourcePolicy": resource_policy if s3 or request.action.startswith("kms:") else None,
             "request": {
-                "principal": f"arn:aws:iam::{ACCOUNT}:role/kiln-{STAGE}-function",
+                "principal": principal,
                 "action": request.action,
                 "resource": {"resource": request.resource, "accountId": ACCOUNT},
-                "contextVariables": {**request.context, "aws:SecureTransport": "true"},
+                "contextVariables": {
+                    **request.context,
+                    "aws:SecureTransport": "true",
+                    "aws:PrincipalArn": principal,  # KMS key policies name roles by it
+                },
             },
         }
         if simulation["resourcePolicy"] is None:
@@ -390,6 +421,8 @@ class RoleCheck:
     simulator: Simulator
     roles: dict[str, list[dict[str, Any]]] = field(default_factory=role_policies)
     resource_policy: dict[str, Any] | None = field(default_factory=bucket_policy)
+    key_policy: dict[str, Any] | None = field(default_factory=vault_key_policy)
+    arns: dict[str, str] = field(default_factory=role_arns)
 
     def refusals(self, records: list[dict[str, Any]]) -> list[str]:
         """Why each call a role may not make is refused (empty: every call is allowed)."""
@@ -409,7 +442,10 @@ class RoleCheck:
                 if fingerprint in seen:
                     continue
                 seen.add(fingerprint)
-                answer = self.simulator.decide(request, policies, self.resource_policy)
+                kms = request.action.startswith("kms:")
+                resource = self.key_policy if kms else self.resource_policy
+                principal = self.arns.get(role, f"arn:aws:iam::{ACCOUNT}:role/{role}")
+                answer = self.simulator.decide(request, policies, resource, principal)
                 if answer["result"] != "Allowed":
                     detail = answer.get("errors") or ""
                     found.append(

@@ -33,7 +33,10 @@ def test_the_public_app_lists_and_calls_tools_on_mcp(public: RunningKiln) -> Non
 
 
 def test_the_public_app_serves_no_rest_api_no_admin_mcp_and_no_studio(public: RunningKiln) -> None:
-    for path in ("/api/tools", "/api/health", "/admin/mcp", "/studio", "/api/docs"):
+    # /connect (the connect pages) and /api/connections: the admin function (template.yaml).
+    paths = ("/api/tools", "/api/health", "/admin/mcp", "/studio", "/api/docs",
+             "/connect/callback", "/connect/abc", "/api/connections")  # fmt: skip
+    for path in paths:
         assert public.api("GET", path).status_code == 404, path
 
 

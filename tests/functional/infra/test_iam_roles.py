@@ -22,7 +22,9 @@ from support.iam_roles import (
     bucket_policy,
     load_template,
     read_new,
+    role_arns,
     role_policies,
+    vault_key_policy,
 )
 
 
@@ -35,7 +37,13 @@ def simulator() -> Iterator[Simulator]:
 
 def check(simulator: Simulator, template: dict[str, Any] | None = None) -> RoleCheck:
     template = template or load_template()
-    return RoleCheck(simulator, role_policies(template), bucket_policy(template))
+    return RoleCheck(
+        simulator,
+        role_policies(template),
+        bucket_policy(template),
+        vault_key_policy(template),
+        role_arns(template),
+    )
 
 
 def dynamodb(role: str, operation: str, body: dict[str, Any]) -> dict[str, Any]:
@@ -69,6 +77,49 @@ def test_a_key_may_be_stamped_with_its_last_use_and_nothing_else(simulator: Simu
     assert check(simulator).refusals([dynamodb("mcp", "UpdateItem", stamp)]) == []
     (refusal,) = check(simulator).refusals([dynamodb("mcp", "UpdateItem", widen)])
     assert "dynamodb:Attributes" in refusal
+
+
+def kms(role: str, operation: str) -> dict[str, Any]:
+    return {"role": role, "service": "kms", "method": "POST", "path": "/", "query": "",
+            "target": operation, "status": 200, "body": {"KeyId": "k"}}  # fmt: skip
+
+
+def ssm(role: str, operation: str, name: str) -> dict[str, Any]:
+    return {"role": role, "service": "ssm", "method": "POST", "path": "/", "query": "",
+            "target": operation, "status": 200, "body": {"Name": name}}  # fmt: skip
+
+
+VAULT_READS = [
+    kms("{role}", "Decrypt"),
+    kms("{role}", "GenerateDataKey"),
+    dynamodb("{role}", "GetItem", key("CONNECTION#key:k1")),
+    dynamodb("{role}", "PutItem", {"Item": {"pk": {"S": "CONNECTION#key:k1"}}}),
+    dynamodb("{role}", "DeleteItem", key("CONNECTION#key:k1")),
+    dynamodb("{role}", "PutItem", {"Item": {"pk": {"S": "CONNECT#state"}}}),
+    ssm("{role}", "GetParameter", "/kiln/_connections/github/client_secret"),
+]
+
+
+def as_role(records: list[dict[str, Any]], role: str) -> list[dict[str, Any]]:
+    return [{**record, "role": role} for record in records]
+
+
+@pytest.mark.parametrize("role", ["mcp", "admin"])
+def test_the_functions_that_run_or_connect_may_open_and_reseal_the_vault(
+    simulator: Simulator, role: str
+) -> None:
+    assert check(simulator).refusals(as_role(VAULT_READS, role)) == []
+
+
+@pytest.mark.parametrize("role", ["runner", "worker", "builder"])
+def test_the_runner_and_other_functions_cannot_open_the_vault(
+    simulator: Simulator, role: str
+) -> None:
+    # The worker and builder read the table (GetItem); the vault's records stay sealed to them.
+    records = [r for r in VAULT_READS if role == "runner" or r["target"] != "GetItem"]
+    for record in as_role(records, role):
+        assert len(check(simulator).refusals([record])) == 1, record
+    assert any("kms:Decrypt" in r for r in check(simulator).refusals(as_role(records, role)))
 
 
 def test_the_builder_may_write_bundle_records_only(simulator: Simulator) -> None:
@@ -129,3 +180,22 @@ def test_the_emulator_logs_each_call_with_the_role_it_was_made_as(
     roles = [(r["role"], r["service"], r["target"] or r["method"]) for r in records]
     assert ("admin", "s3", "PUT") in roles, json.dumps(records)
     assert ("worker", "dynamodb", "GetItem") in roles, json.dumps(records)
+
+
+def test_the_vault_key_policy_refuses_a_role_outside_the_vault_path_even_with_a_grant(
+    simulator: Simulator,
+) -> None:
+    """Granting the runner kms:Decrypt in its own policy is not enough: the key's policy lets
+    only roles under /kiln-<stage>-vault/ use it."""
+    template = copy.deepcopy(load_template())
+    runner = template["Resources"]["RunnerFunction"]["Properties"]
+    runner.setdefault("Policies", []).append(
+        {
+            "Version": "2012-10-17",
+            "Statement": [{"Effect": "Allow", "Action": "kms:*", "Resource": "*"}],
+        }
+    )
+    (refusal,) = check(simulator, template).refusals([kms("runner", "Decrypt")])
+    assert "role runner: ImplicitlyDenied kms:Decrypt" in refusal
+    runner["RolePath"] = {"Fn::Sub": "/kiln-${Stage}-vault/"}
+    assert check(simulator, template).refusals([kms("runner", "Decrypt")]) == []

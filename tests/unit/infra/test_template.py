@@ -95,6 +95,7 @@ LEDGER_AND_QUOTA_KEYS = {"LEDGER#*", "LEDGERSUM#*", "QUOTA#*"}
 TASK_KEYS = {"TASK#*"}
 APPROVAL_KEYS = {"APPROVAL#*"}
 IDEMPOTENCY_KEYS = {"IDEM#*"}  # keyed calls' claims and answers (kiln.accounting.idempotency)
+VAULT_KEYS = {"CONNECTION#*", "CONNECT#*"}  # a caller's tokens refreshed, a flow begun
 CATALOG_PARTITIONS = ["CATALOG", "TOOLS", "TOOL#0a1b", "NAME#add_vat", "VIEWS", "KEY#ab12",
                       "KEYNAME#ci", "BUNDLE#x"]  # fmt: skip
 
@@ -128,7 +129,11 @@ def write_patterns(template: Mapping[str, Any], function: str) -> set[str]:
     ]
     found: set[str] = set()
     for statement in writes:
-        assert set(as_list(statement["Action"])) <= {"dynamodb:PutItem", "dynamodb:UpdateItem"}
+        allowed = {"dynamodb:PutItem", "dynamodb:UpdateItem"}
+        if statement.get("Sid") == "ReadWriteVault":  # a connection dropped, a flow taken out
+            allowed.add("dynamodb:DeleteItem")
+            assert set(leading_keys(statement)) == VAULT_KEYS, statement
+        assert set(as_list(statement["Action"])) <= allowed
         if statement.get("Sid") == "RecordKeyUse":
             assert_only_key_use_is_recorded(statement)
             continue
@@ -153,11 +158,12 @@ def assert_only_key_use_is_recorded(statement: Mapping[str, Any]) -> None:
     assert set(condition) == {"ForAllValues:StringLike", "ForAllValues:StringEquals"}
 
 
-def test_public_function_writes_only_ledger_quota_task_approval_and_idempotency_items(
+def test_public_function_writes_only_ledger_quota_task_approval_idempotency_and_vault_items(
     template: dict[str, Any],
 ) -> None:
     patterns = write_patterns(template, "McpFunction")
-    assert patterns == LEDGER_AND_QUOTA_KEYS | TASK_KEYS | APPROVAL_KEYS | IDEMPOTENCY_KEYS
+    expected = LEDGER_AND_QUOTA_KEYS | TASK_KEYS | APPROVAL_KEYS | IDEMPOTENCY_KEYS | VAULT_KEYS
+    assert patterns == expected
 
 
 def test_the_worker_writes_only_task_ledger_quota_and_approval_items_and_task_result_objects(
@@ -217,10 +223,74 @@ def test_public_function_has_no_rights_beyond_the_table_and_the_bucket(
     table = the_one(template, "AWS::DynamoDB::Table")
     bucket = the_one(template, "AWS::S3::Bucket")
     for statement in statements(template, "McpFunction"):
-        if statement.get("Sid") in {"ReadToolSecrets", "StartTaskRuns", "SendRunsToTheRunner"}:
+        own_tests = {"ReadToolSecrets", "StartTaskRuns", "SendRunsToTheRunner"}
+        if statement.get("Sid") in own_tests | VAULT_SIDS:
             continue  # their own tests
         for resource in as_list(statement["Resource"]):
             assert refers_to(resource, table) or refers_to(resource, bucket), statement
+
+
+VAULT_SIDS = {"UseVaultKey", "ReadProviderSecrets"}
+VAULT_FUNCTIONS = {"McpFunction", "AdminFunction"}
+
+
+def leading_keys(statement: Mapping[str, Any]) -> list[str]:
+    return as_list(statement["Condition"]["ForAllValues:StringLike"]["dynamodb:LeadingKeys"])
+
+
+def test_only_the_functions_that_run_or_connect_may_use_the_vault_key(
+    template: dict[str, Any],
+) -> None:
+    """mcp opens a run's token and reseals it when refreshed; admin serves /connect/callback,
+    which seals the tokens. The worker (task calls: no caller identity yet, refused), the
+    builder and the runner (the tool's own code) never."""
+    for function in resources_of_type(template, "AWS::Serverless::Function"):
+        uses = [s for s in statements(template, function) if s.get("Sid") in VAULT_SIDS]
+        if function not in VAULT_FUNCTIONS:
+            assert not uses, function
+            assert not any(
+                a.startswith("kms:")
+                for s in statements(template, function)
+                for a in as_list(s["Action"])
+            ), function
+            continue
+        by_sid = {s["Sid"]: s for s in uses}
+        assert set(by_sid) == VAULT_SIDS, function
+        key = by_sid["UseVaultKey"]
+        assert set(as_list(key["Action"])) == {"kms:GenerateDataKey", "kms:Decrypt"}
+        assert key["Resource"] == {"Fn::GetAtt": ["VaultKey", "Arn"]}
+        secret = by_sid["ReadProviderSecrets"]
+        assert as_list(secret["Action"]) == ["ssm:GetParameter"]
+        assert json.dumps(secret["Resource"]).endswith('/_connections/*"}'), secret
+        variables = template["Resources"][function]["Properties"]["Environment"]["Variables"]
+        assert variables["KILN_VAULT_KMS_KEY"] == {"Fn::GetAtt": ["VaultKey", "Arn"]}
+        path = template["Resources"][function]["Properties"]["RolePath"]
+        assert path == {"Fn::Sub": "/kiln-${Stage}-vault/"}, function
+
+
+def test_the_vault_key_policy_lets_the_account_administer_it_and_only_the_vault_roles_use_it(
+    template: dict[str, Any],
+) -> None:
+    key = template["Resources"]["VaultKey"]["Properties"]
+    assert key["EnableKeyRotation"] is True
+    by_sid = {s["Sid"]: s for s in key["KeyPolicy"]["Statement"]}
+    admin = as_list(by_sid["AccountAdministers"]["Action"])
+    assert not {"kms:Decrypt", "kms:Encrypt", "kms:GenerateDataKey", "kms:*"} & set(admin)
+    use = by_sid["VaultFunctionsUseIt"]
+    assert set(as_list(use["Action"])) == {"kms:GenerateDataKey", "kms:Decrypt"}
+    arn = use["Condition"]["ArnLike"]["aws:PrincipalArn"]
+    assert arn["Fn::Sub"].endswith(":role/kiln-${Stage}-vault/*")
+
+
+def test_the_connect_pages_are_served_by_the_admin_function(template: dict[str, Any]) -> None:
+    routes = {
+        name: event["Properties"]["Path"]
+        for function in resources_of_type(template, "AWS::Serverless::Function")
+        for name, event in template["Resources"][function]["Properties"].get("Events", {}).items()
+        if event["Type"] == "HttpApi" and event["Properties"]["Path"].startswith("/connect")
+    }
+    assert routes == {"Connect": "/connect/{proxy+}"}
+    assert "Connect" in template["Resources"]["AdminFunction"]["Properties"]["Events"]
 
 
 SECRETS_RESOURCE = {
