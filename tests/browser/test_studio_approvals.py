@@ -15,13 +15,13 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-import pytest
 from playwright.sync_api import expect
 
+from support import toolchain
 from support.browser import Dev, both_widths, sign_in
 
 CACHE = Path(os.environ.get("MCP_YARDSTICK_CACHE", Path.home() / ".cache" / "mcp-yardsticks"))
-SDK = CACHE / "py-mcp-1.30.0" / "bin" / "python"  # made by tests/functional/clients
+SDK_VENV = CACHE / "py-mcp-1.30.0"  # the yardsticks' venv of mcp 1.30 (tasks, no elicitation)
 CLIENT = Path(__file__).resolve().parents[1] / "functional" / "tasks" / "sdk_waiting_client.py"
 CODE = "import json, sys\nargs = json.load(sys.stdin)\nprint(f\"wiped {args['target']}\")\n"
 
@@ -35,8 +35,7 @@ def key(dev: Dev, name: str, scope: str) -> str:
 def test_an_approver_approves_a_waiting_sdk_call_in_the_inbox_and_it_runs_once(
     browser: Any, dev: Dev
 ) -> None:
-    if not SDK.exists():
-        pytest.skip(f"the mcp 1.x yardstick venv is missing ({SDK}); tests/functional/clients")
+    SDK = toolchain.python_venv(SDK_VENV, "mcp==1.30.0")  # made here if no test made it yet
     tag = uuid.uuid4().hex[:6]
     tool, approver, caller = f"wipe_{tag}", f"alice-{tag}", f"agent-{tag}"
     body = {"name": tool, "description": "Wipes a target.", "language": "python", "code": CODE,

@@ -31,11 +31,12 @@ import pytest
 from standardwebhooks import Webhook, WebhookVerificationError
 
 from kiln.tasks.settings import TaskSettings
+from support import toolchain
 from support.app import META_CAPS, McpServer, meta, start_kiln, write_tool
 from support.runs import Runs, counting_runs
 
 CACHE = Path(os.environ.get("MCP_YARDSTICK_CACHE", Path.home() / ".cache" / "mcp-yardsticks"))
-SDK = CACHE / "py-mcp-1.30.0" / "bin" / "python"  # made by tests/functional/clients
+SDK_VENV = CACHE / "py-mcp-1.30.0"  # the yardsticks' venv of mcp 1.30 (tasks, no elicitation)
 CLIENT = Path(__file__).with_name("sdk_waiting_client.py")
 SECRET = "whsec_" + base64.b64encode(b"kiln-approvals-test-secret-32byt").decode()
 TASKS = "io.modelcontextprotocol/tasks"
@@ -221,8 +222,7 @@ def approval_of(task: dict[str, Any]) -> str:
 def test_an_unattended_sdk_callers_call_waits_for_an_approver_then_runs_once(
     team: Team, runs: Runs, audit: list[dict[str, Any]], hook: Receiver
 ) -> None:
-    if not SDK.exists():
-        pytest.skip(f"the mcp 1.x yardstick venv is missing ({SDK}); tests/functional/clients")
+    SDK = toolchain.python_venv(SDK_VENV, "mcp==1.30.0")  # made here if no test made it yet
     caller = subprocess.Popen(
         [str(SDK), str(CLIENT), team.server.url, team.keys["dave"], "wipe", '{"target": "db1"}'],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
