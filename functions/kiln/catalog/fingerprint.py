@@ -37,8 +37,6 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
-import rfc8785
-
 from kiln.catalog.model import Revision
 
 PREFIX = "sha256:"
@@ -96,6 +94,8 @@ def canonical_form(name: str, revision: Revision, packages: str | None = None) -
 
 
 def canonical_bytes(name: str, revision: Revision, packages: str | None = None) -> bytes:
+    import rfc8785  # at a save or after a rename: a listing serves the stored fingerprint
+
     return rfc8785.dumps(canonical_form(name, revision, packages))
 
 
