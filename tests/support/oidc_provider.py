@@ -36,15 +36,20 @@ class OidcProvider:
     def tail(self) -> str:
         return self.log.read_text("utf-8", "replace")[-3000:]
 
-    def register(self, redirect_uri: str) -> tuple[str, str]:
-        """A new confidential client allowed exactly this redirect URI: (id, secret)."""
+    def register(
+        self, redirect_uri: str, *, trust: tuple[str, str] | None = None
+    ) -> tuple[str, str]:
+        """A new confidential client allowed exactly this redirect URI: (id, secret). With
+        `trust` (issuer, jwks_uri), it may also exchange that IdP's access tokens (RFC 8693)."""
         client_id = f"kiln-{secrets.token_hex(4)}"
         client_secret = secrets.token_urlsafe(24)
-        body = {
+        body: dict[str, Any] = {
             "client_id": client_id,
             "client_secret": client_secret,
             "redirect_uris": [redirect_uri],
         }
+        if trust is not None:
+            body["trust"] = {"issuer": trust[0], "jwks_uri": trust[1]}
         answer = httpx.post(f"{self.issuer}/test/clients", json=body, timeout=10)
         assert answer.status_code == 201, f"{answer.status_code} {answer.text}\n{self.tail()}"
         self.clients[client_id] = client_secret
@@ -74,6 +79,12 @@ class OidcProvider:
             "the provider did not send the browser back: "
             f"{answer.status_code} {answer.text[:500]}\n{self.tail()}"
         )
+
+    def exchanges(self) -> dict[str, int]:
+        """How many tokens each subject got by token exchange."""
+        answer = httpx.get(f"{self.issuer}/test/exchanges", timeout=10)
+        assert answer.status_code == 200, f"{answer.status_code} {answer.text}\n{self.tail()}"
+        return dict(answer.json())
 
     def whoami(self, token: str) -> dict[str, Any]:
         answer = httpx.get(

@@ -2,6 +2,7 @@
 
     kiln connections providers add github --issuer URL --client-id ID [--scopes a,b]
     kiln connections providers add github --authorize-url U --token-url U --client-id ID
+    kiln connections providers add corp --issuer URL --client-id ID --token-exchange
     kiln connections providers ls | rm NAME
     kiln connections connect github      # prints a link to open in a browser
     kiln connections ls [--all]          # yours (--all: everyone's, author key)
@@ -9,6 +10,8 @@
 
 The client secret is read from stdin when piped, else from a hidden prompt (empty: a public
 client); it is never printed. `--key` is the caller's own key for ls, connect and revoke.
+`--token-exchange`: OAuth callers get this provider's token by exchanging their own (RFC 8693,
+for a provider that trusts the IdP this server's callers sign in with), with no consent page.
 """
 
 from __future__ import annotations
@@ -39,6 +42,13 @@ def register(subparsers: Any) -> None:
     add.add_argument("--revoke-url")
     add.add_argument("--client-id", required=True)
     add.add_argument("--scopes", default="", help="comma-separated scopes always asked for")
+    add.add_argument(
+        "--token-exchange",
+        action="store_true",
+        help="OAuth callers get their token by exchanging their own (RFC 8693) at the token "
+        "URL, with no consent page: for a provider that trusts the same IdP as this server",
+    )
+    add.add_argument("--exchange-audience", help="the `audience` asked in a token exchange")
     add.set_defaults(func=_run(_add))
     listed = provider_commands.add_parser("ls", help="list providers (never their secrets)")
     listed.set_defaults(func=_run(_providers_ls))
@@ -86,18 +96,24 @@ def _add(args: argparse.Namespace, api: Any) -> None:
         if getattr(args, field):
             body[field] = getattr(args, field)
     body["scopes"] = [s for s in args.scopes.replace(" ", ",").split(",") if s]
+    if args.token_exchange:
+        body["token_exchange"] = True
+    if args.exchange_audience is not None:
+        body["exchange_audience"] = args.exchange_audience
     secret = _secret()
     if secret is not None:
         body["client_secret"] = secret
     shown = api.request("PUT", f"/api/connections/providers/{quote(args.name, safe='')}", body)[0]
+    exchange = ", token exchange" if shown.get("token_exchange") else ""
     print(f"provider {shown['name']}: {shown['authorize_url']} (scopes: "
-          f"{' '.join(shown['scopes']) or '-'})")  # fmt: skip
+          f"{' '.join(shown['scopes']) or '-'}{exchange})")  # fmt: skip
 
 
 def _providers_ls(args: argparse.Namespace, api: Any) -> None:
     found = api.request("GET", "/api/connections/providers")[0]["providers"]
-    rows = [("NAME", "CLIENT", "SCOPES", "AUTHORIZE")]
-    rows += [(p["name"], p["client_id"], " ".join(p["scopes"]) or "-", p["authorize_url"])
+    rows = [("NAME", "CLIENT", "SCOPES", "EXCHANGE", "AUTHORIZE")]
+    rows += [(p["name"], p["client_id"], " ".join(p["scopes"]) or "-",
+              "yes" if p.get("token_exchange") else "-", p["authorize_url"])
              for p in found]  # fmt: skip
     print_rows(rows)
 

@@ -7,6 +7,7 @@ __all__ = [
     "Connections",
     "calls",
     "envelope",
+    "exchange",
     "identity_of",
     "oauth",
     "providers",

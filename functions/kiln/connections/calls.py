@@ -45,7 +45,9 @@ class RunTokens:
         for need in needs:
             provider, scopes = need["provider"], tuple(need.get("scopes", ()))
             try:
-                token = self._connections.access_token(identity, provider, scopes)
+                token = self._connections.token_for(  # an OAuth caller's may be exchanged
+                    identity, provider, scopes, subject_token=getattr(principal, "bearer", None)
+                )
             except ProviderNotFoundError:
                 raise ConnectionNeededError(
                     f"it needs the provider {provider!r}, which this server has not registered "

@@ -42,6 +42,9 @@ class Provider:
     scopes: tuple[str, ...] = ()
     revoke_url: str | None = None
     issuer: str | None = None
+    # RFC 8693: an OAuth caller's own token is exchanged for this provider's (exchange.py)
+    token_exchange: bool = False
+    exchange_audience: str | None = None  # the `audience` asked in the exchange, if any
 
     def public(self) -> dict[str, Any]:
         """What REST shows: everything but the secret (which this object never holds)."""
@@ -94,6 +97,8 @@ def provider_from(name: str, body: Mapping[str, Any]) -> Provider:
         "scopes",
         "revoke_url",
         "issuer",
+        "token_exchange",
+        "exchange_audience",
     }
     extra = sorted(set(body) - known)
     if extra:
@@ -116,6 +121,7 @@ def provider_from(name: str, body: Mapping[str, Any]) -> Provider:
     if not isinstance(client_id, str) or not client_id or len(client_id) > 256:
         raise ProviderError("client_id is required: a string of 1-256 characters")
     revoke = found.get("revoke_url")
+    exchange, audience = _exchange(found)
     return Provider(
         name=name,
         authorize_url=check_url(found["authorize_url"], "authorize_url"),
@@ -124,7 +130,23 @@ def provider_from(name: str, body: Mapping[str, Any]) -> Provider:
         scopes=check_scopes(found.get("scopes", [])),
         revoke_url=check_url(revoke, "revoke_url") if revoke is not None else None,
         issuer=issuer,
+        token_exchange=exchange,
+        exchange_audience=audience,
     )
+
+
+def _exchange(found: Mapping[str, Any]) -> tuple[bool, str | None]:
+    exchange = found.get("token_exchange", False)
+    if not isinstance(exchange, bool):
+        raise ProviderError("token_exchange must be true or false")
+    audience = found.get("exchange_audience")
+    if audience is None:
+        return exchange, None
+    if not exchange:
+        raise ProviderError("exchange_audience is only used with token_exchange: true")
+    if not isinstance(audience, str) or not 0 < len(audience) <= 256 or not audience.isprintable():
+        raise ProviderError("exchange_audience must be a string of 1-256 printable characters")
+    return exchange, audience
 
 
 class ProviderStore:
@@ -160,6 +182,10 @@ class ProviderStore:
             item["revoke_url"] = {"S": provider.revoke_url}
         if provider.issuer:
             item["issuer"] = {"S": provider.issuer}
+        if provider.token_exchange:
+            item["token_exchange"] = {"BOOL": True}
+        if provider.exchange_audience:
+            item["exchange_audience"] = {"S": provider.exchange_audience}
         self._ddb.put_item(TableName=self._table, Item=item)
 
     def get(self, name: str) -> Provider:
@@ -222,4 +248,6 @@ def _provider(name: str, item: Mapping[str, Any]) -> Provider:
         scopes=tuple(s["S"] for s in item.get("scopes", {}).get("L", [])),
         revoke_url=item.get("revoke_url", {}).get("S"),
         issuer=item.get("issuer", {}).get("S"),
+        token_exchange=item.get("token_exchange", {}).get("BOOL", False),
+        exchange_audience=item.get("exchange_audience", {}).get("S"),
     )

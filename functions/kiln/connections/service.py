@@ -13,6 +13,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from kiln.connections.exchange import ExchangeRefusedError, exchange_form, exchanged_tokens
 from kiln.connections.oauth import (
     OAuthError,
     Tokens,
@@ -150,6 +151,44 @@ class Connections:
             fresh = Tokens(fresh.access_token, tokens.refresh_token, fresh.expires_at, fresh.scopes)
         self.vault.put(identity, provider_name, fresh)
         return fresh.access_token
+
+    def token_for(
+        self,
+        identity: str,
+        provider_name: str,
+        scopes: tuple[str, ...],
+        *,
+        subject_token: str | None = None,
+    ) -> str | None:
+        """`access_token`; else, for an OAuth caller (`subject_token`: its own bearer token) at a
+        provider registered for token exchange, that token exchanged for the provider's (RFC
+        8693, exchange.py) and kept. None: the caller must connect. ExchangeRefusedError."""
+        token = self.access_token(identity, provider_name, scopes)
+        if token is not None or subject_token is None:
+            return token
+        provider = self.providers.get(provider_name)
+        if not provider.token_exchange:
+            return None
+        wanted = tuple(dict.fromkeys(provider.scopes + check_scopes(scopes)))
+        form = exchange_form(subject_token, wanted, provider.exchange_audience)
+        try:
+            what = f"exchanging your token at {provider.name}"
+            answer = post_form(provider.token_url, self._client_form(provider, form), what=what)
+            tokens = exchanged_tokens(
+                answer, now=self._clock(), asked=wanted, what=what, subject=subject_token
+            )
+        except OAuthError as problem:
+            raise ExchangeRefusedError(
+                f"it acts for you at {provider.name!r} with your own OAuth token, exchanged there "
+                f"for one of its own (RFC 8693), and the exchange failed ({problem})"
+            ) from None
+        if not set(scopes) <= set(tokens.scopes):
+            raise ExchangeRefusedError(
+                f"it acts for you at {provider.name!r} and needs the scopes "
+                f"{' '.join(scopes)}, but the exchange granted only {' '.join(tokens.scopes)}"
+            )
+        self.vault.put(identity, provider.name, tokens)
+        return tokens.access_token
 
     def revoke(self, identity: str, provider_name: str) -> bool:
         """Forget the caller's connection, and tell the provider (best effort) to revoke it."""

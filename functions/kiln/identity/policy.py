@@ -34,6 +34,9 @@ class Principal:
     approvers: tuple[str, ...] = ()  # ... answered by one of these people (access/waiting.py)
     grants: frozenset[str] = field(default_factory=frozenset)  # a token's scope strings
     client: str | None = None  # a token's client_id / azp
+    # An OAuth caller's own bearer token, only for exchanging it at a provider that trusts the
+    # same IdP (RFC 8693, kiln.connections.exchange); never shown, logged or stored.
+    bearer: str | None = field(default=None, repr=False, compare=False)
 
     def can(self, permission: Permission) -> bool:
         return permission in self.scopes
@@ -182,6 +185,7 @@ class Authenticator:
             verified.permissions,
             grants=verified.granted,
             client=str(client) if client else None,
+            bearer=token,
         )
 
 

@@ -4,15 +4,28 @@
 // {"issuer": "http://127.0.0.1:PORT"}.
 //
 // What a test drives by HTTP besides the standard endpoints:
-//   POST /test/clients        {client_id, client_secret, redirect_uris}: registers a client
+//   POST /test/clients        {client_id, client_secret, redirect_uris, trust?}: registers a
+//                             client; with `trust` ({issuer, jwks_uri}: the company IdP this
+//                             client's token exchanges accept) it may also use the RFC 8693
+//                             token-exchange grant (below)
 //   GET  /interaction/:uid    the consent page: a form naming the client and the scopes
 //   POST /interaction/:uid    form fields `user` (the subject signing in) and `decision`
 //                             (allow | deny); allow signs in and grants every asked scope
 //   GET  /test/whoami         the downstream "API": the bearer access token's subject and
-//                             scopes, 401 for an unknown, expired or revoked token
+//                             scopes, client and grant type (`gty`), 401 for an unknown,
+//                             expired or revoked token
+//   GET  /test/exchanges      how many tokens each subject got by token exchange: {sub: n}
+//
+// The token-exchange grant (RFC 8693, urn:ietf:params:oauth:grant-type:token-exchange): a
+// client with `trust` sends a person's access token from that IdP as `subject_token`
+// (type ...:access_token); the provider checks its signature against the IdP's JWKS, its
+// issuer and expiry (no leeway) and issues its own access token for the token's `sub`, with
+// the asked scopes it knows. Anything else is `invalid_grant` (`invalid_request` for a
+// missing parameter or another token type), as a provider that trusts one IdP answers.
 // Options (argv JSON): {"access_ttl": seconds}.
 import http from 'node:http';
-import Provider from 'oidc-provider';
+import { createRemoteJWKSet, jwtVerify } from 'jose';
+import Provider, { errors } from 'oidc-provider';
 
 const options = JSON.parse(process.argv[2] || '{}');
 const SCOPES = ['openid', 'offline_access', 'repo', 'read', 'write'];
@@ -43,6 +56,41 @@ const provider = new Provider(issuer, {
   interactions: { url: (_ctx, interaction) => `/interaction/${interaction.uid}` },
   cookies: { keys: ['kiln-test-provider-cookie-key'] },
 });
+
+const EXCHANGE = 'urn:ietf:params:oauth:grant-type:token-exchange';
+const ACCESS_TOKEN_TYPE = 'urn:ietf:params:oauth:token-type:access_token';
+const trusted = new Map(); // client_id -> {issuer, jwks}: whose tokens it may exchange
+const exchanges = {}; // sub -> how many tokens it got by exchange
+
+provider.registerGrantType(EXCHANGE, async (ctx) => {
+  const { params, client } = ctx.oidc;
+  if (!params.subject_token) throw new errors.InvalidRequest('subject_token is missing');
+  if (params.subject_token_type !== ACCESS_TOKEN_TYPE) {
+    throw new errors.InvalidRequest('only access tokens are exchanged here');
+  }
+  const trust = trusted.get(client.clientId);
+  if (!trust) throw new errors.UnauthorizedClient('this client may not exchange tokens');
+  let claims;
+  try {
+    ({ payload: claims } = await jwtVerify(params.subject_token, trust.jwks, { issuer: trust.issuer }));
+  } catch (error) {
+    throw new errors.InvalidGrant(`subject_token refused (${error.code || error.name})`);
+  }
+  if (!claims.sub) throw new errors.InvalidGrant('subject_token has no subject');
+  const asked = String(params.scope || '').split(' ').filter((s) => SCOPES.includes(s));
+  const token = new provider.AccessToken({
+    accountId: claims.sub, client, scope: asked.join(' ') || undefined, gty: EXCHANGE,
+  });
+  const value = await token.save();
+  exchanges[claims.sub] = (exchanges[claims.sub] || 0) + 1;
+  ctx.body = {
+    access_token: value,
+    issued_token_type: ACCESS_TOKEN_TYPE,
+    token_type: 'Bearer',
+    expires_in: token.expiration,
+    ...(token.scope ? { scope: token.scope } : {}),
+  };
+}, ['subject_token', 'subject_token_type', 'scope', 'audience', 'requested_token_type']);
 
 const escape = (s) => String(s).replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
 
@@ -92,7 +140,9 @@ async function whoami(req, res) {
   const token = auth.startsWith('Bearer ') ? auth.slice(7) : '';
   const found = token ? await provider.AccessToken.find(token) : undefined;
   if (!found || found.isExpired) return send(res, 401, 'application/json', '{"error":"invalid_token"}');
-  const answer = { sub: found.accountId, scope: found.scope, client_id: found.clientId };
+  const answer = {
+    sub: found.accountId, scope: found.scope, client_id: found.clientId, gty: found.gty,
+  };
   return send(res, 200, 'application/json', JSON.stringify(answer));
 }
 
@@ -103,16 +153,23 @@ server.on('request', async (req, res) => {
     const match = url.pathname.match(/^\/interaction\/([A-Za-z0-9_-]+)$/);
     if (match) return await interaction(req, res, match[1]);
     if (url.pathname === '/test/whoami') return await whoami(req, res);
+    if (url.pathname === '/test/exchanges') {
+      return send(res, 200, 'application/json', JSON.stringify(exchanges));
+    }
     if (url.pathname === '/test/clients' && req.method === 'POST') {
       const c = JSON.parse(await body(req));
       await provider.Client.adapter.upsert(c.client_id, {
         client_id: c.client_id,
         client_secret: c.client_secret,
         redirect_uris: c.redirect_uris,
-        grant_types: ['authorization_code', 'refresh_token'],
+        grant_types: ['authorization_code', 'refresh_token', ...(c.trust ? [EXCHANGE] : [])],
         response_types: ['code'],
         token_endpoint_auth_method: 'client_secret_post',
       });
+      if (c.trust) {
+        const jwks = createRemoteJWKSet(new URL(c.trust.jwks_uri));
+        trusted.set(c.client_id, { issuer: c.trust.issuer, jwks });
+      }
       return send(res, 201, 'application/json', '{}');
     }
     return oidc(req, res);

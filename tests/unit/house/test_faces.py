@@ -26,7 +26,7 @@ EXPORTS: dict[str, str] = {
     "accounting": "account gate idempotency ledger ledger_shards ledger_totals pending usage",
     "api": "apps mcp settings",
     "connections": (
-        "ConnectError Connections calls envelope identity_of oauth providers service vault"
+        "ConnectError Connections calls envelope exchange identity_of oauth providers service vault"
     ),
     "authoring": (
         "ArgumentsRejectedError AuthoringService FolderTarget TestRun ToolSource admin serialise "
