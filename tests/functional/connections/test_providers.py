@@ -32,6 +32,16 @@ def test_a_provider_from_its_issuer_metadata_and_its_secret_in_ssm(
     assert found.revoke_url == f"{provider.issuer}/token/revocation"
     store.put(found, "the-client-secret")
     assert store.get("acme") == found
+    exchanging = provider_from(
+        "corp",
+        {"issuer": provider.issuer, "client_id": "c2", "token_exchange": True,
+         "exchange_audience": "https://api.example"},
+    )  # fmt: skip
+    store.put(exchanging, None)
+    assert store.get("corp") == exchanging
+    assert store.get("corp").public()["token_exchange"] is True
+    assert store.get("acme").token_exchange is False
+    store.delete("corp")
     assert [p.name for p in store.list()] == ["acme"]
     assert "the-client-secret" not in repr(store.get("acme").public())
     parameter = ssm.get_parameter(Name=f"/{aws.table}/_connections/acme/client_secret")["Parameter"]
@@ -77,6 +87,37 @@ def test_a_provider_from_its_issuer_metadata_and_its_secret_in_ssm(
                 "scope": "repo",
             },
             "unknown field(s): scope",
+        ),
+        (
+            "gh",
+            {
+                "authorize_url": "https://x/a",
+                "token_url": "https://x/t",
+                "client_id": "c",
+                "token_exchange": "yes",
+            },
+            "token_exchange must be true or false",
+        ),
+        (
+            "gh",
+            {
+                "authorize_url": "https://x/a",
+                "token_url": "https://x/t",
+                "client_id": "c",
+                "exchange_audience": "https://api",
+            },
+            "exchange_audience is only used with token_exchange: true",
+        ),
+        (
+            "gh",
+            {
+                "authorize_url": "https://x/a",
+                "token_url": "https://x/t",
+                "client_id": "c",
+                "token_exchange": True,
+                "exchange_audience": "a\nb",
+            },
+            "exchange_audience must be a string of 1-256 printable characters",
         ),
     ],
 )
