@@ -88,6 +88,9 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
                                  "--token-exchange")  # fmt: skip
             assert added.returncode == 0, added.stderr
             assert "token exchange" in added.stdout, added.stdout
+            plain = {"issuer": provider.issuer, "client_id": client_id, "client_secret": secret}
+            put = dev.api("PUT", "/api/connections/providers/plain", json=plain)
+            assert put.status_code == 200, put.text
             client_id, secret = provider.register(callback, trust=(stranger.url, stranger.jwks_url))
             body = {"issuer": provider.issuer, "client_id": client_id, "client_secret": secret,
                     "token_exchange": True}  # fmt: skip
@@ -95,7 +98,9 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
             assert put.status_code == 200, put.text
             assert put.json()["token_exchange"] is True, put.text
             whoami = f"{provider.issuer}/test/whoami"
-            for name, declared in (("as_corp", "corp"), ("as_elsewhere", "elsewhere")):
+            for name, declared in (
+                ("as_corp", "corp"), ("as_elsewhere", "elsewhere"), ("as_plain", "plain"),
+            ):  # fmt: skip
                 saved = dev.api("POST", "/api/tools", json=tool(name, declared, whoami))
                 assert saved.status_code == 201, saved.text
             yield World(dev, provider, idp, stranger, [])
@@ -154,12 +159,23 @@ def test_each_oauth_caller_runs_as_itself_by_token_exchange_with_no_consent_page
     exp = jwt.decode(tokens["alice"], options={"verify_signature": False})["exp"]
     assert kept.expires_at is not None
     assert kept.expires_at <= exp  # kept no longer than alice's own token is valid
+    providers = world.dev.kiln("connections", "providers", "ls")
+    assert providers.returncode == 0, providers.stderr
+    assert re.search(r"corp\s+\S+\s+openid\s+yes", providers.stdout), providers.stdout
 
 
 def test_a_key_caller_is_sent_to_connect_as_for_any_provider(world: World) -> None:
     key = world.dev.create_key("kim")
     said_ = refusal(call(world, "as_corp", key))
     assert re.search(r"open http\S+/connect/\S+ to connect", said_), said_
+
+
+def test_an_oauth_caller_connects_where_the_provider_is_not_registered_for_exchange(
+    world: World,
+) -> None:
+    said_ = refusal(call(world, "as_plain", world.token("frank")))
+    assert re.search(r"open http\S+/connect/\S+ to connect", said_), said_
+    assert "frank" not in world.provider.exchanges()
 
 
 def test_a_refused_exchange_names_the_providers_error_and_runs_nothing(world: World) -> None:
