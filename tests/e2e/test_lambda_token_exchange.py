@@ -19,6 +19,7 @@ from urllib.parse import urlsplit
 import pytest
 
 from e2e.lambda_profile import Environment, TenantInvoke, lambda_stack
+from e2e.test_lambda_inner_calls import served
 from e2e.test_lambda_runtime import event_for, rpc
 from kiln.catalog.rules import check_draft
 from kiln.catalog.store import CatalogStore
@@ -98,14 +99,7 @@ def call(stack: Stack, bearer: str) -> tuple[dict[str, Any], list[str]]:
     """The call's result, and the tenant of each runner invocation it made."""
     event = event_for("http-api-tools-call.json", rpc("tools/call", {"name": "as_corp"}))
     event["headers"]["authorization"] = f"Bearer {bearer}"
-    before = len(stack.runners.served)
-    answer = stack.mcp.invoke(event, timeout_s=90)
-    assert answer.kind == "response", f"{answer.payload}\n--- mcp log:\n{stack.mcp.log()}"
-    response = answer.payload
-    assert response["statusCode"] == 200, f"{response}\n--- mcp log:\n{stack.mcp.log()}"
-    body = json.loads(response["body"])
-    assert "result" in body, f"{body}\n--- mcp log:\n{stack.mcp.log()}"
-    return body["result"], [tenant for tenant, _ in stack.runners.served[before:]]
+    return served(stack, event)  # a Stack of that module: the same mcp and runners
 
 
 def test_each_oauth_subjects_run_acts_as_itself_by_token_exchange_on_lambda(
