@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
+import sys
 from collections.abc import Iterator
 from typing import Any
 from urllib.parse import urlsplit
@@ -15,7 +17,7 @@ from urllib.parse import urlsplit
 import httpx
 import pytest
 
-from support.devserver import DevServer, kiln_dev
+from support.devserver import DevServer, clean_env, kiln_dev
 from support.oidc_provider import OidcProvider, oidc_provider
 
 NAME = "whose_url_account"
@@ -188,3 +190,33 @@ def test_2026_07_28_a_declined_page_ends_the_call_with_a_tool_error(
     result = call(dev, key, version=MODERN, capabilities=URL_MODE, extra=declined)["result"]
     assert result.get("isError") is True, result
     assert "you declined opening" in result["content"][0]["text"], result
+
+
+@pytest.mark.parametrize(("capabilities", "elicited"), [(URL_MODE, True), ({}, False)])
+def test_kiln_stdio_url_tells_the_server_what_its_client_declared_at_initialize(
+    world: tuple[DevServer, OidcProvider], capabilities: dict[str, Any], elicited: bool
+) -> None:
+    """A 2025 POST says nothing of the session: the bridge adds its client's capabilities."""
+    dev, _ = world
+    key = dev.create_key(f"yan-{elicited}")
+    lines = [
+        {"jsonrpc": "2.0", "id": "init", "method": "initialize", "params": {
+            "protocolVersion": "2025-11-25", "capabilities": capabilities,
+            "clientInfo": {"name": "c"}}},
+        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+        {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+         "params": {"name": NAME, "arguments": {}}},
+    ]  # fmt: skip
+    ran = subprocess.run(
+        [sys.executable, "-m", "kiln.cli", "stdio", "--url", dev.url, "--key", key],
+        input="".join(json.dumps(line) + "\n" for line in lines).encode(),
+        capture_output=True, env=clean_env(), timeout=120, check=False,
+    )  # fmt: skip
+    assert ran.returncode == 0, ran.stderr.decode()
+    (answer,) = [m for m in map(json.loads, ran.stdout.splitlines()) if m.get("id") == 1]
+    if elicited:
+        assert answer["error"]["code"] == -32042, answer
+        (page,) = answer["error"]["data"]["elicitations"]
+        assert page["url"].startswith(f"{dev.url}/connect/"), page
+    else:
+        assert "/connect/" in link_in(answer["result"]), answer
