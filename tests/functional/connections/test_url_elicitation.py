@@ -17,6 +17,7 @@ from urllib.parse import urlsplit
 import httpx
 import pytest
 
+from functional.protocol.test_inner_calls import CALLER
 from support.devserver import DevServer, clean_env, kiln_dev
 from support.oidc_provider import OidcProvider, oidc_provider
 
@@ -50,6 +51,11 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[DevServer,
                     "connections": [{"provider": "acme", "scopes": ["repo"]}]}  # fmt: skip
             made = dev.api("POST", "/api/tools", json=tool)
             assert made.status_code == 201, made.text
+            outer = {"name": "calls_whose", "description": "Calls the tool that acts for you.",
+                     "language": "python", "code": CALLER, "calls": [NAME],
+                     "input_schema": {"type": "object"}}  # fmt: skip
+            made = dev.api("POST", "/api/tools", json=outer)
+            assert made.status_code == 201, made.text
             yield dev, provider
 
 
@@ -64,6 +70,7 @@ def call(
     """One tools/call of the tool on `version`; `capabilities` go in the request's `_meta`
     (None: no `_meta` at all, as 2025 clients send it). The JSON-RPC answer."""
     params: dict[str, Any] = {"name": NAME, "arguments": {}, **(extra or {})}
+    name = params["name"]
     headers = {"Content-Type": "application/json", "Accept": "application/json",
                "Authorization": f"Bearer {key}", "MCP-Protocol-Version": version}  # fmt: skip
     if version == MODERN:
@@ -71,7 +78,7 @@ def call(
             "io.modelcontextprotocol/protocolVersion": MODERN,
             "io.modelcontextprotocol/clientCapabilities": capabilities or {},
         }
-        headers.update({"Mcp-Method": "tools/call", "Mcp-Name": NAME})
+        headers.update({"Mcp-Method": "tools/call", "Mcp-Name": name})
     elif capabilities is not None:
         params["_meta"] = {"io.modelcontextprotocol/clientCapabilities": capabilities}
     body = {"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": params}
@@ -220,3 +227,16 @@ def test_kiln_stdio_url_tells_the_server_what_its_client_declared_at_initialize(
         assert page["url"].startswith(f"{dev.url}/connect/"), page
     else:
         assert "/connect/" in link_in(answer["result"]), answer
+
+
+def test_a_tool_called_by_another_tool_gives_its_caller_the_link_not_an_input_request(
+    world: tuple[DevServer, OidcProvider],
+) -> None:
+    dev, _ = world
+    key = dev.create_key("zed")
+    outer = {"name": "calls_whose", "arguments": {"calls": [{"name": NAME, "arguments": {}}]}}
+    answer = call(dev, key, version=MODERN, capabilities=URL_MODE, extra=outer)
+    result = answer["result"]
+    assert result.get("resultType") != "input_required", answer
+    (inner,) = json.loads(result["content"][0]["text"])["got"]
+    assert "/connect/" in link_in(inner), inner
