@@ -18,27 +18,20 @@ import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
 import pytest
 
 import support.toolchain as toolchain
+from support.acting_tool import acting_tool
 from support.browser import DESKTOP, SCREENSHOTS, Dev, open_page
-from support.devserver import DevServer, clean_env, kiln_dev
-from support.oidc_provider import OidcProvider, oidc_provider
+from support.devserver import DevServer, clean_env
+from support.oidc_provider import OidcProvider
 
 sync_api = pytest.importorskip("playwright.sync_api")
 
 PY_SDK = "2.3.0"  # the official Python SDK client that speaks 2026-07-28 and URL elicitation
 CLIENT = Path(__file__).resolve().parents[1] / "functional" / "clients" / "sdk_url_client.py"
 NAME = "whose_account_sdk"
-CODE = """import json, os, sys, urllib.request
-json.load(sys.stdin)
-request = urllib.request.Request(WHOAMI,
-    headers={"Authorization": "Bearer " + os.environ["KILN_CONNECTION_ACME"]})
-with urllib.request.urlopen(request, timeout=10) as answer:
-    print(json.dumps({"who": json.load(answer)["sub"]}))
-"""
 WAIT_S = 120.0
 
 pytestmark = pytest.mark.slow
@@ -51,22 +44,8 @@ def sdk() -> Path:
 
 @pytest.fixture(scope="module")
 def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[DevServer, OidcProvider]]:
-    tmp = tmp_path_factory.mktemp("sdk-connect")
-    with oidc_provider() as provider:
-        env = {"KILN_RUN_TCP_PORTS": str(urlsplit(provider.issuer).port)}
-        with kiln_dev(tmp / "state", "--no-examples", env=env) as dev:
-            client_id, secret = provider.register(f"{dev.url}/connect/callback")
-            body = {"issuer": provider.issuer, "client_id": client_id, "client_secret": secret}
-            added = dev.api("PUT", "/api/connections/providers/acme", json=body)
-            assert added.status_code == 200, added.text
-            whoami = repr(f"{provider.issuer}/test/whoami")
-            tool = {"name": NAME, "description": "Says whose account its token is.",
-                    "language": "python", "code": CODE.replace("WHOAMI", whoami),
-                    "input_schema": {"type": "object"}, "timeout_seconds": 20,
-                    "connections": [{"provider": "acme", "scopes": ["repo"]}]}  # fmt: skip
-            made = dev.api("POST", "/api/tools", json=tool)
-            assert made.status_code == 201, made.text
-            yield dev, provider
+    with acting_tool(tmp_path_factory.mktemp("sdk-connect") / "state", NAME) as running:
+        yield running
 
 
 class Lines:

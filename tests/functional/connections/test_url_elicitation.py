@@ -8,27 +8,18 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
-import sys
 from collections.abc import Iterator
 from typing import Any
-from urllib.parse import urlsplit
 
 import httpx
 import pytest
 
 from functional.protocol.test_inner_calls import CALLER
-from support.devserver import DevServer, clean_env, kiln_dev
-from support.oidc_provider import OidcProvider, oidc_provider
+from support.acting_tool import acting_tool, bridged_call
+from support.devserver import DevServer
+from support.oidc_provider import OidcProvider
 
 NAME = "whose_url_account"
-CODE = """import json, os, sys, urllib.request
-json.load(sys.stdin)
-request = urllib.request.Request(WHOAMI,
-    headers={"Authorization": "Bearer " + os.environ["KILN_CONNECTION_ACME"]})
-with urllib.request.urlopen(request, timeout=10) as answer:
-    print(json.dumps({"who": json.load(answer)["sub"]}))
-"""
 MODERN = "2026-07-28"
 URL_MODE = {"elicitation": {"form": {}, "url": {}}}
 KEY = "kiln/url/connect/acme"
@@ -36,27 +27,11 @@ KEY = "kiln/url/connect/acme"
 
 @pytest.fixture(scope="module")
 def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[DevServer, OidcProvider]]:
-    tmp = tmp_path_factory.mktemp("url-elicitation")
-    with oidc_provider() as provider:
-        env = {"KILN_RUN_TCP_PORTS": str(urlsplit(provider.issuer).port)}
-        with kiln_dev(tmp / "state", "--no-examples", env=env) as dev:
-            client_id, secret = provider.register(f"{dev.url}/connect/callback")
-            body = {"issuer": provider.issuer, "client_id": client_id, "client_secret": secret}
-            added = dev.api("PUT", "/api/connections/providers/acme", json=body)
-            assert added.status_code == 200, added.text
-            whoami = repr(f"{provider.issuer}/test/whoami")
-            tool = {"name": NAME, "description": "Says whose account its token is.",
-                    "language": "python", "code": CODE.replace("WHOAMI", whoami),
-                    "input_schema": {"type": "object"}, "timeout_seconds": 20,
-                    "connections": [{"provider": "acme", "scopes": ["repo"]}]}  # fmt: skip
-            made = dev.api("POST", "/api/tools", json=tool)
-            assert made.status_code == 201, made.text
-            outer = {"name": "calls_whose", "description": "Calls the tool that acts for you.",
-                     "language": "python", "code": CALLER, "calls": [NAME],
-                     "input_schema": {"type": "object"}}  # fmt: skip
-            made = dev.api("POST", "/api/tools", json=outer)
-            assert made.status_code == 201, made.text
-            yield dev, provider
+    outer = {"name": "calls_whose", "description": "Calls the tool that acts for you.",
+             "language": "python", "code": CALLER, "calls": [NAME],
+             "input_schema": {"type": "object"}}  # fmt: skip
+    with acting_tool(tmp_path_factory.mktemp("url") / "state", NAME, outer) as running:
+        yield running
 
 
 def call(
@@ -110,6 +85,18 @@ def consent(dev: DevServer, provider: OidcProvider, link: str, user: str) -> Non
         assert go.status_code == 303, f"{go.text}\n{tail(dev)}"
         back = browser.get(str(provider.consent(browser, go.headers["location"], user=user)))
         assert "acme is connected" in back.text, f"{back.text}\n{tail(dev)}"
+
+
+def modern_call(
+    dev: DevServer, key: str, extra: dict[str, Any] | None = None
+) -> tuple[str, dict[str, Any]]:
+    """A 2026-07-28 call from a client that takes URL elicitations: the key, the result."""
+    return key, call(dev, key, version=MODERN, capabilities=URL_MODE, extra=extra)["result"]
+
+
+def answering(asked: dict[str, Any], action: str) -> dict[str, Any]:
+    """The params that repeat a call with the person's `action` on the page it asked for."""
+    return {"inputResponses": {KEY: {"action": action}}, "requestState": asked["requestState"]}
 
 
 def whose(dev: DevServer, answer: dict[str, Any]) -> str:
@@ -167,22 +154,18 @@ def test_2026_07_28_asks_with_an_input_request_until_the_person_has_connected(
     world: tuple[DevServer, OidcProvider],
 ) -> None:
     dev, provider = world
-    key = dev.create_key("wes")
-    first = call(dev, key, version=MODERN, capabilities=URL_MODE)["result"]
+    key, first = modern_call(dev, dev.create_key("wes"))
     assert first["resultType"] == "input_required", first
     assert list(first["inputRequests"]) == [KEY]
     request = first["inputRequests"][KEY]
     assert request["method"] == "elicitation/create"
     assert sorted(request["params"]) == ["message", "mode", "url"]  # no elicitationId here
     assert request["params"]["mode"] == "url"
-    accepted = {"inputResponses": {KEY: {"action": "accept"}},
-                "requestState": first["requestState"]}  # fmt: skip
-    again = call(dev, key, version=MODERN, capabilities=URL_MODE, extra=accepted)["result"]
+    _, again = modern_call(dev, key, answering(first, "accept"))
     assert again["resultType"] == "input_required", f"not connected yet: asked again: {again}"
     url = again["inputRequests"][KEY]["params"]["url"]
     consent(dev, provider, url, "wes")
-    accepted["requestState"] = again["requestState"]
-    ran = call(dev, key, version=MODERN, capabilities=URL_MODE, extra=accepted)
+    ran = call(dev, key, version=MODERN, capabilities=URL_MODE, extra=answering(again, "accept"))
     assert whose(dev, ran) == "wes"
 
 
@@ -190,11 +173,8 @@ def test_2026_07_28_a_declined_page_ends_the_call_with_a_tool_error(
     world: tuple[DevServer, OidcProvider],
 ) -> None:
     dev, _ = world
-    key = dev.create_key("xia")
-    first = call(dev, key, version=MODERN, capabilities=URL_MODE)["result"]
-    declined = {"inputResponses": {KEY: {"action": "decline"}},
-                "requestState": first["requestState"]}  # fmt: skip
-    result = call(dev, key, version=MODERN, capabilities=URL_MODE, extra=declined)["result"]
+    key, first = modern_call(dev, dev.create_key("xia"))
+    _, result = modern_call(dev, key, answering(first, "decline"))
     assert result.get("isError") is True, result
     assert "you declined opening" in result["content"][0]["text"], result
 
@@ -205,22 +185,7 @@ def test_kiln_stdio_url_tells_the_server_what_its_client_declared_at_initialize(
 ) -> None:
     """A 2025 POST says nothing of the session: the bridge adds its client's capabilities."""
     dev, _ = world
-    key = dev.create_key(f"yan-{elicited}")
-    lines = [
-        {"jsonrpc": "2.0", "id": "init", "method": "initialize", "params": {
-            "protocolVersion": "2025-11-25", "capabilities": capabilities,
-            "clientInfo": {"name": "c"}}},
-        {"jsonrpc": "2.0", "method": "notifications/initialized"},
-        {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
-         "params": {"name": NAME, "arguments": {}}},
-    ]  # fmt: skip
-    ran = subprocess.run(
-        [sys.executable, "-m", "kiln.cli", "stdio", "--url", dev.url, "--key", key],
-        input="".join(json.dumps(line) + "\n" for line in lines).encode(),
-        capture_output=True, env=clean_env(), timeout=120, check=False,
-    )  # fmt: skip
-    assert ran.returncode == 0, ran.stderr.decode()
-    (answer,) = [m for m in map(json.loads, ran.stdout.splitlines()) if m.get("id") == 1]
+    answer = bridged_call(dev, dev.create_key(f"yan-{elicited}"), NAME, capabilities)
     if elicited:
         assert answer["error"]["code"] == -32042, answer
         (page,) = answer["error"]["data"]["elicitations"]
