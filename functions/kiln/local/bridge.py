@@ -97,7 +97,7 @@ class Bridge:
             message = json.loads(line)
         except ValueError:
             message = None
-        line = self._declared(message, line)
+        line = self.carry_capabilities(message, line)
         request = urllib.request.Request(  # noqa: S310  (scheme checked in mcp_url)
             self.url, data=line, method="POST", headers=self.headers_for(message)
         )
@@ -120,7 +120,7 @@ class Bridge:
             self._note_version(message, body.strip())
             out(body.strip())
 
-    def _declared(self, message: Any, line: bytes) -> bytes:
+    def carry_capabilities(self, message: Any, line: bytes) -> bytes:
         """The line, with the session's capabilities in a 2025 `tools/call`'s `_meta`."""
         if not isinstance(message, dict):
             return line
