@@ -2,11 +2,14 @@
 caller's own access token, in `KILN_CONNECTION_<PROVIDER>` (upper case, `-` as `_`), for this
 run only. Nothing else of the vault reaches the run: no other provider's token, no refresh
 token, no other caller's. A caller without a usable connection gets no run but a link to
-connect (`<base>/connect/<state>`), anonymous callers a refusal saying why.
+connect (`<base>/connect/<state>`), anonymous callers a refusal saying why. The protocol
+offers the link as a URL-mode elicitation where the client takes one (kiln.protocol.urlmode):
+its id is a digest of the flow's state, never the state itself.
 """
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Mapping
 from typing import Any
 
@@ -15,11 +18,28 @@ from kiln.connections.service import Connections, identity_of
 
 
 class ConnectionNeededError(LookupError):
-    """The caller must connect (or sign in) first; the message says how, with the link."""
+    """The caller must connect (or sign in) first; the message says how, with the link.
 
-    def __init__(self, message: str, url: str | None = None) -> None:
+    With a link: `provider`, `scopes` (what the person is asked to grant), `url` and
+    `elicitation_id` (a digest of the flow's state: it names the flow without being able to
+    open or finish it)."""
+
+    def __init__(
+        self,
+        message: str,
+        url: str | None = None,
+        *,
+        provider: str = "",
+        scopes: tuple[str, ...] = (),
+    ) -> None:
         super().__init__(message)
         self.url = url
+        self.provider = provider
+        self.scopes = scopes
+        self.elicitation_id = ""
+        if url is not None:
+            state = url.rsplit("/", 1)[-1]
+            self.elicitation_id = hashlib.sha256(f"kiln-connect\0{state}".encode()).hexdigest()
 
 
 def env_name(provider: str) -> str:
@@ -75,4 +95,6 @@ class RunTokens:
             f"it acts for you at {provider!r} and you have not connected it yet: open {url} "
             "to connect (within 10 minutes), then call the tool again",
             url,
+            provider=provider,
+            scopes=pending.scopes,
         )

@@ -7,6 +7,11 @@ JSON-RPC message in the answer is written back as one line as soon as it arrives
 progress, logs and (on 2025 wires, from a server that holds calls) questions come before its
 result, and the client's responses to the questions are POSTed like any other line. Requests
 run concurrently, as they do in the local `kiln stdio`.
+
+One thing is added: a 2025 `tools/call` carries the capabilities its client declared at
+`initialize`, in `params._meta["io.modelcontextprotocol/clientCapabilities"]`, since the
+server, which keeps no session, cannot remember them; so a client that takes URL
+elicitations gets one (kiln.protocol.urlmode) through the bridge as it would over stdio.
 """
 
 from __future__ import annotations
@@ -24,7 +29,7 @@ from mcp_types import PROTOCOL_VERSION_META_KEY
 
 from kiln.local.linewise import answer_lines
 from kiln.protocol.errors import jsonrpc_error
-from kiln.protocol.spec import INTERNAL_ERROR, INVALID_REQUEST
+from kiln.protocol.spec import CLIENT_CAPABILITIES_META_KEY, INTERNAL_ERROR, INVALID_REQUEST
 from kiln.runner.limits import LAMBDA_MAX_TIMEOUT_S
 from kiln.settings import LOCAL_URL
 
@@ -62,6 +67,7 @@ class Bridge:
         self.timeout_s = timeout_s
         self.max_line_bytes = max_line_bytes  # a longer line is refused here, not relayed
         self.negotiated: str | None = None
+        self.capabilities: dict[str, Any] | None = None  # what the client declared at initialize
 
     def headers_for(self, message: Any) -> dict[str, str]:
         headers = {
@@ -91,6 +97,7 @@ class Bridge:
             message = json.loads(line)
         except ValueError:
             message = None
+        line = self.carry_capabilities(message, line)
         request = urllib.request.Request(  # noqa: S310  (scheme checked in mcp_url)
             self.url, data=line, method="POST", headers=self.headers_for(message)
         )
@@ -112,6 +119,27 @@ class Bridge:
         if body.strip():
             self._note_version(message, body.strip())
             out(body.strip())
+
+    def carry_capabilities(self, message: Any, line: bytes) -> bytes:
+        """The line, with the session's capabilities in a 2025 `tools/call`'s `_meta`."""
+        if not isinstance(message, dict):
+            return line
+        params = message.get("params")
+        if message.get("method") == "initialize" and isinstance(params, dict):
+            declared = params.get("capabilities")
+            self.capabilities = declared if isinstance(declared, dict) else None
+            return line
+        if message.get("method") != "tools/call" or self.capabilities is None:
+            return line
+        if not isinstance(params, dict):
+            return line
+        meta = params.get("_meta", {})
+        if not isinstance(meta, dict) or PROTOCOL_VERSION_META_KEY in meta:
+            return line  # a 2026-07-28 request says its own, or a _meta the server refuses
+        if CLIENT_CAPABILITIES_META_KEY in meta:
+            return line
+        meta = {**meta, CLIENT_CAPABILITIES_META_KEY: self.capabilities}
+        return json.dumps({**message, "params": {**params, "_meta": meta}}).encode()
 
     def _note_version(self, message: Any, reply: bytes) -> None:
         if not (isinstance(message, dict) and message.get("method") == "initialize"):

@@ -72,6 +72,20 @@ class ToolOutcome:
     # The tool did not start because its packages are still being built: the caller tries
     # again in a moment; the ledger says `not_ready`, never the tool's error.
     not_ready: bool = False
+    # The call cannot run until the person opens a page (connects their account: kiln.
+    # connections); `text` says so with the link, for clients that cannot be asked
+    # (connecting.py turns it into a URL-mode elicitation where the client can).
+    elicit: UrlElicitation | None = None
+
+
+@dataclass(frozen=True)
+class UrlElicitation:
+    """A URL-mode elicitation a call needs first: the page, why, and its id (not secret)."""
+
+    key: str  # the input request's key on 2026-07-28, e.g. `kiln/connect/github`
+    url: str
+    message: str
+    elicitation_id: str
 
 
 @dataclass(frozen=True)

@@ -415,6 +415,7 @@ class Dispatcher:
             emit=outbox.emit if outbox is not None else None,
             holder=holder,
             declared=ctx.declared,
+            version=envelope.version,
         )
         turn.inner = self._inner
         link = CallLink(budget=CallBudget.of(self._call_limits, ctx.time_left_s))

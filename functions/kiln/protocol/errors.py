@@ -21,6 +21,7 @@ from kiln.protocol.spec import (
     MISSING_REQUIRED_CLIENT_CAPABILITY,
     PARSE_ERROR,
     UNSUPPORTED_PROTOCOL_VERSION,
+    URL_ELICITATION_REQUIRED,
 )
 
 RequestId = int | str | None
@@ -123,6 +124,13 @@ class MissingCapabilityError(ProtocolError):
     """A request the server can serve only with a client capability the client did not send."""
 
     code, legacy_status, modern_status = MISSING_REQUIRED_CLIENT_CAPABILITY, 400, 400
+
+
+class UrlElicitationRequiredError(ProtocolError):
+    """A 2025-11-25 call that can go on only after the person opens a page (URL mode);
+    `data.elicitations` lists them. Never on 2026-07-28 (an input request there)."""
+
+    code = URL_ELICITATION_REQUIRED
 
 
 class InternalError(ProtocolError):

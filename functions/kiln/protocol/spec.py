@@ -18,6 +18,7 @@ INTERNAL_ERROR: Final = -32603
 HEADER_MISMATCH: Final = -32020
 MISSING_REQUIRED_CLIENT_CAPABILITY: Final = -32021
 UNSUPPORTED_PROTOCOL_VERSION: Final = -32022
+URL_ELICITATION_REQUIRED: Final = -32042  # 2025-11-25 only
 
 PROTOCOL_VERSION_META_KEY: Final = "io.modelcontextprotocol/protocolVersion"
 CLIENT_CAPABILITIES_META_KEY: Final = "io.modelcontextprotocol/clientCapabilities"

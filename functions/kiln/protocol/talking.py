@@ -24,6 +24,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
+from kiln.protocol import urlmode
 from kiln.protocol.backend import CallContext, Conversation, Question, ToolOutcome
 from kiln.protocol.errors import InvalidParamsError, MissingCapabilityError, RequestId
 from kiln.protocol.inner import CALL_METHOD, InnerCalls, spent, time_left
@@ -74,6 +75,7 @@ class Turn:
     given: Mapping[str, Any] | None = None
     given_state: str | None = None
     calls_made: int = 0  # inner calls made in this call's earlier requests (its state's "c")
+    url_mode: bool = False  # the request's client takes URL elicitations (urlmode.py)
 
     def hear(self, kind: str, fields: Mapping[str, Any]) -> None:
         """A progress or log line of the running script, as a notification if wanted."""
@@ -100,9 +102,12 @@ class Turn:
         Calls of other tools it asks for are made here (inner.py), and it runs again."""
         binding = Binding(tool.name, tool.revision, caller_of(ctx), arguments)
         answers, round_ = self._opened(binding, rid)
+        answers, pages = urlmode.split_answers(answers)  # the client's answers to pages it was sent
         held = 0
         for _ in range(MAX_HELD_ROUNDS + MAX_CALL_ROUNDS):
             outcome = await call(self._round(ctx, tool, answers))
+            if outcome.elicit is not None:
+                return self._page(tool.name, binding, answers, pages, outcome, round_, rid)
             if outcome.escalate and self.can_task:
                 return GoingOn(answers)
             if not outcome.questions:
@@ -148,6 +153,29 @@ class Turn:
         asked = await self._ask(tool, binding, answers, questions, round_, rid)
         ctx.link.budget.pause(time.monotonic() - began)
         return asked
+
+    def _page(
+        self,
+        name: str,
+        binding: Binding,
+        answers: dict[str, Any],
+        pages: dict[str, Any],
+        outcome: ToolOutcome,
+        round_: int,
+        rid: RequestId,
+    ) -> ToolOutcome | dict[str, Any]:
+        """A call that needs the person to open a page first (urlmode.py): an input request
+        (2026-07-28), -32042 (2025-11-25), or the tool error with the link."""
+        need = outcome.elicit
+        assert need is not None
+        if not self.url_mode or self.given is not None:
+            return outcome
+        said = urlmode.refused(name, need, pages)
+        if said is not None:
+            return said
+        if not self.modern:
+            raise urlmode.required_error(need, rid)
+        return self._input_required(binding, answers, (urlmode.question(need),), round_ + 1)
 
     def _round(self, ctx: CallContext, tool: Any, answers: dict[str, Any]) -> CallContext:
         """The context of one run: what it is told of the conversation, and its time."""
@@ -392,6 +420,7 @@ def turn_for(
     emit: Emit | None = None,
     holder: Holder | None = None,
     declared: tuple[str, ...] | None = None,
+    version: str = "",
 ) -> Turn:
     """This request's Turn; -32602 for inputResponses / requestState of the wrong shape."""
     meta = params.get("_meta") if isinstance(params.get("_meta"), dict) else {}
@@ -414,6 +443,7 @@ def turn_for(
         every = ("elicitation", "sampling", "roots")
         turn.can_ask = () if holder is None else every if declared is None else declared
         turn.log_level = "debug"  # no session keeps a logging/setLevel: everything is sent
+    turn.url_mode = urlmode.url_mode_of(meta, version)  # said by the request itself, on every wire
     return turn
 
 

@@ -46,6 +46,7 @@ from kiln.runner.errors import RunSlotRefusedError
 from kiln.runner.model import RunResult
 from kiln.runner.remote import RemoteRunner, failed_run, too_large_for_lambda
 from kiln.serving.codemode import CodeMode
+from kiln.serving.connecting import page_for
 from kiln.serving.conversation import approval_for, approved_by, run_fields, spent, tool_outcome
 from kiln.serving.packages import BundlePaths, cannot_run, wait_for_bundle
 from kiln.serving.resolved import ResolvedTool, disabled_for, resolved, resolved_tool, tool_view
@@ -61,7 +62,8 @@ class SecretValues(Protocol):
 
 class ConnectionTokens(Protocol):
     """The caller's own OAuth tokens a tool declares (kiln.connections.calls.RunTokens);
-    LookupError, its message safe to show, when the caller must connect first."""
+    LookupError, its message safe to show, when the caller must connect first (with the
+    page to open as `url`, `provider`, `scopes`, `elicitation_id`: serving/connecting.py)."""
 
     def env_for(self, tool: Tool, principal: Any, base_url: str | None) -> Mapping[str, str]: ...
 
@@ -489,7 +491,8 @@ class CatalogBackend:
             if head.connections:  # the caller's own tokens (kiln.connections), after secrets
                 extra_env.update(await asyncio.to_thread(self._connection_env, tool, *caller))
         except LookupError as error:  # a declared secret is not set, or no connection yet
-            return ToolOutcome(f"Tool {tool.name!r} cannot run: {error}", True), None
+            said = f"Tool {tool.name!r} cannot run: {error}"
+            return ToolOutcome(said, True, elicit=page_for(tool.name, error)), None
         request = run_request(
             tool,
             code,
