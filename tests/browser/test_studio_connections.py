@@ -73,7 +73,7 @@ def test_an_operator_adds_a_provider_bad_input_refused_at_its_field_and_nothing_
     page.get_by_role("link", name="Connections", exact=True).click()
     expect(page.get_by_test_id("redirect-uri")).to_have_text(f"{dev.url}/connect/callback")
     page.locator("#p-name").fill("acme-studio")
-    page.get_by_label("URLs I give").check()
+    page.get_by_label("Endpoints from").select_option("endpoints")
     page.get_by_label("Authorize URL").fill("http://example.com/authorize")
     page.get_by_label("Token URL").fill("https://example.com/token")
     page.get_by_label("Client ID").fill(client_id)
@@ -84,7 +84,7 @@ def test_an_operator_adds_a_provider_bad_input_refused_at_its_field_and_nothing_
     expect(page.get_by_label("Authorize URL")).to_have_attribute("aria-invalid", "true")
     expect(page.get_by_label("Client secret")).to_have_value("")  # not kept on screen
 
-    page.get_by_label("the issuer's metadata").check()  # an issuer that publishes nothing
+    page.get_by_label("Endpoints from").select_option("issuer")  # one that publishes nothing
     page.get_by_label("Issuer URL").fill(f"{provider.issuer}/nowhere")
     page.locator("#p-scopes").fill('openid bad"scope')
     page.get_by_role("button", name="Add provider").click()
