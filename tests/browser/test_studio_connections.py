@@ -50,6 +50,15 @@ def vault_items(dev: Dev, identity: str) -> list[dict[str, Any]]:
     return list(found.get("Items", []))
 
 
+def secret_paths(ssm: Any, provider: str) -> list[str]:
+    """Where this `kiln dev` keeps a provider's client secret (under its secrets prefix)."""
+    found = ssm.describe_parameters(
+        ParameterFilters=[{"Key": "Name", "Option": "Contains", "Values": [f"/{provider}/"]}]
+    )["Parameters"]
+    wanted = f"/_connections/{provider}/client_secret"
+    return [str(p["Name"]) for p in found if p["Name"].endswith(wanted)]
+
+
 def connect_in_a_new_tab(page: Any, provider: OidcProvider, user: str, scopes: str) -> None:
     """Connect… on the Connections screen; consent as `user` in the tab it opens."""
     page.locator("#c-provider").select_option(AHEAD)
@@ -108,9 +117,22 @@ def test_an_operator_adds_a_provider_bad_input_refused_at_its_field_and_nothing_
     assert [p["scopes"] for p in found if p["name"] == "acme-studio"] == [["openid"]]
     assert secret not in dev.api("GET", "/api/connections/providers").text
 
+    row.get_by_role("button", name="Change acme-studio").click()  # the secret left empty
+    expect(page.locator("#p-client-id")).to_have_value(client_id)
+    expect(page.get_by_label("Client secret")).to_have_value("")
+    page.locator("#p-scopes").fill("openid profile")
+    page.get_by_role("button", name="Save provider").click()
+    expect(page.get_by_text("acme-studio changed.")).to_be_visible()
+    expect(row).to_contain_text("profile")
+    ssm = dev.ssm()
+    [path] = secret_paths(ssm, "acme-studio")
+    kept = ssm.get_parameter(Name=path, WithDecryption=True)
+    assert kept["Parameter"]["Value"] == secret  # an empty secret field keeps the stored one
+
     row.get_by_role("button", name="Remove… acme-studio").click()
     page.get_by_role("button", name="Remove acme-studio").click()
     expect(page.get_by_test_id("provider").filter(has_text="acme-studio")).to_have_count(0)
+    assert secret_paths(ssm, "acme-studio") == []  # its client secret went with it
 
 
 def test_a_person_connects_in_advance_sees_it_listed_and_revokes_it(

@@ -47,10 +47,18 @@ class Dev:
 
     def clients(self) -> AwsClients:
         """Clients of this `kiln dev`'s emulator, to read or seed its table directly."""
-        endpoint = shared_endpoint(self.log.parent / "s" / "aws")
-        assert endpoint is not None, f"no emulator described in {self.log.parent / 's' / 'aws'}"
+        endpoint = self._endpoint()
         keys = (endpoint.credentials.access_key_id, endpoint.credentials.secret_access_key)
         return make_clients(endpoint_url=endpoint.url, region=endpoint.region, credentials=keys)
+
+    def ssm(self) -> Any:
+        """An SSM client of this `kiln dev`'s emulator (where its secrets are)."""
+        return self.clients().session.client("ssm", endpoint_url=self._endpoint().url)
+
+    def _endpoint(self) -> Any:
+        endpoint = shared_endpoint(self.log.parent / "s" / "aws")
+        assert endpoint is not None, f"no emulator described in {self.log.parent / 's' / 'aws'}"
+        return endpoint
 
     def ledger(self) -> CallLedger:
         """The ledger of this `kiln dev`'s table, for seeding entries straight into it."""
