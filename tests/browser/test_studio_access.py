@@ -107,7 +107,7 @@ def test_tool_output_is_shown_as_text_and_never_runs(watched: tuple[Any, Watch],
 
 def test_connect_shows_the_mcp_url_and_client_configurations(page: Any, dev: Dev) -> None:
     sign_in(page)
-    page.get_by_role("link", name="Connect").click()
+    page.get_by_role("link", name="Connect", exact=True).click()
     expect(page.get_by_test_id("mcp-url")).to_have_text(f"{dev.url}/mcp")
     for title in (
         "Claude Code",
@@ -177,7 +177,8 @@ def test_every_control_on_the_main_screens_is_reachable_by_keyboard(page: Any, d
     body |= {"input_schema": {"type": "object", "properties": {"a": {"type": "string"}}}}
     assert dev.api("POST", "/api/tools", json=body).status_code == 201
     sign_in(page)
-    screens = ["#/tools", "#/new", "#/keys", "#/connect", "#/deleted", "#/views", "#/calls"]
+    screens = ["#/tools", "#/new", "#/keys", "#/connect", "#/connections", "#/deleted", "#/views"]
+    screens += ["#/calls"]
     tabs = ["code", "schema", "test", "history", "package", "secrets", "settings", "usage"]
     screens += [f"#/tools/keyboard/{tab}" for tab in tabs]
     for screen in screens:

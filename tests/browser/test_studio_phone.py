@@ -17,8 +17,8 @@ LONG = "x = " + " + ".join(f"value_{i}" for i in range(60))  # one line far wide
 CODE = f"import json, sys\n{LONG}\nprint(json.dumps({{'a_long_key': 'and a long value'}}))\n"
 TOOL = "phone_width_tool_with_a_long_name"
 SCREENS = [
-    "#/tools", "#/new", "#/keys", "#/connect", "#/deleted", "#/views", "#/views/phone_view",
-    "#/calls", "#/nowhere",
+    "#/tools", "#/new", "#/keys", "#/connect", "#/connections", "#/deleted", "#/views",
+    "#/views/phone_view", "#/calls", "#/nowhere",
     *(f"#/tools/{TOOL}/{tab}" for tab in
       ("code", "schema", "test", "history", "package", "secrets", "settings", "usage")),
 ]  # fmt: skip

@@ -15,7 +15,7 @@ from typing import Any
 import httpx
 
 from kiln.accounting.ledger import CallLedger
-from kiln.aws.clients import make_clients
+from kiln.aws.clients import AwsClients, make_clients
 from kiln.local.emulator import shared_endpoint
 
 CHROMIUM = Path("/usr/bin/chromium")
@@ -45,13 +45,24 @@ class Dev:
         headers = {"Authorization": f"Bearer {KEY}", **kw.pop("headers", {})}
         return self.http.request(method, self.url + path, headers=headers, **kw)
 
-    def ledger(self) -> CallLedger:
-        """The ledger of this `kiln dev`'s table, for seeding entries straight into it."""
+    def clients(self) -> AwsClients:
+        """Clients of this `kiln dev`'s emulator, to read or seed its table directly."""
+        endpoint = self._endpoint()
+        keys = (endpoint.credentials.access_key_id, endpoint.credentials.secret_access_key)
+        return make_clients(endpoint_url=endpoint.url, region=endpoint.region, credentials=keys)
+
+    def ssm(self) -> Any:
+        """An SSM client of this `kiln dev`'s emulator (where its secrets are)."""
+        return self.clients().session.client("ssm", endpoint_url=self._endpoint().url)
+
+    def _endpoint(self) -> Any:
         endpoint = shared_endpoint(self.log.parent / "s" / "aws")
         assert endpoint is not None, f"no emulator described in {self.log.parent / 's' / 'aws'}"
-        keys = (endpoint.credentials.access_key_id, endpoint.credentials.secret_access_key)
-        clients = make_clients(endpoint_url=endpoint.url, region=endpoint.region, credentials=keys)
-        return CallLedger(clients.dynamodb, table="kiln", digest_key=b"seed")
+        return endpoint
+
+    def ledger(self) -> CallLedger:
+        """The ledger of this `kiln dev`'s table, for seeding entries straight into it."""
+        return CallLedger(self.clients().dynamodb, table="kiln", digest_key=b"seed")
 
 
 @dataclass

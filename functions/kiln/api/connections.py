@@ -30,7 +30,12 @@ from kiln.api.common import blocking, json_body, kiln_of, read_capped, require
 from kiln.api.errors import ApiError
 from kiln.connections import ConnectError, Connections, identity_of
 from kiln.connections.oauth import OAuthError
-from kiln.connections.providers import ProviderError, ProviderNotFoundError, provider_from
+from kiln.connections.providers import (
+    Provider,
+    ProviderError,
+    ProviderNotFoundError,
+    provider_from,
+)
 
 router = APIRouter(tags=["connections"])
 COOKIE = "kiln_connect"
@@ -49,9 +54,23 @@ async def _call(fn: Any, *args: Any) -> Any:
     except ProviderNotFoundError as error:
         raise ApiError(404, "not_found", str(error)) from None
     except ProviderError as error:
-        raise ApiError(422, "invalid_provider", str(error)) from None
+        raise _invalid(error) from None
     except OAuthError as error:
         raise ApiError(502, "provider_failed", str(error)) from None
+
+
+def _invalid(error: ProviderError) -> ApiError:
+    """422 naming the field it is about, as the tool rules do (the studio shows it there)."""
+    found = {"field": error.field, "rule": "invalid_provider", "message": str(error)}
+    return ApiError(422, "invalid_provider", str(error), violations=[found])
+
+
+def _discovered(name: str, body: dict[str, Any]) -> Provider:
+    """The provider from its input; an issuer publishing no usable metadata is bad input."""
+    try:
+        return provider_from(name, body)
+    except OAuthError as error:
+        raise ProviderError(f"issuer: {error}", "issuer") from None
 
 
 def _identity(who: Any) -> str:
@@ -76,7 +95,7 @@ async def put_provider(name: str, request: Request) -> dict[str, Any]:
         raise ApiError(422, "invalid_provider", "body: must be a JSON object")
     secret = body.pop("client_secret", None)
     store = _connections(request).providers
-    provider = await _call(provider_from, name, body)
+    provider = await _call(_discovered, name, body)
     await _call(store.put, provider, secret)
     shown: dict[str, Any] = provider.public()
     return shown

@@ -26,7 +26,12 @@ MAX_SCOPES = 32
 
 
 class ProviderError(Exception):
-    """Bad provider input, said specifically (REST 422)."""
+    """Bad provider input, said specifically (REST 422); `field` names the input it is about
+    (`name`, `issuer`, `client_id`, ...; empty when it is about the whole body)."""
+
+    def __init__(self, message: str, field: str = "") -> None:
+        super().__init__(message)
+        self.field = field
 
 
 class ProviderNotFoundError(ProviderError, LookupError):
@@ -56,33 +61,35 @@ class Provider:
 def check_name(name: object) -> str:
     if not isinstance(name, str) or not NAME.fullmatch(name):
         raise ProviderError(
-            "provider name must be 1-32 characters from a-z 0-9 -, starting with a letter"
+            "provider name must be 1-32 characters from a-z 0-9 -, starting with a letter",
+            "name",
         )
     return name
 
 
 def check_scopes(scopes: object, *, what: str = "scopes") -> tuple[str, ...]:
     if not isinstance(scopes, (list, tuple)) or not all(isinstance(s, str) for s in scopes):
-        raise ProviderError(f"{what} must be a list of strings")
+        raise ProviderError(f"{what} must be a list of strings", what)
     if len(scopes) > MAX_SCOPES:
-        raise ProviderError(f"{what}: at most {MAX_SCOPES}")
+        raise ProviderError(f"{what}: at most {MAX_SCOPES}", what)
     for scope in scopes:
         if not SCOPE.fullmatch(scope):
             raise ProviderError(
-                f"{what}: {scope!r} is not an OAuth scope token (no spaces, quotes or backslashes)"
+                f"{what}: {scope!r} is not an OAuth scope token (no spaces, quotes or backslashes)",
+                what,
             )
     return tuple(dict.fromkeys(scopes))
 
 
 def check_url(value: object, what: str) -> str:
     if not isinstance(value, str):
-        raise ProviderError(f"{what} must be a URL string")
+        raise ProviderError(f"{what} must be a URL string", what)
     parts = urllib.parse.urlsplit(value)
     local = parts.hostname in ("127.0.0.1", "localhost", "::1")
     if parts.scheme != "https" and not (parts.scheme == "http" and local):
-        raise ProviderError(f"{what} must be an https URL (http only on loopback): {value!r}")
+        raise ProviderError(f"{what} must be an https URL (http only on loopback): {value!r}", what)
     if parts.fragment or not parts.hostname:
-        raise ProviderError(f"{what} must have a host and no #fragment: {value!r}")
+        raise ProviderError(f"{what} must have a host and no #fragment: {value!r}", what)
     return value
 
 
@@ -116,10 +123,12 @@ def provider_from(name: str, body: Mapping[str, Any]) -> Provider:
             found.setdefault("revoke_url", meta["revocation_endpoint"])
     for field in ("authorize_url", "token_url"):
         if found.get(field) is None:
-            raise ProviderError(f"{field} is required (or give issuer, whose metadata names it)")
+            raise ProviderError(
+                f"{field} is required (or give issuer, whose metadata names it)", field
+            )
     client_id = found.get("client_id")
     if not isinstance(client_id, str) or not client_id or len(client_id) > 256:
-        raise ProviderError("client_id is required: a string of 1-256 characters")
+        raise ProviderError("client_id is required: a string of 1-256 characters", "client_id")
     revoke = found.get("revoke_url")
     exchange, audience = _exchange(found)
     return Provider(
@@ -163,7 +172,9 @@ class ProviderStore:
     def put(self, provider: Provider, client_secret: str | None) -> None:
         if client_secret is not None:
             if not isinstance(client_secret, str) or not client_secret or len(client_secret) > 4096:
-                raise ProviderError("client_secret must be a string of 1-4096 characters")
+                raise ProviderError(
+                    "client_secret must be a string of 1-4096 characters", "client_secret"
+                )
             self._ssm.put_parameter(
                 Name=self._secret_path(provider.name),
                 Value=client_secret,

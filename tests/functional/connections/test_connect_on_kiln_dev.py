@@ -241,3 +241,24 @@ def test_over_kiln_stdio_each_key_gets_its_own_account(
         (answer,) = [m for m in map(json.loads, ran.stdout.splitlines()) if m.get("id") == 1]
         said = json.loads(answer["result"]["content"][0]["text"])
         assert said["who"] == user, f"{answer}\n{tail(dev)}"
+
+
+def test_rest_refuses_a_bad_provider_naming_its_field_and_saves_nothing(
+    world: tuple[DevServer, OidcProvider],
+) -> None:
+    dev, provider = world
+    endpoints = {"authorize_url": "https://example.com/a", "token_url": "https://example.com/t"}
+    cases = [
+        ({"issuer": f"{provider.issuer}/nowhere", "client_id": "c"}, "issuer"),
+        (endpoints | {"client_id": "c", "client_secret": ""}, "client_secret"),
+        (endpoints | {"authorize_url": "http://example.com/a", "client_id": "c"}, "authorize_url"),
+    ]
+    for body, field in cases:
+        bad = dev.api("PUT", "/api/connections/providers/acme-bad", json=body)
+        assert bad.status_code == 422, bad.text  # the issuer's too: bad input, not a 502
+        error = bad.json()["error"]
+        assert error["code"] == "invalid_provider", error
+        assert [v["field"] for v in error["violations"]] == [field], error
+        assert error["violations"][0]["message"] == error["message"]
+    listed = dev.api("GET", "/api/connections/providers").json()["providers"]
+    assert "acme-bad" not in [p["name"] for p in listed]

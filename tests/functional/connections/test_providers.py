@@ -54,19 +54,26 @@ def test_a_provider_from_its_issuer_metadata_and_its_secret_in_ssm(
 
 
 @pytest.mark.parametrize(
-    ("name", "body", "said"),
+    ("name", "body", "said", "field"),
     [
-        ("GitHub", {}, "provider name must be 1-32 characters"),
-        ("gh", {"token_url": "https://x/t", "client_id": "c"}, "authorize_url is required"),
+        ("GitHub", {}, "provider name must be 1-32 characters", "name"),
+        (
+            "gh",
+            {"token_url": "https://x/t", "client_id": "c"},
+            "authorize_url is required",
+            "authorize_url",
+        ),
         (
             "gh",
             {"authorize_url": "http://example.com/a", "token_url": "https://x/t", "client_id": "c"},
             "authorize_url must be an https URL",
+            "authorize_url",
         ),
         (
             "gh",
             {"authorize_url": "https://x/a", "token_url": "https://x/t"},
             "client_id is required",
+            "client_id",
         ),
         (
             "gh",
@@ -77,6 +84,7 @@ def test_a_provider_from_its_issuer_metadata_and_its_secret_in_ssm(
                 "scopes": ["a b"],
             },
             "'a b' is not an OAuth scope token",
+            "scopes",
         ),
         (
             "gh",
@@ -87,6 +95,7 @@ def test_a_provider_from_its_issuer_metadata_and_its_secret_in_ssm(
                 "scope": "repo",
             },
             "unknown field(s): scope",
+            "",
         ),
         (
             "gh",
@@ -121,12 +130,13 @@ def test_a_provider_from_its_issuer_metadata_and_its_secret_in_ssm(
         ),
     ],
 )
-def test_bad_provider_input_is_refused_saying_why(
-    name: str, body: dict[str, Any], said: str
+def test_bad_provider_input_is_refused_saying_why_and_naming_the_field(
+    name: str, body: dict[str, Any], said: str, field: str
 ) -> None:
     with pytest.raises(ProviderError) as refused:
         provider_from(name, body)
     assert said in str(refused.value)
+    assert refused.value.field == field  # the studio shows it at that field
 
 
 def test_an_issuer_without_metadata_is_refused(provider: OidcProvider) -> None:

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { ago, prettyJson } from "../src/lib/format";
+import { ago, prettyJson, until } from "../src/lib/format";
 
 describe("formatting", () => {
   it("pretty-prints stdout that is JSON and leaves other text alone", () => {
@@ -13,5 +13,13 @@ describe("formatting", () => {
     expect(ago("2026-01-01T11:59:30Z", now)).toBe("30s ago");
     expect(ago("2026-01-01T11:00:00Z", now)).toBe("1 h ago");
     expect(ago(null, now)).toBe("—");
+  });
+
+  it("says how long until a token expires, and when it has", () => {
+    const now = Date.parse("2026-01-01T12:00:00Z");
+    expect(until("2026-01-01T12:59:30Z", now)).toBe("in 59 min");
+    expect(until("2026-01-01T15:00:00Z", now)).toBe("in 3 h");
+    expect(until("2026-01-01T11:59:59Z", now)).toBe("expired");
+    expect(until(null, now)).toBe("—");
   });
 });

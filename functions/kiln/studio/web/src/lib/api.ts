@@ -277,6 +277,39 @@ export interface Approval {
   why_not?: string | null;
 }
 
+/** An OAuth provider an operator registered (GET /api/connections/providers): never its
+ *  client secret, which is write-only. Fields a later server adds are kept and shown. */
+export interface Provider {
+  name: string;
+  authorize_url: string;
+  token_url: string;
+  client_id: string;
+  scopes: string[];
+  revoke_url: string | null;
+  issuer: string | null;
+  [more: string]: unknown;
+}
+
+/** What a provider's PUT takes: endpoints or an issuer, and the secret only when it changes. */
+export interface ProviderInput {
+  issuer?: string;
+  authorize_url?: string;
+  token_url?: string;
+  revoke_url?: string;
+  client_id: string;
+  client_secret?: string;
+  scopes: string[];
+}
+
+/** A caller's connection to a provider (never its tokens). */
+export interface Connection {
+  identity: string; // key:<key id>, key:<name> for the server's own key, jwt:<subject>
+  provider: string;
+  scopes: string[];
+  expires_at: string | null; // the access token's; refreshed before a run gets it
+  connected_at: string;
+}
+
 export class ApiError extends Error {
   constructor(
     readonly status: number,
@@ -448,6 +481,21 @@ export class Api {
     this.request<Approval>("POST", `/api/approvals/${enc(id)}/deny`, reason ? { reason } : {}).then(
       (r) => r.data,
     );
+  providers = () => this.get<{ providers: Provider[] }>("/api/connections/providers");
+  putProvider = (name: string, body: ProviderInput) =>
+    this.request<Provider>("PUT", `/api/connections/providers/${enc(name)}`, body).then((r) => r.data);
+  removeProvider = (name: string) => this.request<unknown>("DELETE", `/api/connections/providers/${enc(name)}`);
+  /** The caller's own connections, or (an author key) everyone's. */
+  connections = (all = false) =>
+    this.get<{ connections: Connection[] }>(`/api/connections${all ? "?all=true" : ""}`);
+  /** A link to Kiln's /connect page for the caller (10 minutes), to open in a browser. */
+  connect = (provider: string, scopes: string[]) =>
+    this.request<{ url: string; expires_in: number }>("POST", `/api/connections/${enc(provider)}/connect`, { scopes }).then(
+      (r) => r.data,
+    );
+  /** Revoke the caller's own connection, or (an author key) the one of `identity`. */
+  revokeConnection = (provider: string, identity?: string) =>
+    this.request<unknown>("DELETE", `/api/connections/${enc(provider)}${query({ identity })}`);
   secrets = (tool: string) => this.get<{ secrets: SecretState[] }>(`/api/tools/${enc(tool)}/secrets`);
   setSecret = (tool: string, secret: string, value: string) =>
     this.request<unknown>("PUT", `/api/tools/${enc(tool)}/secrets/${enc(secret)}`, { value });

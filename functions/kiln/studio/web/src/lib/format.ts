@@ -22,6 +22,21 @@ export function ago(iso: string | null | undefined, now = Date.now()): string {
   return new Date(then).toISOString().slice(0, 10);
 }
 
+/** How long until a time to come: "in 59 min", "in 3 h"; "expired" once it has passed. */
+export function until(iso: string | null | undefined, now = Date.now()): string {
+  if (!iso) return "—";
+  const then = Date.parse(iso);
+  if (Number.isNaN(then)) return iso;
+  const seconds = Math.round((then - now) / 1000);
+  if (seconds <= 0) return "expired";
+  if (seconds < 60) return `in ${seconds}s`;
+  const minutes = Math.floor(seconds / 60);
+  if (minutes < 60) return `in ${minutes} min`;
+  const hours = Math.floor(minutes / 60);
+  if (hours < 48) return `in ${hours} h`;
+  return new Date(then).toISOString().slice(0, 10);
+}
+
 export function when(iso: string | null | undefined): string {
   if (!iso) return "—";
   const date = new Date(iso);

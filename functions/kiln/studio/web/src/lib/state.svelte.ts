@@ -6,14 +6,14 @@ import { forgetKey, loadKey, storeKey } from "./session";
 export interface Route {
   screen:
     | "tools" | "tool" | "new" | "keys" | "connect" | "deleted" | "views" | "view" | "calls"
-    | "approvals" | "notfound";
+    | "approvals" | "connections" | "notfound";
   tool?: string;
   tab?: string;
   view?: string;
 }
 
 export const TOOL_TABS = ["code", "schema", "test", "history", "package", "secrets", "settings", "usage"];
-const SCREENS = ["new", "keys", "connect", "deleted", "views", "calls", "approvals"] as const;
+const SCREENS = ["new", "keys", "connect", "deleted", "views", "calls", "approvals", "connections"] as const;
 
 export interface KeptRun {
   id: number;
