@@ -147,14 +147,18 @@ def provider_from(name: str, body: Mapping[str, Any]) -> Provider:
 def _exchange(found: Mapping[str, Any]) -> tuple[bool, str | None]:
     exchange = found.get("token_exchange", False)
     if not isinstance(exchange, bool):
-        raise ProviderError("token_exchange must be true or false")
+        raise ProviderError("token_exchange must be true or false", "token_exchange")
     audience = found.get("exchange_audience")
     if audience is None:
         return exchange, None
     if not exchange:
-        raise ProviderError("exchange_audience is only used with token_exchange: true")
+        raise ProviderError(
+            "exchange_audience is only used with token_exchange: true", "exchange_audience"
+        )
     if not isinstance(audience, str) or not 0 < len(audience) <= 256 or not audience.isprintable():
-        raise ProviderError("exchange_audience must be a string of 1-256 printable characters")
+        raise ProviderError(
+            "exchange_audience must be a string of 1-256 printable characters", "exchange_audience"
+        )
     return exchange, audience
 
 

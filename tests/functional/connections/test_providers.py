@@ -106,6 +106,7 @@ def test_a_provider_from_its_issuer_metadata_and_its_secret_in_ssm(
                 "token_exchange": "yes",
             },
             "token_exchange must be true or false",
+            "token_exchange",
         ),
         (
             "gh",
@@ -116,6 +117,7 @@ def test_a_provider_from_its_issuer_metadata_and_its_secret_in_ssm(
                 "exchange_audience": "https://api",
             },
             "exchange_audience is only used with token_exchange: true",
+            "exchange_audience",
         ),
         (
             "gh",
@@ -127,6 +129,7 @@ def test_a_provider_from_its_issuer_metadata_and_its_secret_in_ssm(
                 "exchange_audience": "a\nb",
             },
             "exchange_audience must be a string of 1-256 printable characters",
+            "exchange_audience",
         ),
     ],
 )
