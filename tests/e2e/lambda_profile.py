@@ -261,12 +261,14 @@ def lambda_stack(
     runtime_secret: str = "",
     runner_env: dict[str, str] | None = None,
     mcp_env: dict[str, str] | None = None,
+    reachable: tuple[str, ...] = (),
 ) -> Iterator[tuple[Environment, TenantInvoke]]:
     """The public `mcp` function and its tenant-isolated runner function, both sandboxed.
 
     `runtime_secret` is put in both functions' environment (as a ledger key): a secret of
     the runtime's that a test can look for. `runner_env` adds to the runner function's,
-    `mcp_env` to the public function's.
+    `mcp_env` to the public function's. `reachable`: more URLs both may reach (an OAuth
+    issuer, KMS, a test's own listener).
     """
     store_env = {
         "KILN_LEDGER_DIGEST_KEY": runtime_secret,
@@ -277,7 +279,7 @@ def lambda_stack(
         "KILN_BUCKET": bucket,
     }
     runners = TenantInvoke(
-        tmp / "runner", "runner", {**store_env, **(runner_env or {})}, [moto_endpoint]
+        tmp / "runner", "runner", {**store_env, **(runner_env or {})}, [moto_endpoint, *reachable]
     )
     mcp = None
     try:
@@ -292,7 +294,7 @@ def lambda_stack(
                 "KILN_RUNNER_ENDPOINT_URL": runners.url,
                 **(mcp_env or {}),
             },
-            [moto_endpoint, runners.url],
+            [moto_endpoint, runners.url, *reachable],
         )
         yield mcp, runners
     finally:
