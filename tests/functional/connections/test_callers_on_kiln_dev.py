@@ -19,6 +19,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -53,15 +54,33 @@ class World:
         assert self.dev.log is not None
         return self.dev.log.read_text("utf-8", "replace")[-3000:]
 
-    def call(self, person: str | None, **arguments: Any) -> dict[str, Any]:
+    def rpc(self, person: str | None, method: str, params: dict[str, Any]) -> dict[str, Any]:
         key = None if person is None else self.callers[person]
-        answer = self.dev.mcp("tools/call", {"name": NAME, "arguments": arguments}, key=key)
+        answer = self.dev.mcp(method, params, key=key)
         assert answer.status_code == 200, f"{answer.text}\n{self.tail()}"
         text = answer.text
         if "data: " in text:
             text = next(line[6:] for line in text.splitlines() if line.startswith("data: "))
-        result: dict[str, Any] = json.loads(text)["result"]
+        body = json.loads(text)
+        assert "result" in body, f"{body}\n{self.tail()}"
+        result: dict[str, Any] = body["result"]
         return result
+
+    def call(self, person: str | None, **arguments: Any) -> dict[str, Any]:
+        return self.rpc(person, "tools/call", {"name": NAME, "arguments": arguments})
+
+    def task(self, person: str | None, **arguments: Any) -> dict[str, Any]:
+        """The tool called as an MCP task (2025-11-25), awaited: its result."""
+        params = {"name": NAME, "arguments": arguments, "task": {"ttl": 60000}}
+        task_id = self.rpc(person, "tools/call", params)["task"]["taskId"]
+        deadline = time.monotonic() + 60
+        while (status := self.rpc(person, "tasks/get", {"taskId": task_id})["status"]) in (
+            "working",
+        ):
+            assert time.monotonic() < deadline, f"the task is still working\n{self.tail()}"
+            time.sleep(0.1)
+        assert status in ("completed", "failed"), status
+        return self.rpc(person, "tasks/result", {"taskId": task_id})
 
     def said(self, person: str, **arguments: Any) -> Any:
         result = self.call(person, **arguments)
@@ -130,7 +149,7 @@ def _world(uid_model: str, base: Path) -> Iterator[World]:
             added = dev.api("PUT", "/api/connections/providers/acme", json=body)
             assert added.status_code == 200, added.text
             tool = {"name": NAME, "description": "Acts for its caller at acme.",
-                    "language": "python", "timeout_seconds": 30,
+                    "language": "python", "timeout_seconds": 30, "task": "optional",
                     "code": acting_for_caller(drop.url, f"{provider.issuer}/test/whoami"),
                     "input_schema": {"type": "object", "additionalProperties": True},
                     "connections": [{"provider": "acme", "scopes": ["repo"]}]}  # fmt: skip
@@ -221,6 +240,17 @@ def test_a_daemon_left_by_one_callers_run_never_reads_the_next_callers_token(
         exposed = world.said(person, mode="exposed")
         assert exposed["self_seen"] is True, exposed
     assert world.drop.stolen() == [], "a token reached what an earlier run left"
+
+
+def test_a_task_acts_for_the_caller_who_started_it(world: World) -> None:
+    for person in ("alice", "erin", "author"):  # a key, an OAuth subject, the author key
+        result = world.task(person)
+        text = result["content"][0]["text"]
+        assert result.get("isError") is not True, f"{person}: {text}\n{world.tail()}"
+        assert json.loads(text)["who"] == person, text
+    refused = world.task(None)
+    assert refused.get("isError") is True, refused
+    assert "an anonymous caller cannot use it" in refused["content"][0]["text"], refused
 
 
 def test_no_token_in_the_log_the_state_directory_or_the_ledger(world: World) -> None:
