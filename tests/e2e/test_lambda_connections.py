@@ -28,7 +28,7 @@ import json
 import os
 import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import boto3
@@ -38,7 +38,7 @@ from moto.server import ThreadedMotoServer
 
 from e2e.lambda_profile import REQUIREMENTS, Environment, TenantInvoke, lambda_stack, ready_bundle
 from e2e.test_lambda_profile import FixedTarget, runtime_and_helper_only
-from e2e.test_lambda_runtime import answer_body, event_for, rpc
+from e2e.test_lambda_runtime import event_for, rpc
 from kiln.aws.clients import ensure_resources, make_clients
 from kiln.catalog.rules import check_draft
 from kiln.catalog.store import CatalogStore
@@ -90,6 +90,7 @@ class World:
     table: str
     ids: dict[str, str]
     callers: dict[str, tuple[str, str]]  # person -> (identity, bearer credential)
+    heard: list[dict[str, Any]] = field(default_factory=list)
 
     def token(self, person: str) -> str:
         tokens = self.connections.vault.tokens(self.callers[person][0], "acme")
@@ -102,9 +103,16 @@ class World:
         )
         if person is not None:
             event["headers"]["authorization"] = f"Bearer {self.callers[person][1]}"
+        answer = self.mcp.invoke(event, timeout_s=60)
         try:
-            result: dict[str, Any] = answer_body(self.mcp.invoke(event, timeout_s=60))["result"]
-        except (AssertionError, KeyError) as error:
+            assert answer.kind == "response", answer.payload
+            assert answer.payload["statusCode"] == 200, answer.payload
+            body = answer.payload["body"]
+            lines = [line[6:] for line in body.splitlines() if line.startswith("data: ")]
+            messages = [json.loads(line) for line in lines] if lines else [json.loads(body)]
+            self.heard += [m for m in messages if "id" not in m]  # its notifications
+            result: dict[str, Any] = next(m for m in messages if "id" in m)["result"]
+        except (AssertionError, KeyError, StopIteration) as error:
             raise AssertionError(f"{error!r}\n--- mcp function log:\n{self.mcp.log()}") from None
         return result
 
@@ -298,8 +306,11 @@ def test_no_token_reaches_a_log_line_or_an_error_message(world: World) -> None:
     leaked = world.call("conn_whose", "erin", mode="leak")
     said = json.dumps(leaked)
     assert leaked.get("isError") is True, said
-    assert world.token("erin") in said  # the tool told its own caller: that is its answer
-    for person in ("alice", "bob", "frank", "author"):
+    assert "[KILN_CONNECTION_ACME]" in said, said  # masked: an answer may be kept
+    heard = json.dumps(world.heard)
+    assert '{"token": "[KILN_CONNECTION_ACME]"}' in heard, heard  # its log line, masked
+    assert world.token("erin") not in heard
+    for person in ("alice", "bob", "erin", "frank", "author"):
         assert world.token(person) not in said
     logs = world.logs()
     assert "conn_whose" in logs or world.ids["conn_whose"] in logs  # the logs are the runs'

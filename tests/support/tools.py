@@ -114,7 +114,11 @@ elif mode == "snoop":  # every token it can read, its own in its child's environ
         held.stdin.close()
         held.wait()
     print(json.dumps({"sha": digest(mine), "seen": sorted(digest(t) for t in found)}))
-elif mode == "leak":
+elif mode == "leak":  # its token in every word it says back
+    talk = os.fdopen(int(os.environ["KILN_TALK_FD"]), "w", buffering=1)
+    talk.write(json.dumps({"progress": 1, "total": 2, "message": f"using {mine}"}) + "\n")
+    talk.write(json.dumps({"log": "warning", "data": {"token": mine}}) + "\n")
+    print(json.dumps({"token": mine}))
     sys.stderr.write(f"my token is {mine}\n")
     raise SystemExit(f"failed holding {mine}")
 """

@@ -21,7 +21,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -49,6 +49,7 @@ class World:
     drop: DropBox
     callers: dict[str, str]  # person -> bearer credential (a key or a JWT)
     uid_model: str
+    heard: list[dict[str, Any]] = field(default_factory=list)
 
     def tail(self) -> str:
         assert self.dev.log is not None
@@ -59,9 +60,10 @@ class World:
         answer = self.dev.mcp(method, params, key=key)
         assert answer.status_code == 200, f"{answer.text}\n{self.tail()}"
         text = answer.text
-        if "data: " in text:
-            text = next(line[6:] for line in text.splitlines() if line.startswith("data: "))
-        body = json.loads(text)
+        lines = [line[6:] for line in text.splitlines() if line.startswith("data: ")]
+        messages = [json.loads(line) for line in lines] if lines else [json.loads(text)]
+        self.heard += [m for m in messages if "id" not in m]  # its notifications
+        (body,) = [m for m in messages if "id" in m]
         assert "result" in body, f"{body}\n{self.tail()}"
         result: dict[str, Any] = body["result"]
         return result
@@ -253,11 +255,18 @@ def test_a_task_acts_for_the_caller_who_started_it(world: World) -> None:
     assert "an anonymous caller cannot use it" in refused["content"][0]["text"], refused
 
 
-def test_no_token_in_the_log_the_state_directory_or_the_ledger(world: World) -> None:
-    leaked = world.call("erin", mode="leak")
-    assert leaked.get("isError") is True, leaked
+def test_no_token_in_an_answer_the_log_the_state_directory_or_the_ledger(world: World) -> None:
+    """A run saying its token back (output, error output, progress, a log line; as a call
+    and as a task, whose record keeps its result and status) has it masked everywhere."""
     tokens = world.tokens()
-    assert tokens["jwt:erin"][0] in json.dumps(leaked)  # its own caller's answer
+    for leaked in (world.call("erin", mode="leak"), world.task("erin", mode="leak")):
+        said = json.dumps(leaked)  # masked in the answer too: it may be kept (a task's)
+        assert leaked.get("isError") is True, leaked
+        assert tokens["jwt:erin"][0] not in said, said
+        assert said.count("[KILN_CONNECTION_ACME]") == 3, said  # stdout, stderr, exit
+    heard = json.dumps(world.heard)
+    assert heard.count("[KILN_CONNECTION_ACME]") == 1, heard  # the log (no progress token)
+    assert tokens["jwt:erin"][0] not in heard
     secrets = [t.encode() for pair in tokens.values() for t in pair]
     assert len(secrets) == 2 * len(PEOPLE)
     where: list[str] = []
