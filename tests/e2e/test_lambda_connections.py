@@ -23,6 +23,7 @@ moto server (DynamoDB, S3, SSM and KMS) for the whole stack.
 from __future__ import annotations
 
 import base64
+import contextlib
 import hashlib
 import json
 import os
@@ -39,6 +40,7 @@ from moto.server import ThreadedMotoServer
 from e2e.lambda_profile import REQUIREMENTS, Environment, TenantInvoke, lambda_stack, ready_bundle
 from e2e.test_lambda_profile import FixedTarget, runtime_and_helper_only
 from e2e.test_lambda_runtime import event_for, rpc
+from e2e.test_lambda_tasks import LambdaApi
 from kiln.aws.clients import ensure_resources, make_clients
 from kiln.catalog.rules import check_draft
 from kiln.catalog.store import CatalogStore
@@ -90,6 +92,8 @@ class World:
     table: str
     ids: dict[str, str]
     callers: dict[str, tuple[str, str]]  # person -> (identity, bearer credential)
+    worker: Environment
+    lambda_api: LambdaApi
     heard: list[dict[str, Any]] = field(default_factory=list)
 
     def token(self, person: str) -> str:
@@ -98,9 +102,10 @@ class World:
         return tokens.access_token
 
     def call(self, name: str, person: str | None, **arguments: Any) -> dict[str, Any]:
-        event = event_for(
-            "http-api-tools-call.json", rpc("tools/call", {"name": name, "arguments": arguments})
-        )
+        return self.rpc(person, "tools/call", {"name": name, "arguments": arguments})
+
+    def rpc(self, person: str | None, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        event = event_for("http-api-tools-call.json", rpc(method, params))
         if person is not None:
             event["headers"]["authorization"] = f"Bearer {self.callers[person][1]}"
         answer = self.mcp.invoke(event, timeout_s=60)
@@ -115,6 +120,17 @@ class World:
         except (AssertionError, KeyError, StopIteration) as error:
             raise AssertionError(f"{error!r}\n--- mcp function log:\n{self.mcp.log()}") from None
         return result
+
+    def task(self, person: str) -> dict[str, Any]:
+        """conn_whose called as an MCP task: created by `mcp`, run by the worker function
+        (handed the event `mcp` sent, as Lambda's event queue would), its result read back."""
+        params = {"name": "conn_whose", "arguments": {}, "task": {"ttl": 600_000}}
+        task_id = self.rpc(person, "tools/call", params)["task"]["taskId"]
+        invoked = self.lambda_api.calls[-1]
+        assert invoked.payload["kiln_task"]["id"] == task_id, invoked
+        ran = self.worker.invoke(invoked.payload, timeout_s=60)
+        assert ran.payload == {"task": task_id, "status": "completed"}, self.worker.log()
+        return self.rpc(person, "tasks/result", {"taskId": task_id})
 
     def text(self, name: str, person: str | None, **arguments: Any) -> str:
         result = self.call(name, person, **arguments)
@@ -190,7 +206,8 @@ def world(aws: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]
         for draft in drafts:
             full = {"description": "Acts for its caller.", "language": "python",
                     "input_schema": {"type": "object", "additionalProperties": True},
-                    "timeout_seconds": 20, "connections": needs, **draft}  # fmt: skip
+                    "timeout_seconds": 20, "connections": needs, "task": "optional",
+                    **draft}  # fmt: skip
             ids[draft["name"]] = store.create(check_draft(full), actor="e2e").id
         keys = KeyStore(clients.dynamodb, table=table)
         callers: dict[str, tuple[str, str]] = {}
@@ -204,21 +221,31 @@ def world(aws: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]
             connect(connections, provider, identity, person)
         tmp = tmp_path_factory.mktemp("connections")
         tmp.chmod(0o755)
-        mcp_env = {
-            "KILN_VAULT_KMS_KEY": key_arn,
-            "KILN_SECRETS_PREFIX": prefix,
-            "KILN_AUTHOR_KEY": AUTHOR_KEY,
-            "KILN_OAUTH_ISSUER": issuer.url,
-            "KILN_OAUTH_JWKS_URL": issuer.jwks_url,
-            "KILN_PUBLIC_BASE_URL": BASE,
-        }
-        reachable = (issuer.url, drop.url)
-        with lambda_stack(tmp, aws, table, bucket, mcp_env=mcp_env, reachable=reachable) as (
-            mcp,
-            runners,
-        ):
-            yield World(mcp, runners, provider, issuer, drop, connections, clients, table, ids,
-                        callers)  # fmt: skip
+        vault_env = {"KILN_VAULT_KMS_KEY": key_arn, "KILN_SECRETS_PREFIX": prefix}
+        with contextlib.contextmanager(LambdaApi().serve)() as lambda_api:
+            mcp_env = {
+                **vault_env,
+                "KILN_AUTHOR_KEY": AUTHOR_KEY,
+                "KILN_OAUTH_ISSUER": issuer.url,
+                "KILN_OAUTH_JWKS_URL": issuer.jwks_url,
+                "KILN_PUBLIC_BASE_URL": BASE,
+                "KILN_WORKER_FUNCTION": "kiln-worker",  # its Invoke goes to `lambda_api`
+                "AWS_ENDPOINT_URL_LAMBDA": lambda_api.url,
+            }
+            reachable = (issuer.url, drop.url, lambda_api.url)
+            with lambda_stack(tmp, aws, table, bucket, mcp_env=mcp_env, reachable=reachable) as (
+                mcp,
+                runners,
+            ):
+                hop = {"KILN_RUNNER_FUNCTION": "kiln-runner", "KILN_RUNNER_TENANT": "tool",
+                       "KILN_RUNNER_ENDPOINT_URL": runners.url}  # fmt: skip
+                worker_env = {**runners.env, **vault_env, **hop}
+                worker = Environment(tmp / "worker", "worker", worker_env, [aws, runners.url])
+                try:
+                    yield World(mcp, runners, provider, issuer, drop, connections, clients,
+                                table, ids, callers, worker, lambda_api)  # fmt: skip
+                finally:
+                    worker.close()
 
 
 def test_each_caller_key_or_oauth_subject_sees_only_its_own_token(world: World) -> None:
@@ -323,3 +350,21 @@ def test_no_token_reaches_a_log_line_or_an_error_message(world: World) -> None:
     assert found == [], f"tokens in the functions' logs: {found}"
     encoded = [s[:8] for s in secrets if base64.b64encode(s.encode()).decode() in logs]
     assert encoded == [], f"tokens base64-encoded in the logs: {encoded}"
+
+
+def test_a_task_acts_for_the_caller_who_started_it_through_the_worker_function(
+    world: World,
+) -> None:
+    for person in ("alice", "erin"):  # a key, an OAuth subject
+        result = world.task(person)
+        said = result["content"][0]["text"]
+        assert result.get("isError") is not True, f"{said}\n{world.worker.log()}"
+        assert json.loads(said)["sha"] == sha(world.token(person)), person
+    pages = world.clients.dynamodb.get_paginator("scan").paginate(
+        TableName=world.table,
+        FilterExpression="begins_with(pk, :t)",
+        ExpressionAttributeValues={":t": {"S": "TASK#"}},
+    )
+    tasks = json.dumps([page["Items"] for page in pages])
+    assert '\\"name\\":\\"erin\\"' in tasks, tasks[:2000]  # whom it acted for, by name
+    assert not [p for p in world.callers if world.token(p) in tasks], "a token in a task record"
