@@ -35,7 +35,6 @@ from typing import Any
 import boto3
 import httpx
 import pytest
-from moto.server import ThreadedMotoServer
 
 from e2e.lambda_profile import REQUIREMENTS, Environment, TenantInvoke, lambda_stack, ready_bundle
 from e2e.test_lambda_profile import FixedTarget, runtime_and_helper_only
@@ -51,6 +50,7 @@ from kiln.connections.vault import Vault
 from kiln.identity.keys import KeyStore
 from kiln.stack import STATIC_AUTHOR_NAME
 from support.auth import Issuer, running_issuer
+from support.aws import plain_moto
 from support.dropbox import DropBox
 from support.oidc_provider import OidcProvider, oidc_provider, query
 from support.tools import acting_for_caller
@@ -150,13 +150,8 @@ def sha(token: str) -> str:
 
 @pytest.fixture(scope="module")
 def aws() -> Iterator[str]:
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    try:
-        host, port = server.get_host_and_port()
-        yield f"http://{host}:{port}"
-    finally:
-        server.stop()
+    with plain_moto() as endpoint:
+        yield endpoint
 
 
 def connect(connections: Connections, provider: OidcProvider, identity: str, user: str) -> None:

@@ -13,10 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import json
-import re
 import shutil
-import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -26,15 +23,14 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-import httpx
 import pytest
 
 from kiln.connections.envelope import FileKeys
 from kiln.connections.vault import Vault
 from support.auth import Issuer, running_issuer
-from support.devserver import DEV_KEY, DevServer, clean_env, kiln_dev_as
+from support.devserver import DEV_KEY, DevServer, kiln_dev_as, stdio_call
 from support.dropbox import DropBox
-from support.oidc_provider import OidcProvider, oidc_provider
+from support.oidc_provider import OidcProvider, oidc_provider, through_connect_page
 from support.tools import acting_for_caller
 
 NAME = "acts_for_you"
@@ -117,16 +113,7 @@ def connect(world_dev: DevServer, provider: OidcProvider, bearer: str, user: str
         json={"scopes": ["repo"]},
     )
     assert began.status_code == 200, began.text
-    link = began.json()["url"]
-    with httpx.Client(timeout=30) as browser:
-        page = browser.get(link)
-        assert page.status_code == 200, page.text
-        token = re.search(r'name=token value="([^"]+)"', page.text)
-        assert token, page.text
-        go = browser.post(link, data={"token": token.group(1)})
-        assert go.status_code == 303, go.text
-        back = provider.consent(browser, go.headers["location"], user=user)
-        done = browser.get(str(back))
+    done = through_connect_page(provider, began.json()["url"], user)
     assert "acme is connected" in done.text, done.text
 
 
@@ -182,22 +169,8 @@ def test_each_key_and_oauth_subject_sees_only_its_own_account(world: World) -> N
 
 
 def test_over_kiln_stdio_a_key_and_an_oauth_token_each_get_their_own(world: World) -> None:
-    lines = [
-        {"jsonrpc": "2.0", "id": "init", "method": "initialize", "params": {
-            "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "c"}}},
-        {"jsonrpc": "2.0", "method": "notifications/initialized"},
-        {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
-         "params": {"name": NAME, "arguments": {}}},
-    ]  # fmt: skip
     for person in ("bob", "frank"):
-        ran = subprocess.run(
-            [sys.executable, "-m", "kiln.cli", "stdio", "--url", world.dev.url,
-             "--key", world.callers[person]],
-            input="".join(json.dumps(line) + "\n" for line in lines).encode(),
-            capture_output=True, env=clean_env(), timeout=120, check=False,
-        )  # fmt: skip
-        assert ran.returncode == 0, ran.stderr.decode()
-        (answer,) = [m for m in map(json.loads, ran.stdout.splitlines()) if m.get("id") == 1]
+        answer = stdio_call(world.dev.url, world.callers[person], NAME)
         said = json.loads(answer["result"]["content"][0]["text"])
         assert said["who"] == person, f"{answer}\n{world.tail()}"
 
