@@ -27,10 +27,13 @@ import contextlib
 import hashlib
 import json
 import os
+import re
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
+from urllib.parse import urlencode, urlsplit
 
 import boto3
 import httpx
@@ -94,6 +97,8 @@ class World:
     callers: dict[str, tuple[str, str]]  # person -> (identity, bearer credential)
     worker: Environment
     lambda_api: LambdaApi
+    admin_env: dict[str, str]  # the admin function's (it serves /connect), and what it reaches
+    admin_reaches: list[str]
     heard: list[dict[str, Any]] = field(default_factory=list)
 
     def token(self, person: str) -> str:
@@ -105,6 +110,23 @@ class World:
         return self.rpc(person, "tools/call", {"name": name, "arguments": arguments})
 
     def rpc(self, person: str | None, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        message = self.message(person, method, params)
+        assert "result" in message, f"{message}\n--- mcp function log:\n{self.mcp.log()}"
+        result: dict[str, Any] = message["result"]
+        return result
+
+    def asked_to_connect(self, person: str) -> str:
+        """The connect link conn_whose answers `person` with instead of running: in an
+        `isError` result, or in the error of a URL elicitation (2025-11-25 clients that
+        declare it)."""
+        message = self.message(person, "tools/call", {"name": "conn_whose", "arguments": {}})
+        said = json.dumps(message)
+        found = re.search(re.escape(BASE) + r"/connect/[A-Za-z0-9_-]+", said)
+        assert found, f"{person}'s call was not asked to connect: {said}"
+        assert "sha" not in said, f"{person}'s call ran: {said}"
+        return found.group(0)
+
+    def message(self, person: str | None, method: str, params: dict[str, Any]) -> dict[str, Any]:
         event = event_for("http-api-tools-call.json", rpc(method, params))
         if person is not None:
             event["headers"]["authorization"] = f"Bearer {self.callers[person][1]}"
@@ -116,10 +138,10 @@ class World:
             lines = [line[6:] for line in body.splitlines() if line.startswith("data: ")]
             messages = [json.loads(line) for line in lines] if lines else [json.loads(body)]
             self.heard += [m for m in messages if "id" not in m]  # its notifications
-            result: dict[str, Any] = next(m for m in messages if "id" in m)["result"]
+            found: dict[str, Any] = next(m for m in messages if "id" in m)
         except (AssertionError, KeyError, StopIteration) as error:
             raise AssertionError(f"{error!r}\n--- mcp function log:\n{self.mcp.log()}") from None
-        return result
+        return found
 
     def task(self, person: str) -> dict[str, Any]:
         """conn_whose called as an MCP task: created by `mcp`, run by the worker function
@@ -237,8 +259,11 @@ def world(aws: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]
                 worker_env = {**runners.env, **vault_env, **hop}
                 worker = Environment(tmp / "worker", "worker", worker_env, [aws, runners.url])
                 try:
+                    admin_env = {**runners.env, **vault_env, "KILN_AUTHOR_KEY": AUTHOR_KEY,
+                                 "KILN_PUBLIC_BASE_URL": BASE}  # fmt: skip
                     yield World(mcp, runners, provider, issuer, drop, connections, clients,
-                                table, ids, callers, worker, lambda_api)  # fmt: skip
+                                table, ids, callers, worker, lambda_api, admin_env,
+                                [aws, provider.issuer])  # fmt: skip
                 finally:
                     worker.close()
 
@@ -279,11 +304,7 @@ def test_a_revoked_connection_is_refused_at_the_next_call(world: World) -> None:
     identity, _ = world.callers["frank"]
     assert json.loads(world.text("conn_whose", "frank"))["sha"] == sha(world.token("frank"))
     assert world.connections.revoke(identity, "acme") is True
-    refused = world.call("conn_whose", "frank")
-    said = refused["content"][0]["text"]
-    assert refused.get("isError") is True, refused
-    assert "you have not connected it yet" in said, said
-    assert f"{BASE}/connect/" in said, said
+    world.asked_to_connect("frank")
     connect(world.connections, world.provider, identity, "frank")  # for the other tests
 
 
@@ -295,10 +316,7 @@ def test_a_record_planted_under_another_callers_identity_is_never_used(world: Wo
     own = ddb.get_item(TableName=world.table, Key={**victim, "pk": {"S": f"CONNECTION#{thief}"}})
     ddb.put_item(TableName=world.table, Item={**item, "pk": {"S": f"CONNECTION#{thief}"}})
     try:
-        refused = world.call("conn_whose", "bob")
-        said = refused["content"][0]["text"]
-        assert refused.get("isError") is True, f"bob's run got: {said}"
-        assert "you have not connected it yet" in said, said
+        world.asked_to_connect("bob")
     finally:
         ddb.put_item(TableName=world.table, Item=own["Item"])
     assert json.loads(world.text("conn_whose", "bob"))["sha"] == sha(world.token("bob"))
@@ -363,3 +381,86 @@ def test_a_task_acts_for_the_caller_who_started_it_through_the_worker_function(
     tasks = json.dumps([page["Items"] for page in pages])
     assert '\\"name\\":\\"erin\\"' in tasks, tasks[:2000]  # whom it acted for, by name
     assert not [p for p in world.callers if world.token(p) in tasks], "a token in a task record"
+
+
+EVENTS = Path(__file__).resolve().parents[1] / "events"
+
+
+def page_event(method: str, url: str, cookie: str | None = None, **form: str) -> dict[str, Any]:
+    """An HTTP API event for the admin function's `/connect/{proxy+}` route, as a browser's
+    request to `url` (BASE/connect/...) makes it; `form`: a posted form."""
+    event: dict[str, Any] = json.loads((EVENTS / "http-api-admin-health.json").read_text())
+    parts = urlsplit(url)
+    event["rawPath"] = event["requestContext"]["http"]["path"] = parts.path
+    event["rawQueryString"] = parts.query
+    event["routeKey"] = event["requestContext"]["routeKey"] = "ANY /connect/{proxy+}"
+    event["requestContext"]["http"]["method"] = method
+    event["requestContext"]["requestId"] = uuid.uuid4().hex
+    if cookie is not None:
+        event["cookies"] = [cookie]
+    if form:
+        event["headers"]["content-type"] = "application/x-www-form-urlencoded"
+        event["headers"]["origin"] = form.pop("origin", BASE)
+        event["body"] = urlencode(form)
+    return event
+
+
+def served(admin: Environment, event: dict[str, Any]) -> dict[str, Any]:
+    answer = admin.invoke(event, timeout_s=60)
+    assert answer.kind == "response", f"{answer.payload}\n{admin.log()}"
+    payload: dict[str, Any] = answer.payload
+    return payload
+
+
+def opened(admin: Environment, link: str) -> tuple[str, str]:
+    """The /connect page loaded: the cookie it sets, and its form's token."""
+    page = served(admin, page_event("GET", link))
+    assert page["statusCode"] == 200, f"{page}\n{admin.log()}"
+    (cookie,) = [c.split(";", 1)[0] for c in page.get("cookies", [])]
+    token = re.search(r'name=token value="([^"]+)"', page["body"])
+    assert token, page["body"]
+    return cookie, token.group(1)
+
+
+def test_a_caller_connects_through_the_admin_function_where_forgeries_fail(
+    world: World, tmp_path: Path
+) -> None:
+    """The connect flow on the Lambda path: the page, its post and the callback served by
+    the admin function (sandboxed), the code exchanged there with the real provider; a post
+    from a browser that never loaded the page, a cross-site post and a forged callback
+    connect nothing."""
+    record, key = KeyStore(world.clients.dynamodb, table=world.table).create("grace-key", "call")
+    world.callers["grace"] = (f"key:{record.key_id}", key)
+    tmp_path.chmod(0o755)
+    admin = Environment(tmp_path / "admin", "admin", world.admin_env, world.admin_reaches)
+    try:
+        link = world.asked_to_connect("grace")
+        refused = served(admin, page_event("POST", link, token="guess"))  # no cookie
+        assert refused["statusCode"] == 403, refused
+        cookie, token = opened(admin, link)
+        cross = served(
+            admin, page_event("POST", link, cookie, token=token, origin="https://evil.example")
+        )
+        assert cross["statusCode"] == 403, cross
+        state = urlsplit(link).path.rsplit("/", 1)[1]
+        forged_url = f"{BASE}/connect/callback?{urlencode({'state': state, 'code': 'x'})}"
+        forged = served(admin, page_event("GET", forged_url))  # another browser's callback
+        assert forged["statusCode"] == 400, forged
+        assert "did not start this connection" in forged["body"], forged["body"]
+        world.asked_to_connect("grace")  # still not connected
+
+        link = world.asked_to_connect("grace")
+        cookie, token = opened(admin, link)
+        went = served(admin, page_event("POST", link, cookie, token=token))
+        assert went["statusCode"] == 303, f"{went}\n{admin.log()}"
+        with httpx.Client(timeout=30) as browser:
+            back = world.provider.consent(browser, went["headers"]["location"], user="grace")
+        assert str(back).startswith(f"{BASE}/connect/callback?"), back
+        done = served(admin, page_event("GET", str(back), cookie))
+        assert done["statusCode"] == 200, f"{done}\n{admin.log()}"
+        assert "acme is connected" in done["body"], done["body"]
+    finally:
+        admin.close()
+    said = json.loads(world.text("conn_whose", "grace"))
+    assert said["sha"] == sha(world.token("grace")), said
+    assert world.provider.whoami(world.token("grace"))["sub"] == "grace"
