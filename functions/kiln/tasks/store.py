@@ -4,7 +4,7 @@
 | ---------------- | ----------- | ------------------------------------------------------- |
 | `TASK#<owner>`   | `T#<id>`    | one task: tool, arguments, status, lease, result/error, |
 |                  |             | `call`: its call's ledger ticket (kiln.accounting.gate)     |
-|                  |             | `acts_for`: whom a tool with connections acts for (`TaskCaller`) |
+|                  |             | `acts_for`: whom a task of a tool with connections acts for |
 | `TASK#<owner>`   | `RUNNING`   | `running`: how many of the owner's tasks are working    |
 
 `<owner>` is a hash of the caller (API key name or token subject; one shared value for
