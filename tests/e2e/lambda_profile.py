@@ -261,14 +261,14 @@ def lambda_stack(
     runtime_secret: str = "",
     runner_env: dict[str, str] | None = None,
     mcp_env: dict[str, str] | None = None,
-    reaches: list[str] | None = None,
+    reachable: tuple[str, ...] = (),
 ) -> Iterator[tuple[Environment, TenantInvoke]]:
     """The public `mcp` function and its tenant-isolated runner function, both sandboxed.
 
     `runtime_secret` is put in both functions' environment (as a ledger key): a secret of
     the runtime's that a test can look for. `runner_env` adds to the runner function's,
-    `mcp_env` to the public function's; both may reach the URLs in `reaches` besides the
-    store (an OAuth provider, an IdP's JWKS).
+    `mcp_env` to the public function's. `reachable`: more URLs both may reach (an OAuth
+    issuer, KMS, a test's own listener).
     """
     store_env = {
         "KILN_LEDGER_DIGEST_KEY": runtime_secret,
@@ -278,8 +278,9 @@ def lambda_stack(
         "KILN_TABLE": table,
         "KILN_BUCKET": bucket,
     }
-    stores = [moto_endpoint, *(reaches or ())]
-    runners = TenantInvoke(tmp / "runner", "runner", {**store_env, **(runner_env or {})}, stores)
+    runners = TenantInvoke(
+        tmp / "runner", "runner", {**store_env, **(runner_env or {})}, [moto_endpoint, *reachable]
+    )
     mcp = None
     try:
         mcp = Environment(
@@ -293,7 +294,7 @@ def lambda_stack(
                 "KILN_RUNNER_ENDPOINT_URL": runners.url,
                 **(mcp_env or {}),
             },
-            [*stores, runners.url],
+            [moto_endpoint, runners.url, *reachable],
         )
         yield mcp, runners
     finally:

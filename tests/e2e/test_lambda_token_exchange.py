@@ -89,7 +89,7 @@ def stack(moto_endpoint: str, tmp_path_factory: pytest.TempPathFactory) -> Itera
         }
         runner_env = {"KILN_RUN_TCP_PORTS": str(urlsplit(provider.issuer).port)}
         with lambda_stack(tmp, moto_endpoint, aws.table, aws.bucket, mcp_env=mcp_env,
-                          runner_env=runner_env, reaches=[idp.url, provider.issuer]) as (
+                          runner_env=runner_env, reachable=(idp.url, provider.issuer)) as (
             mcp, runners,
         ):  # fmt: skip
             yield Stack(mcp, runners, provider, idp, tool_id, [])

@@ -3,9 +3,11 @@ a table and bucket of its own (made by the `aws` fixture in conftest.py)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -38,3 +40,18 @@ def key_emulator(state: Path) -> None:
         "secret_access_key": os.environ["AWS_SECRET_ACCESS_KEY"],
     }
     write_private(state / "credentials.json", json.dumps(key).encode())
+
+
+@contextlib.contextmanager
+def plain_moto() -> Iterator[str]:
+    """A moto server of its own on 127.0.0.1 (its endpoint URL): every service moto has, KMS
+    too, which Kiln's emulator does not serve (it serves what `kiln dev` stores)."""
+    from moto.server import ThreadedMotoServer
+
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    try:
+        host, port = server.get_host_and_port()
+        yield f"http://{host}:{port}"
+    finally:
+        server.stop()

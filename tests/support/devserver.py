@@ -412,3 +412,25 @@ def refuse_landlock() -> None:
     libc = ctypes.CDLL(None, use_errno=True)
     if libc.prctl(contain.PR_SET_SECCOMP, contain.SECCOMP_MODE_FILTER, ctypes.byref(fprog), 0, 0):
         raise OSError(ctypes.get_errno(), "cannot refuse Landlock")
+
+
+def stdio_call(url: str, key: str, name: str, arguments: Mapping[str, Any] | None = None) -> Any:
+    """One tools/call through the `kiln stdio --url URL --key KEY` bridge (initialize first),
+    as a client on stdio would make it: the call's JSON-RPC answer."""
+    import json
+
+    lines = [
+        {"jsonrpc": "2.0", "id": "init", "method": "initialize", "params": {
+            "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "c"}}},
+        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+        {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+         "params": {"name": name, "arguments": dict(arguments or {})}},
+    ]  # fmt: skip
+    ran = subprocess.run(
+        [sys.executable, "-m", "kiln.cli", "stdio", "--url", url, "--key", key],
+        input="".join(json.dumps(line) + "\n" for line in lines).encode(),
+        capture_output=True, env=clean_env(), timeout=120, check=False,
+    )  # fmt: skip
+    assert ran.returncode == 0, ran.stderr.decode()
+    (answer,) = [m for m in map(json.loads, ran.stdout.splitlines()) if m.get("id") == 1]
+    return answer

@@ -93,6 +93,25 @@ class OidcProvider:
         return {"status": answer.status_code, **answer.json()}
 
 
+def through_connect_page(
+    provider: OidcProvider, link: str, user: str, tail: str = ""
+) -> httpx.Response:
+    """A person's browser on Kiln's `/connect/<state>` page (`link`): it loads the page, posts
+    its Connect button, consents at `provider` as `user` and follows the way back to Kiln's
+    callback, whose answer it returns. `tail`: said when the post is refused."""
+    import re
+
+    with httpx.Client(timeout=30) as browser:
+        page = browser.get(link)
+        assert page.status_code == 200, page.text
+        token = re.search(r'name=token value="([^"]+)"', page.text)
+        assert token, page.text
+        go = browser.post(link, data={"token": token.group(1)})
+        assert go.status_code == 303, f"{go.text}\n{tail}"
+        back = provider.consent(browser, go.headers["location"], user=user)
+        return browser.get(str(back))
+
+
 def query(url: httpx.URL | str) -> dict[str, str]:
     return dict(urllib.parse.parse_qsl(urllib.parse.urlsplit(str(url)).query))
 

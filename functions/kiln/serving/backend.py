@@ -48,6 +48,7 @@ from kiln.runner.remote import RemoteRunner, failed_run, too_large_for_lambda
 from kiln.serving.codemode import CodeMode
 from kiln.serving.connecting import page_for
 from kiln.serving.conversation import approval_for, approved_by, run_fields, spent, tool_outcome
+from kiln.serving.masking import Masker
 from kiln.serving.packages import BundlePaths, cannot_run, wait_for_bundle
 from kiln.serving.resolved import ResolvedTool, disabled_for, resolved, resolved_tool, tool_view
 from kiln.serving.runs import run_request, run_shares
@@ -482,6 +483,7 @@ class CatalogBackend:
         code, files = await self._source(head)
         whose = dict(whose)
         caller = whose.pop("caller", (None, None))
+        tokens: Mapping[str, str] = {}
         try:
             extra_env = (
                 dict(await asyncio.to_thread(self._secrets.values_for, tool))
@@ -489,10 +491,13 @@ class CatalogBackend:
                 else {}
             )
             if head.connections:  # the caller's own tokens (kiln.connections), after secrets
-                extra_env.update(await asyncio.to_thread(self._connection_env, tool, *caller))
+                tokens = await asyncio.to_thread(self._connection_env, tool, *caller)
+                extra_env.update(tokens)
         except LookupError as error:  # a declared secret is not set, or no connection yet
             said = f"Tool {tool.name!r} cannot run: {error}"
             return ToolOutcome(said, True, elicit=page_for(tool.name, error)), None
+        mask = Masker(tokens)  # what the run says back never carries them (masking.py)
+        conversation = mask.conversation(conversation) if mask else conversation
         request = run_request(
             tool,
             code,
@@ -516,6 +521,7 @@ class CatalogBackend:
         except (RunnerBusyError, RunSlotRefusedError, NodeUnavailableError,
                 InvalidArgumentsError) as error:  # fmt: skip
             return ToolOutcome(str(error), True), None
+        result = mask.result(result) if mask else result
         return tool_outcome(tool.name, result), result
 
     async def _source(self, head: Revision) -> tuple[str, Mapping[str, bytes]]:

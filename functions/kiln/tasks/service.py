@@ -37,7 +37,14 @@ from kiln.protocol.backend import (
 from kiln.serving.backend import AdmittedTask
 from kiln.serving.store_errors import catalog_reads
 from kiln.tasks.settings import TaskSettings
-from kiln.tasks.store import TaskItem, TaskLimitError, TaskStore, TaskTooLargeError, owner_key
+from kiln.tasks.store import (
+    TaskCaller,
+    TaskItem,
+    TaskLimitError,
+    TaskStore,
+    TaskTooLargeError,
+    owner_key,
+)
 from kiln.tasks.worker import TaskWorker, internal_error
 
 if TYPE_CHECKING:
@@ -57,6 +64,12 @@ LEASE_LOST = (
 def iso(epoch: float) -> str:
     moment = datetime.fromtimestamp(epoch, UTC)
     return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def _acts_for(tool: Tool, ctx: CallContext) -> dict[str, Any] | None:
+    """For a tool acting for its caller (`connections`): who, for the worker's run."""
+    caller = TaskCaller.of(ctx.principal) if tool.head.connections else None
+    return caller.as_json(ctx.arrival.base_url) if caller is not None else None
 
 
 def principal_label(ctx: CallContext) -> str:
@@ -323,6 +336,7 @@ class TaskService:
             call=ticket.as_json() if ticket is not None else None,
             answers=dict(answers) if answers else None,
             confirm=confirm,
+            acts_for=_acts_for(found, ctx),
         )
         cap = self.settings.max_running_per_principal
         try:

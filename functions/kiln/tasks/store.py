@@ -4,6 +4,7 @@
 | ---------------- | ----------- | ------------------------------------------------------- |
 | `TASK#<owner>`   | `T#<id>`    | one task: tool, arguments, status, lease, result/error, |
 |                  |             | `call`: its call's ledger ticket (kiln.accounting.gate)     |
+|                  |             | `acts_for`: whom a task of a tool with connections acts for |
 | `TASK#<owner>`   | `RUNNING`   | `running`: how many of the owner's tasks are working    |
 
 `<owner>` is a hash of the caller (API key name or token subject; one shared value for
@@ -84,6 +85,30 @@ class TaskItem:
     # Approvals its view or key require before it runs (kiln.access.approvals.Requirement
     # as JSON, with `caller`: who is asked), or None.
     confirm: Mapping[str, Any] | None = None
+    # Who the run acts for, for a tool declaring connections (kiln.connections): the caller's
+    # kind, name and key id (`TaskCaller`), and the base URL its connect link names.
+    acts_for: Mapping[str, Any] | None = None
+
+
+@dataclass(frozen=True)
+class TaskCaller:
+    """The caller a task's run acts for, as the call path hands it to the vault (its kind,
+    name and key id are what `kiln.connections.identity_of` reads): a tool acting for its
+    caller gets that caller's own connections when its task runs in a worker."""
+
+    kind: str
+    name: str
+    key_id: str | None = None
+
+    @classmethod
+    def of(cls, principal: Any) -> TaskCaller | None:
+        kind = getattr(principal, "kind", "anonymous")
+        if kind == "anonymous":
+            return None
+        return cls(kind, str(principal.name), getattr(principal, "key_id", None))
+
+    def as_json(self, base_url: str | None) -> dict[str, Any]:
+        return {"kind": self.kind, "name": self.name, "key_id": self.key_id, "base_url": base_url}
 
 
 def _n(value: float) -> dict[str, str]:
@@ -172,6 +197,7 @@ class TaskStore:
             inputs=self._load(raw, "inputs"),
             answers=self._load(raw, "answers"),
             confirm=json.loads(raw["confirm"]["S"]) if "confirm" in raw else None,
+            acts_for=json.loads(raw["acts_for"]["S"]) if "acts_for" in raw else None,
         )
 
     # ------------------------------------------------------------------ writes
@@ -198,6 +224,8 @@ class TaskStore:
             record.update(self._payload(item, "answers", dict(item.answers), spill=False))
         if item.confirm is not None:
             record["confirm"] = {"S": json.dumps(item.confirm, separators=(",", ":"))}
+        if item.acts_for is not None:
+            record["acts_for"] = {"S": json.dumps(item.acts_for, separators=(",", ":"))}
         try:
             self.ddb.transact_write_items(
                 TransactItems=[

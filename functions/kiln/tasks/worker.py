@@ -35,7 +35,7 @@ from kiln.protocol.inner import calls_in
 from kiln.protocol.spec import INTERNAL_ERROR
 from kiln.serving.conversation import Approval, approval_for
 from kiln.tasks.settings import TaskSettings
-from kiln.tasks.store import TaskItem, TaskStore
+from kiln.tasks.store import TaskCaller, TaskItem, TaskStore
 
 log = logging.getLogger("kiln.tasks")
 
@@ -56,10 +56,22 @@ class ToolRunner(Protocol):
         *,
         time_left_s: float | None,
         conversation: Conversation | None = None,
+        caller: tuple[Any, str | None] = (None, None),
     ) -> tuple[ToolOutcome, Any]: ...
 
 
 ASKABLE = ("elicitation", "sampling", "roots")
+
+
+def _caller(item: TaskItem) -> tuple[TaskCaller | None, str | None]:
+    """Who the task's run acts for (its tool's connections are that caller's), and the base
+    URL a connect link names."""
+    found = item.acts_for
+    if not found:
+        return None, None
+    return TaskCaller(found["kind"], found["name"], found.get("key_id")), found.get("base_url")
+
+
 NOTE_EVERY_S = 1.0  # at most one status-message write a second from a task's progress
 
 
@@ -235,8 +247,9 @@ class TaskWorker:
         async with slot if slot is not None else contextlib.nullcontext():
             began[0] = self.clock()
             ran = await self.tools.execute(
-                tool, item.arguments, time_left_s=time_left_s, conversation=talk
-            )
+                tool, item.arguments, time_left_s=time_left_s, conversation=talk,
+                caller=_caller(item),
+            )  # fmt: skip
         await notes.flush()  # before the task moves on: it ends with the last progress
         return ran
 

@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
-import sys
 from collections.abc import Iterator
 from typing import Any
 from urllib.parse import urlsplit
@@ -20,8 +18,8 @@ import pytest
 from kiln.aws.clients import make_clients
 from kiln.connections.envelope import FileKeys
 from kiln.connections.vault import Vault
-from support.devserver import DevServer, clean_env, kiln_dev
-from support.oidc_provider import OidcProvider, oidc_provider
+from support.devserver import DevServer, kiln_dev, stdio_call
+from support.oidc_provider import OidcProvider, oidc_provider, through_connect_page
 
 NAME = "whose_account"
 CODE = """import json, os, sys, urllib.request
@@ -80,15 +78,7 @@ def tail(dev: DevServer) -> str:
 
 
 def consent(dev: DevServer, provider: OidcProvider, link: str, user: str) -> httpx.Response:
-    with httpx.Client(timeout=30) as browser:
-        page = browser.get(link)
-        assert page.status_code == 200, page.text
-        token = re.search(r'name=token value="([^"]+)"', page.text)
-        assert token, page.text
-        go = browser.post(link, data={"token": token.group(1)})
-        assert go.status_code == 303, f"{go.text}\n{tail(dev)}"
-        back = provider.consent(browser, go.headers["location"], user=user)
-        return browser.get(str(back))
+    return through_connect_page(provider, link, user, tail(dev))
 
 
 def connected(dev: DevServer, provider: OidcProvider, *users: str) -> dict[str, str]:
@@ -224,21 +214,8 @@ def test_over_kiln_stdio_each_key_gets_its_own_account(
 ) -> None:
     dev, provider = world
     keys = connected(dev, provider, "frank", "grace")
-    lines = [
-        {"jsonrpc": "2.0", "id": "init", "method": "initialize", "params": {
-            "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "c"}}},
-        {"jsonrpc": "2.0", "method": "notifications/initialized"},
-        {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
-         "params": {"name": NAME, "arguments": {}}},
-    ]  # fmt: skip
     for user, key in keys.items():
-        ran = subprocess.run(
-            [sys.executable, "-m", "kiln.cli", "stdio", "--url", dev.url, "--key", key],
-            input="".join(json.dumps(line) + "\n" for line in lines).encode(),
-            capture_output=True, env=clean_env(), timeout=120, check=False,
-        )  # fmt: skip
-        assert ran.returncode == 0, ran.stderr.decode()
-        (answer,) = [m for m in map(json.loads, ran.stdout.splitlines()) if m.get("id") == 1]
+        answer = stdio_call(dev.url, key, NAME)
         said = json.loads(answer["result"]["content"][0]["text"])
         assert said["who"] == user, f"{answer}\n{tail(dev)}"
 

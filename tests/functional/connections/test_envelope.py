@@ -11,9 +11,9 @@ from typing import Any
 
 import boto3
 import pytest
-from moto.server import ThreadedMotoServer
 
 from kiln.connections.envelope import FileKeys, KmsKeys, SealError, open_sealed, seal
+from support.aws import plain_moto
 
 ALICE = {"kiln:identity": "key:alice", "kiln:provider": "github"}
 BOB = {"kiln:identity": "key:bob", "kiln:provider": "github"}
@@ -22,15 +22,10 @@ BOB = {"kiln:identity": "key:bob", "kiln:provider": "github"}
 @pytest.fixture(scope="module")
 def kms() -> Iterator[Any]:
     # Kiln's emulator serves only what kiln dev stores (DynamoDB, S3, SSM); KMS is AWS's alone.
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    try:
-        host, port = server.get_host_and_port()
+    with plain_moto() as endpoint:
         yield boto3.session.Session(
             region_name="us-east-1", aws_access_key_id="testing", aws_secret_access_key="testing"
-        ).client("kms", endpoint_url=f"http://{host}:{port}")
-    finally:
-        server.stop()
+        ).client("kms", endpoint_url=endpoint)
 
 
 def keepers(kms: Any, folder: Path) -> list[Any]:

@@ -166,12 +166,13 @@ def test_public_function_writes_only_ledger_quota_task_approval_idempotency_and_
     assert patterns == expected
 
 
-def test_the_worker_writes_only_task_ledger_quota_and_approval_items_and_task_result_objects(
+def test_the_worker_writes_only_task_ledger_quota_approval_and_vault_items_and_task_results(
     template: dict[str, Any],
 ) -> None:
     # Ledger and quota items: a task call's entry and its run-seconds charge; approval items:
-    # an approved call's approval moved to `running` before it runs (kiln.tasks.approving).
-    expected = TASK_KEYS | LEDGER_AND_QUOTA_KEYS | APPROVAL_KEYS
+    # an approved call's approval moved to `running` before it runs (kiln.tasks.approving);
+    # vault items: the token of a task's caller refreshed, a flow begun (kiln.connections).
+    expected = TASK_KEYS | LEDGER_AND_QUOTA_KEYS | APPROVAL_KEYS | VAULT_KEYS
     assert write_patterns(template, "WorkerFunction") == expected
     bucket = the_one(template, "AWS::S3::Bucket")
     for statement in statements(template, "WorkerFunction"):
@@ -231,7 +232,7 @@ def test_public_function_has_no_rights_beyond_the_table_and_the_bucket(
 
 
 VAULT_SIDS = {"UseVaultKey", "ReadProviderSecrets"}
-VAULT_FUNCTIONS = {"McpFunction", "AdminFunction"}
+VAULT_FUNCTIONS = {"McpFunction", "AdminFunction", "WorkerFunction"}
 
 
 def leading_keys(statement: Mapping[str, Any]) -> list[str]:
@@ -241,9 +242,9 @@ def leading_keys(statement: Mapping[str, Any]) -> list[str]:
 def test_only_the_functions_that_run_or_connect_may_use_the_vault_key(
     template: dict[str, Any],
 ) -> None:
-    """mcp opens a run's token and reseals it when refreshed; admin serves /connect/callback,
-    which seals the tokens. The worker (task calls: no caller identity yet, refused), the
-    builder and the runner (the tool's own code) never."""
+    """mcp and the worker (a task's run) open a run's token and reseal it when refreshed;
+    admin serves /connect/callback, which seals the tokens. The builder and the runner (the
+    tool's own code) never."""
     for function in resources_of_type(template, "AWS::Serverless::Function"):
         uses = [s for s in statements(template, function) if s.get("Sid") in VAULT_SIDS]
         if function not in VAULT_FUNCTIONS:
