@@ -17,6 +17,8 @@ from kiln.protocol.errors import InvalidParamsError, RequestId
 
 META_KEY = "dev.kiln/fingerprint"
 _FINGERPRINT = re.compile(r"sha256:[0-9a-f]{64}")
+# A listed tool's fingerprint while its packages are being built: none can name their versions.
+PENDING = "pending"
 
 
 def fingerprint_meta(fingerprint: str) -> dict[str, str]:
@@ -47,7 +49,13 @@ def check_pinned(params: dict[str, Any], tool: ToolView, request_id: RequestId) 
     current = (tool.meta or {}).get(META_KEY)
     if sent == current:
         return
-    if current is None:
+    if current == PENDING:
+        message = (
+            f"Tool {tool.name!r} was not run: its packages are still being built, so it has "
+            f"no fingerprint yet to check the {sent} sent in _meta against. List the tools "
+            "again once they are ready and check the new fingerprint"
+        )
+    elif current is None:
         message = (
             f"Tool {tool.name!r} was not run: it has no fingerprint (it is not a catalog "
             f"tool), so the {sent} sent in _meta cannot be checked"

@@ -420,13 +420,18 @@ class CatalogBackend:
             raise TypeError(f"CallContext.view must be the View its route found, not {view!r}")
         return view
 
-    @staticmethod
-    async def _tools_for(catalog: ViewCatalog, snapshot: Snapshot, view: View) -> dict[str, Tool]:
+    async def _tools_for(
+        self, catalog: ViewCatalog, snapshot: Snapshot, view: View
+    ) -> dict[str, Tool]:
         tools = catalog.cached(snapshot.version, view.name)
         if tools is None:
             tools = await asyncio.to_thread(
                 catalog.tools_for, snapshot.version, view, snapshot.tools
             )
+        # A pinned revision's bundle may be one no head uses: what it resolved to, read once.
+        bundles = {t.head.bundle_id for t in tools.values() if t.head.bundle_id}
+        if not bundles <= snapshot.packages.keys():
+            await asyncio.to_thread(self._snapshots.cover, snapshot, bundles)
         return tools
 
     async def execute(
