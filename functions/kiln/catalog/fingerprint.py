@@ -163,6 +163,15 @@ def served_tool(tool: Tool) -> str | None:
     return found
 
 
+def build_of(tool: Tool) -> str | None:
+    """The digest the tool's served fingerprint names for its packages: the build a run of it
+    must use (kiln.bundles.cache); None where none is named (no packages, no snapshot, legacy)."""
+    bundle_id, packages = tool.head.bundle_id, tool.packages
+    if bundle_id is None or packages is None:
+        return None
+    return packages.get(bundle_id) or None
+
+
 def is_fingerprint(text: object) -> bool:
     return isinstance(text, str) and PATTERN.fullmatch(text) is not None
 

@@ -22,6 +22,7 @@ from kiln.accounting.gate import CallGate, CallTicket, bound_view, caller_of, ke
 from kiln.accounting.idempotency import CallKeys
 from kiln.aws.clients import StoreUnavailableError
 from kiln.bundles.cache import BundleError, BundleNotReadyError
+from kiln.catalog import fingerprint
 from kiln.catalog.model import Revision, Tool
 from kiln.catalog.snapshot import CatalogSnapshots, Snapshot
 from kiln.protocol.backend import (
@@ -452,7 +453,6 @@ class CatalogBackend:
         `shares` name whose run it is (kiln.runner.slots; the tool's own at least). `author`:
         the tool's author runs it (a test run), who is told why its packages failed.
         """
-        head = tool.head
         whose = {"shares": shares or (f"tool:{tool.id}",), "from_run": from_run, "caller": caller}
         if self._remote is not None:  # the runner function fetches the bundle itself
             try:
@@ -461,7 +461,7 @@ class CatalogBackend:
                 return cannot_run(tool, error, author=author), None
         with ExitStack() as pinned:
             try:
-                bundle_path = await self._bundle_path(head.bundle_id, pinned)
+                bundle_path = await self._bundle_path(tool, pinned)
             except BundleError as error:
                 return cannot_run(tool, error, author=author), None
             return await self._run(tool, arguments, bundle_path, time_left_s, whose, conversation)
@@ -509,8 +509,9 @@ class CatalogBackend:
         try:
             if self._remote is not None:
                 result = await self._remote.run(
-                    request, tool_id=tool.id, author=head.created_by, bundle_id=head.bundle_id
-                )
+                    request, tool_id=tool.id, author=head.created_by, bundle_id=head.bundle_id,
+                    resolved=fingerprint.build_of(tool),
+                )  # fmt: skip
             elif (too_large := too_large_for_lambda(request, tool_id=tool.id)) is not None:
                 result = failed_run(too_large, request.timeout_s)  # as on AWS
             else:
@@ -567,7 +568,10 @@ class CatalogBackend:
         if self._secrets is not None and tool.head.secrets:
             self._secrets.values_for(tool)
 
-    async def _bundle_path(self, bundle_id: str | None, pinned: ExitStack) -> Path | None:
+    async def _bundle_path(self, tool: Tool, pinned: ExitStack) -> Path | None:
+        """Its bundle: the build its served fingerprint names (fingerprint.build_of), no other."""
+        bundle_id = tool.head.bundle_id
         if bundle_id is None or self._bundles is None:
             return None
-        return await asyncio.to_thread(pinned.enter_context, self._bundles.use(bundle_id))
+        in_use = self._bundles.use(bundle_id, fingerprint.build_of(tool))
+        return await asyncio.to_thread(pinned.enter_context, in_use)
