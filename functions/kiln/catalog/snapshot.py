@@ -167,6 +167,13 @@ class CatalogSnapshots:
             with self._lock:
                 snapshot.packages.update(found)
 
+    def packaged(self, tools: list[Tool]) -> list[Tool]:
+        """`tools` (read from the store: REST) with what their bundles resolved to as the
+        current snapshot has it, so they show the fingerprint MCP serves. Blocking."""
+        snapshot = self.current()
+        self.cover(snapshot, _bundles(tools))
+        return [replace(tool, packages=snapshot.packages) for tool in tools]
+
     @contextmanager
     def pinned(self, snapshot: Snapshot) -> Iterator[None]:
         """Within the block (one request), `fresh()` answers `snapshot` without reading."""

@@ -97,6 +97,8 @@ def test_the_served_fingerprint_follows_what_the_bundle_resolved_to_and_pins_hol
         # While it builds: no fingerprint can name its versions, and a pin is refused unrun.
         building = listed(server)
         assert building["tiny_version"] == "pending", building
+        shown = server.api("GET", "/api/tools/tiny_version").json()
+        assert shown["fingerprint"] == "pending", shown  # REST says what MCP says
         plain_fp = building["plain"]
         assert plain_fp == fingerprint.of("plain", server.kiln.store.get("plain").head), building
         saved = server.kiln.store.get("tiny_version").head
@@ -143,6 +145,10 @@ def test_the_served_fingerprint_follows_what_the_bundle_resolved_to_and_pins_hol
         assert f2 != f1
         assert server.kiln.store.get("tiny_version").head == saved  # no new revision
         assert after["plain"] == plain_fp  # a tool without packages keeps its fingerprint
+        shown = server.api("GET", "/api/tools/tiny_version").json()  # what `kiln tools show` prints
+        assert shown["fingerprint"] == f2, shown
+        rows = server.api("GET", "/api/tools").json()["tools"]  # `kiln tools ls`, the studio
+        assert {t["name"]: t["fingerprint"] for t in rows} == after, rows
         stale = pinned_call(server, "tiny_version", f1)
         assert stale["error"]["code"] == -32602, stale
         assert stale["error"]["data"]["fingerprint"] == f2, stale
