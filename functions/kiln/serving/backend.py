@@ -426,14 +426,18 @@ class CatalogBackend:
     ) -> dict[str, Tool]:
         tools = catalog.cached(snapshot.version, view.name)
         if tools is None:
-            tools = await asyncio.to_thread(
-                catalog.tools_for, snapshot.version, view, snapshot.tools
-            )
+            tools = await asyncio.to_thread(self._resolve, catalog, snapshot, view)
         # A pinned revision's bundle may be one no head uses: what it resolved to, read once.
         bundles = {t.head.bundle_id for t in tools.values() if t.head.bundle_id}
         if not bundles <= snapshot.packages.keys():
             await asyncio.to_thread(self._snapshots.cover, snapshot, bundles)
         return tools
+
+    def _resolve(self, catalog: ViewCatalog, snapshot: Snapshot, view: View) -> dict[str, Tool]:
+        """The view's tools (blocking); its pins by fingerprint are checked knowing what their
+        revisions' bundles resolved to."""
+        self._snapshots.cover(snapshot, catalog.fingerprint_pinned_bundles(view, snapshot.tools))
+        return catalog.tools_for(snapshot.version, view, snapshot.tools)
 
     async def execute(
         self,
