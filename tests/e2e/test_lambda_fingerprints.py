@@ -15,18 +15,17 @@ from typing import Any
 import pytest
 
 from kiln.aws.clients import ensure_resources, make_clients
-from kiln.bundles.identity import bundle_id, default_target
 from kiln.bundles.resolved import described
 from kiln.bundles.store import BundleStore
 from kiln.catalog import fingerprint
 from kiln.catalog.model import Revision
 from kiln.catalog.rules import check_draft
 from kiln.catalog.store import CatalogStore
+from support.bundle_records import TARGET, Identify, manifest
 
 from .test_lambda_runtime import LambdaProcess, answer_body, event_for, rpc, start_lambda
 
 KEY = "dev.kiln/fingerprint"
-TARGET = default_target("python")
 TOOL = {
     "name": "e2e_packaged",
     "description": "Uses a package.",
@@ -34,17 +33,6 @@ TOOL = {
     "requirements": ["humanize>=4"],
     "code": "import humanize\nprint(humanize.naturalsize(1))\n",
 }
-
-
-class Identify:
-    def identify(self, language: str, requirements: tuple[str, ...]) -> str | None:
-        return bundle_id(language, TARGET, requirements)
-
-
-def manifest(version: str) -> dict[str, Any]:
-    lock = [{"name": "humanize", "version": version, "sha256": version[0] * 64}]
-    return {"language": "python", "lock": lock, "zip_size": 10, "unpacked_size": 20,
-            "zip_sha256": "f" * 64, "file_count": 2}  # fmt: skip
 
 
 @pytest.fixture(scope="module")

@@ -247,6 +247,13 @@ class BundleCache:
             self._remember(record.id, size, Seal.of(self.root / record.id), record.resolved_sha256)
         return True
 
+    def settle(self, record: BundleRecord) -> None:
+        """The build this process handed over (`adopt_tree`, before it knew what the build
+        resolved to) was published as `record`: its folder is that build."""
+        with self._guard:
+            if record.id in self._seals:
+                self._builds[record.id] = record.resolved_sha256
+
     def discard(self, bundle_id: str) -> None:
         """Let a bundle go that was taken from a build which then failed to publish."""
         _check_id(bundle_id)

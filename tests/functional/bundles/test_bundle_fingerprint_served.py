@@ -6,8 +6,7 @@ resolved to (catalog/packages.py)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +17,7 @@ from kiln.bundles.store import zip_key
 from kiln.catalog import fingerprint
 from kiln.settings import Settings
 from support.app import RunningKiln
+from support.bundle_records import snapshot_bundle_reads
 from support.wheels import NAME, tiny_wheel, wheel_folder
 
 pytestmark = pytest.mark.slow
@@ -57,25 +57,6 @@ def pinned_call(server: RunningKiln, name: str, pin: str) -> dict[str, Any]:
     return dict(response.json())
 
 
-@contextmanager
-def snapshot_bundle_reads(server: RunningKiln) -> Iterator[list[str]]:
-    """The bundle records a snapshot reads (catalog/packages.py: one BatchGetItem per 100),
-    while in the block. The warmer's poll of a bundle it waits for is a GetItem, not counted."""
-    reads: list[str] = []
-
-    def count(params: dict[str, Any], **_: object) -> None:
-        for keys in params.get("RequestItems", {}).values():
-            reads.extend(key["pk"]["S"] for key in keys["Keys"] if "BUNDLE#" in key["pk"]["S"])
-
-    events = server.kiln.clients.dynamodb.meta.events
-    event = "before-parameter-build.dynamodb.BatchGetItem"
-    events.register(event, count, unique_id="snapshot-bundle-reads")
-    try:
-        yield reads
-    finally:
-        events.unregister(event, unique_id="snapshot-bundle-reads")
-
-
 def test_the_served_fingerprint_follows_what_the_bundle_resolved_to_and_pins_hold_to_it(
     make_server: Callable[..., RunningKiln],
     kiln_settings: Settings,
@@ -109,7 +90,7 @@ def test_the_served_fingerprint_follows_what_the_bundle_resolved_to_and_pins_hol
 
         gate.opened.set()
         first = wait_status(server, bundle_id, "ready")
-        with snapshot_bundle_reads(server) as reads:
+        with snapshot_bundle_reads(server.kiln.clients.dynamodb) as reads:
             f1 = listed(server)["tiny_version"]
             moved = list(reads)  # the snapshot moving to the version the build stepped
             assert listed(server)["tiny_version"] == f1

@@ -5,57 +5,20 @@ it, so a warm process re-reads that one record and nothing else, and never per r
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
-from typing import Any
-
 from conftest import AwsStack
-from kiln.bundles.identity import bundle_id, default_target
 from kiln.bundles.resolved import described
 from kiln.bundles.store import BundleStore
 from kiln.catalog import fingerprint
 from kiln.catalog.model import Draft
 from kiln.catalog.snapshot import CatalogSnapshots
 from kiln.catalog.store import CatalogStore
+from support.bundle_records import TARGET, Identify, manifest, snapshot_bundle_reads
 
-TARGET = default_target("python")
 WANTED = ("humanize>=4",)
 DRAFT = Draft(
     name="human", description="Humanize.", language="python", code="print(1)\n",
     requirements=WANTED,
 )  # fmt: skip
-
-
-class Identify:
-    """The catalog's save hook, naming the bundle as kiln.bundles.hooks does."""
-
-    def identify(self, language: str, requirements: tuple[str, ...]) -> str | None:
-        return bundle_id(language, TARGET, requirements)
-
-
-def manifest(version: str) -> dict[str, Any]:
-    """What a build of WANTED reports: humanize at `version`."""
-    lock = [{"name": "humanize", "version": version, "sha256": version[0] * 64}]
-    return {"language": "python", "lock": lock, "zip_size": 10, "unpacked_size": 20,
-            "zip_sha256": "f" * 64, "file_count": 2}  # fmt: skip
-
-
-@contextmanager
-def batch_reads(aws: AwsStack) -> Iterator[list[str]]:
-    """The bundle records read by BatchGetItem (the snapshot's only way to read them)."""
-    reads: list[str] = []
-
-    def count(params: dict[str, Any], **_: object) -> None:
-        for keys in params.get("RequestItems", {}).values():
-            reads.extend(key["pk"]["S"] for key in keys["Keys"])
-
-    events = aws.clients.dynamodb.meta.events
-    event = "before-parameter-build.dynamodb.BatchGetItem"
-    events.register(event, count, unique_id="batch-reads")
-    try:
-        yield reads
-    finally:
-        events.unregister(event, unique_id="batch-reads")
 
 
 def test_a_bundle_turning_ready_or_rebuilt_moves_the_snapshot_forward_by_that_record_alone(
@@ -70,7 +33,7 @@ def test_a_bundle_turning_ready_or_rebuilt_moves_the_snapshot_forward_by_that_re
     assert record.id == saved.bundle_id
     snapshots = CatalogSnapshots(catalog)
 
-    with batch_reads(aws) as reads:
+    with snapshot_bundle_reads(aws.clients.dynamodb) as reads:
         tool = snapshots.current().tools["human"]
     assert reads == [f"BUNDLE#{record.id}"]  # made with the catalog: one read of its bundles
     assert fingerprint.served_tool(tool) is None  # pending: no fingerprint names its versions
@@ -82,7 +45,7 @@ def test_a_bundle_turning_ready_or_rebuilt_moves_the_snapshot_forward_by_that_re
     bundles.mark_ready(record.id, manifest("4.9.0"))
     assert catalog.catalog_version() == version + 1
     first = described("python", manifest("4.9.0")["lock"])["resolved_sha256"]
-    with batch_reads(aws) as reads:
+    with snapshot_bundle_reads(aws.clients.dynamodb) as reads:
         tool = snapshots.current().tools["human"]
         again = snapshots.current().tools["human"]
     assert reads == [f"BUNDLE#{record.id}"]  # moved forward by that record alone
