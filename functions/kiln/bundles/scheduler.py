@@ -138,10 +138,7 @@ def run_build(
             raise
         if adopting is not None:
             adopting.join()  # unpacked before anyone can see it ready
-        ready = store.mark_ready(bundle_id, output.manifest)
-        if handing.done and adopt is not None:  # the folder handed over is this build
-            adopt.settle(ready)
-        return ready
+        return handing.published(store.mark_ready(bundle_id, output.manifest))
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
         if released is not None:
@@ -211,6 +208,12 @@ class _HandOver:
         finally:
             if self.released is not None:
                 self.released()
+
+    def published(self, ready: BundleRecord) -> BundleRecord:
+        """The build is out: what was handed over is that build (BundleCache.settle)."""
+        if self.done and self.adopt is not None:
+            self.adopt.settle(ready)
+        return ready
 
     def abandon(self) -> None:
         """The build failed after its files were handed over: the cache lets them go."""
