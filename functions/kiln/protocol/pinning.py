@@ -4,7 +4,9 @@ Kiln lists each catalog tool's fingerprint under `_meta["dev.kiln/fingerprint"]`
 (`sha256:<hex>`, kiln/catalog/fingerprint.py). A client that approved a tool as listed may
 send that value back in the call's `params._meta` under the same key; when the tool it names
 is no longer that definition, the call is refused before anything runs (-32602, naming the
-fingerprint the tool has now), never served as something else.
+fingerprint the tool has now), never served as something else. While a tool's packages are
+being built no fingerprint can name their versions: it is listed as PENDING, and a pinned call
+is refused (kiln/catalog/README.md).
 """
 
 from __future__ import annotations
