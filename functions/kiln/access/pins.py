@@ -60,10 +60,13 @@ class CatalogBinder:
         return replace(entry, tool_id=tool.id, digest=digest)
 
     def _revision_with(self, tool: Tool, wanted: str) -> Revision:
-        """The newest revision of `tool` whose fingerprint (under its name now) is `wanted`."""
+        """The newest revision of `tool` whose fingerprint (under its name now) is `wanted`:
+        as served (over what its bundle resolved to) or as saved (over its bundle id)."""
         revisions: list[Revision] = self._catalog.revisions(f"id:{tool.id}")
+        packages = self._catalog.packages({r.bundle_id for r in revisions if r.bundle_id})
         for revision in reversed(revisions):
-            if fingerprint.served(tool.name, revision) == wanted:
+            served = fingerprint.served_tool(replace(tool, head=revision, packages=packages))
+            if wanted in (served, fingerprint.served(tool.name, revision)):
                 return revision
         raise ViewRuleError(
             [
@@ -103,12 +106,16 @@ def pinned_tool(
         return None, f"{tool.name!r} has no revision {number}"
     if entry.digest is not None and content_digest(pinned) != entry.digest:
         return None, f"revision {number} of {tool.name!r} is not the content that was pinned"
-    if entry.fingerprint is not None and fingerprint.served(tool.name, pinned) != entry.fingerprint:
+    served = replace(tool, head=pinned)
+    # A pin to the form served names the exact versions its bundle resolved to (a rebuild to
+    # others serves nothing); the saved form, its requirements (catalog/README.md).
+    forms = (fingerprint.served(tool.name, pinned), fingerprint.served_tool(served))
+    if entry.fingerprint is not None and entry.fingerprint not in forms:
         return None, (
             f"{tool.name!r} (revision {number}) is no longer {entry.fingerprint}: it was renamed "
             "or is not that definition; nothing is served in its place"
         )
-    return replace(tool, head=pinned), ""
+    return served, ""
 
 
 def problems(

@@ -123,6 +123,22 @@ class ViewCatalog:
                 self._resolved[view.name] = result
         return result
 
+    def fingerprint_pinned_bundles(self, view: View, tools: Mapping[str, Tool]) -> set[str]:
+        """The bundles of the revisions `view` pins by fingerprint: what they resolved to must
+        be known before those pins are checked (CatalogSnapshots.cover). Blocking."""
+        by_id = {tool.id: tool for tool in tools.values()}
+        found: set[str] = set()
+        for entry in view.entries:
+            tool = by_id.get(entry.tool_id or "")
+            if entry.fingerprint is None or entry.pin is None or tool is None:
+                continue
+            revision = (
+                tool.head if entry.pin == tool.head.number else self._revision(tool, entry.pin)
+            )
+            if revision is not None and revision.bundle_id:
+                found.add(revision.bundle_id)
+        return found
+
     def problems_of(self, version: int, name: str, tools: Mapping[str, Tool]) -> list[str]:
         """Why entries of view `name` serve nothing at `version` (blocking)."""
         view = self.views_at(version).get(name)

@@ -43,7 +43,8 @@ async def list_tools(request: Request, include_deleted: bool = False) -> dict[st
     kiln = kiln_of(request)
     tools = await blocking(kiln.authoring.list_tools, include_deleted=include_deleted)
     seen = await sight(request, who)  # bound to a view: its tools, as MCP serves them
-    return {"tools": [tool_json(t) for t in seen.listed(tools)]}
+    listed = await blocking(kiln.snapshots.packaged, seen.listed(tools))
+    return {"tools": [tool_json(t) for t in listed]}
 
 
 @router.post("", status_code=201)
@@ -63,6 +64,7 @@ async def get_tool(ref: str, request: Request) -> JSONResponse:
     tool = seen.served(found.tool, ref)
     if tool.head.number != found.tool.head.number:  # a pin: its revision's source
         found = await blocking(kiln.authoring.read_served, tool)
+    (tool,) = await blocking(kiln.snapshots.packaged, [tool])  # its fingerprint as served
     body = tool_json(tool, code=found.code, files=found.files)
     body["bundle"] = await blocking(kiln.bundles.summary, tool.head.bundle_id)
     return tagged(body, tool)

@@ -13,6 +13,7 @@ from typing import Any
 from kiln.catalog import fingerprint
 from kiln.catalog.model import Draft, Revision, Tool, definition_of
 from kiln.catalog.toolfiles import encode_files
+from kiln.protocol.pinning import PENDING
 
 
 def revision_fields(revision: Revision) -> dict[str, Any]:
@@ -45,7 +46,9 @@ def tool_json(
         "name": tool.name,
         "enabled": tool.enabled,
         "revision": tool.head.number,
-        "fingerprint": fingerprint.served(tool.name, tool.head),
+        # as MCP serves it (over what its bundle resolved to, "pending" meanwhile) when the
+        # tool carries its snapshot's packages (CatalogSnapshots.packaged), else as saved
+        "fingerprint": fingerprint.served_tool(tool) or PENDING,
         **revision_fields(tool.head),
         "created_at": tool.created_at,
         "updated_at": tool.updated_at,

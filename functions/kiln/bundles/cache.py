@@ -22,6 +22,12 @@ holds (`kiln.bundles.seal`: an inotify queue read per call, or one `lstat` per f
 there is no inotify); a folder it did not make itself,
 or whose seal broke, is first checked against the published zip (sizes, CRC-32, modes, one
 link each, nothing more) and, if it is not that, made again from the zip.
+
+A bundle id names requirements, not one build: a rebuild (its zip lost) may resolve them to
+other versions. A caller that knows which build it was told of (`resolved`: the digest its
+served fingerprint names, catalog/packages.py) is never served another: a folder of another
+build is checked against the record's zip again (and made again from it), and a record that
+is not that build either refuses the run (status "changed") until the caller reads it anew.
 """
 
 from __future__ import annotations
@@ -73,6 +79,11 @@ BUILDING = ("pending", "building")
 # the build (its log may name private indexes, paths, versions) and no author's command.
 FAILED_FOR_CALLERS = "this tool's packages failed to build; its author has been told."
 GONE_FOR_CALLERS = "this tool's packages are missing; its author has been told."
+# The caller was told of one build, and the record names another (rebuilt since it read it).
+CHANGED = (
+    "its packages were rebuilt since this server last read the catalog, and resolved to "
+    "other versions; list the tools again, check the new fingerprint and call it again."
+)
 
 
 def not_ready_error(record: BundleRecord | None, bundle_id: str) -> BundleNotReadyError:
@@ -144,6 +155,7 @@ class BundleCache:
         self.repairs = 0  # bundles found changed on disk and made again from their zip
         self._known: OrderedDict[str, int] = OrderedDict()  # id -> unpacked bytes, LRU order
         self._seals: dict[str, Seal] = {}  # id -> the folder as this process last checked it
+        self._builds: dict[str, str | None] = {}  # id -> what that folder's build resolved to
         self._watched: set[str] = set()  # sealed bundles inotify watches (the rest: lstat)
         self._watch = Watch(enabled=watch)  # off: every use checks with `Seal.holds`
         self._pins: dict[str, int] = {}
@@ -155,23 +167,24 @@ class BundleCache:
 
     # -- public ----------------------------------------------------------------------------
 
-    def path_for(self, bundle_id: str) -> Path:
-        """The bundle's folder, downloading and unpacking it on first use.
+    def path_for(self, bundle_id: str, resolved: str | None = None) -> Path:
+        """The bundle's folder, downloading and unpacking it on first use; with `resolved`,
+        only the build that resolved to that digest (module docstring).
 
-        Raises BundleNotReadyError (pending, building, failed, unknown) or BundleFetchError.
-        Prefer `use()` around a run: a folder in use is never evicted.
+        Raises BundleNotReadyError (pending, building, failed, changed, unknown) or
+        BundleFetchError. Prefer `use()` around a run: a folder in use is never evicted.
         """
-        path = self._warm(bundle_id)
-        return path if path is not None else self._fetch(bundle_id)
+        path = self._warm(bundle_id, resolved)
+        return path if path is not None else self._fetch(bundle_id, resolved)
 
     @contextlib.contextmanager
-    def use(self, bundle_id: str) -> Iterator[Path]:
+    def use(self, bundle_id: str, resolved: str | None = None) -> Iterator[Path]:
         """`path_for`, and the bundle stays pinned (never evicted) until the block ends."""
         with self._guard:
             self._pins[bundle_id] = self._pins.get(bundle_id, 0) + 1
         try:
             while True:
-                path = self.path_for(bundle_id)
+                path = self.path_for(bundle_id, resolved)
                 with flock(self._lock_path(bundle_id), fcntl.LOCK_SH):
                     # Another process may have evicted it between the two steps.
                     if path.is_dir():
@@ -205,7 +218,7 @@ class BundleCache:
             finally:
                 remove(tmp)
             self.unpacks += 1
-            self._remember(record.id, size, Seal.of(final))
+            self._remember(record.id, size, Seal.of(final), record.resolved_sha256)
         return True
 
     def adopt_tree(self, record: BundleRecord, built: Linkable) -> bool:
@@ -231,8 +244,15 @@ class BundleCache:
             finally:
                 remove(tmp)
             self.handovers += 1
-            self._remember(record.id, size, Seal.of(self.root / record.id))
+            self._remember(record.id, size, Seal.of(self.root / record.id), record.resolved_sha256)
         return True
+
+    def settle(self, record: BundleRecord) -> None:
+        """The build this process handed over (`adopt_tree`, before it knew what the build
+        resolved to) was published as `record`: its folder is that build."""
+        with self._guard:
+            if record.id in self._seals:
+                self._builds[record.id] = record.resolved_sha256
 
     def discard(self, bundle_id: str) -> None:
         """Let a bundle go that was taken from a build which then failed to publish."""
@@ -285,13 +305,13 @@ class BundleCache:
 
     # -- internals -------------------------------------------------------------------------
 
-    def _warm(self, bundle_id: str) -> Path | None:
+    def _warm(self, bundle_id: str, resolved: str | None = None) -> Path | None:
         for changed in self._watch.changed():
             self._forget(changed)
             logger.warning("bundle %s changed on disk", changed)
         with self._guard:
             seal = self._seals.get(bundle_id)
-            if seal is None:
+            if seal is None or (resolved and self._builds.get(bundle_id) != resolved):
                 return None
             watched = bundle_id in self._watched
             self._known.move_to_end(bundle_id)
@@ -312,6 +332,7 @@ class BundleCache:
         with self._guard:
             self._known.pop(bundle_id, None)
             self._seals.pop(bundle_id, None)
+            self._builds.pop(bundle_id, None)
             self._watched.discard(bundle_id)
         self._watch.drop(bundle_id)
 
@@ -322,15 +343,17 @@ class BundleCache:
     def _lock_path(self, bundle_id: str) -> Path:
         return self.root / ".locks" / f"{bundle_id}.lock"
 
-    def _fetch(self, bundle_id: str) -> Path:
+    def _fetch(self, bundle_id: str, resolved: str | None = None) -> Path:
         _check_id(bundle_id)
         with self._id_lock(bundle_id):
-            warm = self._warm(bundle_id)
+            warm = self._warm(bundle_id, resolved)
             if warm is not None:
                 return warm
             with flock(self._lock_path(bundle_id), fcntl.LOCK_EX):
                 final = self.root / bundle_id
                 record = self._ready_record(bundle_id)
+                if resolved and record.resolved_sha256 != resolved:
+                    raise BundleNotReadyError(CHANGED, bundle_id=bundle_id, status="changed")
                 if os.path.lexists(final):  # another process, or an earlier one, made it
                     self._check_or_repair(record, final)
                     os.utime(final)
@@ -338,7 +361,7 @@ class BundleCache:
                 # The budget is for unpacked bundles; the zip is deleted once unpacked.
                 self._make_room(record.unpacked_size or 0, keep=bundle_id)
                 size = self._download_andunpack(record, final)
-                self._remember(bundle_id, size, Seal.of(final))
+                self._remember(bundle_id, size, Seal.of(final), record.resolved_sha256)
         self._make_room(0, keep=bundle_id)
         return final
 
@@ -369,7 +392,7 @@ class BundleCache:
             self._download(record, zip_path)
             problem = check_against(zip_path, final) if final.is_dir() else "not a folder"
             if problem is None:
-                self._remember(record.id, size_of(final), Seal.of(final))
+                self._remember(record.id, size_of(final), Seal.of(final), record.resolved_sha256)
                 return
             logger.warning("bundle %s on disk is not what was published (%s); it is made "
                            "again from its zip", record.id, problem)  # fmt: skip
@@ -383,14 +406,14 @@ class BundleCache:
                     f"made again ({error}); try again, or remove {final}."
                 ) from error
             self.repairs += 1
-            self._remember(record.id, size, Seal.of(final))
+            self._remember(record.id, size, Seal.of(final), record.resolved_sha256)
         finally:
             remove(zip_path)
             remove(fresh)
             if old is not None:
                 remove(old)
 
-    def _remember(self, bundle_id: str, size: int, seal: Seal) -> None:
+    def _remember(self, bundle_id: str, size: int, seal: Seal, build: str | None) -> None:
         # Watched from now on; what changed between the seal and the watch is seen once here.
         watched = self._watch.add(bundle_id, seal.paths())
         if watched and not seal.holds():
@@ -400,6 +423,7 @@ class BundleCache:
             self._known[bundle_id] = size
             self._known.move_to_end(bundle_id)
             self._seals[bundle_id] = seal
+            self._builds[bundle_id] = build
             if watched:
                 self._watched.add(bundle_id)
 

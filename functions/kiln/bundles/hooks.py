@@ -70,9 +70,12 @@ class Bundles:
 
     # -- call path (kiln.serving.packages.BundlePaths) --------------------------------------------
 
-    def use(self, bundle_id: str) -> contextlib.AbstractContextManager[Path]:
-        """The unpacked folder, pinned while the block runs; raises BundleError if unusable."""
-        return self.cache.use(bundle_id)
+    def use(
+        self, bundle_id: str, resolved: str | None = None
+    ) -> contextlib.AbstractContextManager[Path]:
+        """The unpacked folder (of the build that resolved to `resolved`, when given), pinned
+        while the block runs; raises BundleError if unusable."""
+        return self.cache.use(bundle_id, resolved)
 
     # -- REST and CLI views ------------------------------------------------------------------
 

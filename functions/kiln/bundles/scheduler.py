@@ -25,6 +25,7 @@ from kiln.bundles import build_cache
 from kiln.bundles.build import BuildOutput, Progress, Toolchain, build_bundle
 from kiln.bundles.contents import Contents
 from kiln.bundles.errors import BuildError
+from kiln.bundles.resolved import described
 from kiln.bundles.store import (
     BundleRecord,
     BundleStateError,
@@ -51,6 +52,8 @@ class Adopter(Protocol):
     def adopt(self, record: BundleRecord, zip_path: Path) -> bool: ...
 
     def discard(self, bundle_id: str) -> None: ...
+
+    def settle(self, record: BundleRecord) -> None: ...
 
 
 class BuildScheduler(Protocol):
@@ -135,7 +138,7 @@ def run_build(
             raise
         if adopting is not None:
             adopting.join()  # unpacked before anyone can see it ready
-        return store.mark_ready(bundle_id, output.manifest)
+        return handing.published(store.mark_ready(bundle_id, output.manifest))
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
         if released is not None:
@@ -206,6 +209,12 @@ class _HandOver:
             if self.released is not None:
                 self.released()
 
+    def published(self, ready: BundleRecord) -> BundleRecord:
+        """The build is out: what was handed over is that build (BundleCache.settle)."""
+        if self.done and self.adopt is not None:
+            self.adopt.settle(ready)
+        return ready
+
     def abandon(self) -> None:
         """The build failed after its files were handed over: the cache lets them go."""
         if self.done and self.adopt is not None:
@@ -220,7 +229,8 @@ def _adopt_beside(
     if adopt is None:
         return None
     built = replace(record, sha256=str(manifest["zip_sha256"]),
-                    unpacked_size=int(manifest["unpacked_size"]))  # fmt: skip
+                    unpacked_size=int(manifest["unpacked_size"]),
+                    resolved_sha256=_resolved_of(manifest))  # fmt: skip
 
     def run() -> None:
         try:
@@ -231,6 +241,12 @@ def _adopt_beside(
     thread = threading.Thread(target=run, name=f"kiln-adopt-{record.id[:8]}", daemon=True)
     thread.start()
     return thread
+
+
+def _resolved_of(manifest: Mapping[str, Any]) -> str | None:
+    """What a build's manifest says it resolved to (as its record will, once ready)."""
+    lock = manifest.get("lock")
+    return None if lock is None else described(manifest["language"], lock)["resolved_sha256"]
 
 
 def _sent(upload_progress: UploadProgress, total: int, amount: int) -> None:

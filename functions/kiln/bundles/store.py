@@ -8,6 +8,9 @@ Status moves only by conditional writes, so two writers can never both win:
     pending -> building -> ready
                         -> failed -> pending (retry)
     building (stale: its builder died) -> pending (retry)
+
+A move into `ready` or out of it is a catalog write too (announce.py): it moves what the
+bundle's tools are fingerprinted over.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, Literal
 
 from kiln.aws.directory import Directory
+from kiln.bundles.announce import announced
 from kiln.bundles.identity import bundle_id, normalise_requirements, parse_target
 from kiln.bundles.resolved import described
 
@@ -304,6 +308,7 @@ class BundleStore:
         adds: Mapping[str, int] | None = None,
         also: str = "",
         also_values: Mapping[str, Any] | None = None,
+        announce: bool = False,
     ) -> BundleRecord:
         names = {f"#{name}": name for name in [*updates, *removes, *(adds or {})]}
         names["#status"] = "status"
@@ -323,16 +328,20 @@ class BundleStore:
         )
         if also:
             condition = f"{condition} AND ({also})"
+        update = {
+            "TableName": self.table,
+            "Key": _key(bundle_id),
+            "UpdateExpression": expression,
+            "ConditionExpression": condition,
+            "ExpressionAttributeNames": names,
+            "ExpressionAttributeValues": _values(values),
+        }
         try:
-            response = self.dynamodb.update_item(
-                TableName=self.table,
-                Key=_key(bundle_id),
-                UpdateExpression=expression,
-                ConditionExpression=condition,
-                ExpressionAttributeNames=names,
-                ExpressionAttributeValues=_values(values),
-                ReturnValues="ALL_NEW",
-            )
+            if announce:  # a catalog write (announce.py)
+                item = announced(self.dynamodb, self.table, update)
+            else:
+                response = self.dynamodb.update_item(**update, ReturnValues="ALL_NEW")  # type: ignore[arg-type]
+                item = response["Attributes"]
         except self.dynamodb.exceptions.ConditionalCheckFailedException:
             current = self.get(bundle_id)
             if current is None:
@@ -342,7 +351,7 @@ class BundleStore:
             raise BundleStateError(
                 f"bundle {bundle_id} is {current.status}, not {' or '.join(expected)}"
             ) from None
-        return BundleRecord.from_item(response["Attributes"])
+        return BundleRecord.from_item(item)
 
     def mark_building(self, bundle_id: str) -> BundleRecord:
         """pending -> building. Raises BundleStateError when another builder took it."""
@@ -381,6 +390,7 @@ class BundleStore:
             },
             removes=["error"],
             adds={"build_count": 1},
+            announce=True,
         )
 
     def mark_failed(self, bundle_id: str, reason: str, log_key: str | None) -> BundleRecord:
@@ -420,6 +430,7 @@ class BundleStore:
                 expected=["ready"],
                 updates={"status": "pending", "updated_at": now},
                 removes=["started_at", "finished_at"],
+                announce=True,
             )
         stale_before = (datetime.now(UTC) - STALE_BUILD_AFTER).isoformat(timespec="milliseconds")
         return self._transition(

@@ -2,7 +2,10 @@
 
 Every catalog write (a tool's or a view's) is one transaction that sets `CATALOG|VERSION` to
 the next number, on condition that it still holds the number the writer read just before,
-and puts `CATALOG#CHANGES|<number>` naming the tools the write touched (none for a view).
+and puts `CATALOG#CHANGES|<number>` naming the tools the write touched (none for a view), and
+the bundle records it touched: a bundle turning ready, or leaving ready for a rebuild, changes
+the fingerprint its tools are served with (catalog/README.md, fingerprints), so that write is
+a catalog write too (kiln.bundles.store).
 Two writers that read the same number cannot both commit: the second one's condition fails
 and it reads the number again (`version_raced`), so the entries are exactly 1, 2, 3, ...
 
@@ -19,11 +22,13 @@ from __future__ import annotations
 import random
 import time
 import uuid
-from typing import TYPE_CHECKING, Any, cast
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, NamedTuple, cast
 
 from botocore.exceptions import ClientError
 
 from kiln.catalog.errors import CatalogBusyError
+from kiln.catalog.packages import BUNDLE_PREFIX
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -34,6 +39,15 @@ MAX_STEPS = 64  # versions a process reads forward; further behind, it reads eve
 MAX_TOOLS = 24  # changed tools it re-reads one by one; more, it reads everything
 KEEP_S = 24 * 3600  # an entry's life (the table's TTL attribute `expires_at`)
 VERSION_KEY = {"pk": {"S": "CATALOG"}, "sk": {"S": "VERSION"}}
+
+
+class Changes(NamedTuple):
+    """What versions have+1..now changed: tool ids, and bundle ids whose readiness moved."""
+
+    tools: set[str]
+    bundles: set[str]
+
+
 COMMIT_ATTEMPTS = 8  # a write that loses the version step this often in a row is refused
 BACKOFF_S = (0.02, 0.5)  # the first wait's bound, and the most any wait may be
 
@@ -59,7 +73,20 @@ def touched_tools(operations: list[dict[str, Any]]) -> list[str]:
     return sorted(ids)
 
 
-def next_version(ddb: DynamoDBClient, table: str, tools: list[str]) -> list[dict[str, Any]]:
+def touched_bundles(operations: list[dict[str, Any]]) -> list[str]:
+    """The ids of the bundle records a transaction's operations write."""
+    ids: set[str] = set()
+    for operation in operations:
+        ((_, part),) = operation.items()
+        pk = (part.get("Key") or part.get("Item") or {}).get("pk", {}).get("S", "")
+        if pk.startswith(BUNDLE_PREFIX):
+            ids.add(pk[len(BUNDLE_PREFIX) :])
+    return sorted(ids)
+
+
+def next_version(
+    ddb: DynamoDBClient, table: str, tools: list[str], bundles: Sequence[str] = ()
+) -> list[dict[str, Any]]:
     """The two operations every catalog write ends with: the version step and its entry."""
     current = read_version(ddb, table)
     entry: dict[str, Any] = {
@@ -69,6 +96,8 @@ def next_version(ddb: DynamoDBClient, table: str, tools: list[str]) -> list[dict
     }
     if tools:
         entry["tools"] = {"SS": tools}
+    if bundles:
+        entry["bundles"] = {"SS": list(bundles)}
     step = {
         "Update": {
             "TableName": table,
@@ -97,8 +126,8 @@ def version_raced(error: Any, at: int) -> bool:
     return all(r.get("Code") in (None, "None") for r in reasons[:at])
 
 
-def changed_since(ddb: DynamoDBClient, table: str, have: int, now: int) -> set[str] | None:
-    """The tools changed by versions have+1..now; None when a full read is needed."""
+def changed_since(ddb: DynamoDBClient, table: str, have: int, now: int) -> Changes | None:
+    """The tools and bundles changed by versions have+1..now; None when a full read is needed."""
     if not 0 < now - have <= MAX_STEPS:
         return None
     page = ddb.query(
@@ -115,7 +144,8 @@ def changed_since(ddb: DynamoDBClient, table: str, have: int, now: int) -> set[s
     if len(items) != now - have or page.get("LastEvaluatedKey"):
         return None
     tools = {tool for item in items for tool in item.get("tools", {}).get("SS", [])}
-    return tools if len(tools) <= MAX_TOOLS else None
+    bundles = {bundle for item in items for bundle in item.get("bundles", {}).get("SS", [])}
+    return Changes(tools, bundles) if len(tools) + len(bundles) <= MAX_TOOLS else None
 
 
 def cancel_codes(error: ClientError) -> list[str]:
@@ -136,7 +166,7 @@ def commit(ddb: DynamoDBClient, table: str, operations: list[dict[str, Any]]) ->
     """
     first, most = BACKOFF_S
     for attempt in range(COMMIT_ATTEMPTS):
-        steps = next_version(ddb, table, touched_tools(operations))
+        steps = next_version(ddb, table, touched_tools(operations), touched_bundles(operations))
         try:
             # A token per attempt: botocore resends it when a reply is lost, and the store then
             # answers with the first call's success instead of applying the write twice or

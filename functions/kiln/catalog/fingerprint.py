@@ -8,7 +8,7 @@ dict was built in (JCS sorts keys by UTF-16 code units and writes numbers as ECM
 | ------------------ | ------------------------------------------------------------------ |
 | name, title, description, input and output schemas, annotations, task | what a client is shown |
 | language, code (its sha256), files (path -> sha256), timeout_seconds | what runs, and how long |
-| requirements, bundle (its id) | the packages: a bundle id names one set of resolved versions |
+| requirements, packages (served) or bundle (stored) | the packages: the exact versions resolved |
 | secrets (their names), calls | what the run is given: which secrets, which tools it may call |
 
 Out: the tool's id, the revision's number, who saved it and when, what it was restored from,
@@ -16,13 +16,14 @@ its tags (never sent to a client; views select by them) and the tool's enabled f
 not definition; a disabled tool is not served at all). A secret's value is out too: it is
 not part of a revision and changes without one.
 
-The packages are in through the bundle id, known at save: the hash of (language, runtime
-target, normalised requirements, recipe version). That does not name one set of versions:
-another deployment, or a rebuild after the zip was lost, may resolve a range to others. So
-`of(..., packages=)` takes the digest of what the bundle resolved to (its record's
-`resolved_sha256`, kiln/bundles/resolved.py, set when it turns ready) in place of the bundle
-id; a revision without packages is unchanged by it. What is served still takes the bundle
-id until the snapshot carries each bundle's digest (catalog/README.md says what remains).
+The packages: a revision stores, at save, the form over its bundle id (the hash of language,
+runtime target, normalised requirements, recipe version), as the packages are not built yet.
+That id does not name one set of versions: another deployment, or a rebuild after the zip was
+lost, may resolve a range to others. So what is served (`served_tool`) takes, in place of the
+bundle id, the digest of what the bundle resolved to (its record's `resolved_sha256`,
+kiln/bundles/resolved.py), as the snapshot the tool came from read it (catalog/packages.py):
+None (shown "pending") while the bundle is not ready; a revision without packages is unchanged
+by it, and so is one whose ready bundle was built before records kept the digest.
 
 The name is the tool's, not the revision's (a rename makes no revision): each revision keeps
 the fingerprint it had under the name it was saved with (`Revision.fingerprint`, `saved_as`),
@@ -37,7 +38,8 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
-from kiln.catalog.model import Revision
+from kiln.catalog.model import Revision, Tool
+from kiln.catalog.packages import LEGACY
 
 PREFIX = "sha256:"
 PATTERN = re.compile(r"sha256:[0-9a-f]{64}")
@@ -131,6 +133,43 @@ def served(name: str, revision: Revision) -> str:
             _served.clear()
         found = _served[key] = of(name, revision)
     return found
+
+
+_resolved: dict[tuple[str, str, str], str] = {}
+
+
+def served_tool(tool: Tool) -> str | None:
+    """The fingerprint served for `tool` at its head (a view's pinned revision is its head):
+    over the digest of what its bundle resolved to, as the snapshot it came from read it
+    (`Tool.packages`); None while that bundle is not ready. A tool without packages, one read
+    from the store rather than a snapshot, and one whose ready bundle predates the digest have
+    `served(tool.name, tool.head)`. Computed once per process per revision, name and digest."""
+    head, packages = tool.head, tool.packages
+    if head.bundle_id is None or packages is None:
+        return served(tool.name, head)
+    digest = packages.get(head.bundle_id)  # not read (never expected): not ready, refused
+    if digest is None:
+        return None
+    if digest == LEGACY:
+        return served(tool.name, head)
+    if not head.fingerprint:
+        return of(tool.name, head, digest)
+    key = (tool.name, head.fingerprint, digest)
+    found = _resolved.get(key)
+    if found is None:
+        if len(_resolved) >= 16384:
+            _resolved.clear()
+        found = _resolved[key] = of(tool.name, head, digest)
+    return found
+
+
+def build_of(tool: Tool) -> str | None:
+    """The digest the tool's served fingerprint names for its packages: the build a run of it
+    must use (kiln.bundles.cache); None where none is named (no packages, no snapshot, legacy)."""
+    bundle_id, packages = tool.head.bundle_id, tool.packages
+    if bundle_id is None or packages is None:
+        return None
+    return packages.get(bundle_id) or None
 
 
 def is_fingerprint(text: object) -> bool:

@@ -87,6 +87,10 @@ class Tool:
     created_at: str
     updated_at: str
     deleted: bool = False
+    # As a snapshot serves it: what each bundle the snapshot knows resolved to, by bundle id
+    # (catalog/packages.py; shared by the snapshot's tools), which its served fingerprint
+    # takes (fingerprint.served_tool). None: read from the store, not a snapshot.
+    packages: Mapping[str, str | None] | None = field(default=None, compare=False, repr=False)
 
 
 # What a draft says about its tool and the revision saved from it keeps as it was said: the

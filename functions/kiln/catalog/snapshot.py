@@ -15,6 +15,12 @@ one small Query and one GetItem per changed tool, so a save costs each warm cont
 3 read units instead of a read of the whole `TOOLS` partition (34 for 100 tools), and 200
 warm containers stay well under the partition's 3,000 units a second. The whole catalog is
 read only on a container's first request, or when the log cannot say what changed.
+
+A snapshot also carries what each of its tools' bundles resolved to (`packages`, by bundle
+id: catalog/packages.py), which their served fingerprints take: read with the whole catalog
+(one BatchGetItem per 100 bundles), and when moving forward only for the bundles the log names
+(one turned ready, or left ready to be rebuilt) and those of changed tools not known yet.
+Every tool of a snapshot shares its map (`Tool.packages`), so `tools/list` reads nothing more.
 """
 
 from __future__ import annotations
@@ -26,7 +32,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from kiln.catalog.model import Revision, Tool
 from kiln.catalog.store import CatalogStore
@@ -39,6 +45,14 @@ _PINNED: ContextVar[Snapshot | None] = ContextVar("kiln_pinned_snapshot", defaul
 class Snapshot:
     version: int
     tools: dict[str, Tool] = field(default_factory=dict)  # live tools by exact name
+    # bundle id -> what it resolved to (catalog/packages.py); grows by `cover`, never changes
+    packages: dict[str, str | None] = field(default_factory=dict)
+
+
+def _made(version: int, tools: list[Tool], packages: dict[str, str | None]) -> Snapshot:
+    """A snapshot whose tools all carry its packages map."""
+    shared = {tool.name: replace(tool, packages=packages) for tool in tools}
+    return Snapshot(version, shared, packages)
 
 
 class CatalogSnapshots:
@@ -121,7 +135,8 @@ class CatalogSnapshots:
     def _reload(self, version: int) -> Snapshot:
         """The whole catalog: one Query of the `TOOLS` partition (34 units for 100 tools)."""
         self.reloads += 1
-        return Snapshot(version, {tool.name: tool for tool in self._store.list_tools()})
+        tools = self._store.list_tools()
+        return _made(version, tools, self._store.packages(_bundles(tools)))
 
     def _forward(self, snapshot: Snapshot | None, version: int) -> Snapshot | None:
         """`snapshot` moved to `version` by re-reading only the tools the versions between
@@ -130,13 +145,34 @@ class CatalogSnapshots:
         if snapshot is None or changed is None:
             return None
         by_id = {tool.id: tool for tool in snapshot.tools.values()}
-        for tool_id in changed:
+        for tool_id in changed.tools:
             tool = self._store.tool_by_id(tool_id)
             by_id.pop(tool_id, None)
             if tool is not None and not tool.deleted:
                 by_id[tool_id] = tool
+        packages = dict(snapshot.packages)
+        tools = list(by_id.values())
+        unknown = {b for b in _bundles(tools) if b not in packages}
+        if changed.bundles or unknown:
+            packages.update(self._store.packages(changed.bundles | unknown))
         self.forwards += 1
-        return Snapshot(version, {tool.name: tool for tool in by_id.values()})
+        return _made(version, tools, packages)
+
+    def cover(self, snapshot: Snapshot, bundle_ids: set[str]) -> None:
+        """Reads into `snapshot` the bundles it does not know yet (a view's pinned revisions
+        may use bundles no head uses). Blocking; the map only grows, shared by its tools."""
+        missing = {b for b in bundle_ids if b not in snapshot.packages}
+        if missing:
+            found = self._store.packages(missing)
+            with self._lock:
+                snapshot.packages.update(found)
+
+    def packaged(self, tools: list[Tool]) -> list[Tool]:
+        """`tools` (read from the store: REST) with what their bundles resolved to as the
+        current snapshot has it, so they show the fingerprint MCP serves. Blocking."""
+        snapshot = self.current()
+        self.cover(snapshot, _bundles(tools))
+        return [replace(tool, packages=snapshot.packages) for tool in tools]
 
     @contextmanager
     def pinned(self, snapshot: Snapshot) -> Iterator[None]:
@@ -205,3 +241,7 @@ class CatalogSnapshots:
                 _, dropped = self._files.popitem(last=False)
                 self._files_bytes -= len(dropped)
         return data
+
+
+def _bundles(tools: list[Tool]) -> set[str]:
+    return {tool.head.bundle_id for tool in tools if tool.head.bundle_id is not None}

@@ -23,7 +23,7 @@ import json
 import logging
 import re
 import uuid
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import KW_ONLY, asdict, dataclass, replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Protocol
@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from botocore.exceptions import ClientError
 
 from kiln.catalog import fingerprint
-from kiln.catalog.changelog import cancel_codes, changed_since, commit, read_version
+from kiln.catalog.changelog import Changes, cancel_codes, changed_since, commit, read_version
 from kiln.catalog.errors import (
     NameMismatchError,
     NameTakenError,
@@ -43,6 +43,7 @@ from kiln.catalog.errors import (
 )
 from kiln.catalog.model import Draft, Revision, Tool, definition_of
 from kiln.catalog.names import NAME_PATTERN, taken_by
+from kiln.catalog.packages import read_packages
 from kiln.catalog.toolfiles import digest as content_digest
 from kiln.catalog.toolfiles import same_definition, same_revision
 
@@ -130,9 +131,13 @@ class CatalogStore:
         """The catalog's version number: one strongly consistent read."""
         return read_version(self.ddb, self.table)
 
-    def changed_since(self, have: int, now: int) -> set[str] | None:
-        """The ids of the tools versions have+1..now changed; None: read them all."""
+    def changed_since(self, have: int, now: int) -> Changes | None:
+        """The ids of the tools and bundles versions have+1..now changed; None: read them all."""
         return changed_since(self.ddb, self.table, have, now)
+
+    def packages(self, bundle_ids: Iterable[str]) -> dict[str, str | None]:
+        """What these bundles resolved to (catalog/packages.py): one read per 100."""
+        return read_packages(self.ddb, self.table, bundle_ids)
 
     def tool_by_id(self, tool_id: str) -> Tool | None:
         """A tool's item (deleted ones too), by id: one strongly consistent read."""

@@ -4,7 +4,9 @@ Kiln lists each catalog tool's fingerprint under `_meta["dev.kiln/fingerprint"]`
 (`sha256:<hex>`, kiln/catalog/fingerprint.py). A client that approved a tool as listed may
 send that value back in the call's `params._meta` under the same key; when the tool it names
 is no longer that definition, the call is refused before anything runs (-32602, naming the
-fingerprint the tool has now), never served as something else.
+fingerprint the tool has now), never served as something else. While a tool's packages are
+being built no fingerprint can name their versions: it is listed as PENDING, and a pinned call
+is refused (kiln/catalog/README.md).
 """
 
 from __future__ import annotations
@@ -17,6 +19,8 @@ from kiln.protocol.errors import InvalidParamsError, RequestId
 
 META_KEY = "dev.kiln/fingerprint"
 _FINGERPRINT = re.compile(r"sha256:[0-9a-f]{64}")
+# A listed tool's fingerprint while its packages are being built: none can name their versions.
+PENDING = "pending"
 
 
 def fingerprint_meta(fingerprint: str) -> dict[str, str]:
@@ -47,7 +51,13 @@ def check_pinned(params: dict[str, Any], tool: ToolView, request_id: RequestId) 
     current = (tool.meta or {}).get(META_KEY)
     if sent == current:
         return
-    if current is None:
+    if current == PENDING:
+        message = (
+            f"Tool {tool.name!r} was not run: its packages are still being built, so it has "
+            f"no fingerprint yet to check the {sent} sent in _meta against. List the tools "
+            "again once they are ready and check the new fingerprint"
+        )
+    elif current is None:
         message = (
             f"Tool {tool.name!r} was not run: it has no fingerprint (it is not a catalog "
             f"tool), so the {sent} sent in _meta cannot be checked"

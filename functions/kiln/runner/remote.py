@@ -43,6 +43,11 @@ from kiln.runner.talk import KILN_LOGGER, MAX_TALK_LINES, Ask, Log, Progress, Sa
 PAYLOAD_VERSION = 1
 ROUND_TRIP_MARGIN_S = 1.0  # kept from the caller's time for the invoke and the answer
 MAX_PAYLOAD_BYTES = 6 * 1024 * 1024  # Lambda's synchronous Invoke limit
+# A call of a tool whose bundle was rebuilt to other versions since its caller was told of it.
+REBUILT = (
+    "its packages were rebuilt since this server last read the catalog, and resolved to "
+    "other versions; list the tools again, check the new fingerprint and call it again"
+)
 RUN_FIELDS = {f.name for f in dataclasses.fields(RunResult)}
 # What of a run's talk crosses the invoke (its answer holds at most 6 MB, with the output):
 # MAX_TALK_LINES (talk.py: the caller's side holds an answer to it too), and
@@ -217,16 +222,28 @@ class RemoteRunner:
         self.function = function
         self.tenant_mode = tenant_mode
         self._bundle_record = bundle_record
-        self._records: dict[str, Mapping[str, Any]] = {}  # ready bundles never change
+        self._records: dict[str, Mapping[str, Any]] = {}  # ready records, by bundle id
         self._lock = threading.Lock()
 
     def tenant(self, tool_id: str, author: str) -> str:
         return author if self.tenant_mode == "author" and author else tool_id
 
     async def run(
-        self, request: RunRequest, *, tool_id: str, author: str = "", bundle_id: str | None = None
+        self,
+        request: RunRequest,
+        *,
+        tool_id: str,
+        author: str = "",
+        bundle_id: str | None = None,
+        resolved: str | None = None,
     ) -> RunResult:
-        bundle = None if bundle_id is None else await asyncio.to_thread(self._record, bundle_id)
+        """`resolved`: the digest of the build the caller was told of (what the tool's served
+        fingerprint names); a bundle rebuilt since to other versions is not run."""
+        bundle = None
+        if bundle_id is not None:
+            bundle = await asyncio.to_thread(self._record, bundle_id, resolved)
+            if resolved and bundle is not None and bundle.get("resolved_sha256") != resolved:
+                return failed_run(REBUILT, request.timeout_s)
         left = request.time_left_s
         sent = dataclasses.replace(
             request, time_left_s=None if left is None else left - ROUND_TRIP_MARGIN_S
@@ -255,11 +272,11 @@ class RemoteRunner:
                 request.heard(item)
         return result
 
-    def _record(self, bundle_id: str) -> Mapping[str, Any] | None:
+    def _record(self, bundle_id: str, resolved: str | None = None) -> Mapping[str, Any] | None:
         with self._lock:
             known = self._records.get(bundle_id)
-        if known is not None:
-            return known
+        if known is not None and (not resolved or known.get("resolved_sha256") == resolved):
+            return known  # a ready build never changes; a rebuild is another build
         record = self._bundle_record(bundle_id)
         if record is not None and record.get("status") == "ready":
             with self._lock:

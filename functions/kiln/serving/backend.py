@@ -22,6 +22,7 @@ from kiln.accounting.gate import CallGate, CallTicket, bound_view, caller_of, ke
 from kiln.accounting.idempotency import CallKeys
 from kiln.aws.clients import StoreUnavailableError
 from kiln.bundles.cache import BundleError, BundleNotReadyError
+from kiln.catalog import fingerprint
 from kiln.catalog.model import Revision, Tool
 from kiln.catalog.snapshot import CatalogSnapshots, Snapshot
 from kiln.protocol.backend import (
@@ -423,14 +424,23 @@ class CatalogBackend:
             raise TypeError(f"CallContext.view must be the View its route found, not {view!r}")
         return view
 
-    @staticmethod
-    async def _tools_for(catalog: ViewCatalog, snapshot: Snapshot, view: View) -> dict[str, Tool]:
+    async def _tools_for(
+        self, catalog: ViewCatalog, snapshot: Snapshot, view: View
+    ) -> dict[str, Tool]:
         tools = catalog.cached(snapshot.version, view.name)
         if tools is None:
-            tools = await asyncio.to_thread(
-                catalog.tools_for, snapshot.version, view, snapshot.tools
-            )
+            tools = await asyncio.to_thread(self._resolve, catalog, snapshot, view)
+        # A pinned revision's bundle may be one no head uses: what it resolved to, read once.
+        bundles = {t.head.bundle_id for t in tools.values() if t.head.bundle_id}
+        if not bundles <= snapshot.packages.keys():
+            await asyncio.to_thread(self._snapshots.cover, snapshot, bundles)
         return tools
+
+    def _resolve(self, catalog: ViewCatalog, snapshot: Snapshot, view: View) -> dict[str, Tool]:
+        """The view's tools (blocking); its pins by fingerprint are checked knowing what their
+        revisions' bundles resolved to."""
+        self._snapshots.cover(snapshot, catalog.fingerprint_pinned_bundles(view, snapshot.tools))
+        return catalog.tools_for(snapshot.version, view, snapshot.tools)
 
     async def execute(
         self,
@@ -450,7 +460,6 @@ class CatalogBackend:
         `shares` name whose run it is (kiln.runner.slots; the tool's own at least). `author`:
         the tool's author runs it (a test run), who is told why its packages failed.
         """
-        head = tool.head
         whose = {"shares": shares or (f"tool:{tool.id}",), "from_run": from_run, "caller": caller}
         if self._remote is not None:  # the runner function fetches the bundle itself
             try:
@@ -459,7 +468,7 @@ class CatalogBackend:
                 return cannot_run(tool, error, author=author), None
         with ExitStack() as pinned:
             try:
-                bundle_path = await self._bundle_path(head.bundle_id, pinned)
+                bundle_path = await self._bundle_path(tool, pinned)
             except BundleError as error:
                 return cannot_run(tool, error, author=author), None
             return await self._run(tool, arguments, bundle_path, time_left_s, whose, conversation)
@@ -512,8 +521,9 @@ class CatalogBackend:
         try:
             if self._remote is not None:
                 result = await self._remote.run(
-                    request, tool_id=tool.id, author=head.created_by, bundle_id=head.bundle_id
-                )
+                    request, tool_id=tool.id, author=head.created_by, bundle_id=head.bundle_id,
+                    resolved=fingerprint.build_of(tool),
+                )  # fmt: skip
             elif (too_large := too_large_for_lambda(request, tool_id=tool.id)) is not None:
                 result = failed_run(too_large, request.timeout_s)  # as on AWS
             else:
@@ -571,7 +581,10 @@ class CatalogBackend:
         if self._secrets is not None and tool.head.secrets:
             self._secrets.values_for(tool)
 
-    async def _bundle_path(self, bundle_id: str | None, pinned: ExitStack) -> Path | None:
+    async def _bundle_path(self, tool: Tool, pinned: ExitStack) -> Path | None:
+        """Its bundle: the build its served fingerprint names (fingerprint.build_of), no other."""
+        bundle_id = tool.head.bundle_id
         if bundle_id is None or self._bundles is None:
             return None
-        return await asyncio.to_thread(pinned.enter_context, self._bundles.use(bundle_id))
+        in_use = self._bundles.use(bundle_id, fingerprint.build_of(tool))
+        return await asyncio.to_thread(pinned.enter_context, in_use)

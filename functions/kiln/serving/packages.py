@@ -14,8 +14,9 @@ from kiln.protocol.backend import ToolOutcome
 
 
 class BundlePaths(Protocol):
-    def use(self, bundle_id: str) -> AbstractContextManager[Path]:
-        """The unpacked bundle's directory, kept (never evicted) while the block runs.
+    def use(self, bundle_id: str, resolved: str | None = None) -> AbstractContextManager[Path]:
+        """The unpacked bundle's directory, kept (never evicted) while the block runs; with
+        `resolved`, only the build that resolved to that digest (kiln.bundles.cache).
 
         Raises BundleError (not ready, failed, or not downloadable) with a message to show.
         """

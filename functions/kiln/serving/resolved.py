@@ -13,7 +13,7 @@ from kiln.catalog import fingerprint
 from kiln.catalog.model import Tool
 from kiln.protocol.backend import ToolView
 from kiln.protocol.errors import InvalidParamsError
-from kiln.protocol.pinning import fingerprint_meta
+from kiln.protocol.pinning import PENDING, fingerprint_meta
 
 
 @dataclass(frozen=True)
@@ -54,7 +54,7 @@ def _view_fields(tool: Tool) -> dict[str, Any]:
         "revision": f"{tool.id}@{head.number}",
         "tags": head.tags,
         "calls": head.calls,
-        "meta": fingerprint_meta(fingerprint.served(tool.name, head)),
+        "meta": fingerprint_meta(fingerprint.served_tool(tool) or PENDING),
     }
 
 

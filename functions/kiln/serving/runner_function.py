@@ -152,7 +152,8 @@ class RunnerFunction:
             return self._loop.run_until_complete(self.runner.run(request))
         try:
             bundle_id = self.records.add(bundle)
-            with self.bundles.use(bundle_id) as path:
+            # the build the payload's record names (a rebuild may resolve to other versions)
+            with self.bundles.use(bundle_id, bundle.get("resolved_sha256")) as path:
                 request = dataclasses.replace(request, bundle_path=path)
                 return self._loop.run_until_complete(self.runner.run(request))
         except (BundleError, TypeError, ValueError) as error:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import shutil
 import tempfile
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -20,7 +21,10 @@ from typing import Any
 import httpx
 import pytest
 
+from kiln.aws.clients import make_clients
 from support.devserver import DevServer, kiln_dev_as
+from support.wheels import NAME as WHEEL
+from support.wheels import tiny_wheel
 
 
 def tool(name: str, text: str) -> dict[str, Any]:
@@ -258,3 +262,77 @@ def test_a_fingerprint_that_is_not_one_is_refused_and_nothing_runs(dev: DevServe
     body = ok(dev.mcp("tools/call", {"name": "vq", "arguments": {}, "_meta": {KEY: "sha256:x"}}))
     assert body["error"]["code"] == -32602, body
     assert "must be a tool's fingerprint" in body["error"]["message"], body
+
+
+# -- a rebuild that resolves the same requirements to other versions (its zip lost): the
+# served fingerprint names the exact versions, so a client or a view pinned to it is refused
+# or served nothing; a revision pin (a revision, not versions) keeps serving the revision.
+
+
+@pytest.fixture(scope="module", params=["root", "unprivileged"])
+def dev_wheels(request: pytest.FixtureRequest) -> Iterator[tuple[DevServer, Path]]:
+    """`kiln dev` building from a local wheel folder (no index), and that folder."""
+    base = Path(tempfile.mkdtemp(prefix="kiln-view-pins-wheels-"))
+    wheels = base / "wheels"
+    wheels.mkdir(parents=True)
+    wheels.chmod(0o755)
+    env = {"UV_NO_INDEX": "1", "UV_FIND_LINKS": str(wheels), "PIP_NO_INDEX": "1",
+           "PIP_FIND_LINKS": str(wheels)}  # fmt: skip
+    try:
+        with kiln_dev_as(request.param, base, "--no-examples", env=env) as server:
+            yield server, wheels
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def built(dev: DevServer, bundle_id: str) -> dict[str, Any]:
+    """The bundle's record once it is ready (polled with a deadline)."""
+    deadline = time.monotonic() + 180
+    while True:
+        record = ok(dev.api("GET", f"/api/bundles/{bundle_id}"))
+        if record["status"] == "ready":
+            return record
+        assert record["status"] in ("pending", "building"), record
+        assert time.monotonic() < deadline, record
+        time.sleep(0.2)
+
+
+def test_every_pin_is_kept_across_a_rebuild_that_resolves_other_versions(
+    dev_wheels: tuple[DevServer, Path],
+) -> None:
+    dev, wheels = dev_wheels
+    tiny_wheel(wheels, "1.0")
+    code = "import kiln_fixture_tiny as t\nprint(t.VERSION)\n"
+    body = {"name": "pk", "description": "Prints its package's version.", "language": "python",
+            "code": code, "requirements": [f"{WHEEL}>=1"]}  # fmt: skip
+    bundle_id = ok(dev.api("POST", "/api/tools", json=body), 201)["bundle_id"]
+    first = built(dev, bundle_id)
+    f1 = prints(dev)["pk"]
+    saved = ok(dev.api("GET", "/api/tools/pk/revisions"))["revisions"][-1]["fingerprint"]
+    assert f1 != saved  # served over what the bundle resolved to, not the bundle id
+    assert ok(dev.api("GET", "/api/tools/pk"))["fingerprint"] == f1  # REST shows the same
+    ok(put_view(dev, "wk-rev", ["pk@1"]), 201)
+    ok(put_view(dev, "wk-fp", [f"pk@{f1}"]), 201)  # the served form pins the versions too
+    assert pinned_call(dev, "pk", f1) == "1.0"
+    assert pinned_call(dev, "pk", path="/mcp/v/wk-fp") == "1.0"
+
+    # The zip is lost and the bundle rebuilt: >=1 now resolves to 1.1; no revision is made.
+    tiny_wheel(wheels, "1.1")
+    keys = dev.env
+    s3 = make_clients(
+        endpoint_url=keys["AWS_ENDPOINT_URL"],
+        region=keys["AWS_REGION"],
+        credentials=(keys["AWS_ACCESS_KEY_ID"], keys["AWS_SECRET_ACCESS_KEY"]),
+    ).s3
+    s3.delete_object(Bucket="kiln-local", Key=f"bundles/{bundle_id}.zip")  # kiln dev's bucket
+    ok(dev.api("POST", f"/api/bundles/{bundle_id}/retry"), 202)
+    second = built(dev, bundle_id)
+    assert second["resolved_sha256"] != first["resolved_sha256"], second
+    f2 = prints(dev)["pk"]
+    assert f2 != f1
+    assert refused(pinned_call(dev, "pk", f1), f2)  # never 1.1 under the 1.0 fingerprint
+    assert pinned_call(dev, "pk", f2) == "1.1"
+    assert pinned_call(dev, "pk", path="/mcp/v/wk-rev") == "1.1"  # a revision, not versions
+    assert prints(dev, "/mcp/v/wk-fp") == {}  # pinned to 1.0's fingerprint: nothing served
+    assert pinned_call(dev, "pk", path="/mcp/v/wk-fp").startswith("error -32602")
+    assert ok(dev.api("GET", "/api/tools/pk/revisions"))["revisions"][-1]["revision"] == 1

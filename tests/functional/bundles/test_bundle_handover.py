@@ -73,7 +73,12 @@ def test_a_build_is_handed_to_its_cache_as_read_only_copies_sharing_no_inode_wit
     record = pending(store, "six==1.17.0", "humanize==4.*")
     build(store, record, tmp_path, toolchain=tools, adopt=cache)
     assert (cache.handovers, cache.unpacks, cache.downloads) == (1, 0, 0)
-    path = cache.path_for(record.id)
+    # A call asks for the build its tool's fingerprint names (kiln.bundles.cache): the one
+    # handed over, known as that build once it was published, so still nothing is downloaded.
+    ready = store.get(record.id)
+    assert ready is not None
+    assert ready.resolved_sha256 is not None
+    path = cache.path_for(record.id, ready.resolved_sha256)
     assert cache.downloads == 0, "the first use downloaded a bundle its own process had built"
     assert tree(path) == zipped(store, record.id)
     files = [p for p in path.rglob("*") if p.is_file() and p.name != SIZE_FILE]

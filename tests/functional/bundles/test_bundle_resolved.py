@@ -2,9 +2,6 @@
 builds from a wheel folder the test writes (`UV_FIND_LINKS`, no index), so a range can be
 made to resolve to another version between two builds without PyPI."""
 
-import base64
-import hashlib
-import zipfile
 from pathlib import Path
 
 import pytest
@@ -18,45 +15,17 @@ from kiln.bundles.store import BundleStore, zip_key
 from kiln.catalog import fingerprint
 from kiln.catalog.model import Revision
 from support.aws import fresh_stack
+from support.wheels import NAME, wheel_folder
+from support.wheels import tiny_wheel as _wheel
 
 pytestmark = pytest.mark.slow
 
-NAME = "kiln-fixture-tiny"
 WANTED = [f"{NAME}>=1"]
-
-
-def _wheel(folder: Path, version: str) -> str:
-    """A pure-Python wheel of NAME at `version`; its sha256."""
-    dist = f"kiln_fixture_tiny-{version}.dist-info"
-    files = {
-        "kiln_fixture_tiny.py": f"VERSION = {version!r}\n",
-        f"{dist}/METADATA": f"Metadata-Version: 2.1\nName: {NAME}\nVersion: {version}\n",
-        f"{dist}/WHEEL": "Wheel-Version: 1.0\nGenerator: kiln-tests\nRoot-Is-Purelib: true\n"
-        "Tag: py3-none-any\n",
-    }
-    record = []
-    for path, text in files.items():
-        sha = base64.urlsafe_b64encode(hashlib.sha256(text.encode()).digest()).rstrip(b"=")
-        record.append(f"{path},sha256={sha.decode()},{len(text.encode())}")
-    record.append(f"{dist}/RECORD,,")
-    files[f"{dist}/RECORD"] = "\n".join(record) + "\n"
-    path = folder / f"kiln_fixture_tiny-{version}-py3-none-any.whl"
-    with zipfile.ZipFile(path, "w") as archive:
-        for name, text in files.items():
-            archive.writestr(zipfile.ZipInfo(name, (2020, 1, 1, 0, 0, 0)), text)
-    return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
 @pytest.fixture
 def wheels(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    folder = tmp_path / "wheels"
-    folder.mkdir()
-    monkeypatch.setenv("UV_NO_INDEX", "1")
-    monkeypatch.setenv("UV_FIND_LINKS", str(folder))
-    monkeypatch.setenv("UV_CACHE_DIR", str(tmp_path / "uv-cache"))
-    monkeypatch.setenv("PIP_NO_INDEX", "1")
-    monkeypatch.setenv("PIP_FIND_LINKS", str(folder))
-    return folder
+    return wheel_folder(tmp_path, monkeypatch)
 
 
 def _store(stack: AwsStack) -> BundleStore:

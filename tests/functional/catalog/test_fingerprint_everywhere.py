@@ -3,7 +3,9 @@
 Each interpreter (CPython 3.11, 3.12 and 3.13, found as tests/support/toolchain.py finds
 them) runs kiln.catalog.fingerprint in a child process of its own, with its own hash seed,
 over the same revisions rebuilt with every dict's keys in a shuffled order, and prints the
-fingerprints; all must agree with this process's.
+fingerprints; all must agree with this process's. So must the fingerprint served for a tool
+with packages (fingerprint.served_tool), over the digest of what its bundle resolved to, made
+there from the same lock listed in a shuffled order (kiln.bundles.resolved).
 """
 
 from __future__ import annotations
@@ -16,11 +18,13 @@ import sys
 from dataclasses import asdict
 from pathlib import Path
 
+import packaging
 import pytest
 import rfc8785
 
+from kiln.bundles.resolved import described
 from kiln.catalog import fingerprint
-from kiln.catalog.model import Revision
+from kiln.catalog.model import Revision, Tool
 from support import toolchain
 
 FUNCTIONS = Path(__file__).resolve().parents[3] / "functions"
@@ -43,14 +47,31 @@ def turned(value):
         return [turned(v) for v in value]
     return value
 
-out = []
-for name, data in json.load(sys.stdin):
+from kiln.bundles.resolved import described
+from kiln.catalog.model import Tool
+
+revisions, lock = json.load(sys.stdin)
+lock = [turned(package) for package in lock]
+shuffle.shuffle(lock)  # installers list a lock in their own order
+digest = described("python", lock)["resolved_sha256"]
+out, served = [], []
+for name, data in revisions:
     data = turned(data)
     for key in ("requirements", "secrets", "tags", "calls"):
         data[key] = tuple(data[key])
-    out.append(fingerprint.of(name, Revision(**data)))
-print(json.dumps({"python": sys.version.split()[0], "fingerprints": out}))
+    revision = Revision(**data)
+    out.append(fingerprint.of(name, revision))
+    tool = Tool("t", name, True, revision, "", "", packages={data["bundle_id"]: digest})
+    served.append(fingerprint.served_tool(tool))
+print(json.dumps({"python": sys.version.split()[0], "fingerprints": out, "served": served}))
 """
+# What a build of add_vat's requirements installed (names as installers spell them).
+LOCK = [
+    {"name": "Humanize", "version": "4.9.0", "sha256": "1" * 64},
+    {"name": "httpx", "version": "0.27.2", "sha256": "2" * 64},
+    {"name": "Kiln_Fixture.Tiny", "version": "1.0", "sha256": "3" * 64},
+    {"name": "anyio", "version": "4.6.0"},
+]
 
 REVISIONS = [
     (
@@ -110,9 +131,10 @@ REVISIONS = [
 
 @pytest.fixture(scope="module")
 def library(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """rfc8785 alone, for interpreters that have no Kiln venv (it is pure Python)."""
+    """rfc8785 and packaging alone, for interpreters that have no Kiln venv (pure Python)."""
     lib = tmp_path_factory.mktemp("lib")
     shutil.copytree(Path(rfc8785.__file__).parent, lib / "rfc8785")
+    shutil.copytree(Path(packaging.__file__).parent, lib / "packaging")
     return lib
 
 
@@ -123,7 +145,7 @@ def _fingerprints_under(python: str, library: Path, seed: int) -> dict[str, obje
         "PYTHONHASHSEED": str(seed),
         "PYTHONNOUSERSITE": "1",
     }
-    payload = json.dumps([(name, asdict(rev)) for name, rev in REVISIONS])
+    payload = json.dumps([[(name, asdict(rev)) for name, rev in REVISIONS], LOCK])
     done = subprocess.run(
         [python, "-s", "-c", DRIVER, str(seed)],
         input=payload,
@@ -147,10 +169,23 @@ def test_each_python_gives_the_same_fingerprints_in_any_dict_order(
         "313", version.replace(".", "")
     )
     here = [fingerprint.of(name, rev) for name, rev in REVISIONS]
+    digest = described("python", LOCK)["resolved_sha256"]
+    served = [
+        fingerprint.served_tool(
+            Tool("t", name, True, rev, "", "", packages={rev.bundle_id: digest})
+        )
+        for name, rev in REVISIONS
+    ]
+    assert served[0] == fingerprint.of("add_vat", REVISIONS[0][1], digest) != here[0]
+    assert served[1] == here[1]  # no packages: the same fingerprint
     for seed in (1, 2, 3):
         there = _fingerprints_under(python, library, seed)
         assert str(there["python"]).startswith(version + "."), there
         assert there["fingerprints"] == here, (
             f"CPython {there['python']} (dict order seed {seed}) disagrees with "
             f"{sys.version.split()[0]} in this process"
+        )
+        assert there["served"] == served, (
+            f"CPython {there['python']} (seed {seed}) serves other fingerprints over what the "
+            "bundle resolved to than this process"
         )

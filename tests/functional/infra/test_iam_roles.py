@@ -122,11 +122,23 @@ def test_the_runner_and_other_functions_cannot_open_the_vault(
     assert any("kms:Decrypt" in r for r in check(simulator).refusals(as_role(records, role)))
 
 
-def test_the_builder_may_write_bundle_records_only(simulator: Simulator) -> None:
+def test_the_builder_may_write_bundle_records_and_step_the_catalog_version_only(
+    simulator: Simulator,
+) -> None:
     bundle = dynamodb("builder", "UpdateItem", {**key("BUNDLE#x"), "UpdateExpression": "SET a=:a"})
     catalog = dynamodb("builder", "UpdateItem", {**key("CATALOG"), "UpdateExpression": "SET a=:a"})
     assert check(simulator).refusals([bundle]) == []
     assert len(check(simulator).refusals([catalog])) == 1
+    # A bundle turning ready is a catalog write (bundles/announce.py): the version step and its
+    # change-log entry, in one transaction with the bundle's own update; nothing else.
+    step = {"Update": {**key("CATALOG"), "UpdateExpression": "SET version = :next"}}
+    entry = {"Put": {"Item": {"pk": {"S": "CATALOG#CHANGES"}, "sk": {"S": "000000000007"}}}}
+    ready = {"Update": {**key("BUNDLE#x"), "UpdateExpression": "SET a=:a"}}
+    announced = dynamodb("builder", "TransactWriteItems", {"TransactItems": [ready, step, entry]})
+    assert check(simulator).refusals([announced]) == []
+    tool = {"Update": {**key("TOOLS"), "UpdateExpression": "SET head = :h"}}
+    sneaked = dynamodb("builder", "TransactWriteItems", {"TransactItems": [tool, step, entry]})
+    assert len(check(simulator).refusals([sneaked])) == 1
 
 
 def test_removing_a_grant_from_the_template_makes_the_call_it_covered_fail(

@@ -4,7 +4,14 @@ from __future__ import annotations
 
 from botocore.exceptions import ClientError
 
-from kiln.catalog.changelog import MAX_STEPS, changed_since, entry_key, touched_tools, version_raced
+from kiln.catalog.changelog import (
+    MAX_STEPS,
+    changed_since,
+    entry_key,
+    touched_bundles,
+    touched_tools,
+    version_raced,
+)
 
 
 def _cancelled(*codes: str) -> ClientError:
@@ -43,3 +50,13 @@ def test_entries_sort_as_their_versions_and_a_far_gap_is_a_full_read() -> None:
     assert changed_since(None, "t", 5, 5 + MAX_STEPS + 1) is None
     assert changed_since(None, "t", 7, 7) is None
     assert changed_since(None, "t", 8, 3) is None
+
+
+def test_a_write_touches_the_bundle_records_it_updates() -> None:
+    operations = [
+        {"Update": {"Key": {"pk": {"S": "BUNDLE#ab12"}, "sk": {"S": "META"}}}},
+        {"Update": {"Key": {"pk": {"S": "TOOLS"}, "sk": {"S": "a"}}}},
+        {"Put": {"Item": {"pk": {"S": "TOOL#a"}, "sk": {"S": "REV#00000002"}}}},
+    ]
+    assert touched_bundles(operations) == ["ab12"]
+    assert touched_tools(operations) == ["a"]

@@ -10,7 +10,8 @@ from typing import Any
 import pytest
 
 from kiln.catalog import fingerprint
-from kiln.catalog.model import Revision
+from kiln.catalog.model import Revision, Tool
+from kiln.catalog.packages import LEGACY
 
 REVISION = Revision(
     tool_id="t1",
@@ -181,3 +182,42 @@ def test_what_the_bundle_resolved_to_stands_in_for_the_bundle_id() -> None:
     moved = replace(REVISION, bundle_id="d" * 32)
     assert fingerprint.of("add_vat", moved, one) == fingerprint.of("add_vat", REVISION, one)
     assert fingerprint.of("add_vat", moved) != BASE
+
+
+ONE, OTHER = "sha256:" + "1" * 64, "sha256:" + "2" * 64
+SAVED = fingerprint.sealed("add_vat", REVISION)
+
+
+def _tool(revision: Revision, packages: dict[str, str | None] | None) -> Tool:
+    when = "2026-12-04T10:00:00.000Z"
+    return Tool("t1", "add_vat", True, revision, when, when, packages=packages)
+
+
+def test_the_served_fingerprint_of_a_tool_with_packages_is_over_what_its_bundle_resolved_to() -> (
+    None
+):
+    bundle = str(REVISION.bundle_id)
+    served = fingerprint.served_tool(_tool(SAVED, {bundle: ONE}))
+    assert served == fingerprint.of("add_vat", REVISION, ONE)
+    assert served != SAVED.fingerprint  # not the bundle-id form stored at save
+    # another resolution of the same requirements is another fingerprint; the same is the same
+    assert fingerprint.served_tool(_tool(SAVED, {bundle: OTHER})) not in (served, None)
+    assert fingerprint.served_tool(_tool(SAVED, {bundle: ONE, "x" * 32: OTHER})) == served
+    assert fingerprint.build_of(_tool(SAVED, {bundle: ONE})) == ONE
+
+
+def test_a_bundle_not_ready_or_not_read_has_no_served_fingerprint() -> None:
+    bundle = str(REVISION.bundle_id)
+    assert fingerprint.served_tool(_tool(SAVED, {bundle: None})) is None  # shown "pending"
+    assert fingerprint.served_tool(_tool(SAVED, {})) is None  # never read: never guessed
+    assert fingerprint.build_of(_tool(SAVED, {bundle: None})) is None
+
+
+def test_without_packages_or_a_snapshot_the_served_fingerprint_is_the_saved_one() -> None:
+    bare = fingerprint.sealed("add_vat", NO_PACKAGES)
+    assert fingerprint.served_tool(_tool(bare, {})) == bare.fingerprint == NO_PACKAGES_PRINT
+    assert fingerprint.served_tool(_tool(SAVED, None)) == SAVED.fingerprint  # from the store
+    # ready, but built before records kept what it resolved to
+    legacy = {str(REVISION.bundle_id): LEGACY}
+    assert fingerprint.served_tool(_tool(SAVED, legacy)) == SAVED.fingerprint
+    assert fingerprint.build_of(_tool(SAVED, legacy)) is None

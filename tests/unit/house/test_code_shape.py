@@ -25,6 +25,7 @@ LONG_MODULES = {
     "accounting/ledger.py": "one table layout read and written: entries, their shards, their pages",
     "bundles/build.py": "one build, in order: install, compile, prune, zip; each step hands on",
     "bundles/cache.py": "one cache's life: fetch, unpack, seal, pin, evict share one lock",
+    "bundles/store.py": "one record's life: its item, each status move (conditional), its files",
     "catalog/store.py": "one item layout, every write in a transaction with its reads",
     "runner/runner.py": "the server side of one run, its descriptors owned end to end",
     "runner/supervisor.py": "one forked process and its helper: nothing else may run there",

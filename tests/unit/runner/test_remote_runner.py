@@ -210,3 +210,25 @@ def test_a_bundle_that_is_not_ready_stops_the_run_before_anything_is_sent() -> N
     with pytest.raises(BundleNotReadyError):
         asyncio.run(runner.run(REQUEST, tool_id="tool-1", bundle_id="b1"))
     assert client.calls == []
+
+
+def test_a_bundle_rebuilt_to_other_versions_is_sent_as_rebuilt_and_never_as_the_old_build() -> None:
+    records = {"b1": {"id": "b1", "status": "ready", "resolved_sha256": "sha256:one"}}
+    client = Lambda()
+    runner = RemoteRunner(lambda: client, "kiln-runner", bundle_record=lambda b: records[b])
+
+    def sent(resolved: str) -> RunResult:
+        return asyncio.run(runner.run(REQUEST, tool_id="tool-1", bundle_id="b1", resolved=resolved))
+
+    assert sent("sha256:one") == RESULT
+    # Rebuilt: the record this process kept is of another build, so it is read again and
+    # the new build is what the runner function is told to use.
+    records["b1"] = {"id": "b1", "status": "ready", "resolved_sha256": "sha256:two"}
+    assert sent("sha256:two") == RESULT
+    assert json.loads(client.calls[-1]["Payload"])["bundle"]["resolved_sha256"] == "sha256:two"
+    # A caller told of the old build (a catalog read older than the rebuild) runs nothing.
+    refused = sent("sha256:one")
+    assert not refused.started, refused
+    assert refused.runner_error is not None
+    assert "rebuilt" in refused.runner_error, refused
+    assert len(client.calls) == 2
