@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 from botocore.exceptions import ClientError
 
 from kiln.catalog.secret_names import secret_name_problem
+from kiln.errors import KilnError
 
 if TYPE_CHECKING:
     from mypy_boto3_ssm import SSMClient
@@ -30,16 +31,16 @@ MAX_VALUE_CHARS = 4096  # the standard-tier limit
 _TOOL_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 
 
-class SecretError(Exception):
-    """Base for secret problems a caller can act on."""
+class SecretError(KilnError):
+    """Base for secret problems a caller can act on: 400 `bad_request` by default."""
 
 
 class InvalidSecretError(SecretError):
-    pass
+    status, rest_code = 422, "invalid_secret"  # messages never carry the value
 
 
 class SecretNotFoundError(SecretError):
-    pass
+    status, rest_code = 404, "not_found"
 
 
 class MissingSecretsError(SecretError, LookupError):

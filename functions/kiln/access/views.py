@@ -15,6 +15,7 @@ from kiln.access.waiting import ApproversRuleError, check_approvers
 from kiln.catalog.fingerprint import RULE as FINGERPRINT_RULE
 from kiln.catalog.fingerprint import is_fingerprint
 from kiln.catalog.names import TAG_RULE, is_tag
+from kiln.errors import KilnError
 
 NAME_RULE = "1-64 characters from a-z 0-9 _ -, starting with a letter or digit"
 _NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
@@ -39,29 +40,36 @@ Mode = Literal["list", "search", "code"]
 MODES: tuple[Mode, ...] = ("list", "search", "code")
 
 
-class ViewError(Exception):
-    """Base of the view refusals; the REST layer maps each to one status."""
+class ViewError(KilnError):
+    """Base of the view refusals (`kiln.errors.KilnError`): 400 `bad_request` by default."""
 
 
 class ViewRuleError(ViewError):
     """A view definition that breaks a rule; `problems` lists `(field, message)` pairs."""
 
+    status, rest_code = 422, "invalid_view"
+
     def __init__(self, problems: Sequence[tuple[str, str]]) -> None:
         self.problems = tuple(problems)
-        super().__init__("; ".join(f"{f}: {m}" for f, m in self.problems))
+        super().__init__(
+            "; ".join(f"{f}: {m}" for f, m in self.problems),
+            data={"problems": [{"field": f, "message": m} for f, m in self.problems]},
+        )
 
 
 class ViewNotFoundError(ViewError):
-    pass
+    status, rest_code = 404, "not_found"
 
 
 class ViewExistsError(ViewError):
-    pass
+    status, rest_code = 409, "name_taken"
 
 
 class StaleViewError(ViewError):
+    status, rest_code = 412, "stale_revision"
+
     def __init__(self, message: str, *, current: int) -> None:
-        super().__init__(message)
+        super().__init__(message, data={"current_revision": current})
         self.current = current
 
 

@@ -29,6 +29,7 @@ from kiln.catalog.rules import check_draft, check_name
 from kiln.catalog.store import CatalogStore
 from kiln.catalog.syntax import available_node, check_parses
 from kiln.catalog.toolfiles import same_definition
+from kiln.errors import KilnError
 from kiln.identity.audit import created_by, record_write
 from kiln.identity.policy import Principal
 from kiln.protocol.backend import Conversation, ToolOutcome
@@ -45,9 +46,13 @@ log = logging.getLogger("kiln.authoring")
 class UndeclaredSecretError(SecretError):
     """A secret name the tool does not declare: setting it would reach no script."""
 
+    status, rest_code = 422, "undeclared_secret"
 
-class ArgumentsRejectedError(ValueError):
+
+class ArgumentsRejectedError(KilnError, ValueError):
     """A test run's arguments do not match the tool's input schema (or are not an object)."""
+
+    status, rest_code = 422, "invalid_arguments"
 
 
 class BundleRequests(Protocol):

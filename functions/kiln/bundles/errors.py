@@ -1,7 +1,10 @@
-"""The errors of bundles: a build that produced none (every installer raises it), and a
-bundle a call needs that cannot be used."""
+"""The errors of bundles: a build that produced none (every installer raises it), a bundle
+a call needs that cannot be used, and the store's refusals, which `kiln.bundles.store` raises
+(each carries its answer: `kiln.errors.KilnError`)."""
 
 from __future__ import annotations
+
+from kiln.errors import KilnError
 
 
 class BuildError(Exception):
@@ -33,3 +36,21 @@ class BundleNotReadyError(BundleError):
 
 class BundleFetchError(BundleError):
     """The bundle is ready but its files could not be downloaded or unpacked."""
+
+
+class BundleIdError(KilnError, LookupError):
+    """A bundle id (or prefix) that names no bundle."""
+
+    status, rest_code = 404, "not_found"
+
+
+class AmbiguousBundleIdError(BundleIdError):
+    """A prefix that more than one bundle id starts with."""
+
+    status, rest_code = 409, "ambiguous_id"
+
+
+class BundleStateError(KilnError):
+    """A status change that the bundle's current status does not allow."""
+
+    status, rest_code = 409, "bundle_state"

@@ -148,7 +148,7 @@ def cmd_retry(args: argparse.Namespace) -> int:
             return output.fail("bundles retry", error)
         print(f"{body['id']} {body['status']}: the server builds it in the background")
         return 0
-    from kiln.bundles.store import BundleIdError, BundleStateError
+    from kiln.bundles.errors import BundleIdError, BundleStateError
 
     store = _direct_store(args)
     try:

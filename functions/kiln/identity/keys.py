@@ -21,6 +21,7 @@ from kiln.access.approvals import CONFIRM_VALUES
 from kiln.access.quotas import NO_QUOTA, Quota, check_quota
 from kiln.access.waiting import ApproversRuleError, check_approvers
 from kiln.aws.directory import Directory
+from kiln.errors import KilnError
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -42,24 +43,24 @@ CACHE_TTL_S = 15.0
 LAST_USED_EVERY = timedelta(seconds=60)
 
 
-class KeyStoreError(Exception):
-    """Base for key problems a caller can act on."""
+class KeyStoreError(KilnError):
+    """Base for key problems a caller can act on: 400 `bad_request` by default."""
 
 
 class InvalidKeyNameError(KeyStoreError):
-    pass
+    status, rest_code = 422, "invalid_key"
 
 
 class InvalidScopeError(KeyStoreError):
-    pass
+    status, rest_code = 422, "invalid_key"
 
 
 class KeyNameTakenError(KeyStoreError):
-    pass
+    status, rest_code = 409, "name_taken"
 
 
 class KeyNotFoundError(KeyStoreError):
-    pass
+    status, rest_code = 404, "not_found"
 
 
 class InvalidConfirmError(KeyStoreError):
