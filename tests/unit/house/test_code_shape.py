@@ -8,8 +8,8 @@
   replaces its own environment with the one it was given for the child);
 - no `"jsonrpc"` string outside `protocol/`: every JSON-RPC body is written there
   (`kiln.protocol.errors.jsonrpc_error` for errors);
-- at most five modules at the top of the package: `__init__`, `settings`, `stack`,
-  `lambda_handlers` (everything else lives in a room).
+- only these modules at the top of the package: `__init__`, `settings`, `stack`, `process`,
+  `lambda_handlers` and `errors` (everything else lives in a room).
 """
 
 from __future__ import annotations
