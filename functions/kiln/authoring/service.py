@@ -17,7 +17,7 @@ from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import CancelledError, Future
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field, replace
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from kiln.access.secrets import SecretError
 from kiln.authoring.serialise import definition, draft_of
@@ -35,6 +35,9 @@ from kiln.identity.policy import Principal
 from kiln.protocol.backend import Conversation, ToolOutcome
 from kiln.runner.model import RunResult
 from kiln.schema.arguments import SchemaProblem, ValidatorCache, summarize
+
+if TYPE_CHECKING:
+    from kiln.serving.backend import CatalogBackend
 
 ARGUMENTS_BUDGET_S = 1.0  # checking test-run arguments against a schema gives up after this
 # A save answers once its tool's first run is prepared, but waits for that no longer than this.
@@ -59,20 +62,6 @@ class BundleRequests(Protocol):
     """Starts a tool's dependency bundle build (`kiln.bundles.hooks.Bundles`)."""
 
     def prepare(self, language: str, requirements: tuple[str, ...]) -> str | None: ...
-
-
-class Executor(Protocol):
-    """Runs a catalog tool's head revision (`kiln.serving.backend.CatalogBackend`)."""
-
-    async def execute(
-        self,
-        tool: Tool,
-        arguments: Mapping[str, Any],
-        *,
-        time_left_s: float | None,
-        conversation: Conversation | None = None,
-        author: bool = False,
-    ) -> tuple[ToolOutcome, RunResult | None]: ...
 
 
 class Warming(Protocol):
@@ -150,7 +139,7 @@ class AuthoringService:
         store: CatalogStore,
         *,
         bundles: BundleRequests | None = None,
-        executor: Executor | None = None,
+        executor: CatalogBackend | None = None,  # runs a test run (a head revision)
         secrets: SecretNames | None = None,
         warmer: Warming | None = None,
         warm_wait_s: float = WARM_WAIT_S,
