@@ -52,6 +52,17 @@ class KilnError(Exception):
     data: Any = None
     request_id: RequestId = None  # echoed in a JSON-RPC answer when known
 
+    def __init_subclass__(
+        cls, *, status: int | None = None, rest_code: str | None = None, **kw: Any
+    ) -> None:
+        """The answer said where the class is named: `class NotDeletedError(CatalogError,
+        status=409, rest_code="not_deleted")`; what is not said is the parent's."""
+        super().__init_subclass__(**kw)
+        if status is not None:
+            cls.status = status
+        if rest_code is not None:
+            cls.rest_code = rest_code
+
     def __init__(self, message: str = "", *, data: Any = None) -> None:
         super().__init__(message)
         self.message = message
@@ -66,3 +77,23 @@ class KilnError(Exception):
     def headers(self) -> dict[str, str]:
         """HTTP headers the answer carries on either edge (Retry-After, WWW-Authenticate)."""
         return {}
+
+
+# Answers several rooms give alike: a room's refusal derives from its room's base and one of
+# these (`class ToolNotFoundError(CatalogError, NotFound)`), so that the answer is said once.
+
+
+class NotFound(KilnError, status=404, rest_code="not_found"):
+    """What the request names does not exist (or is not the caller's to see)."""
+
+
+class NameTaken(KilnError, status=409, rest_code="name_taken"):
+    """A create whose name another one already has."""
+
+
+class StaleRevision(KilnError, status=412, rest_code="stale_revision"):
+    """A write that carried a revision (If-Match) another write has replaced: `current`."""
+
+    def __init__(self, message: str, *, current: int) -> None:
+        super().__init__(message, data={"current_revision": current})
+        self.current = current

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 from botocore.exceptions import ClientError
 
 from kiln.catalog.secret_names import secret_name_problem
-from kiln.errors import KilnError
+from kiln.errors import KilnError, NotFound
 
 if TYPE_CHECKING:
     from mypy_boto3_ssm import SSMClient
@@ -35,12 +35,14 @@ class SecretError(KilnError):
     """Base for secret problems a caller can act on: 400 `bad_request` by default."""
 
 
-class InvalidSecretError(SecretError):
-    status, rest_code = 422, "invalid_secret"  # messages never carry the value
+class InvalidSecretError(
+    SecretError, status=422, rest_code="invalid_secret"
+):  # messages never carry the value
+    pass
 
 
-class SecretNotFoundError(SecretError):
-    status, rest_code = 404, "not_found"
+class SecretNotFoundError(SecretError, NotFound):
+    pass
 
 
 class MissingSecretsError(SecretError, LookupError):

@@ -15,7 +15,7 @@ from kiln.access.waiting import ApproversRuleError, check_approvers
 from kiln.catalog.fingerprint import RULE as FINGERPRINT_RULE
 from kiln.catalog.fingerprint import is_fingerprint
 from kiln.catalog.names import TAG_RULE, is_tag
-from kiln.errors import KilnError
+from kiln.errors import KilnError, NameTaken, NotFound, StaleRevision
 
 NAME_RULE = "1-64 characters from a-z 0-9 _ -, starting with a letter or digit"
 _NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
@@ -44,10 +44,8 @@ class ViewError(KilnError):
     """Base of the view refusals (`kiln.errors.KilnError`): 400 `bad_request` by default."""
 
 
-class ViewRuleError(ViewError):
+class ViewRuleError(ViewError, status=422, rest_code="invalid_view"):
     """A view definition that breaks a rule; `problems` lists `(field, message)` pairs."""
-
-    status, rest_code = 422, "invalid_view"
 
     def __init__(self, problems: Sequence[tuple[str, str]]) -> None:
         self.problems = tuple(problems)
@@ -57,20 +55,16 @@ class ViewRuleError(ViewError):
         )
 
 
-class ViewNotFoundError(ViewError):
-    status, rest_code = 404, "not_found"
+class ViewNotFoundError(ViewError, NotFound):
+    pass
 
 
-class ViewExistsError(ViewError):
-    status, rest_code = 409, "name_taken"
+class ViewExistsError(ViewError, NameTaken):
+    pass
 
 
-class StaleViewError(ViewError):
-    status, rest_code = 412, "stale_revision"
-
-    def __init__(self, message: str, *, current: int) -> None:
-        super().__init__(message, data={"current_revision": current})
-        self.current = current
+class StaleViewError(ViewError, StaleRevision):
+    pass
 
 
 @dataclass(frozen=True)

@@ -84,10 +84,8 @@ READ_FACTOR = 10  # a query reads at most this many entries per entry it may ret
 DEFAULT_SHARDS = 32  # partitions per day: 10,000 calls/s is 31 % of each one's write limit
 
 
-class LedgerQueryError(KilnError, ValueError):
+class LedgerQueryError(KilnError, ValueError, rest_code="bad_query"):
     """A filter or cursor the ledger cannot use; the message names the parameter."""
-
-    rest_code = "bad_query"
 
 
 ENTRY_ID = re.compile(r"[0-9a-f]{12}")

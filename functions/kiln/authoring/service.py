@@ -46,16 +46,12 @@ WARM_WAIT_S = 2.0
 log = logging.getLogger("kiln.authoring")
 
 
-class UndeclaredSecretError(SecretError):
+class UndeclaredSecretError(SecretError, status=422, rest_code="undeclared_secret"):
     """A secret name the tool does not declare: setting it would reach no script."""
 
-    status, rest_code = 422, "undeclared_secret"
 
-
-class ArgumentsRejectedError(KilnError, ValueError):
+class ArgumentsRejectedError(KilnError, ValueError, status=422, rest_code="invalid_arguments"):
     """A test run's arguments do not match the tool's input schema (or are not an object)."""
-
-    status, rest_code = 422, "invalid_arguments"
 
 
 class BundleRequests(Protocol):

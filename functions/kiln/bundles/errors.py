@@ -4,7 +4,7 @@ a call needs that cannot be used, and the store's refusals, which `kiln.bundles.
 
 from __future__ import annotations
 
-from kiln.errors import KilnError
+from kiln.errors import KilnError, NotFound
 
 
 class BuildError(Exception):
@@ -38,19 +38,13 @@ class BundleFetchError(BundleError):
     """The bundle is ready but its files could not be downloaded or unpacked."""
 
 
-class BundleIdError(KilnError, LookupError):
+class BundleIdError(NotFound, LookupError):
     """A bundle id (or prefix) that names no bundle."""
 
-    status, rest_code = 404, "not_found"
 
-
-class AmbiguousBundleIdError(BundleIdError):
+class AmbiguousBundleIdError(BundleIdError, status=409, rest_code="ambiguous_id"):
     """A prefix that more than one bundle id starts with."""
 
-    status, rest_code = 409, "ambiguous_id"
 
-
-class BundleStateError(KilnError):
+class BundleStateError(KilnError, status=409, rest_code="bundle_state"):
     """A status change that the bundle's current status does not allow."""
-
-    status, rest_code = 409, "bundle_state"

@@ -3,61 +3,53 @@
 
 from __future__ import annotations
 
-from kiln.errors import KilnError
+from kiln.errors import KilnError, NameTaken, NotFound, StaleRevision
 
 
 class CatalogError(KilnError):
     """Base of the catalog's refusals: 400 `bad_request` unless a subclass says otherwise."""
 
 
-class ToolNotFoundError(CatalogError):
-    status, rest_code = 404, "not_found"
+class ToolNotFoundError(CatalogError, NotFound):
+    pass
 
 
-class RevisionNotFoundError(CatalogError):
-    status, rest_code = 404, "not_found"
+class RevisionNotFoundError(CatalogError, NotFound):
+    pass
 
 
-class NameTakenError(CatalogError):
-    status, rest_code = 409, "name_taken"
+class NameTakenError(CatalogError, NameTaken):
+    pass
 
 
-class StaleRevisionError(CatalogError):
-    status, rest_code = 412, "stale_revision"
-
-    def __init__(self, message: str, *, current: int) -> None:
-        super().__init__(message, data={"current_revision": current})
-        self.current = current
+class StaleRevisionError(CatalogError, StaleRevision):
+    pass
 
 
-class RevisionRequiredError(CatalogError):
-    status, rest_code = 428, "revision_required"
+class RevisionRequiredError(CatalogError, status=428, rest_code="revision_required"):
+    pass
 
 
-class NotDeletedError(CatalogError):
-    status, rest_code = 409, "not_deleted"
+class NotDeletedError(CatalogError, status=409, rest_code="not_deleted"):
+    pass
 
 
-class NameMismatchError(CatalogError):
-    status, rest_code = 422, "name_mismatch"
+class NameMismatchError(CatalogError, status=422, rest_code="name_mismatch"):
+    pass
 
 
-class BreakingChangeError(CatalogError):
+class BreakingChangeError(CatalogError, status=409, rest_code="breaking_change"):
     """A save that would break the revision it replaces, not marked as breaking: nothing was
     written; `findings` says what it breaks (kiln.catalog.breaking)."""
-
-    status, rest_code = 409, "breaking_change"
 
     def __init__(self, message: str, *, findings: list[dict[str, object]]) -> None:
         super().__init__(message, data={"findings": findings})
         self.findings = findings
 
 
-class CatalogBusyError(CatalogError):
+class CatalogBusyError(CatalogError, status=409, rest_code="catalog_busy"):
     """Other writes took the catalog's version step every time this one tried: nothing was
     written; the same request may be sent again (after `retry_after_s`)."""
-
-    status, rest_code = 409, "catalog_busy"
 
     def __init__(self, message: str, *, retry_after_s: int) -> None:
         super().__init__(message)

@@ -19,10 +19,8 @@ class Violation:
     message: str
 
 
-class RuleError(KilnError, ValueError):
+class RuleError(KilnError, ValueError, status=422, rest_code="invalid_tool"):
     """A submitted definition broke one or more rules; `violations` lists every one."""
-
-    status, rest_code = 422, "invalid_tool"
 
     def __init__(self, violations: Iterable[Violation]) -> None:
         self.violations: tuple[Violation, ...] = tuple(violations)

@@ -21,7 +21,7 @@ from kiln.access.approvals import CONFIRM_VALUES
 from kiln.access.quotas import NO_QUOTA, Quota, check_quota
 from kiln.access.waiting import ApproversRuleError, check_approvers
 from kiln.aws.directory import Directory
-from kiln.errors import KilnError
+from kiln.errors import KilnError, NameTaken, NotFound
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -47,20 +47,20 @@ class KeyStoreError(KilnError):
     """Base for key problems a caller can act on: 400 `bad_request` by default."""
 
 
-class InvalidKeyNameError(KeyStoreError):
-    status, rest_code = 422, "invalid_key"
+class InvalidKeyNameError(KeyStoreError, status=422, rest_code="invalid_key"):
+    pass
 
 
-class InvalidScopeError(KeyStoreError):
-    status, rest_code = 422, "invalid_key"
+class InvalidScopeError(KeyStoreError, status=422, rest_code="invalid_key"):
+    pass
 
 
-class KeyNameTakenError(KeyStoreError):
-    status, rest_code = 409, "name_taken"
+class KeyNameTakenError(KeyStoreError, NameTaken):
+    pass
 
 
-class KeyNotFoundError(KeyStoreError):
-    status, rest_code = 404, "not_found"
+class KeyNotFoundError(KeyStoreError, NotFound):
+    pass
 
 
 class InvalidConfirmError(KeyStoreError):

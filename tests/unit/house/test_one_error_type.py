@@ -23,7 +23,8 @@ PACKAGE = Path(__file__).resolve().parents[3] / "functions" / "kiln"
 
 
 def _classes_saying_an_answer(package: Path) -> list[tuple[str, str]]:
-    """(module, class) for each class whose body sets `status` or `rest_code`."""
+    """(module, class) for each class that sets `status` or `rest_code` (in its body or as
+    a class keyword)."""
     found = []
     for path in sorted(package.rglob("*.py")):
         module = ".".join(path.relative_to(package.parent).with_suffix("").parts)
@@ -38,6 +39,7 @@ def _classes_saying_an_answer(package: Path) -> list[tuple[str, str]]:
                 for name in ast.walk(target)
                 if isinstance(name, ast.Name)
             }
+            names |= {keyword.arg for keyword in node.keywords if keyword.arg}
             if names & {"status", "rest_code"}:
                 found.append((module.removesuffix(".__init__"), node.name))
     return found
@@ -97,6 +99,17 @@ def test_a_subclass_answers_as_its_parent_until_it_says_otherwise() -> None:
         400,
         {"error": {"code": "bad_request", "message": "no"}},
     )
+
+
+def test_a_refusal_may_say_its_answer_where_its_class_is_named() -> None:
+    class GoneError(CatalogError, status=410, rest_code="gone"):
+        pass
+
+    assert rest_status_and_body(GoneError("gone")) == (
+        410,
+        {"error": {"code": "gone", "message": "gone"}},
+    )
+    assert rest_status_and_body(CatalogError("no"))[0] == 400  # the parent keeps its own
 
 
 def test_a_refusal_ends_an_mcp_request_with_its_jsonrpc_code_status_and_headers() -> None:
