@@ -25,7 +25,9 @@ Where a request goes, and the module to open for each step:
     serving/backend.py     the call path (CatalogBackend): list, get, call, a tool resolved once
                            per request; serving/runner_function.py is the runner function
     runner/runner.py       runs one script: process tree, deadline, caps, environment
-    api/errors.py          on the way out: domain error -> HTTP status, REST code, JSON-RPC code
+    errors.py              on the way out: every refusal is a KilnError carrying its HTTP status,
+                           REST code, JSON-RPC code and data; api/errors.py answers it on REST,
+                           protocol/errors.py on MCP (each edge translates it once)
 
 Rooms (one noun each; a room's __init__.py is its face, `__all__` what other rooms import):
 

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 from botocore.exceptions import ClientError
 
 from kiln.catalog.secret_names import secret_name_problem
+from kiln.errors import KilnError, NotFound
 
 if TYPE_CHECKING:
     from mypy_boto3_ssm import SSMClient
@@ -30,15 +31,17 @@ MAX_VALUE_CHARS = 4096  # the standard-tier limit
 _TOOL_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 
 
-class SecretError(Exception):
-    """Base for secret problems a caller can act on."""
+class SecretError(KilnError):
+    """Base for secret problems a caller can act on: 400 `bad_request` by default."""
 
 
-class InvalidSecretError(SecretError):
+class InvalidSecretError(
+    SecretError, status=422, rest_code="invalid_secret"
+):  # messages never carry the value
     pass
 
 
-class SecretNotFoundError(SecretError):
+class SecretNotFoundError(SecretError, NotFound):
     pass
 
 

@@ -15,6 +15,7 @@ from kiln.access.waiting import ApproversRuleError, check_approvers
 from kiln.catalog.fingerprint import RULE as FINGERPRINT_RULE
 from kiln.catalog.fingerprint import is_fingerprint
 from kiln.catalog.names import TAG_RULE, is_tag
+from kiln.errors import KilnError, NameTaken, NotFound, StaleRevision
 
 NAME_RULE = "1-64 characters from a-z 0-9 _ -, starting with a letter or digit"
 _NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
@@ -39,30 +40,31 @@ Mode = Literal["list", "search", "code"]
 MODES: tuple[Mode, ...] = ("list", "search", "code")
 
 
-class ViewError(Exception):
-    """Base of the view refusals; the REST layer maps each to one status."""
+class ViewError(KilnError):
+    """Base of the view refusals (`kiln.errors.KilnError`): 400 `bad_request` by default."""
 
 
-class ViewRuleError(ViewError):
+class ViewRuleError(ViewError, status=422, rest_code="invalid_view"):
     """A view definition that breaks a rule; `problems` lists `(field, message)` pairs."""
 
     def __init__(self, problems: Sequence[tuple[str, str]]) -> None:
         self.problems = tuple(problems)
-        super().__init__("; ".join(f"{f}: {m}" for f, m in self.problems))
+        super().__init__(
+            "; ".join(f"{f}: {m}" for f, m in self.problems),
+            data={"problems": [{"field": f, "message": m} for f, m in self.problems]},
+        )
 
 
-class ViewNotFoundError(ViewError):
+class ViewNotFoundError(ViewError, NotFound):
     pass
 
 
-class ViewExistsError(ViewError):
+class ViewExistsError(ViewError, NameTaken):
     pass
 
 
-class StaleViewError(ViewError):
-    def __init__(self, message: str, *, current: int) -> None:
-        super().__init__(message)
-        self.current = current
+class StaleViewError(ViewError, StaleRevision):
+    pass
 
 
 @dataclass(frozen=True)

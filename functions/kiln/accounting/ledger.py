@@ -63,6 +63,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from kiln.accounting.ledger_shards import DaysBack, DayShards
 from kiln.accounting.ledger_totals import DEFAULT_FLUSH_S, DayTotals
+from kiln.errors import KilnError
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -83,7 +84,7 @@ READ_FACTOR = 10  # a query reads at most this many entries per entry it may ret
 DEFAULT_SHARDS = 32  # partitions per day: 10,000 calls/s is 31 % of each one's write limit
 
 
-class LedgerQueryError(ValueError):
+class LedgerQueryError(KilnError, ValueError, rest_code="bad_query"):
     """A filter or cursor the ledger cannot use; the message names the parameter."""
 
 

@@ -1,9 +1,10 @@
-"""The HTTP side of Kiln: routers with module-level handlers, and the one error table.
+"""The HTTP side of Kiln: routers with module-level handlers, and the edge's error answers.
 
 common      kiln_of(request), require(), json_body(), if_match(), time_left_s(): what every
             handler needs from a request
-errors      ERRORS: domain error -> HTTP status, REST code, JSON-RPC code (looked up along
-            the MRO); ApiError for refusals of the HTTP request itself
+errors      every kiln.errors.KilnError answered once: REST body and status, or the MCP
+            edge's JSON-RPC error under an MCP path; ApiError for refusals of the HTTP
+            request itself
 middleware  the DNS-rebinding guard (Origin, Host) and CORS
 mcp         the MCP routes: /mcp, /mcp/v/{view}, /admin/mcp
 mcp_serving an MCP route's work: authenticate, read the capped body, hand it to

@@ -17,7 +17,7 @@ from typing import Any
 
 from fastapi import APIRouter, Request
 
-from kiln.api.common import json_body, kiln_of, require
+from kiln.api.common import json_body, kiln_of, present, require
 from kiln.api.errors import ApiError
 from kiln.tasks.approving import ApprovalTasks
 
@@ -26,10 +26,7 @@ MAX_REASON = 500
 
 
 def _approvals(request: Request) -> ApprovalTasks:
-    waiting = kiln_of(request).tasks.waiting
-    if waiting is None:
-        raise ApiError(404, "not_found", "this server keeps no approvals")
-    return waiting
+    return present(kiln_of(request).tasks.waiting, "not_found", "this server keeps no approvals")
 
 
 @router.get("")

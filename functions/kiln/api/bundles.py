@@ -13,7 +13,7 @@ from fastapi import APIRouter, Request
 from kiln.api.common import blocking, kiln_of, require
 from kiln.api.errors import ApiError
 from kiln.api.sight import Sight, sight
-from kiln.bundles.store import BundleStateError
+from kiln.bundles.errors import BundleStateError
 
 router = APIRouter(prefix="/api/bundles", tags=["bundles"])
 

@@ -10,18 +10,15 @@ from fastapi import APIRouter, Depends, Request
 
 from kiln.accounting import usage
 from kiln.accounting.ledger import CallLedger, LedgerQuery, LedgerQueryError
-from kiln.api.common import blocking, kiln_of, require
-from kiln.api.errors import ApiError
+from kiln.api.common import blocking, kiln_of, present, require
 from kiln.api.sight import sight
 
 router = APIRouter()
 
 
 def _ledger(request: Request) -> CallLedger:
-    ledger = kiln_of(request).gate.ledger
-    if ledger is None:
-        raise ApiError(404, "ledger_off", "the call ledger is off on this server (KILN_LEDGER)")
-    return ledger
+    off = "the call ledger is off on this server (KILN_LEDGER)"
+    return present(kiln_of(request).gate.ledger, "ledger_off", off)
 
 
 @router.get("/api/calls")

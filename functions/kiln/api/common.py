@@ -29,6 +29,13 @@ async def blocking(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
     return await asyncio.to_thread(fn, *args, **kwargs)
 
 
+def present(part: T | None, code: str, message: str) -> T:
+    """A part some servers run without (the ledger, approvals): 404 `code` where it is off."""
+    if part is None:
+        raise ApiError(404, code, message)
+    return part
+
+
 async def require(request: Request, need: Permission = "author", resource: str = "") -> Principal:
     """The caller, when it may do what `need` names; AuthError (401/403) for anyone else."""
     return await auth.require(request, need, resource)

@@ -81,8 +81,8 @@ class AheadOfRouter:
     it wraps the rest, and this does nothing they do.
 
     The handler is the route's own (`routes` keeps the route, for the methods outside METHODS
-    the router refuses), and an error it raises is answered by the app's one table
-    (`kiln.api.errors.answer`, as the app's exception handlers answer it). Profiled under wrk,
+    the router refuses), and an error it raises is answered by `kiln.api.errors.answer`, as
+    the app's exception handlers answer it. Profiled under wrk,
     the router and the exception middleware cost about as much as the MCP endpoint itself
     for a tools/list page already rendered."""
 

@@ -54,7 +54,7 @@ async def read_capped(request: Request, cap: int) -> bytes:
 
 
 def auth_refusal(error: AuthError) -> Response:
-    # The one error table, loaded only when a request is refused.
+    # The edge's error answers, loaded only when a request is refused.
     from kiln.api.errors import jsonrpc_response
 
     return jsonrpc_response(error)

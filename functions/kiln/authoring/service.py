@@ -17,7 +17,7 @@ from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import CancelledError, Future
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field, replace
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from kiln.access.secrets import SecretError
 from kiln.authoring.serialise import definition, draft_of
@@ -29,11 +29,15 @@ from kiln.catalog.rules import check_draft, check_name
 from kiln.catalog.store import CatalogStore
 from kiln.catalog.syntax import available_node, check_parses
 from kiln.catalog.toolfiles import same_definition
+from kiln.errors import KilnError
 from kiln.identity.audit import created_by, record_write
 from kiln.identity.policy import Principal
 from kiln.protocol.backend import Conversation, ToolOutcome
 from kiln.runner.model import RunResult
 from kiln.schema.arguments import SchemaProblem, ValidatorCache, summarize
+
+if TYPE_CHECKING:
+    from kiln.serving.backend import CatalogBackend
 
 ARGUMENTS_BUDGET_S = 1.0  # checking test-run arguments against a schema gives up after this
 # A save answers once its tool's first run is prepared, but waits for that no longer than this.
@@ -42,11 +46,11 @@ WARM_WAIT_S = 2.0
 log = logging.getLogger("kiln.authoring")
 
 
-class UndeclaredSecretError(SecretError):
+class UndeclaredSecretError(SecretError, status=422, rest_code="undeclared_secret"):
     """A secret name the tool does not declare: setting it would reach no script."""
 
 
-class ArgumentsRejectedError(ValueError):
+class ArgumentsRejectedError(KilnError, ValueError, status=422, rest_code="invalid_arguments"):
     """A test run's arguments do not match the tool's input schema (or are not an object)."""
 
 
@@ -54,20 +58,6 @@ class BundleRequests(Protocol):
     """Starts a tool's dependency bundle build (`kiln.bundles.hooks.Bundles`)."""
 
     def prepare(self, language: str, requirements: tuple[str, ...]) -> str | None: ...
-
-
-class Executor(Protocol):
-    """Runs a catalog tool's head revision (`kiln.serving.backend.CatalogBackend`)."""
-
-    async def execute(
-        self,
-        tool: Tool,
-        arguments: Mapping[str, Any],
-        *,
-        time_left_s: float | None,
-        conversation: Conversation | None = None,
-        author: bool = False,
-    ) -> tuple[ToolOutcome, RunResult | None]: ...
 
 
 class Warming(Protocol):
@@ -145,7 +135,7 @@ class AuthoringService:
         store: CatalogStore,
         *,
         bundles: BundleRequests | None = None,
-        executor: Executor | None = None,
+        executor: CatalogBackend | None = None,  # runs a test run (a head revision)
         secrets: SecretNames | None = None,
         warmer: Warming | None = None,
         warm_wait_s: float = WARM_WAIT_S,

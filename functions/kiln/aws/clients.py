@@ -20,6 +20,7 @@ from botocore.exceptions import ClientError, HTTPClientError
 from botocore.exceptions import ConnectionError as BotoConnectionError
 
 from kiln.aws.botocore_data import quick_loader
+from kiln.errors import UNAVAILABLE, KilnError
 
 if TYPE_CHECKING:
     import boto3
@@ -57,14 +58,18 @@ def _tag_caller_role(**event: Any) -> None:
         event["request"].headers["X-Kiln-Role"] = role
 
 
-class StoreUnavailableError(Exception):
+class StoreUnavailableError(KilnError):
     """DynamoDB or S3 did not answer within the deadline, or answered that it cannot.
 
     REST answers 503 with Retry-After, MCP an error saying the catalog is unavailable.
     The message names the operation and the cause, never a key or an item.
     """
 
+    code, status, rest_code = UNAVAILABLE, 503, "catalog_unavailable"
     retry_after_s = 1
+
+    def headers(self) -> dict[str, str]:
+        return {"retry-after": str(self.retry_after_s)}
 
 
 # Answers that mean "not now" rather than "not like this": after botocore's own retries,

@@ -1,7 +1,10 @@
-"""The errors of bundles: a build that produced none (every installer raises it), and a
-bundle a call needs that cannot be used."""
+"""The errors of bundles: a build that produced none (every installer raises it), a bundle
+a call needs that cannot be used, and the store's refusals, which `kiln.bundles.store` raises
+(each carries its answer: `kiln.errors.KilnError`)."""
 
 from __future__ import annotations
+
+from kiln.errors import KilnError, NotFound
 
 
 class BuildError(Exception):
@@ -33,3 +36,15 @@ class BundleNotReadyError(BundleError):
 
 class BundleFetchError(BundleError):
     """The bundle is ready but its files could not be downloaded or unpacked."""
+
+
+class BundleIdError(NotFound, LookupError):
+    """A bundle id (or prefix) that names no bundle."""
+
+
+class AmbiguousBundleIdError(BundleIdError, status=409, rest_code="ambiguous_id"):
+    """A prefix that more than one bundle id starts with."""
+
+
+class BundleStateError(KilnError, status=409, rest_code="bundle_state"):
+    """A status change that the bundle's current status does not allow."""

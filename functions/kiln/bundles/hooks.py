@@ -17,6 +17,7 @@ from typing import Any
 from kiln.aws.clients import AwsClients
 from kiln.bundles.build import Toolchain
 from kiln.bundles.cache import DEFAULT_BUDGET_BYTES, BundleCache
+from kiln.bundles.errors import BundleStateError
 from kiln.bundles.identity import bundle_id, default_target
 from kiln.bundles.scheduler import (
     Adopter,
@@ -26,7 +27,7 @@ from kiln.bundles.scheduler import (
     request_bundle,
 )
 from kiln.bundles.settings import BundleSettings
-from kiln.bundles.store import BundleRecord, BundleStateError, BundleStore
+from kiln.bundles.store import BundleRecord, BundleStore
 
 log = logging.getLogger("kiln.bundles")
 

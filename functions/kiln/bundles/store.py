@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from kiln.aws.directory import Directory
 from kiln.bundles.announce import announced
+from kiln.bundles.errors import AmbiguousBundleIdError, BundleIdError, BundleStateError
 from kiln.bundles.identity import bundle_id, normalise_requirements, parse_target
 from kiln.bundles.resolved import described
 
@@ -55,18 +56,6 @@ def _codec() -> tuple[Any, Any]:
 ID_LENGTH = 32
 ID_RULE = "a bundle id is 32 lower-case hex digits; any unique prefix of one will do"
 _HEX = re.compile(r"[0-9a-f]{1,32}")
-
-
-class BundleIdError(LookupError):
-    """A bundle id (or prefix) that names no bundle."""
-
-
-class AmbiguousBundleIdError(BundleIdError):
-    """A prefix that more than one bundle id starts with."""
-
-
-class BundleStateError(Exception):
-    """A status change that the bundle's current status does not allow."""
 
 
 def now_iso() -> str:

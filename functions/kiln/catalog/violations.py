@@ -7,6 +7,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Final
 
+from kiln.errors import KilnError
+
 
 @dataclass(frozen=True)
 class Violation:
@@ -17,14 +19,15 @@ class Violation:
     message: str
 
 
-class RuleError(ValueError):
+class RuleError(KilnError, ValueError, status=422, rest_code="invalid_tool"):
     """A submitted definition broke one or more rules; `violations` lists every one."""
 
     def __init__(self, violations: Iterable[Violation]) -> None:
         self.violations: tuple[Violation, ...] = tuple(violations)
         # Each message is a sentence ending in "."; joined, only the last keeps it.
         parts = [v.message.removesuffix(".") for v in self.violations]
-        super().__init__("; ".join(parts) + ("." if parts else ""))
+        message = "; ".join(parts) + ("." if parts else "")
+        super().__init__(message, data={"violations": self.as_dicts()})
 
     def as_dicts(self) -> list[dict[str, str]]:
         """The violations as JSON-ready objects, for an API error body."""

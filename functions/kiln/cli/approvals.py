@@ -20,14 +20,9 @@ def _path(approval_id: str, action: str = "") -> str:
     return f"/api/approvals/{quote(approval_id, safe='')}" + (f"/{action}" if action else "")
 
 
+@output.talks("approvals ls")
 def cmd_ls(args: argparse.Namespace) -> int:
-    from kiln.cli.client import ApiCallError
-    from kiln.cli.locate import ServerNotFoundError
-
-    try:
-        found, _ = output.client(args).request("GET", "/api/approvals")
-    except (ApiCallError, ServerNotFoundError) as error:
-        return output.fail("approvals ls", error)
+    found, _ = output.client(args).request("GET", "/api/approvals")
     approvals = found.get("approvals", []) if isinstance(found, dict) else []
     if not args.all:
         approvals = [a for a in approvals if a["state"] == "pending"]
@@ -47,22 +42,18 @@ def _line(approval: dict[str, Any]) -> str:
 
 
 def _decide(args: argparse.Namespace, action: str, body: dict[str, Any] | None) -> int:
-    from kiln.cli.client import ApiCallError
-    from kiln.cli.locate import ServerNotFoundError
-
-    try:
-        done, _ = output.client(args).request("POST", _path(args.id, action), body)
-    except (ApiCallError, ServerNotFoundError) as error:
-        return output.fail(f"approvals {action}", error)
+    done, _ = output.client(args).request("POST", _path(args.id, action), body)
     by = done.get("decided_by")
     print(f"{done['id']} {done['state']} by {by}: {done['tool']}@{done['revision']}")
     return 0
 
 
+@output.talks("approvals approve")
 def cmd_approve(args: argparse.Namespace) -> int:
     return _decide(args, "approve", None)
 
 
+@output.talks("approvals deny")
 def cmd_deny(args: argparse.Namespace) -> int:
     return _decide(args, "deny", {"reason": args.reason} if args.reason else {})
 
@@ -73,14 +64,14 @@ def register(commands: Any, server_options: Any) -> None:
         "approvals", help="calls waiting for your approval: ls, approve, deny"
     )
     sub = approvals.add_subparsers(dest="approvals_command", required=True)
-    ls = server_options(sub.add_parser("ls", help="approvals waiting for you"))
+    ls = output.subcommand(
+        sub, "ls", cmd_ls, "approvals waiting for you", json=True, options=server_options
+    )
     ls.add_argument("--all", action="store_true", help="decided and expired ones too")
-    ls.add_argument("--json", action="store_true", help="print JSON")
-    ls.set_defaults(func=cmd_ls)
-    approve = server_options(sub.add_parser("approve", help="let a waiting call run, once"))
-    approve.add_argument("id")
-    approve.set_defaults(func=cmd_approve)
-    deny = server_options(sub.add_parser("deny", help="end a waiting call unrun"))
-    deny.add_argument("id")
+    output.subcommand(
+        sub, "approve", cmd_approve, "let a waiting call run, once", "id", options=server_options
+    )
+    deny = output.subcommand(
+        sub, "deny", cmd_deny, "end a waiting call unrun", "id", options=server_options
+    )
     deny.add_argument("--reason", help="why (shown to the caller, kept in the ledger)")
-    deny.set_defaults(func=cmd_deny)

@@ -148,7 +148,7 @@ def cmd_retry(args: argparse.Namespace) -> int:
             return output.fail("bundles retry", error)
         print(f"{body['id']} {body['status']}: the server builds it in the background")
         return 0
-    from kiln.bundles.store import BundleIdError, BundleStateError
+    from kiln.bundles.errors import BundleIdError, BundleStateError
 
     store = _direct_store(args)
     try:
@@ -317,18 +317,16 @@ def register(subparsers: Any) -> None:
             aws_help="read the table and bucket of the environment instead of a server",
         )
 
-    ls = source(commands.add_parser("ls", help="list bundles and their status"))
-    ls.add_argument("--json", action="store_true", help="print JSON")
-    ls.set_defaults(func=cmd_ls)
-
-    show = source(commands.add_parser("show", help="a bundle's record and lock"))
-    show.add_argument("id")
+    output.subcommand(
+        commands, "ls", cmd_ls, "list bundles and their status", json=True, options=source
+    )
+    show = output.subcommand(
+        commands, "show", cmd_show, "a bundle's record and lock", "id", options=source
+    )
     show.add_argument("--log", action="store_true", help="also print the build log")
-    show.set_defaults(func=cmd_show)
-
-    retry = source(commands.add_parser("retry", help="build a failed bundle again"))
-    retry.add_argument("id")
-    retry.set_defaults(func=cmd_retry)
+    output.subcommand(
+        commands, "retry", cmd_retry, "build a failed bundle again", "id", options=source
+    )
 
     build = commands.add_parser(
         "build", help="build a bundle here and publish it (or write it with --out)"

@@ -46,31 +46,27 @@ def register(commands: Any, remote: Callable[[argparse.ArgumentParser], Any]) ->
     calls.set_defaults(func=cmd_calls)
 
 
+@output.talks("calls")
 def cmd_calls(args: argparse.Namespace) -> int:
-    from kiln.cli.client import ApiCallError
-
     mixed = [f"--{name}" for name in NOT_WITH_TREE if getattr(args, name) is not None]
     if args.tree and mixed:
         shown = ", ".join(mixed)
         why = f"--tree shows a call and every call inside it: {shown} cannot be used with it"
         return output.fail("calls", why, status=2)
     client = output.client(args)
-    try:
-        if args.totals:
-            day = urllib.parse.quote(args.totals)
-            body, _ = client.request("GET", f"/api/calls/totals?day={day}")
-            print_totals(body)
-            return 0
-        entries = call_tree(client, args) if args.tree else ledger_entries(client, args)
-        if args.json:
-            for entry in entries:
-                print(json.dumps(entry, sort_keys=True))
-        elif entries:
-            output.print_rows([HEADER, *rows(entries)])
-        elif args.tree:
-            return output.fail("calls", f"no call {args.tree} nor any call inside it found")
-    except ApiCallError as error:
-        return output.fail("calls", error)
+    if args.totals:
+        day = urllib.parse.quote(args.totals)
+        body, _ = client.request("GET", f"/api/calls/totals?day={day}")
+        print_totals(body)
+        return 0
+    entries = call_tree(client, args) if args.tree else ledger_entries(client, args)
+    if args.json:
+        for entry in entries:
+            print(json.dumps(entry, sort_keys=True))
+    elif entries:
+        output.print_rows([HEADER, *rows(entries)])
+    elif args.tree:
+        return output.fail("calls", f"no call {args.tree} nor any call inside it found")
     return 0
 
 

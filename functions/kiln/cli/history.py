@@ -103,14 +103,9 @@ def unified(old: dict[str, Any], new: dict[str, Any], old_label: str, new_label:
     return "".join(ended)
 
 
+@output.talks("tools history")
 def cmd_history(args: argparse.Namespace) -> int:
-    from kiln.cli.client import ApiCallError
-    from kiln.cli.locate import ServerNotFoundError
-
-    try:
-        body, _ = output.client(args).request("GET", f"{_tool_path(args.name)}/revisions")
-    except (ApiCallError, ServerNotFoundError) as error:
-        return output.fail("tools history", error)
+    body, _ = output.client(args).request("GET", f"{_tool_path(args.name)}/revisions")
     revisions = sorted(body["revisions"], key=lambda r: r["revision"], reverse=True)
     return output.listing(revisions, _revision_line, as_json=args.json)
 
@@ -125,14 +120,9 @@ def _revision_line(revision: dict[str, Any]) -> str:
     )
 
 
+@output.talks("tools show")
 def cmd_show(args: argparse.Namespace) -> int:
-    from kiln.cli.client import ApiCallError
-    from kiln.cli.locate import ServerNotFoundError
-
-    try:
-        tool, _ = output.client(args).request("GET", _tool_path(args.name))
-    except (ApiCallError, ServerNotFoundError) as error:
-        return output.fail("tools show", error)
+    tool, _ = output.client(args).request("GET", _tool_path(args.name))
     if args.json:
         print(json.dumps(tool, indent=2))
         return 0
@@ -154,10 +144,8 @@ def cmd_show(args: argparse.Namespace) -> int:
     return 0
 
 
+@output.talks("tools diff")
 def cmd_diff(args: argparse.Namespace) -> int:
-    from kiln.cli.client import ApiCallError
-    from kiln.cli.locate import ServerNotFoundError
-
     try:
         if len(args.refs) == 2:
             (name_a, rev_a), (name_b, rev_b) = (split_ref(ref) for ref in args.refs)
@@ -170,11 +158,8 @@ def cmd_diff(args: argparse.Namespace) -> int:
             )
     except RevisionSyntaxError as error:
         return output.fail("tools diff", error, status=2)
-    try:
-        client = output.client(args)
-        old, new = _revision(client, name_a, rev_a), _revision(client, name_b, rev_b)
-    except (ApiCallError, ServerNotFoundError) as error:
-        return output.fail("tools diff", error)
+    client = output.client(args)
+    old, new = _revision(client, name_a, rev_a), _revision(client, name_b, rev_b)
     labels = f"{name_a}@{old['revision']}", f"{name_b}@{new['revision']}"
     print(breaking_lines(old, new, *labels) + unified(old, new, *labels), end="")
     return 0
@@ -195,27 +180,22 @@ def breaking_lines(old: dict[str, Any], new: dict[str, Any], old_label: str, new
     return "\n".join(lines) + "\n"
 
 
+@output.talks("tools restore")
 def cmd_restore(args: argparse.Namespace) -> int:
-    from kiln.cli.client import ApiCallError
-    from kiln.cli.locate import ServerNotFoundError
-
     try:
         number = revision_number(args.revision)
         if number is None:
             raise RevisionSyntaxError("the head is the head already: name an earlier revision")
     except RevisionSyntaxError as error:
         return output.fail("tools restore", error, status=2)
-    try:
-        client = output.client(args)
-        head = args.if_head
-        if head is None:
-            current, _ = client.request("GET", _tool_path(args.name))
-            head = int(current["revision"])
-        path = f"{_tool_path(args.name)}/revisions/{number}/restore"
-        path += "?breaking=true" if args.breaking else ""
-        tool, _ = client.request("POST", path, headers={"If-Match": f'"{head}"'})
-    except (ApiCallError, ServerNotFoundError) as error:
-        return output.fail("tools restore", error)
+    client = output.client(args)
+    head = args.if_head
+    if head is None:
+        current, _ = client.request("GET", _tool_path(args.name))
+        head = int(current["revision"])
+    path = f"{_tool_path(args.name)}/revisions/{number}/restore"
+    path += "?breaking=true" if args.breaking else ""
+    tool, _ = client.request("POST", path, headers={"If-Match": f'"{head}"'})
     if tool["revision"] == head:
         print(f"unchanged {tool['name']}: r{head} already is what r{number} was")
     else:
@@ -225,14 +205,15 @@ def cmd_restore(args: argparse.Namespace) -> int:
 
 def register(tools: Any, server_options: Any) -> None:
     """Add `show`, `history`, `diff` and `restore` to `kiln tools`."""
-    show = server_options(tools.add_parser("show", help="a tool's head, with its fingerprint"))
-    show.add_argument("name")
+    show = output.subcommand(
+        tools, "show", cmd_show, "a tool's head, with its fingerprint", "name",
+        options=server_options,
+    )  # fmt: skip
     show.add_argument("--json", action="store_true", help="print the REST body as JSON")
-    show.set_defaults(func=cmd_show)
-    history = server_options(tools.add_parser("history", help="a tool's revisions, newest first"))
-    history.add_argument("name")
-    history.add_argument("--json", action="store_true", help="print JSON")
-    history.set_defaults(func=cmd_history)
+    output.subcommand(
+        tools, "history", cmd_history, "a tool's revisions, newest first", "name", json=True,
+        options=server_options,
+    )  # fmt: skip
 
     diff = server_options(
         tools.add_parser(

@@ -71,33 +71,26 @@ def cmd_tools_push(args: argparse.Namespace) -> int:
     return report(packages, wait_s=args.wait)
 
 
+@output.talks("tools pull")
 def cmd_tools_pull(args: argparse.Namespace) -> int:
     from kiln.catalog.files import draft_from_tool_json, write_folder
-    from kiln.cli.client import ApiCallError
     from kiln.cli.views import pull_views
 
-    try:
-        client = output.client(args)
-        listing, _ = client.request("GET", "/api/tools")
-        for summary in listing["tools"]:
-            body = client.tool(summary["name"])
-            if body is not None:
-                folder = write_folder(Path(args.dir), draft_from_tool_json(body, body["code"]))
-                print(f"wrote     {folder}")
-        for path in pull_views(client, Path(args.dir)):
-            print(f"wrote     {path}")
-    except (ApiCallError, ServerNotFoundError) as error:
-        return output.fail("tools pull", error)
+    client = output.client(args)
+    listing, _ = client.request("GET", "/api/tools")
+    for summary in listing["tools"]:
+        body = client.tool(summary["name"])
+        if body is not None:
+            folder = write_folder(Path(args.dir), draft_from_tool_json(body, body["code"]))
+            print(f"wrote     {folder}")
+    for path in pull_views(client, Path(args.dir)):
+        print(f"wrote     {path}")
     return 0
 
 
+@output.talks("tools list")
 def cmd_tools_list(args: argparse.Namespace) -> int:
-    from kiln.cli.client import ApiCallError
-
-    try:
-        listing, _ = output.client(args).request("GET", "/api/tools")
-    except (ApiCallError, ServerNotFoundError) as error:
-        return output.fail("tools list", error)
+    listing, _ = output.client(args).request("GET", "/api/tools")
     for tool in listing["tools"]:
         state = "enabled " if tool["enabled"] else "disabled"
         tags = " ".join(f"#{tag}" for tag in tool.get("tags", []))
@@ -109,21 +102,17 @@ def cmd_tools_list(args: argparse.Namespace) -> int:
     return 0
 
 
+@output.talks("tools call")
 def cmd_tools_call(args: argparse.Namespace) -> int:
-    from kiln.cli.client import ApiCallError
-
     try:
         arguments = json.loads(args.args)
     except json.JSONDecodeError as error:
         print(f"kiln tools call: --args is not valid JSON ({error.msg})", file=sys.stderr)
         return 2
     payload = {"arguments": arguments, **({"task": True} if args.task else {})}
-    try:
-        body = output.client(args).send_once(
-            f"/api/tools/{quote(args.name, safe='')}/run", payload, args.idempotency_key
-        )
-    except (ApiCallError, ServerNotFoundError) as error:
-        return output.fail("tools call", error)
+    body = output.client(args).send_once(
+        f"/api/tools/{quote(args.name, safe='')}/run", payload, args.idempotency_key
+    )
     if args.task:  # the task's id: `kiln tasks result ID` waits for it
         print(f"{body['taskId']} {body['status']}")
         return 0

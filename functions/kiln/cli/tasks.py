@@ -60,22 +60,17 @@ def _mcp(client: KilnClient, method: str, params: dict[str, Any]) -> dict[str, A
     return dict(answer["result"])
 
 
+@output.talks("tasks ls")
 def cmd_ls(args: argparse.Namespace) -> int:
-    from kiln.cli.client import ApiCallError
-    from kiln.cli.locate import ServerNotFoundError
-
     tasks: list[dict[str, Any]] = []
-    try:
-        client = output.client(args)
-        params: dict[str, Any] = {}
-        while True:
-            page = _mcp(client, "tasks/list", params)
-            tasks.extend(page.get("tasks", []))
-            if not page.get("nextCursor"):
-                break
-            params = {"cursor": page["nextCursor"]}
-    except (ApiCallError, ServerNotFoundError) as error:
-        return output.fail("tasks ls", error)
+    client = output.client(args)
+    params: dict[str, Any] = {}
+    while True:
+        page = _mcp(client, "tasks/list", params)
+        tasks.extend(page.get("tasks", []))
+        if not page.get("nextCursor"):
+            break
+        params = {"cursor": page["nextCursor"]}
     return output.listing(tasks, _task_line, as_json=args.json, empty="no tasks")
 
 
@@ -86,14 +81,9 @@ def _task_line(task: dict[str, Any]) -> str:
     )
 
 
+@output.talks("tasks get")
 def cmd_get(args: argparse.Namespace) -> int:
-    from kiln.cli.client import ApiCallError
-    from kiln.cli.locate import ServerNotFoundError
-
-    try:
-        task, _ = output.client(args).request("GET", _task_path(args.id))
-    except (ApiCallError, ServerNotFoundError) as error:
-        return output.fail("tasks get", error)
+    task, _ = output.client(args).request("GET", _task_path(args.id))
     print(json.dumps(task, indent=2))
     return 0
 
@@ -128,22 +118,17 @@ def _not_done(task: dict[str, Any]) -> str | None:
     return f"task {task_id} is still {status}{said}; run `kiln tasks result {task_id}` again later"
 
 
+@output.talks("tasks result")
 def cmd_result(args: argparse.Namespace) -> int:
-    from kiln.cli.client import ApiCallError
-    from kiln.cli.locate import ServerNotFoundError
-
     deadline = time.monotonic() + max(0.0, args.wait)
-    try:
-        client = output.client(args)
-        while True:
-            task, _ = client.request("GET", _task_path(args.id))
-            waiting = task["status"] not in (*ENDED, "input_required")
-            if not waiting or time.monotonic() >= deadline:
-                break
-            pause = (task.get("pollIntervalMs") or 1000) / 1000
-            time.sleep(min(pause, max(0.0, deadline - time.monotonic())))
-    except (ApiCallError, ServerNotFoundError) as error:
-        return output.fail("tasks result", error)
+    client = output.client(args)
+    while True:
+        task, _ = client.request("GET", _task_path(args.id))
+        waiting = task["status"] not in (*ENDED, "input_required")
+        if not waiting or time.monotonic() >= deadline:
+            break
+        pause = (task.get("pollIntervalMs") or 1000) / 1000
+        time.sleep(min(pause, max(0.0, deadline - time.monotonic())))
     problem = _not_done(task)
     if problem is not None:
         return output.fail("tasks result", problem)
@@ -152,14 +137,9 @@ def cmd_result(args: argparse.Namespace) -> int:
     return 1 if result.get("isError") else 0
 
 
+@output.talks("tasks cancel")
 def cmd_cancel(args: argparse.Namespace) -> int:
-    from kiln.cli.client import ApiCallError
-    from kiln.cli.locate import ServerNotFoundError
-
-    try:
-        task, _ = output.client(args).request("POST", f"{_task_path(args.id)}/cancel")
-    except (ApiCallError, ServerNotFoundError) as error:
-        return output.fail("tasks cancel", error)
+    task, _ = output.client(args).request("POST", f"{_task_path(args.id)}/cancel")
     print(f"{task['taskId']} {task['status']}")
     return 0
 
@@ -168,18 +148,16 @@ def register(commands: Any, server_options: Any) -> None:
     """Add `tasks` and its subcommands to the `kiln` parser."""
     tasks = commands.add_parser("tasks", help="MCP tasks of your key: ls, get, result, cancel")
     sub = tasks.add_subparsers(dest="tasks_command", required=True, parser_class=TaskIdParser)
-    ls = server_options(sub.add_parser("ls", help="list your key's tasks"))
-    ls.add_argument("--json", action="store_true", help="print JSON")
-    ls.set_defaults(func=cmd_ls)
-    get = server_options(sub.add_parser("get", help="a task's status (and result once ended)"))
-    get.add_argument("id")
-    get.set_defaults(func=cmd_get)
-    result = server_options(sub.add_parser("result", help="wait for a task's end, print it"))
-    result.add_argument("id")
+    output.subcommand(sub, "ls", cmd_ls, "list your key's tasks", json=True, options=server_options)
+    output.subcommand(
+        sub, "get", cmd_get, "a task's status (and result once ended)", "id", options=server_options
+    )
+    result = output.subcommand(
+        sub, "result", cmd_result, "wait for a task's end, print it", "id", options=server_options
+    )
     result.add_argument(
         "--wait", type=float, default=300.0, metavar="S", help="wait at most S seconds (300)"
     )
-    result.set_defaults(func=cmd_result)
-    cancel = server_options(sub.add_parser("cancel", help="stop a task and its run"))
-    cancel.add_argument("id")
-    cancel.set_defaults(func=cmd_cancel)
+    output.subcommand(
+        sub, "cancel", cmd_cancel, "stop a task and its run", "id", options=server_options
+    )

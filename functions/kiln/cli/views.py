@@ -53,13 +53,9 @@ def register(commands: Any, remote: Remote) -> None:
     publish.register(commands, remote)
 
 
+@output.talks("views ls")
 def cmd_views_ls(args: argparse.Namespace) -> int:
-    from kiln.cli.client import ApiCallError
-
-    try:
-        body, _ = output.client(args).request("GET", "/api/views")
-    except ApiCallError as error:
-        return output.fail("views ls", error)
+    body, _ = output.client(args).request("GET", "/api/views")
     if not body["views"]:
         print("no views yet: write NAME.view.json and run `kiln views put NAME.view.json`")
         return 0
@@ -86,14 +82,10 @@ def _pending_line(view: str, held: dict[str, Any]) -> str:
     )
 
 
+@output.talks("views accept")
 def cmd_views_accept(args: argparse.Namespace) -> int:
-    from kiln.cli.client import ApiCallError
-
     path = f"/api/views/{urllib.parse.quote(args.name, safe='')}/accept"
-    try:
-        body, _ = output.client(args).request("POST", path, {"tool": args.tool})
-    except ApiCallError as error:
-        return output.fail("views accept", error)
+    body, _ = output.client(args).request("POST", path, {"tool": args.tool})
     accepted = body["accepted"]
     print(
         f"accepted  view {body['name']} now serves {accepted['tool']} up to r{accepted['revision']}"
@@ -101,29 +93,21 @@ def cmd_views_accept(args: argparse.Namespace) -> int:
     return 0
 
 
+@output.talks("views show")
 def cmd_views_show(args: argparse.Namespace) -> int:
-    from kiln.cli.client import ApiCallError
-
     path = f"/api/views/{urllib.parse.quote(args.name, safe='')}"
-    try:
-        body, _ = output.client(args).request("GET", path)
-    except ApiCallError as error:
-        return output.fail("views show", error)
+    body, _ = output.client(args).request("GET", path)
     print(json.dumps(body, indent=2))
     return 0
 
 
+@output.talks("views put", ViewFileError)
 def cmd_views_put(args: argparse.Namespace) -> int:
-    from kiln.cli.client import ApiCallError
-
     client = output.client(args)
-    try:
-        views = [read_view_file(Path(name)) for name in args.files]
-        for view in views:
-            action = put_view(client, view.definition())
-            print(f"{action:9} {view.name}")
-    except (ViewFileError, ApiCallError) as error:
-        return output.fail("views put", error)
+    views = [read_view_file(Path(name)) for name in args.files]
+    for view in views:
+        action = put_view(client, view.definition())
+        print(f"{action:9} {view.name}")
     return 0
 
 
@@ -160,34 +144,24 @@ def pull_views(client: KilnClient, root: Path) -> list[Path]:
     return [write_view_file(root, check_view(definition)) for definition in stored]
 
 
+@output.talks("views mode")
 def cmd_views_mode(args: argparse.Namespace) -> int:
     """Set how a view's tools are listed, keeping the rest of its definition."""
-    from kiln.cli.client import ApiCallError
-
     client = output.client(args)
     path = f"/api/views/{urllib.parse.quote(args.name, safe='')}"
-    try:
-        current, _ = client.request("GET", path)
-        definition = {key: current[key] for key in FIELDS if key in current}
-        if definition.get("mode", "list") == args.mode:
-            print(f"unchanged {args.name}: {args.mode}")
-            return 0
-        definition["mode"] = args.mode
-        client.request("PUT", path, definition, {"If-Match": f'"{current["revision"]}"'})
-    except ApiCallError as error:
-        return output.fail("views mode", error)
+    current, _ = client.request("GET", path)
+    definition = {key: current[key] for key in FIELDS if key in current}
+    if definition.get("mode", "list") == args.mode:
+        print(f"unchanged {args.name}: {args.mode}")
+        return 0
+    definition["mode"] = args.mode
+    client.request("PUT", path, definition, {"If-Match": f'"{current["revision"]}"'})
     print(f"updated   {args.name}: {args.mode}")
     return 0
 
 
+@output.talks("views rm")
 def cmd_views_rm(args: argparse.Namespace) -> int:
-    from kiln.cli.client import ApiCallError
-
-    try:
-        output.client(args).request(
-            "DELETE", f"/api/views/{urllib.parse.quote(args.name, safe='')}"
-        )
-    except ApiCallError as error:
-        return output.fail("views rm", error)
+    output.client(args).request("DELETE", f"/api/views/{urllib.parse.quote(args.name, safe='')}")
     print(f"deleted   {args.name}")
     return 0

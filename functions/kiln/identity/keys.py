@@ -21,6 +21,7 @@ from kiln.access.approvals import CONFIRM_VALUES
 from kiln.access.quotas import NO_QUOTA, Quota, check_quota
 from kiln.access.waiting import ApproversRuleError, check_approvers
 from kiln.aws.directory import Directory
+from kiln.errors import KilnError, NameTaken, NotFound
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -42,23 +43,23 @@ CACHE_TTL_S = 15.0
 LAST_USED_EVERY = timedelta(seconds=60)
 
 
-class KeyStoreError(Exception):
-    """Base for key problems a caller can act on."""
+class KeyStoreError(KilnError):
+    """Base for key problems a caller can act on: 400 `bad_request` by default."""
 
 
-class InvalidKeyNameError(KeyStoreError):
+class InvalidKeyNameError(KeyStoreError, status=422, rest_code="invalid_key"):
     pass
 
 
-class InvalidScopeError(KeyStoreError):
+class InvalidScopeError(KeyStoreError, status=422, rest_code="invalid_key"):
     pass
 
 
-class KeyNameTakenError(KeyStoreError):
+class KeyNameTakenError(KeyStoreError, NameTaken):
     pass
 
 
-class KeyNotFoundError(KeyStoreError):
+class KeyNotFoundError(KeyStoreError, NotFound):
     pass
 
 

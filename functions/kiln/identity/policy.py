@@ -6,9 +6,10 @@ import hashlib
 import hmac
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import ClassVar, Literal
 
 from kiln.access.quotas import NO_QUOTA, Quota
+from kiln.errors import UNAUTHORIZED, KilnError
 from kiln.identity.keys import KeyStore
 from kiln.identity.metadata import metadata_url, resource_url
 from kiln.identity.tokens import JwtVerifier, ScopeNames, TokenError
@@ -50,14 +51,28 @@ class Principal:
 ANONYMOUS = Principal("anonymous", "anonymous", _GRANTS["call"])
 
 
-class AuthError(Exception):
+class AuthError(KilnError):
     """Answer with `status` and this `WWW-Authenticate` header; `message` is safe to show."""
+
+    code = UNAUTHORIZED
+    _REST_CODES: ClassVar[dict[int, str]] = {
+        400: "invalid_request",
+        401: "unauthorized",
+        403: "forbidden",
+    }
 
     def __init__(self, status: int, www_authenticate: str, message: str) -> None:
         super().__init__(message)
         self.status = status
+        self.rest_code = self._REST_CODES[status]
         self.www_authenticate = www_authenticate
-        self.message = message
+
+    @property
+    def rpc_message(self) -> str:
+        return f"Unauthorized: {self.message}"
+
+    def headers(self) -> dict[str, str]:
+        return {"www-authenticate": self.www_authenticate}
 
 
 class Authenticator:

@@ -64,6 +64,17 @@ class JwtVerifier:
 
     def verify(self, token: str, *, audiences: Iterable[str]) -> VerifiedToken:
         """Raises TokenError for any token this server must not accept."""
+        claims = self._claims(token, self._signing_key(token), audiences)
+        granted = granted_scopes(claims)
+        return VerifiedToken(
+            subject=str(claims.get("sub") or claims.get("client_id") or "unknown"),
+            permissions=permissions_for(granted, self.scopes),
+            granted=granted,
+            claims=claims,
+        )
+
+    def _signing_key(self, token: str) -> Any:
+        """The issuer's key that signed `token` (its algorithm one this server accepts)."""
         import jwt as pyjwt  # PyJWT and cryptography load only when a token arrives
 
         try:
@@ -73,15 +84,20 @@ class JwtVerifier:
         if header.get("alg") not in self._algorithms:
             raise TokenError("the token's signing algorithm is not accepted")
         try:
-            key = self._jwks().get_signing_key_from_jwt(token)
+            return self._jwks().get_signing_key_from_jwt(token).key
         except pyjwt.PyJWKClientConnectionError:
             raise TokenError("the issuer's signing keys could not be fetched") from None
         except pyjwt.PyJWTError:
             raise TokenError("the token was not signed by a key of the configured issuer") from None
+
+    def _claims(self, token: str, key: Any, audiences: Iterable[str]) -> dict[str, Any]:
+        """The token's claims, its signature, expiry, issuer and audience checked."""
+        import jwt as pyjwt
+
         try:
             claims: dict[str, Any] = pyjwt.decode(
                 token,
-                key.key,
+                key,
                 algorithms=self._algorithms,
                 audience=list(audiences),
                 issuer=self.issuer,
@@ -100,13 +116,7 @@ class JwtVerifier:
             raise TokenError("the token is not valid yet") from None
         except pyjwt.PyJWTError:
             raise TokenError("the token's signature or claims are invalid") from None
-        granted = granted_scopes(claims)
-        return VerifiedToken(
-            subject=str(claims.get("sub") or claims.get("client_id") or "unknown"),
-            permissions=permissions_for(granted, self.scopes),
-            granted=granted,
-            claims=claims,
-        )
+        return claims
 
     def _jwks(self) -> pyjwt.PyJWKClient:
         import jwt as pyjwt

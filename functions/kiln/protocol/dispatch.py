@@ -12,6 +12,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
+from kiln.errors import KilnError
 from kiln.protocol.backend import CallContext, Outcome, Served, TaskBackend, ToolBackend
 from kiln.protocol.calling import ToolCaller
 from kiln.protocol.classify import (
@@ -30,13 +31,11 @@ from kiln.protocol.errors import (
     MethodNotFoundError,
     ParseError,
     ProtocolError,
-    RateLimitedError,
     RequestId,
     UnavailableError,
     UnsupportedVersionError,
     clip,
-    error_object,
-    error_status,
+    error_answer,
     shown,
 )
 from kiln.protocol.idempotency import HEADER as IDEMPOTENCY_HEADER
@@ -72,11 +71,9 @@ def _envelope(request_id: RequestId, result: bytes) -> bytes:
     return b"".join((b'{"jsonrpc":"2.0","id":', dumps(request_id), b',"result":', result, b"}"))
 
 
-def error_reply(error: ProtocolError) -> Reply:
-    headers: tuple[tuple[str, str], ...] = ()
-    if isinstance(error, RateLimitedError):
-        headers = (("retry-after", str(error.retry_after_s)),)
-    return Reply(error_status(error), dumps(error_object(error)), headers=headers)
+def error_reply(error: KilnError) -> Reply:
+    status, body, headers = error_answer(error)
+    return Reply(status, dumps(body), headers=tuple(headers.items()))
 
 
 Handler = Callable[[Envelope, CallContext], Awaitable[bytes]]

@@ -1,17 +1,26 @@
 """Protocol errors: each carries its JSON-RPC code, its HTTP statuses and its data.
 
-Every problem the protocol layer detects is raised as one of the exceptions below (the SDK's
-`MCPError` is the model: an error is its code, message and data) and turned into a JSON-RPC
-error body once, by `error_object` / `error_reply` at the edge. A class says its `code` and
-the HTTP status it is answered with on each era (digest §2.4, §2.5, §5.4); a subclass answers
-as its parent until it says otherwise. Tool-level problems (bad arguments, a failed run) are
-not exceptions: they are `isError` results built in `calling.py`.
+Every problem the protocol layer detects is raised as one of the exceptions below, each a
+`kiln.errors.KilnError` (the SDK's `MCPError` is the model: an error is its code, message and
+data). A class says its `code` and the HTTP status it is answered with on each era (digest
+§2.4, §2.5, §5.4); a subclass answers as its parent until it says otherwise. Every
+`KilnError` that ends an MCP request, a domain refusal before the protocol layer saw it
+included, is answered once, by `error_answer` (status, JSON-RPC body, headers). Tool-level
+problems (bad arguments, a failed run) are not exceptions: they are `isError` results built
+in `calling.py`.
 """
 
 from __future__ import annotations
 
 from typing import Any, ClassVar
 
+# Kiln's own codes and the id type live in kiln.errors; importable from here as before.
+from kiln.errors import RATE_LIMITED as RATE_LIMITED
+from kiln.errors import REFUSED as REFUSED
+from kiln.errors import UNAUTHORIZED as UNAUTHORIZED
+from kiln.errors import UNAVAILABLE as UNAVAILABLE
+from kiln.errors import KilnError
+from kiln.errors import RequestId as RequestId
 from kiln.protocol.spec import (
     HEADER_MISMATCH,
     INTERNAL_ERROR,
@@ -23,14 +32,6 @@ from kiln.protocol.spec import (
     UNSUPPORTED_PROTOCOL_VERSION,
     URL_ELICITATION_REQUIRED,
 )
-
-RequestId = int | str | None
-
-# JSON-RPC leaves -32000..-32099 to the server (implementation-defined errors): Kiln's own.
-UNAVAILABLE = -32000  # the catalog store did not answer in time: retry later
-UNAUTHORIZED = -32001  # no credential, or one that may not do this
-REFUSED = -32002  # a request the application refused (a rule, a conflict, a missing thing)
-RATE_LIMITED = -32029  # a quota refused the call
 
 _SHOWN_CHARS = 64
 
@@ -45,12 +46,17 @@ def shown(value: str, limit: int = _SHOWN_CHARS) -> str:
     return repr(clip(value, limit))
 
 
-class ProtocolError(Exception):
-    """Base: a request the protocol layer refuses. `request_id` is echoed when known."""
+class ProtocolError(KilnError):
+    """Base: a request the protocol layer refuses. `request_id` is echoed when known.
+
+    Its HTTP status follows the era the request was answered on (`modern`), unless an
+    instance is given its own (a transport refusal). REST never answers one (`rest_code`)."""
 
     code: int = INTERNAL_ERROR  # the JSON-RPC code (an instance may carry its own: a replay)
+    rest_code = None
     legacy_status: ClassVar[int] = 200  # HTTP status on the 2025 era (or an unknown one)
     modern_status: ClassVar[int] = 200  # HTTP status when the request claimed 2026-07-28
+    _status: int | None = None
 
     def __init__(
         self,
@@ -60,11 +66,19 @@ class ProtocolError(Exception):
         data: Any = None,
         modern: bool = False,
     ) -> None:
-        super().__init__(message)
-        self.message = message
+        super().__init__(message, data=data)
         self.request_id = request_id
-        self.data = data
         self.modern = modern  # raised on the 2026-07-28 path (decides the HTTP status)
+
+    @property
+    def status(self) -> int:
+        if self._status is not None:
+            return self._status
+        return self.modern_status if self.modern else self.legacy_status
+
+    @status.setter
+    def status(self, value: int) -> None:
+        self._status = value
 
 
 class ParseError(ProtocolError):
@@ -87,7 +101,10 @@ class TransportError(ProtocolError):
     def __init__(self, message: str, *, status: int, headers: dict[str, str] | None = None) -> None:
         super().__init__(message)
         self.status = status
-        self.headers = headers or {}
+        self._headers = headers or {}
+
+    def headers(self) -> dict[str, str]:
+        return self._headers
 
 
 class MissingMetaError(ProtocolError):
@@ -174,20 +191,17 @@ class RateLimitedError(ProtocolError):
         super().__init__(message, data=data)
         self.retry_after_s = retry_after_s
 
-
-def error_status(error: ProtocolError) -> int:
-    if isinstance(error, TransportError):
-        return error.status
-    return error.modern_status if error.modern else error.legacy_status
+    def headers(self) -> dict[str, str]:
+        return {"retry-after": str(self.retry_after_s)}
 
 
-def error_code(error: ProtocolError) -> int:
-    """The JSON-RPC code the error carries."""
-    return error.code
-
-
-def error_object(error: ProtocolError) -> dict[str, Any]:
+def error_object(error: KilnError) -> dict[str, Any]:
     """The JSON-RPC error response for `error` (`id` null when the request id is unknown)."""
     return jsonrpc_error(
-        error_code(error), error.message, request_id=error.request_id, data=error.data
+        error.code, error.rpc_message, request_id=error.request_id, data=error.data
     )
+
+
+def error_answer(error: KilnError) -> tuple[int, dict[str, Any], dict[str, str]]:
+    """The MCP edge's one translation of a refusal: HTTP status, JSON-RPC body, headers."""
+    return error.status, error_object(error), error.headers()

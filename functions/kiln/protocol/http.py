@@ -51,14 +51,13 @@ class McpEndpoint:
         try:
             self._check_transport(request)
         except TransportError as error:
-            reply = error_reply(error)
-            return self._response(reply, extra=error.headers)
+            return self._response(error_reply(error))
         reply = await self.dispatcher.handle_body(request.body, request.headers, ctx)
         return self._response(reply)
 
     @staticmethod
-    def _response(reply: Reply, extra: Mapping[str, str] | None = None) -> HttpResponse:
-        headers = {**dict(reply.headers), **(extra or {})}
+    def _response(reply: Reply) -> HttpResponse:
+        headers = dict(reply.headers)
         if reply.stream is not None:
             headers["content-type"] = "text/event-stream"
             headers["cache-control"] = "no-cache"

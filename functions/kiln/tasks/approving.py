@@ -33,6 +33,7 @@ from kiln.access.waiting import approver_name, refusal
 from kiln.access.webhook import Webhook
 from kiln.accounting.gate import CallTicket
 from kiln.catalog.model import Tool
+from kiln.errors import KilnError, NotFound
 from kiln.protocol.backend import CallContext, TaskRecord, ToolView
 from kiln.protocol.calling import tool_error
 
@@ -45,19 +46,19 @@ log = logging.getLogger("kiln.approvals")
 CALL_PREFIX = "APPROVAL#CALL#"  # a caller's waiting call, by tool and arguments
 
 
-class ApprovalDecisionError(Exception):
-    """A decision refused; the message says why (kiln.api.errors maps each kind)."""
+class ApprovalDecisionError(KilnError):
+    """A decision refused; the message says why, each kind carries its answer."""
 
 
-class ApprovalNotFoundError(ApprovalDecisionError):
+class ApprovalNotFoundError(ApprovalDecisionError, NotFound):
     """No such approval, or none the asker is an approver of."""
 
 
-class NotAnApproverError(ApprovalDecisionError):
+class NotAnApproverError(ApprovalDecisionError, status=403, rest_code="not_an_approver"):
     """The asker may not decide it (not listed, the caller themself, not an author key)."""
 
 
-class ApprovalDecidedError(ApprovalDecisionError):
+class ApprovalDecidedError(ApprovalDecisionError, status=409, rest_code="already_decided"):
     """It was decided already, or expired (a replayed decision is one of these)."""
 
 

@@ -21,14 +21,14 @@ import math
 import time
 from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import KW_ONLY, dataclass, replace
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from kiln.access.approval_store import ApprovalStore, iso
 from kiln.access.approvals import Requirement
 from kiln.accounting.gate import CallGate, CallTicket, outcome_of
 from kiln.accounting.ledger import Outcome
 from kiln.catalog.model import Tool
-from kiln.protocol.backend import Conversation, ToolOutcome, ToolView
+from kiln.protocol.backend import Conversation, ToolOutcome
 from kiln.protocol.calling import RunFailedError, ToolCaller
 from kiln.protocol.errors import error_data, error_object
 from kiln.protocol.inner import calls_in
@@ -37,27 +37,10 @@ from kiln.serving.conversation import Approval, approval_for
 from kiln.tasks.settings import TaskSettings
 from kiln.tasks.store import TaskCaller, TaskItem, TaskStore
 
+if TYPE_CHECKING:
+    from kiln.serving.backend import CatalogBackend
+
 log = logging.getLogger("kiln.tasks")
-
-
-class ToolRunner(Protocol):
-    """What the worker needs from the catalog backend (`kiln.serving.backend.CatalogBackend`)."""
-
-    async def find(self, name: str, revision: int) -> Tool | None:
-        """The enabled catalog tool with this name, at this revision."""
-        ...
-
-    def view(self, tool: Tool) -> ToolView: ...
-
-    async def execute(
-        self,
-        tool: Tool,
-        arguments: Mapping[str, Any],
-        *,
-        time_left_s: float | None,
-        conversation: Conversation | None = None,
-        caller: tuple[Any, str | None] = (None, None),
-    ) -> tuple[ToolOutcome, Any]: ...
 
 
 ASKABLE = ("elicitation", "sampling", "roots")
@@ -134,7 +117,7 @@ def internal_error(message: str) -> dict[str, Any]:
 @dataclass(eq=False)
 class TaskWorker:
     store: TaskStore
-    tools: ToolRunner
+    tools: CatalogBackend  # finds a task's tool at its revision and runs it
     shaper: ToolCaller
     settings: TaskSettings
     _: KW_ONLY

@@ -15,10 +15,10 @@ from conftest import AwsStack
 from kiln.bundles.build import Toolchain, build_bundle, target_interpreter
 from kiln.bundles.bun import find_bun
 from kiln.bundles.cache import BundleCache, BundleNotReadyError
-from kiln.bundles.errors import BuildError
+from kiln.bundles.errors import BuildError, BundleStateError
 from kiln.bundles.identity import default_target, parse_target
 from kiln.bundles.scheduler import LocalBuildWorker, handle_build_event, request_bundle, run_build
-from kiln.bundles.store import BundleRecord, BundleStateError, BundleStore, manifest_key, zip_key
+from kiln.bundles.store import BundleRecord, BundleStore, manifest_key, zip_key
 from kiln.bundles.uv import Uv, find_uv
 from kiln.settings import Settings
 

@@ -6,7 +6,8 @@ import threading
 import pytest
 
 from conftest import AwsStack
-from kiln.bundles.store import BundleStateError, BundleStore, zip_key
+from kiln.bundles.errors import BundleStateError
+from kiln.bundles.store import BundleStore, zip_key
 
 TARGET = "local-python3.11-x86_64"
 
@@ -128,7 +129,7 @@ def test_an_orphaned_build_is_requeued_only_if_it_is_still_the_same_build(
 def test_any_unique_prefix_names_a_bundle_and_an_ambiguous_one_says_so(
     store: BundleStore,
 ) -> None:
-    from kiln.bundles.store import BundleIdError
+    from kiln.bundles.errors import BundleIdError
 
     records = [store.ensure("python", TARGET, [f"pkg{n}==1.0"]) for n in range(40)]
     ids = sorted(record.id for record in records if record is not None)

@@ -37,10 +37,14 @@ def test_mypy_strict_passes_on_the_package() -> None:
 
 # The call path's rooms: no function in them above this cyclomatic complexity (ruff's C901,
 # mccabe), so that one call's bookkeeping stays readable (issue 33).
-CALL_PATH_ROOMS = ("serving", "access", "protocol", "api")
+CALL_PATH_ROOMS = (
+    "serving", "access", "accounting", "protocol", "api", "identity", "catalog", "runner"
+)  # fmt: skip
 MAX_COMPLEXITY = 10
 # function (room/module.py:name) -> why it may be above MAX_COMPLEXITY, one line each
-COMPLEX_ALLOWED: dict[str, str] = {}
+COMPLEX_ALLOWED: dict[str, str] = {
+    "catalog/schemas.py:_cycle_violations": "a save's schema rule (a $ref cycle), never a call's",
+}
 
 
 def test_no_function_on_the_call_path_is_above_complexity_10() -> None:

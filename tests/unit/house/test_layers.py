@@ -18,8 +18,12 @@ from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[3] / "functions" / "kiln"
 
-# room -> the rooms of Kiln it may import (besides itself and `kiln`, the version)
+# What every room may import: `kiln` (the version) and `kiln.errors` (the one error type, which
+# imports nothing of Kiln's: any room may raise a refusal that carries its own answer).
+EVERYWHERE = {"kiln", "errors"}
+# room -> the rooms of Kiln it may import (besides itself and EVERYWHERE)
 MAY_IMPORT: dict[str, set[str]] = {
+    "errors": set(),
     "runner": set(),
     "schema": set(),
     "aws": set(),
@@ -209,7 +213,7 @@ def against_the_rules(package: Path = PACKAGE) -> list[str]:
         f"{source} imports {target}"
         for source, targets in graph(package).items()
         for target in targets
-        if room(target) not in {room(source), "kiln"}
+        if room(target) not in {room(source), *EVERYWHERE}
         and room(target) not in MAY_IMPORT.get(room(source), set())
     )
 
