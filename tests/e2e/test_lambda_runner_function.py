@@ -88,6 +88,7 @@ def cmdline(pid):
 parent = os.getppid()
 print("parent", cmdline(parent))
 print("grandparent", cmdline(int(stat(parent)[1])))
+print("nnp", [l.split()[1] for l in open("/proc/self/status") if l.startswith("NoNewPrivs")][0])
 subprocess.Popen(["/bin/sleep", "300"], start_new_session=True)  # left for the kill
 time.sleep(60)  # past its deadline
 """
@@ -104,6 +105,7 @@ def test_a_run_is_one_fork_of_the_helper_which_still_enforces_the_deadline_and_k
     lines = dict(line.split(" ", 1) for line in result.stdout.splitlines())
     assert "supervisor.py" in lines["parent"], result
     assert "awslambdaric" in lines["grandparent"], result
+    assert lines["nnp"] == "1", result  # no_new_privs, though seccomp (the mark) is refused
     assert result.timed_out, result
     assert result.exit_code is None, result
     environment = runners.environments[tenant]

@@ -420,7 +420,10 @@ def start_script(
         os.setresuid(uid, uid, uid)
     prctl(contain.PR_SET_PDEATHSIG, signal.SIGKILL)  # after the uid change, which clears it
     with contextlib.suppress(OSError):  # a kernel without seccomp: the uid still separates
-        contain.mark_as_run(request.get("unix_sockets", False))
+        if request.get("mark") == "none":  # the helper found seccomp refused: only the rest
+            prctl(contain.PR_SET_NO_NEW_PRIVS, 1)
+        else:
+            contain.mark_as_run(request.get("unix_sockets", False))
     if fence is not None:
         try:
             landlock.enter(fence)
