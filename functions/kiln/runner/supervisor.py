@@ -2,10 +2,13 @@
 
 Three kinds of process, each with one job:
 
-    server (asyncio) --socket--> helper (one per Runner, long-lived)
+    server (asyncio) --socket--> helper (one per Runner, long-lived: `helper.py`)
                                    └─ fork ─> supervisor (one per run, child subreaper)
                                                 └─ fork ─> script (own session; Python runs
                                                            in place, Node is exec'd)
+
+In the runner function (one run at a time in an environment of its own) the helper is that
+run's supervisor itself, running the same code (`supervise_direct`): one fork a run.
 
 Why a supervisor per run. Killing "everything a script started" needs an ancestor that all
 of it stays under, even after a double fork or `setsid()`. Linux gives exactly that with
