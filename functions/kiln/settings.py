@@ -23,7 +23,7 @@ from kiln.tasks.settings import TaskSettings
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
 LOCAL_URL = "http://127.0.0.1:8000"  # where `kiln dev` serves by default
 T = TypeVar("T")
-_OURS = ("KILN_", "AWS_", "POWERTOOLS_", "PYENV_ROOT")  # what `given` records
+_OURS = ("KILN_", "AWS_", "POWERTOOLS_", "PYENV_ROOT", "_HANDLER")  # what `given` records
 
 
 class SettingsError(ValueError):
@@ -349,6 +349,7 @@ class Settings:
     # AWS_LAMBDA_RUNTIME_API: where Lambda hands this environment its invocations (the runner
     # function answers there itself when it must end its environment after a run)
     runtime_api: str | None = None
+    lambda_handler: str = ""  # _HANDLER: the handler Lambda runs here (kiln.lambda_handlers.runner)
     pyenv_root: str | None = None  # PYENV_ROOT: where builds look for other Pythons
     service_name: str = "kiln"  # POWERTOOLS_SERVICE_NAME
     metrics_namespace: str = "Kiln"  # POWERTOOLS_METRICS_NAMESPACE
@@ -440,6 +441,7 @@ class Settings:
             ledger_digest_key=_parse(e, "KILN_LEDGER_DIGEST_KEY", None, _text),
             in_lambda=in_lambda,
             runtime_api=_parse(e, "AWS_LAMBDA_RUNTIME_API", None, _text),
+            lambda_handler=_parse(e, "_HANDLER", "", _text),
             pyenv_root=_parse(e, "PYENV_ROOT", None, _text),
             service_name=_parse(e, "POWERTOOLS_SERVICE_NAME", cls.service_name, _text),
             metrics_namespace=_parse(

@@ -85,10 +85,12 @@ if mode == "victim":
 plant(daemon_thread)
 while not os.path.exists(READY):
     time.sleep(0.01)
-if mode == "supervisor":
-    supervisor = os.getppid()
-    helper = int(open(f"/proc/{supervisor}/stat").read().rsplit(")", 1)[1].split()[1])
-    for pid in (helper, supervisor):
+if mode == "supervisor":  # every process between it and the runtime: supervisor and helper
+    chain, pid = [], os.getppid()  # (the helper alone, where it supervises the run itself)
+    while b"awslambdaric" not in open(f"/proc/{pid}/cmdline", "rb").read():
+        chain.append(pid)
+        pid = int(open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[1])
+    for pid in reversed(chain):
         os.kill(pid, signal.SIGKILL)
 print("planted")
 """

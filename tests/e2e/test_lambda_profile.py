@@ -48,7 +48,8 @@ def tool(name: str, code: str) -> dict[str, Any]:
             "input_schema": {"type": "object", "additionalProperties": True}}  # fmt: skip
 
 
-# Kills its supervisor and the helper (its parent and grandparent) after starting a daemon.
+# Kills its supervisor and the helper (its parent and grandparent; the helper alone where it
+# supervises the run itself, as in the runner function) after starting a daemon.
 ESCAPE = r"""
 import os, signal, time
 if os.fork() == 0:
@@ -60,10 +61,12 @@ if os.fork() == 0:
     os._exit(0)
 while not os.path.exists("/tmp/daemon.pid"):
     time.sleep(0.01)
-supervisor = os.getppid()
-helper = int(open(f"/proc/{supervisor}/stat").read().rsplit(")", 1)[1].split()[1])
+chain, pid = [], os.getppid()  # every process above it that runs supervisor.py
+while b"supervisor.py" in open(f"/proc/{pid}/cmdline", "rb").read():
+    chain.append(pid)
+    pid = int(open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[1])
 done = []
-for name, pid in (("helper", helper), ("supervisor", supervisor)):
+for name, pid in reversed(list(zip(["supervisor", "helper"][2 - len(chain):], chain))):
     try:
         os.kill(pid, signal.SIGKILL)
         done.append("killed the " + name)
@@ -190,9 +193,13 @@ const child = spawn('/bin/sleep', ['300'], { detached: true, stdio: 'ignore' });
 child.unref();
 const stat = (pid) => fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
 const parent = (pid) => Number(stat(pid).slice(stat(pid).lastIndexOf(')') + 2).split(' ')[1]);
-const supervisor = process.ppid, helper = parent(supervisor);
+// Every process above it that runs supervisor.py: the helper alone where it supervises runs.
+const chain = [];
+const isOurs = (pid) => fs.readFileSync(`/proc/${pid}/cmdline`).includes('supervisor.py');
+for (let pid = process.ppid; isOurs(pid); pid = parent(pid)) chain.push(pid);
+const names = ['supervisor', 'helper'].slice(2 - chain.length);
 const done = [];
-for (const [name, pid] of [['helper', helper], ['supervisor', supervisor]]) {
+for (const [name, pid] of chain.map((pid, i) => [names[i], pid]).reverse()) {
   try { process.kill(pid, 'SIGKILL'); done.push('killed the ' + name); }
   catch (e) { done.push('could not kill the ' + name + ': ' + e.code); }
 }

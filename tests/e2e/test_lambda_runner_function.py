@@ -13,6 +13,7 @@ import secrets
 import uuid
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import Any
 
 import boto3
@@ -54,8 +55,8 @@ def client(runners: TenantInvoke) -> Any:
 
 def invoke(client: Any, tenant: str, code: str, arguments: Any = None, **extra: Any) -> RunResult:
     """One run, as kiln.runner.remote sends it (TenantId = the tool)."""
-    request = RunRequest(language="python", code=code, arguments=arguments or {}, timeout_s=20,
-                         **extra)  # fmt: skip
+    extra.setdefault("timeout_s", 20)
+    request = RunRequest(language="python", code=code, arguments=arguments or {}, **extra)
     body = json.dumps(encode(request, tenant=tenant, tool_id=tenant, bundle=None)).encode()
     answer = client.invoke(FunctionName="kiln-runner", TenantId=tenant, Payload=body)
     return result_from(json.loads(answer["Payload"].read())["result"])
@@ -76,6 +77,41 @@ def test_runs_report_exactly_what_held_and_doctor_sees_the_same(client: Any) -> 
     assert found["runs"]["isolation"] == result.isolation
     assert weaker_than(found, "shared") is None
     assert weaker_than(found, "landlock") == "runs get 'shared', weaker than the claimed 'landlock'"
+
+
+LINEAGE = r"""
+import os, subprocess, time
+def stat(pid):
+    return open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+def cmdline(pid):
+    return open(f"/proc/{pid}/cmdline", "rb").read().replace(b"\0", b" ").decode()
+parent = os.getppid()
+print("parent", cmdline(parent))
+print("grandparent", cmdline(int(stat(parent)[1])))
+print("nnp", [l.split()[1] for l in open("/proc/self/status") if l.startswith("NoNewPrivs")][0])
+subprocess.Popen(["/bin/sleep", "300"], start_new_session=True)  # left for the kill
+time.sleep(60)  # past its deadline
+"""
+
+
+def test_a_run_is_one_fork_of_the_helper_which_still_enforces_the_deadline_and_kills_the_tree(
+    client: Any, runners: TenantInvoke
+) -> None:
+    """The runner function's helper supervises each run itself: the script's parent is the
+    helper (supervisor.py), whose parent is the runtime; no supervisor process between. The
+    deadline still holds and what the run started is gone when the answer comes."""
+    tenant = f"lineage-{uuid.uuid4().hex[:6]}"
+    result = invoke(client, tenant, LINEAGE, timeout_s=2)
+    lines = dict(line.split(" ", 1) for line in result.stdout.splitlines())
+    assert "supervisor.py" in lines["parent"], result
+    assert "awslambdaric" in lines["grandparent"], result
+    assert lines["nnp"] == "1", result  # no_new_privs, though seccomp (the mark) is refused
+    assert result.timed_out, result
+    assert result.exit_code is None, result
+    environment = runners.environments[tenant]
+    left = [pid for pid in environment.processes()
+            if b"sleep" in Path(f"/proc/{pid}/cmdline").read_bytes()]  # fmt: skip
+    assert left == [], f"left running: {left}\n{environment.log()}"
 
 
 def test_the_runner_refuses_a_call_without_a_tenant(runners: TenantInvoke) -> None:

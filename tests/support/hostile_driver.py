@@ -146,12 +146,15 @@ const wait = () => {
 wait();
 """
 
-# The end of a tool that kills its supervisor and the helper (its parent and grandparent),
-# adding what happened to its `report`.
+# The end of a tool that kills its supervisor and the helper (its parent and grandparent; the
+# helper alone, its parent, where the helper supervises the run itself: the runner function's
+# direct runs): every process above it that runs supervisor.py. Adds what happened to `report`.
 KILL_CHAIN = r"""
-supervisor = os.getppid()
-helper = int(open(f"/proc/{supervisor}/stat").read().rsplit(")", 1)[1].split()[1])
-for name, pid in (("helper", helper), ("supervisor", supervisor)):
+chain, pid = [], os.getppid()
+while b"supervisor.py" in open(f"/proc/{pid}/cmdline", "rb").read():
+    chain.append(pid)
+    pid = int(open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[1])
+for name, pid in reversed(list(zip(["supervisor", "helper"][2 - len(chain):], chain))):
     try:
         os.kill(pid, signal.SIGKILL)
         report.append(f"killed the {name}")

@@ -1,4 +1,5 @@
 """AWS as Kiln uses it: clients made once from one botocore session, the catalog's own
-resources (table and bucket definitions), and the trimmed botocore data they load."""
+resources (table and bucket definitions), the trimmed botocore data they load, and the runner
+function's invoke signed without a client."""
 
-__all__ = ["clients", "directory"]
+__all__ = ["clients", "directory", "invoke"]

@@ -177,12 +177,14 @@ def make_clients(
     profile: str | None = None,
     credentials: tuple[str, str] | tuple[str, str, str] | None = None,
     deadlines: StoreDeadlines = StoreDeadlines(),
+    dynamodb_at_once: bool = True,
 ) -> AwsClients:
     """Clients for DynamoDB and S3; `endpoint_url` points them at the local emulator.
 
     `credentials` (access key id, secret[, session token]) are for the local emulator, whose
     key is its own; otherwise botocore's usual chain applies. Every call has `deadlines`, and
-    a store that does not answer raises StoreUnavailableError.
+    a store that does not answer raises StoreUnavailableError. `dynamodb_at_once` False makes
+    the DynamoDB client on first use too (a process that may never read the table).
     """
     core = botocore.session.Session(profile=profile)
     # What botocore reads from disk for every new process, cut to what Kiln needs.
@@ -208,8 +210,15 @@ def make_clients(
     if endpoint_url:
         kwargs["endpoint_url"] = endpoint_url
     lock = threading.RLock()
-    with lock:
-        dynamodb = cast("DynamoDBClient", core.create_client("dynamodb", **kwargs))
+
+    def make_dynamodb() -> DynamoDBClient:
+        return cast("DynamoDBClient", core.create_client("dynamodb", **kwargs))
+
+    if dynamodb_at_once:
+        with lock:
+            dynamodb = make_dynamodb()
+    else:
+        dynamodb = lazy(make_dynamodb, lock)
     session = lazy(lambda: _boto3_session(core), lock)
     # Through boto3, whose S3 client adds upload_file (the builder uploads bundles with it).
     return AwsClients(

@@ -121,6 +121,11 @@ class RunnerSettings:
     # Prepared runs kept for the tools called last, so that their next call starts at once
     # (see standby.py); 0 turns them off. Each holds a waiting process (Node: ~40 MB).
     standby_runs: int = 0
+    # A runner that is all its process does, one run at a time in an environment of its own
+    # (the runner function): the helper supervises each run itself, one fork a run instead of
+    # two (only where runs are one at a time under the server's uid with no standby), and a
+    # run's file work is done on the event loop, which serves nothing else, not in a thread.
+    dedicated: bool = False
     standby_idle_s: float = 300.0  # a standby unused this long is discarded
 
     def __post_init__(self) -> None:

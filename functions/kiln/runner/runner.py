@@ -32,7 +32,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from kiln.runner import afterwards, contain, isolation, landlock, launcher, peers, processes
 from kiln.runner.environment import script_environment, tool_settings
@@ -54,6 +54,7 @@ SCRIPT_NAMES = {"python": "main.py", "node": "main.cjs"}
 START_TIMEOUT_S = 10.0  # a supervisor reports its pid within milliseconds; this is a backstop
 PIPE_DRAIN_S = 1.0  # after the supervisor exits, how long an escaped holder may keep a pipe open
 ORPHAN_SETTLE_S = 0.2  # after a supervisor died, how long orphans are looked for
+Done = TypeVar("Done")
 
 
 @dataclass(frozen=True)
@@ -108,6 +109,9 @@ class Runner:
         if settings.standby_runs > 0 and (self._uids is not None or fenced):
             self._standbys = Standbys(settings.standby_runs, settings.standby_idle_s, self._discard)
             self._spare = ThreadPoolExecutor(1, thread_name_prefix="kiln-standby")
+        # The helper's descendants are then this one run's, as a supervisor's are (helper.py).
+        direct = self._uids is None and serial and self._standbys is None
+        self._direct = settings.dedicated and direct
         self._finalizer = weakref.finalize(
             self, _shut_down, self._spare, self._standbys, self._launcher
         )
@@ -240,7 +244,7 @@ class Runner:
                 if prepared.key is None:
                     self._launcher.discard()
                 failed, prepared = prepared, None
-                await asyncio.to_thread(self._finish, failed)
+                await self._blocking(self._finish, failed)
                 prepared = await self._prepare_now(request, interpreter)
                 return await self._supervise(request, stdin, deadline, prepared)
         finally:
@@ -252,7 +256,7 @@ class Runner:
                 self._pending.append((prepared, request, interpreter, key))
                 afterwards.later(self._hand_over)
             elif prepared is not None:
-                await asyncio.to_thread(self._finish, prepared)
+                await self._blocking(self._finish, prepared)
 
     def _interpreter(self, request: RunRequest) -> Path:
         if request.language == "node":
@@ -275,8 +279,16 @@ class Runner:
 
     async def _prepare_now(self, request: RunRequest, interpreter: Path) -> Prepared:
         if request.files or self._sweeps:  # may be large, or list /tmp: not on the event loop
-            return await asyncio.to_thread(self._prepare, request, interpreter)
+            return await self._blocking(self._prepare, request, interpreter)
         return self._prepare(request, interpreter)
+
+    async def _blocking(self, call: Callable[..., Done], *args: Any) -> Done:
+        """File work that may take a while: in a thread, but where the event loop serves this
+        runner's one run and nothing else (`dedicated`), whose hop would cost more than it
+        spares."""
+        if self.settings.dedicated:
+            return call(*args)
+        return await asyncio.to_thread(call, *args)
 
     def _hand_over(self) -> None:
         """Give the spare thread what runs left to do (also on `settle` and `close`, should
@@ -420,6 +432,7 @@ class Runner:
         else:
             watch = "new" if record.before is not None else "run_dir"
         return {
+            "direct": self._direct,
             "language": request.language,
             "run_dir": str(script.parent),
             "script": str(script),
@@ -535,7 +548,7 @@ class Runner:
         try:
             await asyncio.wait_for(asyncio.shield(status.closed), self.settings.kill_grace_s)
         except TimeoutError:
-            await asyncio.to_thread(_kill_tree_from, pid)
+            await asyncio.to_thread(processes.kill_tree_from, pid)
 
 
 async def _go(go: int, feeders: list[PipeFeeder], status: Status, deadline: Deadline) -> int:
@@ -552,21 +565,6 @@ async def _go(go: int, feeders: list[PipeFeeder], status: Status, deadline: Dead
         return await asyncio.wait_for(asyncio.shield(status.pid), START_TIMEOUT_S)
     except TimeoutError:
         raise NotStarted() from None  # the helper is stuck; a fresh one will be tried
-
-
-def _kill_tree_from(root: int) -> None:
-    """Backstop when the supervisor itself is stuck or dead: kill its descendants, then it."""
-    give_up = time.monotonic() + 2.0
-    while time.monotonic() < give_up:
-        alive = processes.living_descendants(root)
-        if not alive:
-            break
-        for pid in alive:
-            with contextlib.suppress(OSError):
-                os.kill(pid, signal.SIGKILL)
-        time.sleep(0.005)
-    with contextlib.suppress(OSError):
-        os.kill(root, signal.SIGKILL)
 
 
 def _discarder(uids: UidPool | None) -> Callable[[Prepared], None]:

@@ -2,10 +2,13 @@
 
 Three kinds of process, each with one job:
 
-    server (asyncio) --socket--> helper (one per Runner, long-lived)
+    server (asyncio) --socket--> helper (one per Runner, long-lived: `helper.py`)
                                    └─ fork ─> supervisor (one per run, child subreaper)
                                                 └─ fork ─> script (own session; Python runs
                                                            in place, Node is exec'd)
+
+In the runner function (one run at a time in an environment of its own) the helper is that
+run's supervisor itself, running the same code (`supervise_direct`): one fork a run.
 
 Why a supervisor per run. Killing "everything a script started" needs an ancestor that all
 of it stays under, even after a double fork or `setsid()`. Linux gives exactly that with
@@ -68,7 +71,6 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
-import gc
 import json
 import os
 import resource
@@ -77,10 +79,10 @@ import signal
 import socket
 import sys
 import time
-from typing import Any, NoReturn
+from typing import Any, NamedTuple, NoReturn
 
 if __package__:
-    from kiln.runner import contain, landlock, processes, pyrun
+    from kiln.runner import contain, helper, landlock, processes, pyrun
 else:  # run by path as the helper (`python -I -S supervisor.py`): load the siblings by path
     import importlib.util
 
@@ -89,6 +91,7 @@ else:  # run by path as the helper (`python -I -S supervisor.py`): load the sibl
             f"kiln_runner_{name}", os.path.join(os.path.dirname(__file__), f"{name}.py")
         )
         module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
+        sys.modules[module.__name__] = module  # found there by the siblings loaded after it
         spec.loader.exec_module(module)  # type: ignore[union-attr]
         return module
 
@@ -96,17 +99,14 @@ else:  # run by path as the helper (`python -I -S supervisor.py`): load the sibl
     landlock = _sibling("landlock")
     processes = _sibling("processes")
     pyrun = _sibling("pyrun")
+    helper = _sibling("helper")
 
 prctl = contain.prctl
-descendants, living_descendants = processes.descendants, processes.living_descendants
+living_descendants = processes.living_descendants
 kill_all, user_tasks = processes.kill_all, processes.user_tasks
 KILL_PATIENCE_S = 5.0  # how long to keep killing before reporting leftovers
-MAX_REQUEST_BYTES = 1 << 20
-SCRIPT_FDS = 7  # stdin, stdout, stderr, status, private, go, talk
+MAX_REQUEST_BYTES, CLOSING = helper.MAX_REQUEST_BYTES, helper.CLOSING  # the helper's protocol
 TALK_FD_MIN = 10  # the talk pipe's descriptor in the script: clear of 0-3
-# A server closing its runner says so first: runs under way end in their own time. A socket
-# that closes without it means the server died (`kill -9`): its runs are stopped.
-CLOSING = b"closing"
 GO_BYTES = 64  # `go` carries one number
 PRIVATE_FD = 3  # where a Node script's preload finds its settings and secrets
 READY = b"r"  # what the script writes to its ready pipe once it waits for its call
@@ -147,26 +147,37 @@ def kill_tree(main: int, statuses: dict[int, int]) -> int:
         signal.sigtimedwait({signal.SIGCHLD}, 0.005)
 
 
+class Direct(NamedTuple):
+    """A run the helper supervises itself: the script's standard streams (a supervisor
+    would have made them its own) and the helper's socket (the script must not hold it)."""
+
+    streams: tuple[int, int, int]
+    sock: int
+
+
 def supervise(
-    request: dict[str, Any], status_fd: int, private_fd: int, go_fd: int, talk_fd: int
-) -> None:
-    """Run one script to its end or its deadline, kill what it left, report, exit."""
+    request: dict[str, Any], status_fd: int, private_fd: int, go_fd: int, talk_fd: int,
+    direct: Direct | None = None,
+) -> None:  # fmt: skip
+    """Run one script to its end or its deadline, kill what it left, report, exit (or, in
+    the helper, `direct`: return, holding nothing of the run)."""
     prctl(contain.PR_SET_CHILD_SUBREAPER, 1)
     signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGCHLD, signal.SIGTERM})
+    unstarted = [status_fd, private_fd, go_fd, talk_fd, *(direct.streams if direct else ())]
     try:
         os.write(status_fd, f"pid {os.getpid()}\n".encode())
-    except OSError:
-        os._exit(1)  # the server has gone (its end of the status pipe is closed): run nothing
+    except OSError:  # the server has gone (its end of the status pipe is closed): run nothing
+        return leave(direct, 1, unstarted)
     os.umask(0o022)
     try:
         isolation, fence, enforced = fence_for(request, isolate(request))
     except OSError as error:
         os.write(status_fd, f"outcome error {error}\nleftover 0\n".encode())
-        os._exit(0)
+        return leave(direct, 0, unstarted)
     mark = request.get("mark", "seccomp")
     os.write(status_fd, f"isolation {isolation}\nfence {enforced}\nmark {mark}\n".encode())
     watch = Watch(request, isolation)
-    pid, ready = fork_script(request, status_fd, private_fd, go_fd, fence, talk_fd)
+    pid, ready = fork_script(request, status_fd, private_fd, go_fd, fence, talk_fd, direct)
     statuses: dict[int, int] = {}
     outcome = ""
     timeout_s = wait_for_go(go_fd, float(request["idle_s"]), ready, status_fd)
@@ -197,20 +208,41 @@ def supervise(
     # The server's answer waits for end of file on these: give it before the exit's own work
     # (unmapping memory, tearing down the run's mount namespace).
     os.close(status_fd)
+    if direct is not None:
+        os.close(ready)
+        return None
     os.closerange(0, 3)
     os._exit(0)
 
 
+def leave(direct: Direct | None, code: int, fds: list[int]) -> None:
+    """A run that ends before its script starts: a supervisor exits (which closes all it
+    holds); the helper lets go of the run's descriptors and serves on."""
+    if direct is None:
+        os._exit(code)
+    for fd in fds:
+        with contextlib.suppress(OSError):
+            os.close(fd)
+
+
 def fork_script(
-    request: dict[str, Any], status: int, private: int, go: int, fence: int | None, talk: int
-) -> tuple[int, int]:
-    """Start the script: its pid, and its ready pipe's read end (open till the supervisor exits)."""
+    request: dict[str, Any], status: int, private: int, go: int, fence: int | None, talk: int,
+    direct: Direct | None = None,
+) -> tuple[int, int]:  # fmt: skip
+    """Start the script: its pid, and its ready pipe's read end (open till the run's end)."""
     ready_r, ready_w = os.pipe()
+    # RLIMIT_NPROC counts every task of the uid: those there now, and the script (see limits.py).
+    tasks = user_tasks(os.geteuid()) + 1 if request["uid"] is None and os.geteuid() else 0
     pid = os.fork()
     if pid == 0:
         os.close(go)  # the script must not read (and so steal) its own deadline
         os.close(ready_r)
-        start_script(request, status, private, fence, talk, ready_w)  # never returns
+        if direct is not None:
+            adopt(request, direct)
+        start_script(request, status, private, fence, talk, ready_w, tasks)  # never returns
+    if direct is not None:
+        for fd in direct.streams:
+            os.close(fd)  # the script's alone: end of file on its stdout when it is done
     os.close(private)
     os.close(talk)  # the script holds the only write end: end of file when it is done
     os.close(ready_w)
@@ -361,9 +393,21 @@ class Watch:
         return self.used > self.quota
 
 
+def adopt(request: dict[str, Any], direct: Direct) -> None:
+    """In a direct run's script: what `become_supervisor` does in a supervisor's process (the
+    streams at 0-2, the run's environment), and the helper's socket and handler let go."""
+    os.close(direct.sock)
+    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+    for target, fd in enumerate(direct.streams):
+        os.dup2(fd, target)
+        os.close(fd)
+    os.environ.clear()
+    os.environ.update(request["env"])
+
+
 def start_script(
     request: dict[str, Any], status_fd: int, private_fd: int, fence: int | None, talk_fd: int,
-    ready_fd: int,
+    ready_fd: int, tasks: int,
 ) -> NoReturn:  # fmt: skip
     """In the script's own process: session, limits, uid, fence, then run Python or exec Node."""
     os.setsid()
@@ -372,14 +416,17 @@ def start_script(
     ready = move_talk(ready_fd)  # clear of fd 3 too, where Node's private pipe goes
     signal.pthread_sigmask(signal.SIG_SETMASK, set())
     uid = request["uid"]
-    set_limits(request["limits"], uid)
+    set_limits(request["limits"], uid, tasks)
     if uid is not None:
         os.setgroups([])
         os.setresgid(uid, uid, uid)
         os.setresuid(uid, uid, uid)
     prctl(contain.PR_SET_PDEATHSIG, signal.SIGKILL)  # after the uid change, which clears it
     with contextlib.suppress(OSError):  # a kernel without seccomp: the uid still separates
-        contain.mark_as_run(request.get("unix_sockets", False))
+        if request.get("mark") == "none":  # the helper found seccomp refused: only the rest
+            prctl(contain.PR_SET_NO_NEW_PRIVS, 1)
+        else:
+            contain.mark_as_run(request.get("unix_sockets", False))
     if fence is not None:
         try:
             landlock.enter(fence)
@@ -438,7 +485,8 @@ def read_private(fd: int) -> dict[str, str]:
     return dict(json.loads(data))
 
 
-def set_limits(limits: dict[str, int], run_uid: int | None) -> None:
+def set_limits(limits: dict[str, int], run_uid: int | None, tasks: int) -> None:
+    """The run's resource limits; `tasks`: the uid's tasks now, the script's among them."""
     memory, file_size = limits["memory_bytes"], limits["file_size_bytes"]
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     resource.setrlimit(resource.RLIMIT_DATA, (memory, memory))
@@ -449,118 +497,13 @@ def set_limits(limits: dict[str, int], run_uid: int | None) -> None:
         total = limits["max_processes"]
     elif os.geteuid() != 0:
         # RLIMIT_NPROC counts all tasks of the user (see limits.py); root ignores it anyway.
-        total = user_tasks(os.geteuid()) + limits["max_processes"]
+        total = tasks + limits["max_processes"]
     else:
         return
     resource.setrlimit(resource.RLIMIT_NPROC, (total, total))
 
 
-# --- the helper -----------------------------------------------------------------------------
-
-
-class Helper:
-    """Waits for run requests and forks a supervisor for each."""
-
-    def __init__(self, sock: socket.socket) -> None:
-        self.sock = sock
-        self.supervisors: set[int] = set()
-        self.mark = mark_allowed()
-
-    def reap(self, *_: object) -> None:
-        """SIGCHLD: reap supervisors; kill anything else that was reparented here."""
-        lost_one = False
-        while True:
-            try:
-                pid, status = os.waitpid(-1, os.WNOHANG)
-            except ChildProcessError:
-                break
-            if pid == 0:
-                break
-            if pid in self.supervisors:
-                self.supervisors.discard(pid)
-                lost_one = lost_one or not os.WIFEXITED(status)
-        if lost_one:  # a supervisor was killed: the orphans of its run are now ours
-            self.kill_strays()
-
-    def kill_strays(self) -> None:
-        """Kill every descendant that is not a live supervisor or under one."""
-        for _ in range(100):
-            ours = set(self.supervisors)
-            for supervisor in self.supervisors:
-                ours.update(pid for pid, _ in descendants(supervisor))
-            strays = [pid for pid in living_descendants(os.getpid()) if pid not in ours]
-            kill_all(strays)
-            for pid in strays:  # the direct children among them are ours to reap
-                with contextlib.suppress(ChildProcessError):
-                    os.waitpid(pid, os.WNOHANG)
-            if not strays:
-                return
-            time.sleep(0.005)
-
-    def stop_all(self, grace_s: float = 5.0) -> None:
-        """Stop every run (each supervisor kills its tree and its uid), then what is left.
-
-        The server is gone (a `kill -9` of `kiln dev` among the ways): a task's script would
-        otherwise run on to its end with no one to answer.
-        """
-        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGCHLD})
-        for pid in self.supervisors:
-            with contextlib.suppress(OSError):
-                os.kill(pid, signal.SIGTERM)
-        give_up = time.monotonic() + grace_s
-        while self.supervisors and time.monotonic() < give_up:
-            signal.sigtimedwait({signal.SIGCHLD}, 0.05)
-            self.reap()
-        kill_all(list(self.supervisors))  # one that did not stop in time
-        self.supervisors.clear()
-        self.kill_strays()
-
-    def serve(self) -> tuple[dict[str, Any], list[int]] | None:
-        """Fork a supervisor per request; in the child, return its request and descriptors."""
-        prctl(contain.PR_SET_CHILD_SUBREAPER, 1)
-        prctl(contain.PR_SET_DUMPABLE, 0)  # its memory is of no use to a tool of the same uid
-        signal.signal(signal.SIGCHLD, self.reap)
-        gc.freeze()  # forked children's collections then leave the helper's objects (and pages) be
-        while True:
-            try:
-                data, fds, _, _ = socket.recv_fds(self.sock, MAX_REQUEST_BYTES, SCRIPT_FDS)
-            except OSError:
-                data, fds = b"", []
-            if data == CLOSING and not fds:
-                return None
-            if not data:  # the server died: nothing of its runs may go on without it
-                self.stop_all()
-                return None
-            if len(fds) != SCRIPT_FDS:
-                for fd in fds:
-                    os.close(fd)
-                continue
-            # SIGCHLD waits until the new pid is on the list, so a quick exit is not missed.
-            signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGCHLD})
-            pid = os.fork()
-            if pid == 0:
-                signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-                self.sock.close()
-                return dict(json.loads(data), mark=self.mark), fds
-            self.supervisors.add(pid)
-            signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGCHLD})
-            for fd in fds:
-                os.close(fd)
-
-
-def mark_allowed() -> str:
-    """Whether a run's processes can carry the mark: "seccomp", or "none" where the kernel
-    refuses it (Lambda, by several reports). Then orphans cannot be told apart by it, and only
-    an environment of the run's own (the runner function) finds them all."""
-    pid = os.fork()
-    if pid == 0:
-        try:
-            contain.mark_as_run()
-        except OSError:
-            os._exit(1)
-        os._exit(0)
-    _, status = os.waitpid(pid, 0)
-    return "seccomp" if os.waitstatus_to_exitcode(status) == 0 else "none"
+# --- the helper's side -----------------------------------------------------------------------
 
 
 def become_supervisor(request: dict[str, Any], fds: list[int]) -> None:
@@ -573,24 +516,17 @@ def become_supervisor(request: dict[str, Any], fds: list[int]) -> None:
     supervise(request, status, private, go, talk)
 
 
-def share_static_paths(paths: list[str]) -> None:
-    """As root: a mount namespace for the helper where what every run needs is reachable.
-
-    Each run's own namespace is a copy of it, so the interpreter under a closed /root is
-    made reachable once here rather than on every run. Where mounts are not allowed each run
-    checks instead.
-    """
-    if os.geteuid() != 0:
-        return
-    with contextlib.suppress(OSError):
-        contain.private_namespace()
-        contain.expose(paths, [])
+def supervise_direct(request: dict[str, Any], fds: list[int], sock: socket.socket) -> None:
+    """One run supervised by the helper itself (`helper.Helper.direct`): the same steps, and
+    what `become_supervisor` does for a supervisor done in the script's process instead."""
+    stdin, stdout, stderr, status, private, go, talk = fds
+    supervise(request, status, private, go, talk, Direct((stdin, stdout, stderr), sock.fileno()))
 
 
 def main() -> None:
     sock = socket.socket(fileno=int(sys.argv[1]))
-    share_static_paths(json.loads(sys.argv[2]) if len(sys.argv) > 2 else [])
-    work = Helper(sock).serve()
+    helper.share_static_paths(json.loads(sys.argv[2]) if len(sys.argv) > 2 else [])
+    work = helper.Helper(sock, supervise_direct).serve()
     if work is None:
         return
     become_supervisor(*work)

@@ -85,6 +85,7 @@ class RunnerFunction:
         self.settings = dataclasses.replace(
             settings,
             standby_runs=0,  # nothing of a run waits across invocations
+            dedicated=True,  # one run at a time, in an environment of its own: one fork a run
             sweep_shared_temp=True,
             # Its bundle cache only: a place it keeps but does not use (the default
             # `kiln-bundles-<uid>`, `kiln-build-home-<uid>`) would keep what a run plants.

@@ -143,6 +143,7 @@ NOT_THE_RUNNERS = (
     "kiln.access",
     "kiln.accounting",
     "kiln.catalog.store",
+    "kiln.catalog.model",  # its models: a bundle's identity needs only the language's name
     "kiln.protocol",
     "kiln.serving.backend",
     "kiln.api.apps",
@@ -165,3 +166,18 @@ def test_the_runner_function_imports_none_of_the_public_functions_machinery(
     aws: AwsStack,
 ) -> None:
     assert _probe(aws, RUNNER_PROBE, NOT_THE_RUNNERS, "") == []
+
+
+RUNNER_CLIENTS_PROBE = """
+import json
+from kiln import lambda_handlers
+from kiln.lambda_handlers import runner
+
+print(json.dumps(getattr(lambda_handlers.clients.dynamodb, "_made", "made at init") is None))
+"""
+
+
+def test_the_runner_function_makes_no_dynamodb_client_at_init(aws: AwsStack) -> None:
+    """It reads no table: the client (~30 ms of a new tenant's init) is made on first use."""
+    handler = {"_HANDLER": "kiln.lambda_handlers.runner"}  # as Lambda sets it
+    assert _probe(aws, RUNNER_CLIENTS_PROBE, (), "", **handler) is True
