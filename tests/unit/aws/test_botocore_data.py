@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import botocore
@@ -13,6 +14,7 @@ from kiln.aws.botocore_data import (
     BUILTIN,
     DATA,
     ENDPOINT_SERVICES,
+    LISTED_TYPES,
     builtin_services,
     quick_loader,
     trimmed_endpoints,
@@ -29,10 +31,11 @@ def test_the_shipped_endpoints_are_the_installed_botocores_cut_to_kilns_services
     assert shipped == expected, f"data/endpoints.json is stale for this botocore: {REGENERATE}"
 
 
-def test_the_shipped_service_list_is_the_installed_botocores() -> None:
+@pytest.mark.parametrize("kind", LISTED_TYPES)
+def test_the_shipped_service_list_is_the_installed_botocores(kind: str) -> None:
     shipped = json.loads((DATA / "services.json").read_text())
     assert shipped["botocore"] == botocore.__version__, REGENERATE
-    assert shipped["service-2"] == builtin_services(), REGENERATE
+    assert shipped[kind] == builtin_services(kind), REGENERATE
 
 
 def test_every_kept_endpoint_service_is_one_botocore_knows() -> None:
@@ -41,11 +44,30 @@ def test_every_kept_endpoint_service_is_one_botocore_knows() -> None:
     assert sorted(s for s in ENDPOINT_SERVICES if s not in aws["services"]) == []
 
 
-def test_the_quick_loader_lists_what_botocores_own_loader_lists() -> None:
+@pytest.mark.parametrize("kind", [*LISTED_TYPES, "examples-1"])
+def test_the_quick_loader_lists_what_botocores_own_loader_lists(kind: str) -> None:
     plain = botocore.session.Session().get_component("data_loader")
     quick = quick_loader(None)
-    assert quick.list_available_services("service-2") == plain.list_available_services("service-2")
-    assert quick.list_available_services("waiters-2") == plain.list_available_services("waiters-2")
+    assert quick.list_available_services(kind) == plain.list_available_services(kind)
+
+
+def test_a_client_its_paginator_and_its_waiter_never_list_botocores_data_directory(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    listed: list[str] = []
+    real_listdir = os.listdir
+
+    def listdir(path: str) -> list[str]:
+        listed.append(str(path))
+        return real_listdir(path)
+
+    monkeypatch.setattr(os, "listdir", listdir)
+    dynamodb = make_clients(region="eu-west-1").dynamodb
+    dynamodb.get_paginator("query")
+    dynamodb.get_waiter("table_exists")
+    # Its own service's folder, for the latest API version, is all it may look into.
+    others = [p for p in listed if p.startswith(str(BUILTIN)) and p != str(BUILTIN / "dynamodb")]
+    assert others == [], f"botocore listed its data directory: {others[:5]} ({len(others)})"
 
 
 def test_the_quick_loader_still_finds_services_on_aws_data_path(tmp_path: Path) -> None:
