@@ -251,8 +251,10 @@ class Kiln:
 
     @cached_property
     def endpoint(self) -> McpEndpoint:
-        """The MCP endpoint, built on first use (a REST-only function never pays for it)."""
-        return self._endpoint(self.backend, tasks=self.tasks)
+        """The MCP endpoint, built on first use (a REST-only function never pays for it);
+        its task service on the first call or tasks/* request (a tools/list never needs it,
+        nor the task, approval and webhook modules it imports: bench/coldstart)."""
+        return self._endpoint(self.backend, tasks=lazy(lambda: self.tasks, threading.RLock()))
 
     @cached_property
     def admin_endpoint(self) -> McpEndpoint:
