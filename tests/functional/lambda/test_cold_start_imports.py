@@ -52,6 +52,11 @@ DEFERRED = (
     # requestState's AES-GCM: loaded by the first multi round-trip call (~70 ms of CPU)
     "cryptography",
     "_cffi_backend",
+    # the bundle builder (pip, uv, bun, tomllib): the builder function and kiln dev only
+    "kiln.bundles.build",
+    "kiln.bundles.uv",
+    "kiln.bundles.bun",
+    "tomllib",
     # the task service (records, worker, approvals, webhooks): the first call or tasks/*
     "kiln.tasks.service",
     "kiln.tasks.store",
