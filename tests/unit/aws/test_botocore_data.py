@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
 from pathlib import Path
@@ -15,9 +16,13 @@ from kiln.aws.botocore_data import (
     DATA,
     ENDPOINT_SERVICES,
     LISTED_TYPES,
+    MODEL_SERVICES,
+    builtin_model,
     builtin_services,
+    models_dir,
     quick_loader,
     trimmed_endpoints,
+    undocumented,
 )
 from kiln.aws.clients import make_clients
 
@@ -36,6 +41,44 @@ def test_the_shipped_service_list_is_the_installed_botocores(kind: str) -> None:
     shipped = json.loads((DATA / "services.json").read_text())
     assert shipped["botocore"] == botocore.__version__, REGENERATE
     assert shipped[kind] == builtin_services(kind), REGENERATE
+
+
+@pytest.mark.parametrize("service", MODEL_SERVICES)
+def test_a_shipped_model_is_the_installed_botocores_with_its_documentation_emptied(
+    service: str,
+) -> None:
+    version, model = builtin_model(service)
+    path = models_dir() / service / version / "service-2.json.gz"
+    assert path.is_file(), f"no shipped {service} model for this botocore: {REGENERATE}"
+    shipped = json.loads(gzip.decompress(path.read_bytes()))
+    assert shipped == undocumented(model), f"{path} is stale for this botocore: {REGENERATE}"
+    assert shipped["operations"].keys() == model["operations"].keys()
+    assert shipped["shapes"].keys() == model["shapes"].keys()
+
+
+def test_only_documentation_strings_are_emptied_in_a_model() -> None:
+    model = {
+        "documentation": "<p>An API.</p>",
+        "clientContextParams": {"Accelerate": {"type": "boolean", "documentation": "Use it."}},
+        "shapes": {"Thing": {"type": "structure", "documentationUrl": "https://x",
+                             "members": {"documentation": {"shape": "String"}}}},
+    }  # fmt: skip
+    assert undocumented(model) == {
+        "documentation": "",
+        "clientContextParams": {"Accelerate": {"type": "boolean", "documentation": ""}},
+        "shapes": {"Thing": {"type": "structure", "documentationUrl": "",
+                             "members": {"documentation": {"shape": "String"}}}},
+    }  # fmt: skip
+
+
+@pytest.mark.parametrize("service", MODEL_SERVICES)
+def test_a_client_is_made_from_the_shipped_model(service: str) -> None:
+    ours = make_clients(region="eu-west-1").session.client(service)
+    plain = botocore.session.Session().create_client(service, region_name="eu-west-1")
+    model, theirs = ours.meta.service_model, plain.meta.service_model
+    assert model.operation_names == theirs.operation_names
+    assert model.documentation == "", "the client's model is botocore's own, not the shipped one"
+    assert theirs.documentation != ""
 
 
 def test_every_kept_endpoint_service_is_one_botocore_knows() -> None:

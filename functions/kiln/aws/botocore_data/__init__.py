@@ -15,16 +15,23 @@ answers are the same for every process of one botocore release, so they ship wit
   its first paginator a third: ~11 ms each here). A loader made by `quick_loader` answers
   `list_available_services(kind)` from the file when the installed botocore has that
   version, and lists the other search paths (AWS_DATA_PATH, ~/.aws/models) as botocore
-  would; for another kind, or on any other release, it lists everything itself.
+  would; for another kind, or on any other release, it lists everything itself;
+- `models-<botocore version>/<service>/<api version>/service-2.json.gz`: the API models of
+  the clients a cold start or a first call makes (`MODEL_SERVICES`) with their
+  documentation strings emptied (what botocore shows in `help()`, never reads otherwise: four
+  fifths of each file): DynamoDB's parses in 1.7 ms instead of 5.0, S3's in 4.0 instead of
+  11.6. Searched only when the installed botocore is that version.
 
-tests/unit/aws/test_botocore_data.py fails when either file no longer matches the installed
+tests/unit/aws/test_botocore_data.py fails when any of them no longer matches the installed
 botocore (regenerate with `python -c "import kiln.aws.botocore_data as d; d.write()"`).
 """
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
+import shutil
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -46,6 +53,10 @@ ENDPOINT_SERVICES = (
     "sts",
     "xray",
 )
+# The clients made by a cold start (DynamoDB), a first call (S3: its code; Lambda: the runner
+# function) and a runner's first bundle (S3): their models ship without documentation.
+MODEL_SERVICES = ("dynamodb", "lambda", "s3")
+DOC_KEYS = ("documentation", "documentationUrl")
 # The kinds of model botocore lists its data directory for: a client's creation (service-2,
 # endpoint-rule-set-1), get_paginator (paginators-1), get_waiter (waiters-2).
 LISTED_TYPES = ("service-2", "endpoint-rule-set-1", "paginators-1", "waiters-2")
@@ -67,6 +78,32 @@ def builtin_services(type_name: str = "service-2") -> list[str]:
     return services
 
 
+def undocumented(node: Any) -> Any:
+    """An API model with its documentation strings emptied: the keys stay, botocore reads
+    some (a client context parameter's); a member named so is a dict, kept as it is."""
+    if isinstance(node, dict):
+        return {
+            key: "" if key in DOC_KEYS and isinstance(value, str) else undocumented(value)
+            for key, value in node.items()
+        }
+    if isinstance(node, list):
+        return [undocumented(value) for value in node]
+    return node
+
+
+def models_dir() -> Path:
+    """Where the shipped models for the installed botocore are (made by `write()`)."""
+    return DATA / f"models-{botocore.__version__}"
+
+
+def builtin_model(service: str) -> tuple[str, dict[str, Any]]:
+    """The latest API version of `service` in botocore's own data, and its model."""
+    only_builtin = Loader(extra_search_paths=[str(BUILTIN)], include_default_search_paths=False)
+    version: str = only_builtin.determine_latest_version(service, "service-2")
+    model: dict[str, Any] = only_builtin.load_service_model(service, "service-2", version)
+    return version, model
+
+
 def write() -> None:
     """Regenerate `data/` from the installed botocore."""
     endpoints = trimmed_endpoints(json.loads((BUILTIN / "endpoints.json").read_text()))
@@ -75,6 +112,14 @@ def write() -> None:
     for name, document in (("endpoints.json", endpoints), ("services.json", listing)):
         text = json.dumps(document, separators=(",", ":"), sort_keys=True)
         (DATA / name).write_text(text + "\n")
+    for old in DATA.glob("models-*"):
+        shutil.rmtree(old)
+    for service in MODEL_SERVICES:
+        version, model = builtin_model(service)
+        target = models_dir() / service / version / "service-2.json.gz"
+        target.parent.mkdir(parents=True)
+        text = json.dumps(undocumented(model), separators=(",", ":"))
+        target.write_bytes(gzip.compress(text.encode(), mtime=0))
 
 
 class _QuickLoader(Loader):
@@ -102,4 +147,5 @@ class _QuickLoader(Loader):
 def quick_loader(data_path: str | None) -> Loader:
     """botocore's `create_loader(data_path)` with Kiln's data searched after AWS_DATA_PATH."""
     paths = [os.path.expanduser(os.path.expandvars(p)) for p in (data_path or "").split(os.pathsep)]
-    return _QuickLoader(extra_search_paths=[*(p for p in paths if p), str(DATA)])
+    models = [str(models_dir())] if models_dir().is_dir() else []
+    return _QuickLoader(extra_search_paths=[*(p for p in paths if p), str(DATA), *models])
