@@ -57,6 +57,8 @@ DEFERRED = (
     "kiln.bundles.uv",
     "kiln.bundles.bun",
     "tomllib",
+    # callers' OAuth connections: built only where a vault key is configured (here none)
+    "kiln.connections",
     # the task service (records, worker, approvals, webhooks): the first call or tasks/*
     "kiln.tasks.service",
     "kiln.tasks.store",
