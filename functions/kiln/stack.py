@@ -38,7 +38,6 @@ from kiln.process import aws_clients as aws_clients  # the entry points call the
 from kiln.process import prepare_process as prepare_process
 from kiln.process import runner_settings
 from kiln.process import telemetry as telemetry
-from kiln.runner import Runner
 from kiln.runner.remote import RemoteRunner
 from kiln.serving.backend import CatalogBackend
 from kiln.settings import Settings
@@ -55,6 +54,7 @@ if TYPE_CHECKING:
     from kiln.connections.envelope import KeyKeeper
     from kiln.identity.callers import Callers
     from kiln.protocol import McpEndpoint
+    from kiln.runner import Runner
     from kiln.serving.warming import Warmer
     from kiln.tasks.approving import ApprovalTasks
     from kiln.tasks.service import TaskService
@@ -299,7 +299,7 @@ def build_kiln(settings: Settings, *, clients: AwsClients | None = None) -> Kiln
         changes=clients.catalog_changes,
         max_staleness_s=settings.catalog_max_staleness_s,
     )
-    runner = Runner(runner_settings(settings))
+    runner = local_runner(settings)
     callers = make_callers(settings, clients)
     secrets = make_secrets(settings, clients)
     connections = make_connections(settings, clients)
@@ -320,6 +320,19 @@ def build_kiln(settings: Settings, *, clients: AwsClients | None = None) -> Kiln
         settings, clients, store, snapshots, runner, backend, callers, secrets, bundles, views,
         gate, connections,
     )  # fmt: skip
+
+
+def local_runner(settings: Settings) -> Runner:
+    """The runner of runs made in this process, made (and its process machinery imported) on
+    first use: the public function lists tools long before a run, and in AWS sends every run
+    to the runner function (remote_runner), never making one."""
+
+    def make() -> Runner:
+        from kiln.runner import Runner
+
+        return Runner(runner_settings(settings))
+
+    return lazy(make, threading.RLock())
 
 
 def call_keys(settings: Settings, clients: AwsClients) -> CallKeys:

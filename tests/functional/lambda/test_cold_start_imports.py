@@ -57,6 +57,11 @@ DEFERRED = (
     "kiln.bundles.uv",
     "kiln.bundles.bun",
     "tomllib",
+    # the runner's process machinery (containment, the launcher, standbys): the first run
+    # made in this process (in AWS: none, runs go to the runner function)
+    "kiln.runner.runner",
+    "kiln.runner.contain",
+    "kiln.runner.launcher",
     # callers' OAuth connections: built only where a vault key is configured (here none)
     "kiln.connections",
     # the task service (records, worker, approvals, webhooks): the first call or tasks/*
