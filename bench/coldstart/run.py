@@ -77,6 +77,7 @@ answered = time.perf_counter()
 body = json.loads(response["body"])
 print(response["statusCode"], len(body["result"]["tools"]), flush=True)
 print("split", initialised - started, answered - initialised, flush=True)
+print("cpu", time.process_time(), flush=True)
 """
 
 SDK_CHILD = """
@@ -109,6 +110,7 @@ app = server.streamable_http_app(stateless_http=True, json_response=True)
 response = Mangum(app, lifespan="auto")(event, Context())
 body = json.loads(response["body"])
 print(response["statusCode"], len(body["result"]["tools"]), flush=True)
+print("cpu", time.process_time(), flush=True)
 """
 
 CONTEXT = """
@@ -133,11 +135,13 @@ def event() -> str:
     return json.dumps(data)
 
 
-def timed(argv: list[str], env: dict[str, str], stdin: str) -> tuple[float, list[float]]:
-    """Wall time from spawning the process to its answer, and the child's own `split` line.
+def timed(argv: list[str], env: dict[str, str], stdin: str) -> tuple[float, list[float], float]:
+    """Wall time from spawning the process to its answer, the child's own `split` line, and
+    its CPU time (user + system) at the answer.
 
     The clock stops at the answer, not at the process's exit: a Lambda runtime never exits
-    between invocations, and tearing down a large heap at exit can take a second here.
+    between invocations, and tearing down a large heap at exit can take a second here. CPU
+    time is what a loaded machine stretches least: the wall ratio moves with the load.
     """
     started = time.perf_counter()
     child = subprocess.Popen(
@@ -162,7 +166,8 @@ def timed(argv: list[str], env: dict[str, str], stdin: str) -> tuple[float, list
     if child.wait(timeout=60) != 0 or answered is None:
         raise SystemExit(f"{argv[0]} failed:\n" + "\n".join(lines) + f"\n{stderr[-3000:]}")
     split = [float(x) for line in lines if line.startswith("split ") for x in line.split()[1:]]
-    return answered, split
+    cpu = next(float(line.split()[1]) for line in lines if line.startswith("cpu "))
+    return answered, split, cpu
 
 
 def seed(endpoint: str, table: str, bucket: str) -> None:
@@ -261,13 +266,16 @@ def main() -> int:
             # One warm-up each (disk cache, .pyc files), then alternate so drift hits both.
             timed(kiln_argv, kiln_env, event())
             timed(sdk_argv, base, event())
-            kiln_times, sdk_times, inits, firsts = [], [], [], []
+            kiln_times, sdk_times, inits, firsts, kiln_cpu, sdk_cpu = [], [], [], [], [], []
             for _ in range(args.rounds):
-                kiln_s, (init_s, first_s) = timed(kiln_argv, kiln_env, event())
+                kiln_s, (init_s, first_s), cpu_s = timed(kiln_argv, kiln_env, event())
                 kiln_times.append(kiln_s)
                 inits.append(init_s)
                 firsts.append(first_s)
-                sdk_times.append(timed(sdk_argv, base, event())[0])
+                kiln_cpu.append(cpu_s)
+                sdk_s, _, cpu_s = timed(sdk_argv, base, event())
+                sdk_times.append(sdk_s)
+                sdk_cpu.append(cpu_s)
             kiln_s, sdk_s = statistics.median(kiln_times), statistics.median(sdk_times)
             where = f"sam build output {args.build}" if args.build else "the source tree"
             print(f"kiln from {where} on {args.python}, SDK on {args.sdk_python}")
@@ -275,6 +283,11 @@ def main() -> int:
             print(f"kiln handler, fresh process to first tools/list: {kiln_s * 1000:7.1f} ms")
             print(f"official SDK stateless app, same:                {sdk_s * 1000:7.1f} ms")
             print(f"ratio kiln/sdk: {kiln_s / sdk_s:.2f}x (goal <= 0.50x)")
+            kiln_c, sdk_c = statistics.median(kiln_cpu), statistics.median(sdk_cpu)
+            print(
+                f"CPU (user+sys) to the answer: kiln {kiln_c * 1000:.1f} ms,"
+                f" SDK {sdk_c * 1000:.1f} ms, ratio {kiln_c / sdk_c:.2f}x"
+            )
             init_ms, first_ms = statistics.median(inits) * 1000, statistics.median(firsts) * 1000
             print(
                 f"kiln inside its process: init (import + build) {init_ms:.1f} ms,"

@@ -15,23 +15,31 @@ import: bench/runner/new_tenant.py).
 from __future__ import annotations
 
 import logging
-import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from kiln import process
 from kiln.observability import telemetry as observability
-from kiln.settings import Settings
 
 if TYPE_CHECKING:
     from kiln.api.mcp import Serves
+    from kiln.aws.clients import AwsClients
+    from kiln.settings import Settings
 
 # Lambda's only writable place; the builder's scratch space (EphemeralStorage in template.yaml).
 BUILD_DIR = Path("/tmp")  # noqa: S108
 
-settings = Settings.from_env()
-clients = process.aws_clients(settings)
-telemetry = process.telemetry(settings)
+
+def _init() -> tuple[Settings, AwsClients, observability.Telemetry]:
+    from kiln.settings import Settings
+
+    settings = Settings.from_env()
+    return settings, process.aws_clients(settings), process.telemetry(settings)
+
+
+# The init phase runs without the garbage collector: see process.init_phase.
+with process.init_phase():
+    settings, clients, telemetry = _init()
 
 
 def _http(serves: Serves, name: str) -> observability.Handler:
@@ -83,8 +91,6 @@ def _runner() -> observability.Handler:
     from kiln.serving.runner_function import RunnerFunction
 
     process.prepare_process()  # tools cannot read this process's environ (AWS credentials)
-    # The runner publishes no metric but its cold start: no warning line for every run.
-    warnings.filterwarnings("ignore", message="No application metrics to publish")
     function = RunnerFunction(
         process.runner_settings(settings),
         clients.s3,
@@ -108,6 +114,7 @@ def __getattr__(name: str) -> observability.Handler:
     # The runtime looks the handler up once, at init: that is when it gets built.
     if name not in _FACTORIES:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    handler = _FACTORIES[name]()
+    with process.init_phase():
+        handler = _FACTORIES[name]()
     globals()[name] = handler
     return handler

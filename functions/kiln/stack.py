@@ -34,16 +34,10 @@ from kiln.aws.clients import AwsClients, lazy
 from kiln.bundles.hooks import Bundles, make_bundles
 from kiln.catalog.snapshot import CatalogSnapshots
 from kiln.catalog.store import CatalogStore
-from kiln.connections import Connections
-from kiln.connections.calls import RunTokens
-from kiln.connections.envelope import FileKeys, KeyKeeper, KmsKeys
-from kiln.connections.providers import ProviderStore
-from kiln.connections.vault import Vault
 from kiln.process import aws_clients as aws_clients  # the entry points call these here too
 from kiln.process import prepare_process as prepare_process
 from kiln.process import runner_settings
 from kiln.process import telemetry as telemetry
-from kiln.runner import Runner
 from kiln.runner.remote import RemoteRunner
 from kiln.serving.backend import CatalogBackend
 from kiln.settings import Settings
@@ -55,8 +49,12 @@ if TYPE_CHECKING:
     from kiln.api.settings import ApiSettings
     from kiln.authoring.service import AuthoringService
     from kiln.catalog.model import Tool
+    from kiln.connections import Connections
+    from kiln.connections.calls import RunTokens
+    from kiln.connections.envelope import KeyKeeper
     from kiln.identity.callers import Callers
     from kiln.protocol import McpEndpoint
+    from kiln.runner import Runner
     from kiln.serving.warming import Warmer
     from kiln.tasks.approving import ApprovalTasks
     from kiln.tasks.service import TaskService
@@ -251,8 +249,10 @@ class Kiln:
 
     @cached_property
     def endpoint(self) -> McpEndpoint:
-        """The MCP endpoint, built on first use (a REST-only function never pays for it)."""
-        return self._endpoint(self.backend, tasks=self.tasks)
+        """The MCP endpoint, built on first use (a REST-only function never pays for it);
+        its task service on the first call or tasks/* request (a tools/list never needs it,
+        nor the task, approval and webhook modules it imports: bench/coldstart)."""
+        return self._endpoint(self.backend, tasks=lazy(lambda: self.tasks, threading.RLock()))
 
     @cached_property
     def admin_endpoint(self) -> McpEndpoint:
@@ -299,7 +299,7 @@ def build_kiln(settings: Settings, *, clients: AwsClients | None = None) -> Kiln
         changes=clients.catalog_changes,
         max_staleness_s=settings.catalog_max_staleness_s,
     )
-    runner = Runner(runner_settings(settings))
+    runner = local_runner(settings)
     callers = make_callers(settings, clients)
     secrets = make_secrets(settings, clients)
     connections = make_connections(settings, clients)
@@ -314,12 +314,25 @@ def build_kiln(settings: Settings, *, clients: AwsClients | None = None) -> Kiln
         approvals=SpentApprovals(clients.dynamodb, table=settings.table),
         idempotency=call_keys(settings, clients),
         mode=next((m for m in MODES if m == settings.catalog_mode), "list"),
-        connections=RunTokens(connections) if connections is not None else None,
+        connections=run_tokens(connections),
     )  # fmt: skip
     return Kiln(
         settings, clients, store, snapshots, runner, backend, callers, secrets, bundles, views,
         gate, connections,
     )  # fmt: skip
+
+
+def local_runner(settings: Settings) -> Runner:
+    """The runner of runs made in this process, made (and its process machinery imported) on
+    first use: the public function lists tools long before a run, and in AWS sends every run
+    to the runner function (remote_runner), never making one."""
+
+    def make() -> Runner:
+        from kiln.runner import Runner
+
+        return Runner(runner_settings(settings))
+
+    return lazy(make, threading.RLock())
 
 
 def call_keys(settings: Settings, clients: AwsClients) -> CallKeys:
@@ -433,9 +446,25 @@ def make_callers(settings: Settings, clients: AwsClients) -> Callers:
     return Callers(keys, authenticator, auth, public_base_url=settings.public_base_url)
 
 
+def run_tokens(connections: Connections | None) -> RunTokens | None:
+    """What a run gets of its caller's connections (None: none configured)."""
+    if connections is None:
+        return None
+    from kiln.connections.calls import RunTokens
+
+    return RunTokens(connections)
+
+
 def make_connections(settings: Settings, clients: AwsClients) -> Connections | None:
     """Each caller's OAuth connections (kiln.connections), when a vault key is configured:
-    KMS in AWS, a key file beside kiln dev's state."""
+    KMS in AWS, a key file beside kiln dev's state; their modules load only then."""
+    if not settings.vault_kms_key and settings.vault_key_file is None:
+        return None
+    from kiln.connections import Connections
+    from kiln.connections.envelope import FileKeys, KmsKeys
+    from kiln.connections.providers import ProviderStore
+    from kiln.connections.vault import Vault
+
     keeper: KeyKeeper
     session = clients.session
     if settings.vault_kms_key:
@@ -443,10 +472,9 @@ def make_connections(settings: Settings, clients: AwsClients) -> Connections | N
             lambda: session.client("kms", endpoint_url=settings.endpoint_url), threading.RLock()
         )
         keeper = KmsKeys(kms, settings.vault_kms_key)
-    elif settings.vault_key_file is not None:
-        keeper = FileKeys(settings.vault_key_file)
     else:
-        return None
+        assert settings.vault_key_file is not None
+        keeper = FileKeys(settings.vault_key_file)
     ssm = lazy(lambda: session.client("ssm", endpoint_url=settings.endpoint_url), threading.RLock())
     providers = ProviderStore(
         clients.dynamodb, ssm, table=settings.table, secrets_prefix=settings.auth.secrets_prefix

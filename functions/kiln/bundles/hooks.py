@@ -12,10 +12,9 @@ import contextlib
 import logging
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kiln.aws.clients import AwsClients
-from kiln.bundles.build import Toolchain
 from kiln.bundles.cache import DEFAULT_BUDGET_BYTES, BundleCache
 from kiln.bundles.errors import BundleStateError
 from kiln.bundles.identity import bundle_id, default_target
@@ -28,6 +27,9 @@ from kiln.bundles.scheduler import (
 )
 from kiln.bundles.settings import BundleSettings
 from kiln.bundles.store import BundleRecord, BundleStore
+
+if TYPE_CHECKING:
+    from kiln.bundles.build import Toolchain
 
 log = logging.getLogger("kiln.bundles")
 
@@ -166,6 +168,8 @@ def _scheduler(
         return LambdaBuildScheduler(lambda_client, settings.builder_function)
     if settings.in_lambda:
         return NoBuilder()
+    from kiln.bundles.build import Toolchain  # the builder: never loaded inside Lambda
+
     # Built here, called here: the cache takes each build as it is made (no download).
     return LazyLocalWorker(store, Toolchain.from_settings(settings), adopt=cache)
 

@@ -22,7 +22,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from kiln.bundles import build_cache
-from kiln.bundles.build import BuildOutput, Progress, Toolchain, build_bundle
 from kiln.bundles.contents import Contents
 from kiln.bundles.errors import BuildError
 from kiln.bundles.resolved import described
@@ -38,6 +37,10 @@ from kiln.bundles.store import (
 
 if TYPE_CHECKING:
     from mypy_boto3_lambda import LambdaClient
+
+    # The builder (pip, uv, bun, tomllib): only a build loads it (run_build), never a
+    # process that only schedules or serves bundles.
+    from kiln.bundles.build import BuildOutput, Progress, Toolchain
 
 logger = logging.getLogger(__name__)
 
@@ -113,6 +116,8 @@ def run_build(
         if current is None:
             raise
         return current
+    from kiln.bundles.build import build_bundle
+
     scratch = Path(tempfile.mkdtemp(prefix=f"kiln-build-{bundle_id[:8]}-", dir=workdir))
     handing = _HandOver(adopt, record, released)
     cache = toolchain.cache_dir if toolchain is not None else None

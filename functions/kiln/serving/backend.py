@@ -10,7 +10,7 @@ from collections.abc import Callable, Mapping, Sequence
 from contextlib import ExitStack
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, NamedTuple, Protocol
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 from kiln.access.approvals import Requirement, SpentApprovals, needs_approval, requirement
 from kiln.access.quotas import QuotaExceededError
@@ -36,13 +36,7 @@ from kiln.protocol.backend import (
 )
 from kiln.protocol.discovery import EXECUTE
 from kiln.protocol.errors import RateLimitedError
-from kiln.runner import (
-    InvalidArgumentsError,
-    NodeUnavailableError,
-    Runner,
-    RunnerBusyError,
-    afterwards,
-)
+from kiln.runner import InvalidArgumentsError, NodeUnavailableError, RunnerBusyError, afterwards
 from kiln.runner.errors import RunSlotRefusedError
 from kiln.runner.model import RunResult
 from kiln.runner.remote import RemoteRunner, failed_run, too_large_for_lambda
@@ -54,6 +48,9 @@ from kiln.serving.packages import BundlePaths, cannot_run, wait_for_bundle
 from kiln.serving.resolved import ResolvedTool, disabled_for, resolved, resolved_tool, tool_view
 from kiln.serving.runs import run_request, run_shares
 from kiln.serving.store_errors import NOT_RECORDED, admit, catalog_reads, unavailable
+
+if TYPE_CHECKING:
+    from kiln.runner import Runner
 
 log = logging.getLogger("kiln.serving.backend")
 

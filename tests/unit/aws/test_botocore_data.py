@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import gzip
 import json
+import os
 from pathlib import Path
 
 import botocore
@@ -13,9 +15,14 @@ from kiln.aws.botocore_data import (
     BUILTIN,
     DATA,
     ENDPOINT_SERVICES,
+    LISTED_TYPES,
+    MODEL_SERVICES,
+    builtin_model,
     builtin_services,
+    models_dir,
     quick_loader,
     trimmed_endpoints,
+    undocumented,
 )
 from kiln.aws.clients import make_clients
 
@@ -29,10 +36,49 @@ def test_the_shipped_endpoints_are_the_installed_botocores_cut_to_kilns_services
     assert shipped == expected, f"data/endpoints.json is stale for this botocore: {REGENERATE}"
 
 
-def test_the_shipped_service_list_is_the_installed_botocores() -> None:
+@pytest.mark.parametrize("kind", LISTED_TYPES)
+def test_the_shipped_service_list_is_the_installed_botocores(kind: str) -> None:
     shipped = json.loads((DATA / "services.json").read_text())
     assert shipped["botocore"] == botocore.__version__, REGENERATE
-    assert shipped["service-2"] == builtin_services(), REGENERATE
+    assert shipped[kind] == builtin_services(kind), REGENERATE
+
+
+@pytest.mark.parametrize("service", MODEL_SERVICES)
+def test_a_shipped_model_is_the_installed_botocores_with_its_documentation_emptied(
+    service: str,
+) -> None:
+    version, model = builtin_model(service)
+    path = models_dir() / service / version / "service-2.json.gz"
+    assert path.is_file(), f"no shipped {service} model for this botocore: {REGENERATE}"
+    shipped = json.loads(gzip.decompress(path.read_bytes()))
+    assert shipped == undocumented(model), f"{path} is stale for this botocore: {REGENERATE}"
+    assert shipped["operations"].keys() == model["operations"].keys()
+    assert shipped["shapes"].keys() == model["shapes"].keys()
+
+
+def test_only_documentation_strings_are_emptied_in_a_model() -> None:
+    model = {
+        "documentation": "<p>An API.</p>",
+        "clientContextParams": {"Accelerate": {"type": "boolean", "documentation": "Use it."}},
+        "shapes": {"Thing": {"type": "structure", "documentationUrl": "https://x",
+                             "members": {"documentation": {"shape": "String"}}}},
+    }  # fmt: skip
+    assert undocumented(model) == {
+        "documentation": "",
+        "clientContextParams": {"Accelerate": {"type": "boolean", "documentation": ""}},
+        "shapes": {"Thing": {"type": "structure", "documentationUrl": "",
+                             "members": {"documentation": {"shape": "String"}}}},
+    }  # fmt: skip
+
+
+@pytest.mark.parametrize("service", MODEL_SERVICES)
+def test_a_client_is_made_from_the_shipped_model(service: str) -> None:
+    ours = make_clients(region="eu-west-1").session.client(service)
+    plain = botocore.session.Session().create_client(service, region_name="eu-west-1")
+    model, theirs = ours.meta.service_model, plain.meta.service_model
+    assert model.operation_names == theirs.operation_names
+    assert model.documentation == "", "the client's model is botocore's own, not the shipped one"
+    assert theirs.documentation != ""
 
 
 def test_every_kept_endpoint_service_is_one_botocore_knows() -> None:
@@ -41,11 +87,30 @@ def test_every_kept_endpoint_service_is_one_botocore_knows() -> None:
     assert sorted(s for s in ENDPOINT_SERVICES if s not in aws["services"]) == []
 
 
-def test_the_quick_loader_lists_what_botocores_own_loader_lists() -> None:
+@pytest.mark.parametrize("kind", [*LISTED_TYPES, "examples-1"])
+def test_the_quick_loader_lists_what_botocores_own_loader_lists(kind: str) -> None:
     plain = botocore.session.Session().get_component("data_loader")
     quick = quick_loader(None)
-    assert quick.list_available_services("service-2") == plain.list_available_services("service-2")
-    assert quick.list_available_services("waiters-2") == plain.list_available_services("waiters-2")
+    assert quick.list_available_services(kind) == plain.list_available_services(kind)
+
+
+def test_a_client_its_paginator_and_its_waiter_never_list_botocores_data_directory(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    listed: list[str] = []
+    real_listdir = os.listdir
+
+    def listdir(path: str) -> list[str]:
+        listed.append(str(path))
+        return real_listdir(path)
+
+    monkeypatch.setattr(os, "listdir", listdir)
+    dynamodb = make_clients(region="eu-west-1").dynamodb
+    dynamodb.get_paginator("query")
+    dynamodb.get_waiter("table_exists")
+    # Its own service's folder, for the latest API version, is all it may look into.
+    others = [p for p in listed if p.startswith(str(BUILTIN)) and p != str(BUILTIN / "dynamodb")]
+    assert others == [], f"botocore listed its data directory: {others[:5]} ({len(others)})"
 
 
 def test_the_quick_loader_still_finds_services_on_aws_data_path(tmp_path: Path) -> None:
