@@ -24,7 +24,6 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, Literal
 
 from kiln.aws.directory import Directory
-from kiln.bundles.announce import announced
 from kiln.bundles.errors import AmbiguousBundleIdError, BundleIdError, BundleStateError
 from kiln.bundles.identity import bundle_id, normalise_requirements, parse_target
 from kiln.bundles.resolved import described
@@ -327,6 +326,10 @@ class BundleStore:
         }
         try:
             if announce:  # a catalog write (announce.py)
+                # imported here: a run's process reads the bundle cache (which imports this
+                # module) under the runner's own Python, which has no botocore
+                from kiln.bundles.announce import announced
+
                 item = announced(self.dynamodb, self.table, update)
             else:
                 response = self.dynamodb.update_item(**update, ReturnValues="ALL_NEW")  # type: ignore[arg-type]

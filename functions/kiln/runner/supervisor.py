@@ -179,25 +179,12 @@ def supervise(
     watch = Watch(request, isolation)
     pid, ready = fork_script(request, status_fd, private_fd, go_fd, fence, talk_fd, direct)
     statuses: dict[int, int] = {}
-    outcome = ""
     timeout_s = wait_for_go(go_fd, float(request["idle_s"]), ready, status_fd)
-    if timeout_s is None:
-        outcome = "discarded"
-        timeout_s = 0.0
-    give_up = time.monotonic() + timeout_s
-    while pid not in statuses and not outcome:
-        left = give_up - time.monotonic()
-        if left <= 0:
-            outcome = "timeout"
-            break
-        info = signal.sigtimedwait({signal.SIGCHLD, signal.SIGTERM}, watch.wait(left))
-        if info is not None and info.si_signo == signal.SIGTERM:
-            outcome = "stopped"
-            break
-        if info is None and watch.over_quota():
-            outcome = f"quota {watch.used}"
-            break
-        reap(pid, statuses)
+    outcome = (
+        "discarded"
+        if timeout_s is None
+        else wait_out(pid, statuses, watch, time.monotonic() + timeout_s)
+    )
     leftover = kill_tree(pid, statuses)
     if request["uid"] is not None:
         contain.kill_uid(request["uid"])  # anything of the uid outside the tree, too
@@ -213,6 +200,22 @@ def supervise(
         return None
     os.closerange(0, 3)
     os._exit(0)
+
+
+def wait_out(pid: int, statuses: dict[int, int], watch: Watch, give_up: float) -> str:
+    """Wait for the script to exit (reaping into `statuses`): '' when it did, else why the
+    run ends without it (its deadline, a stop, its quota)."""
+    while pid not in statuses:
+        left = give_up - time.monotonic()
+        if left <= 0:
+            return "timeout"
+        info = signal.sigtimedwait({signal.SIGCHLD, signal.SIGTERM}, watch.wait(left))
+        if info is not None and info.si_signo == signal.SIGTERM:
+            return "stopped"
+        if info is None and watch.over_quota():
+            return f"quota {watch.used}"
+        reap(pid, statuses)
+    return ""
 
 
 def leave(direct: Direct | None, code: int, fds: list[int]) -> None:
