@@ -15,9 +15,12 @@ import os
 import threading
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from botocore.exceptions import ClientError
+
+if TYPE_CHECKING:
+    from mypy_boto3_kms import KMSClient
 
 NONCE_BYTES = 12
 
@@ -120,7 +123,7 @@ class KmsKeys:
     """Data keys from AWS KMS, under one key (`KILN_VAULT_KMS_KEY`), with the record's context
     as the KMS encryption context (logged by CloudTrail, checked on Decrypt)."""
 
-    def __init__(self, kms: Any, key_id: str) -> None:
+    def __init__(self, kms: KMSClient, key_id: str) -> None:
         self._kms = kms
         self._key_id = key_id
 
