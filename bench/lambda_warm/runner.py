@@ -13,7 +13,6 @@ usage (as root): python -m bench.lambda_warm.runner [--rounds 60]
 from __future__ import annotations
 
 import argparse
-import logging
 import os
 import statistics
 import sys
@@ -24,6 +23,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 
+from bench.moto_server import moto_endpoint  # noqa: E402
 from tests.e2e.lambda_profile import Environment, lambda_stack  # noqa: E402
 from tests.e2e.test_lambda_runtime import answer_body, call_text, event_for, rpc  # noqa: E402
 from tests.support.tools import ECHO  # noqa: E402
@@ -58,35 +58,25 @@ def pct(samples: list[float], q: float) -> float:
 
 def measure(rounds: int) -> dict[str, list[float]]:
     """Milliseconds of `rounds` trivial calls each way, alternating (as root)."""
-    from moto.server import ThreadedMotoServer
-
-    for variable in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
-        os.environ.setdefault(variable, "testing")  # moto's
-
-    logging.getLogger("werkzeug").setLevel(logging.ERROR)
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    host, port = server.get_host_and_port()
-    endpoint = f"http://{host}:{port}"
-    name = f"kiln-bench-{uuid.uuid4().hex[:8]}"
-    seed(endpoint, name)
-    store_env = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
-                 "AWS_ENDPOINT_URL": endpoint, "KILN_TABLE": name, "KILN_BUCKET": name,
-                 "KILN_PUBLIC_ANONYMOUS": "true"}  # fmt: skip
-    samples: dict[str, list[float]] = {"in-process": [], "runner": []}
-    with tempfile.TemporaryDirectory(prefix="kiln-bench-runner-") as tmp:
-        os.chmod(tmp, 0o755)  # noqa: S103 - the sandboxes write their logs there as root
-        local = Environment(Path(tmp) / "local", "mcp", store_env, [endpoint])
-        try:
-            with lambda_stack(Path(tmp) / "stack", endpoint, name, name) as (remote, _):
-                for _ in range(3):  # warm: the runner environment's cold start, the helpers
-                    timed(local), timed(remote)
-                for _ in range(rounds):
-                    samples["in-process"].append(timed(local))
-                    samples["runner"].append(timed(remote))
-        finally:
-            local.close()
-            server.stop()
+    with moto_endpoint() as endpoint:
+        name = f"kiln-bench-{uuid.uuid4().hex[:8]}"
+        seed(endpoint, name)
+        store_env = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
+                     "AWS_ENDPOINT_URL": endpoint, "KILN_TABLE": name, "KILN_BUCKET": name,
+                     "KILN_PUBLIC_ANONYMOUS": "true"}  # fmt: skip
+        samples: dict[str, list[float]] = {"in-process": [], "runner": []}
+        with tempfile.TemporaryDirectory(prefix="kiln-bench-runner-") as tmp:
+            os.chmod(tmp, 0o755)  # noqa: S103 - the sandboxes write their logs there as root
+            local = Environment(Path(tmp) / "local", "mcp", store_env, [endpoint])
+            try:
+                with lambda_stack(Path(tmp) / "stack", endpoint, name, name) as (remote, _):
+                    for _ in range(3):  # warm: the runner environment's cold start, the helpers
+                        timed(local), timed(remote)
+                    for _ in range(rounds):
+                        samples["in-process"].append(timed(local))
+                        samples["runner"].append(timed(remote))
+            finally:
+                local.close()
     return samples
 
 

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import logging
 import os
 import statistics
 import sys
@@ -37,6 +36,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from bench.moto_server import moto_endpoint
 from tests.e2e.lambda_profile import REQUIREMENTS, TARGET, Environment, venv_site
 from tests.e2e.lambda_profile import ready_bundle as made
 
@@ -117,16 +117,7 @@ def one_round(tmp: Path, n: int, env: dict[str, str], endpoint: str,
 
 
 def measure(rounds: int, base: Path | None) -> list[dict[str, float]]:
-    from moto.server import ThreadedMotoServer
-
-    for variable in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
-        os.environ.setdefault(variable, "testing")  # moto's
-    logging.getLogger("werkzeug").setLevel(logging.ERROR)
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    try:
-        host, port = server.get_host_and_port()
-        endpoint = f"http://{host}:{port}"
+    with moto_endpoint() as endpoint:
         name = f"kiln-bench-{uuid.uuid4().hex[:8]}"
         bundle = ready_bundle(endpoint, name)
         env = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
@@ -136,8 +127,6 @@ def measure(rounds: int, base: Path | None) -> list[dict[str, float]]:
             os.chmod(tmp, 0o755)  # noqa: S103 - the sandboxes write their logs there as root
             one_round(tmp, 0, env, endpoint, bundle, base)  # warm-up: disk cache, .pyc files
             return [one_round(tmp, n, env, endpoint, bundle, base) for n in range(1, rounds + 1)]
-    finally:
-        server.stop()
 
 
 def main() -> int:
