@@ -18,6 +18,8 @@ Every route, who may use it, and what it does:
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import html
 import urllib.parse
 from typing import Any
@@ -140,14 +142,29 @@ async def revoke(provider: str, request: Request, identity: str | None = None) -
     return {"identity": whose, "provider": provider, "revoked": True}
 
 
+# The page's own look, inline and allowed by its hash alone (the page loads nothing else).
+_STYLE = (
+    "body{margin:0;background:#f6f5f3;color:#1f1b18;font:16px/1.5 system-ui,sans-serif}"
+    "main{max-width:34rem;margin:12vh auto;padding:2rem;background:#fff;border:1px solid #e2ddd8;"
+    "border-radius:10px}h1{margin-top:0;font-size:1.5rem}code{background:#f1eeeb;padding:0 .3em;"
+    "border-radius:4px}button{font:inherit;font-weight:600;color:#fff;background:#9a3412;"
+    "border:0;border-radius:6px;padding:.55em 1.4em;cursor:pointer}"
+    "button:focus-visible{outline:3px solid #1f1b18;outline-offset:2px}#problem{color:#9b1c1c}"
+)
+_STYLE_HASH = base64.b64encode(hashlib.sha256(_STYLE.encode()).digest()).decode()
+
+
 def _page(status: int, title: str, body: str) -> HTMLResponse:
     text = (
-        f"<!doctype html><html lang=en><head><meta charset=utf-8><title>{html.escape(title)}"
-        f"</title></head><body><main><h1>{html.escape(title)}</h1>{body}</main></body></html>"
+        "<!doctype html><html lang=en><head><meta charset=utf-8>"
+        "<meta name=viewport content='width=device-width,initial-scale=1'>"
+        f"<title>{html.escape(title)}</title><style>{_STYLE}</style></head>"
+        f"<body><main><h1>{html.escape(title)}</h1>{body}</main></body></html>"
     )
+    style = f"style-src 'sha256-{_STYLE_HASH}'"
+    policy = f"default-src 'none'; {style}; form-action 'self' https: http:"
     headers = {"Cache-Control": "no-store", "Referrer-Policy": "same-origin",
-               "Content-Security-Policy": "default-src 'none'; form-action 'self' https: http:",
-               "X-Frame-Options": "DENY"}  # fmt: skip
+               "Content-Security-Policy": policy, "X-Frame-Options": "DENY"}  # fmt: skip
     return HTMLResponse(text, status, headers=headers)
 
 
