@@ -15,7 +15,7 @@ import hashlib
 import logging
 import os
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
@@ -295,7 +295,8 @@ def build_kiln(settings: Settings, *, clients: AwsClients | None = None) -> Kiln
         clients.dynamodb, clients.s3, table=settings.table, bucket=settings.bucket, bundles=bundles
     )
     snapshots = CatalogSnapshots(
-        store,
+        # its item reads (the version, once per window) signed without the client (kiln.aws.items)
+        replace(store, ddb=clients.items),
         changes=clients.catalog_changes,
         max_staleness_s=settings.catalog_max_staleness_s,
     )
@@ -392,7 +393,7 @@ def call_gate(settings: Settings, clients: AwsClients) -> CallGate:
     if not settings.ledger:
         return CallGate(quotas, None)
     ledger = CallLedger(
-        clients.dynamodb,
+        clients.items,  # an entry (a PutItem per call) signed without the client: kiln.aws.items
         table=settings.table,
         digest_key=ledger_digest_key(settings),
         retention_days=settings.ledger_retention_days,

@@ -103,6 +103,25 @@ class StoreDeadlines:
         return self.attempts * (self.connect_s + self.read_s) + 1.0
 
 
+def store_error(operation_name: str, error: Exception) -> Exception:
+    """What a store call that failed with `error` (after botocore's retries) raises: a
+    StoreUnavailableError when the store did not answer or cannot now, else `error` itself."""
+    if isinstance(error, (BotoConnectionError, HTTPClientError)):
+        return StoreUnavailableError(
+            f"the catalog store did not answer in time ({operation_name}: "
+            f"{type(error).__name__}); retry shortly"
+        )
+    if isinstance(error, ClientError):
+        status = error.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0)
+        code = error.response.get("Error", {}).get("Code", "")
+        if status >= 500 or code in _UNAVAILABLE_CODES:
+            return StoreUnavailableError(
+                f"the catalog store is unavailable ({operation_name}: {code or status}); "
+                "retry shortly"
+            )
+    return error
+
+
 class _StoreErrors:
     """Mixed into every boto3 client class made by `make_clients` (botocore's
     creating-client-class hook), so that paginators and waiters are covered too."""
@@ -110,20 +129,11 @@ class _StoreErrors:
     def _make_api_call(self, operation_name: str, api_params: Any) -> Any:
         try:
             return super()._make_api_call(operation_name, api_params)  # type: ignore[misc]
-        except (BotoConnectionError, HTTPClientError) as error:
-            raise StoreUnavailableError(
-                f"the catalog store did not answer in time ({operation_name}: "
-                f"{type(error).__name__}); retry shortly"
-            ) from error
-        except ClientError as error:
-            status = error.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0)
-            code = error.response.get("Error", {}).get("Code", "")
-            if status >= 500 or code in _UNAVAILABLE_CODES:
-                raise StoreUnavailableError(
-                    f"the catalog store is unavailable ({operation_name}: {code or status}); "
-                    "retry shortly"
-                ) from error
-            raise
+        except (BotoConnectionError, HTTPClientError, ClientError) as error:
+            mapped = store_error(operation_name, error)
+            if mapped is error:
+                raise
+            raise mapped from error
 
 
 def _add_store_errors(**event: Any) -> None:
@@ -165,6 +175,9 @@ class AwsClients:
     dynamodb: DynamoDBClient
     s3: S3Client
     session: boto3.session.Session  # a boto3 Session over the same botocore session (more clients)
+    # `dynamodb` with PutItem and GetItem signed and sent without the client (kiln.aws.items):
+    # the hot path's ledger entry and catalog version read; made on first use.
+    items: DynamoDBClient
     # The local emulator's count of writes that may move the catalog (emulator/changes.py):
     # bytes that stay equal while no such write was acknowledged; None where there is none.
     catalog_changes: Callable[[], bytes | None] | None = None
@@ -220,10 +233,23 @@ def make_clients(
     else:
         dynamodb = lazy(make_dynamodb, lock)
     session = lazy(lambda: _boto3_session(core), lock)
+
+    def make_items() -> DynamoDBClient:
+        from kiln.aws.items import SignedItems
+
+        signed = SignedItems(
+            dynamodb, core.get_credentials(), attempts=deadlines.attempts,
+            connect_timeout_s=deadlines.connect_s, read_timeout_s=deadlines.read_s,
+            pool_connections=MAX_POOL_CONNECTIONS, verify=core.get_config_variable("ca_bundle"),
+            tag_role=bool(endpoint_url),
+        )  # fmt: skip
+        return cast("DynamoDBClient", signed)
+
     # Through boto3, whose S3 client adds upload_file (the builder uploads bundles with it).
     return AwsClients(
-        dynamodb=dynamodb, s3=lazy(lambda: session.client("s3", **kwargs), lock), session=session
-    )
+        dynamodb=dynamodb, s3=lazy(lambda: session.client("s3", **kwargs), lock), session=session,
+        items=lazy(make_items, lock),
+    )  # fmt: skip
 
 
 def _boto3_session(core: botocore.session.Session) -> boto3.session.Session:

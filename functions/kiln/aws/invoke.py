@@ -5,32 +5,22 @@ spends most of its CPU in the client's machinery (its event hooks, serializer, p
 retry handler), not in signing or sending: the same 400-byte request measured 1.2-1.7 ms of
 CPU through a client against 0.6-0.8 ms signed by `SigV4Auth` and sent by urllib3, in one run
 on this 2-core machine (bench/README.md). The invoke has one fixed shape (a POST of the
-payload, the invocation type and tenant as headers), so `SignedInvoke` makes it directly:
-signed by botocore's `SigV4Auth` with the session's credentials (refreshed as the session
-refreshes them), sent by botocore's own HTTP session (its CA bundle, proxies, timeouts and
-connection errors), never retried (a retried invoke could run a tool twice). It answers as
-`LambdaClient.invoke` does, for the fields Kiln reads (`kiln.runner.remote`).
+payload, the invocation type and tenant as headers), so `SignedInvoke` makes it directly, as
+one `kiln.aws.signed` request, never retried (a retried invoke could run a tool twice). It
+answers as `LambdaClient.invoke` does, for the fields Kiln reads (`kiln.runner.remote`).
 """
 
 from __future__ import annotations
 
 import io
 import json
-import socket
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
-from botocore.auth import SigV4Auth
-from botocore.awsrequest import AWSRequest
-from botocore.httpsession import URLLib3Session
+from kiln.aws.signed import SignedSession
 
 if TYPE_CHECKING:
     from botocore.credentials import Credentials
-
-SOCKET_OPTIONS = [
-    (socket.IPPROTO_TCP, socket.TCP_NODELAY, 1),  # botocore's own
-    (socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1),  # as the clients' tcp_keepalive
-]
 
 
 class InvokeError(Exception):
@@ -49,30 +39,22 @@ class SignedInvoke:
         connect_timeout_s: float = 5.0,
         read_timeout_s: float = 60.0,
     ) -> None:
-        self._credentials = credentials
-        self._region = region
-        self._endpoint = (endpoint_url or f"https://lambda.{region}.amazonaws.com").rstrip("/")
-        # botocore passes these shapes itself (its clients' Config); the stubs say otherwise.
-        self._http = URLLib3Session(
-            timeout=(connect_timeout_s, read_timeout_s),  # type: ignore[arg-type]
-            socket_options=SOCKET_OPTIONS,  # type: ignore[arg-type]
-        )
+        self._session = SignedSession(
+            credentials, region, "lambda", endpoint_url or f"https://lambda.{region}.amazonaws.com",
+            connect_timeout_s=connect_timeout_s, read_timeout_s=read_timeout_s,
+        )  # fmt: skip
 
     def invoke(
         self, *, FunctionName: str, InvocationType: str, TenantId: str, Payload: bytes
     ) -> dict[str, Any]:
-        if self._credentials is None:
+        if self._session.credentials is None:
             raise InvokeError("no AWS credentials were found to sign the invoke with")
         name = quote(FunctionName, safe="")
-        request = AWSRequest(
-            method="POST",
-            url=f"{self._endpoint}/2015-03-31/functions/{name}/invocations",
-            data=Payload,
-            headers={"X-Amz-Invocation-Type": InvocationType, "X-Amz-Tenant-Id": TenantId},
+        response = self._session.send(
+            f"/2015-03-31/functions/{name}/invocations",
+            Payload,
+            {"X-Amz-Invocation-Type": InvocationType, "X-Amz-Tenant-Id": TenantId},
         )
-        frozen = self._credentials.get_frozen_credentials()
-        SigV4Auth(frozen, "lambda", self._region).add_auth(request)
-        response = self._http.send(request.prepare())
         body = response.content
         if response.status_code >= 300:
             raise InvokeError(_refusal(response.status_code, response.headers, body))
