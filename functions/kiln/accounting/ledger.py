@@ -55,7 +55,7 @@ import secrets
 import time
 from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from datetime import UTC, date, datetime, timedelta
 from typing import TYPE_CHECKING, Any, Literal, cast
 
@@ -263,7 +263,7 @@ class CallLedger:
             self.day_shards.record(at[:10])
         except Exception as error:  # any store failure (unanswered: kiln.aws)
             log.warning("the ledger day's shard count could not be recorded now: %s", error)
-        return item, CallRecord(**{**entry.as_json(), "at": at, "id": entry_id})
+        return item, replace(entry, at=at, id=entry_id)
 
     def query(self, where: LedgerQuery | None = None) -> tuple[list[CallRecord], str | None]:
         """Entries newest first, at most `limit`, and the cursor of the next page (or None)."""

@@ -234,22 +234,27 @@ def make_clients(
         dynamodb = lazy(make_dynamodb, lock)
     session = lazy(lambda: _boto3_session(core), lock)
 
-    def make_items() -> DynamoDBClient:
-        from kiln.aws.items import SignedItems
-
-        signed = SignedItems(
-            dynamodb, core.get_credentials(), attempts=deadlines.attempts,
-            connect_timeout_s=deadlines.connect_s, read_timeout_s=deadlines.read_s,
-            pool_connections=MAX_POOL_CONNECTIONS, verify=core.get_config_variable("ca_bundle"),
-            tag_role=bool(endpoint_url),
-        )  # fmt: skip
-        return cast("DynamoDBClient", signed)
-
     # Through boto3, whose S3 client adds upload_file (the builder uploads bundles with it).
     return AwsClients(
         dynamodb=dynamodb, s3=lazy(lambda: session.client("s3", **kwargs), lock), session=session,
-        items=lazy(make_items, lock),
+        items=lazy(lambda: _signed_items(core, dynamodb, deadlines, bool(endpoint_url)), lock),
     )  # fmt: skip
+
+
+def _signed_items(
+    core: botocore.session.Session, dynamodb: DynamoDBClient, deadlines: StoreDeadlines, local: bool
+) -> DynamoDBClient:
+    """`dynamodb` with PutItem and GetItem sent by kiln.aws.items, on the same credentials,
+    deadlines and attempts; tagged with the caller's role for a local emulator."""
+    from kiln.aws.items import SignedItems
+
+    signed = SignedItems(
+        dynamodb, core.get_credentials(), attempts=deadlines.attempts,
+        connect_timeout_s=deadlines.connect_s, read_timeout_s=deadlines.read_s,
+        pool_connections=MAX_POOL_CONNECTIONS, verify=core.get_config_variable("ca_bundle"),
+        errors=store_error, role=CALLER_ROLE.get if local else None,
+    )  # fmt: skip
+    return cast("DynamoDBClient", signed)
 
 
 def _boto3_session(core: botocore.session.Session) -> boto3.session.Session:

@@ -1,11 +1,13 @@
 """DynamoDB's PutItem and GetItem as one signed POST each, answering as the client does.
 
 Every `tools/call` writes its ledger entry (a PutItem) before the answer, and a warm container
-reads the catalog's version (a GetItem) once per window. Through a botocore client each cost
-about 1.4 ms of CPU in a warm Lambda-like process (cold caches between requests: the client's
-event hooks, validation, endpoint ruleset and retry handler), and about 0.9 ms as a request
-signed and sent by `kiln.aws.signed` (measured side by side, bench/README.md). `SignedItems`
-sends those two operations that way and keeps everything the client gives them:
+reads the catalog's version (a GetItem) once per window. Through a botocore client a ledger
+entry's PutItem cost 1.0-1.5 ms of CPU in a process that idles between requests as a Lambda
+function does (its caches cold: the client's event hooks, validation, endpoint ruleset and
+retry handler), against 0.9 ms as a request signed and sent by `kiln.aws.signed`; the public
+function's ledger write went from 1.6-1.7 to 1.0-1.2 ms a call (2026-12-04, this 2-core
+machine, load 0.5-1.5, in-process and under bench/cost/run.py). `SignedItems` sends those two
+operations that way and keeps everything the client gives them:
 
 - the same wire: botocore's own JSON serializer and the client's service model (the target,
   the content type, blobs base64), signed for `dynamodb` in the client's region and sent to
@@ -29,6 +31,7 @@ client's.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, cast
 
 from botocore.awsrequest import AWSResponse
@@ -39,7 +42,6 @@ from botocore.parsers import create_parser
 from botocore.retries import quota, standard
 from botocore.serialize import create_serializer
 
-from kiln.aws.clients import CALLER_ROLE, store_error
 from kiln.aws.signed import SignedSession
 
 if TYPE_CHECKING:
@@ -63,8 +65,12 @@ class SignedItems:
         read_timeout_s: float,
         pool_connections: int,
         verify: str | bool | None = None,
-        tag_role: bool = False,
+        errors: Callable[[str, Exception], Exception] = lambda operation, error: error,
+        role: Callable[[], str | None] | None = None,
     ) -> None:
+        """`errors` maps a failed call's error as the client's own calls are mapped
+        (kiln.aws.clients.store_error); `role`, the caller's role for a local emulator's
+        `X-Kiln-Role` header, as the client adds it (kiln.aws.clients.CALLER_ROLE)."""
         self._client = client
         model = client.meta.service_model
         self._models = {name: model.operation_model(name) for name in OPERATIONS}
@@ -76,7 +82,8 @@ class SignedItems:
         self._serializer = create_serializer(model.metadata["protocol"], include_validation=False)
         self._parser = create_parser(model.metadata["protocol"])
         self._retries, self._quota = _standard_retries(model.service_id.hyphenize(), attempts)
-        self._tag_role = tag_role
+        self._errors = errors
+        self._role = role
 
     def put_item(self, **params: Any) -> Any:
         return self._call("PutItem", params)
@@ -91,7 +98,7 @@ class SignedItems:
         model = self._models[operation]
         request = self._serializer.serialize_to_request(params, model)
         headers = dict(request["headers"])
-        role = CALLER_ROLE.get() if self._tag_role else None
+        role = self._role() if self._role is not None else None
         if role is not None:
             headers["X-Kiln-Role"] = role
         context: dict[str, Any] = {}  # the retry quota's note of what this call acquired
@@ -114,7 +121,7 @@ class SignedItems:
                 break
             time.sleep(delay)
         if caught is not None:
-            raise store_error(operation, caught) from caught
+            raise self._errors(operation, caught) from caught
         assert response is not None
         assert parsed is not None
         # botocore's after-call hook: a request context dict (the stubs say a RetryContext)
@@ -130,7 +137,7 @@ class SignedItems:
             parsed.get("Error", {}).get("Code")
         ))  # fmt: skip
         refused = kind(parsed, operation)  # type: ignore[arg-type]
-        mapped = store_error(operation, refused)
+        mapped = self._errors(operation, refused)
         if mapped is not refused:
             mapped.__cause__ = refused
         return mapped

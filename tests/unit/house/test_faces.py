@@ -32,7 +32,7 @@ EXPORTS: dict[str, str] = {
         "ArgumentsRejectedError AuthoringService FolderTarget TestRun ToolSource admin serialise "
         "service"
     ),
-    "aws": "clients directory invoke",
+    "aws": "clients directory invoke items signed",
     "bundles": "build cache errors hooks identity scheduler settings store",
     "catalog": (
         "breaking changelog errors files fingerprint model names narrowing requirements rules "
