@@ -1,15 +1,19 @@
 """The AWS resources a test (or a benchmark) works in: the emulator's endpoint, clients, and
-a table and bucket of its own (made by the `aws` fixture in conftest.py)."""
+a table and bucket of its own (made by the `aws` fixture in conftest.py); and `answer`, how a
+test's own stand-in for an AWS endpoint (an http.server handler) sends its answer."""
 
 from __future__ import annotations
 
 import contextlib
 import json
 import os
+import threading
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import TypeVar
 
 from kiln.aws.clients import AwsClients, ensure_resources, make_clients
 from kiln.local.emulator.privacy import write_private
@@ -55,3 +59,28 @@ def plain_moto() -> Iterator[str]:
         yield f"http://{host}:{port}"
     finally:
         server.stop()
+
+
+def answer(
+    handler: BaseHTTPRequestHandler, status: int, headers: dict[str, str], body: bytes
+) -> None:
+    """Send one whole answer from a stand-in endpoint's request handler."""
+    handler.send_response(status)
+    for name, value in {**headers, "Content-Length": str(len(body))}.items():
+        handler.send_header(name, value)
+    handler.end_headers()
+    handler.wfile.write(body)
+
+
+Served = TypeVar("Served", bound=ThreadingHTTPServer)
+
+
+@contextlib.contextmanager
+def serving(server: Served) -> Iterator[Served]:
+    """A stand-in endpoint served from a thread while the block runs, then stopped."""
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield server
+    finally:
+        server.shutdown()
+        server.server_close()

@@ -7,7 +7,6 @@ Lambda client is the reference for what Lambda must receive.
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -18,6 +17,7 @@ from botocore.config import Config
 from botocore.credentials import Credentials
 
 from kiln.aws.invoke import InvokeError, SignedInvoke
+from support.aws import answer, serving
 
 CREDENTIALS = Credentials("AKIDEXAMPLE", "secret-example", "session-token-example")
 
@@ -36,25 +36,15 @@ class Handler(BaseHTTPRequestHandler):
     def do_POST(self) -> None:
         body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
         self.server.seen.append({"path": self.path, "headers": dict(self.headers), "body": body})
-        status, headers, payload = self.server.answer
-        self.send_response(status)
-        for name, value in {**headers, "Content-Length": str(len(payload))}.items():
-            self.send_header(name, value)
-        self.end_headers()
-        self.wfile.write(payload)
+        answer(self, *self.server.answer)
 
 
 @pytest.fixture
 def lambda_api() -> Iterator[Recorder]:
     server = Recorder(("127.0.0.1", 0), Handler)
     server.seen = []
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
+    with serving(server):
         yield server
-    finally:
-        server.shutdown()
-        server.server_close()
 
 
 def url(server: Recorder) -> str:

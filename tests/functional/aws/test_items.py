@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import http.client
 import json
-import threading
 import uuid
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -21,7 +20,7 @@ import pytest
 from botocore.exceptions import ClientError
 
 from kiln.aws.clients import CALLER_ROLE, StoreUnavailableError, make_clients
-from support.aws import AwsStack
+from support.aws import AwsStack, answer, serving
 
 THROTTLED = (400, "ProvisionedThroughputExceededException", "Throughput exceeded for the table.")
 FAILED = (500, "InternalServerError", "Internal server error")
@@ -48,37 +47,26 @@ class Handler(BaseHTTPRequestHandler):
             status, code, message = self.server.answers.pop(0)
             payload = json.dumps({"__type": f"com.amazonaws.dynamodb.v20120810#{code}",
                                   "message": message}).encode()  # fmt: skip
-            self._reply(status, {"Content-Type": "application/x-amz-json-1.0"}, payload)
+            answer(self, status, {"Content-Type": "application/x-amz-json-1.0"}, payload)
             return
         parts = urlsplit(self.server.upstream)
         upstream = http.client.HTTPConnection(parts.hostname or "", parts.port, timeout=10)
         try:
             upstream.request("POST", self.path, body=body, headers=dict(self.headers))
-            answer = upstream.getresponse()
-            payload = answer.read()
-            headers = {k: v for k, v in answer.getheaders() if k.lower() != "content-length"}
-            self._reply(answer.status, headers, payload)
+            got = upstream.getresponse()
+            payload = got.read()
+            headers = {k: v for k, v in got.getheaders() if k.lower() != "content-length"}
+            answer(self, got.status, headers, payload)
         finally:
             upstream.close()
-
-    def _reply(self, status: int, headers: dict[str, str], payload: bytes) -> None:
-        self.send_response(status)
-        for name, value in {**headers, "Content-Length": str(len(payload))}.items():
-            self.send_header(name, value)
-        self.end_headers()
-        self.wfile.write(payload)
 
 
 @pytest.fixture
 def front(aws: AwsStack) -> Iterator[Front]:
     server = Front(("127.0.0.1", 0), Handler)
     server.upstream, server.answers, server.seen = aws.endpoint_url, [], []
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
+    with serving(server):
         yield server
-    finally:
-        server.shutdown()
-        server.server_close()
 
 
 def through(front: Front) -> Any:
