@@ -3,7 +3,8 @@
 Against the tests' emulator, the client's own answer to the same request is the reference. For
 what the emulator does not do on demand (throttle one request, fail with a 5xx), a real HTTP
 server on 127.0.0.1 stands in front of it: it answers the requests it was given answers for
-and forwards every other one to the emulator as it came (signature included).
+and forwards every other one to the emulator as it came (signature included); the tests'
+TCP fault proxy (support/faultproxy.py) cuts an answer off after the store has written.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from botocore.exceptions import ClientError
 
 from kiln.aws.clients import CALLER_ROLE, StoreUnavailableError, make_clients
 from support.aws import AwsStack, answer, serving
+from support.faultproxy import fault_proxy
 
 THROTTLED = (400, "ProvisionedThroughputExceededException", "Throughput exceeded for the table.")
 FAILED = (500, "InternalServerError", "Internal server error")
@@ -158,3 +160,19 @@ def test_each_request_carries_the_caller_role_for_the_emulators_call_log(
     finally:
         CALLER_ROLE.reset(token)
     assert [seen["headers"].get("X-Kiln-Role") for seen in front.seen] == ["mcp"], front.seen
+
+
+def test_a_write_whose_answer_is_cut_off_is_sent_again_as_the_client_would_and_lands(
+    aws: AwsStack,
+) -> None:
+    """The store wrote the item, the connection closed before its answer arrived: standard
+    mode retries a ConnectionClosedError, and a PutItem written twice is the same item."""
+    with fault_proxy(aws.endpoint_url) as proxy:
+        proxy.lose_replies(1, b"cut-off", cut=True)
+        clients = make_clients(endpoint_url=proxy.url, region="us-east-1")
+        written = clients.items.put_item(TableName=aws.table, Item=item("cut-off"))
+        assert proxy.replies_left_to_lose == 0, "the proxy never cut an answer off"
+    assert written["ResponseMetadata"]["RetryAttempts"] == 1, written
+    key = {"pk": {"S": "ITEMS"}, "sk": {"S": "cut-off"}}
+    stored = aws.clients.dynamodb.get_item(TableName=aws.table, Key=key, ConsistentRead=True)
+    assert stored.get("Item") == item("cut-off")
