@@ -6,7 +6,7 @@
 |                                 |                          | revision, bundle, outcome,      |
 |                                 |                          | duration, output size, digest,  |
 |                                 |                          | parent (an inner call's)        |
-| `LEDGERSUM#<yyyy-mm-dd>#<shard>` | `<process>#<chunk>#<n>` | a process's day totals          |
+| `LEDGERSUM#<yyyy-mm-dd>#<shard>` | `<process>#<item>#<n>`  | a process's day totals          |
 |                                 |                          | (accounting/ledger_totals.py)   |
 | `LEDGERSUM#<yyyy-mm-dd>`        | `SHARDS`                 | the shards the day was written  |
 |                                 |                          | over (accounting/ledger_shards) |

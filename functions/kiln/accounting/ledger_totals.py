@@ -2,25 +2,30 @@
 
 | pk                             | sk                      | what                             |
 | ------------------------------ | ----------------------- | -------------------------------- |
-| `LEDGERSUM#<yyyy-mm-dd>#<shard>` | `<container>#<chunk>#<n>` | that container's counts of the |
+| `LEDGERSUM#<yyyy-mm-dd>#<shard>` | `<container>#<item>#<n>`  | that container's counts of the |
 |                                |                         | day so far (`<dim>|<name>|<n>`)  |
 
 The entries (kiln.accounting.ledger) are the source of truth; the totals are a convenience that
 must not cost a write per call nor be one item every call writes. So each process (a Lambda
 container, `kiln dev`) adds the entries it writes to counts in memory, and writes its counts
 of the day (cumulative, an overwrite: a lost or repeated write double-counts nothing) at most
-once per `flush_s`, with the write of the first entry after that time has passed. A
-process's counts are split over `CHUNKS` items by the hash of the caller's or tool's name, so
-an item stays small whatever the number of callers (a flush rewrites only the chunks that
-changed: usually 3, the day's `all`, the caller and the tool) and never nears DynamoDB's
-400 KB item limit. Each tool's counts per UTC hour (dim `hour`, name `<HH>|<tool>`) are kept
-too, in one more item per hour (chunk `CHUNKS + HH`): a flush in a busy hour rewrites that
-hour's item only (then usually 4 items), and a reader sums any window of whole hours from the
-totals of the days it spans, at the same cost as the days' totals. A process's items are
-in the shard its id hashes to, so the writes of a day's totals spread over `shards`
-partitions like its entries. Reading a day's totals is one query per shard the day was
-written over (kiln.accounting.ledger_shards; the day's items
-of every process that wrote that day), summed, plus this process's counts not yet written.
+once per `flush_s`, with the write of the first entry after that time has passed. Each entry
+counts in the day's `all`, its caller's and its tool's counts, and its tool's counts of its UTC
+hour (dim `hour`, name `<HH>|<tool>`), so that a reader sums any window of whole hours from the
+totals of the days it spans, at the same cost as the days' totals.
+
+A process packs its counts of a day into as few items as fit: each attribute gets a place in
+the process's current item of the day the first time it is counted, and keeps it; an item
+is closed when one more attribute could take it past 1 KB (`ITEM_BYTES`, DynamoDB's write
+unit), so a flush rewrites only the items whose counts changed, each for one write unit, and
+no item nears DynamoDB's 400 KB limit whatever the number of callers and tools. A container
+serving one tool to one caller writes one item per flush (it wrote four, one per dimension's
+hash chunk and one for the hour, until 2026-12-04: 0.15 write units a call at 2 calls a
+second, $0.09 a million). Readers sum every item of the day whatever its sort key. A
+process's items are in the shard its id hashes to, so the writes of a day's totals spread
+over `shards` partitions like its entries. Reading a day's totals is one query per shard the
+day was written over (kiln.accounting.ledger_shards; the day's items of every process that
+wrote that day), summed, plus this process's counts not yet written.
 
 Staleness and loss: another process sees a process's calls at most `flush_s` after they were
 made while it keeps answering calls; an idle process's last calls (made within `flush_s`
@@ -43,7 +48,11 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
 
-CHUNKS = 16  # items a process's counts of one day are split over (and one item per hour)
+ITEM_BYTES = 1024  # one write unit: a process's item of counts stays within it
+# What an item's keys and expiry take (pk, a sort key of the container's id, expires_at), and
+# what one count's value may (a DynamoDB number is at most 21 bytes): conservative bounds.
+_ITEM_KEYS_BYTES = 160
+_NUMBER_BYTES = 21
 DEFAULT_FLUSH_S = 10.0
 _KEYS = frozenset({"pk", "sk", "expires_at"})
 
@@ -54,26 +63,48 @@ def _attribute(dim: str, name: str, field: str) -> str:
     return f"{dim}|{name}|{field}" if name else f"{dim}|{field}"
 
 
-def _chunk(dim: str, name: str) -> int:
-    return zlib.crc32(f"{dim}|{name}".encode("utf-8", "surrogatepass")) % CHUNKS
-
-
-def counts_of(item: Mapping[str, Any]) -> list[tuple[int, str, float]]:
-    """(chunk, attribute, amount) that one ledger entry adds to its day's totals: the day's
-    `all`, its caller's and its tool's counts, and its tool's counts of its UTC hour (dim
-    `hour`, name `<HH>|<tool>`, in the hour's own chunk `CHUNKS + HH`)."""
+def counts_of(item: Mapping[str, Any]) -> list[tuple[str, float]]:
+    """(attribute, amount) that one ledger entry adds to its day's totals: the day's `all`,
+    its caller's and its tool's counts, and its tool's counts of its UTC hour (dim `hour`,
+    name `<HH>|<tool>`)."""
     fields = {"calls": 1.0, item["outcome"]["S"]: 1.0, "run_ms": float(item["duration_ms"]["N"])}
     tool = item["tool"]["S"]
     hour = str(item["at"]["S"])[11:13]
-    added = []
-    for dim, name, chunk in (
-        ("all", "", _chunk("all", "")),
-        ("caller", item["caller"]["S"], _chunk("caller", item["caller"]["S"])),
-        ("tool", tool, _chunk("tool", tool)),
-        ("hour", f"{hour}|{tool}", CHUNKS + int(hour)),
-    ):
-        added += [(chunk, _attribute(dim, name, field), amount) for field, amount in fields.items()]
-    return added
+    dims = (
+        ("all", ""),
+        ("caller", item["caller"]["S"]),
+        ("tool", tool),
+        ("hour", f"{hour}|{tool}"),
+    )
+    return [
+        (_attribute(dim, name, field), amount)
+        for dim, name in dims
+        for field, amount in fields.items()
+    ]
+
+
+def _bytes(attribute: str) -> int:
+    return len(attribute.encode("utf-8", "surrogatepass")) + _NUMBER_BYTES
+
+
+class _Places:
+    """Which of a process's items of one day each attribute is written in (it keeps it)."""
+
+    def __init__(self) -> None:
+        self.of: dict[str, int] = {}
+        self._room = 0  # bytes left in the current item
+        self._current = -1
+
+    def place(self, attribute: str) -> int:
+        found = self.of.get(attribute)
+        if found is None:
+            size = _bytes(attribute)
+            if size > self._room:
+                self._current += 1
+                self._room = ITEM_BYTES - _ITEM_KEYS_BYTES
+            self._room -= size
+            found = self.of[attribute] = self._current
+        return found
 
 
 def _number(value: float) -> dict[str, str]:
@@ -107,8 +138,9 @@ class DayTotals:
         self._clock = clock
         self._lock = threading.Lock()  # the counts
         self._flushing = threading.Lock()  # one flush at a time; readers wait for it
-        # (day, chunk) -> (its item's sk, the counts written there), and counts not written yet
+        # (day, item) -> (its sk, the counts written there), and counts not written yet
         self._written: dict[tuple[str, int], tuple[str, Counts]] = {}
+        self._places: dict[str, _Places] = defaultdict(_Places)
         self._pending: dict[tuple[str, int], Counts] = defaultdict(dict)
         self._last_flush = clock()
 
@@ -116,8 +148,9 @@ class DayTotals:
         """Count one written entry (the item as `CallLedger.item` made it)."""
         day = str(item["at"]["S"])[:10]
         with self._lock:
-            for chunk, attribute, amount in counts_of(item):
-                counts = self._pending[(day, chunk)]
+            places = self._places[day]
+            for attribute, amount in counts_of(item):
+                counts = self._pending[(day, places.place(attribute))]
                 counts[attribute] = counts.get(attribute, 0.0) + amount
 
     def due(self) -> bool:
@@ -126,21 +159,21 @@ class DayTotals:
         return waiting and self._clock() - self._last_flush >= self.flush_s
 
     def flush(self) -> None:
-        """Write every chunk with counts not written yet (each an overwrite of this process's
-        item for it: its counts of the day so far)."""
+        """Write every item with counts not written yet (each an overwrite of this process's
+        item: its counts of the day so far)."""
         with self._flushing:
             with self._lock:
                 moving, self._pending = self._pending, defaultdict(dict)
                 self._last_flush = self._clock()
             try:
-                for (day, chunk), counts in sorted(moving.items()):
-                    sk, written = self._written.get((day, chunk)) or (self._sk(chunk), {})
+                for (day, place), counts in sorted(moving.items()):
+                    sk, written = self._written.get((day, place)) or (self._sk(place), {})
                     total = dict(written)
                     for attribute, amount in counts.items():
                         total[attribute] = total.get(attribute, 0.0) + amount
                     self._put(day, sk, total)
-                    self._written[(day, chunk)] = (sk, total)
-                    del moving[(day, chunk)]
+                    self._written[(day, place)] = (sk, total)
+                    del moving[(day, place)]
             finally:
                 with self._lock:  # what was not written waits for the next flush
                     for key, counts in moving.items():
@@ -167,8 +200,8 @@ class DayTotals:
 
     # -- internals ---------------------------------------------------------------------
 
-    def _sk(self, chunk: int) -> str:
-        return f"{self.container}#{chunk:02d}#{secrets.token_hex(3)}"
+    def _sk(self, place: int) -> str:
+        return f"{self.container}#{place:02d}#{secrets.token_hex(3)}"
 
     def _put(self, day: str, sk: str, counts: Counts) -> None:
         item: dict[str, Any] = {
@@ -201,5 +234,8 @@ class DayTotals:
         of an older day starts a new item of this process for it, summed alike)."""
         with self._lock:
             days = sorted({day for day, _ in self._written})
-            for day, chunk in [key for key in self._written if key[0] not in days[-2:]]:
-                del self._written[(day, chunk)]
+            for day, place in [key for key in self._written if key[0] not in days[-2:]]:
+                del self._written[(day, place)]
+            for day in [day for day in self._places if day not in days[-2:]]:
+                if not any(key[0] == day for key in self._pending):
+                    del self._places[day]

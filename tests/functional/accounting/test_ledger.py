@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 
@@ -228,7 +229,7 @@ def test_totals_are_each_processs_counts_written_once_per_interval_not_the_entri
     first.record(entry("a", "key:1"))
     second.record(entry("b", "key:2"))
     sums = [pk for pk in written if pk.startswith("LEDGERSUM#")]
-    assert len(sums) == 8  # all, the caller, the tool and the hour of each process: one put each
+    assert len(sums) == 2  # all, the caller, the tool and the hour fit one item: one put each
     for item in db.scan(TableName=aws.table)["Items"]:
         if item["pk"]["S"].startswith("LEDGER#"):  # the entries go; the totals stay
             db.delete_item(TableName=aws.table, Key={"pk": item["pk"], "sk": item["sk"]})
@@ -246,6 +247,47 @@ def test_totals_are_each_processs_counts_written_once_per_interval_not_the_entri
     first.record(entry("a", "key:1"))  # within the interval: this process's own count shows
     assert first.totals("2027-01-15")["all"]["calls"] == 7
     assert reader.totals("2027-01-15")["all"]["calls"] == 6
+
+
+def test_many_callers_counts_are_packed_in_items_of_one_write_unit_and_sum_right(
+    aws: AwsStack,
+) -> None:
+    """A process serving 150 callers: its items stay within 1 KB (one write unit each), a
+    flush rewrites only the items whose counts changed, and the totals read back whole."""
+    clock = Clock()
+    writer, reader = ledger(aws, clock, shards=1), ledger(aws, clock, shards=1)
+    db = aws.clients.dynamodb
+    for n in range(150):
+        writer.record(entry("a", f"key:{n:040d}"))  # long names: more items
+    clock.now += 10
+    writer.record(entry("a", "key:0"))
+    items = [item for item in db.scan(TableName=aws.table)["Items"]
+             if item["pk"]["S"].startswith("LEDGERSUM#2027")]  # fmt: skip
+    sizes = [item_bytes(item) for item in items]
+    assert len(items) > 4, sizes
+    assert max(sizes) <= 1024, sizes
+    assert reader.totals("2027-01-15")["all"]["calls"] == 151
+    assert reader.totals("2027-01-15")["by_caller"][f"key:{149:040d}"]["calls"] == 1
+    before = {item["sk"]["S"]: item for item in items}
+    written: list[str] = []
+    db.meta.events.register(
+        "before-parameter-build.dynamodb.PutItem",
+        lambda params, **_: written.append(params["Item"]["sk"]["S"]),
+    )
+    clock.now += 10
+    writer.record(entry("a", f"key:{7:040d}"))  # the day's all, the tool, the hour, one caller
+    rewritten = [sk for sk in written if sk in before]
+    assert 1 <= len(rewritten) <= 3, rewritten  # not all of the process's items
+    assert reader.totals("2027-01-15")["by_caller"][f"key:{7:040d}"]["calls"] == 2
+
+
+def item_bytes(item: dict[str, Any]) -> int:
+    """An item's size as DynamoDB counts it, bounded above: names, strings, numbers (<= 21)."""
+    size = 0
+    for name, value in item.items():
+        size += len(name.encode())
+        size += len(value["S"].encode()) if "S" in value else min(21, len(value["N"]) // 2 + 2)
+    return size
 
 
 def test_an_inner_call_is_written_with_the_id_it_was_given_and_its_parents_id(

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from kiln.accounting.ledger_totals import CHUNKS, counts_of
+from kiln.accounting.ledger_totals import counts_of
 from kiln.accounting.usage import by_tool_of_hours, hour_window
 
 
@@ -19,17 +19,14 @@ def test_the_last_24_hours_are_the_current_hour_so_far_and_the_23_before_it() ->
     assert days == ["2026-02-27", "2026-02-28", "2026-03-01"]
 
 
-def test_an_entry_counts_in_its_tools_hour_in_the_hours_own_chunk() -> None:
+def test_an_entry_counts_in_its_tools_hour() -> None:
     item = {"at": {"S": "2026-01-02T07:59:59.999Z"}, "caller": {"S": "key:1"},
             "tool": {"S": "echo"}, "outcome": {"S": "timeout"},
             "duration_ms": {"N": "12.5"}}  # fmt: skip
-    hourly = {attribute: (chunk, amount) for chunk, attribute, amount in counts_of(item)
+    hourly = {attribute: amount for attribute, amount in counts_of(item)
               if attribute.startswith("hour|")}  # fmt: skip
-    assert hourly == {
-        "hour|07|echo|calls": (CHUNKS + 7, 1.0),
-        "hour|07|echo|timeout": (CHUNKS + 7, 1.0),
-        "hour|07|echo|run_ms": (CHUNKS + 7, 12.5),
-    }
+    assert hourly == {"hour|07|echo|calls": 1.0, "hour|07|echo|timeout": 1.0,
+                      "hour|07|echo|run_ms": 12.5}  # fmt: skip
 
 
 def _zero(**counts: int) -> dict[str, Any]:
