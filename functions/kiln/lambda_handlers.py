@@ -30,16 +30,21 @@ if TYPE_CHECKING:
 BUILD_DIR = Path("/tmp")  # noqa: S108
 
 
-def _init() -> tuple[Settings, AwsClients, observability.Telemetry]:
+def _init() -> tuple[Settings, observability.Telemetry]:
     from kiln.settings import Settings
 
     settings = Settings.from_env()
-    return settings, process.aws_clients(settings), process.telemetry(settings)
+    return settings, process.telemetry(settings)
 
 
+clients: AwsClients  # every function's but the runner's, made at init (SnapStart keeps them)
 # The init phase runs without the garbage collector: see process.init_phase.
 with process.init_phase():
-    settings, clients, telemetry = _init()
+    settings, telemetry = _init()
+    # The runner reads no table and S3 only for a bundle: it imports botocore (~60 ms of a
+    # new tenant's first call) on its first bundle (bench/runner/new_tenant.py).
+    if settings.lambda_handler != process.RUNNER_HANDLER:
+        clients = process.aws_clients(settings)
 
 
 def _http(serves: Serves, name: str) -> observability.Handler:
@@ -93,7 +98,7 @@ def _runner() -> observability.Handler:
     process.prepare_process()  # tools cannot read this process's environ (AWS credentials)
     function = RunnerFunction(
         process.runner_settings(settings),
-        clients.s3,
+        lambda: process.aws_clients(settings).s3,  # botocore on the first bundle, not at init
         settings.bucket,
         runtime_api=settings.runtime_api,
         sweep_patience_s=settings.sweep_patience_s,

@@ -22,6 +22,8 @@ if TYPE_CHECKING:
     from kiln.runner import RunnerSettings
     from kiln.settings import Settings
 
+RUNNER_HANDLER = "kiln.lambda_handlers.runner"  # the runner function's handler (_HANDLER)
+
 
 def prepare_process() -> None:
     """Process-wide setup, once per process, by the entry point (never by a library)."""
@@ -58,7 +60,7 @@ def aws_clients(settings: Settings) -> AwsClients:
 
     # The runner function reads no table: a DynamoDB client made at its init would be ~30 ms
     # of CPU in every new tenant's first call, for nothing (bench/runner/new_tenant.py).
-    runner = settings.lambda_handler == "kiln.lambda_handlers.runner"
+    runner = settings.lambda_handler == RUNNER_HANDLER
     return make_clients(
         endpoint_url=settings.endpoint_url,
         region=settings.region,

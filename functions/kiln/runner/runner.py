@@ -156,6 +156,11 @@ class Runner:
         if self._standbys is not None:
             self._standbys.clear()
 
+    def start_helper(self) -> None:
+        """Start the helper now rather than on the first run (raises LauncherError): its
+        interpreter then starts while the caller does other work (the runner function's init)."""
+        self._launcher.ensure_started()
+
     @property
     def helper_pid(self) -> int | None:
         """The pid of the helper that forks supervisors, once started."""
