@@ -156,10 +156,13 @@ class Runner:
         if self._standbys is not None:
             self._standbys.clear()
 
-    def start_helper(self) -> None:
-        """Start the helper now rather than on the first run (raises LauncherError): its
-        interpreter then starts while the caller does other work (the runner function's init)."""
-        self._launcher.ensure_started()
+    def start_helper(self) -> str | None:
+        """Start the helper before the first run; why it could not (the run tries again)."""
+        try:
+            self._launcher.ensure_started()
+        except LauncherError as error:
+            return str(error)
+        return None
 
     @property
     def helper_pid(self) -> int | None:

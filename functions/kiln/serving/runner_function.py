@@ -39,7 +39,6 @@ from typing import TYPE_CHECKING, Any, NoReturn
 from kiln.bundles.cache import BundleCache, BundleError, BundleFetchError
 from kiln.bundles.store import BundleRecord
 from kiln.runner import Runner, RunnerSettings, RunResult, contain, doctor, sweep
-from kiln.runner.launcher import LauncherError
 from kiln.runner.processes import read_stat
 from kiln.runner.remote import PayloadError, decode, result_json, talk_json
 from kiln.runner.talk import Said
@@ -115,10 +114,9 @@ class RunnerFunction:
         # The helper's interpreter starts while the runtime finishes its init and asks for the
         # first invocation, which then finds it ready (a new tenant's first call: ~30 ms of it).
         # Started after the census: it is the runner's, kept by each sweep as the helper.
-        try:
-            self.runner.start_helper()
-        except LauncherError as error:  # the first run tries again, and says why it cannot
-            log.warning("the runner's helper did not start at init", extra={"error": str(error)})
+        failed = self.runner.start_helper()
+        if failed:  # the first run tries again, and says why it cannot
+            log.warning("the runner's helper did not start at init", extra={"error": failed})
         self._loop = asyncio.new_event_loop()
 
     def close(self) -> None:
@@ -129,6 +127,8 @@ class RunnerFunction:
     def handle(self, event: Mapping[str, Any], context: Any) -> dict[str, Any]:
         if event.get("kiln_doctor"):
             return {"doctor": doctor.probe()}
+        if event.get("kiln_warm"):
+            return self.warm(event, context)
         try:
             request, bundle = decode(event)
         except PayloadError as error:
@@ -157,6 +157,27 @@ class RunnerFunction:
         if swept["alive"] and self.runtime_api is not None:
             _end_environment(answer, self.runtime_api, context)
         return answer
+
+    def warm(self, event: Mapping[str, Any], context: Any) -> dict[str, Any]:
+        """A save's warm-up (`kiln.runner.remote.RemoteRunner.warm`): nothing runs. The
+        environment is pinned to its tenant as a run would pin it, its helper waits, and the
+        bundle the payload names is fetched and unpacked into the cache the runs use."""
+        tenant = str(event.get("tenant") or "")
+        refused = self._refuse(tenant, getattr(context, "tenant_id", None))
+        if refused:
+            log.warning("warm-up refused", extra={"tenant": tenant, "reason": refused})
+            return {"error": refused}
+        failed = self.runner.start_helper()
+        if failed:
+            return {"warm": False, "error": failed}
+        bundle = event.get("bundle")
+        if isinstance(bundle, Mapping):
+            try:
+                with self.bundles.use(self.records.add(bundle), bundle.get("resolved_sha256")):
+                    pass
+            except (BundleError, TypeError, ValueError) as error:
+                return {"warm": False, "error": f"its packages could not be used here: {error}"}
+        return {"warm": True}
 
     def _refuse(self, tenant: str, context_tenant: str | None) -> str | None:
         if not tenant:
