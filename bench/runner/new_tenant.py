@@ -104,12 +104,16 @@ def one_round(tmp: Path, n: int, env: dict[str, str], endpoint: str,
     if base is not None:
         path = ":".join([str(base / "functions"), *venv_site()])
         kinds.insert(0, ("base plain", PLAIN, None, "hi\n", {**env, "PYTHONPATH": path}))
+    kinds.append(("saved", BUNDLED, bundle, "original hi\n", env))  # after a save's warm-up
     for kind, code, record, expect, kind_env in kinds:
         tenant = f"{kind}-{n}-{uuid.uuid4().hex[:6]}"
         runner, out[f"{kind} init"] = started(
             tmp / f"{kind.replace(' ', '-')}-{n}", "runner", kind_env, [endpoint], tenant=tenant
         )
         try:
+            if kind == "saved":  # a save's warm-up (RemoteRunner.warm), then the first call
+                warm_up = {"kiln_warm": 1, "tenant": tenant, "bundle": record}
+                out[f"{kind} warm-up"] = run_ms(runner, warm_up, None)
             out[f"{kind} first run"] = run_ms(runner, payload(tenant, code, record), expect)
             out[f"{kind} warm run"] = run_ms(runner, payload(tenant, code, record), expect)
         finally:
@@ -177,6 +181,13 @@ def main() -> int:
         print(f"this tree / --base, same round: init {statistics.median(paired):.2f}x"
               f" (min {min(paired):.2f}x), first call {statistics.median(calls):.2f}x"
               f" (min {min(calls):.2f}x)")  # fmt: skip
+    cold = statistics.median(r["bundle init"] + r["bundle first run"] for r in rounds)
+    after = statistics.median(r["saved first run"] for r in rounds)
+    spent = statistics.median(r["saved init"] + r["saved warm-up"] for r in rounds)
+    print(
+        f"a bundle tool's first call after a save's warm-up {after:.1f} ms (cold {cold:.1f} ms:"
+        f" {cold - after:.1f} ms saved); the warm-up's own init and invoke {spent:.1f} ms"
+    )
     beyond_bare = statistics.median(r["plain init"] - r["bare init"] for r in rounds)
     first_extra = statistics.median(r["plain first run"] - r["plain warm run"] for r in rounds)
     fetch = statistics.median(r["bundle first run"] - r["plain first run"] for r in rounds)
