@@ -34,6 +34,9 @@ def _init() -> tuple[Settings, observability.Telemetry]:
     from kiln.settings import Settings
 
     settings = Settings.from_env()
+    # The runner's helper boots while the rest of the init loads (a new tenant's first run
+    # would wait for it: bench/runner/new_tenant.py); RunnerFunction takes it over.
+    process.start_runner_helper(settings)
     return settings, process.telemetry(settings)
 
 

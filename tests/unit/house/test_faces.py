@@ -50,7 +50,7 @@ EXPORTS: dict[str, str] = {
     "runner": (
         "InvalidArgumentsError NodeUnavailableError RunLimits RunRequest RunResult Runner "
         "RunnerBusyError RunnerSettings afterwards contain contract contract_text doctor errors "
-        "limits model nodejs processes remote shield sweep talk"
+        "launcher limits model nodejs processes remote shield sweep talk"
     ),
     "schema": "arguments safe wording",
     "serving": "backend conversation resolved runner_function store_errors warming",
