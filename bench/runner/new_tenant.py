@@ -1,14 +1,18 @@
 """A new tenant's first call: a fresh runner function environment, under the Lambda profile.
 
 Each round starts, under the Lambda profile of tests/e2e (awslambdaric in a sandbox: one uid,
-no capabilities, the Runtime API on its own loopback, the emulator's S3 reachable), three new
+no capabilities, the Runtime API on its own loopback, the emulator's S3 reachable), four new
 environments and times, in the same round so that drift on a loaded machine hits all alike:
 
 - bare: the runtime with a handler that imports nothing (`operator.is_`): Lambda's floor
   for a Python init, and its first invoke;
 - plain: `kiln.lambda_handlers.runner`, then a trivial tool's first run, then a warm run;
 - bundle: the same with a tool whose bundle (one module, in a zip) is fetched from the
-  emulator's S3 and unpacked by the first run, then a warm run.
+  emulator's S3 and unpacked by the first run, then a warm run;
+- saved: that tool after a save's warm-up (the `kiln_warm` invoke a save on Lambda sends,
+  which fetches the bundle and runs nothing), then its first run and a warm run.
+
+Kiln's modules are compiled first, as a deploy ships them: the sandbox's tree is read-only.
 
 The breakdown: runtime init (spawn to the runtime asking for work) against the bare one (the
 difference is Kiln's imports and the runner function's construction), the first run, the
