@@ -18,7 +18,9 @@ environment; a process that survived never meets a later invocation here (`_end_
 
 An environment serves one tenant: the first run pins it, and a payload for another tenant,
 or one whose tenant is not the environment's (`context.tenant_id`), is refused. A doctor
-payload (`{"kiln_doctor": 1}`) answers `kiln.runner.doctor.probe()` from inside the function.
+payload (`{"kiln_doctor": 1}`) answers `kiln.runner.doctor.probe()` from inside the function;
+a save's warm-up (`{"kiln_warm": 1, "tenant", "bundle"}`) pins the tenant, has the helper wait
+and fetches the bundle, and runs nothing (`warm`).
 """
 
 from __future__ import annotations
