@@ -6,6 +6,8 @@ stand-in answers 202 and runs as Lambda does. The tool's script, were it run, wo
 listener of the test's: the warm-up must never reach it, write no ledger entry and use no
 quota, and the author's first test run must be served by the environment it started. A
 warm-up Lambda refuses (throttled) is logged and never fails the save; off, none is sent.
+A warm-up that names a built bundle leaves it unpacked for the first run, which then needs S3
+no more; one for another tenant than the environment's is refused.
 """
 
 from __future__ import annotations
@@ -23,7 +25,14 @@ from typing import Any
 import pytest
 
 from conftest import AwsStack
-from e2e.lambda_profile import Environment, TenantInvoke, admin_function
+from e2e.lambda_profile import (
+    REQUIREMENTS,
+    TARGET,
+    Environment,
+    TenantInvoke,
+    admin_function,
+    ready_bundle,
+)
 from e2e.test_lambda_profile import EVENTS, admin_run_event
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="the profile's sandbox needs root")
@@ -166,3 +175,38 @@ def test_a_warm_up_refused_or_off_never_fails_the_save(
             assert listener.hits == ["/ran"]
     finally:
         runners.close()
+
+
+def test_the_warm_up_fetches_the_bundle_the_first_run_then_uses(
+    aws: AwsStack, tmp_path: Path
+) -> None:
+    """The warm-up unpacks the tool's bundle into the cache the runs use: the first run needs
+    S3 no more (its zip is deleted in between); a warm-up for another tenant is refused."""
+    from kiln.bundles.store import BundleStore
+    from kiln.runner import RunRequest
+    from kiln.runner.remote import encode
+
+    ready_bundle(aws.clients, aws.table, aws.bucket)
+    store = BundleStore(aws.clients.dynamodb, aws.clients.s3, table=aws.table, bucket=aws.bucket)
+    record = store.ensure("python", TARGET, REQUIREMENTS)
+    assert record is not None
+    tmp_path.chmod(0o755)
+    tenant = f"tool-{uuid.uuid4().hex[:8]}"
+    env = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
+           "AWS_ENDPOINT_URL": aws.endpoint_url, "KILN_TABLE": aws.table,
+           "KILN_BUCKET": aws.bucket}  # fmt: skip
+    runner = Environment(tmp_path / "runner", "runner", env, [aws.endpoint_url], tenant=tenant)
+    try:
+        other = runner.invoke({"kiln_warm": 1, "tenant": "another-tool", "bundle": None})
+        assert other.payload == {"error": "the payload's tenant is not this environment's"}
+        warm_up = {"kiln_warm": 1, "tenant": tenant, "bundle": record.to_json()}
+        answer = runner.invoke(warm_up, timeout_s=60)
+        assert answer.payload == {"warm": True}, f"{answer.payload}\n{runner.log()}"
+        aws.clients.s3.delete_object(Bucket=aws.bucket, Key=record.zip_key)
+        code = "import shared_mod\nprint(shared_mod.VALUE)\n"
+        request = RunRequest(language="python", code=code, arguments={}, timeout_s=20)
+        event = encode(request, tenant=tenant, tool_id=tenant, bundle=record.to_json())
+        run = runner.invoke(event, timeout_s=60).payload
+        assert run["result"]["stdout"] == "original\n", f"{run}\n{runner.log()}"
+    finally:
+        runner.close()
