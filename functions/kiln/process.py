@@ -81,6 +81,7 @@ def aws_clients(settings: Settings) -> AwsClients:
         region=settings.region,
         profile=settings.profile,
         dynamodb_at_once=not runner,
+        s3_without_boto3=runner,  # it only reads bundle zips: get_object
     )
 
 

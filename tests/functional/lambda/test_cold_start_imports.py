@@ -231,3 +231,21 @@ def test_the_runner_function_imports_no_botocore_at_init(aws: AwsStack) -> None:
     handler = {"_HANDLER": "kiln.lambda_handlers.runner"}  # as Lambda sets it
     found = _probe(aws, RUNNER_INIT_PROBE, (), "", **handler)
     assert found == {"botocore": [], "http": [], "clients": False}
+
+
+RUNNER_S3_PROBE = """
+import json, os, sys
+from kiln import process
+from kiln.settings import Settings
+
+s3 = process.aws_clients(Settings.from_env()).s3
+s3.head_bucket(Bucket=os.environ["KILN_BUCKET"])
+print(json.dumps(sorted(m for m in ("boto3", "s3transfer", "multiprocessing") if m in sys.modules)))
+"""
+
+
+def test_the_runner_functions_s3_client_is_botocores_own(aws: AwsStack) -> None:
+    """Its first bundle makes the S3 client, which only reads zips: without boto3 (s3transfer,
+    multiprocessing: ~15 ms of a bundle tool's cold first call)."""
+    handler = {"_HANDLER": "kiln.lambda_handlers.runner"}
+    assert _probe(aws, RUNNER_S3_PROBE, (), "", **handler) == []
