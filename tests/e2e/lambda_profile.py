@@ -58,6 +58,11 @@ def venv_site() -> list[str]:
     return [p for p in sys.path if p.endswith("site-packages") and os.path.isdir(p)]
 
 
+# What Lambda sets for a function whose LoggingConfig says LogFormat JSON and an application log
+# level (template.yaml): the runtime then writes stdlib logging records as JSON itself.
+JSON_LOGS = {"runner": {"AWS_LAMBDA_LOG_FORMAT": "JSON", "AWS_LAMBDA_LOG_LEVEL": "INFO"}}
+
+
 @dataclass
 class Environment:
     """One sandboxed runtime serving `handler`; `invoke` hands it one event."""
@@ -95,6 +100,7 @@ class Environment:
             "AWS_REGION": "us-east-1",
             "POWERTOOLS_SERVICE_NAME": "kiln",
             "POWERTOOLS_METRICS_NAMESPACE": "Kiln",
+            **JSON_LOGS.get(self.handler, {}),
             **self.env,
         }
         config = {

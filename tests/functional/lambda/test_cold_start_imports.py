@@ -219,6 +219,7 @@ print(json.dumps({
     "botocore": sorted(m for m in sys.modules if m.startswith(("botocore.", "boto3"))),
     "http": sorted(m for m in ("urllib.request", "http.client") if m in sys.modules),
     "clients": hasattr(lambda_handlers, "clients"),
+    "powertools": sorted(m for m in sys.modules if m.startswith("aws_lambda_powertools")),
 }))
 """
 
@@ -227,10 +228,11 @@ def test_the_runner_function_imports_no_botocore_at_init(aws: AwsStack) -> None:
     """It reads no table and S3 only for a tool's bundle: botocore (~60 ms of a new tenant's
     init) and its S3 client come with the first bundle fetched (bench/runner/new_tenant.py;
     tests/e2e/test_lambda_profile.py fetches one); urllib.request (http.client, email: ~20 ms)
-    only when an environment must post its own answer and end."""
+    only when an environment must post its own answer and end; no Powertools (~11-17 ms:
+    its log lines are the runtime's own, kiln.observability.plain)."""
     handler = {"_HANDLER": "kiln.lambda_handlers.runner"}  # as Lambda sets it
     found = _probe(aws, RUNNER_INIT_PROBE, (), "", **handler)
-    assert found == {"botocore": [], "http": [], "clients": False}
+    assert found == {"botocore": [], "http": [], "clients": False, "powertools": []}
 
 
 RUNNER_S3_PROBE = """

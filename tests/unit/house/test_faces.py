@@ -41,7 +41,7 @@ EXPORTS: dict[str, str] = {
     "cli": "main",
     "identity": "audit callers keys metadata policy settings tokens",
     "local": "dev state",
-    "observability": "redact telemetry",
+    "observability": "plain redact telemetry",
     "protocol": (
         "CallContext CallLimits HttpRequest HttpResponse McpEndpoint ProtocolSettings ToolBackend "
         "ToolOutcome ToolView backend calling cards codestubs discovery dispatch errors guard http "
