@@ -37,8 +37,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
-from kiln.bundles.cache import BundleCache, BundleError, BundleFetchError
-from kiln.bundles.store import BundleRecord
+from kiln.bundles.errors import BundleError, BundleFetchError
 from kiln.runner import Runner, RunnerSettings, RunResult, contain, doctor, sweep
 from kiln.runner.processes import read_stat
 from kiln.runner.remote import PayloadError, decode, result_json, talk_json
@@ -46,6 +45,9 @@ from kiln.runner.talk import Said
 
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
+
+    from kiln.bundles.cache import BundleCache
+    from kiln.bundles.store import BundleRecord
 
 log = logging.getLogger("kiln.serving.runner_function")
 SUPERVISOR_EXIT_S = 0.1
@@ -75,6 +77,8 @@ class _PayloadRecords:
         return self.records.get(bundle_id)
 
     def add(self, record: Mapping[str, Any]) -> str:
+        from kiln.bundles.store import BundleRecord
+
         data = dict(record)
         data["requirements"] = tuple(data.get("requirements") or ())
         known = BundleRecord(**data)
@@ -107,9 +111,9 @@ class RunnerFunction:
         )
         self.runner = Runner(self.settings)
         self.records = _PayloadRecords(s3, bucket)
-        self.bundles = BundleCache(self.records, root=self.bundle_root)  # type: ignore[arg-type]
+        self._bundles: BundleCache | None = None  # made by the first bundle (`bundles`)
         self.tenant: str | None = None
-        self.keep = [str(self.bundle_root)]
+        self.keep: list[str] = []  # the bundle cache, once made: until then a run's litter
         self.baseline = contain.snapshot()  # the runtime's own entries, kept
         self.companions = sweep.census()  # processes there before any run (extensions), kept
         # The helper's interpreter starts while the runtime finishes its init and asks for the
@@ -119,6 +123,18 @@ class RunnerFunction:
         if failed:  # the first run tries again, and says why it cannot
             log.warning("the runner's helper did not start at init", extra={"error": failed})
         self._loop = asyncio.new_event_loop()
+
+    @property
+    def bundles(self) -> BundleCache:
+        """The bundle cache, made by the first bundle: a tool without one never imports its
+        modules (~8 ms of a new tenant's first call: bench/runner/new_tenant.py). Until then
+        its folder is kept by no sweep: whatever a run made there goes with the run."""
+        if self._bundles is None:
+            from kiln.bundles.cache import BundleCache
+
+            cache = BundleCache(self.records, root=self.bundle_root)  # type: ignore[arg-type]
+            self._bundles, self.keep = cache, [str(self.bundle_root)]
+        return self._bundles
 
     def close(self) -> None:
         """Let go of the runner's helper and the event loop (the runtime never does: tests)."""
@@ -221,7 +237,7 @@ class RunnerFunction:
         removed = contain.remove(sweep.litter(self.baseline, self.keep))
         # What a run changed in a bundle is found by its seal at the next use; what it put
         # beside the bundles goes now.
-        removed += self.bundles.remove_strangers()
+        removed += self._bundles.remove_strangers() if self._bundles is not None else 0
         if killed or alive or removed:
             log.warning(
                 "a run left processes or files behind",

@@ -220,6 +220,7 @@ print(json.dumps({
     "http": sorted(m for m in ("urllib.request", "http.client") if m in sys.modules),
     "clients": hasattr(lambda_handlers, "clients"),
     "powertools": sorted(m for m in sys.modules if m.startswith("aws_lambda_powertools")),
+    "bundle cache": [m for m in ("kiln.bundles.cache", "kiln.bundles.store") if m in sys.modules],
 }))
 """
 
@@ -229,10 +230,13 @@ def test_the_runner_function_imports_no_botocore_at_init(aws: AwsStack) -> None:
     init) and its S3 client come with the first bundle fetched (bench/runner/new_tenant.py;
     tests/e2e/test_lambda_profile.py fetches one); urllib.request (http.client, email: ~20 ms)
     only when an environment must post its own answer and end; no Powertools (~11-17 ms:
-    its log lines are the runtime's own, kiln.observability.plain)."""
+    its log lines are the runtime's own, kiln.observability.plain); the bundle cache's modules
+    (~8 ms) with the first bundle too."""
     handler = {"_HANDLER": "kiln.lambda_handlers.runner"}  # as Lambda sets it
     found = _probe(aws, RUNNER_INIT_PROBE, (), "", **handler)
-    assert found == {"botocore": [], "http": [], "clients": False, "powertools": []}
+    assert found == {
+        "botocore": [], "http": [], "clients": False, "powertools": [], "bundle cache": []
+    }  # fmt: skip
 
 
 RUNNER_S3_PROBE = """
