@@ -1,14 +1,18 @@
 """A new tenant's first call: a fresh runner function environment, under the Lambda profile.
 
 Each round starts, under the Lambda profile of tests/e2e (awslambdaric in a sandbox: one uid,
-no capabilities, the Runtime API on its own loopback, the emulator's S3 reachable), three new
+no capabilities, the Runtime API on its own loopback, the emulator's S3 reachable), four new
 environments and times, in the same round so that drift on a loaded machine hits all alike:
 
 - bare: the runtime with a handler that imports nothing (`operator.is_`): Lambda's floor
   for a Python init, and its first invoke;
 - plain: `kiln.lambda_handlers.runner`, then a trivial tool's first run, then a warm run;
 - bundle: the same with a tool whose bundle (one module, in a zip) is fetched from the
-  emulator's S3 and unpacked by the first run, then a warm run.
+  emulator's S3 and unpacked by the first run, then a warm run;
+- saved: that tool after a save's warm-up (the `kiln_warm` invoke a save on Lambda sends,
+  which fetches the bundle and runs nothing), then its first run and a warm run.
+
+Kiln's modules are compiled first, as a deploy ships them: the sandbox's tree is read-only.
 
 The breakdown: runtime init (spawn to the runtime asking for work) against the bare one (the
 difference is Kiln's imports and the runner function's construction), the first run, the
@@ -26,6 +30,7 @@ usage (as root): python -m bench.runner.new_tenant [--rounds 5] [--base TREE]
 from __future__ import annotations
 
 import argparse
+import compileall
 import dataclasses
 import os
 import statistics
@@ -103,12 +108,16 @@ def one_round(tmp: Path, n: int, env: dict[str, str], endpoint: str,
     if base is not None:
         path = ":".join([str(base / "functions"), *venv_site()])
         kinds.insert(0, ("base plain", PLAIN, None, "hi\n", {**env, "PYTHONPATH": path}))
+    kinds.append(("saved", BUNDLED, bundle, "original hi\n", env))  # after a save's warm-up
     for kind, code, record, expect, kind_env in kinds:
         tenant = f"{kind}-{n}-{uuid.uuid4().hex[:6]}"
         runner, out[f"{kind} init"] = started(
             tmp / f"{kind.replace(' ', '-')}-{n}", "runner", kind_env, [endpoint], tenant=tenant
         )
         try:
+            if kind == "saved":  # a save's warm-up (RemoteRunner.warm), then the first call
+                warm_up = {"kiln_warm": 1, "tenant": tenant, "bundle": record}
+                out[f"{kind} warm-up"] = run_ms(runner, warm_up, None)
             out[f"{kind} first run"] = run_ms(runner, payload(tenant, code, record), expect)
             out[f"{kind} warm run"] = run_ms(runner, payload(tenant, code, record), expect)
         finally:
@@ -116,7 +125,16 @@ def one_round(tmp: Path, n: int, env: dict[str, str], endpoint: str,
     return out
 
 
+def compiled(*trees: Path) -> None:
+    """Kiln's modules compiled, as a deploy ships them (`functions/Makefile`): the sandbox's
+    tree is read-only, so a module without its .pyc is compiled again by every new
+    environment (~30-60 ms of each init here), which Lambda never does."""
+    for tree in trees:
+        compileall.compile_dir(tree / "functions", quiet=1)
+
+
 def measure(rounds: int, base: Path | None) -> list[dict[str, float]]:
+    compiled(ROOT, *([base] if base is not None else []))
     with moto_endpoint() as endpoint:
         name = f"kiln-bench-{uuid.uuid4().hex[:8]}"
         bundle = ready_bundle(endpoint, name)
@@ -125,7 +143,7 @@ def measure(rounds: int, base: Path | None) -> list[dict[str, float]]:
         with tempfile.TemporaryDirectory(prefix="kiln-bench-tenant-") as scratch:
             tmp = Path(scratch)
             os.chmod(tmp, 0o755)  # noqa: S103 - the sandboxes write their logs there as root
-            one_round(tmp, 0, env, endpoint, bundle, base)  # warm-up: disk cache, .pyc files
+            one_round(tmp, 0, env, endpoint, bundle, base)  # warm-up: the disk cache
             return [one_round(tmp, n, env, endpoint, bundle, base) for n in range(1, rounds + 1)]
 
 
@@ -167,6 +185,13 @@ def main() -> int:
         print(f"this tree / --base, same round: init {statistics.median(paired):.2f}x"
               f" (min {min(paired):.2f}x), first call {statistics.median(calls):.2f}x"
               f" (min {min(calls):.2f}x)")  # fmt: skip
+    cold = statistics.median(r["bundle init"] + r["bundle first run"] for r in rounds)
+    after = statistics.median(r["saved first run"] for r in rounds)
+    spent = statistics.median(r["saved init"] + r["saved warm-up"] for r in rounds)
+    print(
+        f"a bundle tool's first call after a save's warm-up {after:.1f} ms (cold {cold:.1f} ms:"
+        f" {cold - after:.1f} ms saved); the warm-up's own init and invoke {spent:.1f} ms"
+    )
     beyond_bare = statistics.median(r["plain init"] - r["bare init"] for r in rounds)
     first_extra = statistics.median(r["plain first run"] - r["plain warm run"] for r in rounds)
     fetch = statistics.median(r["bundle first run"] - r["plain first run"] for r in rounds)

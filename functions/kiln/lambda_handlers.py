@@ -19,34 +19,45 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from kiln import process
-from kiln.observability import telemetry as observability
 
 if TYPE_CHECKING:
     from kiln.api.mcp import Serves
     from kiln.aws.clients import AwsClients
+    from kiln.observability.telemetry import Handler, Telemetry
     from kiln.settings import Settings
 
 # Lambda's only writable place; the builder's scratch space (EphemeralStorage in template.yaml).
 BUILD_DIR = Path("/tmp")  # noqa: S108
 
 
-def _init() -> tuple[Settings, AwsClients, observability.Telemetry]:
+def _init() -> Settings:
     from kiln.settings import Settings
 
     settings = Settings.from_env()
-    return settings, process.aws_clients(settings), process.telemetry(settings)
+    # The runner's helper boots while the rest of the init loads (a new tenant's first run
+    # would wait for it: bench/runner/new_tenant.py); RunnerFunction takes it over.
+    process.start_runner_helper(settings)
+    return settings
 
 
+clients: AwsClients  # every function's but the runner's, made at init (SnapStart keeps them)
+telemetry: Telemetry  # Powertools: every function's but the runner's (observability.plain)
 # The init phase runs without the garbage collector: see process.init_phase.
 with process.init_phase():
-    settings, clients, telemetry = _init()
+    settings = _init()
+    # The runner reads no table and S3 only for a bundle: it imports botocore (~60 ms of a
+    # new tenant's first call) on its first bundle (bench/runner/new_tenant.py).
+    if settings.lambda_handler != process.RUNNER_HANDLER:
+        clients = process.aws_clients(settings)
+        telemetry = process.telemetry(settings)
 
 
-def _http(serves: Serves, name: str) -> observability.Handler:
+def _http(serves: Serves, name: str) -> Handler:
     from mangum import Mangum
 
     from kiln import stack
     from kiln.api.apps import build_app
+    from kiln.observability import telemetry as observability
 
     process.prepare_process()
     # Mangum logs "POST /mcp 200" at INFO for every request, which Lambda's JSON log format
@@ -56,10 +67,11 @@ def _http(serves: Serves, name: str) -> observability.Handler:
     return observability.http_handler(Mangum(app, lifespan="off"), name=name, telemetry=telemetry)
 
 
-def _builder() -> observability.Handler:
+def _builder() -> Handler:
     from kiln.bundles.build import Toolchain
     from kiln.bundles.scheduler import handle_build_event
     from kiln.bundles.store import BundleStore
+    from kiln.observability import telemetry as observability
 
     process.prepare_process()
     store = BundleStore(clients.dynamodb, clients.s3, table=settings.table, bucket=settings.bucket)
@@ -73,8 +85,9 @@ def _builder() -> observability.Handler:
     return observability.instrument(build, name="builder", telemetry=telemetry)
 
 
-def _worker() -> observability.Handler:
+def _worker() -> Handler:
     from kiln import stack
+    from kiln.observability import telemetry as observability
     from kiln.tasks.worker import handle_event
 
     process.prepare_process()  # tools cannot read this process's environ (AWS credentials)
@@ -87,18 +100,28 @@ def _worker() -> observability.Handler:
     return observability.instrument(run, name="worker", telemetry=telemetry)
 
 
-def _runner() -> observability.Handler:
+def _runner() -> Handler:
+    from kiln.observability import plain
     from kiln.serving.runner_function import RunnerFunction
 
     process.prepare_process()  # tools cannot read this process's environ (AWS credentials)
     function = RunnerFunction(
         process.runner_settings(settings),
-        clients.s3,
+        lambda: process.aws_clients(settings).s3,  # botocore on the first bundle, not at init
         settings.bucket,
         runtime_api=settings.runtime_api,
         sweep_patience_s=settings.sweep_patience_s,
     )
-    return observability.instrument(function.handle, name="runner", telemetry=telemetry)
+    if settings.tracing:  # X-Ray through Powertools' Tracer, as the other functions
+        from kiln.observability import telemetry as observability
+
+        traced = process.telemetry(settings)
+        return observability.instrument(function.handle, name="runner", telemetry=traced)
+    # Its log lines through the runtime's own handler, and ColdStart: no Powertools (~11-17 ms
+    # of a new tenant's first call: bench/runner/new_tenant.py).
+    return plain.instrument(
+        function.handle, namespace=settings.metrics_namespace, service=settings.service_name
+    )
 
 
 _FACTORIES = {
@@ -110,7 +133,7 @@ _FACTORIES = {
 }
 
 
-def __getattr__(name: str) -> observability.Handler:
+def __getattr__(name: str) -> Handler:
     # The runtime looks the handler up once, at init: that is when it gets built.
     if name not in _FACTORIES:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -9,7 +9,9 @@ only these, and a new tenant's first call pays for every module its runtime impo
 
 from __future__ import annotations
 
+import contextlib
 import gc
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -21,6 +23,21 @@ if TYPE_CHECKING:
     from kiln.observability.telemetry import Telemetry
     from kiln.runner import RunnerSettings
     from kiln.settings import Settings
+
+RUNNER_HANDLER = "kiln.lambda_handlers.runner"  # the runner function's handler (_HANDLER)
+
+
+def start_runner_helper(settings: Settings) -> None:
+    """In the runner function, start the runner's helper now, before the rest of the init's
+    imports: its interpreter (~30 ms) boots meanwhile. It starts with an environment of its
+    own (no AWS credentials), and the sweep keeps it as the runner's helper. A failure is
+    left to the first run, which starts one and says why it cannot."""
+    if settings.lambda_handler != RUNNER_HANDLER:
+        return
+    from kiln.runner import launcher
+
+    with contextlib.suppress(launcher.LauncherError):
+        launcher.start_early(Path(sys.executable))
 
 
 def prepare_process() -> None:
@@ -58,12 +75,13 @@ def aws_clients(settings: Settings) -> AwsClients:
 
     # The runner function reads no table: a DynamoDB client made at its init would be ~30 ms
     # of CPU in every new tenant's first call, for nothing (bench/runner/new_tenant.py).
-    runner = settings.lambda_handler == "kiln.lambda_handlers.runner"
+    runner = settings.lambda_handler == RUNNER_HANDLER
     return make_clients(
         endpoint_url=settings.endpoint_url,
         region=settings.region,
         profile=settings.profile,
         dynamodb_at_once=not runner,
+        s3_without_boto3=runner,  # it only reads bundle zips: get_object
     )
 
 

@@ -303,6 +303,9 @@ class Settings:
     runner_function: str | None = None
     runner_tenant: str = "tool"
     runner_endpoint_url: str | None = None  # KILN_RUNNER_ENDPOINT_URL: a local Invoke stand-in
+    # KILN_WARM_ON_SAVE: a save on Lambda starts the tool's runner environment (one
+    # asynchronous invoke that runs nothing), so its first call finds it ready
+    warm_on_save: bool = True
     bundle_cache_dir: Path | None = None  # KILN_BUNDLE_CACHE_DIR: unpacked bundles
     bundle_cache_mb: float | None = None  # KILN_BUNDLE_CACHE_MB: their disk budget
     bundle_max_unpacked_mb: float | None = None  # KILN_BUNDLE_MAX_UNPACKED_MB
@@ -425,6 +428,7 @@ class Settings:
             runner_function=_parse(e, "KILN_RUNNER_FUNCTION", None, _text),
             runner_tenant=_parse(e, "KILN_RUNNER_TENANT", cls.runner_tenant, _tenant_mode),
             runner_endpoint_url=_parse(e, "KILN_RUNNER_ENDPOINT_URL", None, _url),
+            warm_on_save=_parse(e, "KILN_WARM_ON_SAVE", cls.warm_on_save, _boolean),
             bundle_cache_dir=cache_dir,
             bundle_cache_mb=_parse(e, "KILN_BUNDLE_CACHE_MB", None, _positive_float),
             bundle_max_unpacked_mb=_parse(e, "KILN_BUNDLE_MAX_UNPACKED_MB", None, _positive_float),

@@ -47,7 +47,7 @@ log = logging.getLogger("kiln.stack")
 if TYPE_CHECKING:
     from kiln.access.approval_store import ApprovalStore
     from kiln.api.settings import ApiSettings
-    from kiln.authoring.service import AuthoringService
+    from kiln.authoring.service import AuthoringService, Warming
     from kiln.catalog.model import Tool
     from kiln.connections import Connections
     from kiln.connections.calls import RunTokens
@@ -96,8 +96,17 @@ class Kiln:
             bundles=self.bundles,
             executor=self.backend,
             secrets=self.secrets,
-            warmer=None if self.settings.in_lambda else self.warmer,
+            warmer=self._save_warmer(),
         )
+
+    def _save_warmer(self) -> Warming | None:
+        """A save warms its tool's standby; on Lambda its runner environment (TenantWarmer)."""
+        if not self.settings.in_lambda:
+            return self.warmer
+        from kiln.serving.warming import TenantWarmer
+
+        remote = remote_runner(self.settings, self.clients, self.bundles)
+        return TenantWarmer(remote) if remote and self.settings.warm_on_save else None
 
     @cached_property
     def warmer(self) -> Warmer:

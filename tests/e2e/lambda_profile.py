@@ -58,6 +58,11 @@ def venv_site() -> list[str]:
     return [p for p in sys.path if p.endswith("site-packages") and os.path.isdir(p)]
 
 
+# What Lambda sets for a function whose LoggingConfig says LogFormat JSON and an application log
+# level (template.yaml): the runtime then writes stdlib logging records as JSON itself.
+JSON_LOGS = {"runner": {"AWS_LAMBDA_LOG_FORMAT": "JSON", "AWS_LAMBDA_LOG_LEVEL": "INFO"}}
+
+
 @dataclass
 class Environment:
     """One sandboxed runtime serving `handler`; `invoke` hands it one event."""
@@ -95,6 +100,7 @@ class Environment:
             "AWS_REGION": "us-east-1",
             "POWERTOOLS_SERVICE_NAME": "kiln",
             "POWERTOOLS_METRICS_NAMESPACE": "Kiln",
+            **JSON_LOGS.get(self.handler, {}),
             **self.env,
         }
         config = {
@@ -163,6 +169,13 @@ class TenantInvoke:
         self.environments: dict[str, Environment] = {}
         self.ended: list[Environment] = []  # environments whose runtime exited, replaced
         self.served: list[tuple[str, int]] = []  # (tenant, environment uid) per invocation
+        # Asynchronous invocations (InvocationType Event) as Lambda answers them: 202 at once,
+        # then run; each one's (tenant, event, answer) once answered. `refuse_events` answers
+        # them 429, as a throttled function does.
+        self.asked: list[tuple[str, Any]] = []  # (tenant, event) of each, as it came
+        self.events: list[tuple[str, Any, Any]] = []
+        self.events_done = threading.Condition()
+        self.refuse_events = False
         self._lock = threading.Lock()
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler_class())
         self._server.daemon_threads = True
@@ -206,6 +219,10 @@ class TenantInvoke:
 
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
+            # Headers and body are two writes: with Nagle's algorithm the body waits for the
+            # peer's delayed ACK (~40 ms on a kept-alive connection), which Lambda's own
+            # services (Go, TCP_NODELAY by default) never add.
+            disable_nagle_algorithm = True
 
             def log_message(self, format: str, *args: Any) -> None:
                 pass
@@ -216,14 +233,34 @@ class TenantInvoke:
                 if not tenant:
                     self._reply(400, {"Type": "User", "message": "TenantId is required"})
                     return
+                if self.headers.get("X-Amz-Invocation-Type") == "Event":
+                    self._event(tenant, json.loads(body))
+                    return
                 environment = stand_in.environment(tenant)
                 answer = environment.invoke(json.loads(body), timeout_s=60)
                 stand_in.served.append((tenant, environment.uid))
                 error = {"X-Amz-Function-Error": "Unhandled"} if answer.kind == "error" else {}
                 self._reply(200, answer.payload, error)
 
+            def _event(self, tenant: str, event: Any) -> None:
+                stand_in.asked.append((tenant, event))
+                if stand_in.refuse_events:
+                    self._reply(429, {"Type": "User", "message": "Rate Exceeded."})
+                    return
+                self._reply(202, None)
+
+                def run() -> None:
+                    environment = stand_in.environment(tenant)
+                    answer = environment.invoke(event, timeout_s=60)
+                    with stand_in.events_done:
+                        stand_in.served.append((tenant, environment.uid))
+                        stand_in.events.append((tenant, event, answer.payload))
+                        stand_in.events_done.notify_all()
+
+                threading.Thread(target=run, daemon=True).start()
+
             def _reply(self, status: int, payload: Any, headers: dict[str, str] | None = None):  # type: ignore[no-untyped-def]
-                data = json.dumps(payload).encode()
+                data = b"" if payload is None else json.dumps(payload).encode()
                 self.send_response(status)
                 for name, value in (headers or {}).items():
                     self.send_header(name, value)

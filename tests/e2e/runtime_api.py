@@ -212,6 +212,10 @@ class RuntimeApi:
 
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
+            # Headers and body are two writes: with Nagle's algorithm the body waits for the
+            # peer's delayed ACK (~40 ms on a kept-alive connection), which Lambda's own
+            # services (Go, TCP_NODELAY by default) never add.
+            disable_nagle_algorithm = True
 
             def log_message(self, format: str, *args: Any) -> None:
                 pass

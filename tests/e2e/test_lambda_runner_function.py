@@ -127,6 +127,29 @@ def test_the_runner_refuses_a_call_without_a_tenant(runners: TenantInvoke) -> No
     refused.value.close()
 
 
+def test_the_runners_log_lines_are_the_runtimes_json_with_the_request_id_and_one_cold_start(
+    client: Any, runners: TenantInvoke
+) -> None:
+    """No Powertools in the runner (kiln.observability.plain): its warnings reach the log as
+    the runtime's JSON (template.yaml's LogFormat), with the invocation's request id and
+    their fields; its first invocation writes the ColdStart EMF line, and only the first."""
+    for _ in range(2):  # a payload for another tenant than the environment's: refused
+        request = RunRequest(language="python", code="print(1)", arguments={}, timeout_s=20)
+        body = json.dumps(encode(request, tenant="elsewhere", tool_id="x", bundle=None)).encode()
+        answer = client.invoke(FunctionName="kiln-runner", TenantId="log-tenant", Payload=body)
+        assert "error" in json.loads(answer["Payload"].read())
+    log = runners.environments["log-tenant"].output.read_text(errors="replace")
+    records = [json.loads(line) for line in log.splitlines() if line.startswith("{")]
+    refused = [r for r in records if r.get("message") == "run refused"]
+    assert len(refused) == 2, log[-3000:]
+    assert all(r["level"] == "WARNING" and r["tenant"] == "elsewhere" for r in refused), log
+    assert len({r.get("requestId") for r in refused} - {None, ""}) == 2, log[-3000:]
+    (cold,) = [r for r in records if "ColdStart" in r]
+    (metric,) = cold["_aws"]["CloudWatchMetrics"]
+    assert (metric["Namespace"], cold["service"], cold["ColdStart"]) == ("Kiln", "kiln", [1.0])
+    assert cold["function_name"] == "kiln-profile-runner", cold
+
+
 NEIGHBOUR_VICTIM = r"""
 import json, os, sys, time
 args = json.load(sys.stdin)

@@ -191,13 +191,16 @@ def make_clients(
     credentials: tuple[str, str] | tuple[str, str, str] | None = None,
     deadlines: StoreDeadlines = StoreDeadlines(),
     dynamodb_at_once: bool = True,
+    s3_without_boto3: bool = False,
 ) -> AwsClients:
     """Clients for DynamoDB and S3; `endpoint_url` points them at the local emulator.
 
     `credentials` (access key id, secret[, session token]) are for the local emulator, whose
     key is its own; otherwise botocore's usual chain applies. Every call has `deadlines`, and
     a store that does not answer raises StoreUnavailableError. `dynamodb_at_once` False makes
-    the DynamoDB client on first use too (a process that may never read the table).
+    the DynamoDB client on first use too (a process that may never read the table);
+    `s3_without_boto3` makes the S3 client with botocore alone (no upload_file; boto3,
+    s3transfer and multiprocessing not imported: ~15 ms of the runner's first bundle).
     """
     core = botocore.session.Session(profile=profile)
     # What botocore reads from disk for every new process, cut to what Kiln needs.
@@ -235,8 +238,12 @@ def make_clients(
     session = lazy(lambda: _boto3_session(core), lock)
 
     # Through boto3, whose S3 client adds upload_file (the builder uploads bundles with it).
+    if s3_without_boto3:
+        s3 = lazy(lambda: cast("S3Client", core.create_client("s3", **kwargs)), lock)
+    else:
+        s3 = lazy(lambda: session.client("s3", **kwargs), lock)
     return AwsClients(
-        dynamodb=dynamodb, s3=lazy(lambda: session.client("s3", **kwargs), lock), session=session,
+        dynamodb=dynamodb, s3=s3, session=session,
         items=lazy(lambda: _signed_items(core, dynamodb, deadlines, bool(endpoint_url)), lock),
     )  # fmt: skip
 

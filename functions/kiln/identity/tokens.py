@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import urllib.request
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -150,6 +149,10 @@ def permissions_for(granted: Iterable[str], names: ScopeNames) -> frozenset[str]
 
 def discover_jwks_url(issuer: str, *, timeout_s: float = 5.0) -> str:
     """`jwks_uri` from the issuer's RFC 8414 metadata, else its OpenID configuration."""
+    # Imported here: http.client, email and ssl (~20 ms) are no part of the runner
+    # function's init, which imports the settings (bench/runner/new_tenant.py).
+    import urllib.request
+
     base = issuer.rstrip("/")
     candidates = [f"{base}/.well-known/openid-configuration"]
     scheme, _, rest = base.partition("://")

@@ -1,4 +1,5 @@
 """What Kiln tells its operators: telemetry (one log line, metrics, traces per invocation)
-and the redaction that keeps credentials out of every log record."""
+and the redaction that keeps credentials out of every log record; the runner function's
+lighter `plain` (stdlib logging and its ColdStart line, no Powertools)."""
 
-__all__ = ["redact", "telemetry"]
+__all__ = ["plain", "redact", "telemetry"]

@@ -43,6 +43,7 @@ __all__ = [
     "contract_text",
     "doctor",
     "errors",
+    "launcher",
     "limits",
     "model",
     "nodejs",

@@ -150,6 +150,17 @@ def acquire(python: Path) -> Launcher:
         return launcher
 
 
+def start_early(python: Path) -> None:
+    """Start the process-wide helper for `python` before any Runner exists (the runner
+    function's init: it boots while Kiln's modules load); the first `acquire` takes it."""
+    with _shared_lock:
+        launcher, users = _shared.get(python, (None, 0))
+        if launcher is None:
+            launcher = Launcher(python)
+            _shared[python] = (launcher, users)
+    launcher.ensure_started()
+
+
 def release(launcher: Launcher) -> None:
     """One Runner is done with `launcher`; the last one stops its helper."""
     with _shared_lock:

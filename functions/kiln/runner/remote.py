@@ -272,6 +272,26 @@ class RemoteRunner:
                 request.heard(item)
         return result
 
+    def warm(self, *, tool_id: str, author: str = "", bundle_id: str | None = None) -> None:
+        """Start the tool's tenant environment ahead of its first call (after a save): one
+        asynchronous invoke (Lambda queues it and answers 202) of a payload that runs nothing
+        (`{"kiln_warm": 1}`: the runner function's init, its helper, the bundle fetched and
+        unpacked if it is ready). Raises what the invoke raises (the caller logs it)."""
+        tenant = self.tenant(tool_id, author)
+        bundle = None
+        if bundle_id is not None:
+            try:
+                bundle = self._record(bundle_id)
+            except Exception:  # still being built (or unreadable): its first call fetches it
+                bundle = None
+        body = {"kiln_warm": 1, "tenant": tenant, "bundle": bundle}
+        self._client().invoke(
+            FunctionName=self.function,
+            InvocationType="Event",
+            TenantId=tenant,
+            Payload=json.dumps(body).encode(),
+        )
+
     def _record(self, bundle_id: str, resolved: str | None = None) -> Mapping[str, Any] | None:
         with self._lock:
             known = self._records.get(bundle_id)

@@ -156,6 +156,14 @@ class Runner:
         if self._standbys is not None:
             self._standbys.clear()
 
+    def start_helper(self) -> str | None:
+        """Start the helper before the first run; why it could not (the run tries again)."""
+        try:
+            self._launcher.ensure_started()
+        except LauncherError as error:
+            return str(error)
+        return None
+
     @property
     def helper_pid(self) -> int | None:
         """The pid of the helper that forks supervisors, once started."""

@@ -18,7 +18,9 @@ environment; a process that survived never meets a later invocation here (`_end_
 
 An environment serves one tenant: the first run pins it, and a payload for another tenant,
 or one whose tenant is not the environment's (`context.tenant_id`), is refused. A doctor
-payload (`{"kiln_doctor": 1}`) answers `kiln.runner.doctor.probe()` from inside the function.
+payload (`{"kiln_doctor": 1}`) answers `kiln.runner.doctor.probe()` from inside the function;
+a save's warm-up (`{"kiln_warm": 1, "tenant", "bundle"}`) pins the tenant, has the helper wait
+and fetches the bundle, and runs nothing (`warm`).
 """
 
 from __future__ import annotations
@@ -31,13 +33,11 @@ import os
 import sys
 import tempfile
 import time
-import urllib.request
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
-from kiln.bundles.cache import BundleCache, BundleError
-from kiln.bundles.store import BundleRecord
+from kiln.bundles.errors import BundleError, BundleFetchError
 from kiln.runner import Runner, RunnerSettings, RunResult, contain, doctor, sweep
 from kiln.runner.processes import read_stat
 from kiln.runner.remote import PayloadError, decode, result_json, talk_json
@@ -46,21 +46,39 @@ from kiln.runner.talk import Said
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
 
+    from kiln.bundles.cache import BundleCache
+    from kiln.bundles.store import BundleRecord
+
 log = logging.getLogger("kiln.serving.runner_function")
 SUPERVISOR_EXIT_S = 0.1
 
 
 class _PayloadRecords:
-    """A bundle store that knows only the records the payloads brought (no table access)."""
+    """A bundle store that knows only the records the payloads brought (no table access).
 
-    def __init__(self, s3: S3Client, bucket: str) -> None:
-        self.s3, self.bucket = s3, bucket
+    Its S3 client is made by the first bundle fetched: a tool without a bundle never needs
+    botocore, ~60 ms of a new tenant's first call when imported at init
+    (bench/runner/new_tenant.py)."""
+
+    def __init__(self, s3: Callable[[], S3Client] | None, bucket: str) -> None:
+        self._make_s3, self.bucket = s3, bucket
+        self._s3: S3Client | None = None
         self.records: dict[str, BundleRecord] = {}
+
+    @property
+    def s3(self) -> S3Client:
+        if self._s3 is None:
+            if self._make_s3 is None:
+                raise BundleFetchError("this runner has no S3 client to fetch bundles with")
+            self._s3 = self._make_s3()
+        return self._s3
 
     def get(self, bundle_id: str) -> BundleRecord | None:
         return self.records.get(bundle_id)
 
     def add(self, record: Mapping[str, Any]) -> str:
+        from kiln.bundles.store import BundleRecord
+
         data = dict(record)
         data["requirements"] = tuple(data.get("requirements") or ())
         known = BundleRecord(**data)
@@ -72,7 +90,7 @@ class RunnerFunction:
     def __init__(
         self,
         settings: RunnerSettings,
-        s3: S3Client,
+        s3: Callable[[], S3Client] | None,  # makes the S3 client, on the first bundle fetched
         bucket: str,
         *,
         runtime_api: str | None = None,
@@ -93,12 +111,30 @@ class RunnerFunction:
         )
         self.runner = Runner(self.settings)
         self.records = _PayloadRecords(s3, bucket)
-        self.bundles = BundleCache(self.records, root=self.bundle_root)  # type: ignore[arg-type]
+        self._bundles: BundleCache | None = None  # made by the first bundle (`bundles`)
         self.tenant: str | None = None
-        self.keep = [str(self.bundle_root)]
+        self.keep: list[str] = []  # the bundle cache, once made: until then a run's litter
         self.baseline = contain.snapshot()  # the runtime's own entries, kept
         self.companions = sweep.census()  # processes there before any run (extensions), kept
+        # The helper's interpreter starts while the runtime finishes its init and asks for the
+        # first invocation, which then finds it ready (a new tenant's first call: ~30 ms of it).
+        # Started after the census: it is the runner's, kept by each sweep as the helper.
+        failed = self.runner.start_helper()
+        if failed:  # the first run tries again, and says why it cannot
+            log.warning("the runner's helper did not start at init", extra={"error": failed})
         self._loop = asyncio.new_event_loop()
+
+    @property
+    def bundles(self) -> BundleCache:
+        """The bundle cache, made by the first bundle: a tool without one never imports its
+        modules (~8 ms of a new tenant's first call: bench/runner/new_tenant.py). Until then
+        its folder is kept by no sweep: whatever a run made there goes with the run."""
+        if self._bundles is None:
+            from kiln.bundles.cache import BundleCache
+
+            cache = BundleCache(self.records, root=self.bundle_root)  # type: ignore[arg-type]
+            self._bundles, self.keep = cache, [str(self.bundle_root)]
+        return self._bundles
 
     def close(self) -> None:
         """Let go of the runner's helper and the event loop (the runtime never does: tests)."""
@@ -108,6 +144,8 @@ class RunnerFunction:
     def handle(self, event: Mapping[str, Any], context: Any) -> dict[str, Any]:
         if event.get("kiln_doctor"):
             return {"doctor": doctor.probe()}
+        if event.get("kiln_warm"):
+            return self.warm(event, context)
         try:
             request, bundle = decode(event)
         except PayloadError as error:
@@ -136,6 +174,27 @@ class RunnerFunction:
         if swept["alive"] and self.runtime_api is not None:
             _end_environment(answer, self.runtime_api, context)
         return answer
+
+    def warm(self, event: Mapping[str, Any], context: Any) -> dict[str, Any]:
+        """A save's warm-up (`kiln.runner.remote.RemoteRunner.warm`): nothing runs. The
+        environment is pinned to its tenant as a run would pin it, its helper waits, and the
+        bundle the payload names is fetched and unpacked into the cache the runs use."""
+        tenant = str(event.get("tenant") or "")
+        refused = self._refuse(tenant, getattr(context, "tenant_id", None))
+        if refused:
+            log.warning("warm-up refused", extra={"tenant": tenant, "reason": refused})
+            return {"error": refused}
+        failed = self.runner.start_helper()
+        if failed:
+            return {"warm": False, "error": failed}
+        bundle = event.get("bundle")
+        if isinstance(bundle, Mapping):
+            try:
+                with self.bundles.use(self.records.add(bundle), bundle.get("resolved_sha256")):
+                    pass
+            except (BundleError, TypeError, ValueError) as error:
+                return {"warm": False, "error": f"its packages could not be used here: {error}"}
+        return {"warm": True}
 
     def _refuse(self, tenant: str, context_tenant: str | None) -> str | None:
         if not tenant:
@@ -178,7 +237,7 @@ class RunnerFunction:
         removed = contain.remove(sweep.litter(self.baseline, self.keep))
         # What a run changed in a bundle is found by its seal at the next use; what it put
         # beside the bundles goes now.
-        removed += self.bundles.remove_strangers()
+        removed += self._bundles.remove_strangers() if self._bundles is not None else 0
         if killed or alive or removed:
             log.warning(
                 "a run left processes or files behind",
@@ -215,6 +274,8 @@ def _end_environment(answer: Mapping[str, Any], runtime_api: str, context: Any) 
         "a run's processes outlived the sweep: this environment ends after its answer",
         extra={"alive": answer["swept"]["alive"], "request_id": request_id},
     )
+    import urllib.request  # here only: ~20 ms of a new tenant's init otherwise
+
     url = f"http://{runtime_api}/2018-06-01/runtime/invocation/{request_id}/response"
     posted = urllib.request.Request(url, data=json.dumps(answer).encode(), method="POST")
     try:

@@ -18,8 +18,9 @@ tool is warmed on a second thread once its build is done, so that one long build
 up the standbys of the tools saved after it.
 
 Only where the process that saves also serves the calls (`kiln dev`, `kiln stdio`): on
-Lambda the admin function saves and the public function's containers run the calls, so a
-standby made by the save would wait in the wrong process (see the README on warming there).
+Lambda the admin function saves and the runner function runs the calls, so a standby made by
+the save would wait in the wrong process; there `TenantWarmer` starts the tool's runner
+environment instead (one asynchronous invoke per save).
 """
 
 from __future__ import annotations
@@ -30,9 +31,12 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from kiln.catalog.model import Tool
+
+if TYPE_CHECKING:
+    from kiln.runner.remote import RemoteRunner
 
 log = logging.getLogger("kiln.serving.warming")
 
@@ -159,3 +163,33 @@ class Warmer:
             self.backend.warm_secrets(tool)
         except Exception:  # not set yet, say: the call will say so
             log.debug("could not fetch the secrets of %s ahead of its call", tool.name)
+
+
+class TenantWarmer:
+    """On Lambda: a saved tool's runner environment started before its first call.
+
+    The admin function saves and the runner function runs, each in environments of its own,
+    so no standby can wait for the call there. Instead a save (of an enabled tool) sends the
+    runner function one asynchronous invoke with the tool's tenant
+    (`RemoteRunner.warm`): Lambda starts an environment of that tenant (the runtime's init,
+    Kiln's, the helper) and it fetches the tool's bundle if that is built. Nothing runs: no
+    script, no ledger entry, no quota. The save does not wait for it (an Event invoke is
+    answered at once), and a warm-up that fails is logged, never the save's error.
+    KILN_WARM_ON_SAVE=false turns it off (bench/runner/new_tenant.py: what it saves).
+    """
+
+    def __init__(self, remote: RemoteRunner) -> None:
+        self.remote = remote
+
+    def warm_soon(self, tool: Tool) -> Future[bool] | None:
+        if not tool.enabled or tool.deleted:
+            return None
+        head = tool.head
+        try:
+            self.remote.warm(tool_id=tool.id, author=head.created_by, bundle_id=head.bundle_id)
+        except Exception as error:  # the tool is saved; its first call starts cold
+            log.warning(
+                "could not warm the runner environment of %s: %s: %s",
+                tool.name, type(error).__name__, error,
+            )  # fmt: skip
+        return None

@@ -209,16 +209,49 @@ def test_the_runner_function_imports_none_of_the_public_functions_machinery(
     assert _probe(aws, RUNNER_PROBE, NOT_THE_RUNNERS, "") == []
 
 
-RUNNER_CLIENTS_PROBE = """
-import json
+RUNNER_INIT_PROBE = """
+import json, sys
 from kiln import lambda_handlers
 from kiln.lambda_handlers import runner
 
-print(json.dumps(getattr(lambda_handlers.clients.dynamodb, "_made", "made at init") is None))
+print(json.dumps({
+    # powertools' user agent imports the bare package (0.4 ms); its modules are the cost
+    "botocore": sorted(m for m in sys.modules if m.startswith(("botocore.", "boto3"))),
+    "http": sorted(m for m in ("urllib.request", "http.client") if m in sys.modules),
+    "clients": hasattr(lambda_handlers, "clients"),
+    "powertools": sorted(m for m in sys.modules if m.startswith("aws_lambda_powertools")),
+    "bundle cache": [m for m in ("kiln.bundles.cache", "kiln.bundles.store") if m in sys.modules],
+}))
 """
 
 
-def test_the_runner_function_makes_no_dynamodb_client_at_init(aws: AwsStack) -> None:
-    """It reads no table: the client (~30 ms of a new tenant's init) is made on first use."""
+def test_the_runner_function_imports_no_botocore_at_init(aws: AwsStack) -> None:
+    """It reads no table and S3 only for a tool's bundle: botocore (~60 ms of a new tenant's
+    init) and its S3 client come with the first bundle fetched (bench/runner/new_tenant.py;
+    tests/e2e/test_lambda_profile.py fetches one); urllib.request (http.client, email: ~20 ms)
+    only when an environment must post its own answer and end; no Powertools (~11-17 ms:
+    its log lines are the runtime's own, kiln.observability.plain); the bundle cache's modules
+    (~8 ms) with the first bundle too."""
     handler = {"_HANDLER": "kiln.lambda_handlers.runner"}  # as Lambda sets it
-    assert _probe(aws, RUNNER_CLIENTS_PROBE, (), "", **handler) is True
+    found = _probe(aws, RUNNER_INIT_PROBE, (), "", **handler)
+    assert found == {
+        "botocore": [], "http": [], "clients": False, "powertools": [], "bundle cache": []
+    }  # fmt: skip
+
+
+RUNNER_S3_PROBE = """
+import json, os, sys
+from kiln import process
+from kiln.settings import Settings
+
+s3 = process.aws_clients(Settings.from_env()).s3
+s3.head_bucket(Bucket=os.environ["KILN_BUCKET"])
+print(json.dumps(sorted(m for m in ("boto3", "s3transfer", "multiprocessing") if m in sys.modules)))
+"""
+
+
+def test_the_runner_functions_s3_client_is_botocores_own(aws: AwsStack) -> None:
+    """Its first bundle makes the S3 client, which only reads zips: without boto3 (s3transfer,
+    multiprocessing: ~15 ms of a bundle tool's cold first call)."""
+    handler = {"_HANDLER": "kiln.lambda_handlers.runner"}
+    assert _probe(aws, RUNNER_S3_PROBE, (), "", **handler) == []

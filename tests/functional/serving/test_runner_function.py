@@ -188,6 +188,22 @@ def test_a_run_that_leaves_a_file_in_tmp_leaves_it_for_nobody(shared: WorldOfIts
     assert not shared.exists(name), answer
 
 
+def test_before_its_first_bundle_the_bundle_caches_folder_is_a_runs_litter(
+    shared: WorldOfItsOwn,
+) -> None:
+    """The bundle cache is made by the first bundle (a plain tool's first call does not load
+    its modules): until then nothing keeps its folder, and a run that makes it, a module
+    planted where a bundle would be unpacked, leaves it for nobody."""
+    planted = "/tmp/kiln-bundles/python-planted/shared_mod.py"
+    code = (
+        f"import os; os.makedirs(os.path.dirname({planted!r}), exist_ok=True); "
+        f"open({planted!r}, 'w').write('VALUE = 1'); print('planted')"
+    )
+    answer = shared.handle(payload("tool-a", code))
+    assert result_from(answer["result"]).stdout == "planted\n", answer
+    assert not shared.exists("/tmp/kiln-bundles"), answer
+
+
 def test_the_sweep_leaves_another_tests_fresh_entry_in_the_shared_tmp_alone(
     shared: WorldOfItsOwn,
 ) -> None:

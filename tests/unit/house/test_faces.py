@@ -41,7 +41,7 @@ EXPORTS: dict[str, str] = {
     "cli": "main",
     "identity": "audit callers keys metadata policy settings tokens",
     "local": "dev state",
-    "observability": "redact telemetry",
+    "observability": "plain redact telemetry",
     "protocol": (
         "CallContext CallLimits HttpRequest HttpResponse McpEndpoint ProtocolSettings ToolBackend "
         "ToolOutcome ToolView backend calling cards codestubs discovery dispatch errors guard http "
@@ -50,7 +50,7 @@ EXPORTS: dict[str, str] = {
     "runner": (
         "InvalidArgumentsError NodeUnavailableError RunLimits RunRequest RunResult Runner "
         "RunnerBusyError RunnerSettings afterwards contain contract contract_text doctor errors "
-        "limits model nodejs processes remote shield sweep talk"
+        "launcher limits model nodejs processes remote shield sweep talk"
     ),
     "schema": "arguments safe wording",
     "serving": "backend conversation resolved runner_function store_errors warming",

@@ -10,6 +10,8 @@ import json
 import time
 from typing import Any
 
+import pytest
+
 from kiln.observability import telemetry
 from kiln.observability.metrics import MetricBatch
 from kiln.observability.telemetry import (
@@ -186,3 +188,35 @@ def test_with_flush_s_0_every_request_writes_its_metrics() -> None:
     batch, _ = batch_at(6000.0, flush_s=0.0)
     for _ in range(3):
         assert by_tool(batch.add("t", "ok", 1.0))["t"]["ToolDuration"] == 1.0
+
+
+class RunnerContext:
+    aws_request_id = "req-1"
+    function_name = "kiln-runner"
+    memory_limit_in_mb = 2048
+    invoked_function_arn = "arn:aws:lambda:us-east-1:123456789012:function:kiln-runner"
+    tenant_id = "t"
+
+
+@pytest.mark.filterwarnings("ignore:No application metrics to publish")
+def test_the_runners_cold_start_line_is_the_document_powertools_writes(capsys: Any) -> None:
+    """kiln.observability.plain writes, without Powertools, the ColdStart EMF document that
+    Powertools' capture_cold_start_metric writes (dashboards and alarms read the same metric),
+    and only on the first invocation."""
+    from aws_lambda_powertools.metrics import Metrics
+    from aws_lambda_powertools.metrics.provider import cold_start
+
+    from kiln.observability import plain
+
+    cold_start.reset_cold_start_flag()  # as in a fresh process
+    theirs = Metrics(namespace="Kiln", service="kiln")
+    theirs.log_metrics(lambda e, c: None, capture_cold_start_metric=True)({}, RunnerContext())
+    handler = plain.instrument(lambda e, c: "ran", namespace="Kiln", service="kiln")
+    assert handler({}, RunnerContext()) == "ran"
+    assert handler({}, RunnerContext()) == "ran"
+    lines = [json.loads(line) for line in capsys.readouterr().out.splitlines() if line]
+    cold = [line for line in lines if "ColdStart" in line]
+    assert len(cold) == 2, lines  # Powertools' and ours: the second invocation writes none
+    for document in cold:
+        document["_aws"].pop("Timestamp")
+    assert cold[0] == cold[1]
