@@ -198,9 +198,8 @@ def make_clients(
     `credentials` (access key id, secret[, session token]) are for the local emulator, whose
     key is its own; otherwise botocore's usual chain applies. Every call has `deadlines`, and
     a store that does not answer raises StoreUnavailableError. `dynamodb_at_once` False makes
-    the DynamoDB client on first use too (a process that may never read the table);
-    `s3_without_boto3` makes the S3 client with botocore alone (no upload_file; boto3,
-    s3transfer and multiprocessing not imported: ~15 ms of the runner's first bundle).
+    DynamoDB's on first use too; `s3_without_boto3` makes S3's with botocore alone (no
+    upload_file; no boto3, s3transfer or multiprocessing: ~15 ms of the runner's first bundle).
     """
     core = botocore.session.Session(profile=profile)
     # What botocore reads from disk for every new process, cut to what Kiln needs.
@@ -238,12 +237,10 @@ def make_clients(
     session = lazy(lambda: _boto3_session(core), lock)
 
     # Through boto3, whose S3 client adds upload_file (the builder uploads bundles with it).
-    if s3_without_boto3:
-        s3 = lazy(lambda: cast("S3Client", core.create_client("s3", **kwargs)), lock)
-    else:
-        s3 = lazy(lambda: session.client("s3", **kwargs), lock)
+    s3 = core.create_client if s3_without_boto3 else lambda *a, **k: session.client(*a, **k)
     return AwsClients(
-        dynamodb=dynamodb, s3=s3, session=session,
+        dynamodb=dynamodb, s3=lazy(lambda: cast("S3Client", s3("s3", **kwargs)), lock),
+        session=session,
         items=lazy(lambda: _signed_items(core, dynamodb, deadlines, bool(endpoint_url)), lock),
     )  # fmt: skip
 
