@@ -162,6 +162,11 @@ class Runner:
         return self._launcher.pid
 
     @property
+    def direct(self) -> bool:
+        """True when the helper supervises each run itself: no supervisor process per run."""
+        return self._direct
+
+    @property
     def running(self) -> int:
         """Runs holding a slot now."""
         return self._gate.running
