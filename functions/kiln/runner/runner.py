@@ -53,6 +53,7 @@ logger = logging.getLogger("kiln.runner")
 SCRIPT_NAMES = {"python": "main.py", "node": "main.cjs"}
 START_TIMEOUT_S = 10.0  # a supervisor reports its pid within milliseconds; this is a backstop
 PIPE_DRAIN_S = 1.0  # after the supervisor exits, how long an escaped holder may keep a pipe open
+MAX_SENT_ENTRIES = 2000  # of a listing of the shared places, in a request to the helper
 ORPHAN_SETTLE_S = 0.2  # after a supervisor died, how long orphans are looked for
 Done = TypeVar("Done")
 
@@ -463,6 +464,9 @@ class Runner:
             "tcp_ports": list(ports) if self._landlock and ports is not None else None,
             "shared_dirs": list(record.shared_dirs),
             "keep": list(record.keep),
+            # What the shared places held before the run ("new"), listed here: the helper
+            # lists them itself only when they hold too much to send.
+            "before": _listing(record.before),
             "limits": {
                 "memory_bytes": limits.memory_bytes,
                 "file_size_bytes": limits.file_size_bytes,
@@ -578,6 +582,12 @@ async def _go(go: int, feeders: list[PipeFeeder], status: Status, deadline: Dead
         return await asyncio.wait_for(asyncio.shield(status.pid), START_TIMEOUT_S)
     except TimeoutError:
         raise NotStarted() from None  # the helper is stuck; a fresh one will be tried
+
+
+def _listing(before: set[tuple[str, int]] | None) -> list[tuple[str, int]] | None:
+    if before is None or len(before) > MAX_SENT_ENTRIES:
+        return None
+    return sorted(before)
 
 
 def _discarder(uids: UidPool | None) -> Callable[[Prepared], None]:

@@ -378,7 +378,13 @@ class Watch:
         self.run_dir = request["run_dir"]
         self.shared = request["shared_dirs"]
         self.keep = set(request["keep"])
-        self.before = contain.snapshot(self.shared) if self.mode == "new" else set()
+        # "new": what the server found in the shared places as it prepared the run (None:
+        # too much to send, listed here).
+        found = request["before"] if self.mode == "new" else []
+        if found is None:
+            self.before = contain.snapshot(self.shared)
+        else:
+            self.before = {(path, inode) for path, inode in found}
         self.used = 0
 
     def wait(self, left: float) -> float:
