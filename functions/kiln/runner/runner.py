@@ -37,7 +37,7 @@ from typing import Any, TypeVar
 from kiln.runner import afterwards, contain, isolation, landlock, launcher, peers, processes
 from kiln.runner.environment import script_environment, tool_settings
 from kiln.runner.isolation import RunRecord, UidPool
-from kiln.runner.launcher import PRELOAD, LauncherError, close_quietly, install_dirs
+from kiln.runner.launcher import PRELOAD, LauncherError, close_quietly, static_reads
 from kiln.runner.limits import RunnerSettings, effective_limits
 from kiln.runner.model import LimitSource, RunRequest, RunResult
 from kiln.runner.nodejs import find_node
@@ -53,7 +53,6 @@ logger = logging.getLogger("kiln.runner")
 SCRIPT_NAMES = {"python": "main.py", "node": "main.cjs"}
 START_TIMEOUT_S = 10.0  # a supervisor reports its pid within milliseconds; this is a backstop
 PIPE_DRAIN_S = 1.0  # after the supervisor exits, how long an escaped holder may keep a pipe open
-MAX_SENT_ENTRIES = 2000  # of a listing of the shared places, in a request to the helper
 ORPHAN_SETTLE_S = 0.2  # after a supervisor died, how long orphans are looked for
 Done = TypeVar("Done")
 
@@ -91,10 +90,7 @@ class Runner:
         slots = 1 if serial else settings.max_concurrent_runs
         self._gate = SlotGate(slots, settings.max_queue)
         self._own_filters = None if root else isolation.protect_server()
-        self._python_dirs = install_dirs(settings.python_executable)
-        # What every run reads and may write, resolved once (the interpreter and the preload
-        # do not move while the helper forked from them serves; ~16 lstat calls a run).
-        self._static_reads = {os.path.realpath(p) for p in [*self._python_dirs, PRELOAD]}
+        self._static_reads = static_reads(settings.python_executable)
         self._shared_writes = [os.path.realpath(p) for p in settings.shared_dirs]
         # One helper process serves every Runner of this process; the last Runner to close
         # (or be collected) stops it.
@@ -119,7 +115,7 @@ class Runner:
             self._spare = ThreadPoolExecutor(1, thread_name_prefix="kiln-standby")
         # The helper's descendants are then this one run's, as a supervisor's are (helper.py).
         direct = self._uids is None and serial and self._standbys is None
-        self._direct = settings.dedicated and direct
+        self.direct = settings.dedicated and direct  # no supervisor process per run
         self._finalizer = weakref.finalize(
             self, _shut_down, self._spare, self._standbys, self._launcher
         )
@@ -168,11 +164,6 @@ class Runner:
     def helper_pid(self) -> int | None:
         """The pid of the helper that forks supervisors, once started."""
         return self._launcher.pid
-
-    @property
-    def direct(self) -> bool:
-        """True when the helper supervises each run itself: no supervisor process per run."""
-        return self._direct
 
     @property
     def running(self) -> int:
@@ -446,7 +437,7 @@ class Runner:
         else:
             watch = "new" if record.before is not None else "run_dir"
         return {
-            "direct": self._direct,
+            "direct": self.direct,
             "language": request.language,
             "run_dir": str(script.parent),
             "script": str(script),
@@ -464,9 +455,7 @@ class Runner:
             "tcp_ports": list(ports) if self._landlock and ports is not None else None,
             "shared_dirs": list(record.shared_dirs),
             "keep": list(record.keep),
-            # What the shared places held before the run ("new"), listed here: the helper
-            # lists them itself only when they hold too much to send.
-            "before": _listing(record.before),
+            "before": contain.sendable(record.before),  # the shared places' "new" listing
             "limits": {
                 "memory_bytes": limits.memory_bytes,
                 "file_size_bytes": limits.file_size_bytes,
@@ -582,12 +571,6 @@ async def _go(go: int, feeders: list[PipeFeeder], status: Status, deadline: Dead
         return await asyncio.wait_for(asyncio.shield(status.pid), START_TIMEOUT_S)
     except TimeoutError:
         raise NotStarted() from None  # the helper is stuck; a fresh one will be tried
-
-
-def _listing(before: set[tuple[str, int]] | None) -> list[tuple[str, int]] | None:
-    if before is None or len(before) > MAX_SENT_ENTRIES:
-        return None
-    return sorted(before)
 
 
 def _discarder(uids: UidPool | None) -> Callable[[Prepared], None]:
