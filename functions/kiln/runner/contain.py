@@ -232,6 +232,9 @@ def kill_uid(uid: int) -> None:
 # --- files left in shared places ---------------------------------------------------------
 
 
+MAX_SENT_ENTRIES = 2000  # of a snapshot, in a run's request to the helper
+
+
 def snapshot(dirs: Iterable[str] = SHARED_TEMP_DIRS) -> set[tuple[str, int]]:
     """(path, inode) of every entry directly in `dirs`: what existed before a run."""
     seen: set[tuple[str, int]] = set()
@@ -241,6 +244,14 @@ def snapshot(dirs: Iterable[str] = SHARED_TEMP_DIRS) -> set[tuple[str, int]]:
                 with contextlib.suppress(OSError):
                     seen.add((entry.path, entry.inode()))
     return seen
+
+
+def sendable(before: set[tuple[str, int]] | None) -> list[tuple[str, int]] | None:
+    """A `snapshot` to send to the helper in a run's request, or None: none was taken, or it
+    holds too much to send (MAX_SENT_ENTRIES; the helper then takes its own)."""
+    if before is None or len(before) > MAX_SENT_ENTRIES:
+        return None
+    return sorted(before)
 
 
 def new_entries(

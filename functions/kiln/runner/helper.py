@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import importlib
 import json
 import os
 import signal
@@ -31,6 +32,10 @@ if __package__:
 else:  # loaded by path by `supervisor.py`, which has loaded these siblings by path already
     contain, processes = sys.modules["kiln_runner_contain"], sys.modules["kiln_runner_processes"]
 
+# signal's C functions, without the module's wrappers, which make an enum of every number
+# they take and give: these calls are made on every run, in the helper and in each forked
+# script, where every object touched after the fork costs a copy-on-write page fault.
+raw_signal: Any = importlib.import_module("_signal")
 MAX_REQUEST_BYTES = 1 << 20
 SCRIPT_FDS = 7  # stdin, stdout, stderr, status, private, go, talk
 # A server closing its runner says so first: runs under way may end in their own time. A
@@ -127,15 +132,15 @@ class Helper:
                 self.direct(request, fds)
                 continue
             # SIGCHLD waits until the new pid is on the list, so a quick exit is not missed.
-            signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGCHLD})
+            raw_signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGCHLD})
             pid = os.fork()
             if pid == 0:
-                signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-                signal.signal(signal.SIGTERM, signal.SIG_DFL)
+                raw_signal.signal(signal.SIGCHLD, raw_signal.SIG_DFL)
+                raw_signal.signal(signal.SIGTERM, raw_signal.SIG_DFL)
                 self.sock.close()
                 return request, fds
             self.supervisors.add(pid)
-            signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGCHLD})
+            raw_signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGCHLD})
             for fd in fds:
                 os.close(fd)
 
@@ -148,14 +153,14 @@ class Helper:
         a new helper; the runner function's sweep kills what is left).
         """
         assert self.supervise is not None
-        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGCHLD, signal.SIGTERM})
-        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        raw_signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGCHLD, signal.SIGTERM})
+        raw_signal.signal(signal.SIGTERM, raw_signal.SIG_DFL)
         try:
             self.supervise(request, fds, self.sock)
         except BaseException:
             os._exit(1)
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)  # a stop that came too late is dropped
-        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGCHLD, signal.SIGTERM})
+        raw_signal.signal(signal.SIGTERM, raw_signal.SIG_IGN)  # a stop that came too late: dropped
+        raw_signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGCHLD, signal.SIGTERM})
 
 
 def mark_allowed() -> str:

@@ -31,6 +31,12 @@ def install_dirs(executable: Path) -> list[Path]:
     return [d for d in dirs if d != Path("/")]
 
 
+def static_reads(executable: Path) -> set[str]:
+    """What every run of `executable` reads, resolved once (the interpreter and the preload do
+    not move while a helper forked from them serves; resolving them cost ~16 lstat a run)."""
+    return {os.path.realpath(p) for p in [*install_dirs(executable), PRELOAD]}
+
+
 class LauncherError(Exception):
     """The helper process could not take a run."""
 
@@ -94,9 +100,7 @@ class Launcher:
         with theirs:
             try:
                 # What every run needs, made reachable once in the helper's own namespace.
-                static = sorted(
-                    {os.path.realpath(p) for p in [*install_dirs(self.python), PRELOAD]}
-                )
+                static = sorted(static_reads(self.python))
                 argv = [str(self.python), "-I", "-S", str(SUPERVISOR), str(theirs.fileno())]
                 self._process = subprocess.Popen(
                     [*argv, json.dumps(static)],

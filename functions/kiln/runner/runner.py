@@ -37,7 +37,7 @@ from typing import Any, TypeVar
 from kiln.runner import afterwards, contain, isolation, landlock, launcher, peers, processes
 from kiln.runner.environment import script_environment, tool_settings
 from kiln.runner.isolation import RunRecord, UidPool
-from kiln.runner.launcher import PRELOAD, LauncherError, close_quietly, install_dirs
+from kiln.runner.launcher import PRELOAD, LauncherError, close_quietly, static_reads
 from kiln.runner.limits import RunnerSettings, effective_limits
 from kiln.runner.model import LimitSource, RunRequest, RunResult
 from kiln.runner.nodejs import find_node
@@ -90,13 +90,17 @@ class Runner:
         slots = 1 if serial else settings.max_concurrent_runs
         self._gate = SlotGate(slots, settings.max_queue)
         self._own_filters = None if root else isolation.protect_server()
-        self._python_dirs = install_dirs(settings.python_executable)
+        self._static_reads = static_reads(settings.python_executable)
+        self._shared_writes = [os.path.realpath(p) for p in settings.shared_dirs]
         # One helper process serves every Runner of this process; the last Runner to close
         # (or be collected) stops it.
         self._launcher = launcher.acquire(self.settings.python_executable)
         # Runs under the server's uid fenced by Landlock can write only their own directory
         # and the shared ones: nothing of theirs can be in /tmp to sweep.
-        fenced = self._uids is None and settings.landlock and landlock.abi() > 0
+        # Where the kernel has no Landlock, the helper builds no fence: it is not asked to
+        # (nor sent the ~1,000 ports of a TCP fence with every run).
+        self._landlock = settings.landlock and landlock.abi() > 0
+        fenced = self._uids is None and self._landlock
         # Without either, what a run created directly in /tmp is found by being new: swept.
         self._sweeps = settings.sweep_shared_temp and self._uids is None and not fenced
         self._discard = _discarder(self._uids)
@@ -111,7 +115,7 @@ class Runner:
             self._spare = ThreadPoolExecutor(1, thread_name_prefix="kiln-standby")
         # The helper's descendants are then this one run's, as a supervisor's are (helper.py).
         direct = self._uids is None and serial and self._standbys is None
-        self._direct = settings.dedicated and direct
+        self.direct = settings.dedicated and direct  # no supervisor process per run
         self._finalizer = weakref.finalize(
             self, _shut_down, self._spare, self._standbys, self._launcher
         )
@@ -430,17 +434,18 @@ class Runner:
     ) -> dict[str, Any]:
         """The helper's instructions for one run (nothing secret: the helper keeps it)."""
         limits = effective_limits(self.settings, request.limits)
-        needed = [*self._python_dirs, PRELOAD]
+        needed: list[Path] = []
         if request.language == "node":
             needed.append(interpreter)  # one binary: its directory may hold anything
         if request.bundle_path is not None:
             needed.append(request.bundle_path)
+        ports = self.settings.tcp_ports
         if record.uid is not None:
             watch = "uid"
         else:
             watch = "new" if record.before is not None else "run_dir"
         return {
-            "direct": self._direct,
+            "direct": self.direct,
             "language": request.language,
             "run_dir": str(script.parent),
             "script": str(script),
@@ -451,13 +456,14 @@ class Runner:
             "uid": record.uid,
             "quota_bytes": self.settings.disk_quota_bytes,
             "watch": watch,
-            "read_only": sorted({os.path.realpath(p) for p in needed}),
-            "read_write": [os.path.realpath(p) for p in self.settings.shared_dirs],
-            "landlock": self.settings.landlock,
+            "read_only": sorted(self._static_reads | {os.path.realpath(p) for p in needed}),
+            "read_write": list(self._shared_writes),
+            "landlock": self._landlock,
             "unix_sockets": self.settings.unix_sockets,
-            "tcp_ports": None if self.settings.tcp_ports is None else list(self.settings.tcp_ports),
+            "tcp_ports": list(ports) if self._landlock and ports is not None else None,
             "shared_dirs": list(record.shared_dirs),
             "keep": list(record.keep),
+            "before": contain.sendable(record.before),  # the shared places' "new" listing
             "limits": {
                 "memory_bytes": limits.memory_bytes,
                 "file_size_bytes": limits.file_size_bytes,

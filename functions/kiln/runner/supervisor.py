@@ -102,6 +102,7 @@ else:  # run by path as the helper (`python -I -S supervisor.py`): load the sibl
     helper = _sibling("helper")
 
 prctl = contain.prctl
+raw_signal = helper.raw_signal  # per run, in the helper and each script: no enum wrappers
 living_descendants = processes.living_descendants
 kill_all, user_tasks = processes.kill_all, processes.user_tasks
 KILL_PATIENCE_S = 5.0  # how long to keep killing before reporting leftovers
@@ -162,7 +163,7 @@ def supervise(
     """Run one script to its end or its deadline, kill what it left, report, exit (or, in
     the helper, `direct`: return, holding nothing of the run)."""
     prctl(contain.PR_SET_CHILD_SUBREAPER, 1)
-    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGCHLD, signal.SIGTERM})
+    raw_signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGCHLD, signal.SIGTERM})
     unstarted = [status_fd, private_fd, go_fd, talk_fd, *(direct.streams if direct else ())]
     try:
         os.write(status_fd, f"pid {os.getpid()}\n".encode())
@@ -377,7 +378,13 @@ class Watch:
         self.run_dir = request["run_dir"]
         self.shared = request["shared_dirs"]
         self.keep = set(request["keep"])
-        self.before = contain.snapshot(self.shared) if self.mode == "new" else set()
+        # "new": what the server found in the shared places as it prepared the run (None:
+        # too much to send, listed here).
+        found = request["before"] if self.mode == "new" else []
+        if found is None:
+            self.before = contain.snapshot(self.shared)
+        else:
+            self.before = {(path, inode) for path, inode in found}
         self.used = 0
 
     def wait(self, left: float) -> float:
@@ -400,7 +407,7 @@ def adopt(request: dict[str, Any], direct: Direct) -> None:
     """In a direct run's script: what `become_supervisor` does in a supervisor's process (the
     streams at 0-2, the run's environment), and the helper's socket and handler let go."""
     os.close(direct.sock)
-    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+    raw_signal.signal(signal.SIGCHLD, raw_signal.SIG_DFL)
     for target, fd in enumerate(direct.streams):
         os.dup2(fd, target)
         os.close(fd)
@@ -417,7 +424,7 @@ def start_script(
     os.close(status_fd)
     talk = move_talk(talk_fd)
     ready = move_talk(ready_fd)  # clear of fd 3 too, where Node's private pipe goes
-    signal.pthread_sigmask(signal.SIG_SETMASK, set())
+    raw_signal.pthread_sigmask(signal.SIG_SETMASK, set())
     uid = request["uid"]
     set_limits(request["limits"], uid, tasks)
     if uid is not None:
@@ -447,8 +454,8 @@ def start_script(
         pyrun.run_python(main, code, request["script"], request["env"].get("PYTHONPATH"))
     node = request["node"]
     # Python starts with SIGPIPE and SIGXFSZ ignored, and exec keeps ignored signals ignored.
-    signal.signal(signal.SIGPIPE, signal.SIG_DFL)
-    signal.signal(signal.SIGXFSZ, signal.SIG_DFL)
+    raw_signal.signal(signal.SIGPIPE, raw_signal.SIG_DFL)
+    raw_signal.signal(signal.SIGXFSZ, raw_signal.SIG_DFL)
     if private_fd != PRIVATE_FD:
         os.dup2(private_fd, PRIVATE_FD)
         os.close(private_fd)

@@ -232,7 +232,8 @@ class RunnerFunction:
         """Kill everything but the runtime; remove what runs left in the shared directories."""
         helper = self.runner.helper_pid
         keep = [helper] if helper is not None else []
-        _let_supervisors_exit(helper, self.companions)
+        if not self.runner.direct:  # a direct run has no supervisor: its end is the helper's
+            _let_supervisors_exit(helper, self.companions)
         killed, alive = sweep.kill_all_but(keep, self.companions, self.sweep_patience_s)
         removed = contain.remove(sweep.litter(self.baseline, self.keep))
         # What a run changed in a bundle is found by its seal at the next use; what it put

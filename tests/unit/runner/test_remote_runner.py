@@ -66,6 +66,19 @@ def test_a_runs_questions_come_back_across_the_runner_hop() -> None:
     assert back == asked
 
 
+def test_a_result_is_written_with_every_field_as_asdict_writes_it() -> None:
+    """`result_json` skips `dataclasses.asdict`'s deep copy (it runs on every run of the runner
+    function), not a field nor a nested value: a field added to RunResult is written too."""
+    question = Ask("account", "elicitation", {"message": "?", "requestedSchema": {"a": [1]}})
+    full = dataclasses.replace(
+        RESULT, asks=(question,), talk_problems=("line 2: not JSON",), go_on=True,
+        runner_error="x", disk_quota_bytes=5, fence="landlock/7", standby=True, ready=True,
+    )  # fmt: skip
+    written = result_json(full)
+    assert written == dataclasses.asdict(full)
+    assert json.loads(json.dumps(written)) == json.loads(json.dumps(dataclasses.asdict(full)))
+
+
 @pytest.mark.parametrize(
     ("change", "message"),
     [
