@@ -8,11 +8,10 @@ stays flat however much a script prints), and turns the status pipe into a `RunR
 
 The supervisor enforces the deadline itself; the server keeps a backstop timer (deadline +
 `kill_grace_s`), and if the supervisor does not answer SIGTERM it kills the tree from here by
-walking /proc. A cancelled `run` stops its supervisor the same way before returning.
-
-Nothing here blocks the event loop beyond a few small system calls: pipes are read by
-asyncio, and removing the run directory (which may hold large files) happens in a worker
-thread. The helper is started with one blocking fork on the first run (about 20 ms).
+walking /proc. A cancelled `run` stops its supervisor the same way before returning. Nothing
+here blocks the event loop beyond a few small system calls: pipes are read by asyncio, and
+removing the run directory (which may hold large files) happens in a worker thread. The
+helper is started with one blocking fork (about 20 ms), by `start_helper` or the first run.
 """
 
 from __future__ import annotations
@@ -92,13 +91,11 @@ class Runner:
         self._own_filters = None if root else isolation.protect_server()
         self._static_reads = static_reads(settings.python_executable)
         self._shared_writes = [os.path.realpath(p) for p in settings.shared_dirs]
-        # One helper process serves every Runner of this process; the last Runner to close
-        # (or be collected) stops it.
+        # One helper process serves every Runner of this process; the last one closed stops it.
         self._launcher = launcher.acquire(self.settings.python_executable)
         # Runs under the server's uid fenced by Landlock can write only their own directory
         # and the shared ones: nothing of theirs can be in /tmp to sweep.
-        # Where the kernel has no Landlock, the helper builds no fence: it is not asked to
-        # (nor sent the ~1,000 ports of a TCP fence with every run).
+        # No Landlock in the kernel: no fence asked of the helper, no TCP ports sent per run.
         self._landlock = settings.landlock and landlock.abi() > 0
         fenced = self._uids is None and self._landlock
         # Without either, what a run created directly in /tmp is found by being new: swept.
@@ -144,10 +141,8 @@ class Runner:
 
     def prepare(self, request: RunRequest) -> bool:
         """Have a standby wait for `request`'s tool now (blocking until its script waits for
-        the call: Node started, Python compiled); False where there are none.
-
-        Its next call then starts at once, as any call after the first does by itself.
-        """
+        the call: Node started, Python compiled), so that its next call starts at once; False
+        where there are none."""
         if self._standbys is None or self._closed:
             return False
         interpreter = self._interpreter(request)
