@@ -11,6 +11,7 @@ collaborators.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import logging
 import os
@@ -38,7 +39,6 @@ from kiln.process import aws_clients as aws_clients  # the entry points call the
 from kiln.process import prepare_process as prepare_process
 from kiln.process import runner_settings
 from kiln.process import telemetry as telemetry
-from kiln.runner.remote import RemoteRunner
 from kiln.serving.backend import CatalogBackend
 from kiln.settings import Settings
 
@@ -55,6 +55,7 @@ if TYPE_CHECKING:
     from kiln.identity.callers import Callers
     from kiln.protocol import McpEndpoint
     from kiln.runner import Runner
+    from kiln.runner.remote import RemoteRunner
     from kiln.serving.warming import Warmer
     from kiln.tasks.approving import ApprovalTasks
     from kiln.tasks.service import TaskService
@@ -350,9 +351,17 @@ def remote_runner(settings: Settings, clients: AwsClients, bundles: Bundles) -> 
     No retries (a retried invoke could run a tool twice); the read timeout outlasts the
     longest run, and each call is bounded by its caller's remaining time instead. Signed and
     sent without a botocore client (kiln.aws.invoke: about half the CPU of a client's call).
+    Made on the first run (its payload code and the runner's model are no part of a list).
     """
     if not settings.runner_function:
         return None
+    make = functools.partial(_remote_runner, settings.runner_function, settings, clients, bundles)
+    return lazy(make, threading.RLock())
+
+
+def _remote_runner(
+    function: str, settings: Settings, clients: AwsClients, bundles: Bundles
+) -> RemoteRunner:
     from kiln.aws.invoke import SignedInvoke
     from kiln.runner.remote import RemoteRunner
 
@@ -379,7 +388,7 @@ def remote_runner(settings: Settings, clients: AwsClients, bundles: Bundles) -> 
         return found.to_json()
 
     return RemoteRunner(
-        lambda: client, settings.runner_function, tenant_mode=settings.runner_tenant,
+        lambda: client, function, tenant_mode=settings.runner_tenant,
         bundle_record=record,
     )  # fmt: skip
 
