@@ -71,6 +71,7 @@ DEFERRED = (
     "kiln.access.webhook",
     # a call's side: the run's request, talk and result, the runner function's payload (made on
     # the first run, KILN_RUNNER_FUNCTION or not), approvals' store, masking, packages
+    "kiln.runner.limits",  # the settings read the longest run from runner.ceiling
     "kiln.runner.model",
     "kiln.runner.talk",
     "kiln.runner.remote",

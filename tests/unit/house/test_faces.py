@@ -49,8 +49,8 @@ EXPORTS: dict[str, str] = {
     ),
     "runner": (
         "InvalidArgumentsError NodeUnavailableError RunLimits RunRequest RunResult Runner "
-        "RunnerBusyError RunnerSettings afterwards contain contract contract_text doctor errors "
-        "limits model nodejs processes remote shield sweep talk"
+        "RunnerBusyError RunnerSettings afterwards ceiling contain contract contract_text doctor "
+        "errors limits model nodejs processes remote shield sweep talk"
     ),
     "schema": "arguments safe wording",
     "serving": "backend conversation resolved runner_function store_errors warming",
