@@ -21,7 +21,7 @@ from kiln.accounting.account import CallAccount, Caller, Limits, Ran
 from kiln.accounting.gate import CallGate, CallTicket, bound_view, caller_of, key_limits, outcome_of
 from kiln.accounting.idempotency import CallKeys
 from kiln.aws.clients import StoreUnavailableError
-from kiln.bundles.cache import BundleError, BundleNotReadyError
+from kiln.bundles.errors import BundleError, BundleNotReadyError
 from kiln.catalog import fingerprint
 from kiln.catalog.model import Revision, Tool
 from kiln.catalog.snapshot import CatalogSnapshots, Snapshot

@@ -83,8 +83,12 @@ DEFERRED = (
     "kiln.serving.connecting",
     "kiln.access.approval_store",
     "kiln.protocol.talking",
-    # a build's zips and trees (the scheduler names them only in its types)
+    # a build's zips and trees (the scheduler names them only in its types); the unpacked
+    # bundles' cache (folders, seals, inotify, its locks): the first bundle used or built
     "kiln.bundles.contents",
+    "kiln.bundles.cache",
+    "kiln.bundles.folders",
+    "kiln.bundles.seal",
 )
 
 PROBE = """
