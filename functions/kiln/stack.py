@@ -53,6 +53,7 @@ if TYPE_CHECKING:
     from kiln.connections.calls import RunTokens
     from kiln.connections.envelope import KeyKeeper
     from kiln.identity.callers import Callers
+    from kiln.identity.keys import KeyStore
     from kiln.protocol import McpEndpoint
     from kiln.runner import Runner
     from kiln.runner.remote import RemoteRunner
@@ -427,14 +428,13 @@ STATIC_AUTHOR_NAME = "author"  # how KILN_AUTHOR_KEY appears in audit records
 def make_callers(settings: Settings, clients: AwsClients) -> Callers:
     """Who is calling: API keys, OAuth tokens (when an issuer is set), the static author key."""
     from kiln.identity.callers import Callers
-    from kiln.identity.keys import KeyStore
     from kiln.identity.policy import Authenticator, Permission
     from kiln.identity.settings import check_audience
     from kiln.identity.tokens import JwtVerifier
 
     auth = settings.auth
     check_audience(auth, settings.public_base_url)  # Settings made in code skip from_env
-    keys = KeyStore(clients.dynamodb, table=settings.table)
+    keys = lazy(functools.partial(_key_store, settings, clients), threading.Lock())
     verifier = (
         JwtVerifier(issuer=auth.oauth_issuer, jwks_url=auth.oauth_jwks_url, scopes=auth.scopes)
         if auth.oauth_issuer
@@ -453,6 +453,14 @@ def make_callers(settings: Settings, clients: AwsClients) -> Callers:
         static_keys=static,
     )
     return Callers(keys, authenticator, auth, public_base_url=settings.public_base_url)
+
+
+def _key_store(settings: Settings, clients: AwsClients) -> KeyStore:
+    """Made by the first request with a key (an anonymous list reads none: ~2 ms of a cold
+    start's imports, test_cold_start_imports)."""
+    from kiln.identity.keys import KeyStore
+
+    return KeyStore(clients.dynamodb, table=settings.table)
 
 
 def run_tokens(connections: Connections | None) -> RunTokens | None:

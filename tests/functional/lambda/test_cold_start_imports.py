@@ -83,6 +83,8 @@ DEFERRED = (
     "kiln.serving.connecting",
     "kiln.access.approval_store",
     "kiln.protocol.talking",
+    # API keys: the first request that carries one (an anonymous list reads none)
+    "kiln.identity.keys",
     # a build's zips and trees (the scheduler names them only in its types); the unpacked
     # bundles' cache (folders, seals, inotify, its locks): the first bundle used or built
     "kiln.bundles.contents",
