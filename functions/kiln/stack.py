@@ -30,7 +30,6 @@ from kiln.access.view_store import ViewStore
 from kiln.access.views import MODES
 from kiln.accounting.gate import CallGate
 from kiln.accounting.idempotency import CallKeys
-from kiln.accounting.ledger import DEFAULT_SHARDS, CallLedger
 from kiln.aws.clients import AwsClients, lazy
 from kiln.bundles.hooks import Bundles, make_bundles
 from kiln.catalog.snapshot import CatalogSnapshots
@@ -46,6 +45,7 @@ log = logging.getLogger("kiln.stack")
 
 if TYPE_CHECKING:
     from kiln.access.approval_store import ApprovalStore
+    from kiln.accounting.ledger import CallLedger
     from kiln.api.settings import ApiSettings
     from kiln.authoring.service import AuthoringService
     from kiln.catalog.model import Tool
@@ -401,15 +401,21 @@ def call_gate(settings: Settings, clients: AwsClients) -> CallGate:
     )
     if not settings.ledger:
         return CallGate(quotas, None)
-    ledger = CallLedger(
-        clients.dynamodb,
-        table=settings.table,
-        digest_key=ledger_digest_key(settings),
-        retention_days=settings.ledger_retention_days,
-        shards=settings.ledger_shards or DEFAULT_SHARDS,
-        totals_flush_s=settings.ledger_totals_flush_s,
-    )
-    return CallGate(quotas, ledger)
+    digest_key = ledger_digest_key(settings)  # its warning, if any, is the init's
+
+    def make() -> CallLedger:  # on the first call's entry: the ledger is not in a cold start's init
+        from kiln.accounting.ledger import DEFAULT_SHARDS, CallLedger
+
+        return CallLedger(
+            clients.dynamodb,
+            table=settings.table,
+            digest_key=digest_key,
+            retention_days=settings.ledger_retention_days,
+            shards=settings.ledger_shards or DEFAULT_SHARDS,
+            totals_flush_s=settings.ledger_totals_flush_s,
+        )
+
+    return CallGate(quotas, lazy(make, threading.RLock()))
 
 
 def ledger_digest_key(settings: Settings) -> bytes:

@@ -91,6 +91,10 @@ DEFERRED = (
     "kiln.bundles.cache",
     "kiln.bundles.folders",
     "kiln.bundles.seal",
+    # the call ledger (its entries, shards, totals): the first call's entry (stack.call_gate)
+    "kiln.accounting.ledger",
+    "kiln.accounting.ledger_shards",
+    "kiln.accounting.ledger_totals",
 )
 
 PROBE = """
