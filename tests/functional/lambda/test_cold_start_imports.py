@@ -95,6 +95,10 @@ DEFERRED = (
     "kiln.accounting.ledger",
     "kiln.accounting.ledger_shards",
     "kiln.accounting.ledger_totals",
+    # server cards' documents and schemas: the first card asked for (the middleware and the
+    # routes read only protocol.card_paths)
+    "kiln.protocol.cards",
+    "kiln.protocol.card_schemas",
 )
 
 PROBE = """

@@ -44,8 +44,8 @@ EXPORTS: dict[str, str] = {
     "observability": "redact telemetry",
     "protocol": (
         "CallContext CallLimits HttpRequest HttpResponse McpEndpoint ProtocolSettings ToolBackend "
-        "ToolOutcome ToolView backend calling cards codestubs discovery dispatch errors guard http "
-        "idempotency inner jsontext jsstubs pinning spec talking tasks wire"
+        "ToolOutcome ToolView backend calling card_paths cards codestubs discovery dispatch errors "
+        "guard http idempotency inner jsontext jsstubs pinning spec talking tasks wire"
     ),
     "runner": (
         "InvalidArgumentsError NodeUnavailableError RunLimits RunRequest RunResult Runner "
