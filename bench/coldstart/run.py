@@ -6,6 +6,7 @@ so the difference is what each imports and builds before it can answer. Kiln's c
 a moto server (over HTTP) seeded with the same three tools the SDK app lists.
 
 usage: python -m bench.coldstart.run [--rounds 7] [--sdk-python PY] [--build DIR --python PY313]
+                                    [--importtime] [--call]
 The SDK side runs on --sdk-python (or SDK_PYTHON), else in the SDK's own venv, which
 `bench.protocol.sdk` makes on first use (kept out of Kiln's venv). With --build, Kiln runs
 from a `sam build` output (McpFunction + DepsLayer, as Lambda lays them out, with the .pyc
@@ -13,6 +14,9 @@ files the build compiled) on --python, a Python 3.13 like the Lambda runtime's; 
 side a 3.13 too, so that both run on the same interpreter.
 Prints the median wall time from spawning each process to its answer, and the ratio
 (goal: Kiln at most 0.5x the SDK). `--importtime` also prints Kiln's heaviest imports.
+`--call` also times a fresh process whose first request is a `tools/call` (`echo`, run in that
+process as `kiln dev` runs it: no runner function here), Kiln only (the SDK app has no tool to
+run): what the list's cold start defers to the first call shows there.
 """
 
 from __future__ import annotations
@@ -76,6 +80,24 @@ response = mcp(event, Context())
 answered = time.perf_counter()
 body = json.loads(response["body"])
 print(response["statusCode"], len(body["result"]["tools"]), flush=True)
+print("split", initialised - started, answered - initialised, flush=True)
+print("cpu", time.process_time(), flush=True)
+"""
+
+# The same, with a tools/call as the first request: import, build, run `echo`, answer.
+KILN_CALL_CHILD = """
+import json, sys, time
+event = json.loads(sys.stdin.read())
+event["body"] = json.dumps({"jsonrpc": "2.0", "id": 3, "method": "tools/call",
+                            "params": {"name": "echo", "arguments": {"text": "cold"}}})
+started = time.perf_counter()
+from kiln.lambda_handlers import mcp
+initialised = time.perf_counter()
+response = mcp(event, Context())
+answered = time.perf_counter()
+body = json.loads(response["body"])
+said = body["result"]["content"][0]["text"].strip()
+print(response["statusCode"], 3 if said == "cold" else said, flush=True)
 print("split", initialised - started, answered - initialised, flush=True)
 print("cpu", time.process_time(), flush=True)
 """
@@ -206,6 +228,22 @@ def heaviest_imports(
     return sorted(((micros, name) for name, micros in totals.items()), reverse=True)[:top]
 
 
+def first_call(python: str, env: dict[str, str], rounds: int) -> None:
+    argv = [python, "-c", CONTEXT + KILN_CALL_CHILD]
+    timed(argv, env, event())  # warm-up
+    walls, calls, cpus = [], [], []
+    for _ in range(rounds):
+        wall, (_, call_s), cpu = timed(argv, env, event())
+        walls.append(wall)
+        calls.append(call_s)
+        cpus.append(cpu)
+    print(
+        f"kiln, fresh process to first tools/call (echo, run in-process):"
+        f" {statistics.median(walls) * 1000:.1f} ms wall, CPU {statistics.median(cpus) * 1000:.1f}"
+        f" ms, of which the call itself {statistics.median(calls) * 1000:.1f} ms"
+    )
+
+
 def code_path(build: str | None) -> str:
     if not build:
         return str(ROOT / "functions")
@@ -224,6 +262,7 @@ def main() -> int:
     parser.add_argument("--build", help="a `sam build` output folder to run Kiln from")
     parser.add_argument("--python", default=sys.executable, help="Kiln's interpreter")
     parser.add_argument("--importtime", action="store_true")
+    parser.add_argument("--call", action="store_true", help="also time a cold first tools/call")
     args = parser.parse_args()
     args.sdk_python = args.sdk_python or str(sdk.python())
 
@@ -293,6 +332,8 @@ def main() -> int:
                 f"kiln inside its process: init (import + build) {init_ms:.1f} ms,"
                 f" first tools/list {first_ms:.1f} ms (SnapStart restores the init from a snapshot)"
             )
+            if args.call:
+                first_call(args.python, kiln_env, args.rounds)
             if args.importtime:
                 print("kiln's heaviest imports (-X importtime self ms, per top-level package):")
                 for micros, module in heaviest_imports(args.python, kiln_env, event(), 10):

@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 from kiln.api.settings import ApiSettings
 from kiln.bundles.settings import BundleSettings
 from kiln.identity.settings import AuthSettings, AuthSettingsError, check_audience
-from kiln.runner.limits import LAMBDA_MAX_TIMEOUT_S
+from kiln.runner.ceiling import LAMBDA_MAX_TIMEOUT_S
 from kiln.tasks.settings import TaskSettings
 
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")

@@ -11,6 +11,7 @@ collaborators.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import logging
 import os
@@ -29,7 +30,6 @@ from kiln.access.view_store import ViewStore
 from kiln.access.views import MODES
 from kiln.accounting.gate import CallGate
 from kiln.accounting.idempotency import CallKeys
-from kiln.accounting.ledger import DEFAULT_SHARDS, CallLedger
 from kiln.aws.clients import AwsClients, lazy
 from kiln.bundles.hooks import Bundles, make_bundles
 from kiln.catalog.snapshot import CatalogSnapshots
@@ -38,7 +38,6 @@ from kiln.process import aws_clients as aws_clients  # the entry points call the
 from kiln.process import prepare_process as prepare_process
 from kiln.process import runner_settings
 from kiln.process import telemetry as telemetry
-from kiln.runner.remote import RemoteRunner
 from kiln.serving.backend import CatalogBackend
 from kiln.settings import Settings
 
@@ -46,6 +45,7 @@ log = logging.getLogger("kiln.stack")
 
 if TYPE_CHECKING:
     from kiln.access.approval_store import ApprovalStore
+    from kiln.accounting.ledger import CallLedger
     from kiln.api.settings import ApiSettings
     from kiln.authoring.service import AuthoringService, Warming
     from kiln.catalog.model import Tool
@@ -53,8 +53,10 @@ if TYPE_CHECKING:
     from kiln.connections.calls import RunTokens
     from kiln.connections.envelope import KeyKeeper
     from kiln.identity.callers import Callers
+    from kiln.identity.keys import KeyStore
     from kiln.protocol import McpEndpoint
     from kiln.runner import Runner
+    from kiln.runner.remote import RemoteRunner
     from kiln.serving.warming import Warmer
     from kiln.tasks.approving import ApprovalTasks
     from kiln.tasks.service import TaskService
@@ -360,9 +362,17 @@ def remote_runner(settings: Settings, clients: AwsClients, bundles: Bundles) -> 
     No retries (a retried invoke could run a tool twice); the read timeout outlasts the
     longest run, and each call is bounded by its caller's remaining time instead. Signed and
     sent without a botocore client (kiln.aws.invoke: about half the CPU of a client's call).
+    Made on the first run (its payload code and the runner's model are no part of a list).
     """
     if not settings.runner_function:
         return None
+    make = functools.partial(_remote_runner, settings.runner_function, settings, clients, bundles)
+    return lazy(make, threading.RLock())
+
+
+def _remote_runner(
+    function: str, settings: Settings, clients: AwsClients, bundles: Bundles
+) -> RemoteRunner:
     from kiln.aws.invoke import SignedInvoke
     from kiln.runner.remote import RemoteRunner
 
@@ -389,7 +399,7 @@ def remote_runner(settings: Settings, clients: AwsClients, bundles: Bundles) -> 
         return found.to_json()
 
     return RemoteRunner(
-        lambda: client, settings.runner_function, tenant_mode=settings.runner_tenant,
+        lambda: client, function, tenant_mode=settings.runner_tenant,
         bundle_record=record,
     )  # fmt: skip
 
@@ -401,15 +411,21 @@ def call_gate(settings: Settings, clients: AwsClients) -> CallGate:
     )
     if not settings.ledger:
         return CallGate(quotas, None)
-    ledger = CallLedger(
-        clients.items,  # an entry (a PutItem per call) signed without the client: kiln.aws.items
-        table=settings.table,
-        digest_key=ledger_digest_key(settings),
-        retention_days=settings.ledger_retention_days,
-        shards=settings.ledger_shards or DEFAULT_SHARDS,
-        totals_flush_s=settings.ledger_totals_flush_s,
-    )
-    return CallGate(quotas, ledger)
+    digest_key = ledger_digest_key(settings)  # its warning, if any, is the init's
+
+    def make() -> CallLedger:  # on the first call's entry: the ledger is not in a cold start's init
+        from kiln.accounting.ledger import DEFAULT_SHARDS, CallLedger
+
+        return CallLedger(
+            clients.items,  # each entry a PutItem signed without the client (kiln.aws.items)
+            table=settings.table,
+            digest_key=digest_key,
+            retention_days=settings.ledger_retention_days,
+            shards=settings.ledger_shards or DEFAULT_SHARDS,
+            totals_flush_s=settings.ledger_totals_flush_s,
+        )
+
+    return CallGate(quotas, lazy(make, threading.RLock()))
 
 
 def ledger_digest_key(settings: Settings) -> bytes:
@@ -428,14 +444,13 @@ STATIC_AUTHOR_NAME = "author"  # how KILN_AUTHOR_KEY appears in audit records
 def make_callers(settings: Settings, clients: AwsClients) -> Callers:
     """Who is calling: API keys, OAuth tokens (when an issuer is set), the static author key."""
     from kiln.identity.callers import Callers
-    from kiln.identity.keys import KeyStore
     from kiln.identity.policy import Authenticator, Permission
     from kiln.identity.settings import check_audience
     from kiln.identity.tokens import JwtVerifier
 
     auth = settings.auth
     check_audience(auth, settings.public_base_url)  # Settings made in code skip from_env
-    keys = KeyStore(clients.dynamodb, table=settings.table)
+    keys = lazy(functools.partial(_key_store, settings, clients), threading.Lock())
     verifier = (
         JwtVerifier(issuer=auth.oauth_issuer, jwks_url=auth.oauth_jwks_url, scopes=auth.scopes)
         if auth.oauth_issuer
@@ -454,6 +469,14 @@ def make_callers(settings: Settings, clients: AwsClients) -> Callers:
         static_keys=static,
     )
     return Callers(keys, authenticator, auth, public_base_url=settings.public_base_url)
+
+
+def _key_store(settings: Settings, clients: AwsClients) -> KeyStore:
+    """Made by the first request with a key (an anonymous list reads none: ~2 ms of a cold
+    start's imports, test_cold_start_imports)."""
+    from kiln.identity.keys import KeyStore
+
+    return KeyStore(clients.dynamodb, table=settings.table)
 
 
 def run_tokens(connections: Connections | None) -> RunTokens | None:

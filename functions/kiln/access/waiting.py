@@ -19,7 +19,6 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from kiln.access.approval_store import iso
 from kiln.access.approvals import CONFIRM_VALUES, needs_approval
 
 META_KEY = "kiln/approval"  # a waiting call's task `_meta` key
@@ -99,6 +98,8 @@ def refusal(approvers: tuple[str, ...], caller: str, principal: Any) -> str | No
 
 
 def waiting_message(confirm: Mapping[str, Any]) -> str:
+    from kiln.access.approval_store import iso  # the store: on first use, not at a cold start
+
     approvers = " or ".join(str(a) for a in confirm.get("approvers", ()))
     until = iso(float(confirm.get("deadline", 0)))
     return (
@@ -111,6 +112,8 @@ def waiting_meta(confirm: Mapping[str, Any] | None) -> dict[str, Any] | None:
     """A waiting call's task `_meta`: who must approve it, and until when (None: no such)."""
     if not confirm or "approval" not in confirm:
         return None
+    from kiln.access.approval_store import iso
+
     return {
         META_KEY: {
             "id": confirm["approval"],

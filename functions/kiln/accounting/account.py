@@ -18,11 +18,13 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from kiln.access.quotas import Quota, QuotaExceededError
-from kiln.accounting.ledger import CallRecord, Outcome, new_id
 from kiln.catalog.model import Tool
+
+if TYPE_CHECKING:  # the ledger loads with the first call's entry, not in a cold start's init
+    from kiln.accounting.ledger import CallRecord, Outcome
 
 log = logging.getLogger("kiln.accounting.account")
 
@@ -59,6 +61,12 @@ class Ran:
     detail: str | None = None  # who approved it
 
 
+def _new_id() -> str:
+    from kiln.accounting.ledger import new_id
+
+    return new_id()
+
+
 @dataclass(eq=False)
 class CallAccount:
     """The bookkeeping of one call, from its admission to its ledger entry."""
@@ -68,7 +76,7 @@ class CallAccount:
     started: float = field(default_factory=time.time)  # epoch seconds: when it was admitted
     claimed: Limits = ()  # the quota counts this call took (given back if it never runs)
     parent: str | None = None  # the ledger id of the call whose run made this one (inner)
-    id: str = field(default_factory=new_id)  # its ledger entry's id, known to inner calls
+    id: str = field(default_factory=_new_id)  # its ledger entry's id, known to inner calls
     entry: CallRecord | None = None  # set once, by `close`
     ran: Ran | None = None  # the last run's facts (a call that asks runs more than once)
     refusal: QuotaExceededError | None = None
@@ -109,6 +117,8 @@ class CallAccount:
         detail: str | None = None,
     ) -> CallRecord:
         """The call ended: its ledger entry (its run's seconds are charged apart)."""
+        from kiln.accounting.ledger import CallRecord
+
         self._open()
         head = self.tool.head
         self.entry = CallRecord(

@@ -7,14 +7,16 @@ import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kiln.access.quotas import QuotaCounters, QuotaExceededError
 from kiln.access.views import View
 from kiln.accounting.account import CallAccount, Caller, Limits
-from kiln.accounting.ledger import CallLedger, CallRecord, Outcome
 from kiln.accounting.pending import PendingLedger
 from kiln.catalog.model import Tool
+
+if TYPE_CHECKING:  # the ledger loads with the first call's entry (stack.call_gate makes it lazily)
+    from kiln.accounting.ledger import CallLedger, CallRecord, Outcome
 
 log = logging.getLogger("kiln.accounting.gate")
 
@@ -201,6 +203,8 @@ class CallGate:
         transaction (so it is written exactly once); None when the ledger is off."""
         if self.ledger is None:
             return None
+        from kiln.accounting.ledger import CallRecord
+
         entry = CallRecord(
             at="", caller=ticket.caller, tool=ticket.tool, outcome=outcome,
             revision=ticket.revision, view=ticket.view, bundle=ticket.bundle,

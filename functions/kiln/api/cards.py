@@ -22,21 +22,12 @@ from starlette.routing import BaseRoute, Route
 from kiln.api.auth import base_url
 from kiln.api.mcp_serving import kiln_of
 from kiln.api.middleware import GZIP_LEVEL, GZIP_MINIMUM_BYTES
-from kiln.protocol.cards import (
-    CARD_MEDIA_TYPE,
-    CARD_SUFFIX,
-    CATALOG_MEDIA_TYPE,
-    CATALOG_PATH,
-    PUBLIC_CARD_PATH,
-    Deployment,
-    Endpoint,
-    card,
-    catalog,
-)
+from kiln.protocol.card_paths import CARD_SUFFIX, CATALOG_PATH, PUBLIC_CARD_PATH
 from kiln.protocol.jsontext import dumps
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # the documents load with the first card asked for, not with the routes
     from kiln.access.views import View
+    from kiln.protocol.cards import Deployment, Endpoint
 
 VIEW_CARD_PATH = "/mcp/v/{view}" + CARD_SUFFIX
 CACHE_CONTROL = "public, max-age=300"  # as the OAuth metadata documents: a change shows in 5 min
@@ -53,6 +44,8 @@ METHODS = ["GET", "HEAD", "POST", "DELETE", "PUT", "PATCH", "OPTIONS", "TRACE"]
 
 
 def deployment(request: Request) -> Deployment:
+    from kiln.protocol.cards import Deployment
+
     kiln = kiln_of(request)
     settings = kiln.endpoint.settings
     return Deployment(
@@ -67,11 +60,15 @@ def deployment(request: Request) -> Deployment:
 
 
 def public_endpoint(request: Request) -> Endpoint:
+    from kiln.protocol.cards import Endpoint
+
     anonymous = kiln_of(request).callers.authenticator.anonymous("call") is not None
     return Endpoint(path="/mcp", view=None, anonymous=anonymous)
 
 
 def view_endpoint(view: View) -> Endpoint:
+    from kiln.protocol.cards import Endpoint
+
     return Endpoint(
         path=f"/mcp/v/{view.name}",
         view=view.name,
@@ -91,12 +88,16 @@ async def published_views(request: Request) -> list[View]:
 
 
 async def public_card(request: Request) -> Response:
+    from kiln.protocol.cards import CARD_MEDIA_TYPE, card
+
     if (early := _method_answer(request)) is not None:
         return early
     return _document(request, card(deployment(request), public_endpoint(request)), CARD_MEDIA_TYPE)
 
 
 async def view_card(request: Request) -> Response:
+    from kiln.protocol.cards import CARD_MEDIA_TYPE, card
+
     if (early := _method_answer(request)) is not None:
         return early
     name = str(request.path_params["view"])
@@ -108,6 +109,8 @@ async def view_card(request: Request) -> Response:
 
 
 async def ai_catalog(request: Request) -> Response:
+    from kiln.protocol.cards import CATALOG_MEDIA_TYPE, catalog
+
     if (early := _method_answer(request)) is not None:
         return early
     endpoints = [public_endpoint(request)]

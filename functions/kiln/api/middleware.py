@@ -11,7 +11,7 @@ from starlette.responses import JSONResponse
 
 from kiln.api.settings import ApiSettings
 from kiln.aws.clients import CALLER_ROLE
-from kiln.protocol.cards import is_public_document
+from kiln.protocol.card_paths import is_public_document
 from kiln.protocol.errors import jsonrpc_error
 from kiln.protocol.guard import refusal
 from kiln.protocol.spec import INVALID_REQUEST

@@ -20,7 +20,7 @@ from kiln.catalog.errors import CatalogError
 from kiln.catalog.rules import RuleError
 from kiln.identity.policy import Principal
 from kiln.protocol.backend import CallContext, ToolBackend, ToolOutcome, ToolView
-from kiln.runner.limits import LAMBDA_MAX_TIMEOUT_S
+from kiln.runner.ceiling import LAMBDA_MAX_TIMEOUT_S
 
 INSTRUCTIONS = """\
 # Writing a Kiln tool

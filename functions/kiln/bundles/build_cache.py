@@ -32,8 +32,6 @@ import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
-from kiln.bundles.cache import flock
-
 log = logging.getLogger(__name__)
 
 DEFAULT_BUDGET_MB = 2048
@@ -50,6 +48,8 @@ def in_use(cache_dir: Path | None) -> Iterator[None]:
     if cache_dir is None:
         yield
         return
+    from kiln.bundles.cache import flock  # the unpacked bundles' cache: not at a cold start
+
     cache_dir.mkdir(parents=True, exist_ok=True)
     with flock(cache_dir / LOCK, fcntl.LOCK_SH):
         yield
@@ -80,6 +80,8 @@ def trim(cache_dir: Path | None, budget_bytes: int) -> int | None:
     used = size_of(cache_dir)
     if used <= budget_bytes:
         return 0
+    from kiln.bundles.cache import flock
+
     trash = cache_dir / TRASH
     with flock(cache_dir / LOCK, fcntl.LOCK_EX | fcntl.LOCK_NB) as alone:
         if not alone:

@@ -22,7 +22,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from kiln.bundles import build_cache
-from kiln.bundles.contents import Contents
 from kiln.bundles.errors import BuildError
 from kiln.bundles.resolved import described
 from kiln.bundles.store import (
@@ -41,6 +40,7 @@ if TYPE_CHECKING:
     # The builder (pip, uv, bun, tomllib): only a build loads it (run_build), never a
     # process that only schedules or serves bundles.
     from kiln.bundles.build import BuildOutput, Progress, Toolchain
+    from kiln.bundles.contents import Contents  # zips and trees: a build's, not a start's
 
 logger = logging.getLogger(__name__)
 

@@ -24,7 +24,7 @@ from kiln.catalog.schemas import (
 from kiln.catalog.secret_names import secret_name_problem
 from kiln.catalog.toolfiles import check_files
 from kiln.catalog.violations import MISSING, RuleError, Violation, encodable, escaped, violation
-from kiln.runner.limits import LAMBDA_MAX_TIMEOUT_S
+from kiln.runner.ceiling import LAMBDA_MAX_TIMEOUT_S
 
 __all__ = [
     "NAME_PATTERN",

@@ -7,12 +7,14 @@ HTTP edge (`kiln.api.auth`) asks it with what a request carries.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from kiln.identity.keys import KeyStore
 from kiln.identity.metadata import protected_resource_metadata
 from kiln.identity.policy import Authenticator, Permission, Principal
 from kiln.identity.settings import AuthSettings
+
+if TYPE_CHECKING:
+    from kiln.identity.keys import KeyStore
 
 
 class Callers:

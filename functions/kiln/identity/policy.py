@@ -6,12 +6,14 @@ import hashlib
 import hmac
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import ClassVar, Literal
+from typing import TYPE_CHECKING, ClassVar, Literal
 
 from kiln.access.quotas import NO_QUOTA, Quota
 from kiln.errors import UNAUTHORIZED, KilnError
-from kiln.identity.keys import KeyStore
 from kiln.identity.metadata import metadata_url, resource_url
+
+if TYPE_CHECKING:
+    from kiln.identity.keys import KeyStore
 from kiln.identity.tokens import JwtVerifier, ScopeNames, TokenError
 
 Permission = Literal["call", "author"]

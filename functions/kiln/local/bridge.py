@@ -30,7 +30,7 @@ from mcp_types import PROTOCOL_VERSION_META_KEY
 from kiln.local.linewise import answer_lines
 from kiln.protocol.errors import jsonrpc_error
 from kiln.protocol.spec import CLIENT_CAPABILITIES_META_KEY, INTERNAL_ERROR, INVALID_REQUEST
-from kiln.runner.limits import LAMBDA_MAX_TIMEOUT_S
+from kiln.runner.ceiling import LAMBDA_MAX_TIMEOUT_S
 from kiln.settings import LOCAL_URL
 
 ACCEPT = "application/json, text/event-stream"

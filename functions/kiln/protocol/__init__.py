@@ -17,6 +17,7 @@ __all__ = [
     "ToolView",
     "backend",
     "calling",
+    "card_paths",
     "cards",
     "codestubs",
     "discovery",

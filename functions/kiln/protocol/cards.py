@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
+from kiln.protocol.card_paths import CARD_SUFFIX
 from kiln.protocol.card_schemas import (
     CARD_SCHEMA_URL,
     NAME_REGEX,
@@ -30,9 +31,6 @@ from kiln.protocol.spec import KNOWN_PROTOCOL_VERSIONS
 Kind = Literal["card", "registry"]  # which document `validate` checks
 CARD_MEDIA_TYPE = "application/mcp-server-card+json"
 CATALOG_MEDIA_TYPE = "application/ai-catalog+json"
-CARD_SUFFIX = "/server-card"  # appended to an endpoint's streamable-HTTP URL (the extension's)
-CATALOG_PATH = "/.well-known/ai-catalog.json"
-PUBLIC_CARD_PATH = "/mcp" + CARD_SUFFIX
 EXTENSION = "https://github.com/modelcontextprotocol/experimental-ext-server-card"
 # The card's own mark that it follows a draft: `_meta` is the card's extension point.
 META_KEY = "kiln/card"
@@ -67,14 +65,6 @@ class Endpoint:
     view: str | None
     anonymous: bool  # answers without a credential
     description: str = ""
-
-
-def is_public_document(path: str) -> bool:
-    """A card or the catalog: public metadata that any origin may read."""
-    if path in (CATALOG_PATH, PUBLIC_CARD_PATH):
-        return True
-    parts = path.split("/")  # "", "mcp", "v", view, "server-card"
-    return len(parts) == 5 and parts[1:3] == ["mcp", "v"] and parts[4] == CARD_SUFFIX[1:]
 
 
 def namespace(base_url: str) -> str:

@@ -48,7 +48,6 @@ from kiln.protocol.modern import ModernEra
 from kiln.protocol.sealing import StateSealer
 from kiln.protocol.settings import ProtocolSettings
 from kiln.protocol.streaming import Outbox, PendingAnswers, accepts_events, answer, frame
-from kiln.protocol.talking import caller_of, turn_for
 from kiln.protocol.tasks import TASKS_VERSION, TaskMethods
 from kiln.protocol.wire import BATCH_VERSION, LEGACY_VERSIONS, MAX_BATCH, MODERN_VERSIONS
 
@@ -226,6 +225,8 @@ class Dispatcher:
     ) -> Reply:
         envelope: Envelope | None = None
         if self._pending.owns(message):  # a client's answer to a held call's question
+            from kiln.protocol.talking import caller_of  # a call's turn: the first call loads it
+
             self._pending.deliver(message, caller_of(ctx))
             return Reply(202, None)
         try:
@@ -399,6 +400,8 @@ class Dispatcher:
 
     async def _call_tool(self, envelope: Envelope, ctx: CallContext) -> bytes:
         """A catalog tool's tools/call (search mode's `call_tool` comes here too)."""
+        from kiln.protocol.talking import caller_of, turn_for
+
         outbox = ctx.outbox
         holder = None
         if outbox is not None and not envelope.modern and ctx.can_hold:

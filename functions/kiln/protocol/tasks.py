@@ -45,10 +45,11 @@ from kiln.protocol.errors import (
     error_data,
 )
 from kiln.protocol.spec import CLIENT_CAPABILITIES_META_KEY, INTERNAL_ERROR
-from kiln.protocol.talking import GoingOn
 
 if TYPE_CHECKING:
     from mcp_types import Task
+
+    from kiln.protocol.talking import GoingOn
 
 TASKS_EXTENSION = "io.modelcontextprotocol/tasks"
 TASKS_VERSION = "2025-11-25"  # the one legacy revision with core tasks
@@ -189,6 +190,8 @@ class TaskMethods:
         """A tools/call: run inside the request, or create a task, as tool and client say."""
         from mcp_types import CreateTaskResult
 
+        from kiln.protocol.talking import GoingOn  # a call's turn: the first call loads it
+
         rid = envelope.request_id
         tool = await self._caller.find(envelope.params, ctx=ctx, request_id=rid)
         waits = bool(tool.waits_for)  # a person must approve it first: always a task
@@ -259,6 +262,8 @@ class TaskMethods:
         """A tool that asks first runs inside the request until it has every answer (rounds
         of input_required, SEP-2322) and says it goes on as a task; then the task starts
         with those answers (SEP-2663's MRTR-then-task composition)."""
+        from kiln.protocol.talking import GoingOn
+
         rid = envelope.request_id
         assert ctx.turn is not None  # set by the dispatcher for every tools/call
         turn = replace(ctx.turn, can_task=True)

@@ -2,8 +2,9 @@
 
 The names below load their module on first use (PEP 562): a process that never runs a tool
 here (the public function, whose runs go to the runner function) imports the runner's
-errors, model and limits, never its process machinery (runner.py: containment with ctypes,
-the launcher, standbys). tests/functional/lambda/test_cold_start_imports.py holds it.
+errors and ceiling at init (its limits, model, talk and remote payload on the first call),
+never its process machinery (runner.py: containment with ctypes, the launcher, standbys).
+tests/functional/lambda/test_cold_start_imports.py holds it.
 """
 
 from importlib import import_module
@@ -38,6 +39,7 @@ __all__ = [
     "RunnerBusyError",
     "RunnerSettings",
     "afterwards",
+    "ceiling",
     "contain",
     "contract",
     "contract_text",

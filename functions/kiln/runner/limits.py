@@ -24,7 +24,8 @@ import sys
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Final
+
+from kiln.runner.ceiling import LAMBDA_MAX_TIMEOUT_S
 
 MIB = 1024 * 1024
 # Above the uids of real accounts and inside the 65,536 ids a user namespace usually maps.
@@ -71,10 +72,6 @@ def default_own_temp_paths() -> tuple[Path, ...]:
     """Where the bundle cache and bundle builds live unless configured elsewhere."""
     temp, uid = Path(tempfile.gettempdir()), os.geteuid()
     return (temp / f"kiln-bundles-{uid}", temp / f"kiln-build-home-{uid}")
-
-
-# No run lasts longer than a Lambda invocation can (900 s): the one statement of that limit.
-LAMBDA_MAX_TIMEOUT_S: Final = 900.0
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,7 @@ from kiln.accounting.account import CallAccount, Caller, Limits, Ran
 from kiln.accounting.gate import CallGate, CallTicket, bound_view, caller_of, key_limits, outcome_of
 from kiln.accounting.idempotency import CallKeys
 from kiln.aws.clients import StoreUnavailableError
-from kiln.bundles.cache import BundleError, BundleNotReadyError
+from kiln.bundles.errors import BundleError, BundleNotReadyError
 from kiln.catalog import fingerprint
 from kiln.catalog.model import Revision, Tool
 from kiln.catalog.snapshot import CatalogSnapshots, Snapshot
@@ -38,19 +38,18 @@ from kiln.protocol.discovery import EXECUTE
 from kiln.protocol.errors import RateLimitedError
 from kiln.runner import InvalidArgumentsError, NodeUnavailableError, RunnerBusyError, afterwards
 from kiln.runner.errors import RunSlotRefusedError
-from kiln.runner.model import RunResult
-from kiln.runner.remote import RemoteRunner, failed_run, too_large_for_lambda
 from kiln.serving.codemode import CodeMode
-from kiln.serving.connecting import page_for
-from kiln.serving.conversation import approval_for, approved_by, run_fields, spent, tool_outcome
-from kiln.serving.masking import Masker
-from kiln.serving.packages import BundlePaths, cannot_run, wait_for_bundle
 from kiln.serving.resolved import ResolvedTool, disabled_for, resolved, resolved_tool, tool_view
-from kiln.serving.runs import run_request, run_shares
 from kiln.serving.store_errors import NOT_RECORDED, admit, catalog_reads, unavailable
 
 if TYPE_CHECKING:
     from kiln.runner import Runner
+    from kiln.runner.model import RunResult
+    from kiln.runner.remote import RemoteRunner
+    from kiln.serving.packages import BundlePaths
+
+# A call's side (the run, its talk, approvals, masking, packages) loads on the first tools/call,
+# not in a cold start's first list (tests/functional/lambda/test_cold_start_imports.py).
 
 log = logging.getLogger("kiln.serving.backend")
 
@@ -277,6 +276,9 @@ class CatalogBackend:
     async def call_tool(
         self, tool: ToolView, arguments: Mapping[str, Any], ctx: CallContext
     ) -> ToolOutcome:
+        from kiln.serving.conversation import approval_for, approved_by, spent
+        from kiln.serving.runs import run_shares
+
         call = resolved(tool)  # by get_tool, for this request: no second lookup
         found, view, account = self._code.in_language(call.tool, arguments), call.view, call.account
         gate = self._gate if account is not None else None
@@ -457,6 +459,8 @@ class CatalogBackend:
         `shares` name whose run it is (kiln.runner.slots; the tool's own at least). `author`:
         the tool's author runs it (a test run), who is told why its packages failed.
         """
+        from kiln.serving.packages import cannot_run
+
         whose = {"shares": shares or (f"tool:{tool.id}",), "from_run": from_run, "caller": caller}
         if self._remote is not None:  # the runner function fetches the bundle itself
             try:
@@ -485,6 +489,12 @@ class CatalogBackend:
         whose: Mapping[str, Any],
         conversation: Conversation | None = None,
     ) -> tuple[ToolOutcome, RunResult | None]:
+        from kiln.runner.remote import failed_run, too_large_for_lambda
+        from kiln.serving.connecting import page_for
+        from kiln.serving.conversation import run_fields, tool_outcome
+        from kiln.serving.masking import Masker
+        from kiln.serving.runs import run_request
+
         head = tool.head
         code, files = await self._source(head)
         whose = dict(whose)
@@ -549,6 +559,9 @@ class CatalogBackend:
         its first call starts as warm as its second; waits up to `bundle_wait_s` for a bundle
         still being built. False where there are no standbys, or the bundle failed; None when
         the bundle is still being built after `bundle_wait_s`."""
+        from kiln.serving.packages import wait_for_bundle
+        from kiln.serving.runs import run_request
+
         head = tool.head
         # The save changed the catalog: read it here, so that the call does not have to.
         self._snapshots.current()

@@ -69,6 +69,36 @@ DEFERRED = (
     "kiln.tasks.store",
     "kiln.tasks.worker",
     "kiln.access.webhook",
+    # a call's side: the run's request, talk and result, the runner function's payload (made on
+    # the first run, KILN_RUNNER_FUNCTION or not), approvals' store, masking, packages
+    "kiln.runner.limits",  # the settings read the longest run from runner.ceiling
+    "kiln.runner.model",
+    "kiln.runner.talk",
+    "kiln.runner.remote",
+    "kiln.aws.invoke",
+    "kiln.serving.conversation",
+    "kiln.serving.runs",
+    "kiln.serving.masking",
+    "kiln.serving.packages",
+    "kiln.serving.connecting",
+    "kiln.access.approval_store",
+    "kiln.protocol.talking",
+    # API keys: the first request that carries one (an anonymous list reads none)
+    "kiln.identity.keys",
+    # a build's zips and trees (the scheduler names them only in its types); the unpacked
+    # bundles' cache (folders, seals, inotify, its locks): the first bundle used or built
+    "kiln.bundles.contents",
+    "kiln.bundles.cache",
+    "kiln.bundles.folders",
+    "kiln.bundles.seal",
+    # the call ledger (its entries, shards, totals): the first call's entry (stack.call_gate)
+    "kiln.accounting.ledger",
+    "kiln.accounting.ledger_shards",
+    "kiln.accounting.ledger_totals",
+    # server cards' documents and schemas: the first card asked for (the middleware and the
+    # routes read only protocol.card_paths)
+    "kiln.protocol.cards",
+    "kiln.protocol.card_schemas",
 )
 
 PROBE = """
@@ -138,9 +168,11 @@ def _first_list(aws: AwsStack, **extra: str) -> dict[str, object]:
     return result
 
 
-@pytest.mark.parametrize("mode", ["list", "search"])
+@pytest.mark.parametrize(
+    ("mode", "runner_function"), [("list", ""), ("search", ""), ("list", "kiln-probe-runner")]
+)
 def test_the_public_handler_answers_its_first_tools_list_without_the_deferred_modules(
-    aws: AwsStack, mode: str
+    aws: AwsStack, mode: str, runner_function: str
 ) -> None:
     store = CatalogStore(aws.clients.dynamodb, aws.clients.s3, table=aws.table, bucket=aws.bucket)
     draft = {
@@ -153,7 +185,7 @@ def test_the_public_handler_answers_its_first_tools_list_without_the_deferred_mo
     }
     store.create(check_draft(draft), actor="test")
 
-    loaded = _first_list(aws, KILN_CATALOG_MODE=mode)
+    loaded = _first_list(aws, KILN_CATALOG_MODE=mode, KILN_RUNNER_FUNCTION=runner_function)
 
     assert loaded["status"] == 200
     listed = ["add_vat"] if mode == "list" else ["call_tool", "describe_tools", "search_tools"]

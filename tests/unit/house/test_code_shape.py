@@ -31,6 +31,7 @@ LONG_MODULES = {
     "runner/supervisor.py": "one forked process and its helper: nothing else may run there",
     "serving/backend.py": "the ToolBackend the protocol calls: visibility, admission, the run",
     "settings.py": "the one reader of the environment: every setting, typed and checked",
+    "stack.py": "the composition root: every client and store is made here, most on first use",
 }
 MAX_FUNCTION_LINES = 60
 # Lists of settings or parser arguments: long, flat, and read line by line.

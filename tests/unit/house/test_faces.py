@@ -44,13 +44,13 @@ EXPORTS: dict[str, str] = {
     "observability": "plain redact telemetry",
     "protocol": (
         "CallContext CallLimits HttpRequest HttpResponse McpEndpoint ProtocolSettings ToolBackend "
-        "ToolOutcome ToolView backend calling cards codestubs discovery dispatch errors guard http "
-        "idempotency inner jsontext jsstubs pinning spec talking tasks wire"
+        "ToolOutcome ToolView backend calling card_paths cards codestubs discovery dispatch errors "
+        "guard http idempotency inner jsontext jsstubs pinning spec talking tasks wire"
     ),
     "runner": (
         "InvalidArgumentsError NodeUnavailableError RunLimits RunRequest RunResult Runner "
-        "RunnerBusyError RunnerSettings afterwards contain contract contract_text doctor errors "
-        "launcher limits model nodejs processes remote shield sweep talk"
+        "RunnerBusyError RunnerSettings afterwards ceiling contain contract contract_text doctor "
+        "errors launcher limits model nodejs processes remote shield sweep talk"
     ),
     "schema": "arguments safe wording",
     "serving": "backend conversation resolved runner_function store_errors warming",

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from cfnlint.decode import decode
 
-from kiln.protocol.cards import CATALOG_PATH, PUBLIC_CARD_PATH
+from kiln.protocol.card_paths import CATALOG_PATH, PUBLIC_CARD_PATH
 
 TEMPLATE = Path(__file__).resolve().parents[3] / "template.yaml"
 

@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from kiln.protocol.card_paths import is_public_document
 from kiln.protocol.card_schemas import CARD_SCHEMA_URL, REGISTRY_SCHEMA_URL
 from kiln.protocol.cards import (
     CardError,
@@ -22,7 +23,6 @@ from kiln.protocol.cards import (
     Endpoint,
     card,
     catalog,
-    is_public_document,
     namespace,
     registry_entry,
     validate,
