@@ -191,6 +191,8 @@ def test_an_author_builds_a_view_and_binds_a_key_whose_use_the_keys_page_shows(
     both_widths(page, "23-views")
 
     page.get_by_role("link", name="Keys", exact=True).click()
+    # The views page's own Name field is gone first: a fill must not land in the page left.
+    expect(page.get_by_role("heading", name="API keys")).to_be_visible()
     page.get_by_label("Name", exact=True).fill("partner")
     page.get_by_label(re.compile("^View")).select_option("finance")
     page.get_by_label("Calls per minute").fill("50")
