@@ -10,16 +10,12 @@ from contextlib import contextmanager
 
 @contextmanager
 def moto_endpoint() -> Iterator[str]:
-    """Start moto (with its test credentials set where none are) and yield its URL."""
-    from moto.server import ThreadedMotoServer
+    """Start moto (with its test credentials set where none are) and yield its URL: the tests'
+    own server (tests.support.aws.plain_moto), quiet."""
+    from tests.support.aws import plain_moto
 
     for variable in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
         os.environ.setdefault(variable, "testing")  # moto's
     logging.getLogger("werkzeug").setLevel(logging.ERROR)  # its request log
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    try:
-        host, port = server.get_host_and_port()
-        yield f"http://{host}:{port}"
-    finally:
-        server.stop()
+    with plain_moto() as endpoint:
+        yield endpoint
